@@ -1,0 +1,64 @@
+"""cuda_library: compile .cu sources with nvcc into a static archive.
+
+No rules_cuda offline, so nvcc runs in a genrule and the archive is wrapped in
+a cc_library; dependants use the target like any other C++ library.
+Device code is built for sm_80 (A100), sm_86 (A10G) and sm_90a (H100/H200),
+plus PTX for compute_90 so newer GPUs can JIT.
+"""
+
+NVCC = "/usr/local/cuda/bin/nvcc"
+
+CUDA_ARCH_FLAGS = [
+    "-gencode=arch=compute_80,code=sm_80",
+    "-gencode=arch=compute_86,code=sm_86",
+    "-gencode=arch=compute_90a,code=sm_90a",
+    "-gencode=arch=compute_90,code=compute_90",
+]
+
+def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_hdrs = [], copts = [], visibility = None, **kwargs):
+    """A C++ library whose .cu sources are compiled by nvcc.
+
+    Args:
+      name: target name.
+      srcs: .cu (and .cc) sources; .cc files go to the C++ compiler.
+      hdrs: public headers (usable from .cc and .cu files).
+      deps: cc_library dependencies of the wrapping library.
+      nvcc_hdrs: headers (files or filegroups) from other packages that the .cu
+        files include; nvcc runs in a genrule and sees only declared files.
+      copts: extra nvcc flags.
+      visibility: as usual.
+      **kwargs: passed to the wrapping cc_library.
+    """
+    cu_srcs = [s for s in srcs if s.endswith(".cu")]
+    cc_srcs = [s for s in srcs if not s.endswith(".cu")]
+    archive = "lib" + name + "_cuda.a"
+    flags = " ".join([
+        "-O3",
+        "-std=c++20",
+        "--expt-relaxed-constexpr",
+        "-Xcompiler=-fPIC",
+        "-lineinfo",
+        "-I.",
+        "-I$(GENDIR)",
+    ] + CUDA_ARCH_FLAGS + copts)
+    cmd = ("set -e; objs=; for f in $(SRCS); do case $$f in *.cu) " +
+           "o=$(@D)/" + name + "_$$(echo $$f | tr / _).o; " +
+           NVCC + " " + flags + " -c $$f -o $$o; objs=\"$$objs $$o\";; esac; done; " +
+           "ar rcs $@ $$objs")
+    native.genrule(
+        name = name + "_nvcc",
+        srcs = cu_srcs + hdrs + nvcc_hdrs,
+        outs = [archive],
+        cmd = cmd,
+        message = "nvcc " + name,
+    )
+    native.cc_library(
+        name = name,
+        srcs = cc_srcs + [archive],
+        hdrs = hdrs,
+        deps = deps + ["@cuda//:cudart"],
+        linkstatic = 1,
+        alwayslink = 1,
+        visibility = visibility,
+        **kwargs
+    )
