@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Bundles built binaries for a GPU machine that has CUDA 13 and NCCL but none
+# of our Debian libraries (Ubuntu 24.04, glibc 2.39).
+#
+#   tools/gpu_bundle.sh [TARGET_PATTERN...]     default: every cc_test and binary under //runtime/...
+#
+# Writes .gpu/ (git-ignored): bin/ (the executables), lib/ (non-system shared
+# libraries found with ldd: yaml-cpp, spdlog, fmt, gloo, openblas, cpprest,
+# boost, ...), run.sh (runs every test binary and the given commands with the
+# right library path, ending with "N passed, N failed"). CUDA, cuBLAS, cuDNN and
+# NCCL are NOT bundled: run.sh finds the GPU machine's own copies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=.gpu
+patterns=("$@")
+[ ${#patterns[@]} -gt 0 ] || patterns=("//runtime/...")
+
+bazel build --config=gpu "${patterns[@]}" >/dev/null 2>&1 || bazel build --config=gpu "${patterns[@]}"
+bin_dir=$(bazel info --config=gpu bazel-bin 2>/dev/null)
+union=$(printf ' + %s' "${patterns[@]}"); union=${union# + }
+tests=$(bazel query "kind('cc_test', $union)" 2>/dev/null)
+binaries=$(bazel query "kind('cc_binary', $union)" 2>/dev/null)
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/tests"
+to_path() { local l=${1#//}; echo "$bin_dir/${l/://}"; }
+for t in $tests; do cp -L "$(to_path "$t")" "$out/tests/"; done
+for b in $binaries; do cp -L "$(to_path "$b")" "$out/bin/"; done
+
+# Libraries the GPU machine has itself: glibc, the C++ runtime (newer there),
+# and the CUDA stack (must match its driver).
+is_system_lib() {
+  case "$(basename "$1")" in
+    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) return 0;;
+    libcuda.so*|libcudart.so*|libcublas*.so*|libcudnn*.so*|libnccl.so*|libnvrtc*.so*|libnvJitLink*.so*) return 0;;
+    linux-vdso*) return 0;;
+  esac
+  return 1
+}
+for f in "$out"/tests/* "$out"/bin/*; do
+  [ -f "$f" ] || continue
+  ldd "$f" 2>/dev/null | awk '/=> \// {print $3}' | while read -r lib; do
+    is_system_lib "$lib" || cp -Ln "$lib" "$out/lib/" 2>/dev/null || true
+  done
+done
+
+cat > "$out/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs on the GPU machine: every bundled test, then any command given, e.g.
+#   .gpu/run.sh                         # all tests
+#   .gpu/run.sh bin/hypertrain bench    # tests, then a benchmark
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The machine's own CUDA stack: the toolkit, else pip's nvidia-* wheels.
+cuda_dirs=/usr/local/cuda/lib64
+for name in libcudnn.so.9 libnccl.so.2 libcublasLt.so.13; do
+  if ! ls /usr/local/cuda/lib64/$name >/dev/null 2>&1; then
+    d=$(find / -xdev -name "$name" -not -path '*/proc/*' 2>/dev/null | head -n1 | xargs -r dirname)
+    [ -n "$d" ] && cuda_dirs="$cuda_dirs:$d"
+  fi
+done
+export LD_LIBRARY_PATH="$here/lib:$cuda_dirs:${LD_LIBRARY_PATH:-}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
+passed=0; failed=0; skipped=0
+for t in "$here"/tests/*; do
+  [ -x "$t" ] || continue
+  name=$(basename "$t")
+  if [ -n "${GPU_TEST_FILTER:-}" ] && ! [[ "$name" =~ $GPU_TEST_FILTER ]]; then continue; fi
+  xml=$(mktemp --suffix=.xml); rm -f "$xml"
+  timeout "${GPU_TEST_TIMEOUT:-300}" "$t" --gtest_output="xml:$xml" >"$xml.log" 2>&1
+  rc=$?
+  read -r p f s < <(python3 "$here/count_xml.py" "$xml" "$rc")
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  echo "[$([ "$f" -eq 0 ] && echo PASS || echo FAIL) rc=$rc] $name: $p passed, $f failed, $s skipped"
+  if [ "$f" -ne 0 ] || [ "$s" -ne 0 ]; then grep -vE '^\[ +(RUN|OK) +\]' "$xml.log" | tail -n 40; fi
+done
+echo "$passed passed, $failed failed, $skipped skipped"
+if [ $# -gt 0 ]; then cd "$here" && "$@"; fi
+[ "$failed" -eq 0 ]
+RUN
+cp tools/test_summary.py "$out/test_summary.py"
+cat > "$out/count_xml.py" <<'PY'
+# Prints "passed failed skipped" for one gtest XML file and the binary's exit code.
+import os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_summary import count_xml
+path, rc = sys.argv[1], int(sys.argv[2])
+p = f = s = 0
+if os.path.exists(path):
+    try:
+        p, f, s, _ = count_xml(path)
+    except Exception:
+        pass
+if rc != 0 and f == 0:
+    f = 1
+print(p, f, s)
+PY
+chmod +x "$out/run.sh"
+du -sh "$out" | awk '{print "bundle: " $1 " in '"$out"'"}'
