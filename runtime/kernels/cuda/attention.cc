@@ -1,0 +1,156 @@
+// Argument checks, workspace sizing and dispatch for the CUDA attention kernels.
+#include "runtime/kernels/cuda/attention.h"
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/kernels/cuda/attention_internal.h"
+#include "runtime/kernels/cuda/attention_kernels.h"
+
+namespace hypertrain::kernels::cuda {
+namespace {
+
+Status CheckPointer(const void* ptr, const char* name) {
+  if (ptr == nullptr) return InvalidArgument(std::string("attention: ") + name + " is null");
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
+    return InvalidArgument(std::string("attention: ") + name + " must be 16-byte aligned");
+  }
+  return Status::Ok();
+}
+
+internal::Dims ResolveDims(const AttentionParams& p) {
+  internal::Dims g;
+  g.batch = p.batch;
+  g.seq = p.seq;
+  g.n_heads = p.n_heads;
+  g.n_kv_heads = p.n_kv_heads;
+  g.head_dim = p.head_dim;
+  g.group = p.n_heads / p.n_kv_heads;
+  g.scale = p.scale;
+  g.bf16 = p.dtype == AttentionDtype::kBf16;
+  const int64_t q_width = int64_t{p.n_heads} * p.head_dim;
+  const int64_t kv_width = int64_t{p.n_kv_heads} * p.head_dim;
+  g.q_stride = p.q_row_stride != 0 ? p.q_row_stride : q_width;
+  g.k_stride = p.k_row_stride != 0 ? p.k_row_stride : kv_width;
+  g.v_stride = p.v_row_stride != 0 ? p.v_row_stride : kv_width;
+  g.o_stride = p.o_row_stride != 0 ? p.o_row_stride : q_width;
+  return g;
+}
+
+Status LaunchStatus(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status::Ok();
+  return Internal(std::string("attention: ") + what + " launch failed: " + cudaGetErrorString(err));
+}
+
+}  // namespace
+
+Status ValidateAttentionParams(const AttentionParams& p) {
+  auto bad = [](const std::string& m) { return InvalidArgument("attention: " + m); };
+  if (p.batch <= 0) return bad("batch must be > 0, got " + std::to_string(p.batch));
+  if (p.seq <= 0) return bad("seq must be > 0, got " + std::to_string(p.seq));
+  if (p.n_heads <= 0 || p.n_kv_heads <= 0) {
+    return bad("n_heads and n_kv_heads must be > 0, got " + std::to_string(p.n_heads) + " and " +
+               std::to_string(p.n_kv_heads));
+  }
+  if (p.n_heads % p.n_kv_heads != 0) {
+    return bad("n_heads (" + std::to_string(p.n_heads) + ") must be a multiple of n_kv_heads (" +
+               std::to_string(p.n_kv_heads) + ")");
+  }
+  if (p.head_dim != 64 && p.head_dim != 128) {
+    return bad("head_dim must be 64 or 128, got " + std::to_string(p.head_dim));
+  }
+  if (!(p.scale > 0.0f)) return bad("scale must be > 0");
+  if (p.dtype != AttentionDtype::kBf16 && p.dtype != AttentionDtype::kFp16) {
+    return bad("dtype must be bf16 or fp16");
+  }
+  const int64_t q_width = int64_t{p.n_heads} * p.head_dim;
+  const int64_t kv_width = int64_t{p.n_kv_heads} * p.head_dim;
+  struct Stride {
+    const char* name;
+    int64_t value;
+    int64_t min;
+  };
+  for (const Stride& s : {Stride{"q_row_stride", p.q_row_stride, q_width},
+                          Stride{"k_row_stride", p.k_row_stride, kv_width},
+                          Stride{"v_row_stride", p.v_row_stride, kv_width},
+                          Stride{"o_row_stride", p.o_row_stride, q_width}}) {
+    if (s.value == 0) continue;
+    if (s.value < s.min || s.value % 8 != 0) {
+      return bad(std::string(s.name) + " must be 0 (dense) or a multiple of 8 that is >= " +
+                 std::to_string(s.min) + ", got " + std::to_string(s.value));
+    }
+  }
+  return Status::Ok();
+}
+
+size_t AttentionBackwardWorkspaceBytes(const AttentionParams& p) {
+  if (p.batch <= 0 || p.seq <= 0 || p.n_heads <= 0) return 0;
+  const size_t bytes = sizeof(float) * size_t(p.batch) * size_t(p.n_heads) * size_t(p.seq);
+  return (bytes + 255) / 256 * 256;
+}
+
+
+namespace internal {
+
+Status Forward(Impl impl, const AttentionParams& p, const void* q, const void* k, const void* v,
+               void* out, float* lse, cudaStream_t stream) {
+  HT_RETURN_IF_ERROR(ValidateAttentionParams(p));
+  HT_RETURN_IF_ERROR(CheckPointer(q, "q"));
+  HT_RETURN_IF_ERROR(CheckPointer(k, "k"));
+  HT_RETURN_IF_ERROR(CheckPointer(v, "v"));
+  HT_RETURN_IF_ERROR(CheckPointer(out, "out"));
+  if (lse != nullptr) HT_RETURN_IF_ERROR(CheckPointer(lse, "lse"));
+  const Dims g = ResolveDims(p);
+  switch (impl) {
+    case Impl::kSimple:
+      return LaunchStatus(SimpleAttentionForward(g, q, k, v, out, lse, stream), "forward");
+  }
+  return InvalidArgument("attention: unknown implementation");
+}
+
+Status Backward(Impl impl, const AttentionParams& p, const void* q, const void* k, const void* v,
+                const void* out, const void* dout, const float* lse, void* dq, void* dk, void* dv,
+                void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  HT_RETURN_IF_ERROR(ValidateAttentionParams(p));
+  struct Named {
+    const void* ptr;
+    const char* name;
+  };
+  for (const Named& n : {Named{q, "q"}, Named{k, "k"}, Named{v, "v"}, Named{out, "out"},
+                         Named{dout, "dout"}, Named{lse, "lse"}, Named{dq, "dq"}, Named{dk, "dk"},
+                         Named{dv, "dv"}, Named{workspace, "workspace"}}) {
+    HT_RETURN_IF_ERROR(CheckPointer(n.ptr, n.name));
+  }
+  const size_t need = AttentionBackwardWorkspaceBytes(p);
+  if (workspace_bytes < need) {
+    return InvalidArgument("attention: backward workspace holds " + std::to_string(workspace_bytes) +
+                           " bytes, needs " + std::to_string(need));
+  }
+  const Dims g = ResolveDims(p);
+  float* delta = static_cast<float*>(workspace);
+  switch (impl) {
+    case Impl::kSimple:
+      return LaunchStatus(
+          SimpleAttentionBackward(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream),
+          "backward");
+  }
+  return InvalidArgument("attention: unknown implementation");
+}
+
+Impl DefaultImpl() { return Impl::kSimple; }
+
+}  // namespace internal
+
+Status AttentionForward(const AttentionParams& p, const void* q, const void* k, const void* v,
+                        void* out, float* lse, cudaStream_t stream) {
+  return internal::Forward(internal::DefaultImpl(), p, q, k, v, out, lse, stream);
+}
+
+Status AttentionBackward(const AttentionParams& p, const void* q, const void* k, const void* v,
+                         const void* out, const void* dout, const float* lse, void* dq, void* dk,
+                         void* dv, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  return internal::Backward(internal::DefaultImpl(), p, q, k, v, out, dout, lse, dq, dk, dv,
+                            workspace, workspace_bytes, stream);
+}
+
+}  // namespace hypertrain::kernels::cuda

@@ -1,0 +1,81 @@
+#pragma once
+// Causal grouped-query flash attention, forward and backward, on CUDA.
+//
+// Layout (row-major, "token-major", what a fused QKV GEMM's output split gives):
+//   q     [batch, seq, n_heads,    head_dim]  element (b,t,h,d) at
+//         q + (b*seq + t) * q_row_stride + h*head_dim + d
+//   k, v  [batch, seq, n_kv_heads, head_dim]  same with k_row_stride / v_row_stride
+//   out, dout [batch, seq, n_heads, head_dim] with o_row_stride
+//   dq, dk, dv: same layout and row strides as q, k, v (so they can be slices
+//         of one fused dQKV buffer that feeds the dQKV GEMM directly).
+//   lse   [batch, n_heads, seq] fp32, dense: natural-log logsumexp of each
+//         scaled score row, written by forward, read by backward.
+// A row stride of 0 means dense: n_heads*head_dim for q/out, n_kv_heads*head_dim
+// for k/v. With a fused QKV buffer of row width (n_heads + 2*n_kv_heads)*head_dim,
+// pass q = qkv, k = qkv + n_heads*head_dim, v = k + n_kv_heads*head_dim and that
+// width as all three strides. Pointers must be 16-byte aligned and row strides
+// multiples of 8 elements (16-byte vector loads).
+//
+// Semantics: out[b,t,h,:] = sum_{s<=t} softmax_s(scale * q[b,t,h,:].k[b,s,g,:]) v[b,s,g,:]
+// with g = h / (n_heads / n_kv_heads) (causal; GQA). Accumulation is fp32;
+// inputs/outputs are bf16 or fp16 (all tensors of one call share the dtype).
+//
+// Backward is deterministic: no floating-point atomics. dk/dv of a kv head are
+// summed over its query heads in a fixed order inside one thread block, and dq
+// is computed by a separate pass over key blocks, so two runs on the same
+// inputs give bitwise-identical dq, dk, dv.
+//
+// Supported: head_dim 64 or 128; seq >= 1 (any length, no multiple required);
+// n_heads % n_kv_heads == 0. Calls are asynchronous on `stream`, allocate
+// nothing, and are safe to capture in a CUDA graph. They return
+// InvalidArgument for bad shapes/pointers and Internal for a launch error.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/core/status.h"
+
+namespace hypertrain::kernels::cuda {
+
+enum class AttentionDtype { kBf16, kFp16 };
+
+struct AttentionParams {
+  int batch = 0;
+  int seq = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 0.0f;  // usually 1/sqrt(head_dim); must be > 0
+  AttentionDtype dtype = AttentionDtype::kBf16;
+  // Elements between consecutive tokens; 0 = dense (see above).
+  int64_t q_row_stride = 0;
+  int64_t k_row_stride = 0;
+  int64_t v_row_stride = 0;
+  int64_t o_row_stride = 0;
+};
+
+// Checks shapes, strides and dtype (pointers are checked by the calls).
+Status ValidateAttentionParams(const AttentionParams& p);
+
+// out = attention(q, k, v); lse may be nullptr when no backward follows.
+Status AttentionForward(const AttentionParams& p, const void* q, const void* k,
+                        const void* v, void* out, float* lse,
+                        cudaStream_t stream);
+
+// Bytes of device scratch AttentionBackward needs for these params (a pure
+// function of batch, seq and n_heads: 4 * batch * n_heads * seq, rounded up
+// to 256), so a static memory plan can reserve it once.
+size_t AttentionBackwardWorkspaceBytes(const AttentionParams& p);
+
+// Gradients of attention given out and lse from AttentionForward on the same
+// q, k, v. dq, dk, dv are overwritten (not accumulated). `workspace` must hold
+// AttentionBackwardWorkspaceBytes(p) bytes, 16-byte aligned; its contents on
+// entry and exit are unspecified.
+Status AttentionBackward(const AttentionParams& p, const void* q, const void* k,
+                         const void* v, const void* out, const void* dout,
+                         const float* lse, void* dq, void* dk, void* dv,
+                         void* workspace, size_t workspace_bytes,
+                         cudaStream_t stream);
+
+}  // namespace hypertrain::kernels::cuda

@@ -1,0 +1,27 @@
+#pragma once
+// Kernel launchers shared by the attention .cu files and the dispatcher
+// (attention.cc). Plain CUDA types only, so nvcc needs no other headers.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hypertrain::kernels::cuda::internal {
+
+// Validated problem description with dense strides resolved.
+struct Dims {
+  int batch, seq, n_heads, n_kv_heads, head_dim;
+  int group;  // n_heads / n_kv_heads
+  float scale;
+  bool bf16;  // else fp16
+  int64_t q_stride, k_stride, v_stride, o_stride;
+};
+
+// Warp-per-row scalar kernels (attention_simple.cu).
+cudaError_t SimpleAttentionForward(const Dims& g, const void* q, const void* k, const void* v,
+                                   void* out, float* lse, cudaStream_t stream);
+cudaError_t SimpleAttentionBackward(const Dims& g, const void* q, const void* k, const void* v,
+                                    const void* out, const void* dout, const float* lse,
+                                    float* delta, void* dq, void* dk, void* dv,
+                                    cudaStream_t stream);
+
+}  // namespace hypertrain::kernels::cuda::internal
