@@ -1,0 +1,126 @@
+#pragma once
+// CPU reference ops for the Llama-3 decoder: forward AND backward, for float
+// and double. Plain, obviously-correct loops (GEMMs through OpenBLAS). They
+// are the oracle every CUDA kernel is tested against, so the signatures are raw
+// pointers + shapes with no framework types.
+//
+// Conventions:
+//  - Row-major. N = number of token rows (batch * seq); C = hidden size.
+//  - Activations of attention are [B, T, heads, D] == rows of a [N, heads*D]
+//    matrix, i.e. exactly the q/k/v projection outputs.
+//  - Backward functions ADD (+=) into every gradient output (activation and
+//    parameter gradients alike) unless the comment says "writes"; a null
+//    gradient pointer means "not needed".
+//  - Linear weights are HF-shaped [out_features, in_features]: y = x W^T.
+#include <cstdint>
+
+#include "runtime/model/config.h"
+
+namespace hypertrain::cpu {
+
+// ---- Linear --------------------------------------------------------------
+// out[N, OF] = in[N, IF] @ w[OF, IF]^T   (+= when accumulate).
+template <typename T>
+void Matmul(T* out, const T* in, const T* w, int64_t N, int64_t in_features,
+            int64_t out_features, bool accumulate = false);
+// din[N, IF] += dout @ w;   dw[OF, IF] += dout^T @ in.
+template <typename T>
+void MatmulBackward(T* din, T* dw, const T* dout, const T* in, const T* w, int64_t N,
+                    int64_t in_features, int64_t out_features);
+
+// ---- Embedding -----------------------------------------------------------
+// out[N, C] = table[tokens[n]]   (writes). Tokens must be in [0, V).
+template <typename T>
+void EmbeddingForward(T* out, const int32_t* tokens, const T* table, int64_t N, int64_t C);
+// dtable[tokens[n]] += dout[n] in increasing n: deterministic.
+template <typename T>
+void EmbeddingBackward(T* dtable, const T* dout, const int32_t* tokens, int64_t N, int64_t C);
+
+// ---- RMSNorm -------------------------------------------------------------
+// out = x * rstd * w, rstd[n] = 1 / sqrt(mean(x[n]^2) + eps)   (writes out and
+// rstd; rstd may be null). out may not alias x.
+template <typename T>
+void RmsNormForward(T* out, T* rstd, const T* x, const T* w, int64_t N, int64_t C, double eps);
+// dx += ..., dw += ... given the forward's rstd.
+template <typename T>
+void RmsNormBackward(T* dx, T* dw, const T* dout, const T* x, const T* w, const T* rstd,
+                     int64_t N, int64_t C);
+
+// ---- RoPE (rotate-half, HF layout) ----------------------------------------
+// inv_freq[i], i < head_dim/2: theta^(-2i/head_dim), then Llama-3 frequency
+// scaling when scaling.type == kLlama3 (wavelengths longer than
+// original/low_freq_factor divided by factor, shorter than
+// original/high_freq_factor kept, smooth interpolation between). In fp64.
+void RopeInvFreq(double* inv_freq, int64_t head_dim, double theta, const model::RopeScaling& s);
+// cos/sin tables [seq, head_dim/2] for positions 0..seq-1 (computed in fp64).
+template <typename T>
+void RopeTables(T* cos, T* sin, int64_t seq, int64_t head_dim, double theta,
+                const model::RopeScaling& s);
+// x: [B, T, heads, D]; pairs (i, i + D/2) rotate by angle t * inv_freq[i].
+// Writes out; out may alias in.
+template <typename T>
+void RopeForward(T* out, const T* in, const T* cos, const T* sin, int64_t B, int64_t T_,
+                 int64_t heads, int64_t D);
+// Inverse rotation of the gradient. Writes din; din may alias dout.
+template <typename T>
+void RopeBackward(T* din, const T* dout, const T* cos, const T* sin, int64_t B, int64_t T_,
+                  int64_t heads, int64_t D);
+
+// ---- Causal grouped-query attention --------------------------------------
+// q, out: [B, T, H, D]; k, v: [B, T, KV, D]; query head h uses kv head
+// h / (H / KV); scale 1/sqrt(D); key j visible to query i iff j <= i.
+// Writes out and lse[B, H, T] (natural-log log-sum-exp of the scaled scores,
+// what flash attention saves for backward).
+template <typename T>
+void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v, int64_t B, int64_t T_,
+                      int64_t H, int64_t KV, int64_t D);
+// dq, dk, dv += gradients; recomputes probabilities from q, k and lse.
+template <typename T>
+void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                       const T* out, const T* lse, int64_t B, int64_t T_, int64_t H, int64_t KV,
+                       int64_t D);
+
+// ---- SwiGLU MLP activation -----------------------------------------------
+// out = silu(gate) * up   (writes; out may alias gate or up).
+template <typename T>
+void SwiGluForward(T* out, const T* gate, const T* up, int64_t n);
+// dgate += dout * up * silu'(gate);  dup += dout * silu(gate).
+template <typename T>
+void SwiGluBackward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n);
+
+// ---- Residual ------------------------------------------------------------
+// out = a + b (writes; out may alias a or b).
+template <typename T>
+void Add(T* out, const T* a, const T* b, int64_t n);
+
+// ---- Loss ----------------------------------------------------------------
+struct LossSum {
+  double loss_sum = 0;  // sum of per-token cross-entropy (nats)
+  int64_t count = 0;    // tokens whose target != ignore_index
+};
+// Number of targets != ignore_index.
+int64_t CountTargets(const int32_t* targets, int64_t N, int32_t ignore_index);
+// Plain cross-entropy over materialised logits [N, V]: losses[n] = -log
+// softmax(logits[n])[target] (0 for ignored rows; losses may be null).
+// dlogits (if non-null) += dloss * (softmax - onehot) per non-ignored row.
+template <typename T>
+LossSum CrossEntropy(T* losses, T* dlogits, const T* logits, const int32_t* targets, int64_t N,
+                     int64_t V, int32_t ignore_index, double dloss);
+// LM head + cross-entropy fused: logits = h[N, C] @ w[V, C]^T are built
+// `chunk_rows` rows at a time, so at most chunk_rows x V logits exist. When
+// dh / dw are non-null, ADDS the gradient of dloss * sum(per-token loss)
+// (the caller passes dloss = grad_multiplier / count for a mean loss).
+template <typename T>
+LossSum FusedClassifier(T* dh, T* dw, const T* h, const T* w, const int32_t* targets, int64_t N,
+                        int64_t C, int64_t V, int32_t ignore_index, double dloss,
+                        int64_t chunk_rows = 256);
+
+// ---- Reductions ------------------------------------------------------------
+// Sum of squares in fp64 (inf/nan propagate).
+template <typename T>
+double SumSquares(const T* x, int64_t n);
+// Global-norm clipping factor: min(1, max_norm / (norm + 1e-6)); 1 when
+// max_norm <= 0 (clipping off) or norm is not finite.
+double ClipFactor(double global_norm, double max_norm);
+
+}  // namespace hypertrain::cpu

@@ -1,0 +1,128 @@
+#pragma once
+// Backend: one device's implementation of the Llama-3 training step over the
+// flat unit layout (runtime/model/layout.h). The CPU reference backend lives in
+// runtime/cpu/, the CUDA backend in runtime/cuda/; the training loop
+// (runtime/train/) and the sharder (runtime/dist/) only see this interface.
+//
+// Memory per unit u (all sized/offset as ParamLayout::unit(u)):
+//   ComputeParams(u)  full, compute dtype (bf16/fp16/fp32), padded_numel elems.
+//   FullGrads(u)      full, fp32, padded_numel elems; backward ADDS into it.
+//   Owned(u)          the range [begin, end) of u this rank updates (whole
+//                     unit unless BackendOptions::owned says otherwise).
+//   MasterParams(u), ShardGrads(u), AdamM(u), AdamV(u)
+//                     fp32, Owned(u).size() elems, element i <-> unit offset
+//                     Owned(u).begin + i. Single process: ShardGrads(u)
+//                     aliases FullGrads(u) + begin (and on CPU fp32,
+//                     MasterParams(u) aliases ComputeParams(u) + begin).
+// Pointers are device pointers of the backend (host pointers for CPU) and stay
+// valid for the backend's lifetime. Moving data to/from host goes through
+// ReadState/WriteState (what checkpointing uses).
+//
+// One optimizer step, as runtime/train/ drives it:
+//   ZeroGrads()
+//   for m in micro-batches: ForwardBackward(batch_m, grad_multiplier, hooks)
+//   hooks.FinishGradients()
+//   sumsq = hooks.GlobalSumSquares(sum_u GradSumSquares(u))
+//   for u: OptimizerStep(u, adamw with grad_scale = clip / loss_scale)
+// OptimizerStep also refreshes the owned range of ComputeParams(u) from the
+// new master weights (so an in-place all-gather can build the full unit).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/kernels/adamw_params.h"
+#include "runtime/model/layout.h"
+#include "runtime/model/unit_hooks.h"
+
+namespace hypertrain::model {
+
+enum class Precision { kBF16, kFP16, kFP32, kTF32 };
+enum class ActivationCheckpointing { kNone, kSelective, kFull };
+enum class DType { kF32, kBF16, kF16 };
+
+const char* PrecisionName(Precision p);                     // "bf16", "fp16", "fp32", "tf32"
+const char* CheckpointingName(ActivationCheckpointing a);   // "none", "selective", "full"
+StatusOr<Precision> ParsePrecision(const std::string& s);
+StatusOr<ActivationCheckpointing> ParseCheckpointing(const std::string& s);
+int DTypeSize(DType d);
+
+struct UnitBuffer {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t numel = 0;
+};
+
+// One micro-batch of token ids in HOST memory, row-major [batch, seq].
+// targets[i] == ignore_index contributes neither loss nor gradient.
+// `staged` is opaque to everyone but the backend whose data stager filled it
+// (e.g. a CUDA backend's device copy + event, see runtime/data/loader.h).
+struct TokenBatch {
+  const int32_t* inputs = nullptr;
+  const int32_t* targets = nullptr;
+  int64_t batch = 0;
+  int64_t seq = 0;
+  void* staged = nullptr;
+};
+
+struct BackendOptions {
+  Precision precision = Precision::kBF16;
+  ActivationCheckpointing checkpointing = ActivationCheckpointing::kNone;
+  int64_t micro_batch_size = 1;
+  int64_t seq_len = 0;  // 0 = config.max_context_width; must be <= it
+  uint64_t seed = 1234;  // parameter init (runtime/model/init.h)
+  int32_t ignore_index = -100;
+  LayoutOptions layout;
+  // Owned range per unit, indexed by unit; empty = every unit whole.
+  std::vector<Range> owned;
+};
+
+enum class StateKind { kMasterParams, kShardGrads, kAdamM, kAdamV };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "cuda"
+  virtual const ParamLayout& layout() const = 0;
+  virtual const BackendOptions& options() const = 0;
+  virtual Range Owned(int unit) const = 0;
+
+  virtual UnitBuffer ComputeParams(int unit) = 0;
+  virtual UnitBuffer FullGrads(int unit) = 0;
+  virtual UnitBuffer MasterParams(int unit) = 0;
+  virtual UnitBuffer ShardGrads(int unit) = 0;
+  virtual UnitBuffer AdamM(int unit) = 0;
+  virtual UnitBuffer AdamV(int unit) = 0;
+
+  // Copies Owned(unit).size() fp32 values between host memory and the state.
+  // WriteState(kMasterParams) also refreshes the owned range of ComputeParams.
+  virtual Status ReadState(int unit, StateKind kind, float* host) = 0;
+  virtual Status WriteState(int unit, StateKind kind, const float* host) = 0;
+
+  // Zeroes FullGrads and ShardGrads of every unit.
+  virtual Status ZeroGrads() = 0;
+  // Forward + backward of one micro-batch, calling `hooks` in the order of
+  // unit_hooks.h. Gradients accumulate d(mean_loss * grad_multiplier)/dparam,
+  // where mean_loss is the mean cross-entropy over this micro-batch's
+  // non-ignored targets; the trainer passes loss_scale / num_micro_batches.
+  // Returns mean_loss (unscaled).
+  virtual StatusOr<double> ForwardBackward(const TokenBatch& batch, float grad_multiplier,
+                                           UnitHooks& hooks) = 0;
+  // Forward only; returns the mean loss.
+  virtual StatusOr<double> Loss(const TokenBatch& batch, UnitHooks& hooks) = 0;
+  // Sum of squares of ShardGrads(unit) in fp64 (inf/nan when any grad is).
+  virtual StatusOr<double> GradSumSquares(int unit) = 0;
+  // AdamW on Owned(unit): weight decay only on decay ranges of the unit
+  // (p.weight_decay is applied there, 0 elsewhere); p.grad_scale multiplies
+  // every gradient. Then refreshes the owned range of ComputeParams(unit).
+  virtual Status OptimizerStep(int unit, const kernels::AdamWParams& p) = 0;
+  // Waits for all queued device work (CPU: nothing).
+  virtual Status Synchronize() = 0;
+  // Peak dense FLOP/s of the device at the active precision (0 = unknown),
+  // and the device-memory high-water mark in bytes (0 = not tracked).
+  virtual double PeakFlops() const = 0;
+  virtual int64_t PeakMemoryBytes() const = 0;
+};
+
+}  // namespace hypertrain::model

@@ -1,0 +1,61 @@
+#pragma once
+// UnitHooks: the seam where parameter sharding (HSDP) plugs into a step.
+//
+// A backend's ForwardBackward() walks the units of ParamLayout and calls the
+// hooks in exactly this order for every micro-batch (E = embedding unit 0,
+// B_l = block unit l+1):
+//
+//   BeginMicroBatch(m, last)
+//   BeforeForward(E)                       ; embedding lookup
+//   for l = 0..L-1:  BeforeForward(B_l)  ; block forward ; AfterForward(B_l)
+//                                          ; final norm + LM head + loss
+//   AfterForward(E)  BeforeBackward(E)     ; LM head + final norm backward
+//   for l = L-1..0:  BeforeBackward(B_l) ; block backward ; AfterBackward(B_l)
+//                                          ; embedding backward
+//   AfterBackward(E)
+//
+// (A forward-only evaluation calls BeginMicroBatch and the Forward hooks.)
+// With activation checkpointing the block's recomputation happens between
+// BeforeBackward(B_l) and AfterBackward(B_l), using the same parameters.
+//
+// Contract per hook (HSDP meaning in brackets):
+//  - BeforeForward(u)/BeforeBackward(u): on return, Backend::ComputeParams(u)
+//    holds the full parameters of u in compute dtype [all-gather; may also
+//    start prefetching the next unit in the order above].
+//  - AfterForward(u): u's full parameters are not needed until
+//    BeforeBackward(u) [free / release to a pool unless zero2-style].
+//  - AfterBackward(u): Backend::FullGrads(u) holds this micro-batch's gradient
+//    of u added to whatever was there [reduce-scatter into ShardGrads(u) and
+//    zero FullGrads(u); single process: nothing, ShardGrads aliases it].
+//  - FinishGradients(): called by the training loop once per optimizer step
+//    after the LAST micro-batch; on return ShardGrads(u) of every unit holds
+//    the final summed gradient [wait for reduce-scatters, all-reduce across
+//    the replica group].
+//  - GlobalSumSquares(x): x is this rank's sum of squares over its owned
+//    gradient ranges; return the sum over every element of the model counted
+//    once [sum across the shard group only: replicas hold equal shards].
+//  - MeanAcrossDataParallel(x): mean of a per-rank scalar (the loss) over the
+//    data-parallel ranks, for logging.
+// Every hook may fail (e.g. DeadlineExceeded for a collective timeout); the
+// backend stops the step and returns that Status.
+#include "runtime/core/status.h"
+
+namespace hypertrain::model {
+
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  virtual Status BeginMicroBatch(int /*micro_batch*/, bool /*last*/) { return Status::Ok(); }
+  virtual Status BeforeForward(int /*unit*/) { return Status::Ok(); }
+  virtual Status AfterForward(int /*unit*/) { return Status::Ok(); }
+  virtual Status BeforeBackward(int /*unit*/) { return Status::Ok(); }
+  virtual Status AfterBackward(int /*unit*/) { return Status::Ok(); }
+  virtual Status FinishGradients() { return Status::Ok(); }
+  virtual StatusOr<double> GlobalSumSquares(double local) { return local; }
+  virtual StatusOr<double> MeanAcrossDataParallel(double local) { return local; }
+};
+
+// Single process: every unit is always whole and local; all hooks are no-ops.
+class NoOpUnitHooks final : public UnitHooks {};
+
+}  // namespace hypertrain::model
