@@ -1,0 +1,157 @@
+#include "runtime/kernels/cuda/gemm.h"
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/kernels/cuda/cuda_status.h"
+
+namespace hypertrain::kernels::cuda {
+namespace {
+
+cudaDataType_t ToCuda(DType t) {
+  switch (t) {
+    case DType::kF32: return CUDA_R_32F;
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+// Largest power of two (<= 256) dividing the address: cuBLASLt's heuristic
+// may pick kernels that assume the alignment it is told.
+int Alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  int a = 256;
+  while (a > 1 && (v % a) != 0) a >>= 1;
+  return a;
+}
+
+}  // namespace
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+StatusOr<std::unique_ptr<Gemm>> Gemm::Create(bool allow_tf32, size_t workspace_bytes) {
+  cublasLtHandle_t h = nullptr;
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&h));
+  void* ws = nullptr;
+  if (workspace_bytes > 0) {
+    const cudaError_t err = cudaMalloc(&ws, workspace_bytes);
+    if (err != cudaSuccess) {
+      cublasLtDestroy(h);
+      return CudaStatus(err, "cudaMalloc(gemm workspace)");
+    }
+  }
+  return std::unique_ptr<Gemm>(new Gemm(h, ws, workspace_bytes, allow_tf32));
+}
+
+Gemm::Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool tf32)
+    : handle_(h), workspace_(ws), workspace_bytes_(ws_bytes), allow_tf32_(tf32) {}
+
+Gemm::~Gemm() {
+  plans_.clear();
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+size_t Gemm::cached_plans() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return plans_.size();
+}
+
+StatusOr<Gemm::Plan*> Gemm::GetPlan(const Key& key, const GemmShape& s, DType ab, DType ct) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second.get();
+
+  auto plan = std::make_unique<Plan>();
+  const bool all_f32 = ab == DType::kF32;
+  const cublasComputeType_t compute =
+      all_f32 && allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
+  // Column-major view of row-major storage: C^T = op(B)^T . op(A)^T, so
+  // cuBLASLt's A is our B and its B is our A.
+  const cublasOperation_t op_a = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  const long lda = std::get<5>(key), ldb = std::get<6>(key), ldc = std::get<7>(key);
+  // Our B stored row-major as [K,N] (or [N,K] when transposed).
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(
+      &plan->a, ToCuda(ab), s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, ldb));
+  // Our A stored row-major as [M,K] (or [K,M] when transposed).
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(
+      &plan->b, ToCuda(ab), s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, lda));
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, ToCuda(ct), s.n, s.m, ldc));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  struct PrefGuard {
+    cublasLtMatmulPreference_t p;
+    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+  } guard{pref};
+  const size_t ws = workspace_bytes_;
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t align = static_cast<uint32_t>(std::get<10>(key));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
+      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found));
+  if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+    return Internal("cuBLASLt found no algorithm for m=" + std::to_string(s.m) +
+                    " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + " ab=" +
+                    DTypeName(ab) + " c=" + DTypeName(ct) + " align=" + std::to_string(align));
+  }
+  plan->algo = result.algo;
+  Plan* raw = plan.get();
+  plans_.emplace(key, std::move(plan));
+  return raw;
+}
+
+Status Gemm::Matmul(const GemmShape& s, const void* a, const void* b, DType ab_type, void* c,
+                    DType c_type, float alpha, float beta, cudaStream_t stream) {
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0) {
+    return InvalidArgument("gemm: m, n, k must be positive (m=" + std::to_string(s.m) +
+                           " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + ")");
+  }
+  if (c_type != ab_type && c_type != DType::kF32) {
+    return InvalidArgument(std::string("gemm: C must be fp32 or the input type, got ") +
+                           DTypeName(c_type) + " for " + DTypeName(ab_type) + " inputs");
+  }
+  if (a == nullptr || b == nullptr || c == nullptr) return InvalidArgument("gemm: null pointer");
+  const long lda = s.lda ? s.lda : (s.trans_a ? s.m : s.k);
+  const long ldb = s.ldb ? s.ldb : (s.trans_b ? s.k : s.n);
+  const long ldc = s.ldc ? s.ldc : s.n;
+  if (lda < (s.trans_a ? s.m : s.k) || ldb < (s.trans_b ? s.k : s.n) || ldc < s.n) {
+    return InvalidArgument("gemm: leading dimension smaller than the row");
+  }
+  int align = std::min(std::min(Alignment(a), Alignment(b)), Alignment(c));
+  // A leading dimension also limits the alignment of every row after the first.
+  for (long ld : {lda, ldb}) align = std::min<int>(align, Alignment(reinterpret_cast<void*>(ld * DTypeSize(ab_type))));
+  align = std::min<int>(align, Alignment(reinterpret_cast<void*>(ldc * DTypeSize(c_type))));
+  const Key key{s.m, s.n, s.k, s.trans_a, s.trans_b, lda, ldb, ldc, static_cast<int>(ab_type),
+                static_cast<int>(c_type), align, beta != 0.0f};
+  HT_ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, s, ab_type, c_type));
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan->desc, &alpha, b, plan->a, a, plan->b,
+                                           &beta, c, plan->c, c, plan->c, &plan->algo, workspace_,
+                                           workspace_bytes_, stream));
+  return Status::Ok();
+}
+
+}  // namespace hypertrain::kernels::cuda

@@ -1,0 +1,68 @@
+#pragma once
+// cuBLASLt matrix products in row-major terms for the model's linear layers.
+//
+//   C[M,N] = alpha * op(A)[M,K] . op(B)[K,N] + beta * C[M,N]
+//
+// `trans_a`: A is stored as [K,M]; `trans_b`: B is stored as [N,K]. Leading
+// dimensions are row strides in elements (0 = packed). The model uses
+//   forward   Y[T,O]  = X[T,I] . W[O,I]^T          (trans_b)
+//   dX        dX[T,I] = dY[T,O] . W[O,I]           (none; beta 1 to accumulate)
+//   dW        dW[O,I] += dY[T,O]^T . X[T,I]        (trans_a; fp32 C, beta 1)
+// A and B share one type (fp32, bf16 or fp16); C is that type or fp32. The
+// accumulator is always fp32; fp32 inputs use TF32 tensor cores only when the
+// Gemm was created with allow_tf32. The algorithm is chosen once per shape by
+// cuBLASLt's heuristic and cached; one workspace is allocated at creation.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "runtime/core/status.h"
+#include "runtime/kernels/cuda/dtype.h"
+
+namespace hypertrain::kernels::cuda {
+
+struct GemmShape {
+  int m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  long lda = 0, ldb = 0, ldc = 0;  // 0 = packed
+};
+
+class Gemm {
+ public:
+  static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
+
+  // Creates the cuBLASLt handle and the workspace on the current device.
+  static StatusOr<std::unique_ptr<Gemm>> Create(bool allow_tf32,
+                                                size_t workspace_bytes = kDefaultWorkspaceBytes);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // Enqueues the product on `stream`. Fails (without launching) on an invalid
+  // shape or type combination or when cuBLASLt finds no algorithm.
+  Status Matmul(const GemmShape& s, const void* a, const void* b, DType ab_type, void* c,
+                DType c_type, float alpha, float beta, cudaStream_t stream);
+
+  bool allow_tf32() const { return allow_tf32_; }
+  size_t cached_plans() const;
+
+ private:
+  struct Plan;
+  using Key = std::tuple<int, int, int, bool, bool, long, long, long, int, int, int, bool>;
+  Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool tf32);
+  StatusOr<Plan*> GetPlan(const Key& key, const GemmShape& s, DType ab, DType c);
+
+  cublasLtHandle_t handle_;
+  void* workspace_;
+  size_t workspace_bytes_;
+  bool allow_tf32_;
+  mutable std::mutex mu_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace hypertrain::kernels::cuda

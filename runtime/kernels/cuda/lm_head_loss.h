@@ -1,0 +1,38 @@
+#pragma once
+// LM head + cross-entropy without full logits: the head GEMM runs on chunks
+// of `chunk_rows` token rows; each chunk's logits ([chunk_rows, vocab], the
+// compute dtype, in `logits` scratch) are turned into dlogits in place by
+// SoftmaxCrossEntropy and immediately consumed by the two backward GEMMs:
+//   dh[chunk]  = dlogits . W          (written)
+//   dW        += dlogits^T . h[chunk] (fp32, accumulated)
+// Chunking along tokens keeps each row's whole vocabulary in one chunk, so
+// the log-sum-exp needs no second pass and the forward GEMM runs once.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "runtime/core/status.h"
+#include "runtime/kernels/cuda/dtype.h"
+#include "runtime/kernels/cuda/gemm.h"
+
+namespace hypertrain::kernels::cuda {
+
+struct LmHeadLossArgs {
+  DType dtype = DType::kBF16;  // of h, w, logits, dh
+  const void* h = nullptr;     // [n, cols]
+  const void* w = nullptr;     // [vocab, cols]
+  const int32_t* targets = nullptr;  // [n], device
+  int n = 0, cols = 0, vocab = 0;
+  int chunk_rows = 0;
+  int32_t ignore_index = -100;
+  void* logits = nullptr;      // scratch, chunk_rows * vocab elements
+  float* losses = nullptr;     // [n], written
+  // Gradient outputs; all null for a forward-only loss.
+  void* dh = nullptr;          // [n, cols], written
+  float* dw = nullptr;         // [vocab, cols], accumulated
+  const float* dscale = nullptr;  // device scalar: d(total)/d(per-token loss)
+};
+
+Status LmHeadLoss(Gemm& gemm, const LmHeadLossArgs& a, cudaStream_t stream);
+
+}  // namespace hypertrain::kernels::cuda

@@ -1,0 +1,144 @@
+#include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/rmsnorm.h"
+
+namespace hypertrain::kernels::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+// Row groups of the dw reduction: partial sums per (group, column).
+constexpr int kDwGroups = 64;
+
+// One warp per row.
+template <typename T>
+__global__ void RmsNormForwardKernel(T* __restrict__ y, float* __restrict__ rstd,
+                                     T* res_out, const T* a, const T* b,
+                                     const T* __restrict__ w, int rows,
+                                     int cols, float eps) {
+  const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const size_t base = static_cast<size_t>(row) * cols;
+  float ss = 0.0f;
+  for (int c = lane; c < cols; c += 32) {
+    float r = ToF(a[base + c]);
+    if (b != nullptr) {
+      // Round the sum to T first: the backward pass sees the stored value.
+      const T rt = FromF<T>(r + ToF(b[base + c]));
+      if (res_out != nullptr) res_out[base + c] = rt;
+      r = ToF(rt);
+    } else if (res_out != nullptr) {
+      res_out[base + c] = a[base + c];
+    }
+    ss += r * r;
+  }
+  ss = WarpSum(ss);
+  const float rs = rsqrtf(ss / cols + eps);
+  if (lane == 0) rstd[row] = rs;
+  for (int c = lane; c < cols; c += 32) {
+    // res_out may alias a or b: this lane wrote element c itself above.
+    float r;
+    if (res_out != nullptr) {
+      r = ToF(res_out[base + c]);
+    } else {
+      r = ToF(a[base + c]);
+      if (b != nullptr) r = ToF(FromF<T>(r + ToF(b[base + c])));
+    }
+    y[base + c] = FromF<T>(r * rs * ToF(w[c]));
+  }
+}
+
+template <typename T>
+__global__ void RmsNormBackwardDxKernel(T* dx, const T* dres, const T* dy,
+                                        const T* __restrict__ r, const T* __restrict__ w,
+                                        const float* __restrict__ rstd, int rows, int cols) {
+  const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const size_t base = static_cast<size_t>(row) * cols;
+  float dot = 0.0f;
+  for (int c = lane; c < cols; c += 32) dot += ToF(dy[base + c]) * ToF(w[c]) * ToF(r[base + c]);
+  dot = WarpSum(dot);
+  const float rs = rstd[row];
+  const float k = dot * rs * rs * rs / cols;
+  for (int c = lane; c < cols; c += 32) {
+    float g = rs * ToF(w[c]) * ToF(dy[base + c]) - k * ToF(r[base + c]);
+    // dres and dx may alias: read before write, same element, same thread.
+    if (dres != nullptr) g += ToF(dres[base + c]);
+    dx[base + c] = FromF<T>(g);
+  }
+}
+
+// Block (32, 8): 32 columns x 8 row lanes; blockIdx.y = row group.
+template <typename T>
+__global__ void RmsNormDwPartialKernel(float* __restrict__ partial, const T* __restrict__ dy,
+                                       const T* __restrict__ r, const float* __restrict__ rstd,
+                                       int rows, int cols) {
+  __shared__ float tile[8][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  const int rows_per_group = (rows + gridDim.y - 1) / gridDim.y;
+  const int r0 = blockIdx.y * rows_per_group;
+  const int r1 = min(rows, r0 + rows_per_group);
+  float acc = 0.0f;
+  if (c < cols) {
+    for (int row = r0 + threadIdx.y; row < r1; row += 8) {
+      const size_t i = static_cast<size_t>(row) * cols + c;
+      acc += ToF(dy[i]) * ToF(r[i]) * rstd[row];
+    }
+  }
+  tile[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s += tile[j][threadIdx.x];
+    partial[static_cast<size_t>(blockIdx.y) * cols + c] = s;
+  }
+}
+
+__global__ void RmsNormDwFinishKernel(float* __restrict__ dw, const float* __restrict__ partial,
+                                      int groups, int cols) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.0f;
+  for (int g = 0; g < groups; ++g) s += partial[static_cast<size_t>(g) * cols + c];
+  dw[c] += s;
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t RmsNormForward(T* y, float* rstd, T* res_out, const T* a, const T* b, const T* w,
+                           int rows, int cols, float eps, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
+  RmsNormForwardKernel<T><<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+      y, rstd, res_out, a, b, w, rows, cols, eps);
+  return cudaGetLastError();
+}
+
+size_t RmsNormBackwardScratchFloats(int cols) { return static_cast<size_t>(kDwGroups) * cols; }
+
+template <typename T>
+cudaError_t RmsNormBackward(T* dx, const T* dres, float* dw, float* scratch, const T* dy,
+                            const T* r, const T* w, const float* rstd, int rows, int cols,
+                            cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
+  // dw first: dx may overwrite dy's storage in callers that reuse buffers.
+  RmsNormDwPartialKernel<T><<<dim3(CeilDiv(cols, 32), kDwGroups), dim3(32, 8), 0, stream>>>(
+      scratch, dy, r, rstd, rows, cols);
+  RmsNormDwFinishKernel<<<CeilDiv(cols, 256), 256, 0, stream>>>(dw, scratch, kDwGroups, cols);
+  RmsNormBackwardDxKernel<T><<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+      dx, dres, dy, r, w, rstd, rows, cols);
+  return cudaGetLastError();
+}
+
+#define HT_INSTANTIATE(T)                                                                     \
+  template cudaError_t RmsNormForward<T>(T*, float*, T*, const T*, const T*, const T*, int,   \
+                                         int, float, cudaStream_t);                           \
+  template cudaError_t RmsNormBackward<T>(T*, const T*, float*, float*, const T*, const T*,   \
+                                          const T*, const float*, int, int, cudaStream_t);
+HT_INSTANTIATE(float)
+HT_INSTANTIATE(__nv_bfloat16)
+HT_INSTANTIATE(__half)
+#undef HT_INSTANTIATE
+
+}  // namespace hypertrain::kernels::cuda
