@@ -1,0 +1,51 @@
+#include "operator/api/instance_types.h"
+
+#include <gtest/gtest.h>
+
+namespace hypertrain::api {
+namespace {
+
+TEST(InstanceTypesTest, KnownTypesMatchTheReferenceTable) {
+  auto p5 = LookupInstanceType("ml.p5.48xlarge");
+  ASSERT_TRUE(p5.has_value());
+  EXPECT_EQ(p5->gpus, 8);
+  EXPECT_EQ(p5->efa_devices, 32);
+  EXPECT_TRUE(p5->gpudirect_rdma);
+
+  auto p4d = LookupInstanceType("ml.p4d.24xlarge");
+  ASSERT_TRUE(p4d.has_value());
+  EXPECT_EQ(p4d->gpus, 8);
+  EXPECT_EQ(p4d->efa_devices, 4);
+  EXPECT_TRUE(p4d->gpudirect_rdma);
+
+  auto p5en = LookupInstanceType("ml.p5en.48xlarge");
+  ASSERT_TRUE(p5en.has_value());
+  EXPECT_EQ(p5en->efa_devices, 16);
+
+  auto g5 = LookupInstanceType("ml.g5.48xlarge");
+  ASSERT_TRUE(g5.has_value());
+  EXPECT_EQ(g5->gpus, 8);
+  EXPECT_EQ(g5->efa_devices, 1);
+  EXPECT_FALSE(g5->gpudirect_rdma);
+
+  auto g512 = LookupInstanceType("ml.g5.12xlarge");
+  ASSERT_TRUE(g512.has_value());
+  EXPECT_EQ(g512->gpus, 4);
+  EXPECT_EQ(g512->efa_devices, 1);
+}
+
+TEST(InstanceTypesTest, NamesNeedTheMlPrefix) {
+  EXPECT_FALSE(LookupInstanceType("p5.48xlarge").has_value());
+  EXPECT_FALSE(LookupInstanceType("ml.p9.48xlarge").has_value());
+  for (const auto& t : KnownInstanceTypes()) {
+    EXPECT_EQ(t.name.rfind("ml.", 0), 0u) << t.name;
+    EXPECT_GT(t.gpus, 0) << t.name;
+    // RDMA over EFA needs EFA devices.
+    if (t.gpudirect_rdma) {
+      EXPECT_GT(t.efa_devices, 0) << t.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hypertrain::api

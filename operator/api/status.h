@@ -1,0 +1,147 @@
+// TrainingJob status: types, JSON conversion and the condition rules.
+//
+// Condition rules (PyTorchJob/JobSet conventions):
+//  - Conditions are metav1.Condition-shaped and keyed by type; lastTransitionTime
+//    changes only when a condition's status changes.
+//  - Running and Restarting replace each other: setting one True sets the other False.
+//  - Suspended=True sets Running False; Succeeded/Failed=True set Running and
+//    Restarting False.
+//  - Succeeded and Failed are terminal: once either is True, no condition changes.
+//  - status.state is the job's summary state: Failed/Succeeded, else Suspended,
+//    else Restarting, else Running, else Created.
+#ifndef HYPERTRAIN_OPERATOR_API_STATUS_H_
+#define HYPERTRAIN_OPERATOR_API_STATUS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/result.h"
+
+namespace hypertrain::api {
+
+// Condition types.
+inline constexpr char kCondCreated[] = "Created";
+inline constexpr char kCondRunning[] = "Running";
+inline constexpr char kCondRestarting[] = "Restarting";
+inline constexpr char kCondSucceeded[] = "Succeeded";
+inline constexpr char kCondFailed[] = "Failed";
+inline constexpr char kCondSuspended[] = "Suspended";
+
+// The enumerated reasons (the CRD's enum lists the same set).
+namespace reason {
+inline constexpr char kJobCreated[] = "JobCreated";
+inline constexpr char kPodsPending[] = "PodsPending";
+inline constexpr char kPodsRunning[] = "PodsRunning";
+inline constexpr char kPodFailed[] = "PodFailed";
+inline constexpr char kPodLost[] = "PodLost";
+inline constexpr char kPodEvicted[] = "PodEvicted";
+inline constexpr char kNodeUnhealthy[] = "NodeUnhealthy";
+inline constexpr char kHang[] = "Hang";
+inline constexpr char kJobRestarting[] = "JobRestarting";
+inline constexpr char kAllPodsSucceeded[] = "AllPodsSucceeded";
+inline constexpr char kBackoffLimitExceeded[] = "BackoffLimitExceeded";
+inline constexpr char kDeadlineExceeded[] = "DeadlineExceeded";
+inline constexpr char kNonRetryableExitCode[] = "NonRetryableExitCode";
+inline constexpr char kInvalidSpec[] = "InvalidSpec";
+inline constexpr char kJobSuspended[] = "JobSuspended";
+inline constexpr char kJobResumed[] = "JobResumed";
+inline constexpr char kJobSucceeded[] = "JobSucceeded";
+inline constexpr char kJobFailed[] = "JobFailed";
+}  // namespace reason
+
+const std::vector<std::string>& ConditionTypes();
+const std::vector<std::string>& ConditionReasons();
+
+struct Condition {
+  std::string type;
+  std::string status;  // "True", "False" or "Unknown"
+  std::string reason;
+  std::string message;
+  std::string last_transition_time;  // RFC 3339
+  int64_t observed_generation = 0;
+
+  bool operator==(const Condition&) const = default;
+};
+
+struct PodCounts {
+  int32_t active = 0;
+  int32_t succeeded = 0;
+  int32_t failed = 0;
+  bool operator==(const PodCounts&) const = default;
+};
+
+struct Progress {
+  std::optional<int64_t> step;
+  std::optional<int64_t> max_steps;
+  std::optional<double> loss;
+  std::optional<double> tokens_per_second;
+  std::optional<int64_t> last_checkpoint_step;
+  std::string updated_at;  // RFC 3339
+  bool operator==(const Progress&) const = default;
+};
+
+struct Fault {
+  std::string reason;
+  std::string message;
+  std::string pod;
+  std::string node;
+  std::optional<int32_t> rank;
+  std::optional<int32_t> exit_code;
+  std::string time;
+  bool operator==(const Fault&) const = default;
+};
+
+struct TrainingJobStatus {
+  std::string state;
+  int64_t observed_generation = 0;
+  std::vector<Condition> conditions;
+  std::string start_time;
+  std::string completion_time;
+  int32_t restart_count = 0;
+  int32_t restart_attempt = 0;
+  int32_t gpus = 0;
+  int32_t world_size = 0;
+  PodCounts pods;
+  std::optional<Progress> progress;
+  std::optional<Fault> last_fault;
+  std::vector<std::string> excluded_nodes;
+  std::map<std::string, int32_t> node_faults;
+
+  bool operator==(const TrainingJobStatus&) const = default;
+};
+
+nlohmann::json ToJson(const TrainingJobStatus& status);
+// Parses status JSON (as written by ToJson or by hand); absent means empty.
+Result<TrainingJobStatus> ParseStatus(const nlohmann::json& status);
+
+const Condition* FindCondition(const TrainingJobStatus& status, std::string_view type);
+bool IsConditionTrue(const TrainingJobStatus& status, std::string_view type);
+// True once Succeeded or Failed is True.
+bool IsFinished(const TrainingJobStatus& status);
+
+// Sets condition `type` to `value` with the rules above, updates state, and
+// returns whether anything changed. `now` is RFC 3339; `generation` is the
+// job's metadata.generation.
+bool SetJobCondition(TrainingJobStatus* status, std::string_view type, bool value,
+                     std::string_view reason, std::string_view message, std::string_view now,
+                     int64_t generation);
+
+// The summary state derived from the conditions (see the rules above).
+std::string ComputeState(const TrainingJobStatus& status);
+
+// Progress published by the launcher on node 0 as the pod annotation
+// hypertrain.dev/progress, a JSON object:
+//   {"step": 120, "maxSteps": 1000, "loss": 2.31, "tokensPerSecond": 5.1e4,
+//    "lastCheckpointStep": 100, "time": "2026-11-22T01:02:03Z"}
+// Every field is optional except step.
+Result<Progress> ParseProgressAnnotation(std::string_view value);
+
+}  // namespace hypertrain::api
+
+#endif  // HYPERTRAIN_OPERATOR_API_STATUS_H_

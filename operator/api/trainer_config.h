@@ -1,0 +1,43 @@
+// Checks the trainer's YAML config (HyperPod recipe layout: trainer:, model:,
+// exp_manager:) against the job's shape before anything is created, so that an
+// inconsistent config fails the job with a reason naming the key instead of
+// crash-looping pods. Only what the operator must know is checked here; the
+// trainer validates the rest itself.
+#ifndef HYPERTRAIN_OPERATOR_API_TRAINER_CONFIG_H_
+#define HYPERTRAIN_OPERATOR_API_TRAINER_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "operator/api/result.h"
+
+namespace hypertrain::api {
+
+// Sharding strategies the trainer accepts (model.sharding_strategy).
+const std::vector<std::string>& ShardingStrategies();
+
+struct TrainerConfigSummary {
+  int64_t max_steps = 0;                   // trainer.max_steps (required, > 0)
+  std::string sharding_strategy;           // model.sharding_strategy, default hybrid_shard
+  int64_t shard_degree = 0;                // resolved shard group size
+  std::optional<std::string> checkpoint_dir;  // exp_manager.checkpoint_dir
+};
+
+// Parses `yaml` and checks it for a job of `nodes` pods with `nproc_per_node`
+// ranks each. Rules: the document is a mapping with `trainer` and `model`
+// mappings; trainer.max_steps is a positive integer; trainer.num_nodes and
+// trainer.devices, when present, equal nodes and nproc_per_node;
+// model.sharding_strategy is one of ShardingStrategies(); model.shard_degree is
+// a positive integer dividing the world size (default: nproc_per_node for the
+// hybrid strategies, the world size for full_shard/shard_grad_op, 1 for
+// no_shard); model.train_batch_size is positive. Errors have field
+// "spec.trainerConfig.inline" and a message starting with the YAML key.
+Result<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int nodes,
+                                                   int nproc_per_node);
+
+}  // namespace hypertrain::api
+
+#endif  // HYPERTRAIN_OPERATOR_API_TRAINER_CONFIG_H_

@@ -1,0 +1,113 @@
+#include "operator/api/trainer_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace hypertrain::api {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kGood[] = R"(
+trainer:
+  max_steps: 1000
+  num_nodes: 2
+  devices: 8
+model:
+  sharding_strategy: hybrid_shard
+  shard_degree: 8
+  train_batch_size: 4
+exp_manager:
+  checkpoint_dir: /fsx/ckpt/llama
+)";
+
+TEST(TrainerConfigTest, AcceptsARecipeAndSummarises) {
+  auto r = ValidateTrainerConfig(kGood, 2, 8);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->max_steps, 1000);
+  EXPECT_EQ(r->sharding_strategy, "hybrid_shard");
+  EXPECT_EQ(r->shard_degree, 8);
+  EXPECT_EQ(r->checkpoint_dir, "/fsx/ckpt/llama");
+}
+
+TEST(TrainerConfigTest, DefaultShardDegreePerStrategy) {
+  auto hybrid = ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {}\n", 4, 8);
+  ASSERT_TRUE(hybrid.ok());
+  EXPECT_EQ(hybrid->sharding_strategy, "hybrid_shard");
+  EXPECT_EQ(hybrid->shard_degree, 8);
+  EXPECT_FALSE(hybrid->checkpoint_dir.has_value());
+  auto full = ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {sharding_strategy: full_shard}\n", 4, 8);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->shard_degree, 32);
+  auto none = ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {sharding_strategy: no_shard}\n", 4, 8);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->shard_degree, 1);
+}
+
+TEST(TrainerConfigTest, ShardDegreeMustDivideTheWorld) {
+  auto r = ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {shard_degree: 3}\n", 2, 8);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().field, "spec.trainerConfig.inline");
+  EXPECT_THAT(r.error().message, HasSubstr("model.shard_degree"));
+  EXPECT_THAT(r.error().message, HasSubstr("world size 16"));
+  // Larger than the world.
+  EXPECT_FALSE(ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {shard_degree: 32}\n", 2, 8).ok());
+  // 16 across 2 nodes (HyperPod's shard_degree > ranks per node) is fine.
+  EXPECT_TRUE(ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {shard_degree: 16}\n", 2, 8).ok());
+  EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {shard_degree: 0}\n", 2, 8).error().message,
+              HasSubstr("must be > 0"));
+}
+
+TEST(TrainerConfigTest, ShapeMismatchesNameTheKey) {
+  auto nodes = ValidateTrainerConfig("trainer: {max_steps: 5, num_nodes: 4}\nmodel: {}\n", 2, 8);
+  ASSERT_FALSE(nodes.ok());
+  EXPECT_THAT(nodes.error().message, HasSubstr("trainer.num_nodes: 4 disagrees with spec.nodes 2"));
+  auto devices = ValidateTrainerConfig("trainer: {max_steps: 5, devices: 4}\nmodel: {}\n", 2, 8);
+  ASSERT_FALSE(devices.ok());
+  EXPECT_THAT(devices.error().message, HasSubstr("trainer.devices"));
+}
+
+TEST(TrainerConfigTest, RejectsBadYamlAndMissingKeys) {
+  auto bad = ValidateTrainerConfig("trainer: [unclosed\n", 1, 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message, HasSubstr("not valid YAML"));
+  EXPECT_THAT(bad.error().message, HasSubstr("line"));
+
+  EXPECT_THAT(ValidateTrainerConfig("- a\n- b\n", 1, 1).error().message, HasSubstr("mapping"));
+  EXPECT_THAT(ValidateTrainerConfig("model: {}\n", 1, 1).error().message,
+              HasSubstr("trainer: required section is missing"));
+  EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: 5}\n", 1, 1).error().message,
+              HasSubstr("model: required section is missing"));
+  EXPECT_THAT(ValidateTrainerConfig("trainer: {}\nmodel: {}\n", 1, 1).error().message,
+              HasSubstr("trainer.max_steps: required key is missing"));
+  EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: ten}\nmodel: {}\n", 1, 1).error().message,
+              HasSubstr("trainer.max_steps: must be an integer, got 'ten'"));
+  EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: -1}\nmodel: {}\n", 1, 1).error().message,
+              HasSubstr("trainer.max_steps: must be > 0"));
+  EXPECT_THAT(ValidateTrainerConfig("trainer: 3\nmodel: {}\n", 1, 1).error().message,
+              HasSubstr("trainer: must be a mapping"));
+}
+
+TEST(TrainerConfigTest, RejectsUnknownStrategyListingTheAccepted) {
+  auto r = ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {sharding_strategy: zero3}\n", 1, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("model.sharding_strategy: 'zero3' is not one of hybrid_shard"));
+  EXPECT_THAT(r.error().message, HasSubstr("no_shard"));
+}
+
+TEST(TrainerConfigTest, OtherFieldChecks) {
+  EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {train_batch_size: 0}\n", 1, 1).error().message,
+              HasSubstr("model.train_batch_size"));
+  EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {}\nexp_manager: {checkpoint_dir: ''}\n", 1, 1)
+                  .error()
+                  .message,
+              HasSubstr("exp_manager.checkpoint_dir"));
+  EXPECT_THAT(
+      ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {sharding_strategy: no_shard, shard_degree: 2}\n", 1, 2)
+          .error()
+          .message,
+      HasSubstr("no_shard"));
+}
+
+}  // namespace
+}  // namespace hypertrain::api
