@@ -1,0 +1,55 @@
+#pragma once
+// `hypertrain launch`: the per-pod (per-node) process supervisor.
+//
+//   hypertrain launch [--nproc-per-node N] [--grace-period-s S] -- train --config c.yaml
+//   hypertrain launch --nproc-per-node 2 -- /path/to/program args...
+//
+// Starts N local ranks (a first word without '/' is a hypertrain subcommand
+// and runs this same binary; a path runs that program), each in its own
+// process group with PR_SET_PDEATHSIG(SIGKILL) as an orphan backstop and the
+// env contract of docs/DISTRIBUTED.md: RANK = NODE_RANK*N + LOCAL_RANK,
+// WORLD_SIZE = NNODES*N, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, NNODES,
+// NPROC_PER_NODE, MASTER_ADDR, MASTER_PORT (and the same PET_* values).
+//
+// Supervision: SIGTERM/SIGINT/SIGHUP to the launcher are forwarded to every
+// rank's process group. When a rank exits non-zero or is killed, the others
+// get SIGTERM, then SIGKILL after the grace period; the launcher exits with
+// the FIRST failure's code (a signal s maps to 128+s; see
+// runtime/train/exit_codes.h), or 128+sig when it was itself told to stop.
+// It exits 0 only when every rank exited 0.
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace hypertrain::dist {
+
+// Hook for whoever watches the node (issue 8: on node 0 the operator's
+// progress reporter publishes a pod annotation). Called on the launcher's
+// single thread; must not block for long.
+class LaunchObserver {
+ public:
+  virtual ~LaunchObserver() = default;
+  virtual void OnRanksStarted(int /*node_rank*/, const std::vector<pid_t>& /*pids*/) {}
+  // code: exit status, or 128+signal.
+  virtual void OnRankExited(int /*local_rank*/, int /*global_rank*/, int /*code*/) {}
+  // Called about once a second while ranks run.
+  virtual void OnTick() {}
+  virtual void OnFinished(int /*exit_code*/) {}
+};
+
+struct LaunchConfig {
+  int nproc_per_node = 0;
+  double grace_period_s = 30;
+  std::vector<std::string> command;  // after "--"
+};
+
+// Parses argv (argv[0] = "launch"); errors are config errors.
+bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* config, std::string* error);
+
+// Runs the launcher; returns the process exit code.
+int RunLauncher(const LaunchConfig& config, LaunchObserver* observer = nullptr);
+
+// Entry point for the `launch` subcommand (argv[0] is "launch").
+int LaunchMain(int argc, char** argv);
+
+}  // namespace hypertrain::dist
