@@ -1,11 +1,11 @@
 #pragma once
 // UnitHooks: the seam where parameter sharding (HSDP) plugs into a step.
 //
-// A backend's ForwardBackward() walks the units of ParamLayout and calls the
-// hooks in exactly this order for every micro-batch (E = embedding unit 0,
-// B_l = block unit l+1):
+// The training loop calls BeginMicroBatch(m, last) before each micro-batch;
+// then the backend's ForwardBackward() walks the units of ParamLayout and
+// calls the hooks in exactly this order (E = embedding unit 0, B_l = block
+// unit l+1):
 //
-//   BeginMicroBatch(m, last)
 //   BeforeForward(E)                       ; embedding lookup
 //   for l = 0..L-1:  BeforeForward(B_l)  ; block forward ; AfterForward(B_l)
 //                                          ; final norm + LM head + loss
@@ -14,7 +14,8 @@
 //                                          ; embedding backward
 //   AfterBackward(E)
 //
-// (A forward-only evaluation calls BeginMicroBatch and the Forward hooks.)
+// (A forward-only Loss() calls the Forward hooks only.) The LM head may run
+// its forward and backward fused after BeforeBackward(E).
 // With activation checkpointing the block's recomputation happens between
 // BeforeBackward(B_l) and AfterBackward(B_l), using the same parameters.
 //

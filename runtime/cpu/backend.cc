@@ -1,0 +1,164 @@
+#include "runtime/cpu/backend.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "runtime/cpu/ops.h"
+#include "runtime/kernels/cpu/adamw.h"
+#include "runtime/model/init.h"
+
+namespace hypertrain::cpu {
+
+using model::Range;
+using model::StateKind;
+using model::UnitBuffer;
+
+StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfig& config,
+                                                         const model::BackendOptions& options) {
+  std::unique_ptr<CpuBackend> b(new CpuBackend());
+  HT_ASSIGN_OR_RETURN(b->layout_, model::ParamLayout::Build(config, options.layout));
+  b->options_ = options;
+  if (b->options_.seq_len == 0) b->options_.seq_len = config.max_context_width;
+  if (b->options_.seq_len < 1 || b->options_.seq_len > config.max_context_width) {
+    return InvalidArgument(fmt::format("sequence length {} must be in [1, model.max_context_width={}]",
+                                       b->options_.seq_len, config.max_context_width));
+  }
+  if (options.micro_batch_size < 1) {
+    return InvalidArgument(fmt::format("micro_batch_size must be >= 1, got {}", options.micro_batch_size));
+  }
+  const int U = b->layout_.num_units();
+  if (!options.owned.empty() && static_cast<int>(options.owned.size()) != U) {
+    return InvalidArgument(fmt::format("owned ranges: {} given for {} units", options.owned.size(), U));
+  }
+  b->params_.resize(U);
+  b->grads_.resize(U);
+  b->shard_grads_.resize(U);
+  b->m_.resize(U);
+  b->v_.resize(U);
+  for (int u = 0; u < U; ++u) {
+    const int64_t n = b->layout_.unit(u).padded_numel;
+    const Range r = options.owned.empty() ? Range{0, n} : options.owned[u];
+    if (r.begin < 0 || r.end > n || r.begin > r.end) {
+      return InvalidArgument(fmt::format("owned range [{}, {}) of unit {} is outside [0, {})",
+                                         r.begin, r.end, u, n));
+    }
+    b->owned_.push_back(r);
+    b->params_[u].assign(n, 0.0f);
+    b->grads_[u].assign(n, 0.0f);
+    if (r.size() != n) b->shard_grads_[u].assign(r.size(), 0.0f);
+    b->m_[u].assign(r.size(), 0.0f);
+    b->v_[u].assign(r.size(), 0.0f);
+    // Every rank initialises the whole unit identically (the init is
+    // counter-based), so a sharded run starts with gathered params in place.
+    model::InitUnitParams(b->layout_, u, options.seed, {0, n}, b->params_[u].data());
+    b->param_ptrs_.push_back(b->params_[u].data());
+    b->grad_ptrs_.push_back(b->grads_[u].data());
+  }
+  b->model_ = std::make_unique<CpuModel<float>>(b->layout_, options.micro_batch_size,
+                                                b->options_.seq_len, options.checkpointing,
+                                                options.ignore_index);
+  return b;
+}
+
+UnitBuffer CpuBackend::ComputeParams(int u) {
+  return {params_.at(u).data(), model::DType::kF32, static_cast<int64_t>(params_[u].size())};
+}
+UnitBuffer CpuBackend::FullGrads(int u) {
+  return {grads_.at(u).data(), model::DType::kF32, static_cast<int64_t>(grads_[u].size())};
+}
+UnitBuffer CpuBackend::MasterParams(int u) {
+  return {params_.at(u).data() + owned_[u].begin, model::DType::kF32, owned_[u].size()};
+}
+UnitBuffer CpuBackend::ShardGrads(int u) {
+  float* p = shard_grads_.at(u).empty() ? grads_[u].data() + owned_[u].begin
+                                        : shard_grads_[u].data();
+  return {p, model::DType::kF32, owned_[u].size()};
+}
+UnitBuffer CpuBackend::AdamM(int u) { return {m_.at(u).data(), model::DType::kF32, owned_[u].size()}; }
+UnitBuffer CpuBackend::AdamV(int u) { return {v_.at(u).data(), model::DType::kF32, owned_[u].size()}; }
+
+float* CpuBackend::State(int u, StateKind kind) {
+  switch (kind) {
+    case StateKind::kMasterParams: return static_cast<float*>(MasterParams(u).data);
+    case StateKind::kShardGrads: return static_cast<float*>(ShardGrads(u).data);
+    case StateKind::kAdamM: return m_[u].data();
+    case StateKind::kAdamV: return v_[u].data();
+  }
+  return nullptr;
+}
+
+Status CpuBackend::ReadState(int u, StateKind kind, float* host) {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  std::memcpy(host, State(u, kind), sizeof(float) * owned_[u].size());
+  return Status::Ok();
+}
+
+Status CpuBackend::WriteState(int u, StateKind kind, const float* host) {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  // Master params alias the compute params: writing them refreshes both.
+  std::memcpy(State(u, kind), host, sizeof(float) * owned_[u].size());
+  return Status::Ok();
+}
+
+Status CpuBackend::ZeroGrads() {
+  for (auto& g : grads_) std::fill(g.begin(), g.end(), 0.0f);
+  for (auto& g : shard_grads_) std::fill(g.begin(), g.end(), 0.0f);
+  return Status::Ok();
+}
+
+Status CpuBackend::CheckBatch(const model::TokenBatch& batch) const {
+  if (batch.inputs == nullptr || batch.targets == nullptr) return InvalidArgument("empty batch");
+  if (batch.batch != options_.micro_batch_size || batch.seq != options_.seq_len) {
+    return InvalidArgument(fmt::format("batch is {}x{}, the backend was planned for {}x{}",
+                                       batch.batch, batch.seq, options_.micro_batch_size,
+                                       options_.seq_len));
+  }
+  return Status::Ok();
+}
+
+StatusOr<double> CpuBackend::ForwardBackward(const model::TokenBatch& batch, float grad_multiplier,
+                                             model::UnitHooks& hooks) {
+  HT_RETURN_IF_ERROR(CheckBatch(batch));
+  return model_->ForwardBackward(batch.inputs, batch.targets, grad_multiplier, param_ptrs_,
+                                 grad_ptrs_, hooks);
+}
+
+StatusOr<double> CpuBackend::Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) {
+  HT_RETURN_IF_ERROR(CheckBatch(batch));
+  return model_->Loss(batch.inputs, batch.targets, param_ptrs_, hooks);
+}
+
+StatusOr<double> CpuBackend::GradSumSquares(int u) {
+  const UnitBuffer g = ShardGrads(u);
+  return SumSquares(static_cast<const float*>(g.data), g.numel);
+}
+
+Status CpuBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
+  const Range own = owned_.at(u);
+  float* w = params_[u].data();
+  const float* g = static_cast<const float*>(ShardGrads(u).data);
+  for (const model::TensorSlot& t : layout_.unit(u).tensors) {
+    const Range r = model::Intersect(t.range(), own);
+    if (r.empty()) continue;
+    kernels::AdamWParams q = p;
+    if (!t.weight_decay) q.weight_decay = 0.0f;
+    const int64_t i = r.begin - own.begin;  // index in the owned-range buffers
+    kernels::cpu::AdamW(w + r.begin, g + i, m_[u].data() + i, v_[u].data() + i, r.size(), q);
+  }
+  return Status::Ok();
+}
+
+int64_t CpuBackend::PeakMemoryBytes() const {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace hypertrain::cpu

@@ -1,0 +1,65 @@
+#pragma once
+// CpuBackend: the reference implementation of model::Backend.
+//
+// Compute is always fp32 on the CPU, whatever the configured precision (bf16,
+// fp16, tf32 are accepted so one config runs on both backends; fp16 still
+// drives the dynamic loss scaler). Every unit's ComputeParams is an fp32 buffer
+// and MasterParams aliases its owned range; ShardGrads aliases FullGrads when
+// the unit is owned whole, and is a separate buffer otherwise (sharded runs,
+// where the hooks reduce-scatter FullGrads into it).
+#include <memory>
+#include <vector>
+
+#include "runtime/cpu/model.h"
+#include "runtime/model/backend.h"
+
+namespace hypertrain::cpu {
+
+class CpuBackend final : public model::Backend {
+ public:
+  // Validates options (seq_len <= max_context_width, owned ranges inside units)
+  // and initialises parameters from options.seed (runtime/model/init.h).
+  static StatusOr<std::unique_ptr<CpuBackend>> Create(const model::ModelConfig& config,
+                                                      const model::BackendOptions& options);
+
+  std::string name() const override { return "cpu"; }
+  const model::ParamLayout& layout() const override { return layout_; }
+  const model::BackendOptions& options() const override { return options_; }
+  model::Range Owned(int unit) const override { return owned_.at(unit); }
+
+  model::UnitBuffer ComputeParams(int unit) override;
+  model::UnitBuffer FullGrads(int unit) override;
+  model::UnitBuffer MasterParams(int unit) override;
+  model::UnitBuffer ShardGrads(int unit) override;
+  model::UnitBuffer AdamM(int unit) override;
+  model::UnitBuffer AdamV(int unit) override;
+  Status ReadState(int unit, model::StateKind kind, float* host) override;
+  Status WriteState(int unit, model::StateKind kind, const float* host) override;
+
+  Status ZeroGrads() override;
+  StatusOr<double> ForwardBackward(const model::TokenBatch& batch, float grad_multiplier,
+                                   model::UnitHooks& hooks) override;
+  StatusOr<double> Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) override;
+  StatusOr<double> GradSumSquares(int unit) override;
+  Status OptimizerStep(int unit, const kernels::AdamWParams& p) override;
+  Status Synchronize() override { return Status::Ok(); }
+  double PeakFlops() const override { return 0.0; }
+  // Peak resident set size of the process (VmHWM).
+  int64_t PeakMemoryBytes() const override;
+
+  int64_t activation_bytes() const { return model_->activation_bytes(); }
+
+ private:
+  CpuBackend() = default;
+  Status CheckBatch(const model::TokenBatch& batch) const;
+  float* State(int unit, model::StateKind kind);
+
+  model::ParamLayout layout_;
+  model::BackendOptions options_;
+  std::vector<model::Range> owned_;
+  std::vector<std::vector<float>> params_, grads_, shard_grads_, m_, v_;
+  std::vector<float*> param_ptrs_, grad_ptrs_;
+  std::unique_ptr<CpuModel<float>> model_;
+};
+
+}  // namespace hypertrain::cpu

@@ -1,0 +1,150 @@
+#include "runtime/cpu/backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/cpu/ops.h"
+
+namespace hypertrain::cpu {
+namespace {
+
+using model::BackendOptions;
+using model::ModelConfig;
+using model::TokenBatch;
+
+std::vector<int32_t> Tokens(int64_t n, int64_t V, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % V);
+  return t;
+}
+
+// One optimizer step the way runtime/train does it (no clipping).
+double Step(CpuBackend& b, const std::vector<TokenBatch>& micro, float lr, int step) {
+  model::NoOpUnitHooks hooks;
+  EXPECT_TRUE(b.ZeroGrads().ok());
+  double loss = 0;
+  for (const auto& mb : micro) {
+    auto l = b.ForwardBackward(mb, 1.0f / micro.size(), hooks);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    loss += *l / micro.size();
+  }
+  for (int u = 0; u < b.layout().num_units(); ++u) {
+    kernels::AdamWParams p;
+    p.lr = lr;
+    p.step = step;
+    p.weight_decay = 0.0f;
+    EXPECT_TRUE(b.OptimizerStep(u, p).ok());
+  }
+  return loss;
+}
+
+TEST(CpuBackendTest, OverfitsOneBatch) {
+  ModelConfig c = *model::NamedModelConfig("tiny");
+  BackendOptions o;
+  o.micro_batch_size = 2;
+  o.seq_len = 32;
+  o.seed = 1;
+  auto b = CpuBackend::Create(c, o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto in = Tokens(64, c.vocab_size, 1), tg = Tokens(64, c.vocab_size, 2);
+  TokenBatch batch{in.data(), tg.data(), 2, 32};
+  const double first = Step(**b, {batch}, 3e-3f, 1);
+  EXPECT_NEAR(first, std::log(256.0), 0.1);  // random init: uniform prediction
+  double last = first;
+  for (int s = 2; s <= 150 && last > 0.05; ++s) last = Step(**b, {batch}, 3e-3f, s);
+  EXPECT_LT(last, 0.05) << "first " << first;
+}
+
+TEST(CpuBackendTest, AccumulatedMicroBatchesEqualOneBigBatch) {
+  ModelConfig c = *model::NamedModelConfig("tiny");
+  c.num_hidden_layers = 2;
+  const int64_t k = 2, mb = 2, T = 16;
+  auto in = Tokens(k * mb * T, c.vocab_size, 3), tg = Tokens(k * mb * T, c.vocab_size, 4);
+  BackendOptions big_o;
+  big_o.micro_batch_size = k * mb;
+  big_o.seq_len = T;
+  BackendOptions small_o = big_o;
+  small_o.micro_batch_size = mb;
+  auto big = std::move(CpuBackend::Create(c, big_o).value());
+  auto small = std::move(CpuBackend::Create(c, small_o).value());
+  for (int step = 1; step <= 3; ++step) {
+    const double lb = Step(*big, {{in.data(), tg.data(), k * mb, T}}, 1e-3f, step);
+    const double ls = Step(*small,
+                           {{in.data(), tg.data(), mb, T},
+                            {in.data() + mb * T, tg.data() + mb * T, mb, T}},
+                           1e-3f, step);
+    EXPECT_NEAR(lb, ls, 1e-5);
+  }
+  for (int u = 0; u < big->layout().num_units(); ++u) {
+    const auto pb = big->MasterParams(u), ps = small->MasterParams(u);
+    for (int64_t i = 0; i < pb.numel; ++i) {
+      ASSERT_NEAR(static_cast<float*>(pb.data)[i], static_cast<float*>(ps.data)[i], 2e-5)
+          << "unit " << u << " elem " << i;
+    }
+  }
+}
+
+TEST(CpuBackendTest, OwnedRangesLimitTheOptimizer) {
+  ModelConfig c = *model::NamedModelConfig("tiny");
+  c.num_hidden_layers = 1;
+  BackendOptions o;
+  o.micro_batch_size = 1;
+  o.seq_len = 8;
+  o.layout.pad_multiple = 2;
+  auto whole = std::move(CpuBackend::Create(c, o).value());
+  for (int u = 0; u < whole->layout().num_units(); ++u) {
+    const int64_t n = whole->layout().unit(u).padded_numel;
+    o.owned.push_back({n / 2, n});  // "rank 1 of 2"
+  }
+  auto half = std::move(CpuBackend::Create(c, o).value());
+  EXPECT_EQ(half->Owned(1).size(), whole->layout().unit(1).padded_numel / 2);
+  // Same init whatever the ownership.
+  std::vector<float> a(half->Owned(1).size());
+  ASSERT_TRUE(half->ReadState(1, model::StateKind::kMasterParams, a.data()).ok());
+  EXPECT_EQ(a[0], static_cast<float*>(whole->ComputeParams(1).data)[half->Owned(1).begin]);
+  // Gradients land in FullGrads; the sharder would reduce-scatter them into
+  // ShardGrads. Here copy the owned half by hand and step.
+  auto in = Tokens(8, c.vocab_size, 1), tg = Tokens(8, c.vocab_size, 2);
+  model::NoOpUnitHooks hooks;
+  ASSERT_TRUE(half->ForwardBackward({in.data(), tg.data(), 1, 8}, 1.0f, hooks).ok());
+  const auto before = std::vector<float>(static_cast<float*>(half->ComputeParams(1).data),
+                                         static_cast<float*>(half->ComputeParams(1).data) +
+                                             half->ComputeParams(1).numel);
+  const float* full = static_cast<float*>(half->FullGrads(1).data);
+  std::copy(full + half->Owned(1).begin, full + half->Owned(1).end,
+            static_cast<float*>(half->ShardGrads(1).data));
+  EXPECT_GT(*half->GradSumSquares(1), 0.0);
+  kernels::AdamWParams p;
+  p.lr = 0.1f;
+  ASSERT_TRUE(half->OptimizerStep(1, p).ok());
+  const float* after = static_cast<float*>(half->ComputeParams(1).data);
+  int changed_lo = 0, changed_hi = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(before.size()); ++i) {
+    if (before[i] != after[i]) (i < half->Owned(1).begin ? changed_lo : changed_hi)++;
+  }
+  EXPECT_EQ(changed_lo, 0);
+  EXPECT_GT(changed_hi, 1000);
+}
+
+TEST(CpuBackendTest, ClearErrors) {
+  ModelConfig c = *model::NamedModelConfig("tiny");
+  BackendOptions o;
+  o.seq_len = 4096;
+  auto b = CpuBackend::Create(c, o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("max_context_width=128"), std::string::npos);
+  o.seq_len = 8;
+  auto ok = std::move(CpuBackend::Create(c, o).value());
+  auto in = Tokens(16, 256, 1);
+  model::NoOpUnitHooks hooks;
+  auto r = ok->ForwardBackward({in.data(), in.data(), 2, 8}, 1.0f, hooks);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("planned for 1x8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hypertrain::cpu
