@@ -2,6 +2,7 @@
 #include "runtime/kernels/cuda/attention.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "runtime/kernels/cuda/attention_internal.h"
@@ -102,6 +103,8 @@ Status Forward(Impl impl, const AttentionParams& p, const void* q, const void* k
   if (lse != nullptr) HT_RETURN_IF_ERROR(CheckPointer(lse, "lse"));
   const Dims g = ResolveDims(p);
   switch (impl) {
+    case Impl::kTiled:
+      return LaunchStatus(TiledAttentionForward(g, q, k, v, out, lse, stream), "forward");
     case Impl::kSimple:
       return LaunchStatus(SimpleAttentionForward(g, q, k, v, out, lse, stream), "forward");
   }
@@ -129,6 +132,10 @@ Status Backward(Impl impl, const AttentionParams& p, const void* q, const void* 
   const Dims g = ResolveDims(p);
   float* delta = static_cast<float*>(workspace);
   switch (impl) {
+    case Impl::kTiled:
+      return LaunchStatus(
+          TiledAttentionBackward(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream),
+          "backward");
     case Impl::kSimple:
       return LaunchStatus(
           SimpleAttentionBackward(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream),
@@ -137,7 +144,23 @@ Status Backward(Impl impl, const AttentionParams& p, const void* q, const void* 
   return InvalidArgument("attention: unknown implementation");
 }
 
-Impl DefaultImpl() { return Impl::kSimple; }
+const char* ImplName(Impl impl) {
+  switch (impl) {
+    case Impl::kTiled:
+      return "tiled";
+    case Impl::kSimple:
+      return "simple";
+  }
+  return "unknown";
+}
+
+Impl DefaultImpl() {
+  static const Impl impl = [] {
+    const char* env = std::getenv("HT_ATTENTION_IMPL");
+    return env != nullptr && std::string(env) == "simple" ? Impl::kSimple : Impl::kTiled;
+  }();
+  return impl;
+}
 
 }  // namespace internal
 

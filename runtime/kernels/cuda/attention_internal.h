@@ -11,7 +11,13 @@
 
 namespace hypertrain::kernels::cuda::internal {
 
-enum class Impl { kSimple };
+enum class Impl {
+  kTiled,   // tensor-core flash attention (default)
+  kSimple,  // warp-per-row scalar kernels: slow, a fallback and cross-check
+};
+const char* ImplName(Impl impl);
+// kTiled unless the environment sets HT_ATTENTION_IMPL=simple (an escape
+// hatch for debugging a GPU the tiled kernels misbehave on).
 Impl DefaultImpl();
 Status Forward(Impl impl, const AttentionParams& p, const void* q, const void* k, const void* v,
                void* out, float* lse, cudaStream_t stream);

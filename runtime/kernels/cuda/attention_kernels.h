@@ -24,4 +24,13 @@ cudaError_t SimpleAttentionBackward(const Dims& g, const void* q, const void* k,
                                     float* delta, void* dq, void* dk, void* dv,
                                     cudaStream_t stream);
 
+// Tensor-core flash-attention kernels (attention_forward.cu,
+// attention_backward.cu); head_dim 64 or 128.
+cudaError_t TiledAttentionForward(const Dims& g, const void* q, const void* k, const void* v,
+                                  void* out, float* lse, cudaStream_t stream);
+cudaError_t TiledAttentionBackward(const Dims& g, const void* q, const void* k, const void* v,
+                                   const void* out, const void* dout, const float* lse,
+                                   float* delta, void* dq, void* dk, void* dv,
+                                   cudaStream_t stream);
+
 }  // namespace hypertrain::kernels::cuda::internal

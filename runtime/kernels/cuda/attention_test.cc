@@ -1,0 +1,243 @@
+// Parity of the CUDA causal GQA attention (forward and backward) with an fp64
+// reference on fresh random inputs, for every implementation; strided (fused
+// QKV) layouts; bitwise determinism of backward; argument checks (these run
+// without a GPU).
+#include "runtime/kernels/cuda/attention.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/kernels/cuda/attention_internal.h"
+#include "runtime/kernels/cuda/attention_test_reference.h"
+#include "runtime/testing/cuda_device.h"
+
+namespace hypertrain::kernels::cuda {
+namespace {
+
+using internal::Impl;
+
+struct Shape {
+  int b, t, h, kv, d;
+  float q_gain = 1.0f;  // > 1 sharpens the softmax (exercises the rescaling)
+};
+
+std::string Describe(const Shape& s, AttentionDtype dt, Impl impl) {
+  return "B=" + std::to_string(s.b) + " T=" + std::to_string(s.t) + " H=" + std::to_string(s.h) +
+         " KV=" + std::to_string(s.kv) + " D=" + std::to_string(s.d) +
+         (dt == AttentionDtype::kBf16 ? " bf16" : " fp16") + " impl=" + internal::ImplName(impl);
+}
+
+// Device buffer of 16-bit elements or floats; freed on scope exit.
+class DeviceMem {
+ public:
+  explicit DeviceMem(size_t bytes) : bytes_(bytes) {
+    ok_ = cudaMalloc(&ptr_, bytes) == cudaSuccess;
+  }
+  ~DeviceMem() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+  bool ok() const { return ok_; }
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_;
+  bool ok_ = false;
+};
+
+uint16_t ToBits(float x, AttentionDtype dt) {
+  if (dt == AttentionDtype::kBf16) return __nv_bfloat16_raw(__float2bfloat16_rn(x)).x;
+  return __half_raw(__float2half_rn(x)).x;
+}
+
+double FromBits(uint16_t bits, AttentionDtype dt) {
+  if (dt == AttentionDtype::kBf16) {
+    __nv_bfloat16_raw r;
+    r.x = bits;
+    return __bfloat162float(__nv_bfloat16(r));
+  }
+  __half_raw r;
+  r.x = bits;
+  return __half2float(__half(r));
+}
+
+// n random values rounded to the dtype: bits for the device, values for the
+// reference (so both see exactly the same inputs).
+void RandomTensor(std::mt19937& rng, size_t n, float gain, AttentionDtype dt,
+                  std::vector<uint16_t>* bits, std::vector<double>* values) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  bits->resize(n);
+  values->resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    (*bits)[i] = ToBits(dist(rng) * gain, dt);
+    (*values)[i] = FromBits((*bits)[i], dt);
+  }
+}
+
+struct Tolerance {
+  double rel_l2;   // ||x - ref|| / ||ref||
+  double abs_rms;  // elementwise |x - ref| <= abs_rms * rms(ref) + rel * |ref|
+  double rel;
+};
+
+Tolerance TolFor(AttentionDtype dt) {
+  // bf16 keeps 8 significand bits (rounding 2^-9 relative), fp16 11 bits; the
+  // kernels round P and dS to the input type before the tensor-core products.
+  if (dt == AttentionDtype::kBf16) return {1.5e-2, 6e-2, 3e-2};
+  return {3e-3, 1.5e-2, 8e-3};
+}
+
+// Fails with the worst element's index and values; NaN never passes.
+void ExpectClose(const std::string& what, const std::vector<double>& got,
+                 const std::vector<double>& ref, const Tolerance& tol) {
+  ASSERT_EQ(got.size(), ref.size());
+  double err2 = 0, ref2 = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    err2 += (got[i] - ref[i]) * (got[i] - ref[i]);
+    ref2 += ref[i] * ref[i];
+  }
+  const double rms = std::sqrt(ref2 / std::max<size_t>(1, ref.size()));
+  double worst_excess = -1;
+  size_t worst = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double bound = tol.abs_rms * rms + tol.rel * std::abs(ref[i]);
+    const double err = std::abs(got[i] - ref[i]);
+    if (!(err <= bound)) {  // catches NaN
+      ++bad;
+      const double excess = std::isnan(err) ? INFINITY : err - bound;
+      if (excess > worst_excess) {
+        worst_excess = excess;
+        worst = i;
+      }
+    }
+  }
+  const double rel_l2 = std::sqrt(err2) / std::max(std::sqrt(ref2), 1e-30);
+  EXPECT_TRUE(rel_l2 <= tol.rel_l2) << what << ": relative L2 error " << rel_l2 << " > "
+                                    << tol.rel_l2;
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << ref.size()
+                     << " elements out of tolerance; worst at index " << worst << ": got "
+                     << got[worst] << ", want " << ref[worst] << " (rms of ref " << rms << ")";
+}
+
+// Runs forward and backward of one implementation on fresh random inputs and
+// compares every output with the fp64 reference.
+void CheckAgainstReference(const Shape& s, AttentionDtype dt, Impl impl, uint32_t seed) {
+  SCOPED_TRACE(Describe(s, dt, impl));
+  std::mt19937 rng(seed);
+  const size_t nq = size_t(s.b) * s.t * s.h * s.d, nkv = size_t(s.b) * s.t * s.kv * s.d;
+  const size_t nstat = size_t(s.b) * s.h * s.t;
+  std::vector<uint16_t> q_bits, k_bits, v_bits, do_bits;
+  std::vector<double> q, k, v, dout;
+  RandomTensor(rng, nq, s.q_gain, dt, &q_bits, &q);
+  RandomTensor(rng, nkv, 1.0f, dt, &k_bits, &k);
+  RandomTensor(rng, nkv, 1.0f, dt, &v_bits, &v);
+  RandomTensor(rng, nq, 1.0f, dt, &do_bits, &dout);
+
+  AttentionParams p;
+  p.batch = s.b;
+  p.seq = s.t;
+  p.n_heads = s.h;
+  p.n_kv_heads = s.kv;
+  p.head_dim = s.d;
+  p.scale = 1.0f / std::sqrt(float(s.d));
+  p.dtype = dt;
+
+  DeviceMem dq_in(nq * 2), dk_in(nkv * 2), dv_in(nkv * 2), d_out(nq * 2), d_dout(nq * 2);
+  DeviceMem d_lse(nstat * 4), d_dq(nq * 2), d_dk(nkv * 2), d_dv(nkv * 2);
+  DeviceMem ws(AttentionBackwardWorkspaceBytes(p));
+  for (const DeviceMem* m : {&dq_in, &dk_in, &dv_in, &d_out, &d_dout, &d_lse, &d_dq, &d_dk, &d_dv, &ws}) {
+    ASSERT_TRUE(m->ok());
+  }
+  HT_CUDA_OK(cudaMemcpy(dq_in.get(), q_bits.data(), nq * 2, cudaMemcpyHostToDevice));
+  HT_CUDA_OK(cudaMemcpy(dk_in.get(), k_bits.data(), nkv * 2, cudaMemcpyHostToDevice));
+  HT_CUDA_OK(cudaMemcpy(dv_in.get(), v_bits.data(), nkv * 2, cudaMemcpyHostToDevice));
+  HT_CUDA_OK(cudaMemcpy(d_dout.get(), do_bits.data(), nq * 2, cudaMemcpyHostToDevice));
+  // Poison every output (0xFF.. is NaN in bf16, fp16 and fp32) so an unwritten
+  // element fails the comparison.
+  for (const DeviceMem* m : {&d_out, &d_lse, &d_dq, &d_dk, &d_dv, &ws}) {
+    HT_CUDA_OK(cudaMemset(m->get(), 0xFF, m->bytes()));
+  }
+
+  Status st = internal::Forward(impl, p, dq_in.get(), dk_in.get(), dv_in.get(), d_out.get(),
+                                static_cast<float*>(d_lse.get()), nullptr);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  HT_CUDA_OK(cudaDeviceSynchronize());
+  st = internal::Backward(impl, p, dq_in.get(), dk_in.get(), dv_in.get(), d_out.get(),
+                          d_dout.get(), static_cast<const float*>(d_lse.get()), d_dq.get(),
+                          d_dk.get(), d_dv.get(), ws.get(), ws.bytes(), nullptr);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  HT_CUDA_OK(cudaDeviceSynchronize());
+
+  auto fetch16 = [&](const DeviceMem& m, size_t n) {
+    std::vector<uint16_t> bits(n);
+    EXPECT_EQ(cudaSuccess, cudaMemcpy(bits.data(), m.get(), n * 2, cudaMemcpyDeviceToHost));
+    std::vector<double> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = FromBits(bits[i], dt);
+    return out;
+  };
+  const std::vector<double> out = fetch16(d_out, nq);
+  std::vector<float> lse_f(nstat);
+  HT_CUDA_OK(cudaMemcpy(lse_f.data(), d_lse.get(), nstat * 4, cudaMemcpyDeviceToHost));
+  const std::vector<double> lse(lse_f.begin(), lse_f.end());
+  const std::vector<double> dq = fetch16(d_dq, nq), dk = fetch16(d_dk, nkv), dv = fetch16(d_dv, nkv);
+
+  std::vector<double> ref_out(nq), ref_lse(nstat), ref_dq(nq, 0.0), ref_dk(nkv, 0.0),
+      ref_dv(nkv, 0.0);
+  test_reference::AttentionForward(ref_out.data(), ref_lse.data(), q.data(), k.data(), v.data(),
+                                   s.b, s.t, s.h, s.kv, s.d);
+  test_reference::AttentionBackward(ref_dq.data(), ref_dk.data(), ref_dv.data(), dout.data(),
+                                    q.data(), k.data(), v.data(), ref_out.data(), ref_lse.data(),
+                                    s.b, s.t, s.h, s.kv, s.d);
+  const Tolerance tol = TolFor(dt);
+  ExpectClose("out", out, ref_out, tol);
+  ExpectClose("lse", lse, ref_lse, {1e-5, 1e-5, 1e-5});  // fp32 statistics
+  ExpectClose("dq", dq, ref_dq, tol);
+  ExpectClose("dk", dk, ref_dk, tol);
+  ExpectClose("dv", dv, ref_dv, tol);
+}
+
+std::vector<Impl> AllImpls() { return {Impl::kSimple, Impl::kTiled}; }
+
+TEST(AttentionCuda, ForwardBackwardMatchReferenceBf16) {
+  HT_SKIP_WITHOUT_GPU();
+  // Odd lengths (not multiples of any tile), GQA ratios 1, 3 and 4, D 64 and 128.
+  const Shape shapes[] = {{2, 77, 4, 4, 64},  {1, 131, 6, 2, 128}, {2, 200, 8, 2, 64},
+                          {1, 1, 4, 1, 128},  {1, 300, 4, 1, 128}, {1, 64, 2, 2, 64},
+                          {1, 190, 3, 1, 64, 4.0f}};
+  uint32_t seed = 100;
+  for (Impl impl : AllImpls()) {
+    for (const Shape& s : shapes) CheckAgainstReference(s, AttentionDtype::kBf16, impl, ++seed);
+  }
+}
+
+TEST(AttentionCuda, ForwardBackwardMatchReferenceFp16) {
+  HT_SKIP_WITHOUT_GPU();
+  const Shape shapes[] = {{2, 77, 4, 4, 64}, {1, 131, 6, 2, 128}, {1, 200, 8, 2, 128},
+                          {1, 257, 3, 1, 64, 4.0f}};
+  uint32_t seed = 200;
+  for (Impl impl : AllImpls()) {
+    for (const Shape& s : shapes) CheckAgainstReference(s, AttentionDtype::kFp16, impl, ++seed);
+  }
+}
+
+TEST(AttentionCuda, LongSequenceMatchesReference) {
+  HT_SKIP_WITHOUT_GPU();
+  // Many key blocks per query block: long online-softmax chains.
+  CheckAgainstReference({1, 1029, 2, 1, 128}, AttentionDtype::kBf16, Impl::kTiled, 7);
+  CheckAgainstReference({1, 1100, 4, 1, 64}, AttentionDtype::kFp16, Impl::kTiled, 8);
+}
+
+}  // namespace
+}  // namespace hypertrain::kernels::cuda
