@@ -1,0 +1,101 @@
+#pragma once
+// Crash-safe file I/O for checkpoints.
+//
+// AtomicFileWriter writes `path` through a temporary file in the same
+// directory ("<name>.tmp-<pid>-<n>"), and Commit() makes it visible only once
+// it is complete: fsync(file), rename(tmp, path), fsync(directory). A crash at
+// any moment leaves either the old `path` (or none) or the complete new one;
+// a writer destroyed without Commit() removes its temporary file.
+//
+// Every error names the path and the errno text (ENOSPC reads "No space left
+// on device"). For tests, a process-wide byte budget makes writes fail like a
+// full disk once it is used up: env HYPERTRAIN_CKPT_FAIL_AFTER_BYTES=<n>
+// (read on first use) or SetWriteFailureBudget().
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "runtime/core/status.h"
+#include "runtime/ckpt/crc32c.h"
+
+namespace hypertrain::ckpt {
+
+// RAII file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd();
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release();
+  // close(2) with its error reported (a deferred write error can surface here).
+  Status Close(const std::string& path_for_errors);
+
+ private:
+  int fd_ = -1;
+};
+
+// Failure injection: after `bytes` more bytes written through this module in
+// this process, every write fails with ENOSPC. Negative disables it.
+void SetWriteFailureBudget(int64_t bytes);
+
+// "<what> <path>: <strerror(err)>" as an IoError (DataLoss never: the caller
+// decides what a failed write means).
+Status ErrnoStatus(const std::string& what, const std::string& path, int err);
+
+class AtomicFileWriter {
+ public:
+  // Creates the temporary file (mode 0644) next to `path`.
+  static StatusOr<AtomicFileWriter> Open(const std::string& path);
+  AtomicFileWriter(AtomicFileWriter&&) noexcept = default;
+  AtomicFileWriter& operator=(AtomicFileWriter&&) noexcept = default;
+  ~AtomicFileWriter();
+
+  Status Append(const void* data, size_t size);
+  Status Append(std::string_view s) { return Append(s.data(), s.size()); }
+  // fsync + close + rename + fsync(parent directory). The writer is spent
+  // afterwards, whatever the result.
+  Status Commit();
+
+  int64_t bytes_written() const { return bytes_; }
+  uint32_t crc32c() const { return crc_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  AtomicFileWriter() = default;
+  std::string path_;
+  std::string tmp_path_;
+  Fd fd_;
+  int64_t bytes_ = 0;
+  uint32_t crc_ = 0;
+  bool committed_ = false;
+};
+
+// One-shot atomic write of `data` to `path`.
+Status WriteFileAtomically(const std::string& path, std::string_view data);
+// fsync of a directory (makes renames/creations inside it durable).
+Status FsyncDir(const std::string& dir);
+// rename(2) + fsync of the parent directory of `to` (and of `from` when it
+// differs).
+Status RenameDurably(const std::string& from, const std::string& to);
+// Whole file; NotFound when absent.
+StatusOr<std::string> ReadFileToString(const std::string& path);
+// Exactly `size` bytes at `offset`; DataLoss when the file is shorter.
+Status PreadExact(int fd, void* dst, size_t size, int64_t offset, const std::string& path);
+// Recursive removal of a directory tree (no error if absent).
+Status RemoveTree(const std::string& path);
+// mkdir -p.
+Status MakeDirs(const std::string& path);
+// File size; NotFound when absent.
+StatusOr<int64_t> FileSize(const std::string& path);
+// crc32c of a whole file (streamed).
+StatusOr<uint32_t> FileCrc32c(const std::string& path);
+
+}  // namespace hypertrain::ckpt

@@ -1,0 +1,123 @@
+#pragma once
+// Checkpoint directories on disk: the commit protocol, discovery of the
+// newest complete checkpoint, retention, and reading (with resharding).
+//
+// Commit protocol for step N (docs/CHECKPOINTS.md):
+//  1. Every rank writes into <root>/.step-N.tmp-<attempt>/ (created by
+//     whoever comes first): a shard writer (replica 0) its shard file
+//     (atomic: temp, fsync, rename, fsync dir), then EVERY rank its
+//     rank-<r>.json (sampler/RNG state and, for writers, the shard file's size,
+//     crc32c and ranges), also atomically. rank-<r>.json existing means that
+//     rank's part is durable.
+//  2. Rank 0 waits until all world_size rank files exist (this is the
+//     barrier; it uses the shared file system, not a collective, so it can run
+//     on a background thread while training keeps using the process group),
+//     writes manifest.json atomically, removes the rank files, fsyncs the temp
+//     directory, and renames it to <root>/step-N, then fsyncs <root>.
+//  The rename is the commit: "step-N" exists only complete. No separate
+//  COMPLETE marker is needed because a directory rename is atomic on POSIX
+//  file systems (local, NFS, Lustre), and a loader verifies sizes and
+//  checksums anyway.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/ckpt/atomic_file.h"
+#include "runtime/ckpt/format.h"
+#include "runtime/ckpt/log.h"
+#include "runtime/core/status.h"
+
+namespace hypertrain::ckpt {
+
+std::string StepDirName(int64_t step);                             // "step-<N>"
+std::string TempDirName(int64_t step, const std::string& attempt);  // ".step-<N>.tmp-<attempt>"
+
+struct SaveTarget {
+  std::string root;     // exp_manager.checkpoint_dir
+  int64_t step = 0;
+  std::string attempt = "0";  // identical on all ranks of one run attempt
+  int rank = 0;
+  int world_size = 1;
+  bool writes_shard = true;  // ranks of replica 0
+  int shard_rank = 0;
+  int shard_degree = 1;
+  double coordinator_timeout_s = 600;
+};
+
+// One rank's shard in host memory: per unit its range and the three state
+// arrays (range.size() floats each).
+struct ShardData {
+  std::vector<ElemRange> ranges;
+  std::vector<std::array<const float*, kNumStates>> states;
+};
+
+struct WriteStats {
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+// Step 1 for this rank. `shard` is ignored unless target.writes_shard.
+Status WriteRankFiles(const SaveTarget& target, const ShardData* shard, const RankRecord& record,
+                      WriteStats* stats = nullptr);
+
+// Step 2 (rank 0 only). `base` carries everything but ranks/files, which come
+// from the rank files. Returns the committed directory's path.
+StatusOr<std::string> CommitCheckpoint(const SaveTarget& target, Manifest base, const LogFn& log);
+
+// Committed step directories under root, ascending by step.
+std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root);
+
+// Checks a committed directory: manifest parses and is consistent, each shard
+// file exists with its recorded size, its header matches the manifest, and
+// (full_checksums) its crc32c matches. Returns the manifest, or DataLoss /
+// NotFound naming the reason.
+StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, bool full_checksums);
+
+struct FoundCheckpoint {
+  std::string path;
+  Manifest manifest;
+};
+// Newest checkpoint under root that verifies; every skipped one is logged as a
+// warning with its reason. NotFound when none (or root is absent).
+StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool full_checksums, const LogFn& log);
+
+// Removes temporary directories of unfinished saves (".step-*.tmp-*") and
+// half-deleted ones (".trash-*"). Rank 0, at start, before any rank saves.
+Status CleanStaleTemporaries(const std::string& root, const LogFn& log);
+
+// Keeps the newest `keep` committed checkpoints (keep < 0: all) and deletes
+// older ones (renamed to .trash-* first so a crash never leaves a half-deleted
+// step-N). Never deletes `protect` (the one just committed).
+Status ApplyRetention(const std::string& root, int keep, int64_t protect_step, const LogFn& log);
+
+// Reads ranges of a checkpoint into any (new) layout: reshards by mapping each
+// tensor by name from the target's unit offsets to the checkpoint's, and
+// reading those bytes from whichever old shard files hold them. Elements of
+// the target range that belong to no tensor (alignment gaps, padding) are 0.
+class CheckpointReader {
+ public:
+  // `manifest` must come from VerifyCheckpoint(dir).
+  static StatusOr<CheckpointReader> Open(const std::string& dir, Manifest manifest);
+  CheckpointReader(CheckpointReader&&) noexcept = default;
+
+  const Manifest& manifest() const { return manifest_; }
+  // The target layout must hold the same tensors (names, shapes) unit by unit;
+  // offsets and padding may differ. InvalidArgument naming the first mismatch.
+  Status CheckCompatible(const ModelLayoutDesc& target) const;
+  // dst[s][i] = state s of element range.begin + i of target unit `unit`.
+  Status ReadRange(const UnitEntry& target_unit, ElemRange range, const std::array<float*, kNumStates>& dst) const;
+  // Whole tensor of the master weights, by name (for HF export).
+  Status ReadTensor(const std::string& name, int state, float* dst) const;
+
+ private:
+  CheckpointReader() = default;
+  // Reads old-unit elements [r.begin, r.end) of state s into dst.
+  Status ReadOld(int unit, ElemRange r, int state, float* dst) const;
+  std::string dir_;
+  Manifest manifest_;
+  std::vector<Fd> fds_;
+  std::vector<ShardHeader> headers_;
+};
+
+}  // namespace hypertrain::ckpt
