@@ -54,6 +54,9 @@ class ProcessGroup {
   // "world", "shard1", "replica0": names the group in logs and watchdog reports.
   virtual const std::string& name() const = 0;
   virtual const char* backend() const = 0;  // "gloo", "nccl"
+  // NCCL: the stream (cudaStream_t) that produces the inputs of later calls;
+  // each collective first waits for the work queued on it so far. Gloo: unused.
+  virtual void SetComputeStream(void* /*stream*/) {}
 
   virtual std::unique_ptr<Work> AllGather(const void* shard, void* full, size_t count,
                                           DType dtype) = 0;
