@@ -1,0 +1,127 @@
+// cuBLASLt GEMM wrapper vs the CPU reference (fp64) in the three layouts the
+// model uses, for bf16/fp16/fp32 (plain and TF32) inputs.
+#include "runtime/kernels/cuda/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/cpu/ops.h"
+#include "runtime/kernels/cuda/test_util.h"
+#include "runtime/testing/cuda_device.h"
+
+namespace hypertrain::kernels::cuda {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::ExpectClose;
+using testing::RandomVector;
+using testing::ToDouble;
+
+template <typename T>
+class GemmTest : public ::testing::Test {};
+using Types = ::testing::Types<float, __nv_bfloat16, __half>;
+TYPED_TEST_SUITE(GemmTest, Types);
+
+// Relative tolerance of a K-long fp32-accumulated dot product of T inputs
+// whose output is rounded to `out` precision.
+template <typename T>
+double GemmTol(bool tf32, bool fp32_out) {
+  if (std::is_same_v<T, float>) return tf32 ? 2e-3 : 1e-5;
+  return fp32_out ? 1e-4 : testing::RelTol<T>();
+}
+
+TYPED_TEST(GemmTest, ForwardAndBothBackwardLayouts) {
+  HT_SKIP_WITHOUT_GPU();
+  using T = TypeParam;
+  constexpr DType kT = DTypeOf<T>::value;
+  for (bool tf32 : {false, true}) {
+    if (tf32 && kT != DType::kF32) continue;
+    auto gemm_or = Gemm::Create(tf32);
+    ASSERT_TRUE(gemm_or.ok()) << gemm_or.status().ToString();
+    Gemm& gemm = **gemm_or;
+    // Odd sizes: no tile multiple; tokens N, in I, out O.
+    const int N = 200, I = 136, O = 72;
+    std::mt19937 rng(7 + tf32);
+    std::vector<double> x, w, dy, dx0, dw0;
+    auto hx = RandomVector<T>(size_t(N) * I, rng, 1.0f, &x);
+    auto hw = RandomVector<T>(size_t(O) * I, rng, 0.1f, &w);
+    auto hdy = RandomVector<T>(size_t(N) * O, rng, 1.0f, &dy);
+    auto hdx0 = RandomVector<T>(size_t(N) * I, rng, 1.0f, &dx0);
+    auto hdw0 = RandomVector<float>(size_t(O) * I, rng, 1.0f, &dw0);
+    DeviceBuffer<T> dx_(x.size()), dw_(w.size()), ddy(dy.size()), ddx(dx0.size()), dy_out(dy.size());
+    DeviceBuffer<float> ddw(dw0.size());
+    HT_CUDA_ASSERT(dx_.Upload(hx));
+    HT_CUDA_ASSERT(dw_.Upload(hw));
+    HT_CUDA_ASSERT(ddy.Upload(hdy));
+    HT_CUDA_ASSERT(ddx.Upload(hdx0));
+    HT_CUDA_ASSERT(ddw.Upload(hdw0));
+
+    // Y = X W^T
+    auto st = gemm.Matmul({N, O, I, false, true}, dx_.get(), dw_.get(), kT, dy_out.get(), kT, 1.0f,
+                          0.0f, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    // dX += dY W   (beta 1 accumulate in T)
+    st = gemm.Matmul({N, I, O, false, false}, ddy.get(), dw_.get(), kT, ddx.get(), kT, 1.0f, 1.0f,
+                     nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    // dW += dY^T X  (fp32 accumulate)
+    st = gemm.Matmul({O, I, N, true, false}, ddy.get(), dx_.get(), kT, ddw.get(), DType::kF32,
+                     1.0f, 1.0f, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    HT_CUDA_ASSERT(cudaDeviceSynchronize());
+
+    std::vector<double> y(size_t(N) * O), rdx = dx0, rdw = dw0;
+    cpu::Matmul<double>(y.data(), x.data(), w.data(), N, I, O);
+    cpu::MatmulBackward<double>(rdx.data(), rdw.data(), dy.data(), x.data(), w.data(), N, I, O);
+    const std::string tag = std::string(DTypeName(kT)) + (tf32 ? "+tf32" : "");
+    ExpectClose(ToDouble(dy_out.Download()), y, GemmTol<T>(tf32, kT == DType::kF32), tag + " Y");
+    ExpectClose(ToDouble(ddx.Download()), rdx, GemmTol<T>(tf32, kT == DType::kF32), tag + " dX");
+    ExpectClose(ToDouble(ddw.Download()), rdw, GemmTol<T>(tf32, true), tag + " dW");
+    EXPECT_EQ(gemm.cached_plans(), 3u);
+  }
+}
+
+// Output written into a column slice of a wider matrix (fused QKV buffer).
+TYPED_TEST(GemmTest, LeadingDimensionsSelectSlices) {
+  HT_SKIP_WITHOUT_GPU();
+  using T = TypeParam;
+  constexpr DType kT = DTypeOf<T>::value;
+  auto gemm_or = Gemm::Create(false);
+  ASSERT_TRUE(gemm_or.ok()) << gemm_or.status().ToString();
+  const int N = 64, I = 48, O = 40, W = 128, col0 = 24;
+  std::mt19937 rng(11);
+  std::vector<double> x, w, out0;
+  auto hx = RandomVector<T>(size_t(N) * I, rng, 1.0f, &x);
+  auto hw = RandomVector<T>(size_t(O) * I, rng, 0.1f, &w);
+  auto hout = RandomVector<T>(size_t(N) * W, rng, 1.0f, &out0);
+  DeviceBuffer<T> dx(x.size()), dw(w.size()), dout(out0.size());
+  HT_CUDA_ASSERT(dx.Upload(hx));
+  HT_CUDA_ASSERT(dw.Upload(hw));
+  HT_CUDA_ASSERT(dout.Upload(hout));
+  GemmShape s{N, O, I, false, true};
+  s.ldc = W;
+  auto st = (*gemm_or)->Matmul(s, dx.get(), dw.get(), kT, dout.get() + col0, kT, 1.0f, 0.0f, nullptr);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  HT_CUDA_ASSERT(cudaDeviceSynchronize());
+  std::vector<double> y(size_t(N) * O);
+  cpu::Matmul<double>(y.data(), x.data(), w.data(), N, I, O);
+  std::vector<double> expect = out0;
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o) expect[size_t(n) * W + col0 + o] = y[size_t(n) * O + o];
+  ExpectClose(ToDouble(dout.Download()), expect, testing::RelTol<T>(), "slice");
+}
+
+TEST(GemmArgs, RejectsBadShapesAndTypes) {
+  HT_SKIP_WITHOUT_GPU();
+  auto gemm_or = Gemm::Create(false);
+  ASSERT_TRUE(gemm_or.ok()) << gemm_or.status().ToString();
+  DeviceBuffer<float> buf(64);
+  auto st = (*gemm_or)->Matmul({0, 4, 4}, buf.get(), buf.get(), DType::kF32, buf.get(), DType::kF32,
+                               1, 0, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  st = (*gemm_or)->Matmul({4, 4, 4}, buf.get(), buf.get(), DType::kBF16, buf.get(), DType::kF16, 1,
+                          0, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+}
+
+}  // namespace
+}  // namespace hypertrain::kernels::cuda
