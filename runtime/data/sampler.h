@@ -32,8 +32,10 @@ struct SamplerState {
 class Sampler {
  public:
   // num_samples > 0; micro_batch, grad_accum >= 1; 0 <= rank < dp_world.
+  // shuffle = false visits samples in order (synthetic data: no permutation
+  // is materialised).
   Sampler(int64_t num_samples, int64_t micro_batch, int64_t grad_accum, int rank, int dp_world,
-          SamplerState state);
+          SamplerState state, bool shuffle = true);
   // Sample ids of this rank's next micro-batch (micro_batch of them); after the
   // last micro-batch of a step, the state moves past the whole global batch.
   std::vector<int64_t> NextMicroBatch();
@@ -47,6 +49,7 @@ class Sampler {
 
   int64_t num_samples_, micro_batch_, grad_accum_;
   int rank_, dp_world_;
+  bool shuffle_;
   SamplerState state_;
   int micro_in_step_ = 0;
   int64_t perm_epoch_ = -1;

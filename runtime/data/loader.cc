@@ -1,0 +1,213 @@
+#include "runtime/data/loader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "runtime/model/init.h"
+
+namespace hypertrain::data {
+namespace {
+
+class NewDeleteAllocator final : public HostAllocator {
+ public:
+  void* Allocate(size_t bytes) override { return ::operator new(bytes); }
+  void Free(void* p) override { ::operator delete(p); }
+};
+
+constexpr int64_t kSyntheticSamples = int64_t{1} << 40;
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(const LoaderOptions& o,
+                                                         HostAllocator* allocator,
+                                                         BatchStager* stager) {
+  if (o.micro_batch < 1 || o.seq < 1 || o.grad_accum < 1) {
+    return InvalidArgument(fmt::format("data: micro_batch ({}), seq ({}) and grad_accum ({}) must be >= 1",
+                                       o.micro_batch, o.seq, o.grad_accum));
+  }
+  if (o.dp_world < 1 || o.rank < 0 || o.rank >= o.dp_world) {
+    return InvalidArgument(fmt::format("data: rank {} not in [0, {})", o.rank, o.dp_world));
+  }
+  if (o.prefetch_depth < 1) {
+    return InvalidArgument(fmt::format("model.data.prefetch_depth must be >= 1, got {}", o.prefetch_depth));
+  }
+  std::unique_ptr<DataLoader> d(new DataLoader());
+  d->options_ = o;
+  if (allocator == nullptr) {
+    d->default_allocator_ = std::make_unique<NewDeleteAllocator>();
+    allocator = d->default_allocator_.get();
+  }
+  d->allocator_ = allocator;
+  d->stager_ = stager;
+  if (o.synthetic) {
+    d->num_samples_ = kSyntheticSamples;
+  } else {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (o.train_dir.empty()) {
+      return InvalidArgument("model.data.train_dir is empty and use_synthetic_data is false");
+    }
+    if (!fs::is_directory(o.train_dir, ec)) {
+      return NotFound(fmt::format("model.data.train_dir '{}' is not a directory", o.train_dir));
+    }
+    std::vector<std::string> bins;
+    for (const auto& e : fs::directory_iterator(o.train_dir, ec)) {
+      if (e.path().extension() == ".bin") bins.push_back(e.path().string());
+    }
+    std::sort(bins.begin(), bins.end());
+    if (bins.empty()) {
+      return NotFound(fmt::format("model.data.train_dir '{}' has no *.bin token files (make them "
+                                  "with `hypertrain prepare`)",
+                                  o.train_dir));
+    }
+    for (const std::string& bin : bins) {
+      const std::string prefix = bin.substr(0, bin.size() - 4);
+      std::unique_ptr<TokenFile> f;
+      if (fs::exists(prefix + ".idx", ec)) {
+        HT_ASSIGN_OR_RETURN(f, TokenFile::OpenMegatron(prefix));
+      } else {
+        HT_ASSIGN_OR_RETURN(f, TokenFile::OpenShard(bin));
+      }
+      if (f->vocab_size() > o.vocab_size) {
+        return InvalidArgument(fmt::format("{} was tokenized for vocab_size {} but model.vocab_size is {}",
+                                           bin, f->vocab_size(), o.vocab_size));
+      }
+      d->file_starts_.push_back(d->num_tokens_);
+      d->num_tokens_ += f->num_tokens();
+      d->files_.push_back(std::move(f));
+    }
+    d->num_samples_ = (d->num_tokens_ - 1) / o.seq;
+    if (d->num_samples_ < 1) {
+      return InvalidArgument(fmt::format("model.data.train_dir '{}' holds {} tokens; a sample needs "
+                                         "seq+1 = {}",
+                                         o.train_dir, d->num_tokens_, o.seq + 1));
+    }
+  }
+  d->sampler_ = std::make_unique<Sampler>(d->num_samples_, o.micro_batch, o.grad_accum, o.rank,
+                                          o.dp_world, o.state, !o.synthetic);
+  d->consumed_state_ = d->sampler_->state();
+  const int64_t n = o.micro_batch * o.seq;
+  for (int i = 0; i < o.prefetch_depth + 2; ++i) {
+    auto b = std::make_unique<Batch>();
+    b->inputs = static_cast<int32_t*>(allocator->Allocate(sizeof(int32_t) * n));
+    b->targets = static_cast<int32_t*>(allocator->Allocate(sizeof(int32_t) * n));
+    b->view = {b->inputs, b->targets, o.micro_batch, o.seq, nullptr};
+    d->free_.push_back(b.get());
+    d->pool_.push_back(std::move(b));
+  }
+  d->thread_ = std::thread([raw = d.get()] { raw->Run(); });
+  return d;
+}
+
+DataLoader::~DataLoader() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  for (auto& b : pool_) {
+    allocator_->Free(b->inputs);
+    allocator_->Free(b->targets);
+  }
+}
+
+Status DataLoader::Fill(Batch& b, const std::vector<int64_t>& samples) {
+  const int64_t T = options_.seq;
+  std::vector<int32_t> row(T + 1);
+  for (size_t r = 0; r < samples.size(); ++r) {
+    const int64_t k = samples[r];
+    if (options_.synthetic) {
+      for (int64_t t = 0; t <= T; ++t) {
+        const uint64_t h = model::SplitMix64(model::SplitMix64(options_.state.seed + 0x1234) ^
+                                             (static_cast<uint64_t>(k) * (T + 1) + t));
+        row[t] = static_cast<int32_t>(h % static_cast<uint64_t>(options_.vocab_size));
+      }
+    } else {
+      int64_t pos = k * T, filled = 0;
+      while (filled <= T) {
+        const size_t f = std::upper_bound(file_starts_.begin(), file_starts_.end(), pos) -
+                         file_starts_.begin() - 1;
+        const int64_t local = pos - file_starts_[f];
+        const int64_t n = std::min(T + 1 - filled, files_[f]->num_tokens() - local);
+        files_[f]->Read(local, n, row.data() + filled);
+        filled += n;
+        pos += n;
+      }
+      for (int64_t t = 0; t <= T; ++t) {
+        if (row[t] < 0 || row[t] >= options_.vocab_size) {
+          return DataLoss(fmt::format("token id {} at stream position {} in {} is >= model.vocab_size {}",
+                                      row[t], k * T + t, options_.train_dir, options_.vocab_size));
+        }
+      }
+    }
+    std::copy(row.begin(), row.begin() + T, b.inputs + r * T);
+    std::copy(row.begin() + 1, row.end(), b.targets + r * T);
+  }
+  return Status::Ok();
+}
+
+void DataLoader::Run() {
+  while (true) {
+    Batch* b = nullptr;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] {
+        return stop_ || (!free_.empty() &&
+                         static_cast<int>(ready_.size()) < options_.prefetch_depth);
+      });
+      if (stop_) return;
+      b = free_.front();
+      free_.pop_front();
+    }
+    const std::vector<int64_t> samples = sampler_->NextMicroBatch();
+    Status s = Fill(*b, samples);
+    b->state_after = sampler_->state();
+    b->step_index = produced_++;
+    b->view.staged = nullptr;
+    if (s.ok() && stager_ != nullptr) s = stager_->Stage(*b);
+    std::lock_guard<std::mutex> l(mu_);
+    if (!s.ok()) {
+      error_ = s;
+      free_.push_back(b);
+      cv_.notify_all();
+      return;
+    }
+    ready_.push_back(b);
+    cv_.notify_all();
+  }
+}
+
+StatusOr<Batch*> DataLoader::Next() {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return !ready_.empty() || !error_.ok(); });
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  total_wait_s_ += waited;
+  pending_wait_s_ += waited;
+  if (ready_.empty()) return error_;
+  Batch* b = ready_.front();
+  ready_.pop_front();
+  consumed_state_ = b->state_after;
+  return b;
+}
+
+void DataLoader::Release(Batch* b) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    free_.push_back(b);
+  }
+  cv_.notify_all();
+}
+
+double DataLoader::TakeWaitSeconds() {
+  std::lock_guard<std::mutex> l(mu_);
+  const double w = pending_wait_s_;
+  pending_wait_s_ = 0;
+  return w;
+}
+
+}  // namespace hypertrain::data
