@@ -1,0 +1,133 @@
+#include "runtime/config/config.h"
+
+#include <gtest/gtest.h>
+
+namespace hypertrain::config {
+namespace {
+
+const char* kRecipe = R"(
+run:
+  name: llama3-1b
+trainer:
+  devices: 8
+  num_nodes: 2
+  accelerator: gpu
+  precision: bf16
+  max_steps: 50
+  log_every_n_steps: 5
+exp_manager:
+  exp_dir: /fsx/exp
+  create_tensorboard_logger: true
+  checkpoint_callback_params:
+    save_top_k: 3
+model:
+  model_type: llama_v3
+  shape: 1b
+  train_batch_size: 4
+  seed: 7
+  grad_clip: 1.0
+  activation_checkpointing: true
+  sharding_strategy: hybrid_shard
+  shard_degree: 8
+  max_context_width: 2048
+  rope_scaling:
+    rope_type: llama3
+    factor: 32.0
+    high_freq_factor: 4.0
+    low_freq_factor: 1.0
+    original_max_position_embeddings: 8192
+  optim:
+    name: adamw
+    lr: 2.0e-4
+    weight_decay: 0.01
+    betas: [0.9, 0.98]
+    sched:
+      name: CosineAnnealing
+      warmup_steps: 10
+      constant_steps: 0
+      min_lr: 2.0e-5
+  data:
+    train_dir: /fsx/data
+    use_synthetic_data: false
+  frobnicate: 3
+trainer_typo: 1
+)";
+
+TEST(ConfigTest, ParsesAHyperPodRecipe) {
+  auto c = ParseTrainConfig(kRecipe, {});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->max_steps, 50);
+  EXPECT_EQ(c->devices, 8);
+  EXPECT_EQ(c->model.hidden_size, 2048);
+  EXPECT_EQ(c->model.rope_scaling.factor, 32.0);
+  EXPECT_EQ(c->model.max_context_width, 2048);
+  EXPECT_EQ(c->activation_checkpointing, model::ActivationCheckpointing::kFull);
+  EXPECT_EQ(c->optim.beta2, 0.98);
+  EXPECT_EQ(c->optim.sched, train::ScheduleKind::kCosine);
+  EXPECT_EQ(c->optim.warmup_steps, 10);
+  EXPECT_EQ(c->seed, 7u);
+  EXPECT_EQ(c->checkpoint_dir, "/fsx/exp/checkpoints");
+  EXPECT_FALSE(c->loss_scale.enabled);
+  EXPECT_EQ(c->unknown_keys, (std::vector<std::string>{"model.frobnicate", "trainer_typo"}));
+}
+
+TEST(ConfigTest, OverridesApplyBeforeValidation) {
+  auto c = ParseTrainConfig(kRecipe, {"model.optim.lr=0.01", "trainer.precision=fp16",
+                                      "model.optim.betas=[0.8, 0.9]", "model.data.prefetch_depth=5",
+                                      "exp_manager.new_section.x=1"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->optim.lr, 0.01);
+  EXPECT_EQ(c->precision, model::Precision::kFP16);
+  EXPECT_TRUE(c->loss_scale.enabled);
+  EXPECT_EQ(c->optim.beta1, 0.8);
+  EXPECT_EQ(c->data.prefetch_depth, 5);
+  EXPECT_NE(std::find(c->unknown_keys.begin(), c->unknown_keys.end(), "exp_manager.new_section.x"),
+            c->unknown_keys.end());
+  auto bad = ParseTrainConfig(kRecipe, {"model.optim.lr"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("expected key.path=value"), std::string::npos);
+}
+
+void ExpectError(const std::vector<std::string>& sets, const std::string& needle) {
+  auto c = ParseTrainConfig(kRecipe, sets);
+  ASSERT_FALSE(c.ok()) << needle;
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find(needle), std::string::npos) << c.status().message();
+}
+
+TEST(ConfigTest, BadValuesNameTheKeyAndAcceptedValues) {
+  ExpectError({"model.activation_checkpointing=partial"},
+              "model.activation_checkpointing: 'partial' is not one of none, selective, full");
+  ExpectError({"trainer.precision=fp8"}, "trainer.precision: 'fp8' is not one of bf16, fp16, fp32, tf32");
+  ExpectError({"model.sharding_strategy=zero3"},
+              "model.sharding_strategy: 'zero3' is not one of hybrid_shard, full_shard, "
+              "hybrid_shard_zero2, shard_grad_op, no_shard");
+  ExpectError({"model.hidden_size=abc"}, "model.hidden_size: 'abc' is not an integer");
+  ExpectError({"model.num_key_value_heads=5"}, "model.num_key_value_heads (5) must divide");
+  ExpectError({"model.optim.lr=-1"}, "model.optim.lr: -1 must be > 0");
+  ExpectError({"model.optim.betas=[0.9]"}, "model.optim.betas: expected a list of two numbers");
+  ExpectError({"model.optim.sched.name=poly"}, "model.optim.sched.name: 'poly' is not one of");
+  ExpectError({"model.shape=70b"}, "model.shape: '70b' is not one of tiny, 125m, 1b, 8b");
+  ExpectError({"trainer.max_steps=0"}, "trainer.max_steps: 0 must be >= 1");
+  ExpectError({"model.data.train_dir=null"}, "model.data.train_dir: required unless");
+  ExpectError({"trainer.backend=tpu"}, "trainer.backend: 'tpu' is not one of auto, cpu, cuda");
+  ExpectError({"model.data=5"}, "");  // a scalar where a map is expected still fails clearly
+}
+
+TEST(ConfigTest, SyntaxErrorsGiveTheLine) {
+  auto c = ParseTrainConfig("trainer:\n  max_steps: [1,\n", {}, "job.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("job.yaml: YAML syntax error at line"), std::string::npos);
+  EXPECT_FALSE(LoadTrainConfig("/nonexistent/job.yaml", {}).ok());
+}
+
+TEST(ConfigTest, ShippedExamplesParse) {
+  for (const char* f : {"examples/tiny-cpu.yaml"}) {
+    auto c = LoadTrainConfig(f, {});
+    ASSERT_TRUE(c.ok()) << f << ": " << c.status().ToString();
+    EXPECT_TRUE(c->unknown_keys.empty()) << f << ": " << c->unknown_keys.front();
+  }
+}
+
+}  // namespace
+}  // namespace hypertrain::config
