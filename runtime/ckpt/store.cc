@@ -103,6 +103,11 @@ Status WriteRankFiles(const SaveTarget& t, const ShardData* shard, const RankRec
   return Status::Ok();
 }
 
+void ReportRankFailure(const SaveTarget& t, const Status& error) {
+  const std::string dir = t.root + "/" + TempDirName(t.step, t.attempt);
+  (void)WriteFileAtomically(dir + "/" + RankFileName(t.rank) + ".failed", error.ToString());
+}
+
 StatusOr<std::string> CommitCheckpoint(const SaveTarget& t, Manifest m, const LogFn& log) {
   const std::string dir = t.root + "/" + TempDirName(t.step, t.attempt);
   const std::string final_dir = t.root + "/" + StepDirName(t.step);
@@ -116,7 +121,14 @@ StatusOr<std::string> CommitCheckpoint(const SaveTarget& t, Manifest m, const Lo
       if (!sides[r].is_null()) continue;
       StatusOr<std::string> text = ReadFileToString(dir + "/" + RankFileName(r));
       if (!text.ok()) {
-        if (text.status().code() == StatusCode::kNotFound) continue;
+        if (text.status().code() == StatusCode::kNotFound) {
+          StatusOr<std::string> failed = ReadFileToString(dir + "/" + RankFileName(r) + ".failed");
+          if (failed.ok()) {
+            return Unavailable("checkpoint step " + std::to_string(t.step) + ": rank " + std::to_string(r) +
+                               " failed to write its part: " + *failed);
+          }
+          continue;
+        }
         return text.status();
       }
       json j = json::parse(*text, nullptr, false);

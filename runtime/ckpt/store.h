@@ -61,6 +61,10 @@ struct WriteStats {
 Status WriteRankFiles(const SaveTarget& target, const ShardData* shard, const RankRecord& record,
                       WriteStats* stats = nullptr);
 
+// Best effort after a failed WriteRankFiles: rank-<r>.failed tells the
+// coordinator at once (instead of after its timeout) that this save is lost.
+void ReportRankFailure(const SaveTarget& target, const Status& error);
+
 // Step 2 (rank 0 only). `base` carries everything but ranks/files, which come
 // from the rank files. Returns the committed directory's path.
 StatusOr<std::string> CommitCheckpoint(const SaveTarget& target, Manifest base, const LogFn& log);

@@ -1,0 +1,284 @@
+#include "runtime/ckpt/manager.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+namespace hypertrain::ckpt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string Mb(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+StatusOr<FailurePolicy> ParseFailurePolicy(const std::string& s) {
+  if (s == "continue") return FailurePolicy::kContinue;
+  if (s == "stop") return FailurePolicy::kStop;
+  return InvalidArgument("exp_manager.checkpoint_failure_policy must be 'continue' or 'stop', got '" + s + "'");
+}
+
+Status CheckpointOptions::Validate() const {
+  if (every_n_train_steps < 0) return InvalidArgument("exp_manager.every_n_train_steps must be >= 0");
+  if (every_n_minutes < 0) return InvalidArgument("exp_manager.every_n_minutes must be >= 0");
+  if (save_top_k == 0 || save_top_k < -1) {
+    return InvalidArgument("exp_manager.save_top_k must be >= 1, or -1 to keep every checkpoint (got " +
+                           std::to_string(save_top_k) + ")");
+  }
+  if (start_fresh && !resume_from_checkpoint.empty()) {
+    return InvalidArgument("exp_manager.resume_from_checkpoint and start_fresh exclude each other");
+  }
+  if (coordinator_timeout_s <= 0) return InvalidArgument("checkpoint coordinator timeout must be > 0");
+  for (char c : attempt) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_')) {
+      return InvalidArgument("checkpoint attempt id may hold only [A-Za-z0-9_-]");
+    }
+  }
+  return Status::Ok();
+}
+
+CheckpointManager::CheckpointManager(CheckpointOptions options, RankPlacement placement, ModelLayoutDesc layout,
+                                     HostAllocator* allocator, LogFn log,
+                                     std::function<StatusOr<bool>(bool)> agree)
+    : options_(std::move(options)),
+      placement_(placement),
+      layout_(std::move(layout)),
+      allocator_(allocator != nullptr ? allocator : PageableHostAllocator()),
+      log_(log ? std::move(log) : StderrLog()),
+      agree_(std::move(agree)),
+      last_save_time_(Clock::now()) {
+  if (options_.attempt.empty()) {
+    const char* a = std::getenv("RESTART_ATTEMPT");
+    options_.attempt = (a != nullptr && *a != '\0') ? a : "0";
+    for (char& c : options_.attempt) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+  }
+}
+
+CheckpointManager::~CheckpointManager() {
+  if (writer_.joinable()) writer_.join();
+}
+
+StatusOr<std::optional<FoundCheckpoint>> CheckpointManager::Start() {
+  HT_RETURN_IF_ERROR(options_.Validate());
+  if (!options_.dir.empty()) {
+    HT_RETURN_IF_ERROR(MakeDirs(options_.dir));
+    if (placement_.rank == 0) HT_RETURN_IF_ERROR(CleanStaleTemporaries(options_.dir, log_));
+  }
+  if (options_.start_fresh) {
+    log_(LogLevel::kInfo, "start_fresh: ignoring any existing checkpoint");
+    return std::optional<FoundCheckpoint>();
+  }
+  if (!options_.resume_from_checkpoint.empty()) {
+    StatusOr<Manifest> m = VerifyCheckpoint(options_.resume_from_checkpoint, options_.verify_checksums);
+    if (!m.ok()) {
+      return Status(m.status().code(), "resume_from_checkpoint " + options_.resume_from_checkpoint +
+                                           " is not usable: " + m.status().message());
+    }
+    return std::optional<FoundCheckpoint>(FoundCheckpoint{options_.resume_from_checkpoint, std::move(m).value()});
+  }
+  if (options_.dir.empty()) return std::optional<FoundCheckpoint>();
+  StatusOr<FoundCheckpoint> f = FindLatestCheckpoint(options_.dir, options_.verify_checksums, log_);
+  if (!f.ok()) {
+    if (f.status().code() == StatusCode::kNotFound) {
+      log_(LogLevel::kInfo, "no checkpoint in " + options_.dir + ": starting from initialisation");
+      return std::optional<FoundCheckpoint>();
+    }
+    return f.status();
+  }
+  return std::optional<FoundCheckpoint>(std::move(f).value());
+}
+
+Status CheckpointManager::Load(const FoundCheckpoint& found, StateAccess& state, const std::string& config_hash) {
+  const auto t0 = Clock::now();
+  const Manifest& m = found.manifest;
+  if (!config_hash.empty() && m.config_hash != config_hash) {
+    log_(LogLevel::kWarning, "resuming " + found.path + " written with config hash " + m.config_hash +
+                                 ", current config hash is " + config_hash);
+  }
+  HT_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::Open(found.path, m));
+  HT_RETURN_IF_ERROR(reader.CheckCompatible(layout_));
+  const WorldLayout& old = m.world;
+  const WorldLayout& now = placement_.world;
+  if (old.world_size != now.world_size || old.shard_degree != now.shard_degree) {
+    log_(LogLevel::kWarning, "resharding " + found.path + " from world " + std::to_string(old.world_size) +
+                                 " (shard degree " + std::to_string(old.shard_degree) + ") to world " +
+                                 std::to_string(now.world_size) + " (shard degree " +
+                                 std::to_string(now.shard_degree) +
+                                 "): parameters and optimizer state are exact, data order is not");
+  }
+  int64_t bytes = 0;
+  std::vector<float> buf;
+  for (const UnitEntry& u : layout_.units) {
+    const ElemRange r = state.Owned(u.index);
+    buf.assign(static_cast<size_t>(r.size()) * kNumStates, 0.0f);
+    std::array<float*, kNumStates> dst;
+    for (int s = 0; s < kNumStates; ++s) dst[s] = buf.data() + s * r.size();
+    HT_RETURN_IF_ERROR(reader.ReadRange(u, r, dst));
+    for (int s = 0; s < kNumStates; ++s) HT_RETURN_IF_ERROR(state.Write(u.index, s, dst[s]));
+    bytes += r.size() * kNumStates * 4;
+  }
+  last_saved_step_ = m.step;
+  const double secs = SecondsSince(t0);
+  log_(LogLevel::kInfo, "resumed from " + found.path + " (step " + std::to_string(m.step) + "): read " + Mb(bytes) +
+                            " in " + std::to_string(secs) + " s");
+  return Status::Ok();
+}
+
+StatusOr<bool> CheckpointManager::ShouldSave(int64_t step) {
+  if (options_.dir.empty()) return false;
+  bool due = options_.every_n_train_steps > 0 && step % options_.every_n_train_steps == 0;
+  if (options_.every_n_minutes > 0) {
+    bool time_due = SecondsSince(last_save_time_) >= options_.every_n_minutes * 60.0;
+    if (agree_) {
+      HT_ASSIGN_OR_RETURN(time_due, agree_(time_due));
+    }
+    due = due || time_due;
+  }
+  return due && step != last_saved_step_;
+}
+
+Status CheckpointManager::EnsureSnapshotBuffers(StateAccess& state) {
+  bool same = snap_.size() == layout_.units.size();
+  for (size_t u = 0; same && u < layout_.units.size(); ++u) same = snap_ranges_[u] == state.Owned(static_cast<int>(u));
+  if (same) return Status::Ok();
+  snap_.clear();
+  snap_ranges_.clear();
+  for (const UnitEntry& u : layout_.units) {
+    const ElemRange r = state.Owned(u.index);
+    snap_ranges_.push_back(r);
+    HT_ASSIGN_OR_RETURN(HostBuffer b, HostBuffer::Make(allocator_, static_cast<size_t>(r.size()) * kNumStates * 4));
+    snap_.push_back(std::move(b));
+  }
+  return Status::Ok();
+}
+
+Status CheckpointManager::WaitAndReport() {
+  if (!in_flight_) return Status::Ok();
+  writer_.join();
+  in_flight_ = false;
+  Status s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = pending_;
+  }
+  if (s.ok()) return Status::Ok();
+  const std::string msg = "checkpoint of step " + std::to_string(pending_step_) + " FAILED: " + s.ToString() +
+                          "; earlier checkpoints are intact" +
+                          (options_.failure_policy == FailurePolicy::kStop ? " (failure_policy=stop: stopping)"
+                                                                           : " (failure_policy=continue: training goes on)");
+  log_(LogLevel::kError, msg);
+  if (options_.failure_policy == FailurePolicy::kStop) return Status(s.code(), msg);
+  return Status::Ok();
+}
+
+void CheckpointManager::WriteInBackground(SaveTarget target, RankRecord record, Manifest base) {
+  const auto t0 = Clock::now();
+  ShardData data;
+  data.ranges = snap_ranges_;
+  for (size_t u = 0; u < snap_.size(); ++u) {
+    const float* p = static_cast<const float*>(snap_[u].data());
+    const int64_t n = snap_ranges_[u].size();
+    data.states.push_back({p, p + n, p + 2 * n});
+  }
+  WriteStats ws;
+  Status s = WriteRankFiles(target, &data, record, &ws);
+  if (!s.ok()) ReportRankFailure(target, s);
+  std::string committed;
+  if (s.ok() && placement_.rank == 0) {
+    StatusOr<std::string> dir = CommitCheckpoint(target, std::move(base), log_);
+    if (dir.ok()) {
+      committed = *dir;
+      s = ApplyRetention(target.root, options_.save_top_k, target.step, log_);
+    } else {
+      s = dir.status();
+    }
+  }
+  const double secs = SecondsSince(t0);
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_ = s;
+  if (s.ok()) {
+    ++stats_.saves_ok;
+    stats_.last_write_s = secs;
+    stats_.last_bytes = ws.bytes;
+    stats_.last_committed_step = target.step;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.3f s (%.1f MB/s)", secs, secs > 0 ? ws.bytes / 1e6 / secs : 0.0);
+    log_(LogLevel::kInfo, "checkpoint step " + std::to_string(target.step) + ": rank " +
+                              std::to_string(placement_.rank) + " wrote " + Mb(ws.bytes) + " in " + buf +
+                              (committed.empty() ? "" : "; committed " + committed));
+  } else {
+    ++stats_.saves_failed;
+  }
+}
+
+Status CheckpointManager::Save(const SaveRequest& req, StateAccess& state) {
+  if (options_.dir.empty()) return FailedPrecondition("Save() without exp_manager.checkpoint_dir");
+  const auto t0 = Clock::now();
+  HT_RETURN_IF_ERROR(WaitAndReport());
+  const bool writes = placement_.replica_rank == 0;
+  if (writes) {
+    HT_RETURN_IF_ERROR(EnsureSnapshotBuffers(state));
+    for (size_t u = 0; u < snap_.size(); ++u) {
+      float* p = static_cast<float*>(snap_[u].data());
+      const int64_t n = snap_ranges_[u].size();
+      for (int s = 0; s < kNumStates; ++s) HT_RETURN_IF_ERROR(state.Read(static_cast<int>(u), s, p + s * n));
+    }
+  }
+  SaveTarget target;
+  target.root = options_.dir;
+  target.step = req.step;
+  target.attempt = options_.attempt;
+  target.rank = placement_.rank;
+  target.world_size = placement_.world.world_size;
+  target.writes_shard = writes;
+  target.shard_rank = placement_.shard_rank;
+  target.shard_degree = placement_.world.shard_degree;
+  target.coordinator_timeout_s = options_.coordinator_timeout_s;
+  RankRecord record{placement_.rank, req.sampler, req.rng};
+  Manifest base;
+  base.step = req.step;
+  base.tokens_seen = req.tokens_seen;
+  base.config_hash = req.config_hash;
+  base.model_config = req.model_config;
+  base.trainer_state = req.trainer_state;
+  base.world = placement_.world;
+  base.layout = layout_;
+  pending_step_ = req.step;
+  last_saved_step_ = req.step;
+  last_save_time_ = Clock::now();
+  int64_t snap_bytes = 0;
+  for (const HostBuffer& h : snap_) snap_bytes += static_cast<int64_t>(h.size());
+  in_flight_ = true;
+  writer_ = std::thread(&CheckpointManager::WriteInBackground, this, std::move(target), std::move(record),
+                        std::move(base));
+  Status result = Status::Ok();
+  if (!options_.async_save) result = WaitAndReport();
+  const double stall = SecondsSince(t0);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.last_stall_s = stall;
+  }
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "training stall %.3f s (snapshot of %s%s)", stall, Mb(snap_bytes).c_str(),
+                options_.async_save ? ", written in background" : ", written synchronously");
+  log_(LogLevel::kInfo, "checkpoint step " + std::to_string(req.step) + ": " + buf);
+  return result;
+}
+
+Status CheckpointManager::Finish() { return WaitAndReport(); }
+
+SaveStats CheckpointManager::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace hypertrain::ckpt

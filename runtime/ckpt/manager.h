@@ -1,0 +1,158 @@
+#pragma once
+// CheckpointManager: when to save, asynchronous saving, retention, and
+// automatic resume, for one rank of a (possibly sharded) training run.
+//
+// Use from the training loop (every rank, same calls in the same order):
+//   mgr.Start()                  -> checkpoint to resume from (or none)
+//   mgr.Load(found, state)       -> restores this rank's owned ranges
+//   per step: if (mgr.ShouldSave(step)) mgr.Save(request, state)
+//   at the end: mgr.Save(final) if not just saved; mgr.Finish()
+//
+// Save() is the only stall: it waits for the previous save (at most one in
+// flight: a new save WAITS rather than being skipped, so every requested
+// checkpoint exists and memory stays bounded to one snapshot), copies the
+// rank's master weights, m and v into host memory (pinned with the CUDA
+// allocator; allocated once, reused), and returns; a background thread writes
+// the files and, on rank 0, commits and applies save_top_k. The stall, write
+// time and throughput are logged per save.
+//
+// A failed save (ENOSPC, EIO, a rank that never finished) leaves every
+// earlier checkpoint untouched. It is reported at the next Save()/Finish():
+// with failure_policy kContinue it is logged as an error and training goes on;
+// with kStop that call returns the error.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/ckpt/format.h"
+#include "runtime/ckpt/host_allocator.h"
+#include "runtime/ckpt/log.h"
+#include "runtime/ckpt/store.h"
+#include "runtime/core/status.h"
+
+namespace hypertrain::ckpt {
+
+enum class FailurePolicy { kContinue, kStop };
+StatusOr<FailurePolicy> ParseFailurePolicy(const std::string& s);  // "continue" | "stop"
+
+// The exp_manager keys (runtime/config maps YAML onto this).
+struct CheckpointOptions {
+  std::string dir;                   // exp_manager.checkpoint_dir ("" disables saving)
+  int64_t every_n_train_steps = 0;   // 0: off
+  double every_n_minutes = 0;        // 0: off
+  int save_top_k = 3;                // newest k complete checkpoints kept; -1 keeps all
+  bool save_last = true;             // a final save when training ends
+  bool async_save = true;
+  FailurePolicy failure_policy = FailurePolicy::kStop;
+  std::string resume_from_checkpoint;  // a step directory: resume from exactly it
+  bool start_fresh = false;            // ignore existing checkpoints
+  bool verify_checksums = true;        // crc32c of every shard file at resume
+  double coordinator_timeout_s = 600;  // rank 0 waiting for the others' files
+  std::string attempt;                 // temp-dir suffix; "" = $RESTART_ATTEMPT or "0"
+  Status Validate() const;
+};
+
+// Where this rank sits. Ranks r with replica_rank == 0 write shard shard_rank.
+struct RankPlacement {
+  int rank = 0;
+  WorldLayout world;
+  int shard_rank = 0;
+  int replica_rank = 0;
+};
+
+// The trainer's state as seen by checkpointing (an adapter over
+// model::Backend: Owned / ReadState / WriteState).
+class StateAccess {
+ public:
+  virtual ~StateAccess() = default;
+  virtual ElemRange Owned(int unit) const = 0;
+  // Owned(unit).size() floats of state s (0 master, 1 adam m, 2 adam v).
+  virtual Status Read(int unit, int state, float* host) = 0;
+  virtual Status Write(int unit, int state, const float* host) = 0;
+};
+
+struct SaveRequest {
+  int64_t step = 0;
+  int64_t tokens_seen = 0;
+  std::string config_hash;
+  nlohmann::json model_config = nlohmann::json::object();
+  nlohmann::json trainer_state = nlohmann::json::object();  // lr schedule, loss scaler (same on all ranks)
+  nlohmann::json sampler;  // this rank's
+  nlohmann::json rng;      // this rank's
+};
+
+struct SaveStats {
+  int saves_ok = 0;
+  int saves_failed = 0;
+  double last_stall_s = 0;   // time Save() blocked training
+  double last_write_s = 0;   // background write (+ commit on rank 0)
+  int64_t last_bytes = 0;    // bytes this rank wrote
+  int64_t last_committed_step = -1;
+};
+
+class CheckpointManager {
+ public:
+  // `agree` broadcasts rank 0's boolean to every rank (a collective); needed
+  // only with every_n_minutes on more than one rank, so that all ranks decide
+  // alike. nullptr: identity (single process).
+  CheckpointManager(CheckpointOptions options, RankPlacement placement, ModelLayoutDesc layout,
+                    HostAllocator* allocator = nullptr, LogFn log = nullptr,
+                    std::function<StatusOr<bool>(bool)> agree = nullptr);
+  ~CheckpointManager();  // waits for an in-flight save
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
+
+  // Rank 0 removes temporaries of crashed saves (call on every rank before
+  // any rank can save, i.e. before the first training step). Then picks what
+  // to resume from: nothing (start_fresh or no checkpoint), the forced
+  // resume_from_checkpoint (an error if it does not verify), or the newest
+  // complete one (corrupt ones skipped with a warning).
+  StatusOr<std::optional<FoundCheckpoint>> Start();
+
+  // Restores this rank's owned ranges from `found`, resharding when the world
+  // layout differs. Warns when the config hash differs.
+  Status Load(const FoundCheckpoint& found, StateAccess& state, const std::string& config_hash = "");
+
+  // Whether `step` (just completed) should be saved. Every rank must call it
+  // every step when every_n_minutes is set (it may run `agree`).
+  StatusOr<bool> ShouldSave(int64_t step);
+
+  Status Save(const SaveRequest& request, StateAccess& state);
+  // Waits for the in-flight save and reports its outcome per policy.
+  Status Finish();
+
+  SaveStats stats() const;
+  const CheckpointOptions& options() const { return options_; }
+  int64_t last_saved_step() const { return last_saved_step_; }
+
+ private:
+  Status EnsureSnapshotBuffers(StateAccess& state);
+  Status WaitAndReport();
+  void WriteInBackground(SaveTarget target, RankRecord record, Manifest base);
+
+  CheckpointOptions options_;
+  RankPlacement placement_;
+  ModelLayoutDesc layout_;
+  HostAllocator* allocator_;
+  LogFn log_;
+  std::function<StatusOr<bool>(bool)> agree_;
+
+  std::vector<ElemRange> snap_ranges_;
+  std::vector<HostBuffer> snap_;  // one per unit: 3 * owned floats
+  std::thread writer_;
+  bool in_flight_ = false;
+  Status pending_;                // written by the writer thread before it exits
+  int64_t pending_step_ = -1;
+  std::chrono::steady_clock::time_point last_save_time_;
+  int64_t last_saved_step_ = -1;
+  mutable std::mutex mu_;
+  SaveStats stats_;
+};
+
+}  // namespace hypertrain::ckpt

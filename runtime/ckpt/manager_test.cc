@@ -1,0 +1,216 @@
+#include "runtime/ckpt/manager.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "runtime/ckpt/atomic_file.h"
+#include "runtime/ckpt/test_util.h"
+
+namespace hypertrain::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Expected;
+using testing::MakeLayout;
+
+// In-memory state of one rank: its owned range of every unit.
+class FakeState : public StateAccess {
+ public:
+  FakeState(const ModelLayoutDesc& d, int shard, int shards, int64_t salt) {
+    for (const UnitEntry& u : d.units) {
+      const ElemRange r = EvenShard(u.padded_numel, shard, shards);
+      owned.push_back(r);
+      std::array<std::vector<float>, kNumStates> a;
+      for (int s = 0; s < kNumStates; ++s) a[s] = salt < 0 ? std::vector<float>(r.size(), 0.0f) : Expected(d, u.index, r, s, salt);
+      values.push_back(a);
+    }
+  }
+  ElemRange Owned(int unit) const override { return owned[unit]; }
+  Status Read(int unit, int state, float* host) override {
+    std::copy(values[unit][state].begin(), values[unit][state].end(), host);
+    return Status::Ok();
+  }
+  Status Write(int unit, int state, const float* host) override {
+    std::copy(host, host + owned[unit].size(), values[unit][state].begin());
+    return Status::Ok();
+  }
+  std::vector<ElemRange> owned;
+  std::vector<std::array<std::vector<float>, kNumStates>> values;
+};
+
+class ManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/mgr_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(root_);
+    log_ = [this](LogLevel, const std::string& m) { logs_ += m + "\n"; };
+    opts_.dir = root_;
+    opts_.every_n_train_steps = 2;
+    opts_.save_top_k = 2;
+    opts_.coordinator_timeout_s = 5;
+  }
+  void TearDown() override { SetWriteFailureBudget(-1); }
+  SaveRequest Request(int64_t step) {
+    SaveRequest r;
+    r.step = step;
+    r.tokens_seen = step * 64;
+    r.config_hash = "abc";
+    r.trainer_state = {{"loss_scale", 1024.0}};
+    r.sampler = {{"position", step * 8}};
+    r.rng = {{"state", "x"}};
+    return r;
+  }
+  std::string root_;
+  std::string logs_;
+  LogFn log_;
+  CheckpointOptions opts_;
+  ModelLayoutDesc layout_ = MakeLayout(3, 4, 4);
+};
+
+TEST_F(ManagerTest, AsyncSavesRetentionAndAutomaticResume) {
+  {
+    CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);
+    auto start = mgr.Start();
+    ASSERT_TRUE(start.ok());
+    EXPECT_FALSE(start->has_value());
+    for (int64_t step = 1; step <= 7; ++step) {
+      FakeState st(layout_, 0, 1, step);
+      auto due = mgr.ShouldSave(step);
+      ASSERT_TRUE(due.ok());
+      EXPECT_EQ(*due, step % 2 == 0);
+      if (*due) {
+        ASSERT_TRUE(mgr.Save(Request(step), st).ok());
+      }
+    }
+    ASSERT_TRUE(mgr.Finish().ok());
+    EXPECT_EQ(mgr.stats().saves_ok, 3);
+    EXPECT_EQ(mgr.stats().last_committed_step, 6);
+  }
+  auto all = ListCheckpoints(root_);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].first, 4);
+  EXPECT_EQ(all[1].first, 6);
+  EXPECT_NE(logs_.find("training stall"), std::string::npos);
+  EXPECT_NE(logs_.find("MB/s"), std::string::npos);
+
+  CheckpointManager again(opts_, {}, layout_, nullptr, log_);
+  auto found = again.Start();
+  ASSERT_TRUE(found.ok());
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->manifest.step, 6);
+  EXPECT_EQ((*found)->manifest.ranks[0].sampler["position"], 48);
+  EXPECT_EQ((*found)->manifest.trainer_state["loss_scale"], 1024.0);
+  FakeState restored(layout_, 0, 1, -1);
+  ASSERT_TRUE(again.Load(**found, restored, "abc").ok());
+  FakeState want(layout_, 0, 1, 6);
+  EXPECT_EQ(restored.values, want.values);
+  // The step just resumed from is not saved again.
+  EXPECT_FALSE(*again.ShouldSave(6));
+}
+
+TEST_F(ManagerTest, ResumeOntoOtherShardingIsExact) {
+  {
+    CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);
+    ASSERT_TRUE(mgr.Start().ok());
+    FakeState st(layout_, 0, 1, 3);
+    ASSERT_TRUE(mgr.Save(Request(2), st).ok());
+    ASSERT_TRUE(mgr.Finish().ok());
+  }
+  for (int shards : {2, 3}) {
+    for (int s = 0; s < shards; ++s) {
+      RankPlacement p;
+      p.rank = s;
+      p.world.world_size = shards;
+      p.world.shard_degree = shards;
+      p.shard_rank = s;
+      CheckpointManager mgr(opts_, p, layout_, nullptr, log_);
+      auto found = mgr.Start();
+      ASSERT_TRUE(found.ok() && found->has_value());
+      FakeState st(layout_, s, shards, -1);
+      ASSERT_TRUE(mgr.Load(**found, st).ok());
+      EXPECT_EQ(st.values, FakeState(layout_, s, shards, 3).values);
+    }
+  }
+  EXPECT_NE(logs_.find("resharding"), std::string::npos);
+}
+
+TEST_F(ManagerTest, DiskFullWithPolicyContinueKeepsTrainingAndPreviousCheckpoint) {
+  opts_.failure_policy = FailurePolicy::kContinue;
+  CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);
+  ASSERT_TRUE(mgr.Start().ok());
+  FakeState st(layout_, 0, 1, 1);
+  ASSERT_TRUE(mgr.Save(Request(2), st).ok());
+  ASSERT_TRUE(mgr.Finish().ok());
+  SetWriteFailureBudget(100);
+  ASSERT_TRUE(mgr.Save(Request(4), st).ok());  // snapshot fine; write fails in background
+  EXPECT_TRUE(mgr.Finish().ok());              // continue: reported, not returned
+  SetWriteFailureBudget(-1);
+  EXPECT_EQ(mgr.stats().saves_failed, 1);
+  EXPECT_NE(logs_.find("checkpoint of step 4 FAILED"), std::string::npos) << logs_;
+  EXPECT_NE(logs_.find("No space left on device"), std::string::npos) << logs_;
+  EXPECT_NE(logs_.find(".step-4.tmp-0/shard-00000-of-00001.bin"), std::string::npos) << logs_;
+  auto found = FindLatestCheckpoint(root_, true, nullptr);
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->manifest.step, 2);
+  // The next save works again.
+  ASSERT_TRUE(mgr.Save(Request(6), st).ok());
+  ASSERT_TRUE(mgr.Finish().ok());
+  EXPECT_EQ(FindLatestCheckpoint(root_, true, nullptr)->manifest.step, 6);
+}
+
+TEST_F(ManagerTest, DiskFullWithPolicyStopReturnsTheError) {
+  opts_.failure_policy = FailurePolicy::kStop;
+  opts_.async_save = false;
+  CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);
+  ASSERT_TRUE(mgr.Start().ok());
+  FakeState st(layout_, 0, 1, 1);
+  SetWriteFailureBudget(0);
+  Status s = mgr.Save(Request(2), st);
+  SetWriteFailureBudget(-1);
+  EXPECT_EQ(s.code(), StatusCode::kIo);
+  EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("failure_policy=stop"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(ListCheckpoints(root_).empty());
+}
+
+TEST_F(ManagerTest, StartOptions) {
+  {
+    CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);
+    ASSERT_TRUE(mgr.Start().ok());
+    FakeState st(layout_, 0, 1, 1);
+    ASSERT_TRUE(mgr.Save(Request(2), st).ok());
+    ASSERT_TRUE(mgr.Save(Request(4), st).ok());
+    ASSERT_TRUE(mgr.Finish().ok());
+  }
+  fs::create_directories(root_ + "/.step-6.tmp-0");
+  auto o = opts_;
+  o.start_fresh = true;
+  CheckpointManager fresh(o, {}, layout_, nullptr, log_);
+  auto f = fresh.Start();
+  ASSERT_TRUE(f.ok());
+  EXPECT_FALSE(f->has_value());
+  EXPECT_FALSE(fs::exists(root_ + "/.step-6.tmp-0"));  // stale temporaries cleaned
+
+  o = opts_;
+  o.resume_from_checkpoint = root_ + "/step-2";
+  CheckpointManager forced(o, {}, layout_, nullptr, log_);
+  f = forced.Start();
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ((*f)->manifest.step, 2);
+
+  o.resume_from_checkpoint = root_ + "/step-3";
+  CheckpointManager missing(o, {}, layout_, nullptr, log_);
+  EXPECT_NE(missing.Start().status().message().find("resume_from_checkpoint " + root_ + "/step-3 is not usable"),
+            std::string::npos);
+
+  o = opts_;
+  o.save_top_k = 0;
+  CheckpointManager bad(o, {}, layout_, nullptr, log_);
+  EXPECT_EQ(bad.Start().status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ParseFailurePolicy("maybe").ok());
+}
+
+}  // namespace
+}  // namespace hypertrain::ckpt
