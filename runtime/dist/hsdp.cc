@@ -1,0 +1,235 @@
+#include "runtime/dist/hsdp.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace hypertrain::dist {
+
+using model::ParamLayout;
+using model::Range;
+
+StatusOr<model::BackendOptions> ShardedBackendOptions(const model::ModelConfig& config,
+                                                      model::BackendOptions base,
+                                                      const GroupLayout& groups) {
+  const int D = groups.shard_degree;
+  base.layout.pad_multiple = static_cast<int64_t>(D) * kShardAlignment;
+  HT_ASSIGN_OR_RETURN(ParamLayout layout, ParamLayout::Build(config, base.layout));
+  base.owned.clear();
+  for (const auto& u : layout.units()) {
+    if (u.padded_numel % D != 0) {
+      return Internal("unit " + u.name + " is not padded to a multiple of the shard degree");
+    }
+    const int64_t S = u.padded_numel / D;
+    base.owned.push_back({groups.shard_rank * S, (groups.shard_rank + 1) * S});
+  }
+  if (D == 1) base.owned.clear();  // whole units: ShardGrads aliases FullGrads
+  return base;
+}
+
+StatusOr<std::unique_ptr<HsdpHooks>> HsdpHooks::Create(DistContext& ctx, model::Backend& backend,
+                                                       HsdpOptions options) {
+  const GroupLayout& g = ctx.layout();
+  const ParamLayout& layout = backend.layout();
+  if (ctx.shard().size() != g.shard_degree) return Internal("shard group size mismatch");
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const int64_t n = layout.unit(u).padded_numel;
+    if (n % g.shard_degree != 0) {
+      return InvalidArgument("unit " + layout.unit(u).name + " (" + std::to_string(n) +
+                             " elements) is not padded for shard degree " +
+                             std::to_string(g.shard_degree) + ": create the backend with ShardedBackendOptions");
+    }
+    const int64_t S = n / g.shard_degree;
+    const Range own = backend.Owned(u);
+    if (own.begin != g.shard_rank * S || own.end != (g.shard_rank + 1) * S) {
+      return InvalidArgument("backend owns [" + std::to_string(own.begin) + ", " +
+                             std::to_string(own.end) + ") of unit " + layout.unit(u).name +
+                             " but shard rank " + std::to_string(g.shard_rank) + " must own [" +
+                             std::to_string(g.shard_rank * S) + ", " +
+                             std::to_string((g.shard_rank + 1) * S) + ")");
+    }
+  }
+  DType pd;
+  switch (backend.ComputeParams(0).dtype) {
+    case model::DType::kF32: pd = DType::kF32; break;
+    case model::DType::kBF16: pd = DType::kBF16; break;
+    default: return InvalidArgument("HSDP supports fp32 and bf16 compute params, not fp16");
+  }
+  std::unique_ptr<HsdpHooks> h(new HsdpHooks(ctx, backend, options, pd));
+  // Start sharded: nothing but the owned range is valid until gathered.
+  for (int u = 0; u < h->num_units_; ++u) {
+    h->gathered_[u] = true;
+    HT_RETURN_IF_ERROR(h->Release(u));
+  }
+  return h;
+}
+
+HsdpHooks::HsdpHooks(DistContext& ctx, model::Backend& backend, HsdpOptions options, DType pd)
+    : ctx_(ctx),
+      backend_(backend),
+      options_(options),
+      param_dtype_(pd),
+      shard_degree_(ctx.layout().shard_degree),
+      num_units_(backend.layout().num_units()),
+      reshard_after_forward_(ctx.layout().reshard_after_forward),
+      gathered_(num_units_, false),
+      gather_work_(num_units_),
+      rs_work_(num_units_),
+      rs_out_(num_units_) {}
+
+HsdpHooks::~HsdpHooks() {
+  // Never leave a collective writing into buffers that outlive us unseen.
+  for (auto& w : gather_work_)
+    if (w) (void)w->Wait();
+  for (auto& w : rs_work_)
+    if (w) (void)w->Wait();
+}
+
+Status HsdpHooks::WaitTimed(Work& w) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = w.Wait();
+  stats_.exposed_comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+void HsdpHooks::Prefetch(int u) {
+  if (!sharded() || u < 0 || u >= num_units_ || gathered_[u] || gather_work_[u]) return;
+  const model::UnitBuffer p = backend_.ComputeParams(u);
+  const size_t S = static_cast<size_t>(p.numel / shard_degree_);
+  const size_t esize = DTypeSize(param_dtype_);
+  char* base = static_cast<char*>(p.data);
+  gather_work_[u] = ctx_.shard().AllGather(base + ctx_.layout().shard_rank * S * esize, base, S,
+                                           param_dtype_);
+  ++stats_.all_gathers;
+}
+
+Status HsdpHooks::Gather(int u) {
+  if (!sharded() || gathered_[u]) return Status::Ok();
+  if (gather_work_[u]) {
+    ++stats_.prefetch_hits;
+  } else {
+    Prefetch(u);
+  }
+  Status s = WaitTimed(*gather_work_[u]);
+  gather_work_[u].reset();
+  HT_RETURN_IF_ERROR(s);
+  gathered_[u] = true;
+  return Status::Ok();
+}
+
+Status HsdpHooks::Release(int u) {
+  if (!sharded() || !gathered_[u]) return Status::Ok();
+  gathered_[u] = false;
+  if (!options_.poison_released || backend_.name() != "cpu" || param_dtype_ != DType::kF32) {
+    return Status::Ok();
+  }
+  const model::UnitBuffer p = backend_.ComputeParams(u);
+  const Range own = backend_.Owned(u);
+  float* x = static_cast<float*>(p.data);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::fill(x, x + own.begin, nan);
+  std::fill(x + own.end, x + p.numel, nan);
+  return Status::Ok();
+}
+
+Status HsdpHooks::FoldReduceScatter(int u) {
+  if (!rs_work_[u]) return Status::Ok();
+  Status s = WaitTimed(*rs_work_[u]);
+  rs_work_[u].reset();
+  HT_RETURN_IF_ERROR(s);
+  // Accumulate this micro-batch's shard and clear the full gradient for the next.
+  const model::UnitBuffer sg = backend_.ShardGrads(u);
+  float* dst = static_cast<float*>(sg.data);
+  const std::vector<float>& src = rs_out_[u];
+  for (int64_t i = 0; i < sg.numel; ++i) dst[i] += src[i];
+  const model::UnitBuffer fg = backend_.FullGrads(u);
+  std::memset(fg.data, 0, fg.numel * sizeof(float));
+  return Status::Ok();
+}
+
+Status HsdpHooks::BeginMicroBatch(int, bool) { return Status::Ok(); }
+
+Status HsdpHooks::BeforeForward(int u) {
+  if (u == ParamLayout::kEmbeddingUnit) {
+    // A new pass: anything still gathered (an evaluation, zero2 leftovers)
+    // may predate the last optimizer step.
+    for (int v = 0; v < num_units_; ++v) {
+      if (gather_work_[v]) {
+        HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[v]));
+        gather_work_[v].reset();
+        gathered_[v] = true;
+      }
+      HT_RETURN_IF_ERROR(Release(v));
+    }
+  }
+  HT_RETURN_IF_ERROR(Gather(u));
+  if (options_.prefetch && u + 1 < num_units_) Prefetch(u + 1);
+  return Status::Ok();
+}
+
+Status HsdpHooks::AfterForward(int u) {
+  if (reshard_after_forward_ && u != ParamLayout::kEmbeddingUnit) return Release(u);
+  return Status::Ok();
+}
+
+Status HsdpHooks::BeforeBackward(int u) {
+  // The previous micro-batch's reduce-scatter of u must have consumed FullGrads(u).
+  HT_RETURN_IF_ERROR(FoldReduceScatter(u));
+  HT_RETURN_IF_ERROR(Gather(u));
+  if (options_.prefetch) {
+    // Backward order: embedding, then blocks L..1.
+    const int next = u == ParamLayout::kEmbeddingUnit ? num_units_ - 1 : u - 1;
+    if (next >= 1) Prefetch(next);
+  }
+  return Status::Ok();
+}
+
+Status HsdpHooks::AfterBackward(int u) {
+  if (!sharded()) return Status::Ok();  // ShardGrads aliases FullGrads
+  const model::UnitBuffer fg = backend_.FullGrads(u);
+  const size_t S = static_cast<size_t>(fg.numel / shard_degree_);
+  rs_out_[u].resize(S);
+  rs_work_[u] = ctx_.shard().ReduceScatter(fg.data, rs_out_[u].data(), S, DType::kF32,
+                                           ReduceOp::kAvg, options_.reduce_dtype);
+  ++stats_.reduce_scatters;
+  return Release(u);
+}
+
+Status HsdpHooks::FinishGradients() {
+  for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(FoldReduceScatter(u));
+  if (ctx_.replica().size() == 1) return Status::Ok();
+  std::vector<std::unique_ptr<Work>> works;
+  for (int u = 0; u < num_units_; ++u) {
+    const model::UnitBuffer sg = backend_.ShardGrads(u);
+    works.push_back(ctx_.replica().AllReduce(sg.data, static_cast<size_t>(sg.numel), DType::kF32,
+                                             ReduceOp::kAvg, options_.reduce_dtype));
+    ++stats_.all_reduces;
+  }
+  Status first;
+  for (auto& w : works) {
+    Status s = WaitTimed(*w);
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+// fp64 scalars travel as two fp32 words (hi + lo) so sums keep ~48 bits.
+StatusOr<double> HsdpHooks::SumScalar(ProcessGroup& g, double x, ReduceOp op) {
+  if (g.size() == 1) return x;
+  float v[2];
+  v[0] = static_cast<float>(x);
+  v[1] = std::isfinite(x) ? static_cast<float>(x - static_cast<double>(v[0])) : 0.0f;
+  HT_RETURN_IF_ERROR(WaitTimed(*g.AllReduce(v, 2, DType::kF32, ReduceOp::kSum, DType::kF32)));
+  const double sum = static_cast<double>(v[0]) + static_cast<double>(v[1]);
+  return op == ReduceOp::kAvg ? sum / g.size() : sum;
+}
+
+StatusOr<double> HsdpHooks::GlobalSumSquares(double local) {
+  return SumScalar(ctx_.shard(), local, ReduceOp::kSum);
+}
+
+StatusOr<double> HsdpHooks::MeanAcrossDataParallel(double local) {
+  return SumScalar(ctx_.world(), local, ReduceOp::kAvg);
+}
+
+}  // namespace hypertrain::dist

@@ -1,0 +1,115 @@
+#pragma once
+// HSDP: hybrid-sharded data parallelism as model::UnitHooks.
+//
+// Every unit (runtime/model/layout.h) is one flat buffer padded to a multiple
+// of shard_degree * kShardAlignment elements; shard-group rank s owns the
+// contiguous range [s*S, (s+1)*S), S = padded_numel / shard_degree, of the
+// parameters, gradients and AdamW state. Per micro-batch:
+//   BeforeForward(u)   all-gather u's compute params in the shard group (in
+//                      place: the owned range is already current), waiting on
+//                      the prefetch when one was issued; then prefetch the
+//                      next unit in forward order on the group's comm thread
+//                      (or stream) so it overlaps u's compute (one unit ahead:
+//                      "limit_all_gathers").
+//   AfterForward(u)    release u's gathered params (reshard strategies;
+//                      zero2 strategies keep them for backward). The
+//                      embedding unit stays gathered: its backward is next.
+//   BeforeBackward(u)  all-gather again if released; prefetch the next unit in
+//                      backward order ("backward_pre").
+//   AfterBackward(u)   reduce-scatter FullGrads(u) in the shard group
+//                      (asynchronous; reduce dtype fp32 or bf16, averaged),
+//                      release u. The result is added to ShardGrads(u) and
+//                      FullGrads(u) zeroed before u's next backward or in
+//                      FinishGradients (gradient accumulation).
+//   FinishGradients()  wait for the reduce-scatters, then all-reduce (avg)
+//                      each ShardGrads(u) across the replica group: once per
+//                      optimizer step, after the last micro-batch.
+//   GlobalSumSquares   sum over the shard group only (replicas hold equal
+//                      shards), so every element is counted once.
+// Averaging over shard and replica groups makes the gradient the mean over
+// all world_size ranks' micro-batches: with each rank reading 1/world_size of
+// the global batch (dp_rank = world rank) the step equals a single-process
+// step on the whole global batch.
+//
+// "Release" on the CPU backend overwrites the non-owned part of the compute
+// params with NaN (poison_released), so any use of a parameter that was not
+// gathered shows up at once in the loss; on other backends it is a no-op
+// until they expose a buffer pool.
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "runtime/dist/collectives.h"
+#include "runtime/dist/dist_context.h"
+#include "runtime/model/backend.h"
+
+namespace hypertrain::dist {
+
+// Element alignment of each shard (keeps shards vector-aligned on GPU).
+inline constexpr int64_t kShardAlignment = 64;
+
+struct HsdpOptions {
+  DType reduce_dtype = DType::kF32;
+  bool prefetch = true;
+  bool poison_released = true;  // host (CPU backend) buffers only
+};
+
+struct HsdpStats {
+  int64_t all_gathers = 0;
+  int64_t prefetch_hits = 0;  // gathers that were already issued when needed
+  int64_t reduce_scatters = 0;
+  int64_t all_reduces = 0;
+  double exposed_comm_s = 0;  // host time spent waiting on collectives
+};
+
+// Backend options for a sharded run: layout padding and this rank's owned
+// ranges. `base.layout.tensor_alignment` is kept.
+StatusOr<model::BackendOptions> ShardedBackendOptions(const model::ModelConfig& config,
+                                                      model::BackendOptions base,
+                                                      const GroupLayout& groups);
+
+class HsdpHooks final : public model::UnitHooks {
+ public:
+  // The backend must have been created with ShardedBackendOptions(...) for
+  // ctx.layout(); its buffers must be host memory for Gloo groups and device
+  // memory for NCCL groups.
+  static StatusOr<std::unique_ptr<HsdpHooks>> Create(DistContext& ctx, model::Backend& backend,
+                                                     HsdpOptions options = {});
+  ~HsdpHooks() override;
+
+  Status BeginMicroBatch(int micro_batch, bool last) override;
+  Status BeforeForward(int unit) override;
+  Status AfterForward(int unit) override;
+  Status BeforeBackward(int unit) override;
+  Status AfterBackward(int unit) override;
+  Status FinishGradients() override;
+  StatusOr<double> GlobalSumSquares(double local) override;
+  StatusOr<double> MeanAcrossDataParallel(double local) override;
+
+  const HsdpStats& stats() const { return stats_; }
+
+ private:
+  HsdpHooks(DistContext& ctx, model::Backend& backend, HsdpOptions options, DType param_dtype);
+  Status Gather(int unit);          // ensure gathered (waits)
+  void Prefetch(int unit);          // issue without waiting
+  Status Release(int unit);
+  Status FoldReduceScatter(int unit);  // wait for u's pending reduce-scatter, accumulate
+  Status WaitTimed(Work& w);
+  StatusOr<double> SumScalar(ProcessGroup& g, double x, ReduceOp op);
+  bool sharded() const { return shard_degree_ > 1; }
+
+  DistContext& ctx_;
+  model::Backend& backend_;
+  HsdpOptions options_;
+  DType param_dtype_;
+  int shard_degree_;
+  int num_units_;
+  bool reshard_after_forward_;
+  std::vector<bool> gathered_;
+  std::vector<std::unique_ptr<Work>> gather_work_;   // in-flight all-gather per unit
+  std::vector<std::unique_ptr<Work>> rs_work_;       // in-flight reduce-scatter per unit
+  std::vector<std::vector<float>> rs_out_;           // reduce-scatter output per unit (host)
+  HsdpStats stats_;
+};
+
+}  // namespace hypertrain::dist
