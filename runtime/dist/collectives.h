@@ -67,6 +67,11 @@ class ProcessGroup {
   virtual std::unique_ptr<Work> Broadcast(void* buf, size_t count, DType dtype, int root) = 0;
   // Blocks until every rank of the group arrived.
   virtual Status Barrier() = 0;
+  // Blocking all-reduce of a few fp32 values in HOST memory (loss, grad
+  // norm), whatever memory the backend's collectives use.
+  virtual Status AllReduceHost(float* data, size_t count, ReduceOp op) {
+    return AllReduce(data, count, DType::kF32, op, DType::kF32)->Wait();
+  }
 };
 
 // A Work that is already complete (size-1 groups, empty buffers).

@@ -75,7 +75,7 @@ HsdpHooks::HsdpHooks(DistContext& ctx, model::Backend& backend, HsdpOptions opti
       gathered_(num_units_, false),
       gather_work_(num_units_),
       rs_work_(num_units_),
-      rs_out_(num_units_) {}
+      device_(backend.name() != "cpu") {}
 
 HsdpHooks::~HsdpHooks() {
   // Never leave a collective writing into buffers that outlive us unseen.
@@ -132,27 +132,23 @@ Status HsdpHooks::Release(int u) {
   return Status::Ok();
 }
 
-Status HsdpHooks::FoldReduceScatter(int u) {
+Status HsdpHooks::WaitReduceScatter(int u) {
   if (!rs_work_[u]) return Status::Ok();
   Status s = WaitTimed(*rs_work_[u]);
   rs_work_[u].reset();
-  HT_RETURN_IF_ERROR(s);
-  // Accumulate this micro-batch's shard and clear the full gradient for the next.
-  const model::UnitBuffer sg = backend_.ShardGrads(u);
-  float* dst = static_cast<float*>(sg.data);
-  const std::vector<float>& src = rs_out_[u];
-  for (int64_t i = 0; i < sg.numel; ++i) dst[i] += src[i];
-  const model::UnitBuffer fg = backend_.FullGrads(u);
-  std::memset(fg.data, 0, fg.numel * sizeof(float));
-  return Status::Ok();
+  return s;
 }
 
-Status HsdpHooks::BeginMicroBatch(int, bool) { return Status::Ok(); }
+Status HsdpHooks::BeginMicroBatch(int, bool last) {
+  last_micro_batch_ = last;
+  return Status::Ok();
+}
 
 Status HsdpHooks::BeforeForward(int u) {
   if (u == ParamLayout::kEmbeddingUnit) {
     // A new pass: anything still gathered (an evaluation, zero2 leftovers)
     // may predate the last optimizer step.
+    if (device_ && sharded()) HT_RETURN_IF_ERROR(backend_.Synchronize());
     for (int v = 0; v < num_units_; ++v) {
       if (gather_work_[v]) {
         HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[v]));
@@ -173,8 +169,8 @@ Status HsdpHooks::AfterForward(int u) {
 }
 
 Status HsdpHooks::BeforeBackward(int u) {
-  // The previous micro-batch's reduce-scatter of u must have consumed FullGrads(u).
-  HT_RETURN_IF_ERROR(FoldReduceScatter(u));
+  // A reduce-scatter of an earlier micro-batch must be done reading FullGrads(u).
+  HT_RETURN_IF_ERROR(WaitReduceScatter(u));
   HT_RETURN_IF_ERROR(Gather(u));
   if (options_.prefetch) {
     // Backward order: embedding, then blocks L..1.
@@ -186,18 +182,27 @@ Status HsdpHooks::BeforeBackward(int u) {
 
 Status HsdpHooks::AfterBackward(int u) {
   if (!sharded()) return Status::Ok();  // ShardGrads aliases FullGrads
-  const model::UnitBuffer fg = backend_.FullGrads(u);
-  const size_t S = static_cast<size_t>(fg.numel / shard_degree_);
-  rs_out_[u].resize(S);
-  rs_work_[u] = ctx_.shard().ReduceScatter(fg.data, rs_out_[u].data(), S, DType::kF32,
-                                           ReduceOp::kAvg, options_.reduce_dtype);
-  ++stats_.reduce_scatters;
+  if (last_micro_batch_) {
+    // FullGrads(u) holds the sum over this step's micro-batches (the backend
+    // adds into it); each reduce-scatter overwrites ShardGrads(u), so an
+    // extra one (no BeginMicroBatch calls) is redundant, never wrong.
+    if (device_) HT_RETURN_IF_ERROR(backend_.Synchronize());
+    const model::UnitBuffer fg = backend_.FullGrads(u);
+    const model::UnitBuffer sg = backend_.ShardGrads(u);
+    const size_t S = static_cast<size_t>(fg.numel / shard_degree_);
+    if (static_cast<size_t>(sg.numel) != S) return Internal("shard gradient size mismatch");
+    rs_work_[u] = ctx_.shard().ReduceScatter(fg.data, sg.data, S, DType::kF32, ReduceOp::kAvg,
+                                             options_.reduce_dtype);
+    ++stats_.reduce_scatters;
+  }
   return Release(u);
 }
 
 Status HsdpHooks::FinishGradients() {
-  for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(FoldReduceScatter(u));
+  for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(WaitReduceScatter(u));
+  last_micro_batch_ = true;
   if (ctx_.replica().size() == 1) return Status::Ok();
+  if (device_ && !sharded()) HT_RETURN_IF_ERROR(backend_.Synchronize());
   std::vector<std::unique_ptr<Work>> works;
   for (int u = 0; u < num_units_; ++u) {
     const model::UnitBuffer sg = backend_.ShardGrads(u);
@@ -219,7 +224,9 @@ StatusOr<double> HsdpHooks::SumScalar(ProcessGroup& g, double x, ReduceOp op) {
   float v[2];
   v[0] = static_cast<float>(x);
   v[1] = std::isfinite(x) ? static_cast<float>(x - static_cast<double>(v[0])) : 0.0f;
-  HT_RETURN_IF_ERROR(WaitTimed(*g.AllReduce(v, 2, DType::kF32, ReduceOp::kSum, DType::kF32)));
+  const auto t0 = std::chrono::steady_clock::now();
+  HT_RETURN_IF_ERROR(g.AllReduceHost(v, 2, ReduceOp::kSum));
+  stats_.exposed_comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double sum = static_cast<double>(v[0]) + static_cast<double>(v[1]);
   return op == ReduceOp::kAvg ? sum / g.size() : sum;
 }

@@ -16,11 +16,14 @@
 //                      embedding unit stays gathered: its backward is next.
 //   BeforeBackward(u)  all-gather again if released; prefetch the next unit in
 //                      backward order ("backward_pre").
-//   AfterBackward(u)   reduce-scatter FullGrads(u) in the shard group
-//                      (asynchronous; reduce dtype fp32 or bf16, averaged),
-//                      release u. The result is added to ShardGrads(u) and
-//                      FullGrads(u) zeroed before u's next backward or in
-//                      FinishGradients (gradient accumulation).
+//   AfterBackward(u)   on the last micro-batch of a step (BeginMicroBatch's
+//                      `last`; every micro-batch when it is never called):
+//                      reduce-scatter FullGrads(u) in the shard group straight
+//                      into ShardGrads(u) (asynchronous; averaged; reduce
+//                      dtype fp32 or bf16), then release u. Earlier
+//                      micro-batches only accumulate into FullGrads(u), which
+//                      the backend keeps full-size anyway: no communication
+//                      and no extra memory for gradient accumulation.
 //   FinishGradients()  wait for the reduce-scatters, then all-reduce (avg)
 //                      each ShardGrads(u) across the replica group: once per
 //                      optimizer step, after the last micro-batch.
@@ -30,6 +33,11 @@
 // all world_size ranks' micro-batches: with each rank reading 1/world_size of
 // the global batch (dp_rank = world rank) the step equals a single-process
 // step on the whole global batch.
+//
+// Device backends (NCCL groups): until model::Backend exposes its compute
+// stream, the hooks call Backend::Synchronize() before a collective reads
+// what compute wrote (start of a pass, reduce-scatter) and block the host on
+// gathers, so communication overlaps only with queued, not running, compute.
 //
 // "Release" on the CPU backend overwrites the non-owned part of the compute
 // params with NaN (poison_released), so any use of a parameter that was not
@@ -93,7 +101,7 @@ class HsdpHooks final : public model::UnitHooks {
   Status Gather(int unit);          // ensure gathered (waits)
   void Prefetch(int unit);          // issue without waiting
   Status Release(int unit);
-  Status FoldReduceScatter(int unit);  // wait for u's pending reduce-scatter, accumulate
+  Status WaitReduceScatter(int unit);
   Status WaitTimed(Work& w);
   StatusOr<double> SumScalar(ProcessGroup& g, double x, ReduceOp op);
   bool sharded() const { return shard_degree_ > 1; }
@@ -108,7 +116,8 @@ class HsdpHooks final : public model::UnitHooks {
   std::vector<bool> gathered_;
   std::vector<std::unique_ptr<Work>> gather_work_;   // in-flight all-gather per unit
   std::vector<std::unique_ptr<Work>> rs_work_;       // in-flight reduce-scatter per unit
-  std::vector<std::vector<float>> rs_out_;           // reduce-scatter output per unit (host)
+  bool last_micro_batch_ = true;
+  bool device_ = false;  // backend buffers are device memory
   HsdpStats stats_;
 };
 

@@ -175,6 +175,22 @@ class NcclGroup final : public ProcessGroup {
     });
   }
 
+  Status AllReduceHost(float* data, size_t count, ReduceOp op) override {
+    float* dev = nullptr;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      cudaSetDevice(device_);
+      HT_ASSIGN_OR_RETURN(char* tmp, Scratch(count * sizeof(float)));
+      dev = reinterpret_cast<float*>(tmp);
+      CUDA_OK("copy to device", cudaMemcpyAsync(dev, data, count * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    }
+    HT_RETURN_IF_ERROR(AllReduce(dev, count, DType::kF32, op, DType::kF32)->Wait());
+    std::lock_guard<std::mutex> l(mu_);
+    CUDA_OK("copy to host", cudaMemcpyAsync(data, dev, count * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    CUDA_OK("cudaStreamSynchronize", cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
+
   Status Barrier() override {
     // NCCL has no barrier: a one-element all-reduce on the group's stream.
     HT_ASSIGN_OR_RETURN(char* tmp, Scratch(4));
