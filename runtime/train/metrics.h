@@ -1,0 +1,51 @@
+#pragma once
+// Per-step metrics: a human log line (spdlog), a JSONL record and TensorBoard
+// scalars. Written by the logging rank only.
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "runtime/core/status.h"
+#include "runtime/train/tensorboard.h"
+
+namespace hypertrain::train {
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based optimizer step just finished
+  int64_t max_steps = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double loss_scale = 1;
+  bool skipped = false;       // non-finite gradients: update not applied
+  double step_time_s = 0;     // mean over the logging interval
+  double tokens_per_s = 0;    // global (all ranks)
+  double tokens_per_s_per_device = 0;
+  double mfu = 0;             // fraction of peak, 0 when the peak is unknown
+  double data_wait_s = 0;     // mean per step over the interval
+  int64_t memory_bytes = 0;   // device (CPU: process) high-water mark
+  double eta_s = 0;
+  int64_t tokens_seen = 0;
+};
+
+// "step 10/60 | loss 3.2101 | lr 2.95e-03 | ..." (the log line).
+std::string FormatStepLine(const StepMetrics& m);
+
+class MetricsWriter {
+ public:
+  // Opens <exp_dir>/metrics.jsonl (append) and <exp_dir>/tensorboard/.
+  static StatusOr<std::unique_ptr<MetricsWriter>> Create(const std::string& exp_dir);
+  ~MetricsWriter();
+  Status Write(const StepMetrics& m);
+  const std::string& jsonl_path() const { return jsonl_path_; }
+  const std::string& tensorboard_path() const { return tb_->path(); }
+
+ private:
+  MetricsWriter() = default;
+  std::string jsonl_path_;
+  std::FILE* jsonl_ = nullptr;
+  std::unique_ptr<TfEventsWriter> tb_;
+};
+
+}  // namespace hypertrain::train

@@ -1,0 +1,225 @@
+#include "runtime/train/trainer.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "runtime/cpu/ops.h"
+#include "runtime/train/lr_schedule.h"
+#include "runtime/train/nvtx.h"
+
+namespace hypertrain::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext& ctx,
+                                       TrainState& state) {
+  model::Backend& backend = *ctx.backend;
+  model::UnitHooks& hooks = *ctx.hooks;
+  data::DataLoader& loader = *ctx.loader;
+  const int U = backend.layout().num_units();
+  const int64_t A = c.grad_accumulation_steps;
+  const int64_t seq = c.seq_len();
+  const int64_t tokens_per_step = c.train_batch_size * A * seq * ctx.data_world;
+  const double flops_per_token = c.model.TrainFlopsPerToken(seq);
+  const double peak = c.peak_tflops > 0 ? c.peak_tflops * 1e12 : backend.PeakFlops();
+  LrSchedule sched{c.optim.sched, c.optim.lr, c.optim.min_lr, c.optim.warmup_steps, c.max_steps};
+  LossScaler scaler(c.loss_scale);
+  if (state.step > 0) scaler.set_state(state.scaler);
+
+  TrainSummary summary;
+  const auto start = Clock::now();
+  auto interval_start = start;
+  double interval_wait = 0;
+  int64_t interval_steps = 0;
+  int consecutive_nonfinite = 0;
+  loader.TakeWaitSeconds();
+  while (state.step < c.max_steps) {
+    HT_RETURN_IF_ERROR(backend.ZeroGrads());
+    const double loss_scale = scaler.scale();
+    double loss = 0;
+    for (int64_t m = 0; m < A; ++m) {
+      data::Batch* batch;
+      {
+        NvtxRange r("data");
+        HT_ASSIGN_OR_RETURN(batch, loader.Next());
+      }
+      HT_RETURN_IF_ERROR(hooks.BeginMicroBatch(static_cast<int>(m), m == A - 1));
+      StatusOr<double> l = [&] {
+        NvtxRange r("forward_backward");
+        return backend.ForwardBackward(batch->view, static_cast<float>(loss_scale / A), hooks);
+      }();
+      loader.Release(batch);
+      if (!l.ok()) return l.status();
+      loss += *l / A;
+    }
+    HT_RETURN_IF_ERROR(hooks.FinishGradients());
+    double grad_norm, lr = sched.At(state.step);
+    bool applied;
+    {
+      NvtxRange r("optimizer");
+      double local = 0;
+      for (int u = 0; u < U; ++u) {
+        HT_ASSIGN_OR_RETURN(double s, backend.GradSumSquares(u));
+        local += s;
+      }
+      HT_ASSIGN_OR_RETURN(double sumsq, hooks.GlobalSumSquares(local));
+      grad_norm = std::sqrt(sumsq) / loss_scale;
+      applied = scaler.Update(std::isfinite(grad_norm));
+      if (applied) {
+        const double clip = cpu::ClipFactor(grad_norm, c.grad_clip);
+        kernels::AdamWParams p;
+        p.lr = static_cast<float>(lr);
+        p.beta1 = static_cast<float>(c.optim.beta1);
+        p.beta2 = static_cast<float>(c.optim.beta2);
+        p.eps = static_cast<float>(c.optim.eps);
+        p.weight_decay = static_cast<float>(c.optim.weight_decay);
+        p.step = static_cast<int>(++state.adam_step);
+        p.grad_scale = static_cast<float>(clip / loss_scale);
+        for (int u = 0; u < U; ++u) HT_RETURN_IF_ERROR(backend.OptimizerStep(u, p));
+      }
+      HT_RETURN_IF_ERROR(backend.Synchronize());
+    }
+    HT_ASSIGN_OR_RETURN(loss, hooks.MeanAcrossDataParallel(loss));
+    ++state.step;
+    state.tokens_seen += tokens_per_step;
+    state.scaler = scaler.state();
+    state.data = loader.state();
+    summary.losses.push_back(loss);
+    ++summary.steps_run;
+    if (!applied) {
+      ++summary.skipped_steps;
+      if (!scaler.enabled() && ++consecutive_nonfinite >= 3) {
+        return Internal(fmt::format("step {}: non-finite gradients 3 steps in a row without fp16 "
+                                    "loss scaling (loss {}); the run diverged",
+                                    state.step, loss));
+      }
+      spdlog::warn("step {}: non-finite gradient norm; update skipped{}", state.step,
+                   scaler.enabled() ? fmt::format(", loss scale now {}", scaler.scale()) : "");
+    } else {
+      consecutive_nonfinite = 0;
+    }
+    ++interval_steps;
+    interval_wait += loader.TakeWaitSeconds();
+    if (state.step % c.log_every_n_steps == 0 || state.step == c.max_steps) {
+      const auto now = Clock::now();
+      const double dt = Seconds(interval_start, now) / interval_steps;
+      StepMetrics m;
+      m.step = state.step;
+      m.max_steps = c.max_steps;
+      m.loss = loss;
+      m.lr = lr;
+      m.grad_norm = grad_norm;
+      m.loss_scale = loss_scale;
+      m.skipped = !applied;
+      m.step_time_s = dt;
+      m.tokens_per_s = tokens_per_step / dt;
+      m.tokens_per_s_per_device = m.tokens_per_s / ctx.world_size;
+      m.mfu = peak > 0 ? flops_per_token * m.tokens_per_s_per_device / peak : 0.0;
+      m.data_wait_s = interval_wait / interval_steps;
+      m.memory_bytes = backend.PeakMemoryBytes();
+      m.eta_s = dt * static_cast<double>(c.max_steps - state.step);
+      m.tokens_seen = state.tokens_seen;
+      if (ctx.log) spdlog::info("{}", FormatStepLine(m));
+      if (ctx.metrics != nullptr) HT_RETURN_IF_ERROR(ctx.metrics->Write(m));
+      interval_start = now;
+      interval_steps = 0;
+      interval_wait = 0;
+    }
+    if (ctx.checkpoint != nullptr) HT_RETURN_IF_ERROR(ctx.checkpoint->AfterStep(backend, state));
+  }
+  if (ctx.checkpoint != nullptr) HT_RETURN_IF_ERROR(ctx.checkpoint->Finish(backend, state));
+  summary.seconds = Seconds(start, Clock::now());
+  return summary;
+}
+
+StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c) {
+  HT_ASSIGN_OR_RETURN(std::unique_ptr<ParallelRuntime> par, CreateParallelRuntime(c));
+  const bool logging_rank = par->rank() == 0;
+  model::BackendOptions o;
+  o.precision = c.precision;
+  o.checkpointing = c.activation_checkpointing;
+  o.micro_batch_size = c.train_batch_size;
+  o.seq_len = c.seq_len();
+  o.seed = c.seed;
+  HT_ASSIGN_OR_RETURN(o, par->ShardOptions(c.model, o));
+  HT_ASSIGN_OR_RETURN(BackendBundle bundle, CreateBackend(c.backend, c, c.model, o));
+  model::Backend& backend = *bundle.backend;
+  HT_ASSIGN_OR_RETURN(std::unique_ptr<model::UnitHooks> hooks, par->MakeHooks(backend));
+  HT_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointHooks> ckpt, CreateCheckpointHooks(c, *par));
+
+  TrainState state;
+  state.data.seed = c.seed;
+  state.scaler.scale = c.loss_scale.enabled ? c.loss_scale.initial_scale : 1.0;
+  if (ckpt != nullptr) {
+    HT_ASSIGN_OR_RETURN(bool resumed, ckpt->Restore(backend, state));
+    if (resumed && logging_rank) {
+      spdlog::info("resumed at step {} ({} tokens seen)", state.step, state.tokens_seen);
+    }
+  }
+  data::LoaderOptions lo;
+  lo.train_dir = c.data.train_dir;
+  lo.synthetic = c.data.use_synthetic_data;
+  lo.vocab_size = c.model.vocab_size;
+  lo.micro_batch = c.train_batch_size;
+  lo.seq = c.seq_len();
+  lo.grad_accum = c.grad_accumulation_steps;
+  lo.rank = par->data_rank();
+  lo.dp_world = par->data_world();
+  lo.prefetch_depth = c.data.prefetch_depth;
+  lo.state = state.data;
+  HT_ASSIGN_OR_RETURN(std::unique_ptr<data::DataLoader> loader,
+                      data::DataLoader::Create(lo, bundle.allocator, bundle.stager));
+
+  std::unique_ptr<MetricsWriter> metrics;
+  if (logging_rank) {
+    HT_ASSIGN_OR_RETURN(metrics, MetricsWriter::Create(c.exp_dir));
+    const int64_t seq = c.seq_len();
+    const int64_t global_batch = c.train_batch_size * c.grad_accumulation_steps * par->data_world();
+    spdlog::info("model: {}", c.model.Summary());
+    spdlog::info("backend {} | precision {} | activation checkpointing {} | world {} | "
+                 "global batch {} x {} = {} tokens/step",
+                 backend.name(), model::PrecisionName(c.precision),
+                 model::CheckpointingName(c.activation_checkpointing), par->world_size(),
+                 global_batch, seq, global_batch * seq);
+    spdlog::info("FLOPs: 6*{} matmul params + 12*{}*{}*{} = {:.4g} per token (used for MFU); "
+                 "Megatron formula (full recompute) {:.4g} per step",
+                 c.model.NumMatmulParams(), c.model.num_hidden_layers, c.model.hidden_size, seq,
+                 c.model.TrainFlopsPerToken(seq),
+                 c.model.MegatronFlopsPerIteration(global_batch, seq));
+    if (loader->num_tokens() > 0) {
+      spdlog::info("data: {} tokens in {} ({} samples of {})", loader->num_tokens(),
+                   c.data.train_dir, loader->num_samples(), seq + 1);
+    } else {
+      spdlog::info("data: synthetic");
+    }
+    spdlog::info("metrics: {} and {}", metrics->jsonl_path(), metrics->tensorboard_path());
+  }
+  LoopContext ctx;
+  ctx.backend = &backend;
+  ctx.hooks = hooks.get();
+  ctx.loader = loader.get();
+  ctx.world_size = par->world_size();
+  ctx.data_world = par->data_world();
+  ctx.metrics = metrics.get();
+  ctx.checkpoint = ckpt.get();
+  ctx.log = logging_rank;
+  HT_ASSIGN_OR_RETURN(TrainSummary s, RunTrainingLoop(c, ctx, state));
+  if (logging_rank) {
+    spdlog::info("done: {} steps in {:.1f} s, final loss {:.4f}, data wait total {:.2f} s",
+                 s.steps_run, s.seconds, s.losses.empty() ? 0.0 : s.losses.back(),
+                 loader->TotalWaitSeconds());
+  }
+  return s;
+}
+
+}  // namespace hypertrain::train

@@ -1,0 +1,57 @@
+#pragma once
+// The training loop (llm.c style: one readable function) and the job driver
+// behind `hypertrain train`.
+//
+// One optimizer step:
+//   ZeroGrads
+//   for m in 0..A-1:  batch = loader.Next()              [NVTX "data"]
+//                     hooks.BeginMicroBatch(m, m == A-1)
+//                     loss_m = ForwardBackward(batch, loss_scale / A, hooks)
+//                                                         [NVTX "forward_backward"]
+//   hooks.FinishGradients()
+//   norm = sqrt(hooks.GlobalSumSquares(sum_u GradSumSquares(u))) / loss_scale
+//   non-finite norm -> skip the update, back off the loss scale (fp16)
+//   else clip = min(1, grad_clip / norm); OptimizerStep(u, lr(step),
+//        grad_scale = clip / loss_scale) for every unit   [NVTX "optimizer"]
+// The logged loss is the mean of the micro-batch losses, averaged across
+// data-parallel ranks.
+#include <cstdint>
+#include <vector>
+
+#include "runtime/config/config.h"
+#include "runtime/core/status.h"
+#include "runtime/data/loader.h"
+#include "runtime/model/backend.h"
+#include "runtime/train/metrics.h"
+#include "runtime/train/plugins.h"
+
+namespace hypertrain::train {
+
+struct LoopContext {
+  model::Backend* backend = nullptr;
+  model::UnitHooks* hooks = nullptr;
+  data::DataLoader* loader = nullptr;
+  int world_size = 1;                   // devices taking part (for per-device rates)
+  int data_world = 1;                   // data-parallel ranks (for tokens per step)
+  MetricsWriter* metrics = nullptr;     // logging rank only; may be null
+  CheckpointHooks* checkpoint = nullptr;  // may be null
+  bool log = true;                      // print step lines (logging rank)
+};
+
+struct TrainSummary {
+  std::vector<double> losses;  // per step run
+  int64_t steps_run = 0;
+  int64_t skipped_steps = 0;
+  double seconds = 0;
+};
+
+// Runs steps state.step .. config.max_steps-1, updating `state`.
+StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& config, LoopContext& ctx,
+                                       TrainState& state);
+
+// `hypertrain train`: builds the parallel runtime, backend, hooks, checkpoint
+// hooks and data loader from the config, prints the model/FLOPs summary and
+// runs the loop. Errors carry the StatusCode that ExitCodeFor maps.
+StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& config);
+
+}  // namespace hypertrain::train
