@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs the real `hypertrain` binary: prepare text -> train tiny on CPU for a few
+# steps -> loss falls, metrics files exist; plus exit codes for bad input.
+set -euo pipefail
+
+BIN="$PWD/runtime/cmd/hypertrain"
+EXAMPLE="$PWD/examples/tiny-cpu.yaml"
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Exit codes of the dispatcher.
+set +e
+"$BIN" >/dev/null 2>&1; [ $? -eq 2 ] || fail "no command should exit 2"
+"$BIN" frobnicate >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown command should exit 2"
+"$BIN" train >/dev/null 2>&1; [ $? -eq 2 ] || fail "train without --config should exit 2"
+set -e
+"$BIN" --help | grep -q "prepare" || fail "usage lists prepare"
+
+# Text that exists on every Debian machine (fallback: generated text).
+inputs=(/usr/share/common-licenses/*)
+if [ ! -e "${inputs[0]}" ]; then
+  for i in $(seq 1 300); do echo "line $i: the quick brown fox jumps over the lazy dog"; done > "$TMP/gen.txt"
+  inputs=("$TMP/gen.txt")
+fi
+"$BIN" prepare --out "$TMP/data" --tokens-per-shard 100000 "${inputs[@]}" 2> "$TMP/prepare.log"
+ls "$TMP/data"/shard_00000.bin >/dev/null || fail "prepare wrote no shard"
+
+# Train: the quickstart config, shortened, with an unknown key to be warned about.
+"$BIN" train --config "$EXAMPLE" \
+  --set model.data.train_dir="$TMP/data" --set exp_manager.exp_dir="$TMP/exp" \
+  --set trainer.max_steps=30 --set trainer.log_every_n_steps=5 --set model.bogus_key=1 \
+  > "$TMP/train.log" 2>&1 || { cat "$TMP/train.log"; fail "train exited $?"; }
+cat "$TMP/train.log"
+grep -q "unknown keys (ignored): model.bogus_key" "$TMP/train.log" || fail "no unknown-key warning"
+grep -q "step 30/30 | loss" "$TMP/train.log" || fail "no step line"
+grep -q "Megatron formula" "$TMP/train.log" || fail "no FLOPs line"
+[ -s "$TMP/exp/metrics.jsonl" ] || fail "metrics.jsonl missing"
+[ "$(wc -l < "$TMP/exp/metrics.jsonl")" -eq 6 ] || fail "expected 6 metric lines"
+ls "$TMP/exp/tensorboard"/events.out.tfevents.* >/dev/null || fail "no tensorboard file"
+first=$(head -1 "$TMP/exp/metrics.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+last=$(tail -1 "$TMP/exp/metrics.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f - 1.0) }' || fail "loss did not fall: $first -> $last"
+echo "loss $first -> $last"
+
+# Config errors exit 2 and name the key; missing data exits 3.
+set +e
+"$BIN" train --config "$EXAMPLE" --set model.activation_checkpointing=partial > "$TMP/bad.log" 2>&1
+[ $? -eq 2 ] || fail "bad value should exit 2"
+grep -q "model.activation_checkpointing: 'partial' is not one of none, selective, full" "$TMP/bad.log" \
+  || fail "bad value message"
+"$BIN" train --config "$EXAMPLE" --set model.data.train_dir="$TMP/nowhere" \
+  --set exp_manager.exp_dir="$TMP/exp2" > "$TMP/nodata.log" 2>&1
+[ $? -eq 3 ] || { cat "$TMP/nodata.log"; fail "missing data should exit 3"; }
+grep -q "nowhere" "$TMP/nodata.log" || fail "missing data message names the dir"
+set -e
+echo PASS

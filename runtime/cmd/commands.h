@@ -1,0 +1,10 @@
+#pragma once
+// Subcommands of the `hypertrain` binary. Each entry point gets argv with
+// argv[0] = the subcommand name and returns the process exit code
+// (runtime/train/exit_codes.h).
+namespace hypertrain::cmd {
+
+int TrainMain(int argc, char** argv);    // train --config X [--set k=v ...]
+int PrepareMain(int argc, char** argv);  // prepare --out DIR [--tokens-per-shard N] FILE...
+
+}  // namespace hypertrain::cmd

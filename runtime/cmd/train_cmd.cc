@@ -1,0 +1,134 @@
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/cmd/commands.h"
+#include "runtime/config/config.h"
+#include "runtime/data/shard.h"
+#include "runtime/train/exit_codes.h"
+#include "runtime/train/trainer.h"
+
+namespace hypertrain::cmd {
+namespace {
+
+constexpr char kTrainUsage[] =
+    "usage: hypertrain train --config job.yaml [--set key.path=value ...]\n"
+    "  Trains per the YAML (HyperPod recipe layout; see docs/TRAINER.md).\n"
+    "  --set overrides one key (repeatable), e.g. --set model.optim.lr=1e-3\n";
+
+constexpr char kPrepareUsage[] =
+    "usage: hypertrain prepare --out DIR [--tokens-per-shard N] FILE...\n"
+    "  Tokenizes text files byte-level (vocab 256, token 0 between files) into\n"
+    "  token shards DIR/shard_00000.bin, ... (default 16777216 tokens per shard).\n";
+
+// Matches "--name value" or "--name=value" at argv[*i]; advances *i.
+bool Flag(int argc, char** argv, int* i, const char* name, std::string* value) {
+  const size_t n = std::strlen(name);
+  if (std::strncmp(argv[*i], name, n) != 0) return false;
+  if (argv[*i][n] == '=') {
+    *value = argv[*i] + n + 1;
+    return true;
+  }
+  if (argv[*i][n] != '\0' || *i + 1 >= argc) return false;
+  *value = argv[++*i];
+  return true;
+}
+
+void SetupLogging() {
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  if (rank != nullptr && world != nullptr && std::atoi(world) > 1) {
+    spdlog::set_pattern(fmt::format("[%Y-%m-%d %H:%M:%S.%e] [rank {}] [%l] %v", rank));
+  } else {
+    spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  }
+}
+
+}  // namespace
+
+int TrainMain(int argc, char** argv) {
+  SetupLogging();
+  std::string config_path;
+  std::vector<std::string> sets;
+  for (int i = 1; i < argc; ++i) {
+    std::string v;
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fputs(kTrainUsage, stdout);
+      return train::kExitOk;
+    } else if (Flag(argc, argv, &i, "--config", &v)) {
+      config_path = v;
+    } else if (Flag(argc, argv, &i, "--set", &v)) {
+      sets.push_back(v);
+    } else {
+      std::fprintf(stderr, "hypertrain train: unexpected argument '%s'\n%s", argv[i], kTrainUsage);
+      return train::kExitConfigError;
+    }
+  }
+  if (config_path.empty()) {
+    std::fprintf(stderr, "hypertrain train: --config is required\n%s", kTrainUsage);
+    return train::kExitConfigError;
+  }
+  auto config = config::LoadTrainConfig(config_path, sets);
+  if (!config.ok()) {
+    spdlog::error("config error: {}", config.status().message());
+    return train::kExitConfigError;
+  }
+  if (!config->unknown_keys.empty()) {
+    spdlog::warn("{}: unknown keys (ignored): {}", config_path,
+                 fmt::join(config->unknown_keys, ", "));
+  }
+  auto summary = train::RunTrainJob(*config);
+  if (!summary.ok()) {
+    const int code = train::ExitCodeFor(summary.status());
+    spdlog::error("training failed (exit {}): {}", code, summary.status().ToString());
+    return code;
+  }
+  return train::kExitOk;
+}
+
+int PrepareMain(int argc, char** argv) {
+  SetupLogging();
+  std::string out;
+  int64_t per_shard = int64_t{1} << 24;
+  std::vector<std::string> inputs;
+  for (int i = 1; i < argc; ++i) {
+    std::string v;
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fputs(kPrepareUsage, stdout);
+      return train::kExitOk;
+    } else if (Flag(argc, argv, &i, "--out", &v)) {
+      out = v;
+    } else if (Flag(argc, argv, &i, "--tokens-per-shard", &v)) {
+      char* end = nullptr;
+      per_shard = std::strtoll(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || per_shard < 2) {
+        std::fprintf(stderr, "hypertrain prepare: --tokens-per-shard '%s' must be an integer >= 2\n",
+                     v.c_str());
+        return train::kExitConfigError;
+      }
+    } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+      std::fprintf(stderr, "hypertrain prepare: unknown flag '%s'\n%s", argv[i], kPrepareUsage);
+      return train::kExitConfigError;
+    } else {
+      inputs.emplace_back(argv[i]);
+    }
+  }
+  if (out.empty() || inputs.empty()) {
+    std::fprintf(stderr, "hypertrain prepare: --out and at least one input file are required\n%s",
+                 kPrepareUsage);
+    return train::kExitConfigError;
+  }
+  auto n = data::PrepareByteShards(inputs, out, per_shard);
+  if (!n.ok()) {
+    spdlog::error("prepare failed: {}", n.status().ToString());
+    return train::ExitCodeFor(n.status());
+  }
+  spdlog::info("prepared {} tokens from {} files into {}", *n, inputs.size(), out);
+  return train::kExitOk;
+}
+
+}  // namespace hypertrain::cmd
