@@ -149,6 +149,10 @@ Status HsdpHooks::BeforeForward(int u) {
     // A new pass: anything still gathered (an evaluation, zero2 leftovers)
     // may predate the last optimizer step.
     if (device_ && sharded()) HT_RETURN_IF_ERROR(backend_.Synchronize());
+    if (!step_open_) {  // first micro-batch of a step: the step a hang report names
+      step_open_ = true;
+      ctx_.watchdog().SetStep(++step_);
+    }
     for (int v = 0; v < num_units_; ++v) {
       if (gather_work_[v]) {
         HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[v]));
@@ -200,6 +204,7 @@ Status HsdpHooks::AfterBackward(int u) {
 
 Status HsdpHooks::FinishGradients() {
   for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(WaitReduceScatter(u));
+  step_open_ = false;
   last_micro_batch_ = true;
   if (ctx_.replica().size() == 1) return Status::Ok();
   if (device_ && !sharded()) HT_RETURN_IF_ERROR(backend_.Synchronize());

@@ -117,6 +117,8 @@ class HsdpHooks final : public model::UnitHooks {
   std::vector<std::unique_ptr<Work>> gather_work_;   // in-flight all-gather per unit
   std::vector<std::unique_ptr<Work>> rs_work_;       // in-flight reduce-scatter per unit
   bool last_micro_batch_ = true;
+  int64_t step_ = 0;  // optimizer steps begun by this process (watchdog reports)
+  bool step_open_ = false;
   bool device_ = false;  // backend buffers are device memory
   HsdpStats stats_;
 };

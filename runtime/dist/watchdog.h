@@ -35,7 +35,8 @@ class CollectiveWatchdog {
   // `what` e.g. "all_gather group 'shard0' (gloo, 2 ranks) 1024 x bf16".
   uint64_t Begin(std::string what, DoneProbe done_probe = {});
   void End(uint64_t id);
-  // The training step reported with a hang (the trainer sets it each step).
+  // The training step reported with a hang (HSDP sets it to the 1-based
+  // optimizer step this process is computing; -1 before the first).
   void SetStep(int64_t step) { step_.store(step); }
   std::chrono::milliseconds timeout() const { return timeout_; }
   int in_flight() const;
