@@ -161,6 +161,41 @@ TEST(Launch, ConfigErrorsExitWithTheConfigCode) {
   EXPECT_EQ(WaitExit(StartLauncher({}, {"--nproc-per-node", "1", "/nonexistent/prog"}), 5s), 2);
 }
 
+// The observer seam the operator's progress reporter will use (issue 8).
+TEST(Launch, ObserverSeesStartExitsAndFinish) {
+  const std::string dir = MakeDir();
+  fflush(nullptr);
+  const pid_t l = fork();
+  if (l == 0) {
+    class Recorder : public LaunchObserver {
+     public:
+      explicit Recorder(std::string path) : f_(std::move(path)) {}
+      void OnRanksStarted(int node, const std::vector<pid_t>& pids) override {
+        f_ << "started node " << node << " ranks " << pids.size() << "\n" << std::flush;
+      }
+      void OnRankExited(int local, int global, int code) override {
+        f_ << "exited " << local << " " << global << " " << code << "\n" << std::flush;
+      }
+      void OnFinished(int code) override { f_ << "finished " << code << "\n" << std::flush; }
+
+     private:
+      std::ofstream f_;
+    } rec(dir + "/events");
+    for (const char* k : {"NNODES", "NODE_RANK", "MASTER_ADDR", "PET_NNODES", "PET_NODE_RANK"}) unsetenv(k);
+    LaunchConfig c;
+    c.nproc_per_node = 2;
+    c.command = {RankBinary(), dir, "--exit-after-ms", "20"};
+    const int code = RunLauncher(c, &rec);
+    _exit(code);
+  }
+  EXPECT_EQ(WaitExit(l, 10s), 0);
+  const std::string ev = Read(dir + "/events");
+  EXPECT_NE(ev.find("started node 0 ranks 2\n"), std::string::npos) << ev;
+  EXPECT_NE(ev.find("exited 0 0 0\n"), std::string::npos) << ev;
+  EXPECT_NE(ev.find("exited 1 1 0\n"), std::string::npos) << ev;
+  EXPECT_NE(ev.find("finished 0\n"), std::string::npos) << ev;
+}
+
 TEST(Launch, ParsesArgs) {
   LaunchConfig c;
   std::string err;
