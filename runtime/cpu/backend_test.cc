@@ -44,6 +44,7 @@ double Step(CpuBackend& b, const std::vector<TokenBatch>& micro, float lr, int s
 
 TEST(CpuBackendTest, OverfitsOneBatch) {
   ModelConfig c = *model::NamedModelConfig("tiny");
+  c.num_hidden_layers = 2;
   BackendOptions o;
   o.micro_batch_size = 2;
   o.seq_len = 32;

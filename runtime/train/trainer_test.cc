@@ -134,11 +134,14 @@ TEST(TrainerTest, ResumeFromCheckpointHooksIsBitIdentical) {
 }
 
 // Writes +inf into one gradient at a chosen micro-batch.
+// at_call < 0: every micro-batch.
 class InfInjector : public model::UnitHooks {
  public:
   InfInjector(model::Backend* b, int at_call) : b_(b), at_(at_call) {}
   Status AfterBackward(int unit) override {
-    if (unit == 0 && calls_++ == at_) static_cast<float*>(b_->FullGrads(1).data)[5] = INFINITY;
+    if (unit == 0 && (calls_++ == at_ || at_ < 0)) {
+      static_cast<float*>(b_->FullGrads(1).data)[5] = INFINITY;
+    }
     return Status::Ok();
   }
 
@@ -169,6 +172,27 @@ TEST(TrainerTest, Fp16LossScalerSkipsAndBacksOffOnInjectedInf) {
   EXPECT_EQ(state.scaler.skipped_steps, 1);
   EXPECT_EQ(state.scaler.scale, 512);
   EXPECT_TRUE(std::isfinite(static_cast<float*>(backend->ComputeParams(1).data)[5]));
+}
+
+TEST(TrainerTest, RepeatedNonFiniteGradientsWithoutLossScalingStopTheRun) {
+  auto c = Config(TempDir("exp_diverge"), {"trainer.max_steps=10", "model.data.use_synthetic_data=true"});
+  model::BackendOptions o;
+  o.micro_batch_size = c.train_batch_size;
+  o.seq_len = c.seq_len();
+  auto backend = std::move(cpu::CpuBackend::Create(c.model, o).value());
+  data::LoaderOptions lo{.synthetic = true, .vocab_size = 256, .micro_batch = 4, .seq = 32};
+  auto loader = std::move(data::DataLoader::Create(lo).value());
+  const float w5 = static_cast<float*>(backend->ComputeParams(1).data)[5];
+  InfInjector hooks(backend.get(), -1);
+  LoopContext ctx{backend.get(), &hooks, loader.get()};
+  TrainState state;
+  auto s = RunTrainingLoop(c, ctx, state);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInternal);
+  EXPECT_NE(s.status().message().find("diverged"), std::string::npos);
+  EXPECT_EQ(state.step, 3);
+  EXPECT_EQ(state.adam_step, 0);  // no update was applied
+  EXPECT_EQ(static_cast<float*>(backend->ComputeParams(1).data)[5], w5);
 }
 
 TEST(TrainerTest, ConfigAndDataErrorsComeBackAsStatus) {
