@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace hypertrain::kernels::cuda::internal {
 
@@ -21,6 +22,13 @@ namespace hypertrain::kernels::cuda::internal {
 // the 8 row addresses of one ldmatrix phase then fall into distinct banks.
 template <int D>
 constexpr int kPitch = D + 8;
+
+#if defined(HT_ATTENTION_HOST_EMULATION)
+// Mma16816, LdMatrixX4(Trans), CpAsync*, HT_DYNAMIC_SMEM, __syncthreads and
+// __shfl_xor_sync come from attention_emulation.h (host threads stand in for
+// the GPU's), which the emulation test includes first.
+#else
+#define HT_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 
 template <typename T>
 __device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
@@ -68,6 +76,24 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* sm
                : "memory");
 }
 
+// 16-byte global->shared copy; zero-fills the destination when !valid (the
+// source is then not read).
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)),
+               "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+#endif  // HT_ATTENTION_HOST_EMULATION
+
 // A fragment of the 16x16 block at (row0, col0) of a row-major smem tile.
 template <int D>
 __device__ __forceinline__ void LoadA(uint32_t (&a)[4], const void* tile, int row0, int col0,
@@ -100,13 +126,17 @@ template <typename T>
 __device__ __forceinline__ uint32_t PackPair(float lo, float hi);
 template <>
 __device__ __forceinline__ uint32_t PackPair<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  uint32_t bits;
+  memcpy(&bits, &v, 4);
+  return bits;
 }
 template <>
 __device__ __forceinline__ uint32_t PackPair<__half>(float lo, float hi) {
-  __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
+  const __half2 v = __floats2half2_rn(lo, hi);
+  uint32_t bits;
+  memcpy(&bits, &v, 4);
+  return bits;
 }
 
 // A fragment of k-tile kk from C fragments c[2kk], c[2kk+1] (see top).
@@ -116,22 +146,6 @@ __device__ __forceinline__ void PackA(uint32_t (&a)[4], const float (&c)[N][4], 
   a[1] = PackPair<T>(c[2 * kk][2], c[2 * kk][3]);
   a[2] = PackPair<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
   a[3] = PackPair<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
-}
-
-// 16-byte global->shared copy; zero-fills the destination when !valid (the
-// source is then not read).
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)),
-               "l"(gmem), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // Starts copying rows [row0, row0 + ROWS) of a [seq, *] matrix (row stride
