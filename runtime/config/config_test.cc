@@ -122,7 +122,7 @@ TEST(ConfigTest, SyntaxErrorsGiveTheLine) {
 }
 
 TEST(ConfigTest, ShippedExamplesParse) {
-  for (const char* f : {"examples/tiny-cpu.yaml"}) {
+  for (const char* f : {"examples/tiny-cpu.yaml", "examples/llama3-1b-gpu.yaml"}) {
     auto c = LoadTrainConfig(f, {});
     ASSERT_TRUE(c.ok()) << f << ": " << c.status().ToString();
     EXPECT_TRUE(c->unknown_keys.empty()) << f << ": " << c->unknown_keys.front();

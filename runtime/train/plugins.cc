@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 
 namespace hypertrain::train {
@@ -87,6 +88,14 @@ StatusOr<std::unique_ptr<ParallelRuntime>> CreateParallelRuntime(const config::T
     f = r.parallel;
   }
   if (f) return f(c);
+  // Several ranks without a distributed runtime would each train alone and
+  // write the same files: refuse.
+  const char* world = std::getenv("WORLD_SIZE");
+  if (world != nullptr && std::atoi(world) > 1) {
+    return InvalidArgument(fmt::format("WORLD_SIZE={} but this build has no distributed runtime "
+                                       "registered (link //runtime/dist into hypertrain)",
+                                       world));
+  }
   return std::unique_ptr<ParallelRuntime>(std::make_unique<SingleProcessRuntime>());
 }
 

@@ -82,7 +82,8 @@ class SingleProcessRuntime final : public ParallelRuntime {
 using ParallelFactory =
     std::function<StatusOr<std::unique_ptr<ParallelRuntime>>(const config::TrainConfig&)>;
 bool SetParallelFactory(ParallelFactory factory);
-// The registered factory's runtime, or SingleProcessRuntime when none.
+// The registered factory's runtime, or SingleProcessRuntime when none (an
+// InvalidArgument error when none is registered but WORLD_SIZE > 1).
 StatusOr<std::unique_ptr<ParallelRuntime>> CreateParallelRuntime(const config::TrainConfig& c);
 
 class CheckpointHooks {

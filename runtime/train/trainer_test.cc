@@ -209,3 +209,22 @@ TEST(TrainerTest, ConfigAndDataErrorsComeBackAsStatus) {
 
 }  // namespace
 }  // namespace hypertrain::train
+
+namespace hypertrain::train {
+namespace {
+
+TEST(PluginsTest, SeveralRanksWithoutADistributedRuntimeAreRefused) {
+  auto c = config::ParseTrainConfig("", {"model.data.use_synthetic_data=true"});
+  ASSERT_TRUE(c.ok());
+  ::setenv("WORLD_SIZE", "4", 1);
+  auto p = CreateParallelRuntime(*c);
+  ::unsetenv("WORLD_SIZE");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("WORLD_SIZE=4"), std::string::npos);
+  auto single = CreateParallelRuntime(*c);
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ((*single)->world_size(), 1);
+}
+
+}  // namespace
+}  // namespace hypertrain::train
