@@ -125,7 +125,9 @@ StatusOr<Gemm::Plan*> Gemm::GetPlan(const Key& key, const GemmShape& s, DType ab
 }
 
 Status Gemm::Matmul(const GemmShape& s, const void* a, const void* b, DType ab_type, void* c,
-                    DType c_type, float alpha, float beta, cudaStream_t stream) {
+                    DType c_type, float alpha, float beta, cudaStream_t stream,
+                    const void* c_in) {
+  if (c_in == nullptr) c_in = c;
   if (s.m <= 0 || s.n <= 0 || s.k <= 0) {
     return InvalidArgument("gemm: m, n, k must be positive (m=" + std::to_string(s.m) +
                            " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + ")");
@@ -141,7 +143,7 @@ Status Gemm::Matmul(const GemmShape& s, const void* a, const void* b, DType ab_t
   if (lda < (s.trans_a ? s.m : s.k) || ldb < (s.trans_b ? s.k : s.n) || ldc < s.n) {
     return InvalidArgument("gemm: leading dimension smaller than the row");
   }
-  int align = std::min(std::min(Alignment(a), Alignment(b)), Alignment(c));
+  int align = std::min(std::min(Alignment(a), Alignment(b)), std::min(Alignment(c), Alignment(c_in)));
   // A leading dimension also limits the alignment of every row after the first.
   for (long ld : {lda, ldb}) align = std::min<int>(align, Alignment(reinterpret_cast<void*>(ld * DTypeSize(ab_type))));
   align = std::min<int>(align, Alignment(reinterpret_cast<void*>(ldc * DTypeSize(c_type))));
@@ -149,7 +151,7 @@ Status Gemm::Matmul(const GemmShape& s, const void* a, const void* b, DType ab_t
                 static_cast<int>(c_type), align, beta != 0.0f};
   HT_ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, s, ab_type, c_type));
   HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan->desc, &alpha, b, plan->a, a, plan->b,
-                                           &beta, c, plan->c, c, plan->c, &plan->algo, workspace_,
+                                           &beta, c_in, plan->c, c, plan->c, &plan->algo, workspace_,
                                            workspace_bytes_, stream));
   return Status::Ok();
 }

@@ -45,8 +45,12 @@ class Gemm {
 
   // Enqueues the product on `stream`. Fails (without launching) on an invalid
   // shape or type combination or when cuBLASLt finds no algorithm.
+  // With `c_in` non-null the addend is read from c_in (same layout as C) and
+  // the result written to c: D = alpha*op(A).op(B) + beta*C_in, e.g. a
+  // residual add fused into the projection's epilogue.
   Status Matmul(const GemmShape& s, const void* a, const void* b, DType ab_type, void* c,
-                DType c_type, float alpha, float beta, cudaStream_t stream);
+                DType c_type, float alpha, float beta, cudaStream_t stream,
+                const void* c_in = nullptr);
 
   bool allow_tf32() const { return allow_tf32_; }
   size_t cached_plans() const;

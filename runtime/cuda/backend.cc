@@ -1,0 +1,392 @@
+// CudaBackend: creation, state buffers, optimizer, staging (the step itself is
+// in step.cc).
+#include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "runtime/cuda/backend_internal.h"
+#include "runtime/kernels/cuda/adamw.h"
+#include "runtime/kernels/cuda/cast.h"
+#include "runtime/kernels/cuda/reduce.h"
+#include "runtime/model/init.h"
+
+namespace hypertrain::cuda {
+
+namespace kc = ::hypertrain::kernels::cuda;
+using model::Range;
+using model::StateKind;
+using model::UnitBuffer;
+
+class CudaBackend::PinnedAllocator final : public data::HostAllocator {
+ public:
+  void* Allocate(size_t bytes) override {
+    void* p = nullptr;
+    return cudaHostAlloc(&p, bytes, cudaHostAllocDefault) == cudaSuccess ? p : nullptr;
+  }
+  void Free(void* p) override {
+    if (p) cudaFreeHost(p);
+  }
+};
+
+// Runs on the loader's prefetch thread: copies a filled batch to the next
+// device slot on the H2D stream and records the slot's `ready` event.
+class CudaBackend::Stager final : public data::BatchStager {
+ public:
+  explicit Stager(CudaBackend* b) : b_(b) {}
+  Status Stage(data::Batch& batch) override {
+    nvtxRangePushA("data.stage");
+    Status st = DoStage(batch);
+    nvtxRangePop();
+    return st;
+  }
+
+ private:
+  Status DoStage(data::Batch& batch) {
+    HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(b_->cuda_.device));
+    const int64_t n = batch.view.batch * batch.view.seq;
+    if (n != b_->N_) {
+      return InvalidArgument(fmt::format("staged batch has {} tokens, the CUDA backend was planned "
+                                         "for {}", n, b_->N_));
+    }
+    Slot* slot = b_->slots_[next_++ % b_->slots_.size()].get();
+    // The slot's previous batch must have been consumed before overwriting.
+    HT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(b_->h2d_stream_, slot->done, 0));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot->inputs, batch.view.inputs, n * sizeof(int32_t),
+                                            cudaMemcpyHostToDevice, b_->h2d_stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot->targets, batch.view.targets,
+                                            n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                            b_->h2d_stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot->ready, b_->h2d_stream_));
+    batch.view.staged = slot;
+    return Status::Ok();
+  }
+  CudaBackend* b_;
+  size_t next_ = 0;
+};
+
+namespace {
+
+// Dense peak FLOP/s by device and precision. Datasheet figures: H100/H200
+// SXM 989.4 TF bf16/fp16 dense, 494.7 TF tf32, 66.9 TF fp32; A100 312 / 156 /
+// 19.5; A10 125 bf16 dense / 62.5 tf32 / 31.2 fp32 (A10G runs lower clocks;
+// the A10 figure is used). Unknown devices report 0 (MFU not shown).
+double PeakFlopsFor(const std::string& name, model::Precision p) {
+  const bool half = p == model::Precision::kBF16 || p == model::Precision::kFP16;
+  const bool tf32 = p == model::Precision::kTF32;
+  auto pick = [&](double h, double t, double f) { return half ? h : (tf32 ? t : f); };
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos ||
+      name.find("GH200") != std::string::npos) {
+    return pick(989.4e12, 494.7e12, 66.9e12);
+  }
+  if (name.find("A100") != std::string::npos) return pick(312e12, 156e12, 19.5e12);
+  if (name.find("A10") != std::string::npos) return pick(125e12, 62.5e12, 31.2e12);
+  return 0.0;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend() = default;
+
+CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (h2d_stream_) cudaStreamSynchronize(h2d_stream_);
+  if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+  for (auto& s : slots_) {
+    if (s->ready) cudaEventDestroy(s->ready);
+    if (s->done) cudaEventDestroy(s->done);
+  }
+  for (cudaEvent_t e : {ev_data_, ev_start_, ev_fwd_, ev_end_})
+    if (e) cudaEventDestroy(e);
+  gemm_.reset();
+  for (void* p : allocations_) cudaFree(p);
+  if (host_dscale_) cudaFreeHost(host_dscale_);
+  if (host_result_) cudaFreeHost(host_result_);
+  if (stream_) cudaStreamDestroy(stream_);
+  if (h2d_stream_) cudaStreamDestroy(h2d_stream_);
+}
+
+StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelConfig& config,
+                                                           const model::BackendOptions& options,
+                                                           const CudaOptions& cuda) {
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  HT_RETURN_IF_ERROR(b->Init(config, options, cuda));
+  return b;
+}
+
+Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendOptions& options,
+                         const CudaOptions& cuda) {
+  HT_ASSIGN_OR_RETURN(layout_, model::ParamLayout::Build(config, options.layout));
+  options_ = options;
+  cuda_ = cuda;
+  if (options_.seq_len == 0) options_.seq_len = config.max_context_width;
+  if (options_.seq_len < 1 || options_.seq_len > config.max_context_width) {
+    return InvalidArgument(fmt::format("sequence length {} must be in [1, model.max_context_width={}]",
+                                       options_.seq_len, config.max_context_width));
+  }
+  if (options_.micro_batch_size < 1) {
+    return InvalidArgument(
+        fmt::format("micro_batch_size must be >= 1, got {}", options_.micro_batch_size));
+  }
+  switch (options_.precision) {
+    case model::Precision::kBF16:
+      dtype_ = kc::DType::kBF16, model_dtype_ = model::DType::kBF16;
+      break;
+    case model::Precision::kFP16:
+      dtype_ = kc::DType::kF16, model_dtype_ = model::DType::kF16;
+      break;
+    case model::Precision::kFP32:
+    case model::Precision::kTF32:
+      // The flash-attention kernel (kernels/cuda/attention.h) is bf16/fp16.
+      return InvalidArgument(fmt::format(
+          "trainer.precision={}: the CUDA backend trains in bf16 or fp16 (its attention kernel has "
+          "no fp32 path); use the cpu backend for fp32",
+          model::PrecisionName(options_.precision)));
+  }
+  const int64_t D = config.head_dim();
+  if (D != 64 && D != 128) {
+    return InvalidArgument(fmt::format(
+        "head_dim {} (hidden_size / num_attention_heads): the CUDA attention kernel supports 64 "
+        "or 128", D));
+  }
+  if (cuda_.staging_slots < 1) return InvalidArgument("staging_slots must be >= 1");
+  B_ = options_.micro_batch_size;
+  S_ = options_.seq_len;
+  N_ = B_ * S_;
+  if (N_ * std::max(config.hidden_size, config.intermediate_size * 2) > (int64_t{1} << 31)) {
+    return InvalidArgument("micro-batch too large: tensors past 2^31 elements");
+  }
+
+  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  cudaDeviceProp prop{};
+  HT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, cuda_.device));
+  device_name_ = prop.name;
+  peak_flops_ = PeakFlopsFor(device_name_, options_.precision);
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&h2d_stream_, cudaStreamNonBlocking));
+  HT_ASSIGN_OR_RETURN(gemm_, kc::Gemm::Create(/*allow_tf32=*/false));
+  for (cudaEvent_t* e : {&ev_data_, &ev_start_, &ev_fwd_, &ev_end_})
+    HT_CUDA_RETURN_IF_ERROR(cudaEventCreate(e));
+  HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_dscale_), sizeof(float), 0));
+  HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_result_), sizeof(double), 0));
+
+  // Which projections can run as one GEMM (weights stored back to back).
+  const auto& bt = layout_.unit(model::ParamLayout::BlockUnit(0)).tensors;
+  fused_qkv_ = bt[model::kKProj].offset == bt[model::kQProj].offset + bt[model::kQProj].numel &&
+               bt[model::kVProj].offset == bt[model::kKProj].offset + bt[model::kKProj].numel;
+  fused_gu_ = bt[model::kUpProj].offset == bt[model::kGateProj].offset + bt[model::kGateProj].numel;
+
+  // Parameter, gradient and optimizer state per unit.
+  auto alloc = [&](size_t bytes, void** p) -> Status {
+    HT_CUDA_RETURN_IF_ERROR(cudaMalloc(p, std::max<size_t>(bytes, 256)));
+    allocations_.push_back(*p);
+    return Status::Ok();
+  };
+  const int U = layout_.num_units();
+  if (!options_.owned.empty() && static_cast<int>(options_.owned.size()) != U) {
+    return InvalidArgument(fmt::format("owned ranges: {} given for {} units", options_.owned.size(), U));
+  }
+  const size_t es = kc::DTypeSize(dtype_);
+  int64_t max_p = 0;
+  for (int u = 0; u < U; ++u) max_p = std::max(max_p, layout_.unit(u).padded_numel);
+  std::vector<float> host(max_p);
+  void* tmp = nullptr;
+  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(&tmp, max_p * sizeof(float)));
+  struct TmpFree {
+    void* p;
+    ~TmpFree() { cudaFree(p); }
+  } tmp_free{tmp};
+  compute_.resize(U), master_.resize(U), m_.resize(U), v_.resize(U);
+  grads_.resize(U), shard_grads_.resize(U);
+  for (int u = 0; u < U; ++u) {
+    const int64_t P = layout_.unit(u).padded_numel;
+    const Range r = options_.owned.empty() ? Range{0, P} : options_.owned[u];
+    if (r.begin < 0 || r.end > P || r.begin > r.end) {
+      return InvalidArgument(
+          fmt::format("owned range [{}, {}) of unit {} is outside [0, {})", r.begin, r.end, u, P));
+    }
+    owned_.push_back(r);
+    void* p = nullptr;
+    HT_RETURN_IF_ERROR(alloc(P * sizeof(float), &p));
+    grads_[u] = static_cast<float*>(p);
+    if (r.size() == P) {
+      shard_grads_[u] = grads_[u] + r.begin;
+    } else {
+      HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &p));
+      shard_grads_[u] = static_cast<float*>(p);
+    }
+    HT_RETURN_IF_ERROR(alloc(P * es, &compute_[u]));
+    HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &master_[u]));
+    HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &m_[u]));
+    HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &v_[u]));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemset(m_[u], 0, r.size() * sizeof(float)));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemset(v_[u], 0, r.size() * sizeof(float)));
+    state_bytes_ += P * (sizeof(float) + es) + r.size() * 3 * sizeof(float) +
+                    (r.size() == P ? 0 : r.size() * sizeof(float));
+    // Every rank initialises the whole unit identically (counter-based init).
+    model::InitUnitParams(layout_, u, options_.seed, {0, P}, host.data());
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpy(tmp, host.data(), P * sizeof(float), cudaMemcpyHostToDevice));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpy(master_[u], static_cast<float*>(tmp) + r.begin,
+                                       r.size() * sizeof(float), cudaMemcpyDeviceToDevice));
+    HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      return kc::Cast<T, float>(static_cast<T*>(compute_[u]), static_cast<float*>(tmp), P, stream_);
+    }));
+  }
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  HT_RETURN_IF_ERROR(ZeroGrads());
+
+  for (int i = 0; i < cuda_.staging_slots; ++i) {
+    auto s = std::make_unique<Slot>();
+    void* p = nullptr;
+    HT_RETURN_IF_ERROR(alloc(N_ * sizeof(int32_t), &p));
+    s->inputs = static_cast<int32_t*>(p);
+    HT_RETURN_IF_ERROR(alloc(N_ * sizeof(int32_t), &p));
+    s->targets = static_cast<int32_t*>(p);
+    HT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming));
+    HT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
+    slots_.push_back(std::move(s));
+  }
+  stager_ = std::make_unique<Stager>(this);
+  pinned_ = std::make_unique<PinnedAllocator>();
+  HT_RETURN_IF_ERROR(PlanActivations());
+  HT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  UpdatePeakMemory();
+  return Status::Ok();
+}
+
+data::HostAllocator* CudaBackend::host_allocator() { return pinned_.get(); }
+data::BatchStager* CudaBackend::stager() { return stager_.get(); }
+
+UnitBuffer CudaBackend::ComputeParams(int u) {
+  return {compute_.at(u), model_dtype_, layout_.unit(u).padded_numel};
+}
+UnitBuffer CudaBackend::FullGrads(int u) {
+  return {grads_.at(u), model::DType::kF32, layout_.unit(u).padded_numel};
+}
+UnitBuffer CudaBackend::MasterParams(int u) {
+  return {master_.at(u), model::DType::kF32, owned_[u].size()};
+}
+UnitBuffer CudaBackend::ShardGrads(int u) {
+  return {shard_grads_.at(u), model::DType::kF32, owned_[u].size()};
+}
+UnitBuffer CudaBackend::AdamM(int u) { return {m_.at(u), model::DType::kF32, owned_[u].size()}; }
+UnitBuffer CudaBackend::AdamV(int u) { return {v_.at(u), model::DType::kF32, owned_[u].size()}; }
+
+float* CudaBackend::State(int u, StateKind kind) {
+  switch (kind) {
+    case StateKind::kMasterParams: return static_cast<float*>(master_[u]);
+    case StateKind::kShardGrads: return shard_grads_[u];
+    case StateKind::kAdamM: return static_cast<float*>(m_[u]);
+    case StateKind::kAdamV: return static_cast<float*>(v_[u]);
+  }
+  return nullptr;
+}
+
+Status CudaBackend::ReadState(int u, StateKind kind, float* host) {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  HT_CUDA_RETURN_IF_ERROR(cudaMemcpy(host, State(u, kind), owned_[u].size() * sizeof(float),
+                                     cudaMemcpyDeviceToHost));
+  return Status::Ok();
+}
+
+Status CudaBackend::WriteState(int u, StateKind kind, const float* host) {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  HT_CUDA_RETURN_IF_ERROR(cudaMemcpy(State(u, kind), host, owned_[u].size() * sizeof(float),
+                                     cudaMemcpyHostToDevice));
+  if (kind == StateKind::kMasterParams) {
+    HT_RETURN_IF_ERROR(RefreshCompute(u, owned_[u]));
+    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  }
+  return Status::Ok();
+}
+
+// compute[r] = cast(master[r - owned.begin]).
+Status CudaBackend::RefreshCompute(int u, Range r) {
+  if (r.empty()) return Status::Ok();
+  const float* src = static_cast<const float*>(master_[u]) + (r.begin - owned_[u].begin);
+  HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::Cast<T, float>(static_cast<T*>(compute_[u]) + r.begin, src, r.size(), stream_);
+  }));
+  return Status::Ok();
+}
+
+Status CudaBackend::ZeroGrads() {
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    HT_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
+    if (owned_[u].size() != layout_.unit(u).padded_numel) {
+      HT_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(shard_grads_[u], 0, owned_[u].size() * sizeof(float), stream_));
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<double> CudaBackend::GradSumSquares(int u) {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(), sumsq_partials_, stream_));
+  HT_LAUNCH(kc::SumDoubles(sumsq_partials_, kc::kSumSquaresPartials, sumsq_, stream_));
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_result_, sumsq_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return *host_result_;
+}
+
+Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  nvtxRangePushA("optimizer");
+  const Range own = owned_[u];
+  float* w = static_cast<float*>(master_[u]);
+  for (const model::TensorSlot& t : layout_.unit(u).tensors) {
+    const Range r = model::Intersect(t.range(), own);
+    if (r.empty()) continue;
+    kernels::AdamWParams q = p;
+    if (!t.weight_decay) q.weight_decay = 0.0f;
+    const int64_t i = r.begin - own.begin;
+    __nv_bfloat16* bf16 = dtype_ == kc::DType::kBF16
+                              ? static_cast<__nv_bfloat16*>(compute_[u]) + r.begin
+                              : nullptr;
+    kc::AdamW(w + i, shard_grads_[u] + i, static_cast<float*>(m_[u]) + i,
+              static_cast<float*>(v_[u]) + i, bf16, r.size(), q, stream_);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+      nvtxRangePop();
+      return kc::CudaStatus(err, "AdamW");
+    }
+    if (dtype_ != kc::DType::kBF16) {
+      Status st = RefreshCompute(u, r);
+      if (!st.ok()) {
+        nvtxRangePop();
+        return st;
+      }
+    }
+  }
+  nvtxRangePop();
+  return Status::Ok();
+}
+
+Status CudaBackend::Synchronize() {
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Status::Ok();
+}
+
+void CudaBackend::UpdatePeakMemory() {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+    peak_memory_ = std::max<int64_t>(peak_memory_, static_cast<int64_t>(total_b - free_b));
+  }
+}
+
+void* CudaBackend::W(int u, int t) const {
+  return static_cast<char*>(compute_[u]) +
+         layout_.unit(u).tensors[t].offset * kc::DTypeSize(dtype_);
+}
+float* CudaBackend::G(int u, int t) const { return grads_[u] + layout_.unit(u).tensors[t].offset; }
+
+}  // namespace hypertrain::cuda

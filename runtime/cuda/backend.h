@@ -1,0 +1,185 @@
+#pragma once
+// CudaBackend: model::Backend on one CUDA device.
+//
+// State per unit u (ParamLayout::unit(u), padded_numel elements P, owned
+// range R): fp32 full gradients [P]; fp32 master weights, m, v [|R|]; a
+// compute copy [P] in the precision's dtype (bf16 or fp16: the attention
+// kernel has no fp32 path, so fp32/tf32 are rejected with a clear error).
+//
+// Static memory plan: every activation, gradient-of-activation and scratch
+// buffer is carved out of ONE allocation made in Create() from the config,
+// batch and checkpointing mode; ForwardBackward/Loss/OptimizerStep never
+// allocate. Per block the forward is
+//   ln1 = rmsnorm(x);  qkv = ln1 Wqkv^T;  rope(q, k);  att = attention(qkv)
+//   h = x + att Wo^T  (residual add fused into the GEMM epilogue)
+//   ln2 = rmsnorm(h);  gu = ln2 [Wg;Wu]^T;  act = silu(g) * u
+//   y = h + act Wd^T  (fused residual)
+// with the q/k/v (gate/up) GEMMs fused into one when the layout stores the
+// weights back to back. Activation checkpointing: none keeps everything;
+// selective keeps the GEMM/attention outputs (qkv, att, lse, h, gu) and
+// recomputes both norms and the SwiGLU product; full keeps each block's input
+// and re-runs its forward into shared scratch. The LM head + loss runs in
+// token chunks (kernels/cuda/lm_head_loss.h): full fp32 logits never exist.
+//
+// Streams: all compute on one stream; token batches staged by stager() go
+// host->device on a second stream, joined with events (no step waits on a
+// copy that was issued ahead). NVTX ranges mark forward/backward/optimizer/
+// data. With CudaOptions::cuda_graphs the device work of ForwardBackward is
+// captured once and replayed (only with hooks that do no work, i.e. a single
+// process).
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "runtime/data/loader.h"
+#include "runtime/kernels/cuda/dtype.h"
+#include "runtime/kernels/cuda/gemm.h"
+#include "runtime/model/backend.h"
+
+namespace hypertrain::cuda {
+
+struct CudaOptions {
+  int device = 0;
+  bool cuda_graphs = false;
+  // Token rows per LM-head chunk (0 = choose: about 256 MiB of logits).
+  int64_t loss_chunk_rows = 0;
+  // Device slots for staged batches; must be >= the loader's prefetch_depth + 2.
+  int staging_slots = 16;
+};
+
+// Device time of the last ForwardBackward, from CUDA events (milliseconds).
+// forward: embedding .. last block; backward: LM head + loss (fused forward
+// and backward, chunked) .. embedding backward; data: the wait for the staged
+// tokens plus their copy into the step's input buffers. -1 when not timed.
+struct PhaseTimes {
+  float data_ms = 0;
+  float forward_ms = 0;
+  float backward_ms = 0;
+};
+
+class CudaBackend final : public model::Backend {
+ public:
+  static StatusOr<std::unique_ptr<CudaBackend>> Create(const model::ModelConfig& config,
+                                                       const model::BackendOptions& options,
+                                                       const CudaOptions& cuda = {});
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  const model::ParamLayout& layout() const override { return layout_; }
+  const model::BackendOptions& options() const override { return options_; }
+  model::Range Owned(int unit) const override { return owned_.at(unit); }
+
+  model::UnitBuffer ComputeParams(int unit) override;
+  model::UnitBuffer FullGrads(int unit) override;
+  model::UnitBuffer MasterParams(int unit) override;
+  model::UnitBuffer ShardGrads(int unit) override;
+  model::UnitBuffer AdamM(int unit) override;
+  model::UnitBuffer AdamV(int unit) override;
+  Status ReadState(int unit, model::StateKind kind, float* host) override;
+  Status WriteState(int unit, model::StateKind kind, const float* host) override;
+
+  Status ZeroGrads() override;
+  StatusOr<double> ForwardBackward(const model::TokenBatch& batch, float grad_multiplier,
+                                   model::UnitHooks& hooks) override;
+  StatusOr<double> Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) override;
+  StatusOr<double> GradSumSquares(int unit) override;
+  Status OptimizerStep(int unit, const kernels::AdamWParams& p) override;
+  Status Synchronize() override;
+  double PeakFlops() const override { return peak_flops_; }
+  int64_t PeakMemoryBytes() const override { return peak_memory_; }
+
+  // For the data loader: pinned host buffers and the H2D stager.
+  data::HostAllocator* host_allocator();
+  data::BatchStager* stager();
+  cudaStream_t stream() const { return stream_; }
+  const PhaseTimes& last_phase_times() const { return phase_; }
+  // Bytes of the static activation plan and of all parameter/optimizer state.
+  int64_t activation_bytes() const { return activation_bytes_; }
+  int64_t state_bytes() const { return state_bytes_; }
+  std::string device_name() const { return device_name_; }
+
+ private:
+  struct Acts;
+  struct Slot;
+  class Stager;
+  class PinnedAllocator;
+  CudaBackend();
+
+  Status Init(const model::ModelConfig& config, const model::BackendOptions& options,
+              const CudaOptions& cuda);
+  Status PlanActivations();
+  Status CheckBatch(const model::TokenBatch& batch) const;
+  // Tokens of `batch` into the fixed device input buffers (waits on a staged
+  // copy, or copies synchronously from the host pointers).
+  Status LoadTokens(const model::TokenBatch& batch);
+  Status ForwardPass(model::UnitHooks& hooks, bool for_backward);
+  Status BackwardPass(model::UnitHooks& hooks);
+  Status DeviceForwardBackward(model::UnitHooks& hooks);  // enqueue only
+  Status BlockForward(int layer, bool write_output);
+  Status BlockBackward(int layer);
+  Status Recompute(int layer);
+  Status HeadLoss(bool backward);
+  StatusOr<double> ReadLoss();
+  void UpdatePeakMemory();
+  // Unit u's tensor t, compute dtype / fp32 grad.
+  void* W(int u, int t) const;
+  float* G(int u, int t) const;
+  float* State(int u, model::StateKind kind);
+  Status RefreshCompute(int u, model::Range r);
+
+  model::ParamLayout layout_;
+  model::BackendOptions options_;
+  CudaOptions cuda_;
+  kernels::cuda::DType dtype_ = kernels::cuda::DType::kBF16;
+  model::DType model_dtype_ = model::DType::kBF16;
+  std::vector<model::Range> owned_;
+  int64_t B_ = 0, S_ = 0, N_ = 0;
+  bool fused_qkv_ = false, fused_gu_ = false;
+
+  cudaStream_t stream_ = nullptr;
+  cudaStream_t h2d_stream_ = nullptr;
+  std::unique_ptr<kernels::cuda::Gemm> gemm_;
+  // Device allocations (freed in the destructor).
+  std::vector<void*> allocations_;
+  std::vector<void*> compute_, master_, m_, v_;
+  std::vector<float*> grads_, shard_grads_;
+  std::vector<std::unique_ptr<Acts>> acts_;
+  std::unique_ptr<Acts> scratch_;
+  // Non-block activations and scratch (see PlanActivations).
+  void *x_final_ = nullptr, *ln_f_ = nullptr, *dln_f_ = nullptr, *dres_ = nullptr;
+  void *dact_ = nullptr, *dgu_ = nullptr, *dln_ = nullptr, *datt_ = nullptr, *dqkv_ = nullptr;
+  void* logits_ = nullptr;
+  float *rstd_f_ = nullptr, *losses_ = nullptr, *norm_scratch_ = nullptr, *rope_table_ = nullptr;
+  float* dscale_ = nullptr;
+  double *loss_sum_ = nullptr, *sumsq_partials_ = nullptr, *sumsq_ = nullptr;
+  int32_t *tokens_ = nullptr, *targets_ = nullptr;
+  void* attn_ws_ = nullptr;
+  size_t attn_ws_bytes_ = 0;
+  void* emb_scratch_ = nullptr;
+  size_t emb_scratch_bytes_ = 0;
+  int64_t chunk_rows_ = 0;
+  // Pinned host scalars for per-step values.
+  float* host_dscale_ = nullptr;
+  double* host_result_ = nullptr;
+
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<Stager> stager_;
+  std::unique_ptr<PinnedAllocator> pinned_;
+  const Slot* current_slot_ = nullptr;
+
+  cudaEvent_t ev_data_ = nullptr, ev_start_ = nullptr, ev_fwd_ = nullptr, ev_end_ = nullptr;
+  PhaseTimes phase_;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  bool graph_failed_ = false;
+
+  int64_t activation_bytes_ = 0, state_bytes_ = 0, peak_memory_ = 0;
+  double peak_flops_ = 0;
+  std::string device_name_;
+};
+
+}  // namespace hypertrain::cuda

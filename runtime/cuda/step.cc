@@ -1,0 +1,558 @@
+// CudaBackend: the static activation plan and one micro-batch's forward and
+// backward pass.
+#include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/cpu/ops.h"
+#include "runtime/cuda/backend_internal.h"
+#include "runtime/kernels/cuda/attention.h"
+#include "runtime/kernels/cuda/embedding.h"
+#include "runtime/kernels/cuda/lm_head_loss.h"
+#include "runtime/kernels/cuda/reduce.h"
+#include "runtime/kernels/cuda/rmsnorm.h"
+#include "runtime/kernels/cuda/rope.h"
+#include "runtime/kernels/cuda/swiglu.h"
+
+namespace hypertrain::cuda {
+
+namespace kc = ::hypertrain::kernels::cuda;
+using model::ActivationCheckpointing;
+using model::ParamLayout;
+
+namespace {
+
+// Byte offset helper for compute-dtype buffers.
+void* Off(void* p, int64_t elems, size_t es) { return static_cast<char*>(p) + elems * es; }
+const void* Off(const void* p, int64_t elems, size_t es) {
+  return static_cast<const char*>(p) + elems * es;
+}
+
+struct NvtxRange {
+  explicit NvtxRange(const char* name) { nvtxRangePushA(name); }
+  ~NvtxRange() { nvtxRangePop(); }
+};
+
+}  // namespace
+
+Status CudaBackend::PlanActivations() {
+  const model::ModelConfig& cfg = layout_.config();
+  const int64_t N = N_, C = cfg.hidden_size, Q = cfg.q_dim(), K = cfg.kv_dim(),
+                F = cfg.intermediate_size, L = cfg.num_hidden_layers, V = cfg.vocab_size,
+                D = cfg.head_dim();
+  const size_t es = kc::DTypeSize(dtype_);
+  const int64_t auto_rows = static_cast<int64_t>((size_t{256} << 20) / (V * es));
+  chunk_rows_ = cuda_.loss_chunk_rows > 0 ? cuda_.loss_chunk_rows : std::max<int64_t>(auto_rows, 1);
+  chunk_rows_ = std::min(chunk_rows_, N);
+  kc::AttentionParams ap;
+  ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_);
+  ap.n_heads = static_cast<int>(cfg.num_attention_heads);
+  ap.n_kv_heads = static_cast<int>(cfg.num_key_value_heads);
+  ap.head_dim = static_cast<int>(D);
+  attn_ws_bytes_ = kc::AttentionBackwardWorkspaceBytes(ap);
+  emb_scratch_bytes_ = kc::EmbeddingBackwardScratchBytes(static_cast<int>(N), static_cast<int>(V));
+  const bool none = options_.checkpointing == ActivationCheckpointing::kNone;
+  const bool keep_gemm_outputs = none || options_.checkpointing == ActivationCheckpointing::kSelective;
+  scratch_ = std::make_unique<Acts>();
+  acts_.clear();
+  for (int64_t l = 0; l < L; ++l) acts_.push_back(std::make_unique<Acts>());
+
+  // Two passes: sizes with a null base, then pointers into one allocation.
+  auto plan = [&](char* base) -> size_t {
+    size_t off = 0;
+    auto take = [&](size_t bytes) -> void* {
+      void* p = base == nullptr ? nullptr : base + off;
+      off += (bytes + 255) & ~size_t{255};
+      return p;
+    };
+    auto act = [&](int64_t n) { return take(n * es); };
+    auto f32 = [&](int64_t n) { return static_cast<float*>(take(n * sizeof(float))); };
+    Acts& s = *scratch_;
+    s.ln1 = none ? nullptr : act(N * C);
+    s.rstd1 = none ? nullptr : f32(N);
+    s.ln2 = none ? nullptr : act(N * C);
+    s.rstd2 = none ? nullptr : f32(N);
+    s.act = none ? nullptr : act(N * F);
+    s.qkv = keep_gemm_outputs ? nullptr : act(N * (Q + 2 * K));
+    s.att = keep_gemm_outputs ? nullptr : act(N * Q);
+    s.lse = keep_gemm_outputs ? nullptr : f32(N * cfg.num_attention_heads);
+    s.h = keep_gemm_outputs ? nullptr : act(N * C);
+    s.gu = keep_gemm_outputs ? nullptr : act(N * 2 * F);
+    for (auto& ap_l : acts_) {
+      Acts& a = *ap_l;
+      a.x = act(N * C);
+      a.ln1 = none ? act(N * C) : s.ln1;
+      a.rstd1 = none ? f32(N) : s.rstd1;
+      a.ln2 = none ? act(N * C) : s.ln2;
+      a.rstd2 = none ? f32(N) : s.rstd2;
+      a.act = none ? act(N * F) : s.act;
+      a.qkv = keep_gemm_outputs ? act(N * (Q + 2 * K)) : s.qkv;
+      a.att = keep_gemm_outputs ? act(N * Q) : s.att;
+      a.lse = keep_gemm_outputs ? f32(N * cfg.num_attention_heads) : s.lse;
+      a.h = keep_gemm_outputs ? act(N * C) : s.h;
+      a.gu = keep_gemm_outputs ? act(N * 2 * F) : s.gu;
+    }
+    x_final_ = act(N * C);
+    ln_f_ = act(N * C);
+    rstd_f_ = f32(N);
+    dres_ = act(N * C);
+    dln_ = act(N * C);
+    dln_f_ = dln_;  // dead before the first block's backward uses dln_
+    dact_ = act(N * std::max(F, Q));
+    datt_ = dact_;  // dact_ is dead once the SwiGLU backward ran
+    dgu_ = act(N * std::max(2 * F, Q + 2 * K));
+    dqkv_ = dgu_;  // dgu_ is dead once the gate/up weight gradients ran
+    logits_ = act(chunk_rows_ * V);
+    losses_ = f32(N);
+    norm_scratch_ = f32(static_cast<int64_t>(kc::RmsNormBackwardScratchFloats(static_cast<int>(C))));
+    rope_table_ = f32(S_ * D);
+    dscale_ = f32(1);
+    loss_sum_ = static_cast<double*>(take(sizeof(double)));
+    sumsq_partials_ = static_cast<double*>(take(sizeof(double) * kc::kSumSquaresPartials));
+    sumsq_ = static_cast<double*>(take(sizeof(double)));
+    tokens_ = static_cast<int32_t*>(take(N * sizeof(int32_t)));
+    targets_ = static_cast<int32_t*>(take(N * sizeof(int32_t)));
+    attn_ws_ = take(attn_ws_bytes_);
+    emb_scratch_ = take(emb_scratch_bytes_);
+    return off;
+  };
+  const size_t total = plan(nullptr);
+  void* base = nullptr;
+  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(&base, total));
+  allocations_.push_back(base);
+  plan(static_cast<char*>(base));
+  activation_bytes_ = static_cast<int64_t>(total);
+
+  std::vector<double> inv_freq(D / 2);
+  cpu::RopeInvFreq(inv_freq.data(), D, cfg.rope_theta, cfg.rope_scaling);
+  const std::vector<float> table = kc::RopeCosSinTable(inv_freq, static_cast<int>(S_));
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(rope_table_, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return Status::Ok();
+}
+
+Status CudaBackend::CheckBatch(const model::TokenBatch& batch) const {
+  if (batch.inputs == nullptr || batch.targets == nullptr) return InvalidArgument("empty batch");
+  if (batch.batch != B_ || batch.seq != S_) {
+    return InvalidArgument(fmt::format("batch is {}x{}, the CUDA backend was planned for {}x{}",
+                                       batch.batch, batch.seq, B_, S_));
+  }
+  const int64_t V = layout_.config().vocab_size;
+  for (int64_t n = 0; n < N_; ++n) {
+    if (batch.inputs[n] < 0 || batch.inputs[n] >= V) {
+      return InvalidArgument(fmt::format("input token {} at position {} is outside [0, {})",
+                                         batch.inputs[n], n, V));
+    }
+    const int32_t t = batch.targets[n];
+    if (t != options_.ignore_index && (t < 0 || t >= V)) {
+      return InvalidArgument(
+          fmt::format("target token {} at position {} is outside [0, {})", t, n, V));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::LoadTokens(const model::TokenBatch& batch) {
+  NvtxRange r("data");
+  const size_t bytes = N_ * sizeof(int32_t);
+  const Slot* slot = static_cast<const Slot*>(batch.staged);
+  if (slot != nullptr) {
+    HT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, slot->ready, 0));
+    HT_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(tokens_, slot->inputs, bytes, cudaMemcpyDeviceToDevice, stream_));
+    HT_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(targets_, slot->targets, bytes, cudaMemcpyDeviceToDevice, stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot->done, stream_));
+  } else {
+    HT_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(tokens_, batch.inputs, bytes, cudaMemcpyHostToDevice, stream_));
+    HT_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(targets_, batch.targets, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::BlockForward(int layer, bool write_output) {
+  const model::ModelConfig& cfg = layout_.config();
+  const Acts& a = *acts_[layer];
+  const int u = ParamLayout::BlockUnit(layer);
+  const int N = static_cast<int>(N_), C = static_cast<int>(cfg.hidden_size),
+            Q = static_cast<int>(cfg.q_dim()), K = static_cast<int>(cfg.kv_dim()),
+            F = static_cast<int>(cfg.intermediate_size), H = static_cast<int>(cfg.num_attention_heads),
+            KV = static_cast<int>(cfg.num_key_value_heads), D = static_cast<int>(cfg.head_dim());
+  const int QKV = Q + 2 * K;
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  const size_t es = kc::DTypeSize(dtype_);
+  const kc::DType dt = dtype_;
+  kc::Gemm& g = *gemm_;
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr, static_cast<T*>(a.x),
+                                 nullptr, static_cast<const T*>(W(u, model::kInputNorm)), N, C, eps,
+                                 stream_);
+  }));
+  if (fused_qkv_) {
+    HT_RETURN_IF_ERROR(g.Matmul({N, QKV, C, false, true}, a.ln1, W(u, model::kQProj), dt, a.qkv,
+                                dt, 1.0f, 0.0f, stream_));
+  } else {
+    const int tensors[3] = {model::kQProj, model::kKProj, model::kVProj};
+    const int widths[3] = {Q, K, K};
+    int col = 0;
+    for (int i = 0; i < 3; ++i) {
+      kc::GemmShape s{N, widths[i], C, false, true};
+      s.ldc = QKV;
+      HT_RETURN_IF_ERROR(g.Matmul(s, a.ln1, W(u, tensors[i]), dt, Off(a.qkv, col, es), dt, 1.0f,
+                                  0.0f, stream_));
+      col += widths[i];
+    }
+  }
+  // q and k heads are adjacent in each row: one in-place RoPE call for both.
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RopeForward<T>(static_cast<T*>(a.qkv), QKV, static_cast<T*>(a.qkv), QKV,
+                              rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
+  }));
+  kc::AttentionParams ap;
+  ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_), ap.n_heads = H;
+  ap.n_kv_heads = KV, ap.head_dim = D, ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  ap.dtype = dt == kc::DType::kF16 ? kc::AttentionDtype::kFp16 : kc::AttentionDtype::kBf16;
+  ap.q_row_stride = ap.k_row_stride = ap.v_row_stride = QKV;
+  ap.o_row_stride = 0;
+  HT_RETURN_IF_ERROR(kc::AttentionForward(ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es),
+                                          a.att, a.lse, stream_));
+  // h = x + att Wo^T
+  HT_RETURN_IF_ERROR(g.Matmul({N, C, Q, false, true}, a.att, W(u, model::kOProj), dt, a.h, dt,
+                              1.0f, 1.0f, stream_, a.x));
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormForward<T>(static_cast<T*>(a.ln2), a.rstd2, nullptr, static_cast<T*>(a.h),
+                                 nullptr, static_cast<const T*>(W(u, model::kPostNorm)), N, C, eps,
+                                 stream_);
+  }));
+  if (fused_gu_) {
+    HT_RETURN_IF_ERROR(g.Matmul({N, 2 * F, C, false, true}, a.ln2, W(u, model::kGateProj), dt,
+                                a.gu, dt, 1.0f, 0.0f, stream_));
+  } else {
+    kc::GemmShape s{N, F, C, false, true};
+    s.ldc = 2 * F;
+    HT_RETURN_IF_ERROR(g.Matmul(s, a.ln2, W(u, model::kGateProj), dt, a.gu, dt, 1.0f, 0.0f, stream_));
+    HT_RETURN_IF_ERROR(
+        g.Matmul(s, a.ln2, W(u, model::kUpProj), dt, Off(a.gu, F, es), dt, 1.0f, 0.0f, stream_));
+  }
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T* gu = static_cast<const T*>(a.gu);
+    return kc::SwiGluForward<T>(static_cast<T*>(a.act), F, gu, gu + F, 2 * F, N, F, stream_);
+  }));
+  if (!write_output) return Status::Ok();
+  const int L = static_cast<int>(cfg.num_hidden_layers);
+  void* y = layer + 1 < L ? acts_[layer + 1]->x : x_final_;
+  return g.Matmul({N, C, F, false, true}, a.act, W(u, model::kDownProj), dt, y, dt, 1.0f, 1.0f,
+                  stream_, a.h);
+}
+
+Status CudaBackend::Recompute(int layer) {
+  const model::ModelConfig& cfg = layout_.config();
+  const Acts& a = *acts_[layer];
+  const int u = ParamLayout::BlockUnit(layer);
+  const int N = static_cast<int>(N_), C = static_cast<int>(cfg.hidden_size),
+            F = static_cast<int>(cfg.intermediate_size);
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  switch (options_.checkpointing) {
+    case ActivationCheckpointing::kNone:
+      return Status::Ok();
+    case ActivationCheckpointing::kFull:
+      return BlockForward(layer, /*write_output=*/false);
+    case ActivationCheckpointing::kSelective:
+      break;
+  }
+  HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    cudaError_t e = kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr,
+                                          static_cast<T*>(a.x), nullptr,
+                                          static_cast<const T*>(W(u, model::kInputNorm)), N, C,
+                                          eps, stream_);
+    if (e != cudaSuccess) return e;
+    e = kc::RmsNormForward<T>(static_cast<T*>(a.ln2), a.rstd2, nullptr, static_cast<T*>(a.h),
+                              nullptr, static_cast<const T*>(W(u, model::kPostNorm)), N, C, eps,
+                              stream_);
+    if (e != cudaSuccess) return e;
+    const T* gu = static_cast<const T*>(a.gu);
+    return kc::SwiGluForward<T>(static_cast<T*>(a.act), F, gu, gu + F, 2 * F, N, F, stream_);
+  }));
+  return Status::Ok();
+}
+
+Status CudaBackend::BlockBackward(int layer) {
+  const model::ModelConfig& cfg = layout_.config();
+  const Acts& a = *acts_[layer];
+  const int u = ParamLayout::BlockUnit(layer);
+  const int N = static_cast<int>(N_), C = static_cast<int>(cfg.hidden_size),
+            Q = static_cast<int>(cfg.q_dim()), K = static_cast<int>(cfg.kv_dim()),
+            F = static_cast<int>(cfg.intermediate_size), H = static_cast<int>(cfg.num_attention_heads),
+            KV = static_cast<int>(cfg.num_key_value_heads), D = static_cast<int>(cfg.head_dim());
+  const int QKV = Q + 2 * K;
+  const size_t es = kc::DTypeSize(dtype_);
+  const kc::DType dt = dtype_, f32 = kc::DType::kF32;
+  kc::Gemm& g = *gemm_;
+  // --- MLP: y = h + down(act), act = silu(gate) * up.
+  HT_RETURN_IF_ERROR(g.Matmul({N, F, C, false, false}, dres_, W(u, model::kDownProj), dt, dact_, dt,
+                              1.0f, 0.0f, stream_));
+  HT_RETURN_IF_ERROR(g.Matmul({C, F, N, true, false}, dres_, a.act, dt, G(u, model::kDownProj),
+                              f32, 1.0f, 1.0f, stream_));
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    T* dgu = static_cast<T*>(dgu_);
+    const T* gu = static_cast<const T*>(a.gu);
+    return kc::SwiGluBackward<T>(dgu, dgu + F, 2 * F, static_cast<const T*>(dact_), F, gu, gu + F,
+                                 2 * F, N, F, stream_);
+  }));
+  if (fused_gu_) {
+    HT_RETURN_IF_ERROR(g.Matmul({N, C, 2 * F, false, false}, dgu_, W(u, model::kGateProj), dt,
+                                dln_, dt, 1.0f, 0.0f, stream_));
+    HT_RETURN_IF_ERROR(g.Matmul({2 * F, C, N, true, false}, dgu_, a.ln2, dt,
+                                G(u, model::kGateProj), f32, 1.0f, 1.0f, stream_));
+  } else {
+    kc::GemmShape dx{N, C, F, false, false};
+    dx.lda = 2 * F;
+    kc::GemmShape dw{F, C, N, true, false};
+    dw.lda = 2 * F;
+    HT_RETURN_IF_ERROR(g.Matmul(dx, dgu_, W(u, model::kGateProj), dt, dln_, dt, 1.0f, 0.0f, stream_));
+    HT_RETURN_IF_ERROR(
+        g.Matmul(dx, Off(dgu_, F, es), W(u, model::kUpProj), dt, dln_, dt, 1.0f, 1.0f, stream_));
+    HT_RETURN_IF_ERROR(
+        g.Matmul(dw, dgu_, a.ln2, dt, G(u, model::kGateProj), f32, 1.0f, 1.0f, stream_));
+    HT_RETURN_IF_ERROR(
+        g.Matmul(dw, Off(dgu_, F, es), a.ln2, dt, G(u, model::kUpProj), f32, 1.0f, 1.0f, stream_));
+  }
+  // dres (= dy) += norm2 backward: dres becomes dh.
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormBackward<T>(static_cast<T*>(dres_), static_cast<const T*>(dres_),
+                                  G(u, model::kPostNorm), norm_scratch_,
+                                  static_cast<const T*>(dln_), static_cast<const T*>(a.h),
+                                  static_cast<const T*>(W(u, model::kPostNorm)), a.rstd2, N, C,
+                                  stream_);
+  }));
+  // --- Attention: h = x + o(att).
+  HT_RETURN_IF_ERROR(g.Matmul({N, Q, C, false, false}, dres_, W(u, model::kOProj), dt, datt_, dt,
+                              1.0f, 0.0f, stream_));
+  HT_RETURN_IF_ERROR(g.Matmul({C, Q, N, true, false}, dres_, a.att, dt, G(u, model::kOProj), f32,
+                              1.0f, 1.0f, stream_));
+  kc::AttentionParams ap;
+  ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_), ap.n_heads = H;
+  ap.n_kv_heads = KV, ap.head_dim = D, ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  ap.dtype = dt == kc::DType::kF16 ? kc::AttentionDtype::kFp16 : kc::AttentionDtype::kBf16;
+  ap.q_row_stride = ap.k_row_stride = ap.v_row_stride = QKV;
+  ap.o_row_stride = 0;
+  HT_RETURN_IF_ERROR(kc::AttentionBackward(
+      ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es), a.att, datt_, a.lse, dqkv_,
+      Off(dqkv_, Q, es), Off(dqkv_, Q + K, es), attn_ws_, attn_ws_bytes_, stream_));
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RopeBackward<T>(static_cast<T*>(dqkv_), QKV, static_cast<T*>(dqkv_), QKV,
+                               rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
+  }));
+  if (fused_qkv_) {
+    HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv_, W(u, model::kQProj), dt, dln_,
+                                dt, 1.0f, 0.0f, stream_));
+    HT_RETURN_IF_ERROR(g.Matmul({QKV, C, N, true, false}, dqkv_, a.ln1, dt, G(u, model::kQProj),
+                                f32, 1.0f, 1.0f, stream_));
+  } else {
+    const int tensors[3] = {model::kQProj, model::kKProj, model::kVProj};
+    const int widths[3] = {Q, K, K};
+    int col = 0;
+    for (int i = 0; i < 3; ++i) {
+      kc::GemmShape dx{N, C, widths[i], false, false};
+      dx.lda = QKV;
+      HT_RETURN_IF_ERROR(g.Matmul(dx, Off(dqkv_, col, es), W(u, tensors[i]), dt, dln_, dt, 1.0f,
+                                  i == 0 ? 0.0f : 1.0f, stream_));
+      kc::GemmShape dw{widths[i], C, N, true, false};
+      dw.lda = QKV;
+      HT_RETURN_IF_ERROR(g.Matmul(dw, Off(dqkv_, col, es), a.ln1, dt, G(u, tensors[i]), f32, 1.0f,
+                                  1.0f, stream_));
+      col += widths[i];
+    }
+  }
+  // dres (= dh) += norm1 backward: dres becomes dx of the block.
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormBackward<T>(static_cast<T*>(dres_), static_cast<const T*>(dres_),
+                                  G(u, model::kInputNorm), norm_scratch_,
+                                  static_cast<const T*>(dln_), static_cast<const T*>(a.x),
+                                  static_cast<const T*>(W(u, model::kInputNorm)), a.rstd1, N, C,
+                                  stream_);
+  }));
+  return Status::Ok();
+}
+
+Status CudaBackend::HeadLoss(bool backward) {
+  const model::ModelConfig& cfg = layout_.config();
+  const int E = ParamLayout::kEmbeddingUnit;
+  const int N = static_cast<int>(N_), C = static_cast<int>(cfg.hidden_size);
+  const int head = cfg.tie_word_embeddings ? model::kEmbedTokens : model::kLmHead;
+  HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormForward<T>(static_cast<T*>(ln_f_), rstd_f_, nullptr,
+                                 static_cast<T*>(x_final_), nullptr,
+                                 static_cast<const T*>(W(E, model::kFinalNorm)), N, C,
+                                 static_cast<float>(cfg.rms_norm_eps), stream_);
+  }));
+  kc::LmHeadLossArgs la;
+  la.dtype = dtype_;
+  la.h = ln_f_;
+  la.w = W(E, head);
+  la.targets = targets_;
+  la.n = N;
+  la.cols = C;
+  la.vocab = static_cast<int>(cfg.vocab_size);
+  la.chunk_rows = static_cast<int>(chunk_rows_);
+  la.ignore_index = options_.ignore_index;
+  la.logits = logits_;
+  la.losses = losses_;
+  if (backward) {
+    la.dh = dln_f_;
+    la.dw = G(E, head);
+    la.dscale = dscale_;
+  }
+  HT_RETURN_IF_ERROR(kc::LmHeadLoss(*gemm_, la, stream_));
+  HT_LAUNCH(kc::SumFloats(losses_, N, loss_sum_, stream_));
+  if (!backward) return Status::Ok();
+  HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormBackward<T>(static_cast<T*>(dres_), nullptr, G(E, model::kFinalNorm),
+                                  norm_scratch_, static_cast<const T*>(dln_f_),
+                                  static_cast<const T*>(x_final_),
+                                  static_cast<const T*>(W(E, model::kFinalNorm)), rstd_f_, N, C,
+                                  stream_);
+  }));
+  return Status::Ok();
+}
+
+Status CudaBackend::ForwardPass(model::UnitHooks& hooks, bool for_backward) {
+  NvtxRange r("forward");
+  const model::ModelConfig& cfg = layout_.config();
+  const int E = ParamLayout::kEmbeddingUnit;
+  HT_RETURN_IF_ERROR(hooks.BeforeForward(E));
+  HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::EmbeddingForward<T>(static_cast<T*>(acts_[0]->x), tokens_,
+                                   static_cast<const T*>(W(E, model::kEmbedTokens)),
+                                   static_cast<int>(N_), static_cast<int>(cfg.hidden_size), stream_);
+  }));
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    const int u = ParamLayout::BlockUnit(l);
+    HT_RETURN_IF_ERROR(hooks.BeforeForward(u));
+    HT_RETURN_IF_ERROR(BlockForward(l, /*write_output=*/true));
+    HT_RETURN_IF_ERROR(hooks.AfterForward(u));
+  }
+  (void)for_backward;
+  return Status::Ok();
+}
+
+Status CudaBackend::BackwardPass(model::UnitHooks& hooks) {
+  NvtxRange r("backward");
+  const model::ModelConfig& cfg = layout_.config();
+  const int E = ParamLayout::kEmbeddingUnit;
+  HT_RETURN_IF_ERROR(hooks.AfterForward(E));
+  HT_RETURN_IF_ERROR(hooks.BeforeBackward(E));
+  // The loss forward and the LM head backward run fused, chunk by chunk.
+  HT_RETURN_IF_ERROR(HeadLoss(/*backward=*/true));
+  for (int l = static_cast<int>(cfg.num_hidden_layers) - 1; l >= 0; --l) {
+    const int u = ParamLayout::BlockUnit(l);
+    HT_RETURN_IF_ERROR(hooks.BeforeBackward(u));
+    HT_RETURN_IF_ERROR(Recompute(l));
+    HT_RETURN_IF_ERROR(BlockBackward(l));
+    HT_RETURN_IF_ERROR(hooks.AfterBackward(u));
+  }
+  HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::EmbeddingBackward<T>(G(E, model::kEmbedTokens), static_cast<const T*>(dres_),
+                                    tokens_, static_cast<int>(N_),
+                                    static_cast<int>(cfg.hidden_size),
+                                    static_cast<int>(cfg.vocab_size), emb_scratch_,
+                                    emb_scratch_bytes_, stream_);
+  }));
+  return hooks.AfterBackward(E);
+}
+
+Status CudaBackend::DeviceForwardBackward(model::UnitHooks& hooks) {
+  HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_start_, stream_));
+  HT_RETURN_IF_ERROR(ForwardPass(hooks, true));
+  HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_fwd_, stream_));
+  HT_RETURN_IF_ERROR(BackwardPass(hooks));
+  HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_end_, stream_));
+  return Status::Ok();
+}
+
+StatusOr<double> CudaBackend::ReadLoss() {
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_result_, loss_sum_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  UpdatePeakMemory();
+  return *host_result_;
+}
+
+StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
+                                              float grad_multiplier, model::UnitHooks& hooks) {
+  HT_RETURN_IF_ERROR(CheckBatch(batch));
+  const int64_t count = cpu::CountTargets(batch.targets, N_, options_.ignore_index);
+  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_data_, stream_));
+  HT_RETURN_IF_ERROR(LoadTokens(batch));
+  // The previous step has synchronised (ReadLoss), so the pinned scalar is free.
+  *host_dscale_ = count > 0 ? static_cast<float>(grad_multiplier / static_cast<double>(count)) : 0.0f;
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dscale_, host_dscale_, sizeof(float), cudaMemcpyHostToDevice, stream_));
+  const bool graph = cuda_.cuda_graphs && !graph_failed_ &&
+                     dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
+  if (graph) {
+    if (graph_exec_ == nullptr) {
+      HT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      const Status st = DeviceForwardBackward(hooks);
+      cudaGraph_t g = nullptr;
+      const cudaError_t end = cudaStreamEndCapture(stream_, &g);
+      if (!st.ok() || end != cudaSuccess) {
+        graph_failed_ = true;
+        if (g) cudaGraphDestroy(g);
+        cudaGetLastError();
+        return st.ok() ? kc::CudaStatus(end, "cudaStreamEndCapture") : st;
+      }
+      const cudaError_t inst = cudaGraphInstantiate(&graph_exec_, g, 0);
+      cudaGraphDestroy(g);
+      if (inst != cudaSuccess) {
+        graph_failed_ = true;
+        graph_exec_ = nullptr;
+        return kc::CudaStatus(inst, "cudaGraphInstantiate");
+      }
+    }
+    HT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_exec_, stream_));
+  } else {
+    HT_RETURN_IF_ERROR(DeviceForwardBackward(hooks));
+  }
+  HT_ASSIGN_OR_RETURN(const double loss_sum, ReadLoss());
+  // Timing is best effort (events recorded inside a graph may not time).
+  if (cudaEventElapsedTime(&phase_.data_ms, ev_data_, ev_start_) != cudaSuccess ||
+      cudaEventElapsedTime(&phase_.forward_ms, ev_start_, ev_fwd_) != cudaSuccess ||
+      cudaEventElapsedTime(&phase_.backward_ms, ev_fwd_, ev_end_) != cudaSuccess) {
+    cudaGetLastError();
+    phase_ = PhaseTimes{-1.0f, -1.0f, -1.0f};
+  }
+  return count > 0 ? loss_sum / static_cast<double>(count) : 0.0;
+}
+
+StatusOr<double> CudaBackend::Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) {
+  HT_RETURN_IF_ERROR(CheckBatch(batch));
+  const int64_t count = cpu::CountTargets(batch.targets, N_, options_.ignore_index);
+  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  HT_RETURN_IF_ERROR(LoadTokens(batch));
+  HT_RETURN_IF_ERROR(ForwardPass(hooks, false));
+  HT_RETURN_IF_ERROR(HeadLoss(/*backward=*/false));
+  HT_RETURN_IF_ERROR(hooks.AfterForward(ParamLayout::kEmbeddingUnit));
+  HT_ASSIGN_OR_RETURN(const double loss_sum, ReadLoss());
+  return count > 0 ? loss_sum / static_cast<double>(count) : 0.0;
+}
+
+}  // namespace hypertrain::cuda
