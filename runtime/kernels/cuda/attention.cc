@@ -57,8 +57,8 @@ Status ValidateAttentionParams(const AttentionParams& p) {
     return bad("n_heads (" + std::to_string(p.n_heads) + ") must be a multiple of n_kv_heads (" +
                std::to_string(p.n_kv_heads) + ")");
   }
-  if (p.head_dim != 64 && p.head_dim != 128) {
-    return bad("head_dim must be 64 or 128, got " + std::to_string(p.head_dim));
+  if (p.head_dim != 32 && p.head_dim != 64 && p.head_dim != 128) {
+    return bad("head_dim must be 32, 64 or 128, got " + std::to_string(p.head_dim));
   }
   if (!(p.scale > 0.0f)) return bad("scale must be > 0");
   if (p.dtype != AttentionDtype::kBf16 && p.dtype != AttentionDtype::kFp16) {

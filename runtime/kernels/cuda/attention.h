@@ -25,7 +25,7 @@
 // is computed by a separate pass over key blocks, so two runs on the same
 // inputs give bitwise-identical dq, dk, dv.
 //
-// Supported: head_dim 64 or 128; seq >= 1 (any length, no multiple required);
+// Supported: head_dim 32, 64 or 128; seq >= 1 (any length, no multiple required);
 // n_heads % n_kv_heads == 0. Calls are asynchronous on `stream`, allocate
 // nothing, and are safe to capture in a CUDA graph. They return
 // InvalidArgument for bad shapes/pointers and Internal for a launch error.

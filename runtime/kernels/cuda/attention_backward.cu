@@ -53,6 +53,10 @@ cudaError_t TiledAttentionBackward(const Dims& g, const void* q, const void* k, 
                                    const void* out, const void* dout, const float* lse,
                                    float* delta, void* dq, void* dk, void* dv,
                                    cudaStream_t stream) {
+  if (g.head_dim == 32) {
+    return g.bf16 ? Launch<__nv_bfloat16, 32>(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream)
+                  : Launch<__half, 32>(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream);
+  }
   if (g.head_dim == 64) {
     return g.bf16 ? Launch<__nv_bfloat16, 64>(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream)
                   : Launch<__half, 64>(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream);

@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kThreads)
 // Query block size per step: the key-major products keep dK and dV (2 x D/8 x 4
 // floats) plus S^T and dP^T (2 x kBq/8 x 4) in registers.
 template <int D>
-constexpr int kBq = D == 64 ? 64 : 32;
+constexpr int kBq = D <= 64 ? 64 : 32;
 
 template <int D>
 constexpr int kDkDvSmemBytes =

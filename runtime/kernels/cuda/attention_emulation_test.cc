@@ -165,6 +165,10 @@ TEST(AttentionEmulation, Bf16HeadDim128TwoBatchesNoGqa) {
   Check<__nv_bfloat16, 128>({2, 70, 2, 2, 128}, 3, 1.5e-2);
 }
 
+TEST(AttentionEmulation, Fp16HeadDim32TinyModelShape) {
+  Check<__half, 32>({2, 97, 4, 2, 32}, 6, 3e-3);
+}
+
 TEST(AttentionEmulation, Bf16LongerGqaFourSharpAndSingleToken) {
   Check<__nv_bfloat16, 64>({1, 260, 4, 1, 64, 3.0f}, 4, 1.5e-2);
   Check<__nv_bfloat16, 64>({1, 1, 2, 1, 64}, 5, 1.5e-2);

@@ -27,6 +27,10 @@ cudaError_t Launch(const Dims& g, const void* q, const void* k, const void* v, v
 
 cudaError_t TiledAttentionForward(const Dims& g, const void* q, const void* k, const void* v,
                                   void* out, float* lse, cudaStream_t stream) {
+  if (g.head_dim == 32) {
+    return g.bf16 ? Launch<__nv_bfloat16, 32>(g, q, k, v, out, lse, stream)
+                  : Launch<__half, 32>(g, q, k, v, out, lse, stream);
+  }
   if (g.head_dim == 64) {
     return g.bf16 ? Launch<__nv_bfloat16, 64>(g, q, k, v, out, lse, stream)
                   : Launch<__half, 64>(g, q, k, v, out, lse, stream);

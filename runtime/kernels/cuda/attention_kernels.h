@@ -25,7 +25,7 @@ cudaError_t SimpleAttentionBackward(const Dims& g, const void* q, const void* k,
                                     cudaStream_t stream);
 
 // Tensor-core flash-attention kernels (attention_forward.cu,
-// attention_backward.cu); head_dim 64 or 128.
+// attention_backward.cu); head_dim 32, 64 or 128.
 cudaError_t TiledAttentionForward(const Dims& g, const void* q, const void* k, const void* v,
                                   void* out, float* lse, cudaStream_t stream);
 cudaError_t TiledAttentionBackward(const Dims& g, const void* q, const void* k, const void* v,

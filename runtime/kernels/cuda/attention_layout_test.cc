@@ -196,7 +196,7 @@ TEST(AttentionArgs, RejectsBadShapes) {
   ExpectInvalid(MakeParams(1, 0, 4, 2, 64), "seq");
   ExpectInvalid(MakeParams(1, 5, 4, 3, 64), "multiple of n_kv_heads");
   ExpectInvalid(MakeParams(1, 5, 0, 1, 64), "n_heads");
-  ExpectInvalid(MakeParams(1, 5, 4, 2, 96), "head_dim must be 64 or 128");
+  ExpectInvalid(MakeParams(1, 5, 4, 2, 96), "head_dim must be 32, 64 or 128");
   AttentionParams p = MakeParams(1, 5, 4, 2, 64);
   p.scale = 0.0f;
   ExpectInvalid(p, "scale");

@@ -221,7 +221,7 @@ TEST(AttentionCuda, ForwardBackwardMatchReferenceBf16) {
   // Odd lengths (not multiples of any tile), GQA ratios 1, 3 and 4, D 64 and 128.
   const Shape shapes[] = {{2, 77, 4, 4, 64},  {1, 131, 6, 2, 128}, {2, 200, 8, 2, 64},
                           {1, 1, 4, 1, 128},  {1, 300, 4, 1, 128}, {1, 64, 2, 2, 64},
-                          {1, 190, 3, 1, 64, 4.0f}};
+                          {1, 190, 3, 1, 64, 4.0f}, {2, 128, 4, 2, 32}, {1, 93, 6, 2, 32}};
   uint32_t seed = 100;
   for (const Shape& s : shapes) CheckAgainstReference(s, AttentionDtype::kBf16, ++seed);
 }
@@ -229,7 +229,7 @@ TEST(AttentionCuda, ForwardBackwardMatchReferenceBf16) {
 TEST(AttentionCuda, ForwardBackwardMatchReferenceFp16) {
   HT_SKIP_WITHOUT_GPU();
   const Shape shapes[] = {{2, 77, 4, 4, 64}, {1, 131, 6, 2, 128}, {1, 200, 8, 2, 128},
-                          {1, 257, 3, 1, 64, 4.0f}};
+                          {1, 257, 3, 1, 64, 4.0f}, {2, 100, 4, 2, 32}};
   uint32_t seed = 200;
   for (const Shape& s : shapes) CheckAgainstReference(s, AttentionDtype::kFp16, ++seed);
 }
