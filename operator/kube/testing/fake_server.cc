@@ -6,6 +6,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -109,6 +110,7 @@ bool Conn::EndChunked() { return Write("0\r\n\r\n"); }
 
 FakeServer::FakeServer(Handler handler, std::optional<TlsOptions> tls)
     : handler_(std::move(handler)), tls_(std::move(tls)) {
+  signal(SIGPIPE, SIG_IGN);  // SSL_write to a vanished client must not kill the test
   if (tls_) {
     SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
     if (SSL_CTX_use_certificate_chain_file(ctx, tls_->cert_file.c_str()) != 1 ||
