@@ -227,15 +227,19 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
                     (r.size() == P ? 0 : r.size() * sizeof(float));
     // Every rank initialises the whole unit identically (counter-based init).
     model::InitUnitParams(layout_, u, options_.seed, {0, P}, host.data());
-    HT_CUDA_RETURN_IF_ERROR(cudaMemcpy(tmp, host.data(), P * sizeof(float), cudaMemcpyHostToDevice));
-    HT_CUDA_RETURN_IF_ERROR(cudaMemcpy(master_[u], static_cast<float*>(tmp) + r.begin,
-                                       r.size() * sizeof(float), cudaMemcpyDeviceToDevice));
+    // All on stream_ (non-blocking: it does not order with the legacy stream),
+    // synchronised before `tmp` and `host` are reused for the next unit.
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tmp, host.data(), P * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(master_[u], static_cast<float*>(tmp) + r.begin,
+                                            r.size() * sizeof(float), cudaMemcpyDeviceToDevice,
+                                            stream_));
     HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
       using T = decltype(tag);
       return kc::Cast<T, float>(static_cast<T*>(compute_[u]), static_cast<float*>(tmp), P, stream_);
     }));
+    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   }
-  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   HT_RETURN_IF_ERROR(ZeroGrads());
 
   for (int i = 0; i < cuda_.staging_slots; ++i) {
@@ -287,21 +291,18 @@ float* CudaBackend::State(int u, StateKind kind) {
 
 Status CudaBackend::ReadState(int u, StateKind kind, float* host) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, State(u, kind), owned_[u].size() * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream_));
   HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  HT_CUDA_RETURN_IF_ERROR(cudaMemcpy(host, State(u, kind), owned_[u].size() * sizeof(float),
-                                     cudaMemcpyDeviceToHost));
   return Status::Ok();
 }
 
 Status CudaBackend::WriteState(int u, StateKind kind, const float* host) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(State(u, kind), host, owned_[u].size() * sizeof(float),
+                                          cudaMemcpyHostToDevice, stream_));
+  if (kind == StateKind::kMasterParams) HT_RETURN_IF_ERROR(RefreshCompute(u, owned_[u]));
   HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  HT_CUDA_RETURN_IF_ERROR(cudaMemcpy(State(u, kind), host, owned_[u].size() * sizeof(float),
-                                     cudaMemcpyHostToDevice));
-  if (kind == StateKind::kMasterParams) {
-    HT_RETURN_IF_ERROR(RefreshCompute(u, owned_[u]));
-    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  }
   return Status::Ok();
 }
 

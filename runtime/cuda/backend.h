@@ -176,6 +176,7 @@ class CudaBackend final : public model::Backend {
   PhaseTimes phase_;
   cudaGraphExec_t graph_exec_ = nullptr;
   bool graph_failed_ = false;
+  int64_t eager_steps_ = 0;
 
   int64_t activation_bytes_ = 0, state_bytes_ = 0, peak_memory_ = 0;
   double peak_flops_ = 0;

@@ -126,8 +126,9 @@ TEST_P(CudaVsCpu, LossAndGradientsMatchCpuBackend) {
   EXPECT_NEAR(*gl, *cl, 2e-2 * *cl) << "loss";
   EXPECT_GT(*cl, 4.0);  // ~ln(300) at init: the model is not trivially solved
 
-  // bf16 carries 8 bits of mantissa through ~20 ops: a few percent per tensor.
-  const double tol = precision == Precision::kBF16 ? 6e-2 : 2e-2;
+  // bf16 carries 8 bits of mantissa through ~20 ops: a few percent per
+  // tensor; norm-weight gradients are sums with cancellation, so looser.
+  const double linear_tol = precision == Precision::kBF16 ? 5e-2 : 2e-2;
   const auto& layout = (*gpu)->layout();
   for (int u = 0; u < layout.num_units(); ++u) {
     const auto g = Read(**gpu, u, model::StateKind::kShardGrads);
@@ -143,6 +144,7 @@ TEST_P(CudaVsCpu, LossAndGradientsMatchCpuBackend) {
         if (std::abs(d) > worst) worst = std::abs(d), worst_i = i;
       }
       const double rel = std::sqrt(num / std::max(den, 1e-30));
+      const double tol = slot.kind == model::TensorKind::kNorm ? 2 * linear_tol : linear_tol;
       EXPECT_LE(rel, tol) << slot.name << ": relative L2 " << rel << "; worst at "
                           << worst_i - slot.offset << " gpu " << g[worst_i] << " cpu "
                           << c[worst_i];

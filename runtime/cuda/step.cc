@@ -506,7 +506,9 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
   *host_dscale_ = count > 0 ? static_cast<float>(grad_multiplier / static_cast<double>(count)) : 0.0f;
   HT_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dscale_, host_dscale_, sizeof(float), cudaMemcpyHostToDevice, stream_));
-  const bool graph = cuda_.cuda_graphs && !graph_failed_ &&
+  // Capture from the second call on: the first runs eagerly so lazy module
+  // loading and cuBLASLt's algorithm choice happen outside the capture.
+  const bool graph = cuda_.cuda_graphs && !graph_failed_ && eager_steps_ > 0 &&
                      dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
   if (graph) {
     if (graph_exec_ == nullptr) {
@@ -531,6 +533,7 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
     HT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_exec_, stream_));
   } else {
     HT_RETURN_IF_ERROR(DeviceForwardBackward(hooks));
+    ++eager_steps_;
   }
   HT_ASSIGN_OR_RETURN(const double loss_sum, ReadLoss());
   // Timing is best effort (events recorded inside a graph may not time).

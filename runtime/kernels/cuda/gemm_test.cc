@@ -110,6 +110,34 @@ TYPED_TEST(GemmTest, LeadingDimensionsSelectSlices) {
   ExpectClose(ToDouble(dout.Download()), expect, testing::RelTol<T>(), "slice");
 }
 
+// D = X W^T + R with R read from a separate buffer (residual in the epilogue).
+TYPED_TEST(GemmTest, SeparateAddendBuffer) {
+  HT_SKIP_WITHOUT_GPU();
+  using T = TypeParam;
+  constexpr DType kT = DTypeOf<T>::value;
+  auto gemm_or = Gemm::Create(false);
+  ASSERT_TRUE(gemm_or.ok()) << gemm_or.status().ToString();
+  const int N = 96, I = 80, O = 56;
+  std::mt19937 rng(19);
+  std::vector<double> x, w, res;
+  auto hx = RandomVector<T>(size_t(N) * I, rng, 1.0f, &x);
+  auto hw = RandomVector<T>(size_t(O) * I, rng, 0.1f, &w);
+  auto hres = RandomVector<T>(size_t(N) * O, rng, 1.0f, &res);
+  DeviceBuffer<T> dx(x.size()), dw(w.size()), dres(res.size()), dout(res.size());
+  HT_CUDA_ASSERT(dx.Upload(hx));
+  HT_CUDA_ASSERT(dw.Upload(hw));
+  HT_CUDA_ASSERT(dres.Upload(hres));
+  auto st = (*gemm_or)->Matmul({N, O, I, false, true}, dx.get(), dw.get(), kT, dout.get(), kT, 1.0f,
+                               1.0f, nullptr, dres.get());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  HT_CUDA_ASSERT(cudaDeviceSynchronize());
+  std::vector<double> y(size_t(N) * O);
+  cpu::Matmul<double>(y.data(), x.data(), w.data(), N, I, O);
+  for (size_t i = 0; i < y.size(); ++i) y[i] += res[i];
+  ExpectClose(ToDouble(dout.Download()), y, testing::RelTol<T>(), "D = XW^T + R");
+  EXPECT_EQ(ToDouble(dres.Download()), res) << "the addend buffer must stay untouched";
+}
+
 TEST(GemmArgs, RejectsBadShapesAndTypes) {
   HT_SKIP_WITHOUT_GPU();
   auto gemm_or = Gemm::Create(false);
