@@ -59,9 +59,8 @@ Result<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int no
 
   std::optional<int64_t> max_steps = OptionalInt(trainer, "max_steps", "trainer.max_steps", &err);
   if (err) return *err;
-  if (!max_steps) return ConfigError("trainer.max_steps", "required key is missing");
-  if (*max_steps <= 0) return ConfigError("trainer.max_steps", "must be > 0");
-  out.max_steps = *max_steps;
+  if (max_steps && *max_steps <= 0) return ConfigError("trainer.max_steps", "must be > 0");
+  out.max_steps = max_steps.value_or(kDefaultMaxSteps);
 
   std::optional<int64_t> num_nodes = OptionalInt(trainer, "num_nodes", "trainer.num_nodes", &err);
   if (err) return *err;
@@ -93,8 +92,9 @@ Result<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int no
   const int64_t world = static_cast<int64_t>(nodes) * nproc_per_node;
   std::optional<int64_t> degree = OptionalInt(model, "shard_degree", "model.shard_degree", &err);
   if (err) return *err;
+  if (degree && *degree == 0) degree.reset();  // the trainer's "0 = default"
   if (degree) {
-    if (*degree <= 0) return ConfigError("model.shard_degree", "must be > 0");
+    if (*degree < 0) return ConfigError("model.shard_degree", "must be >= 0 (0: the strategy's default)");
     if (*degree > world || world % *degree != 0) {
       return ConfigError("model.shard_degree",
                          std::to_string(*degree) + " does not divide the world size " +

@@ -19,8 +19,11 @@ namespace hypertrain::api {
 // Sharding strategies the trainer accepts (model.sharding_strategy).
 const std::vector<std::string>& ShardingStrategies();
 
+// The trainer's default for trainer.max_steps (runtime/config/config.h).
+inline constexpr int64_t kDefaultMaxSteps = 100;
+
 struct TrainerConfigSummary {
-  int64_t max_steps = 0;                   // trainer.max_steps (required, > 0)
+  int64_t max_steps = kDefaultMaxSteps;    // trainer.max_steps (> 0)
   std::string sharding_strategy;           // model.sharding_strategy, default hybrid_shard
   int64_t shard_degree = 0;                // resolved shard group size
   std::optional<std::string> checkpoint_dir;  // exp_manager.checkpoint_dir
@@ -28,10 +31,11 @@ struct TrainerConfigSummary {
 
 // Parses `yaml` and checks it for a job of `nodes` pods with `nproc_per_node`
 // ranks each. Rules: the document is a mapping with `trainer` and `model`
-// mappings; trainer.max_steps is a positive integer; trainer.num_nodes and
+// mappings; trainer.max_steps, when present, is a positive integer (default
+// kDefaultMaxSteps); trainer.num_nodes and
 // trainer.devices, when present, equal nodes and nproc_per_node;
 // model.sharding_strategy is one of ShardingStrategies(); model.shard_degree is
-// a positive integer dividing the world size (default: nproc_per_node for the
+// a positive integer dividing the world size (0 or absent: nproc_per_node for the
 // hybrid strategies, the world size for full_shard/shard_grad_op, 1 for
 // no_shard); model.train_batch_size is positive. Errors have field
 // "spec.trainerConfig.inline" and a message starting with the YAML key.

@@ -54,8 +54,11 @@ TEST(TrainerConfigTest, ShardDegreeMustDivideTheWorld) {
   EXPECT_FALSE(ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {shard_degree: 32}\n", 2, 8).ok());
   // 16 across 2 nodes (HyperPod's shard_degree > ranks per node) is fine.
   EXPECT_TRUE(ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {shard_degree: 16}\n", 2, 8).ok());
-  EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {shard_degree: 0}\n", 2, 8).error().message,
-              HasSubstr("must be > 0"));
+  EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {shard_degree: -1}\n", 2, 8).error().message,
+              HasSubstr("must be >= 0"));
+  auto zero = ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {shard_degree: 0}\n", 2, 8);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->shard_degree, 8);
 }
 
 TEST(TrainerConfigTest, ShapeMismatchesNameTheKey) {
@@ -78,8 +81,9 @@ TEST(TrainerConfigTest, RejectsBadYamlAndMissingKeys) {
               HasSubstr("trainer: required section is missing"));
   EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: 5}\n", 1, 1).error().message,
               HasSubstr("model: required section is missing"));
-  EXPECT_THAT(ValidateTrainerConfig("trainer: {}\nmodel: {}\n", 1, 1).error().message,
-              HasSubstr("trainer.max_steps: required key is missing"));
+  auto no_steps = ValidateTrainerConfig("trainer: {}\nmodel: {}\n", 1, 1);
+  ASSERT_TRUE(no_steps.ok());
+  EXPECT_EQ(no_steps->max_steps, kDefaultMaxSteps);
   EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: ten}\nmodel: {}\n", 1, 1).error().message,
               HasSubstr("trainer.max_steps: must be an integer, got 'ten'"));
   EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: -1}\nmodel: {}\n", 1, 1).error().message,

@@ -46,8 +46,13 @@ inline constexpr char kConfigFileName[] = "config.yaml";
 inline constexpr char kConfigPath[] = "/etc/hypertrain/config.yaml";
 
 // The trainer's exit codes (runtime/train/exit_codes.h defines them; these
-// mirror the numbers). A config error never succeeds on retry.
+// mirror the numbers, the operator does not depend on runtime/). 1-3 are not
+// retried by default; a config error is never retried.
+inline constexpr int kExitInternal = 1;
 inline constexpr int kExitConfigError = 2;
+inline constexpr int kExitDataError = 3;
+inline constexpr int kExitRetryable = 200;
+inline constexpr int kExitCollectiveTimeout = 201;
 
 // Env names the operator sets for rendezvous; a user env entry with one of
 // these names is rejected.
@@ -96,7 +101,7 @@ struct RunPolicy {
 };
 
 struct FaultPolicy {
-  std::vector<int32_t> non_retryable_exit_codes = {kExitConfigError};
+  std::vector<int32_t> non_retryable_exit_codes = {kExitInternal, kExitConfigError, kExitDataError};
   int32_t hang_timeout_seconds = 0;  // 0: hang detection off
   int32_t startup_timeout_seconds = 1800;
   int32_t max_repeat_offenders = 2;  // 0: never exclude nodes

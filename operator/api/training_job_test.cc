@@ -52,7 +52,7 @@ TEST(ParseSpecTest, DefaultsFromTheInstanceType) {
   EXPECT_EQ(s.run_policy.backoff_limit, 3);
   EXPECT_EQ(s.run_policy.clean_pod_policy, CleanPodPolicy::kRunning);
   EXPECT_FALSE(s.run_policy.suspend);
-  EXPECT_THAT(s.fault_policy.non_retryable_exit_codes, ElementsAre(kExitConfigError));
+  EXPECT_THAT(s.fault_policy.non_retryable_exit_codes, ElementsAre(1, 2, 3));
   EXPECT_EQ(s.fault_policy.node_health_label, "sagemaker.amazonaws.com/node-health-status");
   EXPECT_THAT(s.fault_policy.healthy_node_values, ElementsAre("Schedulable"));
   EXPECT_EQ(s.scheduling.termination_grace_period_seconds, 60);
@@ -247,7 +247,7 @@ TEST(ParseSpecTest, PoliciesParse) {
                        {"ttlSecondsAfterFinished", 60},
                        {"cleanPodPolicy", "All"},
                        {"suspend", true}};
-  spec["faultPolicy"] = {{"nonRetryableExitCodes", {1, 3}},
+  spec["faultPolicy"] = {{"nonRetryableExitCodes", {3, 1}},
                          {"hangTimeoutSeconds", 600},
                          {"maxRepeatOffenders", 1},
                          {"nodeHealthLabel", "example.com/health"},

@@ -1,0 +1,266 @@
+// Checks `helm template` output of charts/hypertrain-operator: security
+// context, probes, args, least-privilege RBAC per watched namespace, metrics
+// Service and the CRD. Used by helm_chart_test.sh with the real Helm binary.
+//
+// Usage: chart_check RENDERED.yaml --release-namespace=NS [--watch=a,b]
+//        [--replicas=N] [--log-level=L] [--crd=SOURCE_CRD.yaml]
+// Prints every problem and exits 1 when there is any.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "operator/api/yaml_json.h"
+
+namespace {
+
+using nlohmann::json;
+using Triple = std::tuple<std::string, std::string, std::string>;  // group, resource, verb
+
+std::vector<std::string> g_problems;
+void Expect(bool ok, const std::string& what) {
+  if (!ok) g_problems.push_back(what);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << "chart_check: cannot open " << path << "\n";
+    std::exit(2);
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::string Str(const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
+
+std::set<Triple> Rules(const json& role) {
+  std::set<Triple> out;
+  for (const json& r : role.value("rules", json::array())) {
+    for (const json& g : r["apiGroups"]) {
+      for (const json& res : r["resources"]) {
+        for (const json& v : r["verbs"]) out.insert({Str(g), Str(res), Str(v)});
+      }
+    }
+  }
+  return out;
+}
+
+std::set<Triple> Expand(const std::string& group, const std::vector<std::string>& resources,
+                        const std::vector<std::string>& verbs) {
+  std::set<Triple> out;
+  for (const auto& r : resources) {
+    for (const auto& v : verbs) out.insert({group, r, v});
+  }
+  return out;
+}
+
+std::string Show(const std::set<Triple>& s) {
+  std::string out;
+  for (const auto& [g, r, v] : s) out += " " + (g.empty() ? "core" : g) + "/" + r + ":" + v;
+  return out;
+}
+
+bool HasArg(const json& args, const std::string& arg) {
+  for (const json& a : args) {
+    if (a == arg) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: chart_check RENDERED.yaml --release-namespace=NS [--watch=a,b] [--replicas=N] "
+                 "[--log-level=L] [--crd=FILE]\n";
+    return 2;
+  }
+  std::map<std::string, std::string> opt;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto eq = a.find('=');
+    if (a.rfind("--", 0) != 0 || eq == std::string::npos) {
+      std::cerr << "chart_check: bad argument " << a << "\n";
+      return 2;
+    }
+    opt[a.substr(2, eq - 2)] = a.substr(eq + 1);
+  }
+  const std::string release_ns = opt["release-namespace"];
+  const std::vector<std::string> watch = Split(opt["watch"]);
+  const std::string replicas = opt.count("replicas") ? opt["replicas"] : "2";
+  const std::string log_level = opt.count("log-level") ? opt["log-level"] : "info";
+
+  auto docs = hypertrain::api::YamlDocumentsToJson(ReadFile(argv[1]));
+  if (!docs.ok()) {
+    std::cerr << "chart_check: rendered output is not YAML: " << docs.error().ToString() << "\n";
+    return 1;
+  }
+  std::map<std::string, std::vector<json>> by_kind;
+  for (const json& d : *docs) by_kind[d.value("kind", "")].push_back(d);
+
+  // Deployment.
+  Expect(by_kind["Deployment"].size() == 1, "exactly one Deployment");
+  std::string sa_name;
+  json pod_labels;
+  if (by_kind["Deployment"].size() == 1) {
+    const json& dep = by_kind["Deployment"][0];
+    Expect(dep["metadata"]["namespace"] == release_ns, "Deployment in the release namespace");
+    Expect(std::to_string(dep["spec"]["replicas"].get<int>()) == replicas, "replicas = " + replicas);
+    const json& ps = dep["spec"]["template"]["spec"];
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"];
+    sa_name = ps.value("serviceAccountName", "");
+    Expect(ps["securityContext"]["runAsNonRoot"] == true, "pod runAsNonRoot");
+    Expect(ps["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", "pod seccomp RuntimeDefault");
+    Expect(ps["containers"].size() == 1, "one container");
+    const json& c = ps["containers"][0];
+    const json& sc = c["securityContext"];
+    Expect(sc["readOnlyRootFilesystem"] == true, "readOnlyRootFilesystem");
+    Expect(sc["allowPrivilegeEscalation"] == false, "allowPrivilegeEscalation false");
+    Expect(sc["runAsNonRoot"] == true, "container runAsNonRoot");
+    Expect(sc["capabilities"]["drop"] == json({"ALL"}), "capabilities drop ALL");
+    Expect(!sc["capabilities"].contains("add"), "no capabilities added");
+    Expect(sc["seccompProfile"]["type"] == "RuntimeDefault", "container seccomp RuntimeDefault");
+    Expect(c["resources"]["requests"].contains("cpu") && c["resources"]["requests"].contains("memory"),
+           "cpu and memory requests");
+    Expect(c["resources"]["limits"].contains("memory"), "memory limit");
+    Expect(c["livenessProbe"]["httpGet"]["path"] == "/healthz", "liveness /healthz");
+    Expect(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness /readyz");
+    const json& args = c["args"];
+    Expect(HasArg(args, "--leader-elect=true"), "--leader-elect=true");
+    Expect(HasArg(args, "--leader-election-namespace=" + release_ns), "--leader-election-namespace");
+    Expect(HasArg(args, "--metrics-addr=:8080"), "--metrics-addr=:8080");
+    Expect(HasArg(args, "--log-level=" + log_level), "--log-level=" + log_level);
+    std::string ns_arg;
+    for (const auto& n : watch) ns_arg += (ns_arg.empty() ? "" : ",") + n;
+    bool any_ns_arg = false;
+    for (const json& a : args) any_ns_arg |= a.get<std::string>().rfind("--namespace=", 0) == 0;
+    if (watch.empty()) {
+      Expect(!any_ns_arg, "no --namespace when watching all namespaces");
+    } else {
+      Expect(HasArg(args, "--namespace=" + ns_arg), "--namespace=" + ns_arg);
+    }
+  }
+
+  // ServiceAccounts.
+  std::set<std::pair<std::string, std::string>> sas;  // (namespace, name)
+  for (const json& sa : by_kind["ServiceAccount"]) {
+    sas.insert({Str(sa["metadata"]["namespace"]), Str(sa["metadata"]["name"])});
+  }
+  Expect(sas.count({release_ns, sa_name}) == 1, "operator ServiceAccount " + sa_name + " exists");
+
+  // RBAC: classify roles by what they grant.
+  const std::set<Triple> operator_rules = [] {
+    std::set<Triple> s = Expand("hypertrain.dev", {"trainingjobs"}, {"get", "list", "watch", "update", "patch", "delete"});
+    for (auto& t : Expand("hypertrain.dev", {"trainingjobs/status"}, {"get", "update", "patch"})) s.insert(t);
+    for (auto& t : Expand("hypertrain.dev", {"trainingjobs/finalizers"}, {"update"})) s.insert(t);
+    for (auto& t : Expand("", {"pods"}, {"create", "delete", "get", "list", "watch", "patch"})) s.insert(t);
+    for (auto& t : Expand("", {"services", "configmaps"}, {"create", "delete", "get", "list", "watch"})) s.insert(t);
+    for (auto& t : Expand("", {"events"}, {"create", "patch"})) s.insert(t);
+    return s;
+  }();
+  const std::set<Triple> node_rules = Expand("", {"nodes"}, {"get", "list", "watch"});
+  const std::set<Triple> lease_rules = Expand("coordination.k8s.io", {"leases"}, {"get", "create", "update"});
+  const std::set<Triple> trainer_rules = Expand("", {"pods"}, {"get", "patch"});
+
+  std::map<std::string, std::set<Triple>> cluster_roles;
+  for (const json& r : by_kind["ClusterRole"]) cluster_roles[r["metadata"]["name"]] = Rules(r);
+  std::map<std::pair<std::string, std::string>, std::set<Triple>> roles;
+  for (const json& r : by_kind["Role"]) roles[{Str(r["metadata"]["namespace"]), Str(r["metadata"]["name"])}] = Rules(r);
+
+  for (const auto& [name, rules] : cluster_roles) {
+    for (const auto& [g, res, v] : rules) {
+      Expect(g != "*" && res != "*" && v != "*", "no wildcard in ClusterRole " + name);
+    }
+    Expect(rules == node_rules || (watch.empty() && rules == operator_rules),
+           "ClusterRole " + name + " grants exactly the node or (all-namespaces) operator rules:" + Show(rules));
+  }
+  int op_cluster = 0, node_cluster = 0;
+  for (const auto& [name, rules] : cluster_roles) {
+    op_cluster += rules == operator_rules;
+    node_cluster += rules == node_rules;
+  }
+  Expect(node_cluster == 1, "one ClusterRole for nodes");
+  Expect(op_cluster == (watch.empty() ? 1 : 0), watch.empty() ? "one operator ClusterRole" : "no operator ClusterRole");
+
+  std::set<std::string> op_role_ns, trainer_role_ns;
+  bool lease_role = false;
+  for (const auto& [key, rules] : roles) {
+    const auto& [ns, name] = key;
+    if (rules == operator_rules) {
+      op_role_ns.insert(ns);
+    } else if (rules == trainer_rules) {
+      trainer_role_ns.insert(ns);
+    } else if (rules == lease_rules && ns == release_ns) {
+      lease_role = true;
+    } else {
+      Expect(false, "Role " + ns + "/" + name + " grants unexpected rules:" + Show(rules));
+    }
+  }
+  Expect(lease_role, "leader-election Role with leases get/create/update in " + release_ns);
+  Expect(op_role_ns == std::set<std::string>(watch.begin(), watch.end()),
+         "operator Roles exactly in the watched namespaces");
+  const std::vector<std::string> trainer_ns = watch.empty() ? std::vector<std::string>{release_ns} : watch;
+  Expect(trainer_role_ns == std::set<std::string>(trainer_ns.begin(), trainer_ns.end()),
+         "trainer Roles (pods get/patch) in the watched namespaces");
+
+  // Every binding points at a rendered role and an existing ServiceAccount.
+  for (const char* kind : {"RoleBinding", "ClusterRoleBinding"}) {
+    for (const json& b : by_kind[kind]) {
+      const std::string ref_kind = b["roleRef"]["kind"];
+      const std::string ref = b["roleRef"]["name"];
+      const std::string ns = b["metadata"].value("namespace", "");
+      bool exists = ref_kind == "ClusterRole" ? cluster_roles.count(ref) > 0 : roles.count({ns, ref}) > 0;
+      Expect(exists, std::string(kind) + " " + ns + "/" + b["metadata"]["name"].get<std::string>() +
+                         " refers to a missing " + ref_kind + " " + ref);
+      for (const json& s : b["subjects"]) {
+        Expect(sas.count({Str(s["namespace"]), Str(s["name"])}) == 1,
+               std::string(kind) + " subject " + s["namespace"].get<std::string>() + "/" +
+                   s["name"].get<std::string>() + " is a rendered ServiceAccount");
+      }
+    }
+  }
+
+  // Metrics Service.
+  bool metrics = false;
+  for (const json& svc : by_kind["Service"]) {
+    if (svc["spec"]["ports"][0]["name"] != "metrics") continue;
+    metrics = true;
+    Expect(svc["spec"]["ports"][0]["port"] == 8080, "metrics Service port 8080");
+    for (auto& [k, v] : svc["spec"]["selector"].items()) {
+      Expect(pod_labels.contains(k) && pod_labels[k] == v, "metrics Service selects the operator pods");
+    }
+  }
+  Expect(metrics, "a metrics Service");
+
+  // CRD (rendered with --include-crds): same object as the source of truth.
+  if (opt.count("crd")) {
+    auto src = hypertrain::api::YamlFileToJson(opt["crd"]);
+    Expect(src.ok(), "source CRD parses");
+    Expect(by_kind["CustomResourceDefinition"].size() == 1, "the chart renders one CRD");
+    if (src.ok() && by_kind["CustomResourceDefinition"].size() == 1) {
+      Expect(by_kind["CustomResourceDefinition"][0] == *src, "rendered CRD equals crds/trainingjobs.hypertrain.dev.yaml");
+    }
+  }
+
+  for (const auto& p : g_problems) std::cerr << "FAIL: " << p << "\n";
+  std::cout << "chart_check " << argv[1] << ": " << (g_problems.empty() ? "ok" : "FAILED") << " ("
+            << docs->size() << " objects)\n";
+  return g_problems.empty() ? 0 : 1;
+}

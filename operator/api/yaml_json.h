@@ -1,0 +1,26 @@
+// YAML -> nlohmann::json with YAML 1.2 core-schema scalar resolution (plain
+// scalars become null/bool/int/float when they look like one; quoted scalars
+// stay strings). Used to read CRDs, examples and manifests.
+#ifndef HYPERTRAIN_OPERATOR_API_YAML_JSON_H_
+#define HYPERTRAIN_OPERATOR_API_YAML_JSON_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/result.h"
+
+namespace hypertrain::api {
+
+// Parses one YAML document.
+Result<nlohmann::json> YamlToJson(std::string_view yaml);
+// Parses every document of a multi-document stream ("---"); empty documents are skipped.
+Result<std::vector<nlohmann::json>> YamlDocumentsToJson(std::string_view yaml);
+// Reads and parses a file with one document.
+Result<nlohmann::json> YamlFileToJson(const std::string& path);
+
+}  // namespace hypertrain::api
+
+#endif  // HYPERTRAIN_OPERATOR_API_YAML_JSON_H_
