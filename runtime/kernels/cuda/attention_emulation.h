@@ -6,7 +6,9 @@
 // switch fibers, and exchange operands through per-warp slots. The warp-level semantics are
 // written from the PTX ISA independently of the kernels' fragment indexing,
 // so the emulation checks the kernels' tiling, masking, softmax and indexing.
-// cp.async is an immediate copy, so pipeline races are NOT covered here.
+// cp.async writes land when cp.async.wait_group retires their group, so a
+// read before the wait sees poison; hardware timing races beyond that are not
+// modelled.
 // Test-only: define HT_ATTENTION_HOST_EMULATION and include this first.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -51,10 +53,21 @@ struct WarpSlots {
 // One thread block: its GPU threads are fibers (ucontext) run cooperatively
 // on the calling OS thread, switching only at barriers. Deterministic, and
 // far cheaper than an OS thread per GPU thread.
+// A cp.async copy in flight: the source is read at issue (inputs are
+// constant), the destination written only when a wait retires its group.
+struct PendingCopy {
+  void* dst;
+  unsigned char bytes[16];
+};
+struct CopyQueue {
+  std::vector<PendingCopy> open;                   // not yet committed
+  std::vector<std::vector<PendingCopy>> committed;  // oldest first
+};
+
 struct Block {
   Block(int n_threads, size_t smem_bytes)
       : threads(n_threads), smem(smem_bytes + 16, 0xFF), warps(n_threads / kWarpSize),
-        fibers(n_threads) {}
+        fibers(n_threads), copies(n_threads) {}
   int threads;
   std::vector<unsigned char> smem;  // 0xFF: NaN in every float type until written
   std::vector<WarpSlots> warps;
@@ -62,6 +75,7 @@ struct Block {
   unsigned block_generation = 0;
   int finished = 0;
   std::vector<ucontext_t> fibers;
+  std::vector<CopyQueue> copies;  // per thread
   ucontext_t host;
 };
 
@@ -225,16 +239,32 @@ inline void LdMatrixX4Trans(uint32_t (&r)[4], const void* row_addr) {
   LdMatrixImpl(r, row_addr, true);
 }
 
+// cp.async with deferred completion: a kernel that reads a tile before
+// waiting for its group sees the NaN poison instead of the data.
 inline void CpAsync16(void* smem, const void* gmem, bool valid) {
+  ht_emu::PendingCopy c;
+  c.dst = smem;
   if (valid) {
-    std::memcpy(smem, gmem, 16);
+    std::memcpy(c.bytes, gmem, 16);
   } else {
-    std::memset(smem, 0, 16);
+    std::memset(c.bytes, 0, 16);
+  }
+  ht_emu::tl_block->copies[ht_emu::tl_tid].open.push_back(c);
+}
+inline void CpAsyncCommit() {
+  auto& q = ht_emu::tl_block->copies[ht_emu::tl_tid];
+  q.committed.push_back(std::move(q.open));
+  q.open.clear();
+}
+// Retires all but the newest N committed groups of the calling thread.
+template <int N>
+inline void CpAsyncWait() {
+  auto& q = ht_emu::tl_block->copies[ht_emu::tl_tid];
+  while (q.committed.size() > size_t(N)) {
+    for (const auto& c : q.committed.front()) std::memcpy(c.dst, c.bytes, 16);
+    q.committed.erase(q.committed.begin());
   }
 }
-inline void CpAsyncCommit() {}
-template <int N>
-inline void CpAsyncWait() {}
 
 }  // namespace hypertrain::kernels::cuda::internal
 
