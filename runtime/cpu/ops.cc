@@ -198,7 +198,7 @@ void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* 
                        int64_t D) {
   const int64_t group = H / KV;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  std::vector<double> dqi(D);
+  std::vector<double> dqi(D), p(Tn), ds(Tn);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       const int64_t kh = h / group;
@@ -210,26 +210,33 @@ void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* 
         double delta = 0;  // sum_j P_ij dP_ij = dout_i . out_i
         for (int64_t d = 0; d < D; ++d) delta += static_cast<double>(doi[d]) * oi[d];
         const double li = lse[(b * H + h) * Tn + i];
-        std::fill(dqi.begin(), dqi.end(), 0.0);
+        // P_ij from the saved log-sum-exp; dS_ij = P_ij (dP_ij - delta) * scale.
         for (int64_t j = 0; j <= i; ++j) {
           const int64_t krow = ((b * Tn + j) * KV + kh) * D;
-          const T* kj = k + krow;
-          const T* vj = v + krow;
           double dot = 0, dp = 0;
           for (int64_t d = 0; d < D; ++d) {
-            dot += static_cast<double>(qi[d]) * kj[d];
-            dp += static_cast<double>(doi[d]) * vj[d];
+            dot += static_cast<double>(qi[d]) * k[krow + d];
+            dp += static_cast<double>(doi[d]) * v[krow + d];
           }
-          const double p = std::exp(dot * scale - li);
-          const double ds = p * (dp - delta) * scale;
-          for (int64_t d = 0; d < D; ++d) {
-            dqi[d] += ds * kj[d];
-            if (dk != nullptr) dk[krow + d] += static_cast<T>(ds * qi[d]);
-            if (dv != nullptr) dv[krow + d] += static_cast<T>(p * doi[d]);
-          }
+          p[j] = std::exp(dot * scale - li);
+          ds[j] = p[j] * (dp - delta) * scale;
         }
         if (dq != nullptr) {
+          std::fill(dqi.begin(), dqi.end(), 0.0);
+          for (int64_t j = 0; j <= i; ++j) {
+            const T* kj = k + ((b * Tn + j) * KV + kh) * D;
+            for (int64_t d = 0; d < D; ++d) dqi[d] += ds[j] * kj[d];
+          }
           for (int64_t d = 0; d < D; ++d) dq[qrow + d] += static_cast<T>(dqi[d]);
+        }
+        for (int64_t j = 0; j <= i; ++j) {
+          const int64_t krow = ((b * Tn + j) * KV + kh) * D;
+          if (dk != nullptr) {
+            for (int64_t d = 0; d < D; ++d) dk[krow + d] += static_cast<T>(ds[j] * qi[d]);
+          }
+          if (dv != nullptr) {
+            for (int64_t d = 0; d < D; ++d) dv[krow + d] += static_cast<T>(p[j] * doi[d]);
+          }
         }
       }
     }
