@@ -18,13 +18,32 @@ cudaError_t AllowSmem(Kernel kernel, int bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
+// Largest dynamic shared memory one block may opt into on the current device
+// (queried once: one device per process).
+int MaxSmemPerBlock() {
+  static const int bytes = [] {
+    int device = 0, value = 48 * 1024;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+      cudaGetLastError();  // clear; fall back to the 48 KB every device has
+      return 48 * 1024;
+    }
+    return value;
+  }();
+  return bytes;
+}
+
 template <typename T, int D>
 cudaError_t Launch(const Dims& g, const void* q, const void* k, const void* v, const void* out,
                    const void* dout, const float* lse, float* delta, void* dq, void* dk, void* dv,
                    cudaStream_t stream) {
+  static const bool dq_wide = MaxSmemPerBlock() >= kDqSmemBytes<D, 64>;
   static const cudaError_t attr = [] {
-    const cudaError_t a = AllowSmem(DkDvKernel<T, D>, kDkDvSmemBytes<D>);
-    return a != cudaSuccess ? a : AllowSmem(DqKernel<T, D>, kDqSmemBytes<D>);
+    cudaError_t a = AllowSmem(DkDvKernel<T, D>, kDkDvSmemBytes<D>);
+    if (a != cudaSuccess) return a;
+    return dq_wide ? AllowSmem(DqKernel<T, D, 64>, kDqSmemBytes<D, 64>)
+                   : AllowSmem(DqKernel<T, D, 32>, kDqSmemBytes<D, 32>);
   }();
   if (attr != cudaSuccess) return attr;
   const T* qt = static_cast<const T*>(q);
@@ -42,8 +61,14 @@ cudaError_t Launch(const Dims& g, const void* q, const void* k, const void* v, c
       g, qt, kt, vt, dot, lse, delta, static_cast<T*>(dk), static_cast<T*>(dv));
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  DqKernel<T, D><<<dim3(n_blocks, g.n_heads, g.batch), kThreads, kDqSmemBytes<D>, stream>>>(
-      g, qt, kt, vt, dot, lse, delta, static_cast<T*>(dq));
+  const dim3 dq_grid(n_blocks, g.n_heads, g.batch);
+  if (dq_wide) {
+    DqKernel<T, D, 64><<<dq_grid, kThreads, kDqSmemBytes<D, 64>, stream>>>(
+        g, qt, kt, vt, dot, lse, delta, static_cast<T*>(dq));
+  } else {
+    DqKernel<T, D, 32><<<dq_grid, kThreads, kDqSmemBytes<D, 32>, stream>>>(
+        g, qt, kt, vt, dot, lse, delta, static_cast<T*>(dq));
+  }
   return cudaGetLastError();
 }
 

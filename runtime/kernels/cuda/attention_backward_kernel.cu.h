@@ -219,12 +219,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---- dQ -------------------------------------------------------------------
-constexpr int kBk = 64;  // keys per step of the dQ kernel
+// BK = keys per step: 64, or 32 where a block cannot get the shared memory
+// (sm_86 allows 99 KB per block; D = 128 with BK = 64 needs 102 KB).
+template <int D, int BK>
+constexpr int kDqSmemBytes = (2 * kRowsPerBlock + 4 * BK) * kPitch<D> * 2;
 
-template <int D>
-constexpr int kDqSmemBytes = (2 * kRowsPerBlock + 4 * kBk) * kPitch<D> * 2;
-
-template <typename T, int D>
+template <typename T, int D, int BK>
 __global__ void __launch_bounds__(kThreads)
     DqKernel(Dims g, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
              const T* __restrict__ dout, const float* __restrict__ lse,
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kThreads)
   T* s_q = reinterpret_cast<T*>(smem);
   T* s_do = s_q + kRowsPerBlock * kPitch<D>;
   T* s_k = s_do + kRowsPerBlock * kPitch<D>;  // two buffers
-  T* s_v = s_k + 2 * kBk * kPitch<D>;         // two buffers
+  T* s_v = s_k + 2 * BK * kPitch<D>;         // two buffers
 
   const int qb = gridDim.x - 1 - blockIdx.x;  // longest rows first
   const int h = blockIdx.y, b = blockIdx.z;
@@ -248,12 +248,12 @@ __global__ void __launch_bounds__(kThreads)
   const T* k_plane = k + int64_t(b) * g.seq * g.k_stride + int64_t(kvh) * D;
   const T* v_plane = v + int64_t(b) * g.seq * g.v_stride + int64_t(kvh) * D;
   const int kv_end = min(g.seq, q0 + kRowsPerBlock);
-  const int n_kblocks = (kv_end + kBk - 1) / kBk;
+  const int n_kblocks = (kv_end + BK - 1) / BK;
 
   LoadTileAsync<kRowsPerBlock, D, kThreads>(s_q, q_plane, g.q_stride, q0, g.seq, tid);
   LoadTileAsync<kRowsPerBlock, D, kThreads>(s_do, do_plane, g.o_stride, q0, g.seq, tid);
-  LoadTileAsync<kBk, D, kThreads>(s_k, k_plane, g.k_stride, 0, g.seq, tid);
-  LoadTileAsync<kBk, D, kThreads>(s_v, v_plane, g.v_stride, 0, g.seq, tid);
+  LoadTileAsync<BK, D, kThreads>(s_k, k_plane, g.k_stride, 0, g.seq, tid);
+  LoadTileAsync<BK, D, kThreads>(s_v, v_plane, g.v_stride, 0, g.seq, tid);
   CpAsyncCommit();
 
   const float sl2 = g.scale * kLog2e;
@@ -271,20 +271,20 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < n_kblocks; ++j) {
     const int buf = j & 1;
     if (j + 1 < n_kblocks) {
-      LoadTileAsync<kBk, D, kThreads>(s_k + (buf ^ 1) * kBk * kPitch<D>, k_plane, g.k_stride,
-                                      (j + 1) * kBk, g.seq, tid);
-      LoadTileAsync<kBk, D, kThreads>(s_v + (buf ^ 1) * kBk * kPitch<D>, v_plane, g.v_stride,
-                                      (j + 1) * kBk, g.seq, tid);
+      LoadTileAsync<BK, D, kThreads>(s_k + (buf ^ 1) * BK * kPitch<D>, k_plane, g.k_stride,
+                                      (j + 1) * BK, g.seq, tid);
+      LoadTileAsync<BK, D, kThreads>(s_v + (buf ^ 1) * BK * kPitch<D>, v_plane, g.v_stride,
+                                      (j + 1) * BK, g.seq, tid);
     }
     CpAsyncCommit();
     CpAsyncWait<1>();
     __syncthreads();
-    const T* kt = s_k + buf * kBk * kPitch<D>;
-    const T* vt = s_v + buf * kBk * kPitch<D>;
+    const T* kt = s_k + buf * BK * kPitch<D>;
+    const T* vt = s_v + buf * BK * kPitch<D>;
 
-    float s[kBk / 8][4], dp[kBk / 8][4];
+    float s[BK / 8][4], dp[BK / 8][4];
 #pragma unroll
-    for (int i = 0; i < kBk / 8; ++i) {
+    for (int i = 0; i < BK / 8; ++i) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.0f;
     }
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(kThreads)
       LoadA<D>(qa, s_q, warp * 16, kk * 16, lane);
       LoadA<D>(da, s_do, warp * 16, kk * 16, lane);
 #pragma unroll
-      for (int nn = 0; nn < kBk / 16; ++nn) {
+      for (int nn = 0; nn < BK / 16; ++nn) {
         uint32_t bk[4], bv[4];
         LoadBNK<D>(bk, kt, nn * 16, kk * 16, lane);
         LoadBNK<D>(bv, vt, nn * 16, kk * 16, lane);
@@ -304,10 +304,10 @@ __global__ void __launch_bounds__(kThreads)
         Mma16816<T>(dp[2 * nn + 1], da, bv[2], bv[3]);
       }
     }
-    const int k0 = j * kBk;
-    const bool need_mask = k0 + kBk - 1 > q0 + warp * 16;
+    const int k0 = j * BK;
+    const bool need_mask = k0 + BK - 1 > q0 + warp * 16;
 #pragma unroll
-    for (int nt = 0; nt < kBk / 8; ++nt) {
+    for (int nt = 0; nt < BK / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = k0 + nt * 8 + 2 * tig + (e & 1);
@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 #pragma unroll
-    for (int kk = 0; kk < kBk / 16; ++kk) {
+    for (int kk = 0; kk < BK / 16; ++kk) {
       uint32_t dsa[4];
       PackA<T>(dsa, dp, kk);
 #pragma unroll
