@@ -108,6 +108,21 @@ TEST_F(KubeLocalTest, CrudConflictsAndDelete) {
   EXPECT_EQ((*p)["metadata"]["annotations"]["hypertrain.io/progress"], "step=10");
   EXPECT_EQ((*p)["metadata"]["labels"]["tier"], "c");
 
+  // Annotation helper (set one, remove one) and an Event about the pod.
+  auto ann = pods.PatchAnnotations(name, {{"hypertrain.io/step", "20"}, {"hypertrain.io/progress", std::nullopt}});
+  ASSERT_TRUE(ann.ok()) << ann.error().ToString();
+  EXPECT_EQ((*ann)["metadata"]["annotations"]["hypertrain.io/step"], "20");
+  EXPECT_FALSE((*ann)["metadata"]["annotations"].contains("hypertrain.io/progress"));
+  auto ev = RecordEvent(**client_, *ann, "Warning", "NodeFault", "rank 3 lost", "e2e-test");
+  ASSERT_TRUE(ev.ok()) << ev.error().ToString();
+  ResourceClient events(*client_, resources::kEvents, kNs);
+  ListOptions eo;
+  eo.field_selector = "involvedObject.name=" + name;
+  auto evs = events.List(eo);
+  ASSERT_TRUE(evs.ok()) << evs.error().ToString();
+  ASSERT_EQ(evs->items.size(), 1u);
+  EXPECT_EQ(evs->items[0]["reason"], "NodeFault");
+
   auto nf = pods.Get("does-not-exist");
   ASSERT_FALSE(nf.ok());
   EXPECT_EQ(nf.error().code, ErrorCode::kNotFound);

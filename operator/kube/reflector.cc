@@ -121,10 +121,21 @@ void Reflector::Run(CancelToken* cancel) {
       need_list = false;
       failures = 0;
     }
+    auto started = std::chrono::steady_clock::now();
+    int64_t events_before = stats().events;
     auto w = WatchOnce(cancel);
     if (cancel->cancelled()) break;
     if (w.ok()) {
-      failures = 0;  // normal close (timeoutSeconds): re-watch from the last RV
+      // Normal close (timeoutSeconds): re-watch from the last RV. A watch that
+      // ends at once with nothing in it is treated as a failure, so a server
+      // that closes every watch immediately does not get a hot loop.
+      bool empty_and_short = stats().events == events_before &&
+                             std::chrono::steady_clock::now() - started < std::chrono::seconds(1);
+      if (empty_and_short) {
+        cancel->SleepFor(backoff.Delay(failures++));
+      } else {
+        failures = 0;
+      }
       continue;
     }
     if (IsGone(w.error())) {

@@ -1,5 +1,6 @@
 #include "operator/kube/resources.h"
 
+#include "operator/kube/exec_credential.h"
 #include "operator/kube/line_splitter.h"
 
 namespace kube {
@@ -237,6 +238,47 @@ Result<Json> ResourceClient::Delete(const std::string& name, const DeleteOptions
   r.path = type_.ObjectPath(*ns, name);
   r.body = body.dump();
   return client_->SendJson(r);
+}
+
+Result<Json> ResourceClient::PatchAnnotations(
+    const std::string& name, const std::map<std::string, std::optional<std::string>>& kv) const {
+  Json ann = Json::object();
+  for (const auto& [k, v] : kv) ann[k] = v ? Json(*v) : Json(nullptr);
+  return Patch(name, {{"metadata", {{"annotations", ann}}}}, PatchType::kMerge);
+}
+
+Result<Json> RecordEvent(RestClient& client, const Json& involved, const std::string& type,
+                         const std::string& reason, const std::string& message,
+                         const std::string& component) {
+  if (type != "Normal" && type != "Warning")
+    return MakeError(ErrorCode::kInvalidArgument, "event type must be Normal or Warning");
+  std::string name = NameOf(involved), ns = NamespaceOf(involved);
+  if (name.empty()) return MakeError(ErrorCode::kInvalidArgument, "event: involved object has no name");
+  if (ns.empty()) ns = "default";  // events about cluster-scoped objects live in default
+  std::string now = FormatRfc3339(std::chrono::system_clock::now());
+  Json ev = {{"apiVersion", "v1"},
+             {"kind", "Event"},
+             {"metadata", {{"generateName", name + "."}, {"namespace", ns}}},
+             {"involvedObject",
+              {{"apiVersion", involved.value("apiVersion", "")},
+               {"kind", involved.value("kind", "")},
+               {"name", name},
+               {"namespace", NamespaceOf(involved)},
+               {"uid", UidOf(involved)},
+               {"resourceVersion", ResourceVersionOf(involved)}}},
+             {"type", type},
+             {"reason", reason},
+             {"message", message.size() > 1024 ? message.substr(0, 1024) : message},
+             {"source", {{"component", component}}},
+             {"reportingComponent", component},
+             {"firstTimestamp", now},
+             {"lastTimestamp", now},
+             {"count", 1}};
+  Request r;
+  r.method = "POST";
+  r.path = resources::kEvents.CollectionPath(ns);
+  r.body = ev.dump();
+  return client.SendJson(r);
 }
 
 Result<Json> ResourceClient::GetStatus(const std::string& name) const {

@@ -7,6 +7,7 @@
 // (limits, retries, timeouts, Status → Error mapping).
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,6 +108,11 @@ class ResourceClient {
   // Returns the server's answer (the object with deletionTimestamp, or a Status).
   Result<Json> Delete(const std::string& name, const DeleteOptions& opts = {}) const;
 
+  // Merge-patches metadata.annotations: a value sets the key, nullopt removes it.
+  // (The trainer's launcher publishes progress this way.)
+  Result<Json> PatchAnnotations(const std::string& name,
+                                const std::map<std::string, std::optional<std::string>>& kv) const;
+
   // status subresource
   Result<Json> GetStatus(const std::string& name) const;
   Result<Json> UpdateStatus(const Json& obj) const;
@@ -135,6 +141,13 @@ class ResourceClient {
   ResourceType type_;
   std::string ns_;
 };
+
+// Records a core/v1 Event about `involved` (an object with apiVersion, kind and
+// metadata). `type` is "Normal" or "Warning"; `reason` is UpperCamelCase.
+// Events are not aggregated (each call creates one Event named <name>.<random>).
+Result<Json> RecordEvent(RestClient& client, const Json& involved, const std::string& type,
+                         const std::string& reason, const std::string& message,
+                         const std::string& component);
 
 // metadata helpers
 std::string NameOf(const Json& obj);
