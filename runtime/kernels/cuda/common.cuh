@@ -73,3 +73,31 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
 inline unsigned int CeilDiv(size_t a, size_t b) { return static_cast<unsigned int>((a + b - 1) / b); }
 
 }  // namespace hypertrain::kernels::cuda
+
+namespace hypertrain::kernels::cuda {
+
+// 16 bytes of T: the unit of vectorised global access.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+template <typename T>
+__device__ __forceinline__ Pack<T> LoadPack(const T* p) {
+  Pack<T> r;
+  *reinterpret_cast<int4*>(&r) = *reinterpret_cast<const int4*>(p);
+  return r;
+}
+
+template <typename T>
+__device__ __forceinline__ void StorePack(T* p, const Pack<T>& r) {
+  *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(&r);
+}
+
+// True when p is 16-byte aligned (host or device).
+__host__ __device__ inline bool Aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+}  // namespace hypertrain::kernels::cuda

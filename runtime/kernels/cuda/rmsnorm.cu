@@ -1,3 +1,5 @@
+#include <initializer_list>
+
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/rmsnorm.h"
 
@@ -68,6 +70,90 @@ __global__ void RmsNormBackwardDxKernel(T* dx, const T* dres, const T* dy,
   }
 }
 
+// Vectorised twins of the two kernels above (16-byte accesses), used when
+// cols is a multiple of the pack size and every pointer is 16-byte aligned.
+template <typename T>
+__device__ __forceinline__ Pack<T> LoadSum(const T* a, const T* b, size_t i) {
+  Pack<T> pa = LoadPack(a + i);
+  if (b != nullptr) {
+    const Pack<T> pb = LoadPack(b + i);
+#pragma unroll
+    for (int j = 0; j < Pack<T>::kSize; ++j) pa.v[j] = FromF<T>(ToF(pa.v[j]) + ToF(pb.v[j]));
+  }
+  return pa;
+}
+
+template <typename T>
+__global__ void RmsNormForwardVecKernel(T* __restrict__ y, float* __restrict__ rstd, T* res_out,
+                                        const T* a, const T* b, const T* __restrict__ w, int rows,
+                                        int cols, float eps) {
+  constexpr int V = Pack<T>::kSize;
+  const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const size_t base = static_cast<size_t>(row) * cols;
+  float ss = 0.0f;
+  for (int c = lane * V; c < cols; c += 32 * V) {
+    const Pack<T> r = LoadSum(a, b, base + c);
+    if (res_out != nullptr) StorePack(res_out + base + c, r);
+#pragma unroll
+    for (int j = 0; j < V; ++j) ss += ToF(r.v[j]) * ToF(r.v[j]);
+  }
+  ss = WarpSum(ss);
+  const float rs = rsqrtf(ss / cols + eps);
+  if (lane == 0) rstd[row] = rs;
+  for (int c = lane * V; c < cols; c += 32 * V) {
+    // res_out may alias a or b: this lane wrote these elements itself above.
+    const Pack<T> r = res_out != nullptr ? LoadPack(res_out + base + c) : LoadSum(a, b, base + c);
+    const Pack<T> pw = LoadPack(w + c);
+    Pack<T> o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) o.v[j] = FromF<T>(ToF(r.v[j]) * rs * ToF(pw.v[j]));
+    StorePack(y + base + c, o);
+  }
+}
+
+template <typename T>
+__global__ void RmsNormBackwardDxVecKernel(T* dx, const T* dres, const T* dy,
+                                           const T* __restrict__ r, const T* __restrict__ w,
+                                           const float* __restrict__ rstd, int rows, int cols) {
+  constexpr int V = Pack<T>::kSize;
+  const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const size_t base = static_cast<size_t>(row) * cols;
+  float dot = 0.0f;
+  for (int c = lane * V; c < cols; c += 32 * V) {
+    const Pack<T> g = LoadPack(dy + base + c), x = LoadPack(r + base + c), pw = LoadPack(w + c);
+#pragma unroll
+    for (int j = 0; j < V; ++j) dot += ToF(g.v[j]) * ToF(pw.v[j]) * ToF(x.v[j]);
+  }
+  dot = WarpSum(dot);
+  const float rs = rstd[row];
+  const float k = dot * rs * rs * rs / cols;
+  for (int c = lane * V; c < cols; c += 32 * V) {
+    const Pack<T> g = LoadPack(dy + base + c), x = LoadPack(r + base + c), pw = LoadPack(w + c);
+    Pack<T> d;
+    if (dres != nullptr) d = LoadPack(dres + base + c);
+    Pack<T> o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float v = rs * ToF(pw.v[j]) * ToF(g.v[j]) - k * ToF(x.v[j]);
+      if (dres != nullptr) v += ToF(d.v[j]);
+      o.v[j] = FromF<T>(v);
+    }
+    StorePack(dx + base + c, o);
+  }
+}
+
+template <typename T>
+bool Vectorizable(int cols, std::initializer_list<const void*> ptrs) {
+  if (cols % Pack<T>::kSize != 0) return false;
+  for (const void* p : ptrs)
+    if (p != nullptr && !Aligned16(p)) return false;
+  return true;
+}
+
 // Block (32, 8): 32 columns x 8 row lanes; blockIdx.y = row group.
 template <typename T>
 __global__ void RmsNormDwPartialKernel(float* __restrict__ partial, const T* __restrict__ dy,
@@ -110,6 +196,11 @@ template <typename T>
 cudaError_t RmsNormForward(T* y, float* rstd, T* res_out, const T* a, const T* b, const T* w,
                            int rows, int cols, float eps, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
+  if (Vectorizable<T>(cols, {y, res_out, a, b, w})) {
+    RmsNormForwardVecKernel<T><<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+        y, rstd, res_out, a, b, w, rows, cols, eps);
+    return cudaGetLastError();
+  }
   RmsNormForwardKernel<T><<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
       y, rstd, res_out, a, b, w, rows, cols, eps);
   return cudaGetLastError();
@@ -126,8 +217,14 @@ cudaError_t RmsNormBackward(T* dx, const T* dres, float* dw, float* scratch, con
   RmsNormDwPartialKernel<T><<<dim3(CeilDiv(cols, 32), kDwGroups), dim3(32, 8), 0, stream>>>(
       scratch, dy, r, rstd, rows, cols);
   RmsNormDwFinishKernel<<<CeilDiv(cols, 256), 256, 0, stream>>>(dw, scratch, kDwGroups, cols);
-  RmsNormBackwardDxKernel<T><<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      dx, dres, dy, r, w, rstd, rows, cols);
+  if (Vectorizable<T>(cols, {dx, dres, dy, r, w})) {
+    RmsNormBackwardDxVecKernel<T>
+        <<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(dx, dres, dy, r, w,
+                                                                             rstd, rows, cols);
+  } else {
+    RmsNormBackwardDxKernel<T><<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+        dx, dres, dy, r, w, rstd, rows, cols);
+  }
   return cudaGetLastError();
 }
 

@@ -23,7 +23,9 @@ TYPED_TEST_SUITE(RmsNormTest, Types);
 TYPED_TEST(RmsNormTest, ForwardWithAndWithoutResidual) {
   HT_SKIP_WITHOUT_GPU();
   using T = TypeParam;
-  const int N = 77, C = 200;  // C not a multiple of 32
+  for (const int C : {202, 264}) {  // scalar path (202 % 4 != 0) and vector path
+  SCOPED_TRACE("C=" + std::to_string(C));
+  const int N = 77;
   const double eps = 1e-5;
   std::mt19937 rng(3);
   std::vector<double> a, b, w;
@@ -58,12 +60,15 @@ TYPED_TEST(RmsNormTest, ForwardWithAndWithoutResidual) {
   cpu::RmsNormForward<double>(y.data(), rstd.data(), r.data(), w.data(), N, C, eps);
   ExpectClose(ToDouble(dy.Download()), y, testing::RelTol<T>(), "in-place y");
   ExpectClose(ToDouble(da.Download()), r, testing::RelTol<T>(), "in-place res");
+  }
 }
 
 TYPED_TEST(RmsNormTest, BackwardAddsResidualGradAndAccumulatesDw) {
   HT_SKIP_WITHOUT_GPU();
   using T = TypeParam;
-  const int N = 300, C = 96;
+  for (const int C : {96, 98}) {  // vector and scalar (98 % 4 != 0) paths
+  SCOPED_TRACE("C=" + std::to_string(C));
+  const int N = 300;
   std::mt19937 rng(5);
   std::vector<double> x, w, g, dres, dw0;
   auto hx = RandomVector<T>(size_t(N) * C, rng, 1.0f, &x);
@@ -99,6 +104,7 @@ TYPED_TEST(RmsNormTest, BackwardAddsResidualGradAndAccumulatesDw) {
                                     dx.get(), dwt.get(), drstd.get(), N, C, nullptr));
   HT_CUDA_ASSERT(cudaDeviceSynchronize());
   EXPECT_EQ(first, ddw.Download());
+  }
 }
 
 }  // namespace

@@ -23,7 +23,9 @@ TYPED_TEST_SUITE(SwiGluTest, Types);
 TYPED_TEST(SwiGluTest, FusedGateUpForwardAndInPlaceBackward) {
   HT_SKIP_WITHOUT_GPU();
   using T = TypeParam;
-  const int N = 123, F = 160;
+  for (const int F : {160, 163}) {  // vector and scalar paths
+  SCOPED_TRACE("F=" + std::to_string(F));
+  const int N = 123;
   std::mt19937 rng(13);
   std::vector<double> gu, dout;
   auto hgu = RandomVector<T>(size_t(N) * 2 * F, rng, 2.0f, &gu);
@@ -53,6 +55,7 @@ TYPED_TEST(SwiGluTest, FusedGateUpForwardAndInPlaceBackward) {
       expect[size_t(n) * 2 * F + F + f] = du[size_t(n) * F + f];
     }
   ExpectClose(ToDouble(dgu.Download()), expect, testing::RelTol<T>(), "dgate|dup");
+  }
 }
 
 }  // namespace
