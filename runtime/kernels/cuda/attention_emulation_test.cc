@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -75,6 +76,7 @@ void ExpectClose(const std::string& what, const std::vector<double>& got,
     }
   }
   const double rel = std::sqrt(err2) / std::max(std::sqrt(ref2), 1e-3 * std::sqrt(ref.size()));
+  std::printf("  %-4s rel_l2 %.2e  worst %.2e\n", what.c_str(), rel, worst_err);
   EXPECT_LE(rel, rel_l2_tol) << what << ": relative L2 error";
   EXPECT_LE(worst_err, elem_tol) << what << ": worst element " << worst << " got " << got[worst]
                                  << " want " << ref[worst] << " (rms " << rms << ")";
