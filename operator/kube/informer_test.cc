@@ -189,6 +189,35 @@ TEST(ReflectorTest, UnreachableServerBacksOffAndStops) {
   EXPECT_LT(errors.size(), 40u);  // backoff, not a hot loop
 }
 
+// A server that ends every watch at once (or with a non-410 ERROR event) must
+// not be hammered: the reflector backs off, and does not re-list for non-410 errors.
+TEST(ReflectorTest, InstantWatchClosesAndErrorEventsBackOff) {
+  for (bool error_event : {false, true}) {
+    std::atomic<int> lists{0}, watches{0};
+    testing::FakeServer srv([&](const testing::HttpRequest& r, testing::Conn& c) {
+      if (!r.query.count("watch")) {
+        lists++;
+        c.Respond(200, R"({"kind":"PodList","metadata":{"resourceVersion":"5"},"items":[]})");
+        return;
+      }
+      watches++;
+      c.StartChunked(200);
+      if (error_event)
+        c.Chunk(R"({"type":"ERROR","object":{"kind":"Status","code":500,"reason":"InternalError","message":"etcd hiccup"}})"
+                "\n");
+      c.EndChunked();
+    });
+    Informer inf(ResourceClient(Client(srv.url()), resources::kPods, "ns"), FastOptions());
+    inf.Start();
+    ASSERT_TRUE(inf.WaitForSync(10s));
+    std::this_thread::sleep_for(1s);
+    inf.Stop();
+    EXPECT_EQ(lists.load(), 1) << "error_event=" << error_event;
+    EXPECT_GE(watches.load(), 3);
+    EXPECT_LT(watches.load(), 60) << "error_event=" << error_event;  // backoff 10 ms → 100 ms
+  }
+}
+
 TEST(InformerHandlersTest, EnqueueOwner) {
   WorkQueue q;
   auto h = EnqueueOwnerHandlers(&q, "TrainingJob");
