@@ -29,4 +29,8 @@ HostAllocator* CudaPinnedHostAllocator() {
   return &alloc;
 }
 
+namespace {
+const bool kRegistered = RegisterDeviceSnapshotHostAllocator(CudaPinnedHostAllocator());
+}  // namespace
+
 }  // namespace hypertrain::ckpt

@@ -22,6 +22,12 @@ class HostAllocator {
 // Process-wide pageable allocator (aligned_alloc, 4 KiB).
 HostAllocator* PageableHostAllocator();
 
+// The allocator for snapshots of DEVICE state: the pinned one when a CUDA
+// build linked :cuda_host_allocator (it registers itself), else pageable.
+HostAllocator* DeviceSnapshotHostAllocator();
+// Called by cuda_host_allocator.cc at static initialisation; returns true.
+bool RegisterDeviceSnapshotHostAllocator(HostAllocator* alloc);
+
 // RAII buffer from an allocator.
 class HostBuffer {
  public:

@@ -3,6 +3,9 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
+
+#include "runtime/ckpt/atomic_file.h"
 
 namespace hypertrain::ckpt {
 namespace {
@@ -140,6 +143,8 @@ StatusOr<bool> CheckpointManager::ShouldSave(int64_t step) {
     bool time_due = SecondsSince(last_save_time_) >= options_.every_n_minutes * 60.0;
     if (agree_) {
       HT_ASSIGN_OR_RETURN(time_due, agree_(time_due));
+    } else if (placement_.world.world_size > 1) {
+      HT_ASSIGN_OR_RETURN(time_due, AgreeThroughFiles(step, time_due));
     }
     due = due || time_due;
   }
@@ -159,6 +164,29 @@ Status CheckpointManager::EnsureSnapshotBuffers(StateAccess& state) {
     snap_.push_back(std::move(b));
   }
   return Status::Ok();
+}
+
+// Without a collective, ranks agree on a time-based save through the shared
+// checkpoint directory: rank 0, when its clock says a save is due after step
+// s, writes ".save-request-<s+2>"; every rank saves at the step whose request
+// file exists. Ranks are at most one step apart (every step has collectives),
+// so when any rank finishes step s+2, rank 0 has finished step s and the
+// request is visible on a coherent shared file system.
+StatusOr<bool> CheckpointManager::AgreeThroughFiles(int64_t step, bool time_due) {
+  auto request = [&](int64_t s) { return options_.dir + "/.save-request-" + std::to_string(s); };
+  if (placement_.rank == 0) {
+    if (time_due && requested_step_ < step) {
+      requested_step_ = step + 2;
+      HT_RETURN_IF_ERROR(WriteFileAtomically(request(requested_step_), "time-based save\n"));
+    }
+    ::unlink(request(step - 4).c_str());  // every rank has passed it
+  }
+  return FileSize(request(step)).ok();
+}
+
+Status CheckpointManager::PrepareSnapshot(StateAccess& state) {
+  if (options_.dir.empty() || placement_.replica_rank != 0) return Status::Ok();
+  return EnsureSnapshotBuffers(state);
 }
 
 Status CheckpointManager::WaitAndReport() {

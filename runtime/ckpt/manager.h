@@ -98,9 +98,9 @@ struct SaveStats {
 
 class CheckpointManager {
  public:
-  // `agree` broadcasts rank 0's boolean to every rank (a collective); needed
-  // only with every_n_minutes on more than one rank, so that all ranks decide
-  // alike. nullptr: identity (single process).
+  // `agree` makes every rank decide a time-based save alike (e.g. broadcast
+  // rank 0's boolean). nullptr: single process decides alone; several ranks
+  // agree through request files in the checkpoint directory (see .cc).
   CheckpointManager(CheckpointOptions options, RankPlacement placement, ModelLayoutDesc layout,
                     HostAllocator* allocator = nullptr, LogFn log = nullptr,
                     std::function<StatusOr<bool>(bool)> agree = nullptr);
@@ -123,6 +123,9 @@ class CheckpointManager {
   // every step when every_n_minutes is set (it may run `agree`).
   StatusOr<bool> ShouldSave(int64_t step);
 
+  // Allocates the host snapshot buffers now (pinned memory can take seconds
+  // to allocate; doing it at start keeps it out of the first save's stall).
+  Status PrepareSnapshot(StateAccess& state);
   Status Save(const SaveRequest& request, StateAccess& state);
   // Waits for the in-flight save and reports its outcome per policy.
   Status Finish();
@@ -133,6 +136,7 @@ class CheckpointManager {
 
  private:
   Status EnsureSnapshotBuffers(StateAccess& state);
+  StatusOr<bool> AgreeThroughFiles(int64_t step, bool time_due);
   Status WaitAndReport();
   void WriteInBackground(SaveTarget target, RankRecord record, Manifest base);
 
@@ -151,6 +155,7 @@ class CheckpointManager {
   int64_t pending_step_ = -1;
   std::chrono::steady_clock::time_point last_save_time_;
   int64_t last_saved_step_ = -1;
+  int64_t requested_step_ = -1;  // rank 0's pending time-based save request
   mutable std::mutex mu_;
   SaveStats stats_;
 };

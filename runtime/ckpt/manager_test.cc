@@ -175,6 +175,34 @@ TEST_F(ManagerTest, DiskFullWithPolicyStopReturnsTheError) {
   EXPECT_TRUE(ListCheckpoints(root_).empty());
 }
 
+TEST_F(ManagerTest, TimeBasedSavesAgreeAcrossRanksThroughRequestFiles) {
+  opts_.every_n_train_steps = 0;
+  opts_.every_n_minutes = 1e-9;  // always due by the clock
+  std::vector<std::unique_ptr<CheckpointManager>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    RankPlacement p;
+    p.rank = r;
+    p.world.world_size = 2;
+    p.world.replica_degree = 2;
+    p.replica_rank = r;
+    ranks.push_back(std::make_unique<CheckpointManager>(opts_, p, layout_, nullptr, log_));
+    ASSERT_TRUE(ranks.back()->Start().ok());
+  }
+  std::vector<std::vector<int64_t>> saved(2);
+  for (int64_t step = 1; step <= 6; ++step) {
+    for (int r = 0; r < 2; ++r) {
+      auto due = ranks[r]->ShouldSave(step);
+      ASSERT_TRUE(due.ok()) << due.status().ToString();
+      if (*due) saved[r].push_back(step);
+    }
+  }
+  // Rank 0 asks at step 1 for step 3 and, after that save, at 4 for 6... but
+  // no save happened here, so it asks once per pending request.
+  EXPECT_EQ(saved[0], saved[1]);
+  EXPECT_FALSE(saved[0].empty());
+  EXPECT_EQ(saved[0].front(), 3);
+}
+
 TEST_F(ManagerTest, StartOptions) {
   {
     CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);

@@ -263,7 +263,7 @@ StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool ful
 
 Status CleanStaleTemporaries(const std::string& root, const LogFn& log) {
   std::error_code ec;
-  static const std::regex kStale(R"(\.(step-[0-9]+\.tmp-.*|trash-.*))");
+  static const std::regex kStale(R"(\.(step-[0-9]+\.tmp-.*|trash-.*|save-request-[0-9]+))");
   std::vector<std::string> doomed;
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
     if (std::regex_match(it->path().filename().string(), kStale)) doomed.push_back(it->path().string());

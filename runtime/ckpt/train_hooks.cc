@@ -1,0 +1,242 @@
+#include "runtime/ckpt/train_hooks.h"
+
+#include <cstdlib>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/ckpt/hf_export.h"
+#include "runtime/ckpt/layout_desc.h"
+#include "runtime/dist/env.h"
+#include "runtime/dist/groups.h"
+
+namespace hypertrain::ckpt {
+namespace {
+
+using json = nlohmann::json;
+
+model::StateKind KindOf(int state) {
+  switch (state) {
+    case 0: return model::StateKind::kMasterParams;
+    case 1: return model::StateKind::kAdamM;
+    default: return model::StateKind::kAdamV;
+  }
+}
+
+template <typename T>
+Status ReadExtra(const YAML::Node& raw, const char* path, T* out) {
+  YAML::Node n = YAML::Clone(raw);
+  std::string p(path);
+  size_t start = 0;
+  while (true) {
+    const size_t dot = p.find('.', start);
+    const std::string key = p.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!n.IsMap() || !n[key]) return Status::Ok();  // absent: keep the default
+    n = n[key];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  try {
+    *out = n.as<T>();
+  } catch (const std::exception&) {
+    return InvalidArgument(std::string(path) + ": cannot parse '" + YAML::Dump(n) + "'");
+  }
+  return Status::Ok();
+}
+
+json ScalerJson(const train::LossScalerState& s) {
+  return {{"scale", s.scale}, {"good_steps", s.good_steps}, {"skipped_steps", s.skipped_steps}};
+}
+
+}  // namespace
+
+StatusOr<CheckpointOptions> OptionsFromConfig(const config::TrainConfig& c) {
+  CheckpointOptions o;
+  o.dir = c.checkpoint_dir.empty() ? c.exp_dir + "/checkpoints" : c.checkpoint_dir;
+  o.every_n_train_steps = c.every_n_train_steps;
+  o.every_n_minutes = c.every_n_minutes;
+  o.save_top_k = static_cast<int>(c.save_top_k);
+  o.resume_from_checkpoint = c.resume_from_checkpoint;
+  o.start_fresh = c.start_fresh;
+  std::string policy = "stop";
+  HT_RETURN_IF_ERROR(ReadExtra(c.raw, "exp_manager.async_save", &o.async_save));
+  HT_RETURN_IF_ERROR(ReadExtra(c.raw, "exp_manager.checkpoint.failure_policy", &policy));
+  HT_RETURN_IF_ERROR(ReadExtra(c.raw, "exp_manager.checkpoint.save_last", &o.save_last));
+  HT_RETURN_IF_ERROR(ReadExtra(c.raw, "exp_manager.checkpoint.verify_checksums", &o.verify_checksums));
+  HT_RETURN_IF_ERROR(ReadExtra(c.raw, "exp_manager.checkpoint.coordinator_timeout_s", &o.coordinator_timeout_s));
+  HT_ASSIGN_OR_RETURN(o.failure_policy, ParseFailurePolicy(policy));
+  const Status v = o.Validate();
+  if (!v.ok()) return v;
+  return o;
+}
+
+std::string ConfigHash(const config::TrainConfig& c) {
+  json j = HfConfigJson(c.model, StDType::kF32);
+  j["optim"] = {c.optim.name, c.optim.lr, c.optim.weight_decay, c.optim.beta1, c.optim.beta2, c.optim.eps,
+                static_cast<int>(c.optim.sched), c.optim.warmup_steps, c.optim.min_lr};
+  j["batch"] = {c.train_batch_size, c.grad_accumulation_steps, c.seq_len(), c.grad_clip};
+  j["precision"] = model::PrecisionName(c.precision);
+  j["seed"] = c.seed;
+  j["max_steps"] = c.max_steps;
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016zx", std::hash<std::string>{}(j.dump()));
+  return buf;
+}
+
+StatusOr<RankPlacement> PlacementFor(const config::TrainConfig& c, int rank, int world_size) {
+  RankPlacement p;
+  p.rank = rank;
+  p.world.world_size = world_size;
+  if (world_size == 1) return p;
+  HT_ASSIGN_OR_RETURN(dist::RankEnv env, dist::ParseRankEnv(dist::ProcessEnv()));
+  HT_ASSIGN_OR_RETURN(dist::ShardingStrategy strategy, dist::ParseShardingStrategy(c.sharding_strategy));
+  HT_ASSIGN_OR_RETURN(dist::GroupLayout g,
+                      dist::ComputeGroupLayout(strategy, static_cast<int>(c.shard_degree), world_size,
+                                               env.local_world_size, rank));
+  p.world.nnodes = env.node.nnodes;
+  p.world.shard_degree = g.shard_degree;
+  p.world.replica_degree = g.replica_degree;
+  p.world.strategy = c.sharding_strategy;
+  p.shard_rank = g.shard_rank;
+  p.replica_rank = g.shard_group;
+  return p;
+}
+
+ElemRange BackendState::Owned(int unit) const {
+  const model::Range r = b_.Owned(unit);
+  return {r.begin, r.end};
+}
+Status BackendState::Read(int unit, int state, float* host) { return b_.ReadState(unit, KindOf(state), host); }
+Status BackendState::Write(int unit, int state, const float* host) {
+  return b_.WriteState(unit, KindOf(state), host);
+}
+
+TrainCheckpointHooks::TrainCheckpointHooks(const config::TrainConfig& c, CheckpointOptions options,
+                                           RankPlacement placement, HostAllocator* allocator)
+    : config_(c),
+      options_(std::move(options)),
+      placement_(placement),
+      allocator_(allocator),
+      config_hash_(ConfigHash(c)) {}
+
+Status TrainCheckpointHooks::EnsureManager(model::Backend& backend) {
+  if (manager_ != nullptr) return Status::Ok();
+  // Device state is snapshotted into pinned memory when a CUDA build linked it.
+  HostAllocator* alloc = allocator_ != nullptr           ? allocator_
+                         : backend.name() == "cpu"       ? PageableHostAllocator()
+                                                         : DeviceSnapshotHostAllocator();
+  manager_ = std::make_unique<CheckpointManager>(options_, placement_, DescribeLayout(backend.layout()), alloc);
+  return Status::Ok();
+}
+
+StatusOr<bool> TrainCheckpointHooks::Restore(model::Backend& backend, train::TrainState& state) {
+  HT_RETURN_IF_ERROR(EnsureManager(backend));
+  HT_ASSIGN_OR_RETURN(std::optional<FoundCheckpoint> found, manager_->Start());
+  BackendState access(backend);
+  HT_RETURN_IF_ERROR(manager_->PrepareSnapshot(access));
+  if (!found.has_value()) {
+    HT_RETURN_IF_ERROR(InitFromHf(backend));
+    return false;
+  }
+  HT_RETURN_IF_ERROR(manager_->Load(*found, access, config_hash_));
+  const Manifest& m = found->manifest;
+  const json& t = m.trainer_state;
+  try {
+    state.step = m.step;
+    state.tokens_seen = m.tokens_seen;
+    state.adam_step = t.at("adam_step").get<int64_t>();
+    state.scaler.scale = t.at("loss_scaler").at("scale").get<double>();
+    state.scaler.good_steps = t.at("loss_scaler").at("good_steps").get<int64_t>();
+    state.scaler.skipped_steps = t.at("loss_scaler").at("skipped_steps").get<int64_t>();
+  } catch (const std::exception& e) {
+    return DataLoss(found->path + "/manifest.json: trainer_state is incomplete: " + e.what());
+  }
+  // The sampler position is global (it moves past whole global batches), so
+  // rank 0's record is valid for any rank of any world size; this rank's own
+  // record is used when it exists.
+  const RankRecord* rec = m.FindRank(placement_.rank);
+  if (rec == nullptr || m.world.world_size != placement_.world.world_size) rec = m.FindRank(0);
+  if (rec == nullptr || rec->sampler.is_null()) return DataLoss(found->path + ": no sampler state");
+  StatusOr<data::SamplerState> ss = data::SamplerState::FromJson(rec->sampler.dump());
+  if (!ss.ok()) return DataLoss(found->path + ": sampler state: " + ss.status().message());
+  state.data = *ss;
+  return true;
+}
+
+Status TrainCheckpointHooks::InitFromHf(model::Backend& backend) {
+  std::string dir;
+  HT_RETURN_IF_ERROR(ReadExtra(config_.raw, "exp_manager.hf_init_from", &dir));
+  if (dir.empty()) return Status::Ok();
+  HT_ASSIGN_OR_RETURN(HfWeights w, HfWeights::Open(dir, config_.model));
+  const ModelLayoutDesc d = DescribeLayout(backend.layout());
+  HT_RETURN_IF_ERROR(w.CheckCovers(d));
+  std::vector<float> buf;
+  for (const UnitEntry& u : d.units) {
+    const model::Range r = backend.Owned(u.index);
+    buf.assign(r.size(), 0.0f);
+    HT_RETURN_IF_ERROR(w.ReadRange(u, {r.begin, r.end}, buf.data()));
+    HT_RETURN_IF_ERROR(backend.WriteState(u.index, model::StateKind::kMasterParams, buf.data()));
+  }
+  if (placement_.rank == 0) std::fprintf(stderr, "[ckpt] INFO: initialised weights from %s\n", dir.c_str());
+  return Status::Ok();
+}
+
+Status TrainCheckpointHooks::SaveNow(model::Backend& backend, const train::TrainState& state) {
+  HT_RETURN_IF_ERROR(backend.Synchronize());
+  SaveRequest r;
+  r.step = state.step;
+  r.tokens_seen = state.tokens_seen;
+  r.config_hash = config_hash_;
+  r.model_config = HfConfigJson(config_.model, StDType::kF32);
+  r.trainer_state = {{"adam_step", state.adam_step},
+                     {"loss_scaler", ScalerJson(state.scaler)},
+                     {"lr_schedule",
+                      {{"kind", static_cast<int>(config_.optim.sched)},
+                       {"lr", config_.optim.lr},
+                       {"min_lr", config_.optim.min_lr},
+                       {"warmup_steps", config_.optim.warmup_steps},
+                       {"max_steps", config_.max_steps},
+                       {"next_step", state.step}}}};
+  r.sampler = json::parse(state.data.ToJson());
+  // The trainer has no other random state: initialisation and synthetic data
+  // are counter-based on (seed, position).
+  r.rng = {{"seed", config_.seed}};
+  BackendState access(backend);
+  return manager_->Save(r, access);
+}
+
+Status TrainCheckpointHooks::AfterStep(model::Backend& backend, const train::TrainState& state) {
+  HT_RETURN_IF_ERROR(EnsureManager(backend));
+  HT_ASSIGN_OR_RETURN(bool due, manager_->ShouldSave(state.step));
+  if (!due) return Status::Ok();
+  return SaveNow(backend, state);
+}
+
+Status TrainCheckpointHooks::Finish(model::Backend& backend, const train::TrainState& state) {
+  HT_RETURN_IF_ERROR(EnsureManager(backend));
+  if (options_.save_last && manager_->last_saved_step() != state.step) HT_RETURN_IF_ERROR(SaveNow(backend, state));
+  HT_RETURN_IF_ERROR(manager_->Finish());
+  return ExportHfIfAsked();
+}
+
+Status TrainCheckpointHooks::ExportHfIfAsked() {
+  std::string out, dtype = "bf16";
+  HT_RETURN_IF_ERROR(ReadExtra(config_.raw, "exp_manager.checkpoint.export_hf_dir", &out));
+  HT_RETURN_IF_ERROR(ReadExtra(config_.raw, "exp_manager.checkpoint.export_hf_dtype", &dtype));
+  if (out.empty() || placement_.rank != 0) return Status::Ok();
+  if (dtype != "bf16" && dtype != "fp32") {
+    return InvalidArgument("exp_manager.checkpoint.export_hf_dtype must be bf16 or fp32, got '" + dtype + "'");
+  }
+  // From the checkpoint just committed (rank 0 waited for it in Finish()).
+  const int64_t step = manager_->stats().last_committed_step;
+  if (step < 0) return FailedPrecondition("export_hf_dir set but no checkpoint was written");
+  const std::string dir = options_.dir + "/" + StepDirName(step);
+  HT_ASSIGN_OR_RETURN(Manifest m, VerifyCheckpoint(dir, false));
+  HT_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::Open(dir, std::move(m)));
+  HT_RETURN_IF_ERROR(ExportHfFromCheckpoint(reader, config_.model, out, dtype == "bf16" ? StDType::kBF16 : StDType::kF32));
+  std::fprintf(stderr, "[ckpt] INFO: exported %s as Hugging Face Llama to %s (%s)\n", dir.c_str(), out.c_str(),
+               dtype.c_str());
+  return Status::Ok();
+}
+
+}  // namespace hypertrain::ckpt

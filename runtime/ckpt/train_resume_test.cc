@@ -1,0 +1,160 @@
+// Bit-identical resume of the single-process trainer on the tiny model: N
+// steps straight vs k steps, stop, automatic resume, N-k steps. Also the HF
+// round trip through the training job (export at the end, init from it).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "runtime/ckpt/atomic_file.h"
+#include "runtime/ckpt/safetensors.h"
+#include "runtime/ckpt/store.h"
+#include "runtime/ckpt/train_hooks.h"
+#include "runtime/train/trainer.h"
+
+namespace hypertrain::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  auto p = fs::path(base ? base : "/tmp") / ("resume_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+config::TrainConfig Config(const std::string& exp, std::vector<std::string> extra = {}) {
+  std::vector<std::string> sets = {
+      "trainer.backend=cpu", "trainer.max_steps=10", "trainer.log_every_n_steps=100",
+      "model.shape=tiny", "model.num_hidden_layers=2", "model.max_context_width=16",
+      "model.train_batch_size=2", "model.grad_accumulation_steps=2", "model.optim.lr=3e-3",
+      "model.optim.sched.warmup_steps=2", "model.data.use_synthetic_data=true",
+      "trainer.precision=bf16", "exp_manager.exp_dir=" + exp, "exp_manager.every_n_train_steps=3",
+      "exp_manager.save_top_k=2"};
+  sets.insert(sets.end(), extra.begin(), extra.end());
+  auto c = config::ParseTrainConfig("", sets);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return *c;
+}
+
+// Forwards to the real hooks and fails ("crashes") right after step `stop_at`
+// (after any save of that step was started).
+class StoppingHooks final : public train::CheckpointHooks {
+ public:
+  StoppingHooks(std::unique_ptr<TrainCheckpointHooks> inner, int64_t stop_at)
+      : inner_(std::move(inner)), stop_at_(stop_at) {}
+  StatusOr<bool> Restore(model::Backend& b, train::TrainState& s) override { return inner_->Restore(b, s); }
+  Status AfterStep(model::Backend& b, const train::TrainState& s) override {
+    HT_RETURN_IF_ERROR(inner_->AfterStep(b, s));
+    if (s.step == stop_at_) return Unavailable("simulated stop after step " + std::to_string(s.step));
+    return Status::Ok();
+  }
+  Status Finish(model::Backend& b, const train::TrainState& s) override { return inner_->Finish(b, s); }
+
+ private:
+  std::unique_ptr<TrainCheckpointHooks> inner_;
+  int64_t stop_at_;
+};
+
+int64_t g_stop_at = -1;
+
+const bool kFactory = train::SetCheckpointFactory(
+    [](const config::TrainConfig& c, train::ParallelRuntime& p) -> StatusOr<std::unique_ptr<train::CheckpointHooks>> {
+      HT_ASSIGN_OR_RETURN(CheckpointOptions o, OptionsFromConfig(c));
+      HT_ASSIGN_OR_RETURN(RankPlacement placement, PlacementFor(c, p.rank(), p.world_size()));
+      auto inner = std::make_unique<TrainCheckpointHooks>(c, std::move(o), placement);
+      return std::unique_ptr<train::CheckpointHooks>(std::make_unique<StoppingHooks>(std::move(inner), g_stop_at));
+    });
+
+std::string ShardBytes(const std::string& exp, int64_t step) {
+  return *ReadFileToString(exp + "/checkpoints/step-" + std::to_string(step) + "/shard-00000-of-00001.bin");
+}
+
+TEST(TrainResumeTest, StopAndAutomaticResumeIsBitIdentical) {
+  const std::string straight = TempDir("straight");
+  g_stop_at = -1;
+  auto a = train::RunTrainJob(Config(straight));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->losses.size(), 10u);
+  ASSERT_EQ(ListCheckpoints(straight + "/checkpoints").back().first, 10);
+
+  // Stop after step 7 (last save: step 6) and after step 9 (a save step: the
+  // in-flight save of 9 completes), resuming each time with no flag.
+  const std::string stopped = TempDir("stopped");
+  g_stop_at = 7;
+  auto b1 = train::RunTrainJob(Config(stopped));
+  ASSERT_EQ(b1.status().code(), StatusCode::kUnavailable) << b1.status().ToString();
+  g_stop_at = 9;
+  auto b2 = train::RunTrainJob(Config(stopped));
+  ASSERT_EQ(b2.status().code(), StatusCode::kUnavailable) << b2.status().ToString();
+  g_stop_at = -1;
+  auto b3 = train::RunTrainJob(Config(stopped));
+  ASSERT_TRUE(b3.ok()) << b3.status().ToString();
+  ASSERT_EQ(b3->losses.size(), 1u);  // resumed at 9, ran step 10
+  EXPECT_EQ(b3->losses[0], a->losses[9]);
+  // A forced resume_from_checkpoint into an empty experiment continues too.
+  const std::string forced = TempDir("forced");
+  auto c = train::RunTrainJob(
+      Config(forced, {"exp_manager.resume_from_checkpoint=" + stopped + "/checkpoints/step-9"}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->losses.size(), 1u);
+  EXPECT_EQ(c->losses[0], a->losses[9]);
+  // Final parameters, m and v: the shard files are byte-identical.
+  EXPECT_EQ(ShardBytes(straight, 10), ShardBytes(stopped, 10));
+  EXPECT_EQ(ShardBytes(straight, 9), ShardBytes(stopped, 9));
+  auto m = VerifyCheckpoint(stopped + "/checkpoints/step-10", true);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->tokens_seen, 10 * 2 * 2 * 16);
+  EXPECT_EQ(m->trainer_state["adam_step"], 10);
+  EXPECT_EQ(m->ranks[0].sampler, VerifyCheckpoint(straight + "/checkpoints/step-10", true)->ranks[0].sampler);
+  // save_top_k=2 kept the newest two.
+  auto kept = ListCheckpoints(stopped + "/checkpoints");
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].first, 9);
+}
+
+TEST(TrainResumeTest, LossesAfterResumeMatchStepByStep) {
+  const std::string straight = TempDir("straight2");
+  g_stop_at = -1;
+  auto a = train::RunTrainJob(Config(straight, {"exp_manager.every_n_train_steps=4"}));
+  ASSERT_TRUE(a.ok());
+  const std::string stopped = TempDir("stopped2");
+  g_stop_at = 5;
+  ASSERT_FALSE(train::RunTrainJob(Config(stopped, {"exp_manager.every_n_train_steps=4"})).ok());
+  g_stop_at = -1;
+  auto b = train::RunTrainJob(Config(stopped, {"exp_manager.every_n_train_steps=4"}));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(b->losses.size(), 6u);  // resumed from step 4
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(b->losses[i], a->losses[4 + i]) << "step " << 5 + i;
+  EXPECT_EQ(ShardBytes(straight, 10), ShardBytes(stopped, 10));
+}
+
+TEST(TrainResumeTest, ExportHfAtEndAndInitialiseANewRunFromIt) {
+  const std::string first = TempDir("hf_first");
+  g_stop_at = -1;
+  auto a = train::RunTrainJob(Config(first, {"exp_manager.checkpoint.export_hf_dir=" + first + "/hf",
+                                             "exp_manager.checkpoint.export_hf_dtype=fp32"}));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto st = SafetensorsReader::Open(first + "/hf/model.safetensors");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->Find("lm_head.weight"), nullptr);  // tiny ties embeddings
+  ASSERT_NE(st->Find("model.layers.1.mlp.gate_proj.weight"), nullptr);
+  // A new run initialised from the export starts where the first ended: its
+  // first loss is well below a fresh initialisation's.
+  const std::string second = TempDir("hf_second");
+  auto b = train::RunTrainJob(Config(second, {"exp_manager.hf_init_from=" + first + "/hf", "trainer.max_steps=1"}));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const std::string fresh = TempDir("hf_fresh");
+  auto f = train::RunTrainJob(Config(fresh, {"trainer.max_steps=1"}));
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->losses[0], a->losses[0]);
+  EXPECT_NE(b->losses[0], f->losses[0]);
+  auto bad = train::RunTrainJob(Config(TempDir("hf_bad"), {"exp_manager.hf_init_from=" + first + "/hf",
+                                                          "model.num_hidden_layers=3", "trainer.max_steps=1"}));
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("num_hidden_layers 2 vs 3"), std::string::npos) << bad.status().ToString();
+}
+
+}  // namespace
+}  // namespace hypertrain::ckpt
