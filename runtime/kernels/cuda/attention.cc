@@ -29,6 +29,7 @@ internal::Dims ResolveDims(const AttentionParams& p) {
   g.group = p.n_heads / p.n_kv_heads;
   g.scale = p.scale;
   g.bf16 = p.dtype == AttentionDtype::kBf16;
+  g.fp32 = p.dtype == AttentionDtype::kFp32;
   const int64_t q_width = int64_t{p.n_heads} * p.head_dim;
   const int64_t kv_width = int64_t{p.n_kv_heads} * p.head_dim;
   g.q_stride = p.q_row_stride != 0 ? p.q_row_stride : q_width;
@@ -61,8 +62,9 @@ Status ValidateAttentionParams(const AttentionParams& p) {
     return bad("head_dim must be 32, 64 or 128, got " + std::to_string(p.head_dim));
   }
   if (!(p.scale > 0.0f)) return bad("scale must be > 0");
-  if (p.dtype != AttentionDtype::kBf16 && p.dtype != AttentionDtype::kFp16) {
-    return bad("dtype must be bf16 or fp16");
+  if (p.dtype != AttentionDtype::kBf16 && p.dtype != AttentionDtype::kFp16 &&
+      p.dtype != AttentionDtype::kFp32) {
+    return bad("dtype must be bf16, fp16 or fp32");
   }
   const int64_t q_width = int64_t{p.n_heads} * p.head_dim;
   const int64_t kv_width = int64_t{p.n_kv_heads} * p.head_dim;
@@ -102,6 +104,7 @@ Status Forward(Impl impl, const AttentionParams& p, const void* q, const void* k
   HT_RETURN_IF_ERROR(CheckPointer(out, "out"));
   if (lse != nullptr) HT_RETURN_IF_ERROR(CheckPointer(lse, "lse"));
   const Dims g = ResolveDims(p);
+  if (g.fp32) impl = Impl::kSimple;  // the tensor-core kernels are bf16/fp16 only
   switch (impl) {
     case Impl::kTiled:
       return LaunchStatus(TiledAttentionForward(g, q, k, v, out, lse, stream), "forward");
@@ -131,6 +134,7 @@ Status Backward(Impl impl, const AttentionParams& p, const void* q, const void* 
   }
   const Dims g = ResolveDims(p);
   float* delta = static_cast<float*>(workspace);
+  if (g.fp32) impl = Impl::kSimple;  // the tensor-core kernels are bf16/fp16 only
   switch (impl) {
     case Impl::kTiled:
       return LaunchStatus(

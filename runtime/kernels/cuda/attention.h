@@ -18,7 +18,7 @@
 //
 // Semantics: out[b,t,h,:] = sum_{s<=t} softmax_s(scale * q[b,t,h,:].k[b,s,g,:]) v[b,s,g,:]
 // with g = h / (n_heads / n_kv_heads) (causal; GQA). Accumulation is fp32;
-// inputs/outputs are bf16 or fp16 (all tensors of one call share the dtype).
+// inputs/outputs are bf16, fp16 or fp32 (all tensors of one call share it).
 //
 // Backward is deterministic: no floating-point atomics. dk/dv of a kv head are
 // summed over its query heads in a fixed order inside one thread block, and dq
@@ -38,7 +38,9 @@
 
 namespace hypertrain::kernels::cuda {
 
-enum class AttentionDtype { kBf16, kFp16 };
+// kFp32 (the fp32 precision mode) runs scalar fp32 kernels without tensor
+// cores: correct but far slower; bf16/fp16 use the tensor-core kernels.
+enum class AttentionDtype { kBf16, kFp16, kFp32 };
 
 struct AttentionParams {
   int batch = 0;

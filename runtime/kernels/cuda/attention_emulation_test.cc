@@ -106,6 +106,7 @@ void Check(const Shape& s, uint32_t seed, double tol) {
   g.group = s.h / s.kv;
   g.scale = 1.0f / std::sqrt(float(D));
   g.bf16 = std::is_same_v<T, __nv_bfloat16>;
+  g.fp32 = false;
   g.q_stride = int64_t(s.h) * D;
   g.k_stride = g.v_stride = int64_t(s.kv) * D;
   g.o_stride = int64_t(s.h) * D;

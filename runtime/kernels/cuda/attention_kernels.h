@@ -12,7 +12,8 @@ struct Dims {
   int batch, seq, n_heads, n_kv_heads, head_dim;
   int group;  // n_heads / n_kv_heads
   float scale;
-  bool bf16;  // else fp16
+  bool bf16;  // else fp16 (or fp32 when fp32 is set)
+  bool fp32;  // scalar kernels only
   int64_t q_stride, k_stride, v_stride, o_stride;
 };
 

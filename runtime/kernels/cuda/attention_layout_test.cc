@@ -201,6 +201,9 @@ TEST(AttentionArgs, RejectsBadShapes) {
   p.scale = 0.0f;
   ExpectInvalid(p, "scale");
   p = MakeParams(1, 5, 4, 2, 64);
+  p.dtype = static_cast<AttentionDtype>(7);
+  ExpectInvalid(p, "dtype must be bf16, fp16 or fp32");
+  p = MakeParams(1, 5, 4, 2, 64);
   p.q_row_stride = 4 * 64 - 8;  // narrower than the heads
   ExpectInvalid(p, "q_row_stride");
   p = MakeParams(1, 5, 4, 2, 64);

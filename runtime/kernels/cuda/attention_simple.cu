@@ -17,12 +17,16 @@ template <>
 __device__ __forceinline__ float ToF(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <>
 __device__ __forceinline__ float ToF(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ float ToF(float x) { return x; }
 template <typename T>
 __device__ __forceinline__ T FromF(float x);
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromF(float x) { return __float2bfloat16_rn(x); }
 template <>
 __device__ __forceinline__ __half FromF(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ float FromF(float x) { return x; }
 
 __device__ __forceinline__ float WarpSum(float x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -217,7 +221,9 @@ void LaunchBackward(const Dims& g, const void* q, const void* k, const void* v, 
 
 cudaError_t SimpleAttentionForward(const Dims& g, const void* q, const void* k, const void* v,
                                    void* out, float* lse, cudaStream_t stream) {
-  if (g.bf16) {
+  if (g.fp32) {
+    LaunchForward<float>(g, q, k, v, out, lse, stream);
+  } else if (g.bf16) {
     LaunchForward<__nv_bfloat16>(g, q, k, v, out, lse, stream);
   } else {
     LaunchForward<__half>(g, q, k, v, out, lse, stream);
@@ -229,7 +235,9 @@ cudaError_t SimpleAttentionBackward(const Dims& g, const void* q, const void* k,
                                     const void* out, const void* dout, const float* lse,
                                     float* delta, void* dq, void* dk, void* dv,
                                     cudaStream_t stream) {
-  if (g.bf16) {
+  if (g.fp32) {
+    LaunchBackward<float>(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream);
+  } else if (g.bf16) {
     LaunchBackward<__nv_bfloat16>(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream);
   } else {
     LaunchBackward<__half>(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream);

@@ -33,7 +33,10 @@ struct Shape {
 std::string Describe(const Shape& s, AttentionDtype dt, Impl impl) {
   return "B=" + std::to_string(s.b) + " T=" + std::to_string(s.t) + " H=" + std::to_string(s.h) +
          " KV=" + std::to_string(s.kv) + " D=" + std::to_string(s.d) +
-         (dt == AttentionDtype::kBf16 ? " bf16" : " fp16") + " impl=" + internal::ImplName(impl);
+         (dt == AttentionDtype::kBf16   ? " bf16"
+          : dt == AttentionDtype::kFp16 ? " fp16"
+                                        : " fp32") +
+         " impl=" + internal::ImplName(impl);
 }
 
 // Device buffer of 16-bit elements or floats; freed on scope exit.
@@ -247,6 +250,76 @@ TEST(AttentionCuda, LongSequenceMatchesReference) {
   // Many key blocks per query block: long online-softmax chains.
   CheckAgainstReference({1, 1029, 2, 1, 128}, AttentionDtype::kBf16, 7, {Impl::kTiled});
   CheckAgainstReference({1, 1100, 4, 1, 64}, AttentionDtype::kFp16, 8, {Impl::kTiled});
+}
+
+// fp32 inputs (the fp32 precision mode) run the scalar kernels whichever
+// implementation is asked for; fp32 math end to end, so tight bounds.
+TEST(AttentionCuda, Fp32MatchesReference) {
+  HT_SKIP_WITHOUT_GPU();
+  const Shape shapes[] = {{2, 77, 4, 4, 64}, {1, 131, 6, 2, 128}, {1, 90, 4, 2, 32}};
+  uint32_t seed = 400;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(Describe(s, AttentionDtype::kFp32, Impl::kTiled));
+    std::printf("%s (fp32)\n", Describe(s, AttentionDtype::kFp32, Impl::kTiled).c_str());
+    std::mt19937 rng(++seed);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const size_t nq = size_t(s.b) * s.t * s.h * s.d, nkv = size_t(s.b) * s.t * s.kv * s.d;
+    const size_t nstat = size_t(s.b) * s.h * s.t;
+    std::vector<float> in[4] = {std::vector<float>(nq), std::vector<float>(nkv),
+                                std::vector<float>(nkv), std::vector<float>(nq)};
+    std::vector<double> ref_in[4];
+    for (int i = 0; i < 4; ++i) {
+      for (auto& x : in[i]) x = dist(rng);
+      ref_in[i].assign(in[i].begin(), in[i].end());
+    }
+    std::vector<double> ref_out(nq), ref_lse(nstat), ref_dq(nq, 0.0), ref_dk(nkv, 0.0),
+        ref_dv(nkv, 0.0);
+    ::hypertrain::cpu::AttentionForward<double>(ref_out.data(), ref_lse.data(), ref_in[0].data(),
+                                                ref_in[1].data(), ref_in[2].data(), s.b, s.t, s.h,
+                                                s.kv, s.d);
+    ::hypertrain::cpu::AttentionBackward<double>(
+        ref_dq.data(), ref_dk.data(), ref_dv.data(), ref_in[3].data(), ref_in[0].data(),
+        ref_in[1].data(), ref_in[2].data(), ref_out.data(), ref_lse.data(), s.b, s.t, s.h, s.kv,
+        s.d);
+    AttentionParams p;
+    p.batch = s.b;
+    p.seq = s.t;
+    p.n_heads = s.h;
+    p.n_kv_heads = s.kv;
+    p.head_dim = s.d;
+    p.scale = 1.0f / std::sqrt(float(s.d));
+    p.dtype = AttentionDtype::kFp32;
+    DeviceMem d_in[4] = {DeviceMem(nq * 4), DeviceMem(nkv * 4), DeviceMem(nkv * 4), DeviceMem(nq * 4)};
+    DeviceMem d_out(nq * 4), d_lse(nstat * 4), d_dq(nq * 4), d_dk(nkv * 4), d_dv(nkv * 4);
+    DeviceMem ws(AttentionBackwardWorkspaceBytes(p));
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(d_in[i].ok());
+      HT_CUDA_OK(cudaMemcpy(d_in[i].get(), in[i].data(), in[i].size() * 4, cudaMemcpyHostToDevice));
+    }
+    for (const DeviceMem* m : {&d_out, &d_lse, &d_dq, &d_dk, &d_dv, &ws}) {
+      ASSERT_TRUE(m->ok());
+      HT_CUDA_OK(cudaMemset(m->get(), 0xFF, m->bytes()));
+    }
+    Status st = AttentionForward(p, d_in[0].get(), d_in[1].get(), d_in[2].get(), d_out.get(),
+                                 static_cast<float*>(d_lse.get()), nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    st = AttentionBackward(p, d_in[0].get(), d_in[1].get(), d_in[2].get(), d_out.get(),
+                           d_in[3].get(), static_cast<const float*>(d_lse.get()), d_dq.get(),
+                           d_dk.get(), d_dv.get(), ws.get(), ws.bytes(), nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    HT_CUDA_OK(cudaDeviceSynchronize());
+    auto fetch = [](const DeviceMem& m) {
+      std::vector<float> h(m.bytes() / 4);
+      EXPECT_EQ(cudaSuccess, cudaMemcpy(h.data(), m.get(), m.bytes(), cudaMemcpyDeviceToHost));
+      return std::vector<double>(h.begin(), h.end());
+    };
+    const Tolerance tol = {2e-5, 2e-4, 1e-4};
+    ExpectClose("out", fetch(d_out), ref_out, tol);
+    ExpectClose("lse", fetch(d_lse), ref_lse, tol);
+    ExpectClose("dq", fetch(d_dq), ref_dq, tol);
+    ExpectClose("dk", fetch(d_dk), ref_dk, tol);
+    ExpectClose("dv", fetch(d_dv), ref_dv, tol);
+  }
 }
 
 // Model-sized shapes (too slow for the fp64 reference): the tiled kernels
