@@ -26,9 +26,12 @@
 // inputs give bitwise-identical dq, dk, dv.
 //
 // Supported: head_dim 32, 64 or 128; seq >= 1 (any length, no multiple required);
-// n_heads % n_kv_heads == 0. Calls are asynchronous on `stream`, allocate
-// nothing, and are safe to capture in a CUDA graph. They return
-// InvalidArgument for bad shapes/pointers and Internal for a launch error.
+// n_heads % n_kv_heads == 0. Calls are asynchronous on `stream` and allocate
+// nothing. The first call per (dtype, head_dim) in a process also sets the
+// kernels' shared-memory limits (cudaFuncSetAttribute, one device per
+// process), so run one step before capturing a CUDA graph; later calls are
+// plain launches. They return InvalidArgument for bad shapes/pointers and
+// Internal for a launch error.
 #include <cuda_runtime.h>
 
 #include <cstddef>
