@@ -139,17 +139,19 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
       break;
     case model::Precision::kFP32:
     case model::Precision::kTF32:
-      // The flash-attention kernel (kernels/cuda/attention.h) is bf16/fp16.
-      return InvalidArgument(fmt::format(
-          "trainer.precision={}: the CUDA backend trains in bf16 or fp16 (its attention kernel has "
-          "no fp32 path); use the cpu backend for fp32",
-          model::PrecisionName(options_.precision)));
+      dtype_ = kc::DType::kF32, model_dtype_ = model::DType::kF32;
+      break;
   }
   const int64_t D = config.head_dim();
-  if (D != 64 && D != 128) {
+  if (dtype_ != kc::DType::kF32 && D != 64 && D != 128) {
     return InvalidArgument(fmt::format(
-        "head_dim {} (hidden_size / num_attention_heads): the CUDA attention kernel supports 64 "
-        "or 128", D));
+        "head_dim {} (hidden_size / num_attention_heads): the CUDA flash-attention kernel "
+        "(bf16/fp16) supports 64 or 128", D));
+  }
+  if (dtype_ == kc::DType::kF32 && (D % 32 != 0 || D > 256)) {
+    return InvalidArgument(fmt::format(
+        "head_dim {} (hidden_size / num_attention_heads): the CUDA fp32 attention kernel needs a "
+        "multiple of 32, at most 256", D));
   }
   if (cuda_.staging_slots < 1) return InvalidArgument("staging_slots must be >= 1");
   B_ = options_.micro_batch_size;
@@ -166,7 +168,7 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   peak_flops_ = PeakFlopsFor(device_name_, options_.precision);
   HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&h2d_stream_, cudaStreamNonBlocking));
-  HT_ASSIGN_OR_RETURN(gemm_, kc::Gemm::Create(/*allow_tf32=*/false));
+  HT_ASSIGN_OR_RETURN(gemm_, kc::Gemm::Create(options_.precision == model::Precision::kTF32));
   for (cudaEvent_t* e : {&ev_data_, &ev_start_, &ev_fwd_, &ev_end_})
     HT_CUDA_RETURN_IF_ERROR(cudaEventCreate(e));
   HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_dscale_), sizeof(float), 0));

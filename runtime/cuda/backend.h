@@ -3,8 +3,10 @@
 //
 // State per unit u (ParamLayout::unit(u), padded_numel elements P, owned
 // range R): fp32 full gradients [P]; fp32 master weights, m, v [|R|]; a
-// compute copy [P] in the precision's dtype (bf16 or fp16: the attention
-// kernel has no fp32 path, so fp32/tf32 are rejected with a clear error).
+// compute copy [P] in the precision's dtype (bf16 / fp16 / fp32; tf32 is
+// fp32 storage with TF32 tensor-core GEMMs). Attention: the flash kernels of
+// kernels/cuda/attention.h for bf16/fp16, the exact but slow fp32 kernels of
+// kernels/cuda/naive_attention_f32.h for fp32/tf32 (correctness runs).
 //
 // Static memory plan: every activation, gradient-of-activation and scratch
 // buffer is carved out of ONE allocation made in Create() from the config,

@@ -11,6 +11,7 @@
 #include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/embedding.h"
 #include "runtime/kernels/cuda/lm_head_loss.h"
+#include "runtime/kernels/cuda/naive_attention_f32.h"
 #include "runtime/kernels/cuda/reduce.h"
 #include "runtime/kernels/cuda/rmsnorm.h"
 #include "runtime/kernels/cuda/rope.h"
@@ -51,7 +52,8 @@ Status CudaBackend::PlanActivations() {
   ap.n_heads = static_cast<int>(cfg.num_attention_heads);
   ap.n_kv_heads = static_cast<int>(cfg.num_key_value_heads);
   ap.head_dim = static_cast<int>(D);
-  attn_ws_bytes_ = kc::AttentionBackwardWorkspaceBytes(ap);
+  attn_ws_bytes_ = std::max(kc::AttentionBackwardWorkspaceBytes(ap),
+                            kc::NaiveAttentionBackwardScratchFloats(ap) * sizeof(float));
   emb_scratch_bytes_ = kc::EmbeddingBackwardScratchBytes(static_cast<int>(N), static_cast<int>(V));
   const bool none = options_.checkpointing == ActivationCheckpointing::kNone;
   const bool keep_gemm_outputs = none || options_.checkpointing == ActivationCheckpointing::kSelective;
@@ -220,8 +222,14 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
   ap.dtype = dt == kc::DType::kF16 ? kc::AttentionDtype::kFp16 : kc::AttentionDtype::kBf16;
   ap.q_row_stride = ap.k_row_stride = ap.v_row_stride = QKV;
   ap.o_row_stride = 0;
-  HT_RETURN_IF_ERROR(kc::AttentionForward(ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es),
-                                          a.att, a.lse, stream_));
+  if (dt == kc::DType::kF32) {
+    const float* qkv = static_cast<const float*>(a.qkv);
+    HT_RETURN_IF_ERROR(kc::NaiveAttentionForwardF32(ap, qkv, qkv + Q, qkv + Q + K,
+                                                    static_cast<float*>(a.att), a.lse, stream_));
+  } else {
+    HT_RETURN_IF_ERROR(kc::AttentionForward(ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es),
+                                            a.att, a.lse, stream_));
+  }
   // h = x + att Wo^T
   HT_RETURN_IF_ERROR(g.Matmul({N, C, Q, false, true}, a.att, W(u, model::kOProj), dt, a.h, dt,
                               1.0f, 1.0f, stream_, a.x));
@@ -347,9 +355,18 @@ Status CudaBackend::BlockBackward(int layer) {
   ap.dtype = dt == kc::DType::kF16 ? kc::AttentionDtype::kFp16 : kc::AttentionDtype::kBf16;
   ap.q_row_stride = ap.k_row_stride = ap.v_row_stride = QKV;
   ap.o_row_stride = 0;
-  HT_RETURN_IF_ERROR(kc::AttentionBackward(
-      ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es), a.att, datt_, a.lse, dqkv_,
-      Off(dqkv_, Q, es), Off(dqkv_, Q + K, es), attn_ws_, attn_ws_bytes_, stream_));
+  if (dt == kc::DType::kF32) {
+    const float* qkv = static_cast<const float*>(a.qkv);
+    float* dqkv = static_cast<float*>(dqkv_);
+    HT_RETURN_IF_ERROR(kc::NaiveAttentionBackwardF32(
+        ap, qkv, qkv + Q, qkv + Q + K, static_cast<const float*>(a.att),
+        static_cast<const float*>(datt_), a.lse, dqkv, dqkv + Q, dqkv + Q + K,
+        static_cast<float*>(attn_ws_), stream_));
+  } else {
+    HT_RETURN_IF_ERROR(kc::AttentionBackward(
+        ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es), a.att, datt_, a.lse, dqkv_,
+        Off(dqkv_, Q, es), Off(dqkv_, Q + K, es), attn_ws_, attn_ws_bytes_, stream_));
+  }
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     return kc::RopeBackward<T>(static_cast<T*>(dqkv_), QKV, static_cast<T*>(dqkv_), QKV,
