@@ -1,0 +1,430 @@
+// Reconciler against the real local control plane (//tools/kube-local): the
+// CRD is installed from crds/, informers feed the caches, and the test plays
+// the kubelet by patching pod status. Time is a test clock.
+#include "operator/controller/reconciler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+
+#include "operator/api/training_job.h"
+#include "operator/api/yaml_json.h"
+#include "operator/controller/builders.h"
+#include "operator/kube/informer.h"
+#include "operator/kube/rest_client.h"
+#include "operator/kube/testing/fake_server.h"
+#include "operator/kube/testing/kube_local.h"
+
+namespace hypertrain::controller {
+namespace {
+
+using kube::Json;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr char kNs[] = "rt";
+constexpr char kConfig[] = "trainer:\n  max_steps: 50\nmodel:\n  sharding_strategy: hybrid_shard\n";
+
+const kube::ResourceType kCrdType{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                  "CustomResourceDefinition", false};
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string bin = kube::testing::Runfile("tools/kube-local/kube-local");
+    ASSERT_FALSE(bin.empty()) << "kube-local binary not in runfiles";
+    kl_ = new kube::testing::KubeLocal(bin, kube::testing::MakeTempDir("reconciler"));
+    auto started = kl_->Start();
+    ASSERT_TRUE(started.ok()) << started.error().ToString();
+    auto cfg = kl_->LoadConfig();
+    ASSERT_TRUE(cfg.ok()) << cfg.error().ToString();
+    cfg->qps = 0;
+    cfg->retry_base = 20ms;
+    cfg->retry_max = 200ms;
+    client_ = new std::shared_ptr<kube::RestClient>(*kube::RestClient::Create(*cfg));
+    kube::ResourceClient ns(*client_, kube::resources::kNamespaces);
+    ASSERT_TRUE(ns.Create({{"metadata", {{"name", kNs}}}}).ok());
+    auto crd = api::YamlFileToJson("crds/trainingjobs.hypertrain.dev.yaml");
+    ASSERT_TRUE(crd.ok()) << crd.error().ToString();
+    auto installed = kube::ResourceClient(*client_, kCrdType).Create(*crd);
+    ASSERT_TRUE(installed.ok()) << installed.error().ToString();
+    kube::ResourceClient jobs(*client_, TrainingJobType(), kNs);
+    for (int i = 0; i < 100 && !jobs.List().ok(); ++i) std::this_thread::sleep_for(50ms);
+    ASSERT_TRUE(jobs.List().ok()) << "the TrainingJob API is not served";
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    delete kl_;
+  }
+
+  void SetUp() override {
+    job_informer_ = std::make_unique<kube::Informer>(Jobs());
+    pod_informer_ = std::make_unique<kube::Informer>(Pods());
+    job_informer_->Start();
+    pod_informer_->Start();
+    ASSERT_TRUE(job_informer_->WaitForSync(10s));
+    ASSERT_TRUE(pod_informer_->WaitForSync(10s));
+    reconciler_ = MakeReconciler();
+  }
+  void TearDown() override {
+    job_informer_->Stop();
+    pod_informer_->Stop();
+  }
+
+  std::unique_ptr<Reconciler> MakeReconciler() {
+    ReconcilerOptions o;
+    o.client = *client_;
+    o.jobs = &job_informer_->store();
+    o.pods = &pod_informer_->store();
+    o.now = [this] { return now_; };
+    o.instance = "test-operator";
+    o.counters = &counters_;
+    return std::make_unique<Reconciler>(std::move(o));
+  }
+
+  kube::ResourceClient Jobs() const { return kube::ResourceClient(*client_, TrainingJobType(), kNs); }
+  kube::ResourceClient Pods() const { return kube::ResourceClient(*client_, kube::resources::kPods, kNs); }
+
+  Json CpuSpec(int nodes = 2) const {
+    return {{"image", "hypertrain:test"},
+            {"nodes", nodes},
+            {"nprocPerNode", 2},
+            {"trainerConfig", {{"inline", kConfig}}},
+            {"faultPolicy", {{"healthyNodeValues", Json::array()}}}};
+  }
+  void CreateJob(const std::string& name, const Json& spec) {
+    auto r = Jobs().Create({{"apiVersion", api::kApiVersion},
+                            {"kind", api::kKind},
+                            {"metadata", {{"name", name}, {"namespace", kNs}}},
+                            {"spec", spec}});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+
+  // name → resourceVersion of the job and its pods, on the server.
+  std::map<std::string, std::string> ServerState(const std::string& job) const {
+    std::map<std::string, std::string> out;
+    if (auto j = Jobs().Get(job); j.ok()) out["job"] = kube::ResourceVersionOf(*j);
+    kube::ListOptions lo;
+    lo.label_selector = std::string(api::kLabelJobName) + "=" + job;
+    if (auto pods = Pods().ListAll(lo); pods.ok()) {
+      for (const Json& p : pods->items) out[kube::NameOf(p)] = kube::ResourceVersionOf(p);
+    }
+    return out;
+  }
+  std::map<std::string, std::string> CacheState(const std::string& job) const {
+    std::map<std::string, std::string> out;
+    if (auto j = job_informer_->store().Get(std::string(kNs) + "/" + job)) out["job"] = kube::ResourceVersionOf(*j);
+    for (const auto& p : pod_informer_->store().List()) {
+      const Json labels = (*p)["metadata"].value("labels", Json::object());
+      if (labels.value(api::kLabelJobName, "") == job) out[kube::NameOf(*p)] = kube::ResourceVersionOf(*p);
+    }
+    return out;
+  }
+  void WaitCaches(const std::string& job) {
+    for (int i = 0; i < 200; ++i) {
+      if (ServerState(job) == CacheState(job)) return;
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL() << "caches did not catch up for " << job;
+  }
+  // Reconciles until a pass changes nothing on the server (bounded).
+  void Converge(const std::string& job, Reconciler* r = nullptr) {
+    r = r ? r : reconciler_.get();
+    for (int i = 0; i < 20; ++i) {
+      WaitCaches(job);
+      auto before = ServerState(job);
+      auto res = r->Reconcile(std::string(kNs) + "/" + job);
+      ASSERT_TRUE(res.ok()) << res.error().ToString();
+      FinalizeDeletions(job);
+      if (ServerState(job) == before) return;
+    }
+    FAIL() << "no convergence for " << job;
+  }
+
+  Json Job(const std::string& name) const {
+    auto j = Jobs().Get(name);
+    EXPECT_TRUE(j.ok());
+    return j.ok() ? *j : Json();
+  }
+  std::vector<Json> JobPods(const std::string& job) const {
+    kube::ListOptions lo;
+    lo.label_selector = std::string(api::kLabelJobName) + "=" + job;
+    auto pods = Pods().ListAll(lo);
+    EXPECT_TRUE(pods.ok());
+    std::vector<Json> out;
+    if (pods.ok()) {
+      for (const Json& p : pods->items) out.push_back(p);
+    }
+    std::sort(out.begin(), out.end(), [](const Json& a, const Json& b) { return kube::NameOf(a) < kube::NameOf(b); });
+    return out;
+  }
+  std::string Condition(const std::string& job, const std::string& type, const char* field = "status") const {
+    for (const Json& c : Job(job)["status"].value("conditions", Json::array())) {
+      if (c["type"] == type) return c[field];
+    }
+    return "";
+  }
+  // The kubelet's part: pod phase and the trainer container's exit code.
+  void SetPhase(const std::string& pod, const std::string& phase, std::optional<int> exit_code = std::nullopt,
+                const std::string& message = "") {
+    Json status = {{"phase", phase}};
+    if (exit_code) {
+      status["containerStatuses"] = Json::array(
+          {{{"name", "trainer"},
+            {"state", {{"terminated", {{"exitCode", *exit_code}, {"message", message}, {"reason", "Error"}}}}}}});
+    }
+    auto r = Pods().PatchStatus(pod, {{"status", status}});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+  void SetAllPhases(const std::string& job, const std::string& phase, std::optional<int> code = std::nullopt) {
+    for (const Json& p : JobPods(job)) SetPhase(kube::NameOf(p), phase, code);
+  }
+  void Bind(const std::string& pod, const std::string& node) {
+    kube::Request r;
+    r.method = "POST";
+    r.path = "/api/v1/namespaces/" + std::string(kNs) + "/pods/" + pod + "/binding";
+    r.body = Json{{"apiVersion", "v1"},
+                  {"kind", "Binding"},
+                  {"metadata", {{"name", pod}}},
+                  {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}}
+                 .dump();
+    auto res = (*client_)->SendJson(r);
+    ASSERT_TRUE(res.ok()) << res.error().ToString();
+  }
+  // The kubelet confirms graceful deletions at once.
+  void FinalizeDeletions(const std::string& job) {
+    for (const Json& p : JobPods(job)) {
+      if (!p["metadata"].contains("deletionTimestamp")) continue;
+      kube::DeleteOptions o;
+      o.grace_period_seconds = 0;
+      auto r = Pods().Delete(kube::NameOf(p), o);
+      ASSERT_TRUE(r.ok() || kube::IsNotFound(r.error())) << r.error().ToString();
+    }
+  }
+  std::vector<std::string> EventReasons(const std::string& job) const {
+    std::vector<std::string> out;
+    auto evs = kube::ResourceClient(*client_, kube::resources::kEvents, kNs).ListAll();
+    EXPECT_TRUE(evs.ok());
+    if (evs.ok()) {
+      for (const Json& e : evs->items) {
+        if (e["involvedObject"].value("name", "") == job) out.push_back(e.value("reason", ""));
+      }
+    }
+    return out;
+  }
+
+  static inline kube::testing::KubeLocal* kl_ = nullptr;
+  static inline std::shared_ptr<kube::RestClient>* client_ = nullptr;
+  std::unique_ptr<kube::Informer> job_informer_, pod_informer_;
+  std::unique_ptr<Reconciler> reconciler_;
+  ReconcilerCounters counters_;
+  std::chrono::system_clock::time_point now_ = std::chrono::system_clock::from_time_t(1'800'000'000);
+};
+
+TEST_F(ReconcilerTest, CreatesRunsAndSucceeds) {
+  CreateJob("ok", CpuSpec());
+  Converge("ok");
+  auto pods = JobPods("ok");
+  ASSERT_EQ(pods.size(), 2u);
+  EXPECT_EQ(kube::NameOf(pods[0]), "ok-node-0");
+  EXPECT_EQ(pods[0]["metadata"]["labels"][api::kLabelRestartAttempt], "0");
+  auto svc = kube::ResourceClient(*client_, kube::resources::kServices, kNs).Get("ok");
+  ASSERT_TRUE(svc.ok());
+  EXPECT_EQ((*svc)["spec"]["clusterIP"], "None");
+  ASSERT_TRUE(kube::ResourceClient(*client_, kube::resources::kConfigMaps, kNs).Get("ok-config").ok());
+  Json st = Job("ok")["status"];
+  EXPECT_EQ(st["state"], "Created");
+  EXPECT_EQ(st["worldSize"], 4);
+  EXPECT_EQ(st["startTime"], "2027-01-15T08:00:00Z");
+  EXPECT_EQ(counters_.jobs_created.load(), 1);
+
+  // Idempotent: more passes (and a fresh reconciler, as after an operator restart) change nothing.
+  auto before = ServerState("ok");
+  Converge("ok", MakeReconciler().get());
+  EXPECT_EQ(ServerState("ok"), before);
+
+  SetAllPhases("ok", "Running");
+  Converge("ok");
+  EXPECT_EQ(Job("ok")["status"]["state"], "Running");
+  EXPECT_EQ(Job("ok")["status"]["pods"]["active"], 2);
+
+  auto patched = Pods().Patch("ok-node-0", {{"metadata", {{"annotations", {{api::kAnnotationProgress,
+                                                                           R"({"step": 7, "loss": 3.25})"}}}}}});
+  ASSERT_TRUE(patched.ok());
+  Converge("ok");
+  Json progress = Job("ok")["status"]["progress"];
+  EXPECT_EQ(progress["step"], 7);
+  EXPECT_EQ(progress["maxSteps"], 50);
+  EXPECT_EQ(progress["loss"], 3.25);
+
+  SetAllPhases("ok", "Succeeded", 0);
+  now_ += 10s;
+  Converge("ok");
+  st = Job("ok")["status"];
+  EXPECT_EQ(st["state"], "Succeeded");
+  EXPECT_EQ(st["completionTime"], "2027-01-15T08:00:10Z");
+  EXPECT_EQ(Condition("ok", "Running"), "False");
+  EXPECT_EQ(JobPods("ok").size(), 2u) << "cleanPodPolicy Running keeps finished pods";
+  auto reasons = EventReasons("ok");
+  for (const char* r : {"JobCreated", "PodsRunning", "AllPodsSucceeded"}) {
+    EXPECT_NE(std::find(reasons.begin(), reasons.end(), r), reasons.end()) << r;
+  }
+  EXPECT_EQ(counters_.jobs_succeeded.load(), 1);
+}
+
+TEST_F(ReconcilerTest, InvalidSpecFailsNamingTheFieldAndCreatesNothing) {
+  Json spec = CpuSpec();
+  spec["trainerConfig"]["inline"] = "trainer: {max_steps: 5}\nmodel: {shard_degree: 3}\n";
+  CreateJob("bad", spec);
+  Converge("bad");
+  Json st = Job("bad")["status"];
+  EXPECT_EQ(st["state"], "Failed");
+  EXPECT_EQ(Condition("bad", "Failed", "reason"), "InvalidSpec");
+  EXPECT_THAT(Condition("bad", "Failed", "message"), HasSubstr("spec.trainerConfig.inline: model.shard_degree"));
+  EXPECT_TRUE(JobPods("bad").empty());
+  EXPECT_FALSE(kube::ResourceClient(*client_, kube::resources::kServices, kNs).Get("bad").ok());
+}
+
+TEST_F(ReconcilerTest, GangRestartThenBudgetExhausted) {
+  Json spec = CpuSpec();
+  spec["runPolicy"] = {{"backoffLimit", 1}};
+  CreateJob("gang", spec);
+  Converge("gang");
+  SetAllPhases("gang", "Running");
+  Converge("gang");
+  SetPhase("gang-node-1", "Failed", 137, "OOMKilled");
+  Converge("gang");
+  Json st = Job("gang")["status"];
+  EXPECT_EQ(st["restartCount"], 1);
+  EXPECT_EQ(st["restartAttempt"], 1);
+  EXPECT_EQ(st["state"], "Restarting");
+  EXPECT_EQ(st["lastFault"]["exitCode"], 137);
+  EXPECT_EQ(st["lastFault"]["rank"], 1);
+  auto pods = JobPods("gang");
+  ASSERT_EQ(pods.size(), 2u) << "the whole gang is recreated";
+  for (const Json& p : pods) EXPECT_EQ(p["metadata"]["labels"][api::kLabelRestartAttempt], "1");
+  for (const Json& p : pods) {
+    bool found = false;
+    for (const Json& e : p["spec"]["containers"][0]["env"]) {
+      if (e["name"] == "RESTART_ATTEMPT") found = e["value"] == "1";
+    }
+    EXPECT_TRUE(found);
+  }
+  SetAllPhases("gang", "Running");
+  Converge("gang");
+  EXPECT_EQ(Job("gang")["status"]["state"], "Running");
+  SetPhase("gang-node-0", "Failed", 201, "collective timeout");
+  Converge("gang");
+  EXPECT_EQ(Condition("gang", "Failed", "reason"), "BackoffLimitExceeded");
+  EXPECT_EQ(Job("gang")["status"]["restartCount"], 1);
+  EXPECT_EQ(counters_.jobs_restarted.load(), 1);
+}
+
+TEST_F(ReconcilerTest, NonRetryableExitFailsAtOnceAndCleansRunningPods) {
+  CreateJob("cfg", CpuSpec());
+  Converge("cfg");
+  SetAllPhases("cfg", "Running");
+  Converge("cfg");
+  SetPhase("cfg-node-0", "Failed", 2, "model.hidden_size: must be > 0");
+  Converge("cfg");
+  EXPECT_EQ(Condition("cfg", "Failed", "reason"), "NonRetryableExitCode");
+  EXPECT_THAT(Condition("cfg", "Failed", "message"), HasSubstr("exited with code 2: model.hidden_size"));
+  EXPECT_EQ(Job("cfg")["status"]["restartCount"], 0);
+  auto pods = JobPods("cfg");
+  ASSERT_EQ(pods.size(), 1u) << "the running pod is deleted (cleanPodPolicy Running)";
+  EXPECT_EQ(kube::NameOf(pods[0]), "cfg-node-0");
+}
+
+TEST_F(ReconcilerTest, SuspendDeletesPodsAndResumeRecreatesThem) {
+  CreateJob("sus", CpuSpec());
+  Converge("sus");
+  SetAllPhases("sus", "Running");
+  Converge("sus");
+  ASSERT_TRUE(Jobs().Patch("sus", {{"spec", {{"runPolicy", {{"suspend", true}}}}}}).ok());
+  Converge("sus");
+  EXPECT_EQ(Job("sus")["status"]["state"], "Suspended");
+  EXPECT_TRUE(JobPods("sus").empty());
+  EXPECT_EQ(Job("sus")["status"]["startTime"], "2027-01-15T08:00:00Z") << "status kept";
+  ASSERT_TRUE(Jobs().Patch("sus", {{"spec", {{"runPolicy", {{"suspend", false}}}}}}).ok());
+  Converge("sus");
+  EXPECT_EQ(JobPods("sus").size(), 2u);
+  EXPECT_EQ(Condition("sus", "Suspended"), "False");
+  EXPECT_EQ(Condition("sus", "Suspended", "reason"), "JobResumed");
+  auto reasons = EventReasons("sus");
+  EXPECT_NE(std::find(reasons.begin(), reasons.end(), "JobSuspended"), reasons.end());
+  EXPECT_NE(std::find(reasons.begin(), reasons.end(), "JobResumed"), reasons.end());
+}
+
+TEST_F(ReconcilerTest, DeadlineThenTtl) {
+  Json spec = CpuSpec();
+  spec["runPolicy"] = {{"activeDeadlineSeconds", 60}, {"ttlSecondsAfterFinished", 30}};
+  CreateJob("dl", spec);
+  Converge("dl");
+  SetAllPhases("dl", "Running");
+  now_ += 30s;
+  Converge("dl");
+  EXPECT_EQ(Job("dl")["status"]["state"], "Running");
+  now_ += 31s;
+  Converge("dl");
+  EXPECT_EQ(Condition("dl", "Failed", "reason"), "DeadlineExceeded");
+  EXPECT_TRUE(JobPods("dl").empty()) << "running pods are cleaned";
+  now_ += 29s;
+  Converge("dl");
+  EXPECT_TRUE(Jobs().Get("dl").ok());
+  now_ += 2s;
+  WaitCaches("dl");
+  ASSERT_TRUE(reconciler_->Reconcile(std::string(kNs) + "/dl").ok());
+  auto gone = Jobs().Get("dl");
+  EXPECT_TRUE(!gone.ok() || gone->at("metadata").contains("deletionTimestamp")) << "TTL deletes the job";
+}
+
+TEST_F(ReconcilerTest, RestartMidCreateMakesNoDuplicates) {
+  CreateJob("crash", CpuSpec(3));
+  // A previous operator created one pod and died before anything else.
+  auto meta = api::ParseObjectMeta(Job("crash")["metadata"]);
+  ASSERT_TRUE(meta.ok());
+  auto spec = api::ParseSpec(Job("crash")["spec"], *meta);
+  ASSERT_TRUE(spec.ok());
+  auto pod = BuildPod(*meta, *spec, PodOptions{1, 0, {}});
+  ASSERT_TRUE(Pods().Create(*pod).ok());
+  // Two operators (a stale standby and the new leader) reconcile the same state.
+  auto other = MakeReconciler();
+  WaitCaches("crash");
+  ASSERT_TRUE(other->Reconcile(std::string(kNs) + "/crash").ok());
+  ASSERT_TRUE(reconciler_->Reconcile(std::string(kNs) + "/crash").ok());
+  Converge("crash");
+  auto pods = JobPods("crash");
+  ASSERT_EQ(pods.size(), 3u);
+  EXPECT_EQ(kube::NameOf(pods[2]), "crash-node-2");
+}
+
+TEST_F(ReconcilerTest, RepeatOffenderNodeIsExcluded) {
+  Json spec = CpuSpec(1);
+  spec["runPolicy"] = {{"backoffLimit", 5}};
+  spec["faultPolicy"] = {{"maxRepeatOffenders", 2}, {"healthyNodeValues", Json::array()}};
+  CreateJob("rep", spec);
+  for (int round = 0; round < 2; ++round) {
+    Converge("rep");
+    Bind("rep-node-0", "node-a");
+    SetPhase("rep-node-0", "Failed", 200, "retryable");
+    Converge("rep");
+  }
+  Json st = Job("rep")["status"];
+  EXPECT_EQ(st["nodeFaults"]["node-a"], 2);
+  EXPECT_EQ(st["excludedNodes"], Json({"node-a"}));
+  EXPECT_EQ(st["lastFault"]["node"], "node-a");
+  auto pods = JobPods("rep");
+  ASSERT_EQ(pods.size(), 1u);
+  const Json& expr = pods[0]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                         ["nodeSelectorTerms"][0]["matchExpressions"][0];
+  EXPECT_EQ(expr["key"], "kubernetes.io/hostname");
+  EXPECT_EQ(expr["operator"], "NotIn");
+  EXPECT_EQ(expr["values"], Json({"node-a"}));
+  auto reasons = EventReasons("rep");
+  EXPECT_NE(std::find(reasons.begin(), reasons.end(), "NodeFault"), reasons.end());
+}
+
+}  // namespace
+}  // namespace hypertrain::controller
