@@ -96,7 +96,7 @@ size_t AttentionBackwardWorkspaceBytes(const AttentionParams& p) {
 namespace internal {
 
 Status Forward(Impl impl, const AttentionParams& p, const void* q, const void* k, const void* v,
-               void* out, float* lse, cudaStream_t stream) {
+               void* out, float* lse, cudaStream_t stream, int fwd_m_tiles) {
   HT_RETURN_IF_ERROR(ValidateAttentionParams(p));
   HT_RETURN_IF_ERROR(CheckPointer(q, "q"));
   HT_RETURN_IF_ERROR(CheckPointer(k, "k"));
@@ -107,7 +107,8 @@ Status Forward(Impl impl, const AttentionParams& p, const void* q, const void* k
   if (g.fp32) impl = Impl::kSimple;  // the tensor-core kernels are bf16/fp16 only
   switch (impl) {
     case Impl::kTiled:
-      return LaunchStatus(TiledAttentionForward(g, q, k, v, out, lse, stream), "forward");
+      return LaunchStatus(TiledAttentionForward(g, q, k, v, out, lse, stream, fwd_m_tiles),
+                          "forward");
     case Impl::kSimple:
       return LaunchStatus(SimpleAttentionForward(g, q, k, v, out, lse, stream), "forward");
   }

@@ -18,22 +18,6 @@ cudaError_t AllowSmem(Kernel kernel, int bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-// Largest dynamic shared memory one block may opt into on the current device
-// (queried once: one device per process).
-int MaxSmemPerBlock() {
-  static const int bytes = [] {
-    int device = 0, value = 48 * 1024;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-            cudaSuccess) {
-      cudaGetLastError();  // clear; fall back to the 48 KB every device has
-      return 48 * 1024;
-    }
-    return value;
-  }();
-  return bytes;
-}
-
 template <typename T, int D>
 cudaError_t Launch(const Dims& g, const void* q, const void* k, const void* v, const void* out,
                    const void* dout, const float* lse, float* delta, void* dq, void* dk, void* dv,
@@ -73,6 +57,20 @@ cudaError_t Launch(const Dims& g, const void* q, const void* k, const void* v, c
 }
 
 }  // namespace
+
+int MaxSmemPerBlock() {
+  static const int bytes = [] {
+    int device = 0, value = 48 * 1024;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+      cudaGetLastError();  // clear; fall back to the 48 KB every device has
+      return 48 * 1024;
+    }
+    return value;
+  }();
+  return bytes;
+}
 
 cudaError_t TiledAttentionBackward(const Dims& g, const void* q, const void* k, const void* v,
                                    const void* out, const void* dout, const float* lse,

@@ -94,6 +94,16 @@ void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl) {
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreate(&stream));
 
+  // Tiled forward: time both variants (1 and 2 m-tiles per warp) and the default.
+  if (impl == internal::Impl::kTiled) {
+    for (int mt : {1, 2}) {
+      const double ms = MedianMs(iters, stream, [&] {
+        CheckStatus(internal::Forward(impl, p, q, k, v, out, lse, stream, mt));
+      });
+      std::printf("  forward variant m_tiles=%d: %8.3f ms %6.1f TFLOP/s\n", mt, ms,
+                  4.0 * B * double(T) * T * H * D / 2 / ms * 1e-9);
+    }
+  }
   const double fwd_ms = MedianMs(iters, stream, [&] {
     CheckStatus(internal::Forward(impl, p, q, k, v, out, lse, stream));
   });

@@ -115,11 +115,36 @@ void Check(const Shape& s, uint32_t seed, double tol) {
   std::vector<T> out(nq, nan_t), dq(nq, nan_t), dk(nkv, nan_t), dv(nkv, nan_t);
   std::vector<float> lse(nstat, NAN), delta(nstat, NAN);
 
-  ht_emu::LaunchGrid(dim3((s.t + fwd::kBr - 1) / fwd::kBr, s.h, s.b), fwd::kThreads,
-                     fwd::kFwdSmemBytes<D>, [&] {
-                       fwd::TiledForwardKernel<T, D>(g, q.data(), k.data(), v.data(), out.data(),
-                                                     lse.data());
-                     });
+  std::vector<double> ref_out(nq), ref_lse(nstat), ref_dq(nq, 0.0), ref_dk(nkv, 0.0),
+      ref_dv(nkv, 0.0);
+  ::hypertrain::cpu::AttentionForward<double>(ref_out.data(), ref_lse.data(), rq.data(),
+                                              rk.data(), rv.data(), s.b, s.t, s.h, s.kv, D);
+  ::hypertrain::cpu::AttentionBackward<double>(ref_dq.data(), ref_dk.data(), ref_dv.data(),
+                                               rdout.data(), rq.data(), rk.data(), rv.data(),
+                                               ref_out.data(), ref_lse.data(), s.b, s.t, s.h,
+                                               s.kv, D);
+  auto as_double = [](const std::vector<T>& x) {
+    std::vector<double> r(x.size());
+    for (size_t i = 0; i < x.size(); ++i) r[i] = ToDouble(x[i]);
+    return r;
+  };
+  // Both forward variants (1 and 2 m-tiles per warp); the last one's output
+  // feeds the backward kernels.
+  auto forward = [&](auto mt_tag) {
+    constexpr int MT = decltype(mt_tag)::value;
+    std::printf(" forward, %d m-tile(s) per warp\n", MT);
+    std::fill(out.begin(), out.end(), nan_t);
+    std::fill(lse.begin(), lse.end(), NAN);
+    ht_emu::LaunchGrid(dim3((s.t + fwd::kBr<MT> - 1) / fwd::kBr<MT>, s.h, s.b), fwd::kThreads,
+                       fwd::kFwdSmemBytes<D, MT>, [&] {
+                         fwd::TiledForwardKernel<T, D, MT>(g, q.data(), k.data(), v.data(),
+                                                           out.data(), lse.data());
+                       });
+    ExpectClose("out", as_double(out), ref_out, tol, 4 * tol);
+    ExpectClose("lse", std::vector<double>(lse.begin(), lse.end()), ref_lse, 1e-5, 1e-5);
+  };
+  forward(std::integral_constant<int, 2>());
+  forward(std::integral_constant<int, 1>());
   const int64_t rows = nstat;
   constexpr int kRowsPerDeltaBlock = bwd::kThreads / (D / 8);
   ht_emu::LaunchGrid(dim3(unsigned((rows + kRowsPerDeltaBlock - 1) / kRowsPerDeltaBlock)),
@@ -136,21 +161,7 @@ void Check(const Shape& s, uint32_t seed, double tol) {
                         dq.data());
   });
 
-  std::vector<double> ref_out(nq), ref_lse(nstat), ref_dq(nq, 0.0), ref_dk(nkv, 0.0),
-      ref_dv(nkv, 0.0);
-  ::hypertrain::cpu::AttentionForward<double>(ref_out.data(), ref_lse.data(), rq.data(),
-                                              rk.data(), rv.data(), s.b, s.t, s.h, s.kv, D);
-  ::hypertrain::cpu::AttentionBackward<double>(ref_dq.data(), ref_dk.data(), ref_dv.data(),
-                                               rdout.data(), rq.data(), rk.data(), rv.data(),
-                                               ref_out.data(), ref_lse.data(), s.b, s.t, s.h,
-                                               s.kv, D);
-  auto as_double = [](const std::vector<T>& x) {
-    std::vector<double> r(x.size());
-    for (size_t i = 0; i < x.size(); ++i) r[i] = ToDouble(x[i]);
-    return r;
-  };
-  ExpectClose("out", as_double(out), ref_out, tol, 4 * tol);
-  ExpectClose("lse", std::vector<double>(lse.begin(), lse.end()), ref_lse, 1e-5, 1e-5);
+  std::printf(" backward\n");
   ExpectClose("dq", as_double(dq), ref_dq, tol, 4 * tol);
   ExpectClose("dk", as_double(dk), ref_dk, tol, 4 * tol);
   ExpectClose("dv", as_double(dv), ref_dv, tol, 4 * tol);

@@ -9,35 +9,48 @@ using fwd::kFwdSmemBytes;
 using fwd::kThreads;
 using fwd::TiledForwardKernel;
 
-template <typename T, int D>
-cudaError_t Launch(const Dims& g, const void* q, const void* k, const void* v, void* out,
-                   float* lse, cudaStream_t stream) {
+template <typename T, int D, int MT>
+cudaError_t LaunchTiles(const Dims& g, const void* q, const void* k, const void* v, void* out,
+                        float* lse, cudaStream_t stream) {
   // Raise the dynamic shared-memory limit once per instantiation.
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      TiledForwardKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kFwdSmemBytes<D>);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(TiledForwardKernel<T, D, MT>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kFwdSmemBytes<D, MT>);
   if (attr != cudaSuccess) return attr;
-  const dim3 grid((g.seq + kBr - 1) / kBr, g.n_heads, g.batch);
-  TiledForwardKernel<T, D><<<grid, kThreads, kFwdSmemBytes<D>, stream>>>(
+  const dim3 grid((g.seq + kBr<MT> - 1) / kBr<MT>, g.n_heads, g.batch);
+  TiledForwardKernel<T, D, MT><<<grid, kThreads, kFwdSmemBytes<D, MT>, stream>>>(
       g, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
       static_cast<T*>(out), lse);
   return cudaGetLastError();
 }
 
+// Default: two m-tiles per warp (128-row blocks) for D <= 64, where the
+// registers allow it without spilling, if the shared memory fits; else one.
+template <typename T, int D>
+cudaError_t Launch(const Dims& g, const void* q, const void* k, const void* v, void* out,
+                   float* lse, cudaStream_t stream, int m_tiles) {
+  static const bool fits_wide = MaxSmemPerBlock() >= kFwdSmemBytes<D, 2>;
+  if (m_tiles == 0) m_tiles = D <= 64 && fits_wide ? 2 : 1;
+  if (m_tiles == 2) return LaunchTiles<T, D, 2>(g, q, k, v, out, lse, stream);
+  if (m_tiles == 1) return LaunchTiles<T, D, 1>(g, q, k, v, out, lse, stream);
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
 
 cudaError_t TiledAttentionForward(const Dims& g, const void* q, const void* k, const void* v,
-                                  void* out, float* lse, cudaStream_t stream) {
+                                  void* out, float* lse, cudaStream_t stream, int m_tiles) {
   if (g.head_dim == 32) {
-    return g.bf16 ? Launch<__nv_bfloat16, 32>(g, q, k, v, out, lse, stream)
-                  : Launch<__half, 32>(g, q, k, v, out, lse, stream);
+    return g.bf16 ? Launch<__nv_bfloat16, 32>(g, q, k, v, out, lse, stream, m_tiles)
+                  : Launch<__half, 32>(g, q, k, v, out, lse, stream, m_tiles);
   }
   if (g.head_dim == 64) {
-    return g.bf16 ? Launch<__nv_bfloat16, 64>(g, q, k, v, out, lse, stream)
-                  : Launch<__half, 64>(g, q, k, v, out, lse, stream);
+    return g.bf16 ? Launch<__nv_bfloat16, 64>(g, q, k, v, out, lse, stream, m_tiles)
+                  : Launch<__half, 64>(g, q, k, v, out, lse, stream, m_tiles);
   }
   if (g.head_dim == 128) {
-    return g.bf16 ? Launch<__nv_bfloat16, 128>(g, q, k, v, out, lse, stream)
-                  : Launch<__half, 128>(g, q, k, v, out, lse, stream);
+    return g.bf16 ? Launch<__nv_bfloat16, 128>(g, q, k, v, out, lse, stream, m_tiles)
+                  : Launch<__half, 128>(g, q, k, v, out, lse, stream, m_tiles);
   }
   return cudaErrorInvalidValue;
 }

@@ -19,8 +19,9 @@ const char* ImplName(Impl impl);
 // kTiled unless the environment sets HT_ATTENTION_IMPL=simple (an escape
 // hatch for debugging a GPU the tiled kernels misbehave on).
 Impl DefaultImpl();
+// fwd_m_tiles: tiled forward variant (see TiledAttentionForward); 0 = default.
 Status Forward(Impl impl, const AttentionParams& p, const void* q, const void* k, const void* v,
-               void* out, float* lse, cudaStream_t stream);
+               void* out, float* lse, cudaStream_t stream, int fwd_m_tiles = 0);
 Status Backward(Impl impl, const AttentionParams& p, const void* q, const void* k, const void* v,
                 const void* out, const void* dout, const float* lse, void* dq, void* dk, void* dv,
                 void* workspace, size_t workspace_bytes, cudaStream_t stream);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "runtime/kernels/cuda/attention.h"
@@ -174,6 +175,38 @@ TEST_P(AttentionLayout, FusedQkvStridesMatchDenseBitwiseAndBackwardIsDeterminist
   }
   cudaFree(lse);
   cudaFree(ws);
+}
+
+// The tiled forward's two tilings (1 or 2 m-tiles of 16 rows per warp) do the
+// same arithmetic per row, so their outputs must match bitwise.
+TEST(AttentionLayoutTiled, ForwardTilingsAgreeBitwise) {
+  HT_SKIP_WITHOUT_GPU();
+  for (int d : {32, 64, 128}) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    const int B = 2, T = 333, H = 8, KV = 2;
+    const AttentionParams p = MakeParams(B, T, H, KV, d);
+    const size_t nq = size_t(B) * T * H * d, nkv = size_t(B) * T * KV * d;
+    std::mt19937 rng(d);
+    DeviceVec q(nq), k(nkv), v(nkv), out1(nq), out2(nq);
+    q.Upload(RandomBf16(rng, nq));
+    k.Upload(RandomBf16(rng, nkv));
+    v.Upload(RandomBf16(rng, nkv));
+    HT_CUDA_OK(cudaMemset(out1.get(), 0xFF, nq * 2));
+    HT_CUDA_OK(cudaMemset(out2.get(), 0xFF, nq * 2));
+    Status st = internal::Forward(Impl::kTiled, p, q.get(), k.get(), v.get(), out1.get(), nullptr,
+                                  nullptr, 1);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    st = internal::Forward(Impl::kTiled, p, q.get(), k.get(), v.get(), out2.get(), nullptr,
+                           nullptr, 2);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    HT_CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<uint16_t> a = out1.Download(), b = out2.Download();
+    const int64_t diff = FirstDifference(a, b);
+    EXPECT_EQ(diff, -1) << "first difference at " << diff;
+    // And the output was written (not both left at the NaN poison).
+    EXPECT_NE(a[0], 0xFFFF);
+    EXPECT_NE(a[nq - 1], 0xFFFF);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllImpls, AttentionLayout, ::testing::Values(Impl::kSimple, Impl::kTiled),
