@@ -1,11 +1,11 @@
 #include "operator/kube/config.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
-
-#include <yaml-cpp/yaml.h>
 
 namespace kube {
 namespace {
@@ -89,8 +89,8 @@ struct Merged {
 
 Result<void> MergeDoc(const Json& doc, const std::string& dir, Merged* m) {
   if (!doc.is_object()) return MakeError(ErrorCode::kConfig, "kubeconfig is not a YAML mapping");
-  auto merge = [&](const char* list, const char* inner, std::map<std::string, Entry>* out)
-      -> Result<void> {
+  auto merge = [&](const char* list, const char* inner,
+                   std::map<std::string, Entry>* out) -> Result<void> {
     auto it = doc.find(list);
     if (it == doc.end() || it->is_null()) return {};
     if (!it->is_array())
@@ -98,7 +98,8 @@ Result<void> MergeDoc(const Json& doc, const std::string& dir, Merged* m) {
     for (const auto& e : *it) {
       std::string name = Str(e, "name");
       if (name.empty())
-        return MakeError(ErrorCode::kConfig, std::string("kubeconfig: ") + list + " entry without name");
+        return MakeError(ErrorCode::kConfig,
+                         std::string("kubeconfig: ") + list + " entry without name");
       if (out->count(name)) continue;  // first definition wins
       Json body = e.contains(inner) && e[inner].is_object() ? e[inner] : Json::object();
       (*out)[name] = Entry{body, dir};
@@ -137,13 +138,14 @@ Result<Config> Resolve(const Merged& m, const std::string& context_override) {
   const Json& cl = cl_it->second.body;
   c.server = Str(cl, "server");
   if (c.server.empty())
-    return MakeError(ErrorCode::kConfig, "kubeconfig: cluster \"" + cluster_name + "\" has no server");
+    return MakeError(ErrorCode::kConfig,
+                     "kubeconfig: cluster \"" + cluster_name + "\" has no server");
   if (cl.contains("insecure-skip-tls-verify") && cl["insecure-skip-tls-verify"].is_boolean())
     c.insecure_skip_tls_verify = cl["insecure-skip-tls-verify"].get<bool>();
   c.tls_server_name = Str(cl, "tls-server-name");
   {
-    auto ca = DataOrFile(cl, "certificate-authority-data", "certificate-authority",
-                         cl_it->second.dir);
+    auto ca =
+        DataOrFile(cl, "certificate-authority-data", "certificate-authority", cl_it->second.dir);
     if (!ca.ok()) return ca.error();
     c.ca_pem = *ca;
   }
@@ -167,8 +169,9 @@ Result<Config> Resolve(const Merged& m, const std::string& context_override) {
     c.client_cert_pem = *cert;
     c.client_key_pem = *key;
     if (c.client_cert_pem.empty() != c.client_key_pem.empty())
-      return MakeError(ErrorCode::kConfig, "kubeconfig: user \"" + user_name +
-                                               "\" has a client certificate without a key or vice versa");
+      return MakeError(ErrorCode::kConfig,
+                       "kubeconfig: user \"" + user_name +
+                           "\" has a client certificate without a key or vice versa");
     if (u.contains("exec") && u["exec"].is_object()) {
       const Json& e = u["exec"];
       ExecConfig ex;
@@ -178,11 +181,13 @@ Result<Config> Resolve(const Merged& m, const std::string& context_override) {
         return MakeError(ErrorCode::kConfig, "kubeconfig: exec plugin apiVersion \"" +
                                                  ex.api_version + "\" is not supported");
       ex.command = Str(e, "command");
-      if (ex.command.empty()) return MakeError(ErrorCode::kConfig, "kubeconfig: exec without command");
+      if (ex.command.empty())
+        return MakeError(ErrorCode::kConfig, "kubeconfig: exec without command");
       // A relative command with a slash resolves against the kubeconfig directory.
       if (ex.command.find('/') != std::string::npos) ex.command = JoinPath(dir, ex.command);
       if (e.contains("args") && e["args"].is_array())
-        for (const auto& a : e["args"]) ex.args.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+        for (const auto& a : e["args"])
+          ex.args.push_back(a.is_string() ? a.get<std::string>() : a.dump());
       if (e.contains("env") && e["env"].is_array())
         for (const auto& kv : e["env"]) ex.env.emplace_back(Str(kv, "name"), Str(kv, "value"));
       if (e.contains("provideClusterInfo") && e["provideClusterInfo"].is_boolean())
@@ -296,16 +301,23 @@ Result<Config> LoadDefault() {
 
 std::string Config::DebugString() const {
   std::ostringstream o;
-  auto red = [](const std::string& s) { return s.empty() ? std::string("<none>") : std::string("<redacted>"); };
+  auto red = [](const std::string& s) {
+    return s.empty() ? std::string("<none>") : std::string("<redacted>");
+  };
   o << "server: " << server << "\n"
     << "namespace: " << namespace_name << "\n"
-    << "ca: " << (ca_pem.empty() ? "<system>" : std::to_string(ca_pem.size()) + " bytes PEM") << "\n"
+    << "ca: " << (ca_pem.empty() ? "<system>" : std::to_string(ca_pem.size()) + " bytes PEM")
+    << "\n"
     << "insecure-skip-tls-verify: " << (insecure_skip_tls_verify ? "true" : "false") << "\n"
     << "client-certificate: " << (client_cert_pem.empty() ? "<none>" : "<present>") << "\n"
     << "client-key: " << red(client_key_pem) << "\n"
     << "token: " << red(token) << "\n"
     << "tokenFile: " << (token_file.empty() ? "<none>" : token_file) << "\n"
-    << "exec: " << (exec ? exec->command + " (" + std::to_string(exec->args.size()) + " args, env values <redacted>)" : "<none>") << "\n"
+    << "exec: "
+    << (exec ? exec->command + " (" + std::to_string(exec->args.size()) +
+                   " args, env values <redacted>)"
+             : "<none>")
+    << "\n"
     << "qps: " << qps << " burst: " << burst << " timeout_ms: " << request_timeout.count()
     << " max_retries: " << max_retries << "\n";
   return o.str();

@@ -45,7 +45,7 @@ struct Config {
   std::string user_agent = "hypertrain-kube/1.0";
 
   // Client behaviour.
-  double qps = 50;        // <= 0 disables the client-side limiter
+  double qps = 50;  // <= 0 disables the client-side limiter
   int burst = 100;
   std::chrono::milliseconds request_timeout{30000};
   int max_retries = 5;  // retries after the first attempt for retryable failures

@@ -97,14 +97,16 @@ TEST(ConfigTest, KubeconfigErrorsAreClear) {
   auto bad_b64 = LoadKubeconfigText(R"(current-context: x
 contexts: [{name: x, context: {cluster: c}}]
 clusters: [{name: c, cluster: {server: "https://h", certificate-authority-data: "!!!"}}]
-)", "/tmp");
+)",
+                                    "/tmp");
   ASSERT_FALSE(bad_b64.ok());
   EXPECT_NE(bad_b64.error().message.find("base64"), std::string::npos);
   auto bad_exec = LoadKubeconfigText(R"(current-context: x
 contexts: [{name: x, context: {cluster: c, user: u}}]
 clusters: [{name: c, cluster: {server: "https://h"}}]
 users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1alpha1, command: x}}}]
-)", "/tmp");
+)",
+                                     "/tmp");
   ASSERT_FALSE(bad_exec.ok());
   EXPECT_NE(bad_exec.error().message.find("v1alpha1"), std::string::npos);
   auto bad_yaml = LoadKubeconfigText("clusters: [", "/tmp");
@@ -134,9 +136,10 @@ TEST(ConfigTest, InCluster) {
 }
 
 TEST(ExecCredentialTest, ParsesAndValidates) {
-  auto ok = ParseExecCredential(R"({"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1",
+  auto ok = ParseExecCredential(
+      R"({"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1",
     "status":{"token":"k8s-aws-v1.abc","expirationTimestamp":"2030-01-02T03:04:05Z"}})",
-                                "client.authentication.k8s.io/v1beta1");
+      "client.authentication.k8s.io/v1beta1");
   ASSERT_TRUE(ok.ok()) << ok.error().ToString();
   EXPECT_EQ(ok->token, "k8s-aws-v1.abc");
   ASSERT_TRUE(ok->expiration.has_value());

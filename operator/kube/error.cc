@@ -4,27 +4,48 @@ namespace kube {
 
 const char* ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return "Ok";
-    case ErrorCode::kBadRequest: return "BadRequest";
-    case ErrorCode::kUnauthorized: return "Unauthorized";
-    case ErrorCode::kForbidden: return "Forbidden";
-    case ErrorCode::kNotFound: return "NotFound";
-    case ErrorCode::kMethodNotAllowed: return "MethodNotAllowed";
-    case ErrorCode::kAlreadyExists: return "AlreadyExists";
-    case ErrorCode::kConflict: return "Conflict";
-    case ErrorCode::kGone: return "Gone";
-    case ErrorCode::kInvalid: return "Invalid";
-    case ErrorCode::kTooManyRequests: return "TooManyRequests";
-    case ErrorCode::kServerError: return "ServerError";
-    case ErrorCode::kTimeout: return "Timeout";
-    case ErrorCode::kTransport: return "Transport";
-    case ErrorCode::kTls: return "TLS";
-    case ErrorCode::kCancelled: return "Cancelled";
-    case ErrorCode::kConfig: return "Config";
-    case ErrorCode::kAuth: return "Auth";
-    case ErrorCode::kBadResponse: return "BadResponse";
-    case ErrorCode::kInvalidArgument: return "InvalidArgument";
-    case ErrorCode::kUnknown: return "Unknown";
+    case ErrorCode::kOk:
+      return "Ok";
+    case ErrorCode::kBadRequest:
+      return "BadRequest";
+    case ErrorCode::kUnauthorized:
+      return "Unauthorized";
+    case ErrorCode::kForbidden:
+      return "Forbidden";
+    case ErrorCode::kNotFound:
+      return "NotFound";
+    case ErrorCode::kMethodNotAllowed:
+      return "MethodNotAllowed";
+    case ErrorCode::kAlreadyExists:
+      return "AlreadyExists";
+    case ErrorCode::kConflict:
+      return "Conflict";
+    case ErrorCode::kGone:
+      return "Gone";
+    case ErrorCode::kInvalid:
+      return "Invalid";
+    case ErrorCode::kTooManyRequests:
+      return "TooManyRequests";
+    case ErrorCode::kServerError:
+      return "ServerError";
+    case ErrorCode::kTimeout:
+      return "Timeout";
+    case ErrorCode::kTransport:
+      return "Transport";
+    case ErrorCode::kTls:
+      return "TLS";
+    case ErrorCode::kCancelled:
+      return "Cancelled";
+    case ErrorCode::kConfig:
+      return "Config";
+    case ErrorCode::kAuth:
+      return "Auth";
+    case ErrorCode::kBadResponse:
+      return "BadResponse";
+    case ErrorCode::kInvalidArgument:
+      return "InvalidArgument";
+    case ErrorCode::kUnknown:
+      return "Unknown";
   }
   return "Unknown";
 }
@@ -51,17 +72,28 @@ ErrorCode CodeForHttpStatus(int s, const std::string& reason) {
   if (reason == "NotFound") return ErrorCode::kNotFound;
   if (reason == "Invalid") return ErrorCode::kInvalid;
   switch (s) {
-    case 400: return ErrorCode::kBadRequest;
-    case 401: return ErrorCode::kUnauthorized;
-    case 403: return ErrorCode::kForbidden;
-    case 404: return ErrorCode::kNotFound;
-    case 405: return ErrorCode::kMethodNotAllowed;
-    case 409: return ErrorCode::kConflict;
-    case 410: return ErrorCode::kGone;
-    case 422: return ErrorCode::kInvalid;
-    case 429: return ErrorCode::kTooManyRequests;
-    case 504: return ErrorCode::kTimeout;
-    default: break;
+    case 400:
+      return ErrorCode::kBadRequest;
+    case 401:
+      return ErrorCode::kUnauthorized;
+    case 403:
+      return ErrorCode::kForbidden;
+    case 404:
+      return ErrorCode::kNotFound;
+    case 405:
+      return ErrorCode::kMethodNotAllowed;
+    case 409:
+      return ErrorCode::kConflict;
+    case 410:
+      return ErrorCode::kGone;
+    case 422:
+      return ErrorCode::kInvalid;
+    case 429:
+      return ErrorCode::kTooManyRequests;
+    case 504:
+      return ErrorCode::kTimeout;
+    default:
+      break;
   }
   if (s >= 500) return ErrorCode::kServerError;
   return ErrorCode::kUnknown;
@@ -72,7 +104,8 @@ Error ErrorFromStatusObject(int http_status, const Json& st) {
   int code = http_status;
   if (st.is_object()) {
     if (st.contains("code") && st["code"].is_number_integer()) code = st["code"].get<int>();
-    if (st.contains("reason") && st["reason"].is_string()) e.reason = st["reason"].get<std::string>();
+    if (st.contains("reason") && st["reason"].is_string())
+      e.reason = st["reason"].get<std::string>();
     if (st.contains("message") && st["message"].is_string())
       e.message = st["message"].get<std::string>();
     auto d = st.find("details");

@@ -2,11 +2,10 @@
 // kube::Error / kube::Result<T>: the error type of the Kubernetes client.
 // Self-contained on purpose: the operator and the trainer's launcher both use
 // this library and must not depend on runtime/.
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 namespace kube {
 
@@ -26,12 +25,12 @@ enum class ErrorCode {
   kServerError,       // 5xx (after retries were exhausted)
   kTimeout,           // 504 or client-side timeout
   // Client-side failures.
-  kTransport,  // connection refused / reset / DNS
-  kTls,        // TLS handshake or certificate verification failed
-  kCancelled,  // the caller cancelled (shutdown)
-  kConfig,     // bad kubeconfig / in-cluster environment
-  kAuth,       // credential plugin or token file failed
-  kBadResponse,  // unparseable body
+  kTransport,        // connection refused / reset / DNS
+  kTls,              // TLS handshake or certificate verification failed
+  kCancelled,        // the caller cancelled (shutdown)
+  kConfig,           // bad kubeconfig / in-cluster environment
+  kAuth,             // credential plugin or token file failed
+  kBadResponse,      // unparseable body
   kInvalidArgument,  // bad input to a client call
   kUnknown,
 };
@@ -40,9 +39,9 @@ const char* ErrorCodeName(ErrorCode code);
 
 struct Error {
   ErrorCode code = ErrorCode::kUnknown;
-  std::string reason;   // Status.reason ("NotFound", "Conflict", ...) or a client-side tag
-  std::string message;  // human-readable; never contains credentials
-  int http_status = 0;  // 0 when no HTTP response was received
+  std::string reason;            // Status.reason ("NotFound", "Conflict", ...) or a client-side tag
+  std::string message;           // human-readable; never contains credentials
+  int http_status = 0;           // 0 when no HTTP response was received
   int retry_after_seconds = -1;  // from Retry-After / Status.details.retryAfterSeconds
 
   // "NotFound (404): pods "x" not found".
@@ -101,8 +100,8 @@ inline bool IsGone(const Error& e) { return e.code == ErrorCode::kGone; }
 
 }  // namespace kube
 
-#define KUBE_RETURN_IF_ERROR(expr)        \
-  do {                                    \
-    auto kube_r_ = (expr);                \
+#define KUBE_RETURN_IF_ERROR(expr)             \
+  do {                                         \
+    auto kube_r_ = (expr);                     \
     if (!kube_r_.ok()) return kube_r_.error(); \
   } while (0)

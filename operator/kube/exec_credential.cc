@@ -49,15 +49,16 @@ std::string FormatRfc3339(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-Result<ExecCredential> ParseExecCredential(const std::string& text, const std::string& api_version) {
+Result<ExecCredential> ParseExecCredential(const std::string& text,
+                                           const std::string& api_version) {
   Json j = Json::parse(text, nullptr, false);
-  if (!j.is_object())
-    return MakeError(ErrorCode::kAuth, "exec plugin output is not a JSON object");
+  if (!j.is_object()) return MakeError(ErrorCode::kAuth, "exec plugin output is not a JSON object");
   if (j.value("kind", "") != "ExecCredential")
     return MakeError(ErrorCode::kAuth, "exec plugin output kind is not ExecCredential");
   if (!api_version.empty() && j.value("apiVersion", "") != api_version)
     return MakeError(ErrorCode::kAuth, "exec plugin returned apiVersion \"" +
-                                           j.value("apiVersion", "") + "\", want \"" + api_version + "\"");
+                                           j.value("apiVersion", "") + "\", want \"" + api_version +
+                                           "\"");
   auto st = j.find("status");
   if (st == j.end() || !st->is_object())
     return MakeError(ErrorCode::kAuth, "exec plugin output has no status");
@@ -73,7 +74,8 @@ Result<ExecCredential> ParseExecCredential(const std::string& text, const std::s
   if (!exp.empty()) {
     c.expiration = ParseRfc3339(exp);
     if (!c.expiration)
-      return MakeError(ErrorCode::kAuth, "exec plugin expirationTimestamp \"" + exp + "\" is not RFC 3339");
+      return MakeError(ErrorCode::kAuth,
+                       "exec plugin expirationTimestamp \"" + exp + "\" is not RFC 3339");
   }
   return c;
 }
@@ -131,7 +133,8 @@ Result<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string& 
   bool out_open = true, err_open = true, timed_out = false;
   while (out_open || err_open) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now()).count();
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
     if (left <= 0) {
       timed_out = true;
       break;

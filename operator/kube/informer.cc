@@ -34,8 +34,9 @@ EventHandlers EnqueueOwnerHandlers(WorkQueue* q, std::string owner_kind) {
 }
 
 Informer::Informer(ResourceClient client, ReflectorOptions opts)
-    : reflector_(std::move(client), &store_,
-                 [this](const StoreDelta& d) { Dispatch(d); }, std::move(opts)) {}
+    : reflector_(
+          std::move(client), &store_, [this](const StoreDelta& d) { Dispatch(d); },
+          std::move(opts)) {}
 
 Informer::~Informer() { Stop(); }
 

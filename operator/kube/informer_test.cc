@@ -24,7 +24,8 @@ std::map<std::string, std::string> StoreState(Informer& inf) {
 }
 
 // Waits (bounded) until handler model and store both equal the server's state.
-bool Converged(FakeApiServer& srv, Informer& inf, HandlerModel& m, std::chrono::milliseconds t = 10s) {
+bool Converged(FakeApiServer& srv, Informer& inf, HandlerModel& m,
+               std::chrono::milliseconds t = 10s) {
   auto deadline = std::chrono::steady_clock::now() + t;
   while (std::chrono::steady_clock::now() < deadline) {
     auto want = srv.State();
@@ -169,9 +170,9 @@ TEST(ReflectorTest, UnreachableServerBacksOffAndStops) {
     FakeApiServer srv;
     port = std::stoi(srv.url().substr(srv.url().rfind(':') + 1));
   }
-  Informer inf(ResourceClient(Client("http://127.0.0.1:" + std::to_string(port)),
-                              resources::kPods, "ns"),
-               FastOptions());
+  Informer inf(
+      ResourceClient(Client("http://127.0.0.1:" + std::to_string(port)), resources::kPods, "ns"),
+      FastOptions());
   std::vector<std::string> errors;
   std::mutex mu;
   inf.SetErrorLogger([&](const std::string& e) {
@@ -203,8 +204,9 @@ TEST(ReflectorTest, InstantWatchClosesAndErrorEventsBackOff) {
       watches++;
       c.StartChunked(200);
       if (error_event)
-        c.Chunk(R"({"type":"ERROR","object":{"kind":"Status","code":500,"reason":"InternalError","message":"etcd hiccup"}})"
-                "\n");
+        c.Chunk(
+            R"({"type":"ERROR","object":{"kind":"Status","code":500,"reason":"InternalError","message":"etcd hiccup"}})"
+            "\n");
       c.EndChunked();
     });
     Informer inf(ResourceClient(Client(srv.url()), resources::kPods, "ns"), FastOptions());
@@ -222,9 +224,10 @@ TEST(InformerHandlersTest, EnqueueOwner) {
   WorkQueue q;
   auto h = EnqueueOwnerHandlers(&q, "TrainingJob");
   Json pod = {{"metadata",
-               {{"name", "job1-worker-0"}, {"namespace", "ns"},
+               {{"name", "job1-worker-0"},
+                {"namespace", "ns"},
                 {"ownerReferences", Json::array({{{"kind", "TrainingJob"}, {"name", "job1"}},
-                                                  {{"kind", "Other"}, {"name", "x"}}})}}}};
+                                                 {{"kind", "Other"}, {"name", "x"}}})}}}};
   h.on_add(pod);
   h.on_delete(pod);
   EXPECT_EQ(q.Len(), 1u);

@@ -103,13 +103,15 @@ TEST_F(KubeLocalTest, CrudConflictsAndDelete) {
   EXPECT_EQ((*u3)["metadata"]["labels"]["tier"], "c");
 
   // Merge patch (how the launcher publishes progress).
-  auto p = pods.Patch(name, {{"metadata", {{"annotations", {{"hypertrain.io/progress", "step=10"}}}}}});
+  auto p =
+      pods.Patch(name, {{"metadata", {{"annotations", {{"hypertrain.io/progress", "step=10"}}}}}});
   ASSERT_TRUE(p.ok()) << p.error().ToString();
   EXPECT_EQ((*p)["metadata"]["annotations"]["hypertrain.io/progress"], "step=10");
   EXPECT_EQ((*p)["metadata"]["labels"]["tier"], "c");
 
   // Annotation helper (set one, remove one) and an Event about the pod.
-  auto ann = pods.PatchAnnotations(name, {{"hypertrain.io/step", "20"}, {"hypertrain.io/progress", std::nullopt}});
+  auto ann = pods.PatchAnnotations(
+      name, {{"hypertrain.io/step", "20"}, {"hypertrain.io/progress", std::nullopt}});
   ASSERT_TRUE(ann.ok()) << ann.error().ToString();
   EXPECT_EQ((*ann)["metadata"]["annotations"]["hypertrain.io/step"], "20");
   EXPECT_FALSE((*ann)["metadata"]["annotations"].contains("hypertrain.io/progress"));
@@ -206,8 +208,8 @@ TEST_F(KubeLocalTest, LeasesAndServerSideApply) {
   ASSERT_TRUE(u.ok()) << u.error().ToString();
   EXPECT_EQ((*u)["spec"]["holderIdentity"], "op-2");
   auto a = Pods().Apply(Pod("applied"), "e2e-manager", true);
-  if (!a.ok() && (a.error().code == ErrorCode::kUnknown ||
-                  a.error().http_status == 415 || a.error().code == ErrorCode::kMethodNotAllowed)) {
+  if (!a.ok() && (a.error().code == ErrorCode::kUnknown || a.error().http_status == 415 ||
+                  a.error().code == ErrorCode::kMethodNotAllowed)) {
     GTEST_SKIP() << "server-side apply not served by kube-local: " << a.error().ToString();
   }
   ASSERT_TRUE(a.ok()) << a.error().ToString();

@@ -36,7 +36,8 @@ Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(std::shared_ptr<Res
   if (!(c.retry_period < c.renew_deadline && c.renew_deadline < c.lease_duration))
     return MakeError(ErrorCode::kInvalidArgument,
                      "leader election needs retry_period < renew_deadline < lease_duration");
-  return std::unique_ptr<LeaderElector>(new LeaderElector(std::move(client), std::move(c), std::move(cb)));
+  return std::unique_ptr<LeaderElector>(
+      new LeaderElector(std::move(client), std::move(c), std::move(cb)));
 }
 
 std::string LeaderElector::ObservedHolder() const {
@@ -51,11 +52,12 @@ Result<bool> LeaderElector::TryAcquireOrRenew() {
   if (!cur.ok()) {
     if (!IsNotFound(cur.error())) return cur.error();
     Json lease = {{"metadata", {{"name", cfg_.lease_name}}},
-                  {"spec", {{"holderIdentity", cfg_.identity},
-                            {"leaseDurationSeconds", duration_s},
-                            {"acquireTime", now},
-                            {"renewTime", now},
-                            {"leaseTransitions", 0}}}};
+                  {"spec",
+                   {{"holderIdentity", cfg_.identity},
+                    {"leaseDurationSeconds", duration_s},
+                    {"acquireTime", now},
+                    {"renewTime", now},
+                    {"leaseTransitions", 0}}}};
     auto c = leases_.Create(lease);
     if (!c.ok()) {
       if (IsAlreadyExists(c.error())) return false;  // another candidate was faster

@@ -13,9 +13,10 @@ std::vector<std::string> Events(int n) {
   std::vector<std::string> out;
   for (int i = 0; i < n; ++i) {
     Json o = {{"type", "MODIFIED"},
-              {"object", {{"metadata", {{"name", "p" + std::to_string(i)},
-                                        {"resourceVersion", std::to_string(100 + i)}}},
-                          {"data", std::string(static_cast<size_t>(i * 37 % 300), 'x')}}}};
+              {"object",
+               {{"metadata",
+                 {{"name", "p" + std::to_string(i)}, {"resourceVersion", std::to_string(100 + i)}}},
+                {"data", std::string(static_cast<size_t>(i * 37 % 300), 'x')}}}};
     out.push_back(o.dump());
   }
   return out;

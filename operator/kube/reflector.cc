@@ -80,7 +80,8 @@ Result<void> Reflector::WatchOnce(CancelToken* cancel) {
           }
           case WatchEvent::Type::kDeleted: {
             ObjectPtr old = store_->Remove(Store::KeyOf(e.object));
-            if (old) sink_({StoreDelta::Type::kDeleted, old, std::make_shared<const Json>(e.object)});
+            if (old)
+              sink_({StoreDelta::Type::kDeleted, old, std::make_shared<const Json>(e.object)});
             SetRv(ResourceVersionOf(e.object));
             break;
           }

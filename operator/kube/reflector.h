@@ -33,11 +33,11 @@ struct ReflectorOptions {
 };
 
 struct ReflectorStats {
-  int64_t lists = 0;            // completed LISTs (all pages)
-  int64_t watches = 0;          // watch requests opened
+  int64_t lists = 0;    // completed LISTs (all pages)
+  int64_t watches = 0;  // watch requests opened
   int64_t relists_after_gone = 0;
-  int64_t errors = 0;           // failed list/watch attempts
-  int64_t events = 0;           // watch events received (incl. bookmarks)
+  int64_t errors = 0;  // failed list/watch attempts
+  int64_t events = 0;  // watch events received (incl. bookmarks)
   int64_t bookmarks = 0;
 };
 

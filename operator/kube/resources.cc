@@ -35,11 +35,16 @@ ResourceType Custom(std::string group, std::string version, std::string plural, 
 
 const char* WatchEventTypeName(WatchEvent::Type t) {
   switch (t) {
-    case WatchEvent::Type::kAdded: return "ADDED";
-    case WatchEvent::Type::kModified: return "MODIFIED";
-    case WatchEvent::Type::kDeleted: return "DELETED";
-    case WatchEvent::Type::kBookmark: return "BOOKMARK";
-    case WatchEvent::Type::kError: return "ERROR";
+    case WatchEvent::Type::kAdded:
+      return "ADDED";
+    case WatchEvent::Type::kModified:
+      return "MODIFIED";
+    case WatchEvent::Type::kDeleted:
+      return "DELETED";
+    case WatchEvent::Type::kBookmark:
+      return "BOOKMARK";
+    case WatchEvent::Type::kError:
+      return "ERROR";
   }
   return "?";
 }
@@ -58,9 +63,12 @@ std::string MetaStr(const Json& obj, const char* key) {
 }
 const char* ContentType(PatchType t) {
   switch (t) {
-    case PatchType::kMerge: return "application/merge-patch+json";
-    case PatchType::kJson: return "application/json-patch+json";
-    case PatchType::kStrategicMerge: return "application/strategic-merge-patch+json";
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kJson:
+      return "application/json-patch+json";
+    case PatchType::kStrategicMerge:
+      return "application/strategic-merge-patch+json";
   }
   return "application/merge-patch+json";
 }
@@ -73,14 +81,17 @@ std::string UidOf(const Json& obj) { return MetaStr(obj, "uid"); }
 
 ResourceClient::ResourceClient(std::shared_ptr<RestClient> client, ResourceType type,
                                std::string ns)
-    : client_(std::move(client)), type_(std::move(type)), ns_(type_.namespaced ? std::move(ns) : "") {}
+    : client_(std::move(client)),
+      type_(std::move(type)),
+      ns_(type_.namespaced ? std::move(ns) : "") {}
 
 Result<std::string> ResourceClient::NamespaceFor(const Json* obj) const {
   if (!type_.namespaced) return std::string();
   std::string ns = obj ? NamespaceOf(*obj) : "";
   if (!ns.empty() && !ns_.empty() && ns != ns_)
-    return MakeError(ErrorCode::kInvalidArgument, "object namespace \"" + ns +
-                                                      "\" does not match client namespace \"" + ns_ + "\"");
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        "object namespace \"" + ns + "\" does not match client namespace \"" + ns_ + "\"");
   if (ns.empty()) ns = ns_;
   if (ns.empty())
     return MakeError(ErrorCode::kInvalidArgument,
@@ -115,7 +126,8 @@ Result<ListResult> ResourceClient::List(const ListOptions& o) const {
   if (!o.resource_version.empty()) r.query.emplace_back("resourceVersion", o.resource_version);
   auto j = client_->SendJson(r);
   if (!j.ok()) return j.error();
-  if (!j->is_object() || !j->contains("items") || !((*j)["items"].is_array() || (*j)["items"].is_null()))
+  if (!j->is_object() || !j->contains("items") ||
+      !((*j)["items"].is_array() || (*j)["items"].is_null()))
     return MakeError(ErrorCode::kBadResponse, "list " + r.path + ": response has no items array");
   ListResult out;
   if ((*j)["items"].is_array()) out.items = std::move((*j)["items"]);
@@ -159,11 +171,13 @@ Result<ListResult> ResourceClient::ListAll(ListOptions o) const {
 }
 
 Result<Json> ResourceClient::Create(const Json& obj) const {
-  if (!obj.is_object()) return MakeError(ErrorCode::kInvalidArgument, "create: object is not a JSON object");
+  if (!obj.is_object())
+    return MakeError(ErrorCode::kInvalidArgument, "create: object is not a JSON object");
   auto ns = NamespaceFor(&obj);
   if (!ns.ok()) return ns.error();
   if (NameOf(obj).empty() && MetaStr(obj, "generateName").empty())
-    return MakeError(ErrorCode::kInvalidArgument, "create: metadata.name or metadata.generateName required");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "create: metadata.name or metadata.generateName required");
   Json body = obj;
   if (!body.contains("apiVersion")) body["apiVersion"] = type_.ApiVersion();
   if (!body.contains("kind")) body["kind"] = type_.kind;
@@ -253,7 +267,8 @@ Result<Json> RecordEvent(RestClient& client, const Json& involved, const std::st
   if (type != "Normal" && type != "Warning")
     return MakeError(ErrorCode::kInvalidArgument, "event type must be Normal or Warning");
   std::string name = NameOf(involved), ns = NamespaceOf(involved);
-  if (name.empty()) return MakeError(ErrorCode::kInvalidArgument, "event: involved object has no name");
+  if (name.empty())
+    return MakeError(ErrorCode::kInvalidArgument, "event: involved object has no name");
   if (ns.empty()) ns = "default";  // events about cluster-scoped objects live in default
   std::string now = FormatRfc3339(std::chrono::system_clock::now());
   Json ev = {{"apiVersion", "v1"},
@@ -357,18 +372,23 @@ Result<void> ResourceClient::Watch(const WatchOptions& o,
     Json ev = Json::parse(line, nullptr, false);
     if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string() ||
         !ev.contains("object")) {
-      decode_error = MakeError(ErrorCode::kBadResponse,
-                               "watch " + r.path + ": undecodable event (" +
-                                   std::to_string(line.size()) + " bytes)");
+      decode_error =
+          MakeError(ErrorCode::kBadResponse, "watch " + r.path + ": undecodable event (" +
+                                                 std::to_string(line.size()) + " bytes)");
       return false;
     }
     const std::string t = ev["type"].get<std::string>();
     WatchEvent e;
-    if (t == "ADDED") e.type = WatchEvent::Type::kAdded;
-    else if (t == "MODIFIED") e.type = WatchEvent::Type::kModified;
-    else if (t == "DELETED") e.type = WatchEvent::Type::kDeleted;
-    else if (t == "BOOKMARK") e.type = WatchEvent::Type::kBookmark;
-    else if (t == "ERROR") e.type = WatchEvent::Type::kError;
+    if (t == "ADDED")
+      e.type = WatchEvent::Type::kAdded;
+    else if (t == "MODIFIED")
+      e.type = WatchEvent::Type::kModified;
+    else if (t == "DELETED")
+      e.type = WatchEvent::Type::kDeleted;
+    else if (t == "BOOKMARK")
+      e.type = WatchEvent::Type::kBookmark;
+    else if (t == "ERROR")
+      e.type = WatchEvent::Type::kError;
     else {
       decode_error = MakeError(ErrorCode::kBadResponse, "watch: unknown event type \"" + t + "\"");
       return false;
@@ -385,7 +405,8 @@ Result<void> ResourceClient::Watch(const WatchOptions& o,
       [&](std::string_view data) {
         if (!splitter.Feed(data, on_line)) {
           if (!stopped && !decode_error)
-            decode_error = MakeError(ErrorCode::kBadResponse, "watch: event exceeds the line limit");
+            decode_error =
+                MakeError(ErrorCode::kBadResponse, "watch: event exceeds the line limit");
           return false;
         }
         return true;

@@ -122,7 +122,8 @@ TEST(ResourceClientTest, ListAllFollowsContinueAndRestartsOnExpiry) {
     std::string cont = r.query.count("continue") ? r.query.at("continue") : "";
     int start = cont.empty() ? 0 : std::stoi(cont);
     if (start == 4 && expire_once.exchange(0) == 1) {
-      c.Respond(410, R"({"kind":"Status","code":410,"reason":"Expired","message":"continue expired"})");
+      c.Respond(410,
+                R"({"kind":"Status","code":410,"reason":"Expired","message":"continue expired"})");
       return;
     }
     Json items = Json::array();
@@ -158,7 +159,9 @@ TEST(ResourceClientTest, UpdateWithRetryRereadsOnConflict) {
   Recorder rec;
   rec.respond = [&](const HttpRequest& r, Conn& c) {
     if (r.method == "GET") {
-      c.Respond(200, Json{{"metadata", {{"name", "j"}, {"resourceVersion", std::to_string(rv.load())}}}}.dump());
+      c.Respond(200,
+                Json{{"metadata", {{"name", "j"}, {"resourceVersion", std::to_string(rv.load())}}}}
+                    .dump());
       return;
     }
     Json b = Json::parse(r.body);
@@ -172,7 +175,9 @@ TEST(ResourceClientTest, UpdateWithRetryRereadsOnConflict) {
     c.Respond(200, r.body);
   };
   FakeServer srv(rec.Handler());
-  ResourceClient jobs(Client(srv.url()), resources::Custom("hypertrain.io", "v1", "trainingjobs", "TrainingJob"), "ns");
+  ResourceClient jobs(Client(srv.url()),
+                      resources::Custom("hypertrain.io", "v1", "trainingjobs", "TrainingJob"),
+                      "ns");
   auto r = jobs.UpdateWithRetry("j", [](Json& o) -> Result<void> {
     o["spec"]["replicas"] = 4;
     return {};

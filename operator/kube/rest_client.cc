@@ -1,17 +1,16 @@
 #include "operator/kube/rest_client.h"
 
+#include <cpprest/http_client.h>
+#include <cpprest/uri_builder.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include <algorithm>
+#include <boost/asio/ssl.hpp>
 #include <mutex>
 #include <regex>
 #include <thread>
-
-#include <boost/asio/ssl.hpp>
-#include <cpprest/http_client.h>
-#include <cpprest/uri_builder.h>
 
 #include "operator/kube/credentials.h"
 #include "operator/kube/rate_limiter.h"
@@ -60,7 +59,7 @@ struct Attempt {
   std::optional<Error> error;        // set when no response (or stream failure)
   bool refused = false;              // nothing was sent
   bool retryable_transport = false;
-  bool stream_started = false;       // body bytes may have been delivered: never retry
+  bool stream_started = false;  // body bytes may have been delivered: never retry
 };
 
 int ParseRetryAfter(const std::map<std::string, std::string>& h) {
@@ -171,7 +170,7 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
       while (true) {
         if (cancel && cancel->cancelled()) break;
         size_t n = sb.getn(buf.data(), 1).get();  // waits for at least one byte
-        if (n == 0) break;                          // normal end of stream
+        if (n == 0) break;                        // normal end of stream
         size_t avail = sb.in_avail();
         if (avail > 0) n += sb.getn(buf.data() + 1, std::min(avail, buf.size() - 1)).get();
         if (!(*on_data)(std::string_view(reinterpret_cast<char*>(buf.data()), n))) {
@@ -193,8 +192,8 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
     if (cancel && cancel->cancelled()) {
       a.error = MakeError(ErrorCode::kCancelled, "request cancelled");
     } else if (ec == std::errc::timed_out || Contains(what, "timed out")) {
-      a.error = MakeError(ErrorCode::kTimeout, line + ": timed out after " +
-                                                    std::to_string(timeout.count()) + " ms");
+      a.error = MakeError(ErrorCode::kTimeout,
+                          line + ": timed out after " + std::to_string(timeout.count()) + " ms");
       a.retryable_transport = true;
     } else if (Contains(what, "ssl") || Contains(what, "certificate") ||
                Contains(what, "handshake") || Contains(ec.category().name(), "ssl")) {
@@ -227,7 +226,8 @@ Result<Response> RestClient::Impl::Run(const Request& req, CancelToken* cancel,
     if (cancel && cancel->cancelled()) return MakeError(ErrorCode::kCancelled, "request cancelled");
     {
       std::atomic<bool> never{false};
-      while (!bucket.Acquire(&never, std::chrono::steady_clock::now() + std::chrono::milliseconds(50))) {
+      while (!bucket.Acquire(&never,
+                             std::chrono::steady_clock::now() + std::chrono::milliseconds(50))) {
         if (cancel && cancel->cancelled())
           return MakeError(ErrorCode::kCancelled, "request cancelled");
       }
@@ -258,7 +258,8 @@ Result<Response> RestClient::Impl::Run(const Request& req, CancelToken* cancel,
       err = *a.error;
       if (err.code == ErrorCode::kCancelled) return err;
       // A stream that broke after it started is the caller's to resume.
-      retry = !a.stream_started && a.retryable_transport && (IdempotentVerb(req.method) || a.refused);
+      retry =
+          !a.stream_started && a.retryable_transport && (IdempotentVerb(req.method) || a.refused);
     }
     if (!retry || attempt >= config.max_retries) {
       if (attempt > 0) err.message += " (after " + std::to_string(attempt + 1) + " attempts)";
@@ -266,7 +267,8 @@ Result<Response> RestClient::Impl::Run(const Request& req, CancelToken* cancel,
     }
     auto delay = backoff.Delay(attempt);
     if (retry_after >= 0)
-      delay = std::max<std::chrono::milliseconds>(delay, std::chrono::seconds(std::min(retry_after, 60)));
+      delay = std::max<std::chrono::milliseconds>(delay,
+                                                  std::chrono::seconds(std::min(retry_after, 60)));
     retries.fetch_add(1);
     if (cancel) {
       if (!cancel->SleepFor(delay)) return MakeError(ErrorCode::kCancelled, "request cancelled");
@@ -295,7 +297,8 @@ Result<std::shared_ptr<RestClient>> RestClient::Create(Config config) {
     boost::asio::ssl::context ctx(boost::asio::ssl::context::sslv23);
     ConfigureSsl(config, ctx);
   } catch (const std::exception& e) {
-    return MakeError(ErrorCode::kConfig, std::string("invalid TLS material in config: ") + e.what());
+    return MakeError(ErrorCode::kConfig,
+                     std::string("invalid TLS material in config: ") + e.what());
   }
   return std::shared_ptr<RestClient>(new RestClient(std::make_unique<Impl>(std::move(config))));
 }
@@ -309,7 +312,8 @@ Result<Json> RestClient::SendJson(const Request& req, CancelToken* cancel) {
   if (!r.ok()) return r.error();
   Json j = Json::parse(r->body, nullptr, false);
   if (j.is_discarded())
-    return MakeError(ErrorCode::kBadResponse, req.method + " " + req.path + ": response is not JSON");
+    return MakeError(ErrorCode::kBadResponse,
+                     req.method + " " + req.path + ": response is not JSON");
   return j;
 }
 

@@ -18,7 +18,8 @@ using Clock = std::chrono::steady_clock;
 
 std::string StatusBody(int code, const std::string& reason, const std::string& msg) {
   return Json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
-              {"code", code}, {"reason", reason}, {"message", msg}}.dump();
+              {"code", code},     {"reason", reason},   {"message", msg}}
+      .dump();
 }
 
 Config TestConfig(const std::string& url) {
@@ -66,11 +67,16 @@ TEST(RestClientTest, GetSendsHeadersAndEncodesQuery) {
 
 TEST(RestClientTest, MapsStatusObjects) {
   FakeServer srv([&](const HttpRequest& r, Conn& c) {
-    if (r.path == "/nf") c.Respond(404, StatusBody(404, "NotFound", "pods \"x\" not found"));
-    else if (r.path == "/conflict") c.Respond(409, StatusBody(409, "Conflict", "the object has been modified"));
-    else if (r.path == "/exists") c.Respond(409, StatusBody(409, "AlreadyExists", "already exists"));
-    else if (r.path == "/gone") c.Respond(410, StatusBody(410, "Expired", "too old resource version"));
-    else c.Respond(422, "not json at all");
+    if (r.path == "/nf")
+      c.Respond(404, StatusBody(404, "NotFound", "pods \"x\" not found"));
+    else if (r.path == "/conflict")
+      c.Respond(409, StatusBody(409, "Conflict", "the object has been modified"));
+    else if (r.path == "/exists")
+      c.Respond(409, StatusBody(409, "AlreadyExists", "already exists"));
+    else if (r.path == "/gone")
+      c.Respond(410, StatusBody(410, "Expired", "too old resource version"));
+    else
+      c.Respond(422, "not json at all");
   });
   auto client = MustClient(TestConfig(srv.url()));
   auto get = [&](const std::string& p) {
@@ -118,8 +124,10 @@ TEST(RestClientTest, RetriesTooManyRequestsHonouringRetryAfter) {
 TEST(RestClientTest, RetriesServerErrorForGetNotForPost) {
   std::atomic<int> n{0};
   FakeServer srv([&](const HttpRequest&, Conn& c) {
-    if (n.fetch_add(1) % 2 == 0) c.Respond(500, StatusBody(500, "InternalError", "boom"));
-    else c.Respond(200, "{}");
+    if (n.fetch_add(1) % 2 == 0)
+      c.Respond(500, StatusBody(500, "InternalError", "boom"));
+    else
+      c.Respond(200, "{}");
   });
   auto client = MustClient(TestConfig(srv.url()));
   Request get;
@@ -245,8 +253,10 @@ std::string WritePlugin(const std::string& dir, const std::string& expiry) {
       "n=$((n+1))\n"
       "echo $n > \"$COUNT_FILE\"\n"
       "test \"$(echo \"$KUBERNETES_EXEC_INFO\" | grep -c ExecCredential)\" = 1 || exit 3\n"
-      "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":\"ExecCredential\","
-      "\"status\":{\"token\":\"tok-%s\"" + expiry + "}}' $n\n";
+      "printf "
+      "'{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":\"ExecCredential\","
+      "\"status\":{\"token\":\"tok-%s\"" +
+      expiry + "}}' $n\n";
   testing::WriteFile(dir + "/plugin.sh", script, 0755);
   return dir + "/plugin.sh";
 }
@@ -400,11 +410,14 @@ TEST(RestClientTest, StreamDeliversChunksAndCancelsPromptly) {
     cancel.Cancel();
   });
   auto t0 = Clock::now();
-  r = client->Stream(q, [&](std::string_view d) {
-    std::lock_guard<std::mutex> l(mu);
-    got.append(d);
-    return true;
-  }, &cancel);
+  r = client->Stream(
+      q,
+      [&](std::string_view d) {
+        std::lock_guard<std::mutex> l(mu);
+        got.append(d);
+        return true;
+      },
+      &cancel);
   t.join();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kCancelled);

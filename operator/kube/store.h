@@ -21,8 +21,8 @@ using ObjectPtr = std::shared_ptr<const Json>;
 using IndexFunc = std::function<std::vector<std::string>(const Json&)>;
 
 // Built-in index functions.
-IndexFunc NamespaceIndex();          // metadata.namespace
-IndexFunc OwnerUidIndex();           // every metadata.ownerReferences[].uid
+IndexFunc NamespaceIndex();             // metadata.namespace
+IndexFunc OwnerUidIndex();              // every metadata.ownerReferences[].uid
 IndexFunc LabelIndex(std::string key);  // value of label `key` (objects without it are not indexed)
 
 inline constexpr const char* kNamespaceIndexName = "namespace";

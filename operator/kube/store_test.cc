@@ -11,7 +11,8 @@ Json Obj(const std::string& ns, const std::string& name, const std::string& rv,
          const std::string& owner = "", const std::string& app = "") {
   Json o = {{"metadata", {{"name", name}, {"resourceVersion", rv}, {"uid", "uid-" + name}}}};
   if (!ns.empty()) o["metadata"]["namespace"] = ns;
-  if (!owner.empty()) o["metadata"]["ownerReferences"] = Json::array({{{"uid", owner}, {"kind", "Job"}}});
+  if (!owner.empty())
+    o["metadata"]["ownerReferences"] = Json::array({{{"uid", owner}, {"kind", "Job"}}});
   if (!app.empty()) o["metadata"]["labels"] = {{"app", app}};
   return o;
 }

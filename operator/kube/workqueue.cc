@@ -15,7 +15,7 @@ void WorkQueue::Add(const std::string& key) {
   std::lock_guard<std::mutex> l(mu_);
   if (shutting_down_ || dirty_.count(key)) return;
   dirty_.insert(key);
-  waiting_.erase(key);  // ready now beats a later delayed add
+  waiting_.erase(key);                 // ready now beats a later delayed add
   if (processing_.count(key)) return;  // re-queued by Done()
   queue_.push_back(key);
   cv_.notify_one();
@@ -49,9 +49,9 @@ WorkQueue::Clock::duration WorkQueue::BackoffFor(const std::string& key) {
   if (opts_.overall_qps > 0 && !bucket_.TryAcquire()) {
     std::lock_guard<std::mutex> l(mu_);
     auto now = Clock::now();
-    bucket_next_ = std::max(bucket_next_, now) +
-                   std::chrono::duration_cast<Clock::duration>(
-                       std::chrono::duration<double>(1.0 / opts_.overall_qps));
+    bucket_next_ =
+        std::max(bucket_next_, now) + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(1.0 / opts_.overall_qps));
     overall = bucket_next_ - now;
   }
   return std::max<Clock::duration>(per_item, overall);

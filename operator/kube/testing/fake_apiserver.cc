@@ -8,7 +8,8 @@ namespace kube::testing {
 namespace {
 std::string StatusJson(int code, const std::string& reason, const std::string& msg) {
   return Json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
-              {"code", code}, {"reason", reason}, {"message", msg}}.dump();
+              {"code", code},     {"reason", reason},   {"message", msg}}
+      .dump();
 }
 }  // namespace
 
@@ -35,9 +36,12 @@ Json FakeApiServer::RecordLocked(const std::string& type, Json obj) {
 
 Json FakeApiServer::Create(const std::string& name, const std::string& app) {
   std::lock_guard<std::mutex> l(mu_);
-  Json o = {{"apiVersion", "v1"}, {"kind", "Pod"},
-            {"metadata", {{"name", name}, {"namespace", ns_}, {"uid", "uid-" + name + "-" + std::to_string(rv_)}}},
-            {"spec", {{"counter", 0}}}};
+  Json o = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", name}, {"namespace", ns_}, {"uid", "uid-" + name + "-" + std::to_string(rv_)}}},
+      {"spec", {{"counter", 0}}}};
   if (!app.empty()) o["metadata"]["labels"] = {{"app", app}};
   o = RecordLocked("ADDED", o);
   objects_[name] = o;
@@ -172,8 +176,10 @@ void FakeApiServer::HandleList(const HttpRequest& req, Conn& c) {
     items.push_back(o);
     last = it->first;
   }
-  Json list = {{"kind", "PodList"}, {"apiVersion", "v1"},
-               {"metadata", {{"resourceVersion", snapshot}}}, {"items", items}};
+  Json list = {{"kind", "PodList"},
+               {"apiVersion", "v1"},
+               {"metadata", {{"resourceVersion", snapshot}}},
+               {"items", items}};
   if (more) list["metadata"]["continue"] = snapshot + "/" + last;
   c.Respond(200, list.dump());
 }
@@ -184,10 +190,13 @@ void FakeApiServer::HandleWatch(const HttpRequest& req, Conn& c) {
   std::string rv_param = req.query.count("resourceVersion") ? req.query.at("resourceVersion") : "";
   watch_rvs_.push_back(rv_param);
   int64_t from = rv_param.empty() || rv_param == "0" ? rv_ : std::stoll(rv_param);
-  int timeout_s = req.query.count("timeoutSeconds") ? std::stoi(req.query.at("timeoutSeconds")) : 60;
-  std::string expired = Json{{"type", "ERROR"},
-                             {"object", Json::parse(StatusJson(410, "Expired",
-                                                               "too old resource version"))}}.dump() + "\n";
+  int timeout_s =
+      req.query.count("timeoutSeconds") ? std::stoi(req.query.at("timeoutSeconds")) : 60;
+  std::string expired =
+      Json{{"type", "ERROR"},
+           {"object", Json::parse(StatusJson(410, "Expired", "too old resource version"))}}
+          .dump() +
+      "\n";
   if (from < compacted_rv_) {
     if (expiry_mode_ == ExpiryMode::kHttp410) {
       l.unlock();
@@ -215,8 +224,10 @@ void FakeApiServer::HandleWatch(const HttpRequest& req, Conn& c) {
   while (ok && !stopping_) {
     if (generation_ != gen) {
       // Compacted under an open watch → ERROR 410; dropped → just end.
-      if (compacted_rv_ > from && expiry_mode_ == ExpiryMode::kErrorEvent) pending += expired;
-      else if (compacted_rv_ > from) pending.clear();
+      if (compacted_rv_ > from && expiry_mode_ == ExpiryMode::kErrorEvent)
+        pending += expired;
+      else if (compacted_rv_ > from)
+        pending.clear();
       break;
     }
     if (!frozen_) {
@@ -228,8 +239,12 @@ void FakeApiServer::HandleWatch(const HttpRequest& req, Conn& c) {
       if (bookmark_ms_ > 0 && pending.empty() &&
           std::chrono::steady_clock::now() - last_sent > std::chrono::milliseconds(bookmark_ms_)) {
         pending = Json{{"type", "BOOKMARK"},
-                       {"object", {{"kind", "Pod"}, {"apiVersion", "v1"},
-                                   {"metadata", {{"resourceVersion", std::to_string(rv_)}}}}}}.dump() + "\n";
+                       {"object",
+                        {{"kind", "Pod"},
+                         {"apiVersion", "v1"},
+                         {"metadata", {{"resourceVersion", std::to_string(rv_)}}}}}}
+                      .dump() +
+                  "\n";
         from = rv_;
       }
     }

@@ -22,16 +22,26 @@ namespace {
 
 const char* ReasonPhrase(int s) {
   switch (s) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 409: return "Conflict";
-    case 410: return "Gone";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Status";
   }
 }
 
@@ -219,7 +229,8 @@ void FakeServer::Serve(int fd) {
       req.headers[k] = v;
     }
     buf.erase(0, hdr_end + 4);
-    size_t clen = req.headers.count("content-length") ? std::stoul(req.headers["content-length"]) : 0;
+    size_t clen =
+        req.headers.count("content-length") ? std::stoul(req.headers["content-length"]) : 0;
     while (buf.size() < clen) {
       char tmp[8192];
       int n = conn.Read(tmp, sizeof(tmp));
@@ -296,15 +307,23 @@ bool MakeTestPki(const std::string& d, TestPki* p, std::string* error) {
   p->client_key = d + "/client.key";
   p->other_ca_crt = d + "/other-ca.crt";
   WriteFile(d + "/server.ext", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
-  WriteFile(d + "/wrong.ext", "subjectAltName=DNS:wrong.example.com\nextendedKeyUsage=serverAuth\n");
+  WriteFile(d + "/wrong.ext",
+            "subjectAltName=DNS:wrong.example.com\nextendedKeyUsage=serverAuth\n");
   WriteFile(d + "/client.ext", "extendedKeyUsage=clientAuth\n");
   const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
   std::string script =
-      "set -e; cd '" + d + "'\n"
-      "openssl req -x509 " + ec + " -keyout ca.key -out ca.crt -days 2 -subj /CN=kube-test-ca\n"
-      "openssl req -x509 " + ec + " -keyout other-ca.key -out other-ca.crt -days 2 -subj /CN=other-ca\n"
+      "set -e; cd '" + d +
+      "'\n"
+      "openssl req -x509 " +
+      ec +
+      " -keyout ca.key -out ca.crt -days 2 -subj /CN=kube-test-ca\n"
+      "openssl req -x509 " +
+      ec +
+      " -keyout other-ca.key -out other-ca.crt -days 2 -subj /CN=other-ca\n"
       "for n in server wrong client; do\n"
-      "  openssl req " + ec + " -keyout $n.key -out $n.csr -subj /CN=$n\n"
+      "  openssl req " +
+      ec +
+      " -keyout $n.key -out $n.csr -subj /CN=$n\n"
       "  openssl x509 -req -in $n.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out $n.crt"
       " -days 2 -extfile $n.ext\n"
       "done\n";

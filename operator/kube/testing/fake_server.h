@@ -84,8 +84,8 @@ class FakeServer {
 // IP 127.0.0.1, a server cert for the wrong host name, a client cert, and an
 // unrelated CA. Returns false (with a message) if openssl failed.
 struct TestPki {
-  std::string ca_crt, ca_key, server_crt, server_key, wrong_host_crt, wrong_host_key,
-      client_crt, client_key, other_ca_crt;
+  std::string ca_crt, ca_key, server_crt, server_key, wrong_host_crt, wrong_host_key, client_crt,
+      client_key, other_ca_crt;
 };
 bool MakeTestPki(const std::string& dir, TestPki* pki, std::string* error);
 std::string ReadFile(const std::string& path);

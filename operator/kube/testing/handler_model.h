@@ -31,9 +31,12 @@ class HandlerModel {
       ++updates;
       std::string k = NameOf(o);
       auto it = model_.find(k);
-      if (it == model_.end()) violations.push_back("update of unknown " + k);
-      else if (it->second != ResourceVersionOf(old_obj)) violations.push_back("stale old in update " + k);
-      if (ResourceVersionOf(old_obj) == ResourceVersionOf(o)) violations.push_back("no-op update " + k);
+      if (it == model_.end())
+        violations.push_back("update of unknown " + k);
+      else if (it->second != ResourceVersionOf(old_obj))
+        violations.push_back("stale old in update " + k);
+      if (ResourceVersionOf(old_obj) == ResourceVersionOf(o))
+        violations.push_back("no-op update " + k);
       model_[k] = ResourceVersionOf(o);
     };
     h.on_delete = [this](const Json& o) {

@@ -37,12 +37,18 @@ Result<void> KubeLocal::Start() {
   std::remove((dir_ + "/port").c_str());
   std::remove(kubeconfig_path().c_str());
   std::vector<std::string> args = {bin_,
-                                   "--listen", "127.0.0.1:" + std::to_string(port_),
-                                   "--data-dir", dir_ + "/data",
-                                   "--kubeconfig-out", kubeconfig_path(),
-                                   "--port-file", dir_ + "/port",
-                                   "--client-cert-out", dir_ + "/client",
-                                   "--bookmark-interval-ms", "200"};
+                                   "--listen",
+                                   "127.0.0.1:" + std::to_string(port_),
+                                   "--data-dir",
+                                   dir_ + "/data",
+                                   "--kubeconfig-out",
+                                   kubeconfig_path(),
+                                   "--port-file",
+                                   dir_ + "/port",
+                                   "--client-cert-out",
+                                   dir_ + "/client",
+                                   "--bookmark-interval-ms",
+                                   "200"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
