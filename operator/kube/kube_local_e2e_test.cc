@@ -2,6 +2,7 @@
 // (//tools/kube-local:kube-local, a separate process over HTTPS on 127.0.0.1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -25,6 +26,21 @@ constexpr char kNs[] = "e2e";
 Json Pod(const std::string& name, const std::string& app = "web") {
   return {{"metadata", {{"name", name}, {"labels", {{"app", app}}}}},
           {"spec", {{"containers", Json::array({{{"name", "c"}, {"image", "busybox:1"}}})}}}};
+}
+
+// Waits (bounded) until `v` holds at least n entries, ignoring BOOKMARKs.
+bool WaitForCount(std::mutex& mu, std::vector<std::string>& v, size_t n) {
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      v.erase(std::remove_if(v.begin(), v.end(),
+                             [](const std::string& s) { return s.rfind("BOOKMARK", 0) == 0; }),
+              v.end());
+      if (v.size() >= n) return true;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
 }
 
 class KubeLocalTest : public ::testing::Test {
@@ -343,6 +359,88 @@ TEST_F(KubeLocalTest, LeaderElectionSingleLeaderExpiryAndHandover) {
   cancel_a.Cancel();
   ta.join();
   EXPECT_EQ(a_stopped.load(), 1);
+}
+
+TEST_F(KubeLocalTest, CustomResourceWithStatusSubresourceAndWatch) {
+  ResourceClient crds(*client_,
+                      resources::Custom("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                        "CustomResourceDefinition", false));
+  Json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"spec",
+         {{"type", "object"},
+          {"properties", {{"replicas", {{"type", "integer"}, {"minimum", 1}}}}}}},
+        {"status", {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}};
+  Json crd = {{"metadata", {{"name", "widgets.e2e.hypertrain.io"}}},
+              {"spec",
+               {{"group", "e2e.hypertrain.io"},
+                {"scope", "Namespaced"},
+                {"names", {{"plural", "widgets"}, {"singular", "widget"}, {"kind", "Widget"}}},
+                {"versions", Json::array({{{"name", "v1"},
+                                           {"served", true},
+                                           {"storage", true},
+                                           {"schema", {{"openAPIV3Schema", schema}}},
+                                           {"subresources", {{"status", Json::object()}}}}})}}}};
+  auto c = crds.Create(crd);
+  ASSERT_TRUE(c.ok() || IsAlreadyExists(c.error())) << c.error().ToString();
+  ResourceClient widgets(*client_,
+                         resources::Custom("e2e.hypertrain.io", "v1", "widgets", "Widget"), kNs);
+  bool served = false;
+  for (int i = 0; i < 250 && !served; ++i) {
+    served = widgets.List().ok();
+    if (!served) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(served);
+  // Schema validation errors come back as Invalid with the server's message.
+  auto bad = widgets.Create({{"metadata", {{"name", "bad"}}}, {"spec", {{"replicas", 0}}}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalid) << bad.error().ToString();
+
+  // Watch the collection while the object goes through create / status / delete.
+  CancelToken stop;
+  std::vector<std::string> seen;
+  std::mutex mu;
+  auto list = widgets.List();
+  ASSERT_TRUE(list.ok());
+  std::thread watcher([&] {
+    WatchOptions wo;
+    wo.resource_version = list->resource_version;
+    wo.timeout_seconds = 30;
+    (void)widgets.Watch(
+        wo,
+        [&](const WatchEvent& e) {
+          std::lock_guard<std::mutex> l(mu);
+          seen.push_back(std::string(WatchEventTypeName(e.type)) + " " + NameOf(e.object));
+          return true;
+        },
+        &stop);
+  });
+  auto w = widgets.Create({{"metadata", {{"name", "w1"}}}, {"spec", {{"replicas", 2}}}});
+  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  // The status subresource ignores spec changes and the main resource ignores status.
+  Json with_status = *w;
+  with_status["status"] = {{"phase", "Ready"}};
+  with_status["spec"]["replicas"] = 9;
+  auto st = widgets.UpdateStatus(with_status);
+  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  EXPECT_EQ((*st)["status"]["phase"], "Ready");
+  EXPECT_EQ((*st)["spec"]["replicas"], 2);
+  auto gen_before = (*st)["metadata"].value("generation", 0);
+  auto sp = widgets.Patch("w1", {{"spec", {{"replicas", 3}}}, {"status", {{"phase", "Ignored"}}}});
+  ASSERT_TRUE(sp.ok()) << sp.error().ToString();
+  EXPECT_EQ((*sp)["status"]["phase"], "Ready");
+  EXPECT_GT((*sp)["metadata"].value("generation", 0), gen_before);
+  ASSERT_TRUE(widgets.Delete("w1").ok());
+  ASSERT_TRUE(WaitForCount(mu, seen, 4));
+  stop.Cancel();
+  watcher.join();
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_GE(seen.size(), 4u);
+  EXPECT_EQ(seen[0], "ADDED w1");
+  EXPECT_EQ(seen[1], "MODIFIED w1");
+  EXPECT_EQ(seen[2], "MODIFIED w1");
+  EXPECT_EQ(seen.back(), "DELETED w1");
 }
 
 // Runs last (alphabetically after the others is not guaranteed; it restarts the server).
