@@ -56,6 +56,9 @@ __global__ void __launch_bounds__(kThreads)
   const float sl2 = g.scale * 1.4426950408889634f;  // scores to log2 units
   // Tile rows of m-tile mt: first row of this warp's 16, and this thread's two.
   auto tile_row0 = [&](int mt) { return mt * 16 * kWarps + warp * 16; };
+  // With one m-tile the warp's Q fragments stay in registers for the whole
+  // kernel; with two they are reloaded per step (registers are the limit).
+  uint32_t q_keep[MT == 1 ? D / 16 : 1][4];
   float o[MT][D / 8][4];
   float m_lo[MT], m_hi[MT];  // running max of raw scores
   float l_lo[MT], l_hi[MT];  // this thread's partial row sums
@@ -78,6 +81,12 @@ __global__ void __launch_bounds__(kThreads)
     CpAsyncCommit();
     CpAsyncWait<1>();  // everything but the prefetch just issued has landed
     __syncthreads();
+    if constexpr (MT == 1) {
+      if (j == 0) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) LoadA<D>(q_keep[kk], s_q, tile_row0(0), kk * 16, lane);
+      }
+    }
     const T* kt = s_k + buf * kBc * kPitch<D>;
     const T* vt = s_v + buf * kBc * kPitch<D>;
     const int k0 = j * kBc;
@@ -98,7 +107,12 @@ __global__ void __launch_bounds__(kThreads)
       uint32_t qa[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        if (live[mt]) LoadA<D>(qa[mt], s_q, tile_row0(mt), kk * 16, lane);
+        if constexpr (MT == 1) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) qa[mt][r] = q_keep[kk][r];
+        } else if (live[mt]) {
+          LoadA<D>(qa[mt], s_q, tile_row0(mt), kk * 16, lane);
+        }
       }
 #pragma unroll
       for (int nn = 0; nn < kBc / 16; ++nn) {
