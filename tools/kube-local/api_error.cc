@@ -69,13 +69,16 @@ ApiError BadRequest(const std::string& message) { return Make(400, "BadRequest",
 ApiError Invalid(const std::string& kind_group, const std::string& name,
                  std::vector<FieldCause> causes) {
   std::string msg = kind_group + " \"" + name + "\" is invalid: ";
+  auto one = [](const FieldCause& c) {
+    return c.field.empty() ? c.message : c.field + ": " + c.message;
+  };
   if (causes.size() == 1) {
-    msg += causes[0].message;
+    msg += one(causes[0]);
   } else {
     msg += "[";
     for (size_t i = 0; i < causes.size(); ++i) {
       if (i) msg += ", ";
-      msg += causes[i].message;
+      msg += one(causes[i]);
     }
     msg += "]";
   }

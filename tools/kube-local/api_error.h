@@ -21,7 +21,7 @@ using json = nlohmann::json;
 struct FieldCause {
   std::string reason;   // FieldValueRequired, FieldValueInvalid, ...
   std::string field;    // dotted path, e.g. spec.replicas
-  std::string message;  // full human message for this field
+  std::string message;  // e.g. "Required value" (the field is not repeated)
 };
 
 struct ApiError {

@@ -219,7 +219,7 @@ void ApiServer::HandleResource(const HttpRequest& req, ResponseSink& sink, const
       if (node.empty()) {
         return SendError(sink, Invalid("Binding", t.name,
                                        {{"FieldValueRequired", "target.name",
-                                         "target.name: Required value"}}));
+                                         "Required value"}}));
       }
       json patch = {{"spec", {{"nodeName", node}}}};
       auto cur = ops_.Get(type, t.ns, t.name);

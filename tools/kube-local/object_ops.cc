@@ -40,7 +40,7 @@ bool Deleting(const json& o) { return o.contains("/metadata/deletionTimestamp"_j
 bool IsPods(const ResourceType& t) { return t.group.empty() && t.plural == "pods"; }
 
 FieldCause Cause(const std::string& reason, const std::string& field, const std::string& msg) {
-  return {reason, field, field + ": " + msg};
+  return {reason, field, msg};
 }
 
 // Allocates service cluster IPs from 10.96.0.0/16 (pseudo-random, collision-checked by caller).

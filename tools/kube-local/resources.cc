@@ -36,10 +36,10 @@ json ResourceEntry(const ResourceType& t) {
 }
 
 FieldCause Required(const std::string& field) {
-  return {"FieldValueRequired", field, field + ": Required value"};
+  return {"FieldValueRequired", field, "Required value"};
 }
 FieldCause BadValue(const std::string& field, const json& v, const std::string& why) {
-  return {"FieldValueInvalid", field, field + ": Invalid value: " + v.dump() + ": " + why};
+  return {"FieldValueInvalid", field, "Invalid value: " + v.dump() + ": " + why};
 }
 
 }  // namespace
@@ -102,7 +102,7 @@ Result<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
   if (kind.empty()) causes.push_back(Required("spec.names.kind"));
   if (scope != "Namespaced" && scope != "Cluster") {
     causes.push_back({"FieldValueNotSupported", "spec.scope",
-                      "spec.scope: Unsupported value: \"" + scope +
+                      "Unsupported value: \"" + scope +
                           "\": supported values: \"Cluster\", \"Namespaced\""});
   }
   if (!plural.empty() && !group.empty() && name != plural + "." + group) {
@@ -125,7 +125,7 @@ Result<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
     const std::string p = "spec.versions[" + std::to_string(i) + "]";
     std::string vname = v.value("name", "");
     if (vname.empty()) causes.push_back(Required(p + ".name"));
-    if (!seen.insert(vname).second) causes.push_back({"FieldValueDuplicate", p + ".name", p + ".name: Duplicate value: \"" + vname + "\""});
+    if (!seen.insert(vname).second) causes.push_back({"FieldValueDuplicate", p + ".name", "Duplicate value: \"" + vname + "\""});
     if (v.value("storage", false)) ++storage;
     const json* schema = nullptr;
     if (v.contains("schema") && v["schema"].contains("openAPIV3Schema")) {
@@ -135,7 +135,7 @@ Result<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
     }
     if (!schema) {
       causes.push_back({"FieldValueRequired", p + ".schema.openAPIV3Schema",
-                        p + ".schema.openAPIV3Schema: Required value: schemas are required"});
+                        "Required value: schemas are required"});
     } else if (!schema->is_object() || (schema->contains("type") && (*schema)["type"] != "object")) {
       causes.push_back(BadValue(p + ".schema.openAPIV3Schema.type", schema->value("type", json()),
                                 "must be object at the root"));
@@ -176,7 +176,7 @@ Result<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
                                                    "date"};
       if (!kTypes.count(pc.type)) {
         causes.push_back({"FieldValueNotSupported", cp + ".type",
-                          cp + ".type: Unsupported value: \"" + pc.type +
+                          "Unsupported value: \"" + pc.type +
                               "\": supported values: \"boolean\", \"date\", \"integer\", "
                               "\"number\", \"string\""});
       }
@@ -186,7 +186,7 @@ Result<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
   }
   if (versions.is_array() && !versions.empty() && storage != 1) {
     causes.push_back({"FieldValueInvalid", "spec.versions",
-                      "spec.versions: Invalid value: " + versions.dump().substr(0, 80) +
+                      "Invalid value: " + versions.dump().substr(0, 80) +
                           ": must have exactly one version marked as storage version"});
   }
   if (!causes.empty()) return Invalid("CustomResourceDefinition.apiextensions.k8s.io", name, causes);

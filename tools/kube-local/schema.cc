@@ -82,7 +82,7 @@ std::string Num(double d) {
 }
 
 FieldCause Invalid(const std::string& path, const json& v, const std::string& what) {
-  return {"FieldValueInvalid", path, path + ": Invalid value: " + v.dump() + ": " + what};
+  return {"FieldValueInvalid", path, "Invalid value: " + v.dump() + ": " + what};
 }
 
 void Validate(const json& v, const json& s, const std::string& path, bool root,
@@ -93,7 +93,7 @@ void Validate(const json& v, const json& s, const std::string& path, bool root,
   if (v.is_null()) {
     if (!Flag(s, "nullable") && s.contains("type")) {
       out->push_back({"FieldValueTypeInvalid", p,
-                      p + ": Invalid value: \"null\": " + body + " must be of type " +
+                      "Invalid value: \"null\": " + body + " must be of type " +
                           s["type"].get<std::string>() + ": \"null\""});
     }
     return;
@@ -103,7 +103,7 @@ void Validate(const json& v, const json& s, const std::string& path, bool root,
     std::string t = TypeOf(v);
     if (t != "integer" && t != "string") {
       out->push_back({"FieldValueTypeInvalid", p,
-                      p + ": Invalid value: \"" + t + "\": " + body +
+                      "Invalid value: \"" + t + "\": " + body +
                           " must be of type integer or string: \"" + t + "\""});
       return;
     }
@@ -113,7 +113,7 @@ void Validate(const json& v, const json& s, const std::string& path, bool root,
     bool ok = want == got || (want == "number" && got == "integer");
     if (!ok) {
       out->push_back({"FieldValueTypeInvalid", p,
-                      p + ": Invalid value: \"" + got + "\": " + body + " must be of type " +
+                      "Invalid value: \"" + got + "\": " + body + " must be of type " +
                           want + ": \"" + got + "\""});
       return;
     }
@@ -125,7 +125,7 @@ void Validate(const json& v, const json& s, const std::string& path, bool root,
       std::string vals;
       for (const auto& e : s["enum"]) vals += (vals.empty() ? "" : ", ") + e.dump();
       out->push_back({"FieldValueNotSupported", p,
-                      p + ": Unsupported value: " + v.dump() + ": supported values: " + vals});
+                      "Unsupported value: " + v.dump() + ": supported values: " + vals});
     }
   }
   if (v.is_number()) {
@@ -188,7 +188,7 @@ void Validate(const json& v, const json& s, const std::string& path, bool root,
     }
     if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) {
       out->push_back({"FieldValueTooMany", p,
-                      p + ": Too many: " + std::to_string(v.size()) + ": must have at most " +
+                      "Too many: " + std::to_string(v.size()) + ": must have at most " +
                           std::to_string(s["maxItems"].get<size_t>()) + " items"});
     }
     const std::string list_type = s.value("x-kubernetes-list-type", "");
@@ -197,7 +197,7 @@ void Validate(const json& v, const json& s, const std::string& path, bool root,
         for (size_t j = 0; j < i; ++j) {
           if (v[i] == v[j]) {
             const std::string ep = p + "[" + std::to_string(i) + "]";
-            out->push_back({"FieldValueDuplicate", ep, ep + ": Duplicate value: " + v[i].dump()});
+            out->push_back({"FieldValueDuplicate", ep, "Duplicate value: " + v[i].dump()});
           }
         }
       }
@@ -213,7 +213,7 @@ void Validate(const json& v, const json& s, const std::string& path, bool root,
           }
           if (same) {
             const std::string ep = p + "[" + std::to_string(i) + "]";
-            out->push_back({"FieldValueDuplicate", ep, ep + ": Duplicate value: " + v[i].dump()});
+            out->push_back({"FieldValueDuplicate", ep, "Duplicate value: " + v[i].dump()});
           }
         }
       }
@@ -230,7 +230,7 @@ void Validate(const json& v, const json& s, const std::string& path, bool root,
         const std::string k = r.get<std::string>();
         if (!v.contains(k)) {
           const std::string fp = Join(path, k);
-          out->push_back({"FieldValueRequired", fp, fp + ": Required value"});
+          out->push_back({"FieldValueRequired", fp, "Required value"});
         }
       }
     }
@@ -284,7 +284,7 @@ void Validate(const json& v, const json& s, const std::string& path, bool root,
 
 void Check(const json& s, const std::string& path, std::vector<FieldCause>* out) {
   if (!s.is_object()) {
-    out->push_back({"FieldValueInvalid", path, path + ": Invalid value: must be an object"});
+    out->push_back({"FieldValueInvalid", path, "Invalid value: must be an object"});
     return;
   }
   static const std::set<std::string> kTypes = {"object", "array",   "string",
@@ -292,7 +292,7 @@ void Check(const json& s, const std::string& path, std::vector<FieldCause>* out)
   if (s.contains("type")) {
     if (!s["type"].is_string() || !kTypes.count(s["type"].get<std::string>())) {
       out->push_back({"FieldValueNotSupported", path + ".type",
-                      path + ".type: Unsupported value: " + s["type"].dump() +
+                      "Unsupported value: " + s["type"].dump() +
                           ": supported values: \"array\", \"boolean\", \"integer\", \"number\", "
                           "\"object\", \"string\""});
     }
@@ -302,7 +302,7 @@ void Check(const json& s, const std::string& path, std::vector<FieldCause>* out)
       std::regex re(s["pattern"].get<std::string>(), std::regex::ECMAScript);
     } catch (const std::exception&) {
       out->push_back({"FieldValueInvalid", path + ".pattern",
-                      path + ".pattern: Invalid value: " + s["pattern"].dump() +
+                      "Invalid value: " + s["pattern"].dump() +
                           ": must be a valid regular expression"});
     }
   }

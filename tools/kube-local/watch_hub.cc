@@ -120,6 +120,7 @@ Result<std::shared_ptr<Watcher>> WatchHub::Subscribe(const std::string& resource
       if (e.rv > *from_rv) w->Offer(e);
     }
   }
+  Prune();
   watchers_.push_back(w);
   return w;
 }
@@ -156,7 +157,9 @@ uint64_t WatchHub::compacted_rv() const {
 
 size_t WatchHub::watcher_count() const {
   std::lock_guard<std::mutex> l(mu_);
-  return watchers_.size();
+  size_t n = 0;
+  for (const auto& w : watchers_) n += !w->closed();
+  return n;
 }
 
 void WatchHub::Prune() {
