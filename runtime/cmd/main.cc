@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/bench/bench.h"
 #include "runtime/cmd/commands.h"
 #include "runtime/dist/launch.h"
 #include "runtime/train/exit_codes.h"
@@ -19,6 +20,7 @@ const Command kCommands[] = {
     {"train", hypertrain::cmd::TrainMain, "train a model from a YAML config"},
     {"prepare", hypertrain::cmd::PrepareMain, "tokenize text files into token shards"},
     {"launch", hypertrain::dist::LaunchMain, "start one rank per GPU on this node"},
+    {"bench", hypertrain::bench::BenchMain, "CUDA training throughput on synthetic data"},
 };
 
 void Usage(std::FILE* f) {

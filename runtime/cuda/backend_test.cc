@@ -56,13 +56,14 @@ struct Tokens {
   }
 };
 
-Tokens RandomTokens(int64_t n, int64_t vocab, uint32_t seed, int32_t ignore = -100) {
+Tokens RandomTokens(int64_t n, int64_t vocab, uint32_t seed, bool with_ignored = true) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
   Tokens t;
   for (int64_t i = 0; i < n; ++i) {
     t.inputs.push_back(d(rng));
-    t.targets.push_back(i % 13 == 4 ? ignore : d(rng));
+    const int32_t target = d(rng);
+    t.targets.push_back(with_ignored && i % 13 == 4 ? -100 : target);
   }
   return t;
 }
@@ -267,6 +268,38 @@ TEST(CudaBackend, Fp16OverflowIsDetectedAndTheScalerSkipsTheStep) {
   EXPECT_TRUE(std::isfinite(sumsq));
   EXPECT_GT(sumsq, 0.0);
   EXPECT_TRUE(scaler.Update(true));
+}
+
+// k micro-batches of b (each weighted 1/k) give the gradient of one batch of
+// k*b (no ignored targets, so every micro-batch mean has the same count).
+TEST(CudaBackend, GradientAccumulationMatchesOneLargeBatch) {
+  HT_SKIP_WITHOUT_GPU();
+  const Tokens t = RandomTokens(4 * 96, 300, 55, /*with_ignored=*/false);
+  model::BackendOptions small = Options(Precision::kFP32), large = small;
+  large.micro_batch_size = 4;
+  auto a = CudaBackend::Create(SmallConfig(), small);
+  auto b = CudaBackend::Create(SmallConfig(), large);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  model::NoOpUnitHooks hooks;
+  ASSERT_TRUE((*a)->ZeroGrads().ok());
+  for (int m = 0; m < 2; ++m) {
+    const model::TokenBatch mb{t.inputs.data() + m * 2 * 96, t.targets.data() + m * 2 * 96, 2, 96,
+                               nullptr};
+    ASSERT_TRUE((*a)->ForwardBackward(mb, 0.5f, hooks).ok());
+  }
+  ASSERT_TRUE((*b)->ZeroGrads().ok());
+  ASSERT_TRUE((*b)->ForwardBackward(t.view(4, 96), 1.0f, hooks).ok());
+  for (int u = 0; u < (*a)->layout().num_units(); ++u) {
+    const auto ga = Read(**a, u, model::StateKind::kShardGrads);
+    const auto gb = Read(**b, u, model::StateKind::kShardGrads);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ga.size(); ++i) {
+      num += (double(ga[i]) - gb[i]) * (double(ga[i]) - gb[i]);
+      den += double(gb[i]) * gb[i];
+    }
+    EXPECT_LE(std::sqrt(num / den), 1e-5) << "unit " << u;
+  }
 }
 
 TEST(CudaBackend, RejectsWrongBatchAndOutOfRangeTokens) {
