@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# End to end through the real binary: `hypertrain launch` on 2 "nodes" x 2
+# ranks (4 processes, Gloo on 127.0.0.1) trains the tiny model and its loss /
+# grad-norm trajectory matches `hypertrain train` in one process on the same
+# global batch (the single process accumulates 4 micro-batches where each of
+# the 4 ranks reads one). Then a rank killed with SIGKILL mid-run makes both
+# launchers exit non-zero within the grace period, leaving no process behind.
+set -euo pipefail
+
+BIN="$PWD/runtime/cmd/hypertrain"
+CONFIG="$PWD/examples/tiny-cpu.yaml"
+TMP="$(mktemp -d "${TEST_TMPDIR:-/tmp}/launch_train.XXXXXX")"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+export OPENBLAS_NUM_THREADS=1
+
+inputs=(/usr/share/common-licenses/*)
+if [ ! -e "${inputs[0]}" ]; then
+  for i in $(seq 1 3000); do echo "line $i: the quick brown fox jumps over the lazy dog"; done > "$TMP/gen.txt"
+  inputs=("$TMP/gen.txt")
+fi
+"$BIN" prepare --out "$TMP/data" --tokens-per-shard 100000 "${inputs[@]}" 2> "$TMP/prepare.log"
+
+COMMON=(--config "$CONFIG" --set model.data.train_dir="$TMP/data" --set trainer.log_every_n_steps=1
+        --set model.train_batch_size=2 --set model.max_context_width=32 --set model.num_hidden_layers=2
+        --set model.activation_checkpointing=none)
+
+# Fields "step loss grad_norm" of every metrics line.
+trajectory() { sed 's/.*"grad_norm":\([^,]*\),"loss":\([^,]*\),.*"step":\([0-9]*\),.*/\3 \2 \1/' "$1"; }
+
+"$BIN" train "${COMMON[@]}" --set trainer.max_steps=4 --set model.grad_accumulation_steps=4 \
+  --set exp_manager.exp_dir="$TMP/single" > "$TMP/single.log" 2>&1 || { cat "$TMP/single.log"; fail "single process run"; }
+trajectory "$TMP/single/metrics.jsonl" > "$TMP/single.traj"
+
+port() { echo $((20000 + (RANDOM % 20000))); }
+
+# Starts both nodes' launchers in the background; $1 = exp dir, rest = extra args.
+start_nodes() {
+  local exp="$1"; shift
+  local p; p=$(port)
+  for node in 0 1; do
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$p NNODES=2 NODE_RANK=$node HT_JOB_ID=e2e HT_GLOO_HOSTNAME=127.0.0.1 \
+      HT_RENDEZVOUS_TIMEOUT_S=60 \
+      "$BIN" launch --nproc-per-node 2 --grace-period-s 2 -- train "${COMMON[@]}" \
+      --set exp_manager.exp_dir="$exp" "$@" > "$exp.node$node.log" 2>&1 &
+    eval "LAUNCHER$node=$!"
+  done
+}
+
+for strategy in hybrid_shard full_shard no_shard; do
+  exp="$TMP/dist_$strategy"
+  start_nodes "$exp" --set trainer.max_steps=4 --set model.grad_accumulation_steps=1 \
+    --set model.sharding_strategy=$strategy
+  rc0=0; rc1=0
+  wait "$LAUNCHER0" || rc0=$?
+  wait "$LAUNCHER1" || rc1=$?
+  if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ]; then
+    cat "$exp.node0.log" "$exp.node1.log"; fail "$strategy: launchers exited $rc0 / $rc1"
+  fi
+  grep -q "$strategy, shard group" "$exp.node0.log" || fail "$strategy: no group line"
+  trajectory "$exp/metrics.jsonl" > "$exp.traj"
+  echo "== $strategy: step loss grad_norm (single | distributed)"
+  paste "$TMP/single.traj" "$exp.traj"
+  # Same steps; loss within 1e-5 relative, grad norm within 1e-4 relative.
+  paste "$TMP/single.traj" "$exp.traj" | awk -v s=$strategy '
+    function abs(x) { return x < 0 ? -x : x }
+    { n++; if ($1 != $4) { print s ": step mismatch"; bad = 1 }
+      if (abs($2 - $5) > 1e-5 * abs($2)) { print s ": loss differs at step " $1; bad = 1 }
+      if (abs($3 - $6) > 1e-4 * abs($3)) { print s ": grad norm differs at step " $1; bad = 1 } }
+    END { if (n != 4) { print s ": expected 4 steps, got " n; bad = 1 } exit bad }' || fail "$strategy trajectory"
+done
+
+# A rank killed mid-run: both launchers exit non-zero within the grace period.
+exp="$TMP/killed"
+start_nodes "$exp" --set trainer.max_steps=100000 --set model.sharding_strategy=hybrid_shard
+for _ in $(seq 1 600); do
+  grep -q "step 2/" "$exp.node0.log" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "step 2/" "$exp.node0.log" || { cat "$exp.node0.log" "$exp.node1.log"; fail "training did not start"; }
+ranks0=$(pgrep -P "$LAUNCHER0" || true)
+ranks1=$(pgrep -P "$LAUNCHER1" || true)
+[ "$(echo $ranks0 | wc -w)" -eq 2 ] && [ "$(echo $ranks1 | wc -w)" -eq 2 ] || fail "expected 2 ranks per node: '$ranks0' '$ranks1'"
+victim=$(echo $ranks1 | awk '{print $2}')
+start=$(date +%s.%N)
+kill -KILL "$victim"
+rc0=0; rc1=0
+wait "$LAUNCHER1" || rc1=$?
+wait "$LAUNCHER0" || rc0=$?
+took=$(echo "$(date +%s.%N) - $start" | bc)
+echo "killed rank pid $victim: node1 launcher exit $rc1, node0 launcher exit $rc0 after ${took}s"
+grep "\[launch\]" "$exp.node1.log" "$exp.node0.log" | tail -12
+[ $rc1 -eq 137 ] || fail "node 1 launcher should exit with the killed rank's code 137, got $rc1"
+[ $rc0 -ne 0 ] || fail "node 0 launcher should fail too"
+[ "$(echo "$took < 15" | bc)" -eq 1 ] || fail "launchers took ${took}s"
+for pid in $ranks0 $ranks1; do
+  if [ -e /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status 2>/dev/null; then fail "rank pid $pid still alive"; fi
+done
+echo "1 passed, 0 failed"
