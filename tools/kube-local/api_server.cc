@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "tools/kube-local/patch.h"
+#include "tools/kube-local/protobuf.h"
 #include "tools/kube-local/selectors.h"
 #include "tools/kube-local/table.h"
 
@@ -70,6 +71,9 @@ std::map<std::string, std::string> WarningHeaders(const std::vector<std::string>
 Result<json> ParseBody(const HttpRequest& req) {
   if (req.body.size() > kMaxBody) return RequestEntityTooLarge("request entity too large");
   std::string ct = req.Header("content-type");
+  if (ct.find("application/vnd.kubernetes.protobuf") != std::string::npos) {
+    return DecodeKubernetesProtobuf(req.body);
+  }
   if (ct.find("protobuf") != std::string::npos || ct.find("cbor") != std::string::npos) {
     return UnsupportedMediaType("the body of the request was in an unknown format - accepted "
                                 "media types include: application/json, application/yaml");

@@ -28,6 +28,12 @@ expect() {  # expect <description> <needle> <haystack>
 out=$(k version 2>&1); expect "server version" "Server Version: v1.32" "$out"
 out=$(k get namespaces); expect "default namespaces" "kube-system +Active" "$out"
 
+# Typed `kubectl create <kind>` generators send protobuf bodies.
+out=$(k create namespace smoke); expect "create namespace" "namespace/smoke created" "$out"
+out=$(k create configmap cfg -n smoke --from-literal=a=b); expect "create configmap" "configmap/cfg created" "$out"
+out=$(k get configmap cfg -n smoke -o jsonpath='{.data.a}'); [ "$out" = "b" ] || fail "configmap data: $out"
+out=$(k delete namespace smoke); expect "delete namespace" "namespace \"smoke\" deleted" "$out"
+
 # CRD + custom resources.
 out=$(k apply -f "$TESTDATA/widget-crd.yaml"); expect "crd created" "widgets.example.com created" "$out"
 out=$(k get crd); expect "crd listed" "widgets.example.com" "$out"
