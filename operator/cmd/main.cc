@@ -3,6 +3,7 @@
 //   hypertrain-operator [--namespace=a,b] [--leader-elect=true]
 //     [--leader-election-namespace=NS] [--leader-election-id=NAME]
 //     [--metrics-addr=:8080] [--log-level=info] [--kubeconfig=PATH] [--workers=2]
+//     [--kube-api-qps=50 --kube-api-burst=100]   (client-side API rate limit)
 //     [--lease-duration-ms=15000 --renew-deadline-ms=10000 --retry-period-ms=2000]
 //
 // Serves /metrics (Prometheus), /healthz and /readyz on --metrics-addr. With
@@ -68,6 +69,8 @@ struct Flags {
   std::string metrics_addr = ":8080";
   std::string kubeconfig;
   int workers = 2;
+  double kube_api_qps = 50;
+  int kube_api_burst = 100;
   int lease_duration_ms = 15000, renew_deadline_ms = 10000, retry_period_ms = 2000;
 };
 
@@ -110,6 +113,14 @@ bool ParseFlags(int argc, char** argv, Flags* f, std::string* err) {
       auto it = kLevels.find(v);
       if (it == kLevels.end()) return *err = "--log-level must be trace, debug, info, warn or error", false;
       g_level = it->second;
+    } else if (k == "kube-api-qps") {
+      try {
+        f->kube_api_qps = std::stod(v);
+      } catch (...) {
+        return *err = "--kube-api-qps must be a number (<= 0 disables the limiter)", false;
+      }
+    } else if (k == "kube-api-burst") {
+      if (!to_int(&f->kube_api_burst)) return *err = "--kube-api-burst must be a positive integer", false;
     } else if (k == "workers") {
       if (!to_int(&f->workers)) return *err = "--workers must be a positive integer", false;
     } else if (k == "lease-duration-ms") {
@@ -244,6 +255,8 @@ int Main(int argc, char** argv) {
     Log(kError, "cannot load Kubernetes config", "err=\"" + cfg.error().ToString() + "\"");
     return 2;
   }
+  cfg->qps = flags.kube_api_qps;
+  cfg->burst = flags.kube_api_burst;
   auto client = kube::RestClient::Create(*cfg);
   if (!client.ok()) {
     Log(kError, "cannot create the API client", "err=\"" + client.error().ToString() + "\"");

@@ -85,7 +85,7 @@ bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeou
 class OperatorProcess {
  public:
   OperatorProcess(const std::string& bin, const std::string& kubeconfig, const std::string& identity,
-                  const std::string& log)
+                  const std::string& log, std::vector<std::string> extra = {})
       : port_(FreePort()), log_(log) {
     std::vector<std::string> args = {bin,
                                      "--kubeconfig=" + kubeconfig,
@@ -98,6 +98,7 @@ class OperatorProcess {
                                      "--lease-duration-ms=2000",
                                      "--renew-deadline-ms=1500",
                                      "--retry-period-ms=200"};
+    args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = std::fopen(log.c_str(), "w");
@@ -232,6 +233,62 @@ TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   EXPECT_EQ(b->Signal(SIGTERM, 10s), 0) << b->Log();
   EXPECT_EQ(holder(), "");
   EXPECT_THAT(b->Log(), HasSubstr("became leader"));
+}
+
+
+long RssKb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+// Benchmark (manual): operator memory with 500 TrainingJobs reconciled.
+TEST(OperatorScaleBench, FiveHundredJobs) {
+  const std::string kl_bin = kube::testing::Runfile("tools/kube-local/kube-local");
+  const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
+  const std::string dir = kube::testing::MakeTempDir("operator-scale");
+  kube::testing::KubeLocal kl(kl_bin, dir);
+  ASSERT_TRUE(kl.Start().ok());
+  auto cfg = kl.LoadConfig();
+  ASSERT_TRUE(cfg.ok());
+  cfg->qps = 0;
+  auto client = *kube::RestClient::Create(*cfg);
+  ASSERT_TRUE(kube::ResourceClient(client, kube::resources::kNamespaces).Create({{"metadata", {{"name", kNs}}}}).ok());
+  auto crd = api::YamlFileToJson("crds/trainingjobs.hypertrain.dev.yaml");
+  kube::ResourceType crd_type{"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+                              false};
+  ASSERT_TRUE(kube::ResourceClient(client, crd_type).Create(*crd).ok());
+  kube::ResourceClient jobs(client, controller::TrainingJobType(), kNs);
+  ASSERT_TRUE(WaitFor([&] { return jobs.List().ok(); }, 5s));
+  const char* qps = std::getenv("BENCH_KUBE_API_QPS");
+  OperatorProcess op(op_bin, kl.kubeconfig_path(), "op-scale", dir + "/op.log",
+                     {std::string("--kube-api-qps=") + (qps ? qps : "50"), "--log-level=info"});
+  const long idle = [&] { std::this_thread::sleep_for(1s); return RssKb(op.pid()); }();
+  const auto t0 = std::chrono::steady_clock::now();
+  constexpr int kJobs = 500;
+  for (int i = 0; i < kJobs; ++i) {
+    Json job = {{"apiVersion", api::kApiVersion},
+                {"kind", api::kKind},
+                {"metadata", {{"name", "j" + std::to_string(i)}}},
+                {"spec",
+                 {{"image", "hypertrain:test"},
+                  {"nodes", 1},
+                  {"nprocPerNode", 1},
+                  {"trainerConfig", {{"inline", "trainer: {max_steps: 5}\nmodel: {}\n"}}}}}};
+    ASSERT_TRUE(jobs.Create(job).ok());
+  }
+  kube::ResourceClient pods(client, kube::resources::kPods, kNs);
+  ASSERT_TRUE(WaitFor([&] {
+    auto l = pods.ListAll();
+    return l.ok() && l->items.size() == kJobs;
+  }, 120s)) << op.Log();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const long rss = RssKb(op.pid());
+  std::printf("BENCH 500 jobs: all pods created in %.2f s; operator RSS idle %ld KiB, with 500 jobs %ld KiB\n", secs,
+              idle, rss);
+  EXPECT_LT(rss, 50 * 1024) << "target: < 50 MB with 500 jobs";
 }
 
 }  // namespace
