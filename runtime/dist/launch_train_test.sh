@@ -83,7 +83,7 @@ done
 exp="$TMP/killed"
 # NCCL may block on a dead peer instead of failing: the watchdog (20 s) bounds it.
 start_nodes "$exp" --set trainer.max_steps=100000 --set model.sharding_strategy=hybrid_shard \
-  --set model.collective_timeout_s=20
+  --set model.collective_timeout=20
 for _ in $(seq 1 600); do
   grep -q "step 2/" "$exp.node0.log" 2>/dev/null && break
   sleep 0.1

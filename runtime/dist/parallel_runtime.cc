@@ -60,7 +60,7 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config
     return InvalidArgument("model.shard_degree must be >= 0, got " + std::to_string(c.shard_degree));
   }
   if (!(c.collective_timeout_s > 0)) {
-    return InvalidArgument("model.collective_timeout_s must be > 0");
+    return InvalidArgument("model.collective_timeout must be > 0 seconds");
   }
   auto layout = ComputeGroupLayout(strategy, static_cast<int>(c.shard_degree), r.world_size,
                                    r.local_world_size, r.rank);

@@ -4,7 +4,7 @@
 // into the hypertrain binary.
 //
 // From the env contract (env.h) and the config keys model.sharding_strategy,
-// model.shard_degree and model.collective_timeout_s:
+// model.shard_degree and model.collective_timeout:
 //  - world size 1 (no RANK/WORLD_SIZE, or WORLD_SIZE=1): a plain single
 //    process, no store, no-op hooks;
 //  - otherwise the group layout is fixed at creation (config errors surface
