@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/ckpt/cuda_host_allocator.h"
+#include "runtime/ckpt/hf_export.h"
 #include "runtime/ckpt/layout_desc.h"
 #include "runtime/ckpt/manager.h"
 #include "runtime/model/config.h"
@@ -111,6 +112,7 @@ int Main(int argc, char** argv) {
       SaveRequest r;
       r.step = i;
       r.sampler = {{"position", i}};
+      r.model_config = HfConfigJson(*cfg, StDType::kF32);
       if (Status s = mgr.Save(r, state); !s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 1;
       const double stall = mgr.stats().last_stall_s;
       if (Status s = mgr.Finish(); !s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 1;
