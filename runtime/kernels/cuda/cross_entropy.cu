@@ -6,11 +6,13 @@ namespace {
 
 constexpr int kThreads = 512;
 
-template <typename T>
+// kVec: 16-byte accesses (vocab and ld multiples of the pack, row 0 aligned).
+template <typename T, bool kVec>
 __global__ void __launch_bounds__(kThreads)
     SoftmaxCrossEntropyKernel(T* logits, long ld, float* __restrict__ losses,
                               const int32_t* __restrict__ targets, int vocab,
                               int32_t ignore_index, const float* __restrict__ dscale) {
+  constexpr int P = kVec ? Pack<T>::kSize : 1;
   __shared__ float scratch[32];
   const int row = blockIdx.x;
   T* x = logits + static_cast<size_t>(row) * ld;
@@ -24,13 +26,21 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   float m = -INFINITY, s = 0.0f;
-  for (int v = threadIdx.x; v < vocab; v += kThreads) {
-    const float xv = ToF(x[v]);
+  auto online = [&](float xv) {
     if (xv > m) {
       s = s * __expf(m - xv) + 1.0f;
       m = xv;
     } else {
       s += __expf(xv - m);
+    }
+  };
+  for (int v = threadIdx.x * P; v < vocab; v += kThreads * P) {
+    if constexpr (kVec) {
+      const Pack<T> pk = LoadPack(x + v);
+#pragma unroll
+      for (int j = 0; j < P; ++j) online(ToF(pk.v[j]));
+    } else {
+      online(ToF(x[v]));
     }
   }
   const float row_max = BlockMax(m, scratch);
@@ -42,9 +52,19 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const float scale = *dscale;
   const float inv_sum = 1.0f / sum;
-  for (int v = threadIdx.x; v < vocab; v += kThreads) {
-    const float p = __expf(ToF(x[v]) - row_max) * inv_sum;
-    x[v] = FromF<T>((p - (v == target ? 1.0f : 0.0f)) * scale);
+  for (int v = threadIdx.x * P; v < vocab; v += kThreads * P) {
+    if constexpr (kVec) {
+      Pack<T> pk = LoadPack(x + v);
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const float p = __expf(ToF(pk.v[j]) - row_max) * inv_sum;
+        pk.v[j] = FromF<T>((p - (v + j == target ? 1.0f : 0.0f)) * scale);
+      }
+      StorePack(x + v, pk);
+    } else {
+      const float p = __expf(ToF(x[v]) - row_max) * inv_sum;
+      x[v] = FromF<T>((p - (v == target ? 1.0f : 0.0f)) * scale);
+    }
   }
 }
 
@@ -55,8 +75,14 @@ cudaError_t SoftmaxCrossEntropy(T* logits, long ld, float* losses, const int32_t
                                 int rows, int vocab, int32_t ignore_index, const float* dscale,
                                 cudaStream_t stream) {
   if (rows <= 0 || vocab <= 0 || ld < vocab) return cudaErrorInvalidValue;
-  SoftmaxCrossEntropyKernel<T><<<rows, kThreads, 0, stream>>>(logits, ld, losses, targets, vocab,
-                                                             ignore_index, dscale);
+  constexpr int P = Pack<T>::kSize;
+  if (vocab % P == 0 && ld % P == 0 && Aligned16(logits)) {
+    SoftmaxCrossEntropyKernel<T, true><<<rows, kThreads, 0, stream>>>(
+        logits, ld, losses, targets, vocab, ignore_index, dscale);
+  } else {
+    SoftmaxCrossEntropyKernel<T, false><<<rows, kThreads, 0, stream>>>(
+        logits, ld, losses, targets, vocab, ignore_index, dscale);
+  }
   return cudaGetLastError();
 }
 
