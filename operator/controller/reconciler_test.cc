@@ -392,8 +392,12 @@ TEST_F(ReconcilerTest, RestartMidCreateMakesNoDuplicates) {
   // Two operators (a stale standby and the new leader) reconcile the same state.
   auto other = MakeReconciler();
   WaitCaches("crash");
-  ASSERT_TRUE(other->Reconcile(std::string(kNs) + "/crash").ok());
-  ASSERT_TRUE(reconciler_->Reconcile(std::string(kNs) + "/crash").ok());
+  auto first = other->Reconcile(std::string(kNs) + "/crash");
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  // The second works from the same (now stale) cache: it may only requeue or
+  // lose the status write with a 409; it must not create anything twice.
+  auto second = reconciler_->Reconcile(std::string(kNs) + "/crash");
+  EXPECT_TRUE(second.ok() || kube::IsConflict(second.error())) << second.error().ToString();
   Converge("crash");
   auto pods = JobPods("crash");
   ASSERT_EQ(pods.size(), 3u);
@@ -424,6 +428,43 @@ TEST_F(ReconcilerTest, RepeatOffenderNodeIsExcluded) {
   EXPECT_EQ(expr["values"], Json({"node-a"}));
   auto reasons = EventReasons("rep");
   EXPECT_NE(std::find(reasons.begin(), reasons.end(), "NodeFault"), reasons.end());
+}
+
+
+TEST_F(ReconcilerTest, ControlPlaneValidatesAndDefaultsThroughTheCrd) {
+  auto create = [&](const std::string& name, const Json& spec) {
+    return Jobs().Create({{"apiVersion", api::kApiVersion},
+                          {"kind", api::kKind},
+                          {"metadata", {{"name", name}, {"namespace", kNs}}},
+                          {"spec", spec}});
+  };
+  Json spec = CpuSpec();
+  spec["nodes"] = 0;
+  auto bad = create("v-nodes", spec);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, kube::ErrorCode::kInvalid);
+  EXPECT_THAT(bad.error().message, HasSubstr("spec.nodes"));
+  spec = CpuSpec();
+  spec["runPolicy"] = {{"cleanPodPolicy", "Sometimes"}};
+  auto bad2 = create("v-policy", spec);
+  ASSERT_FALSE(bad2.ok());
+  EXPECT_THAT(bad2.error().message, HasSubstr("spec.runPolicy.cleanPodPolicy"));
+  spec = CpuSpec();
+  spec.erase("image");
+  EXPECT_FALSE(create("v-image", spec).ok());
+
+  spec = CpuSpec();
+  spec["gpusPerNod"] = 8;  // a typo: pruned, as by kube-apiserver
+  auto ok = create("v-ok", spec);
+  ASSERT_TRUE(ok.ok()) << ok.error().ToString();
+  const Json& s = (*ok)["spec"];
+  EXPECT_FALSE(s.contains("gpusPerNod"));
+  EXPECT_EQ(s["masterPort"], 29500);
+  EXPECT_EQ(s["imagePullPolicy"], "IfNotPresent");
+  EXPECT_EQ(s["runPolicy"]["backoffLimit"], 3);
+  EXPECT_EQ(s["runPolicy"]["cleanPodPolicy"], "Running");
+  EXPECT_EQ(s["faultPolicy"]["nonRetryableExitCodes"], Json({1, 2, 3}));
+  EXPECT_EQ(s["faultPolicy"]["nodeHealthLabel"], "sagemaker.amazonaws.com/node-health-status");
 }
 
 }  // namespace
