@@ -51,7 +51,11 @@ StatusOr<std::unique_ptr<Gemm>> Gemm::Create(bool allow_tf32, size_t workspace_b
       return CudaStatus(err, "cudaMalloc(gemm workspace)");
     }
   }
-  return std::unique_ptr<Gemm>(new Gemm(h, ws, workspace_bytes, allow_tf32));
+  std::unique_ptr<Gemm> g(new Gemm(h, ws, workspace_bytes, allow_tf32));
+  HT_CUBLAS_RETURN_IF_ERROR(cublasCreate(&g->blas_));
+  if (ws != nullptr) HT_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(g->blas_, ws, workspace_bytes));
+  HT_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(g->blas_, CUBLAS_POINTER_MODE_HOST));
+  return g;
 }
 
 Gemm::Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool tf32)
@@ -59,6 +63,7 @@ Gemm::Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool tf32)
 
 Gemm::~Gemm() {
   plans_.clear();
+  if (blas_) cublasDestroy(blas_);
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
 }
@@ -114,9 +119,9 @@ StatusOr<Gemm::Plan*> Gemm::GetPlan(const Key& key, const GemmShape& s, DType ab
   HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
       handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found));
   if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-    return Internal("cuBLASLt found no algorithm for m=" + std::to_string(s.m) +
-                    " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + " ab=" +
-                    DTypeName(ab) + " c=" + DTypeName(ct) + " align=" + std::to_string(align));
+    // Remembered as "no plan": Matmul takes the cublasGemmEx path.
+    plans_.emplace(key, nullptr);
+    return static_cast<Plan*>(nullptr);
   }
   plan->algo = result.algo;
   Plan* raw = plan.get();
@@ -150,9 +155,35 @@ Status Gemm::Matmul(const GemmShape& s, const void* a, const void* b, DType ab_t
   const Key key{s.m, s.n, s.k, s.trans_a, s.trans_b, lda, ldb, ldc, static_cast<int>(ab_type),
                 static_cast<int>(c_type), align, beta != 0.0f};
   HT_ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, s, ab_type, c_type));
+  if (plan == nullptr) {
+    return Fallback(s, lda, ldb, ldc, a, b, ab_type, c, c_type, alpha, beta, stream, c_in);
+  }
   HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan->desc, &alpha, b, plan->a, a, plan->b,
                                            &beta, c_in, plan->c, c, plan->c, &plan->algo, workspace_,
                                            workspace_bytes_, stream));
+  return Status::Ok();
+}
+
+Status Gemm::Fallback(const GemmShape& s, long lda, long ldb, long ldc, const void* a,
+                      const void* b, DType ab_type, void* c, DType c_type, float alpha, float beta,
+                      cudaStream_t stream, const void* c_in) {
+  if (beta != 0.0f && c_in != c) {
+    // cublasGemmEx reads and writes one C: copy the addend in first.
+    const size_t es = DTypeSize(c_type);
+    HT_RETURN_IF_ERROR(CudaStatus(cudaMemcpy2DAsync(c, ldc * es, c_in, ldc * es, s.n * es, s.m,
+                                                    cudaMemcpyDeviceToDevice, stream),
+                                  "cudaMemcpy2DAsync(gemm addend)"));
+  }
+  HT_CUBLAS_RETURN_IF_ERROR(cublasSetStream(blas_, stream));
+  const cublasComputeType_t compute = ab_type == DType::kF32 && allow_tf32_
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+  // Same column-major view as the cuBLASLt path: C^T = op(B)^T . op(A)^T.
+  HT_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(
+      blas_, s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, s.n, s.m,
+      s.k, &alpha, b, ToCuda(ab_type), static_cast<int>(ldb), a, ToCuda(ab_type),
+      static_cast<int>(lda), &beta, c, ToCuda(c_type), static_cast<int>(ldc), compute,
+      CUBLAS_GEMM_DEFAULT));
   return Status::Ok();
 }
 

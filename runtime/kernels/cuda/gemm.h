@@ -12,7 +12,10 @@
 // accumulator is always fp32; fp32 inputs use TF32 tensor cores only when the
 // Gemm was created with allow_tf32. The algorithm is chosen once per shape by
 // cuBLASLt's heuristic and cached; one workspace is allocated at creation.
+// Shapes cuBLASLt has no algorithm for (e.g. rows not 16-byte aligned) fall
+// back to cublasGemmEx on the same stream and workspace.
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -59,14 +62,18 @@ class Gemm {
   struct Plan;
   using Key = std::tuple<int, int, int, bool, bool, long, long, long, int, int, int, bool>;
   Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool tf32);
+  Status Fallback(const GemmShape& s, long lda, long ldb, long ldc, const void* a, const void* b,
+                  DType ab_type, void* c, DType c_type, float alpha, float beta,
+                  cudaStream_t stream, const void* c_in);
   StatusOr<Plan*> GetPlan(const Key& key, const GemmShape& s, DType ab, DType c);
 
   cublasLtHandle_t handle_;
+  cublasHandle_t blas_ = nullptr;  // fallback path
   void* workspace_;
   size_t workspace_bytes_;
   bool allow_tf32_;
   mutable std::mutex mu_;
-  std::map<Key, std::unique_ptr<Plan>> plans_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;  // null plan: use the fallback
 };
 
 }  // namespace hypertrain::kernels::cuda
