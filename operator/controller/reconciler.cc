@@ -329,16 +329,11 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
     return result;
   }
 
-  // A failed pod: fail the job or restart the whole gang.
-  for (const auto& [rank, p] : current) {
-    if (Phase(*p) != "Failed") continue;
-    PodFault f = FaultOf(*p);
-    const std::string pod_name = kube::NameOf(*p);
-    const std::string node = p->value("spec", Json::object()).value("nodeName", "");
-    std::string what = "pod " + pod_name + " (node rank " + std::to_string(rank) + (node.empty() ? "" : ", node " + node) + ")";
-    what += f.exit_code ? " exited with code " + std::to_string(*f.exit_code) : " failed";
-    if (!f.message.empty()) what += ": " + f.message;
-    c.status.last_fault = api::Fault{f.reason, what, pod_name, node, rank, f.exit_code, c.now_str};
+  // A fault: fail the job or restart the whole gang (one budget for every fault path).
+  auto handle_fault = [&](const std::string& reason, const std::string& what, const std::string& pod_name,
+                          const std::string& node, std::optional<int32_t> rank,
+                          std::optional<int> exit_code) -> kube::Result<ReconcileResult> {
+    c.status.last_fault = api::Fault{reason, what, pod_name, node, rank, exit_code, c.now_str};
     if (!node.empty()) {
       const int n = ++c.status.node_faults[node];
       const int limit = s.fault_policy.max_repeat_offenders;
@@ -350,7 +345,7 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
       }
     }
     const auto& codes = s.fault_policy.non_retryable_exit_codes;
-    if (f.exit_code && std::find(codes.begin(), codes.end(), *f.exit_code) != codes.end()) {
+    if (exit_code && std::find(codes.begin(), codes.end(), *exit_code) != codes.end()) {
       finish(api::kCondFailed, api::reason::kNonRetryableExitCode, what);
     } else if (c.status.restart_count >= s.run_policy.backoff_limit) {
       finish(api::kCondFailed, api::reason::kBackoffLimitExceeded,
@@ -358,20 +353,27 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
     } else {
       ++c.status.restart_count;
       ++c.status.restart_attempt;
+      const std::string msg = "gang restart " + std::to_string(c.status.restart_attempt) + " after " + what;
       if (api::IsConditionTrue(c.status, api::kCondRestarting)) {
         // Already Restarting (no condition transition): still one event per restart.
-        c.extra_events.push_back({EventType::kWarning, {f.reason, "gang restart " +
-                                                                      std::to_string(c.status.restart_attempt) +
-                                                                      " after " + what}});
+        c.extra_events.push_back({EventType::kWarning, {reason, msg}});
       }
-      api::SetJobCondition(&c.status, api::kCondRestarting, true, f.reason,
-                           "gang restart " + std::to_string(c.status.restart_attempt) + " after " + what, c.now_str,
-                           c.meta.generation);
+      api::SetJobCondition(&c.status, api::kCondRestarting, true, reason, msg, c.now_str, c.meta.generation);
     }
     if (auto w = WriteStatus(c); !w.ok()) return w.error();
     auto d = api::IsFinished(c.status) ? clean_pods(c) : DeletePods(c, [](const Json&) { return true; });
     if (!d.ok()) return d.error();
     return result;
+  };
+  for (const auto& [rank, p] : current) {
+    if (Phase(*p) != "Failed") continue;
+    PodFault f = FaultOf(*p);
+    const std::string pod_name = kube::NameOf(*p);
+    const std::string node = p->value("spec", Json::object()).value("nodeName", "");
+    std::string what = "pod " + pod_name + " (node rank " + std::to_string(rank) + (node.empty() ? "" : ", node " + node) + ")";
+    what += f.exit_code ? " exited with code " + std::to_string(*f.exit_code) : " failed";
+    if (!f.message.empty()) what += ": " + f.message;
+    return handle_fault(f.reason, what, pod_name, node, rank, f.exit_code);
   }
 
   // Success: every node's pod exited 0.
@@ -445,6 +447,32 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
         c.status.progress = next;
       }
     }
+  }
+  // Hang detection: the step must advance within hangTimeoutSeconds (after a
+  // start-up allowance of startupTimeoutSeconds from Running to the first report).
+  const api::Condition* running = api::FindCondition(c.status, api::kCondRunning);
+  if (all_running && s.fault_policy.hang_timeout_seconds > 0 && running && running->status == "True") {
+    const auto since = ParseTime(running->last_transition_time).value_or(c.now);
+    std::optional<Clock::time_point> reported;
+    if (c.status.progress && c.status.progress->step) reported = ParseTime(c.status.progress->updated_at);
+    Clock::time_point deadline;
+    std::string what;
+    if (reported && *reported >= since) {
+      deadline = *reported + std::chrono::seconds(s.fault_policy.hang_timeout_seconds);
+      what = "no step progress for hangTimeoutSeconds=" + std::to_string(s.fault_policy.hang_timeout_seconds) +
+             " (last step " + std::to_string(*c.status.progress->step) + ")";
+    } else {
+      deadline = since + std::chrono::seconds(std::max(s.fault_policy.startup_timeout_seconds,
+                                                       s.fault_policy.hang_timeout_seconds));
+      what = "no progress report within startupTimeoutSeconds=" +
+             std::to_string(std::max(s.fault_policy.startup_timeout_seconds, s.fault_policy.hang_timeout_seconds)) +
+             " of all pods running";
+    }
+    if (c.now >= deadline) {
+      return handle_fault(api::reason::kHang, what, PodName(c.name, 0), "", std::nullopt, std::nullopt);
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - c.now);
+    if (!result.requeue_after || left < *result.requeue_after) result.requeue_after = left;
   }
   if (auto w = WriteStatus(c); !w.ok()) return w.error();
   return result;

@@ -467,5 +467,39 @@ TEST_F(ReconcilerTest, ControlPlaneValidatesAndDefaultsThroughTheCrd) {
   EXPECT_EQ(s["faultPolicy"]["nodeHealthLabel"], "sagemaker.amazonaws.com/node-health-status");
 }
 
+
+TEST_F(ReconcilerTest, HangWithoutStepProgressRestartsTheGang) {
+  Json spec = CpuSpec();
+  spec["faultPolicy"] = {{"hangTimeoutSeconds", 600}, {"startupTimeoutSeconds", 900}, {"healthyNodeValues", Json::array()}};
+  CreateJob("hang", spec);
+  Converge("hang");
+  SetAllPhases("hang", "Running");
+  Converge("hang");
+  ASSERT_EQ(Job("hang")["status"]["state"], "Running");
+  // Progress within the start-up allowance, then the step stops advancing.
+  now_ += 800s;
+  ASSERT_TRUE(Pods().Patch("hang-node-0", {{"metadata", {{"annotations", {{api::kAnnotationProgress, R"({"step": 3})"}}}}}}).ok());
+  Converge("hang");
+  EXPECT_EQ(Job("hang")["status"]["state"], "Running");
+  now_ += 599s;
+  Converge("hang");
+  EXPECT_EQ(Job("hang")["status"]["state"], "Running");
+  now_ += 2s;
+  Converge("hang");
+  Json st = Job("hang")["status"];
+  EXPECT_EQ(st["state"], "Restarting");
+  EXPECT_EQ(Condition("hang", "Restarting", "reason"), "Hang");
+  EXPECT_EQ(st["restartCount"], 1);
+  EXPECT_THAT(st["lastFault"]["message"].get<std::string>(), HasSubstr("no step progress"));
+  auto pods = JobPods("hang");
+  ASSERT_EQ(pods.size(), 2u);
+  for (const Json& p : pods) EXPECT_EQ(p["metadata"]["labels"][api::kLabelRestartAttempt], "1");
+  // The new attempt gets the start-up allowance again, not the stale progress time.
+  SetAllPhases("hang", "Running");
+  now_ += 10s;
+  Converge("hang");
+  EXPECT_EQ(Job("hang")["status"]["state"], "Running");
+}
+
 }  // namespace
 }  // namespace hypertrain::controller
