@@ -29,6 +29,37 @@ __global__ void RopeKernel(T* out, long out_stride, const T* in, long in_stride,
   dst[i + half] = FromF<T>(x2 * c + x1 * s);
 }
 
+// 16-byte variant: each thread rotates P consecutive pairs.
+template <typename T>
+__global__ void RopeVecKernel(T* out, long out_stride, const T* in, long in_stride,
+                              const float* __restrict__ table, int tokens, int seq_len, int heads,
+                              int half, float sin_sign) {
+  constexpr int P = Pack<T>::kSize;
+  const int packs = half / P;
+  const size_t idx = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  const size_t total = static_cast<size_t>(tokens) * heads * packs;
+  if (idx >= total) return;
+  const int i = static_cast<int>(idx % packs) * P;
+  const int h = static_cast<int>((idx / packs) % heads);
+  const int t = static_cast<int>(idx / (static_cast<size_t>(packs) * heads));
+  const int pos = t % seq_len;
+  const float* cs = table + static_cast<size_t>(pos) * half + i;
+  const float* sn = table + static_cast<size_t>(seq_len) * half + static_cast<size_t>(pos) * half + i;
+  const T* src = in + static_cast<size_t>(t) * in_stride + static_cast<size_t>(h) * 2 * half;
+  T* dst = out + static_cast<size_t>(t) * out_stride + static_cast<size_t>(h) * 2 * half;
+  const Pack<T> a = LoadPack(src + i), b = LoadPack(src + i + half);
+  Pack<T> oa, ob;
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const float c = cs[j], s = sin_sign * sn[j];
+    const float x1 = ToF(a.v[j]), x2 = ToF(b.v[j]);
+    oa.v[j] = FromF<T>(x1 * c - x2 * s);
+    ob.v[j] = FromF<T>(x2 * c + x1 * s);
+  }
+  StorePack(dst + i, oa);
+  StorePack(dst + i + half, ob);
+}
+
 template <typename T>
 cudaError_t Launch(T* out, long out_stride, const T* in, long in_stride, const float* table,
                    int tokens, int seq_len, int heads, int head_dim, float sign,
@@ -37,6 +68,14 @@ cudaError_t Launch(T* out, long out_stride, const T* in, long in_stride, const f
     return cudaErrorInvalidValue;
   }
   const int half = head_dim / 2;
+  constexpr int P = Pack<T>::kSize;
+  if (half % P == 0 && out_stride % P == 0 && in_stride % P == 0 && Aligned16(out) &&
+      Aligned16(in)) {
+    const size_t total = static_cast<size_t>(tokens) * heads * (half / P);
+    RopeVecKernel<T><<<CeilDiv(total, 256), 256, 0, stream>>>(out, out_stride, in, in_stride, table,
+                                                             tokens, seq_len, heads, half, sign);
+    return cudaGetLastError();
+  }
   const size_t total = static_cast<size_t>(tokens) * heads * half;
   RopeKernel<T><<<CeilDiv(total, 256), 256, 0, stream>>>(out, out_stride, in, in_stride, table,
                                                         tokens, seq_len, heads, half, sign);

@@ -24,7 +24,9 @@ TYPED_TEST_SUITE(RopeTest, Types);
 TYPED_TEST(RopeTest, StridedForwardAndBackwardMatchReference) {
   HT_SKIP_WITHOUT_GPU();
   using T = TypeParam;
-  const int B = 2, S = 300, H = 4, D = 64, width = 3 * H * D;  // [q | k | v]-like rows
+  for (const int D : {64, 36}) {  // 16-byte path; scalar path (D/2 = 18)
+  SCOPED_TRACE("D=" + std::to_string(D));
+  const int B = 2, S = 300, H = 4, width = 3 * H * D;  // [q | k | v]-like rows
   model::RopeScaling sc;
   sc.type = model::RopeScalingType::kLlama3;
   sc.factor = 32;
@@ -65,6 +67,7 @@ TYPED_TEST(RopeTest, StridedForwardAndBackwardMatchReference) {
   for (size_t t = 0; t < size_t(B) * S; ++t)
     for (int j = 0; j < H * D; ++j) expect[t * width + off + j] = bwd[t * H * D + j];
   ExpectClose(ToDouble(dback.Download()), expect, testing::RelTol<T>(), "backward");
+  }
 }
 
 }  // namespace
