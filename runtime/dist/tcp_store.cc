@@ -90,7 +90,11 @@ class TcpStoreServer::Impl {
       } else if (!hello) {
         reply = net::EncodeMessage(kError, {"HELLO with a matching identity required first"});
       } else {
-        reply = Handle(op, args);
+        try {
+          reply = Handle(op, args);
+        } catch (const std::exception& e) {  // malformed number from a client
+          reply = net::EncodeMessage(kError, {std::string("bad request: ") + e.what()});
+        }
       }
       if (!net::SendFrame(fd, reply, Clock::now() + std::chrono::seconds(30)).ok()) return;
     }
