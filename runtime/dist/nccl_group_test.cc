@@ -102,6 +102,11 @@ int Body(int rank, int world, int port) {
   shard.Put(std::vector<float>(count, rank == 1 ? 7.f : 0.f));
   CHILD_OK(w.Broadcast(shard.p, count, DType::kF32, 1)->Wait());
   for (float v : shard.Get()) CHILD_CHECK(v == 7.f, "broadcast %f", v);
+  // Host scalars (loss, grad norm) through the device scratch buffer.
+  float host[2] = {1.0f * rank, 0.5f};
+  CHILD_OK(w.AllReduceHost(host, 2, ReduceOp::kSum));
+  CHILD_CHECK(host[0] == world * (world - 1) / 2.0f && host[1] == 0.5f * world, "host all_reduce %f %f",
+              host[0], host[1]);
   CHILD_OK(w.Barrier());
   return 0;
 }
