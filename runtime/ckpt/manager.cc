@@ -67,6 +67,7 @@ CheckpointManager::CheckpointManager(CheckpointOptions options, RankPlacement pl
 }
 
 CheckpointManager::~CheckpointManager() {
+  cancel_.store(true);
   if (writer_.joinable()) writer_.join();
 }
 
@@ -271,6 +272,7 @@ Status CheckpointManager::Save(const SaveRequest& req, StateAccess& state) {
   target.shard_rank = placement_.shard_rank;
   target.shard_degree = placement_.world.shard_degree;
   target.coordinator_timeout_s = options_.coordinator_timeout_s;
+  target.cancel = &cancel_;
   RankRecord record{placement_.rank, req.sampler, req.rng};
   Manifest base;
   base.step = req.step;

@@ -104,7 +104,10 @@ class CheckpointManager {
   CheckpointManager(CheckpointOptions options, RankPlacement placement, ModelLayoutDesc layout,
                     HostAllocator* allocator = nullptr, LogFn log = nullptr,
                     std::function<StatusOr<bool>(bool)> agree = nullptr);
-  ~CheckpointManager();  // waits for an in-flight save
+  // Abandons an in-flight save that is still waiting for other ranks (the
+  // run is ending after an error; a normal end calls Finish() first), then
+  // joins the writer.
+  ~CheckpointManager();
   CheckpointManager(const CheckpointManager&) = delete;
   CheckpointManager& operator=(const CheckpointManager&) = delete;
 
@@ -150,6 +153,7 @@ class CheckpointManager {
   std::vector<ElemRange> snap_ranges_;
   std::vector<HostBuffer> snap_;  // one per unit: 3 * owned floats
   std::thread writer_;
+  std::atomic<bool> cancel_{false};
   bool in_flight_ = false;
   Status pending_;                // written by the writer thread before it exits
   int64_t pending_step_ = -1;

@@ -139,6 +139,9 @@ StatusOr<std::string> CommitCheckpoint(const SaveTarget& t, Manifest m, const Lo
       ++have;
     }
     if (have == t.world_size) break;
+    if (t.cancel != nullptr && t.cancel->load()) {
+      return Unavailable("checkpoint step " + std::to_string(t.step) + " abandoned: shutting down before all ranks finished");
+    }
     if (Clock::now() > deadline) {
       std::string missing;
       for (int r = 0; r < t.world_size; ++r) {

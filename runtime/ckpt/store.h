@@ -19,6 +19,7 @@
 //  file systems (local, NFS, Lustre), and a loader verifies sizes and
 //  checksums anyway.
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ struct SaveTarget {
   int shard_rank = 0;
   int shard_degree = 1;
   double coordinator_timeout_s = 600;
+  // Set by the owner to make a waiting coordinator give up at once (process
+  // shutting down after an error): the save is then abandoned, uncommitted.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // One rank's shard in host memory: per unit its range and the three state

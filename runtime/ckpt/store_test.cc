@@ -188,6 +188,21 @@ TEST_F(StoreTest, CoordinatorTimesOutNamingMissingRanks) {
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(r.status().message().find("ranks [1,2]"), std::string::npos) << r.status().ToString();
   EXPECT_FALSE(fs::exists(root_ + "/step-7"));
+  // A shutting-down owner makes the coordinator give up at once.
+  std::atomic<bool> cancel{true};
+  t.cancel = &cancel;
+  t.coordinator_timeout_s = 600;
+  r = CommitCheckpoint(t, m, nullptr);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("abandoned"), std::string::npos) << r.status().ToString();
+  // A rank that failed is reported without waiting for the timeout.
+  cancel = false;
+  t.rank = 1;
+  ReportRankFailure(t, IoError("write x: No space left on device"));
+  r = CommitCheckpoint(t, m, nullptr);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("rank 1 failed to write its part: IO_ERROR: write x: No space"), std::string::npos)
+      << r.status().ToString();
 }
 
 }  // namespace
