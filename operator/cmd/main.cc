@@ -155,6 +155,24 @@ class Controller {
       std::unique_ptr<controller::Reconciler> reconciler;
     };
     std::map<std::string, Scope> scopes;
+    // Node health (cluster-scoped, read-only): a change re-checks every job.
+    kube::Informer nodes(kube::ResourceClient(client_, kube::resources::kNodes));
+    kube::EventHandlers on_node;
+    auto enqueue_all = [&scopes, &queue] {
+      for (auto& [_, sc] : scopes) {
+        for (const std::string& k : sc.jobs->store().Keys()) queue.Add(k);
+      }
+    };
+    on_node.on_update = [enqueue_all](const kube::Json& before, const kube::Json& after) {
+      if (before["metadata"].value("labels", kube::Json::object()) != after["metadata"].value("labels", kube::Json::object()) ||
+          before.value("status", kube::Json::object()).value("conditions", kube::Json::array()) !=
+              after.value("status", kube::Json::object()).value("conditions", kube::Json::array())) {
+        enqueue_all();
+      }
+    };
+    on_node.on_delete = [enqueue_all](const kube::Json&) { enqueue_all(); };
+    nodes.SetErrorLogger([](const std::string& e) { Log(kWarn, "node watch error", "err=\"" + e + "\""); });
+    nodes.Start();
     for (const std::string& ns : nss) {
       Scope s;
       s.jobs = std::make_unique<kube::Informer>(kube::ResourceClient(client_, controller::TrainingJobType(), ns));
@@ -170,6 +188,7 @@ class Controller {
       o.client = client_;
       o.jobs = &s.jobs->store();
       o.pods = &s.pods->store();
+      o.nodes = &nodes.store();
       o.instance = identity_;
       o.counters = &metrics_->counters;
       o.log = [](const std::string& m) { Log(kWarn, m); };
@@ -178,6 +197,8 @@ class Controller {
       s.pods->Start();
       scopes[ns] = std::move(s);
     }
+    nodes.AddEventHandlers(on_node);  // after the scopes exist: the handler reads them
+    while (!stop->cancelled() && !nodes.WaitForSync(1s)) Log(kInfo, "waiting for the node cache");
     for (auto& [ns, s] : scopes) {
       while (!stop->cancelled() && !(s.jobs->WaitForSync(1s) && s.pods->WaitForSync(1s))) {
         Log(kInfo, "waiting for caches", "namespace=" + (ns.empty() ? std::string("*") : ns));
@@ -220,6 +241,7 @@ class Controller {
     }
     for (auto& w : workers) w.join();
     queue.ShutDown();
+    nodes.Stop();
     for (auto& [_, s] : scopes) {
       s.jobs->Stop();
       s.pods->Stop();

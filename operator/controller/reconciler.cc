@@ -376,6 +376,45 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
     return handle_fault(f.reason, what, pod_name, node, rank, f.exit_code);
   }
 
+  // Node health: a running pod's node lost its health label, vanished, or has
+  // been NotReady for podPendingOrLostGraceSeconds.
+  if (o_.nodes) {
+    const auto& fp = s.fault_policy;
+    for (const auto& [rank, p] : current) {
+      if (Terminated(*p) || Deleting(*p)) continue;
+      const std::string node = p->value("spec", Json::object()).value("nodeName", "");
+      if (node.empty()) continue;
+      const std::string pod_name = kube::NameOf(*p);
+      const std::string who = "pod " + pod_name + " (node rank " + std::to_string(rank) + ", node " + node + ")";
+      kube::ObjectPtr n = o_.nodes->Get(node);
+      if (!n) {
+        return handle_fault(api::reason::kPodLost, who + ": the node is gone", pod_name, node, rank, std::nullopt);
+      }
+      if (!fp.healthy_node_values.empty()) {
+        const std::string health = Label(*n, fp.node_health_label.c_str());
+        if (std::find(fp.healthy_node_values.begin(), fp.healthy_node_values.end(), health) ==
+            fp.healthy_node_values.end()) {
+          return handle_fault(api::reason::kNodeUnhealthy,
+                              who + ": node label " + fp.node_health_label + "=" + (health.empty() ? "<none>" : health),
+                              pod_name, node, rank, std::nullopt);
+        }
+      }
+      for (const Json& cond : n->value("status", Json::object()).value("conditions", Json::array())) {
+        if (cond.value("type", "") != "Ready" || cond.value("status", "") == "True") continue;
+        const auto since = ParseTime(cond.value("lastTransitionTime", "")).value_or(c.now);
+        const auto lost_at = since + std::chrono::seconds(fp.pod_pending_or_lost_grace_seconds);
+        if (c.now >= lost_at) {
+          return handle_fault(api::reason::kPodLost,
+                              who + ": node NotReady for podPendingOrLostGraceSeconds=" +
+                                  std::to_string(fp.pod_pending_or_lost_grace_seconds),
+                              pod_name, node, rank, std::nullopt);
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(lost_at - c.now);
+        if (!result.requeue_after || left < *result.requeue_after) result.requeue_after = left;
+      }
+    }
+  }
+
   // Success: every node's pod exited 0.
   if (static_cast<int>(current.size()) == s.nodes && counts.succeeded == s.nodes) {
     finish(api::kCondSucceeded, api::reason::kAllPodsSucceeded,

@@ -10,6 +10,8 @@
 //   a pod failed                       → non-retryable exit code: Failed at once;
 //                                        budget left: gang restart (next attempt),
 //                                        else Failed/BackoffLimitExceeded
+//   a pod's node turned unhealthy      → gang restart (NodeUnhealthy), node counted
+//   a pod's node NotReady past grace   → gang restart (PodLost), node counted
 //   every node's pod exited 0          → Succeeded
 //   otherwise                          → Service, ConfigMap, missing pods; Running
 //                                        once every pod runs
@@ -54,6 +56,8 @@ struct ReconcilerOptions {
   std::shared_ptr<kube::RestClient> client;
   const kube::Store* jobs = nullptr;  // TrainingJob informer cache
   const kube::Store* pods = nullptr;  // Pod informer cache (owner-uid index)
+  // Node informer cache (keys are node names); null disables node-health checks.
+  const kube::Store* nodes = nullptr;
   std::function<std::chrono::system_clock::time_point()> now = [] {
     return std::chrono::system_clock::now();
   };

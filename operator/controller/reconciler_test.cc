@@ -62,15 +62,19 @@ class ReconcilerTest : public ::testing::Test {
   void SetUp() override {
     job_informer_ = std::make_unique<kube::Informer>(Jobs());
     pod_informer_ = std::make_unique<kube::Informer>(Pods());
+    node_informer_ = std::make_unique<kube::Informer>(Nodes());
     job_informer_->Start();
     pod_informer_->Start();
+    node_informer_->Start();
     ASSERT_TRUE(job_informer_->WaitForSync(10s));
     ASSERT_TRUE(pod_informer_->WaitForSync(10s));
+    ASSERT_TRUE(node_informer_->WaitForSync(10s));
     reconciler_ = MakeReconciler();
   }
   void TearDown() override {
     job_informer_->Stop();
     pod_informer_->Stop();
+    node_informer_->Stop();
   }
 
   std::unique_ptr<Reconciler> MakeReconciler() {
@@ -78,6 +82,7 @@ class ReconcilerTest : public ::testing::Test {
     o.client = *client_;
     o.jobs = &job_informer_->store();
     o.pods = &pod_informer_->store();
+    o.nodes = &node_informer_->store();
     o.now = [this] { return now_; };
     o.instance = "test-operator";
     o.counters = &counters_;
@@ -86,6 +91,19 @@ class ReconcilerTest : public ::testing::Test {
 
   kube::ResourceClient Jobs() const { return kube::ResourceClient(*client_, TrainingJobType(), kNs); }
   kube::ResourceClient Pods() const { return kube::ResourceClient(*client_, kube::resources::kPods, kNs); }
+  kube::ResourceClient Nodes() const { return kube::ResourceClient(*client_, kube::resources::kNodes); }
+  void CreateNode(const std::string& name, const std::string& health) {
+    auto r = Nodes().Create({{"metadata", {{"name", name}, {"labels", {{api::kHyperPodHealthLabel, health}}}}}});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    SetNodeReady(name, true, "2027-01-15T08:00:00Z");
+  }
+  void SetNodeReady(const std::string& name, bool ready, const std::string& since) {
+    auto r = Nodes().PatchStatus(
+        name, {{"status", {{"conditions", Json::array({{{"type", "Ready"},
+                                                         {"status", ready ? "True" : "False"},
+                                                         {"lastTransitionTime", since}}})}}}});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
 
   Json CpuSpec(int nodes = 2) const {
     return {{"image", "hypertrain:test"},
@@ -106,6 +124,9 @@ class ReconcilerTest : public ::testing::Test {
   std::map<std::string, std::string> ServerState(const std::string& job) const {
     std::map<std::string, std::string> out;
     if (auto j = Jobs().Get(job); j.ok()) out["job"] = kube::ResourceVersionOf(*j);
+    if (auto nodes = Nodes().ListAll(); nodes.ok()) {
+      for (const Json& n : nodes->items) out["node/" + kube::NameOf(n)] = kube::ResourceVersionOf(n);
+    }
     kube::ListOptions lo;
     lo.label_selector = std::string(api::kLabelJobName) + "=" + job;
     if (auto pods = Pods().ListAll(lo); pods.ok()) {
@@ -116,6 +137,7 @@ class ReconcilerTest : public ::testing::Test {
   std::map<std::string, std::string> CacheState(const std::string& job) const {
     std::map<std::string, std::string> out;
     if (auto j = job_informer_->store().Get(std::string(kNs) + "/" + job)) out["job"] = kube::ResourceVersionOf(*j);
+    for (const auto& n : node_informer_->store().List()) out["node/" + kube::NameOf(*n)] = kube::ResourceVersionOf(*n);
     for (const auto& p : pod_informer_->store().List()) {
       const Json labels = (*p)["metadata"].value("labels", Json::object());
       if (labels.value(api::kLabelJobName, "") == job) out[kube::NameOf(*p)] = kube::ResourceVersionOf(*p);
@@ -217,7 +239,7 @@ class ReconcilerTest : public ::testing::Test {
 
   static inline kube::testing::KubeLocal* kl_ = nullptr;
   static inline std::shared_ptr<kube::RestClient>* client_ = nullptr;
-  std::unique_ptr<kube::Informer> job_informer_, pod_informer_;
+  std::unique_ptr<kube::Informer> job_informer_, pod_informer_, node_informer_;
   std::unique_ptr<Reconciler> reconciler_;
   ReconcilerCounters counters_;
   std::chrono::system_clock::time_point now_ = std::chrono::system_clock::from_time_t(1'800'000'000);
@@ -499,6 +521,49 @@ TEST_F(ReconcilerTest, HangWithoutStepProgressRestartsTheGang) {
   now_ += 10s;
   Converge("hang");
   EXPECT_EQ(Job("hang")["status"]["state"], "Running");
+}
+
+
+TEST_F(ReconcilerTest, UnhealthyOrLostNodeRestartsTheGang) {
+  CreateNode("hp-1", "Schedulable");
+  CreateNode("hp-2", "Schedulable");
+  Json spec = CpuSpec();
+  spec["faultPolicy"] = {{"podPendingOrLostGraceSeconds", 120}, {"maxRepeatOffenders", 0}};
+  CreateJob("health", spec);
+  Converge("health");
+  Bind("health-node-0", "hp-1");
+  Bind("health-node-1", "hp-2");
+  SetAllPhases("health", "Running");
+  Converge("health");
+  ASSERT_EQ(Job("health")["status"]["state"], "Running");
+  // The node pods require the health label.
+  const Json expr = JobPods("health")[0]["spec"]["affinity"]["nodeAffinity"]
+                        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0];
+  EXPECT_EQ(expr["key"], api::kHyperPodHealthLabel);
+
+  ASSERT_TRUE(Nodes().Patch("hp-2", {{"metadata", {{"labels", {{api::kHyperPodHealthLabel, "UnschedulablePendingReplacement"}}}}}}).ok());
+  Converge("health");
+  Json st = Job("health")["status"];
+  EXPECT_EQ(Condition("health", "Restarting", "reason"), "NodeUnhealthy");
+  EXPECT_EQ(st["lastFault"]["node"], "hp-2");
+  EXPECT_THAT(st["lastFault"]["message"].get<std::string>(), HasSubstr("UnschedulablePendingReplacement"));
+  EXPECT_EQ(st["restartAttempt"], 1);
+
+  // Next attempt: node hp-1 goes NotReady; the pod counts as lost only after the grace.
+  Bind("health-node-0", "hp-1");
+  Bind("health-node-1", "hp-1");
+  SetAllPhases("health", "Running");
+  Converge("health");
+  SetNodeReady("hp-1", false, FormatTime(now_));
+  now_ += 60s;
+  Converge("health");
+  EXPECT_EQ(Job("health")["status"]["state"], "Running");
+  now_ += 61s;
+  Converge("health");
+  EXPECT_EQ(Condition("health", "Restarting", "reason"), "PodLost");
+  EXPECT_EQ(Job("health")["status"]["restartAttempt"], 2);
+  ASSERT_TRUE(Nodes().Delete("hp-1").ok());
+  ASSERT_TRUE(Nodes().Delete("hp-2").ok());
 }
 
 }  // namespace
