@@ -2,7 +2,8 @@
 // Extension points of `hypertrain train`, filled in by other components with
 // static registration (link their registration library with alwayslink = 1
 // into //runtime/cmd:hypertrain):
-//  - Backends by name: "cpu" is built in; runtime/cuda registers "cuda".
+//  - Backends by name: "cpu" (runtime/cpu:register) and "cuda"
+//    (runtime/cmd:cuda_register).
 //    trainer.backend: auto picks the highest-priority backend whose factory
 //    succeeds (a CUDA factory returns Unavailable without a GPU).
 //  - One ParallelRuntime factory (runtime/dist): rank/world, the data-parallel
