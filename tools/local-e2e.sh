@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The whole system on one machine (see docs/USER_GUIDE.md, "Local demo"):
+# kube-local (API server) + node agent (2 local "nodes") + the operator; applies
+# examples/local-tiny.yaml with kubectl (2 nodes x 2 CPU ranks, hybrid shard, the
+# tiny model on real text, a checkpoint every few steps), shows the job's state
+# moving, kills one trainer pod's process with SIGKILL mid-run, and shows the gang
+# restart and the resume from the checkpoint through to Succeeded. Cleans up
+# after itself (every process it started is ended by PID).
+#
+#   tools/local-e2e.sh
+#
+# Environment (all optional):
+#   HT_LOCAL_DIR     work directory (default /tmp/hypertrain-local; wiped first)
+#   HT_BIN_DIR       directory with prebuilt kube-local, node-agent, hypertrain-operator
+#                    and hypertrain (skips the bazel build)
+#   HT_MAX_STEPS     training steps (default 300)
+#   HT_CKPT_EVERY    checkpoint interval in steps (default 10)
+#   HT_KILL_AT_STEP  kill node 1's trainer once this step is logged (default 60; 0: no kill)
+#   HT_VERIFY_REFERENCE=1  afterwards also train the same config uninterrupted with
+#                    `hypertrain launch` (same 2x2 layout) and compare the final
+#                    checkpoint's shard files byte for byte
+#   HT_TIMEOUT_S     overall bound for the job (default 600)
+#   HT_KEEP=1        keep the work directory
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WORK="${HT_LOCAL_DIR:-/tmp/hypertrain-local}"
+MAX_STEPS="${HT_MAX_STEPS:-300}"
+CKPT_EVERY="${HT_CKPT_EVERY:-10}"
+KILL_AT="${HT_KILL_AT_STEP:-60}"
+TIMEOUT_S="${HT_TIMEOUT_S:-600}"
+JOB=local-tiny
+PIDS=()
+
+say() { printf '\033[1m[local-e2e]\033[0m %s\n' "$*"; }
+die() { say "FAILED: $*"; exit 1; }
+
+cleanup() {
+  local rc=$?
+  # Reverse order: the operator, then the node agent (it kills its pods' process
+  # groups on SIGTERM), then the API server. Each by its PID.
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${PIDS[i]}" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  if [ "$rc" -ne 0 ]; then
+    say "logs kept for inspection under $WORK"
+  elif [ "${HT_KEEP:-0}" != 1 ]; then
+    say "processes stopped; logs, metrics and checkpoints remain under $WORK (HT_KEEP=1 documents intent; rm -rf $WORK to remove)"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- build -------------------------------------------------------------------
+if [ -n "${HT_BIN_DIR:-}" ]; then
+  BIN="$HT_BIN_DIR"
+else
+  say "building (bazel)"
+  BAZEL=(bazel)
+  [ -n "${HT_BAZEL_OUTPUT_BASE:-}" ] && BAZEL+=(--output_base="$HT_BAZEL_OUTPUT_BASE")
+  (cd "$ROOT" && "${BAZEL[@]}" build --experimental_convenience_symlinks=ignore \
+     //tools/kube-local:kube-local //tools/node-agent:node-agent \
+     //operator/cmd:hypertrain-operator //runtime/cmd:hypertrain)
+  BB="$(cd "$ROOT" && "${BAZEL[@]}" info bazel-bin 2>/dev/null)"
+  BIN="$WORK.bin"
+  rm -rf "$BIN" && mkdir -p "$BIN"
+  cp "$BB/tools/kube-local/kube-local" "$BB/tools/node-agent/node-agent" \
+     "$BB/operator/cmd/hypertrain-operator" "$BB/runtime/cmd/hypertrain" "$BIN/"
+fi
+for b in kube-local node-agent hypertrain-operator hypertrain; do
+  [ -x "$BIN/$b" ] || die "$BIN/$b is missing"
+done
+command -v kubectl >/dev/null || die "kubectl is not installed (tools/setup.sh installs it)"
+
+rm -rf "$WORK" && mkdir -p "$WORK"/{logs,data}
+export KUBECONFIG="$WORK/kubeconfig"
+export OPENBLAS_NUM_THREADS=1
+
+# --- data --------------------------------------------------------------------
+inputs=(/usr/share/common-licenses/*)
+[ -e "${inputs[0]}" ] || die "no text in /usr/share/common-licenses (base-files)"
+say "preparing the data set from ${#inputs[@]} license texts"
+"$BIN/hypertrain" prepare --out "$WORK/data" --tokens-per-shard 100000 "${inputs[@]}" > "$WORK/logs/prepare.log" 2>&1 \
+  || { cat "$WORK/logs/prepare.log"; die "prepare"; }
+
+# --- control plane, node agent, operator ---------------------------------------
+say "starting kube-local"
+"$BIN/kube-local" --data-dir "$WORK/kube-local" --kubeconfig-out "$KUBECONFIG" --port-file "$WORK/port" \
+  > "$WORK/logs/kube-local.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do [ -s "$KUBECONFIG" ] && [ -s "$WORK/port" ] && break; sleep 0.1; done
+[ -s "$KUBECONFIG" ] || { cat "$WORK/logs/kube-local.log"; die "kube-local did not start"; }
+for _ in $(seq 50); do kubectl get --raw /healthz >/dev/null 2>&1 && break; sleep 0.1; done
+kubectl apply -f "$ROOT/crds/trainingjobs.hypertrain.dev.yaml"
+
+say "starting the node agent (2 nodes)"
+"$BIN/node-agent" --kubeconfig "$KUBECONFIG" --nodes 2 --work-dir "$WORK/pods" \
+  --image-map "hypertrain:local=$BIN/hypertrain" --pod-kubeconfig "$KUBECONFIG" --max-grace-s 5 \
+  > "$WORK/logs/node-agent.log" 2>&1 &
+PIDS+=($!)
+say "starting the operator"
+"$BIN/hypertrain-operator" --kubeconfig="$KUBECONFIG" --leader-elect=false --metrics-addr=127.0.0.1:0 \
+  > "$WORK/logs/operator.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do [ "$(kubectl get nodes --no-headers 2>/dev/null | grep -c ' Ready')" = 2 ] && break; sleep 0.1; done
+kubectl get nodes -L node.kubernetes.io/instance-type -L sagemaker.amazonaws.com/node-health-status
+
+# --- the job -------------------------------------------------------------------
+sed -e "s#/tmp/hypertrain-local/#$WORK/#g" \
+    -e "s#max_steps: 40#max_steps: $MAX_STEPS#" \
+    -e "s#every_n_train_steps: 4#every_n_train_steps: $CKPT_EVERY#" \
+    "$ROOT/examples/local-tiny.yaml" > "$WORK/local-tiny.yaml"
+say "kubectl apply -f examples/local-tiny.yaml (max_steps $MAX_STEPS, checkpoint every $CKPT_EVERY steps)"
+kubectl apply -f "$WORK/local-tiny.yaml"
+
+METRICS="$WORK/exp/metrics.jsonl"
+last_step() { [ -s "$METRICS" ] && tail -n 1 "$METRICS" | sed -n 's/.*"step":\([0-9]*\).*/\1/p' || echo 0; }
+state() { kubectl get tj "$JOB" -o jsonpath='{.status.state}/{.status.restartCount}' 2>/dev/null || true; }
+
+killed=0
+prev=""
+deadline=$((SECONDS + TIMEOUT_S))
+while :; do
+  s="$(state)"
+  if [ "$s" != "$prev" ]; then
+    say "TrainingJob $JOB: state=${s%/*} restarts=${s#*/} (step $(last_step))"
+    kubectl get pods -l hypertrain.dev/job-name="$JOB" -o wide --no-headers 2>/dev/null | sed 's/^/    /' || true
+    prev="$s"
+  fi
+  case "${s%/*}" in Succeeded) break ;; Failed) kubectl get tj "$JOB" -o yaml; die "the job failed" ;; esac
+  if [ "$killed" = 0 ] && [ "$KILL_AT" -gt 0 ] && [ "${s%/*}" = Running ] && [ "$(last_step)" -ge "$KILL_AT" ]; then
+    cid="$(kubectl get pod "$JOB-node-1" -o jsonpath='{.status.containerStatuses[0].containerID}')"
+    pid="${cid#local://}"
+    [ -n "$pid" ] && [ "$pid" != "$cid" ] || die "no process for pod $JOB-node-1 (containerID '$cid')"
+    say ">>> kill -9 $pid (pod $JOB-node-1's trainer launcher) at step $(last_step)"
+    kill -9 "$pid"
+    killed=1
+  fi
+  [ "$SECONDS" -lt "$deadline" ] || { kubectl get tj "$JOB" -o yaml; die "timed out after ${TIMEOUT_S}s"; }
+  sleep 0.5
+done
+
+kubectl get tj "$JOB"
+kubectl get tj "$JOB" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}' | sed 's/^/    /'
+kubectl get events --field-selector involvedObject.name="$JOB" --no-headers 2>/dev/null | sed 's/^/    /' | tail -n 12 || true
+
+if [ "$killed" = 1 ]; then
+  restarts="$(kubectl get tj "$JOB" -o jsonpath='{.status.restartCount}')"
+  [ "${restarts:-0}" -ge 1 ] || die "the job succeeded without a gang restart"
+  # metrics.jsonl is appended by both attempts: the step goes back to the
+  # checkpoint the second attempt resumed from.
+  resume="$(awk -F'"step":' '{split($2, a, /[,}]/); s = a[1] + 0; if (s <= prev) { print prev " " s; exit } prev = s}' "$METRICS")"
+  [ -n "$resume" ] || die "no resume visible in $METRICS"
+  from="${resume#* }"
+  say "attempt 1 reached step ${resume% *}; attempt 2 resumed at step $from (checkpoint step $((from - 1)))"
+  grep -h -i "resum" "$WORK"/pods/*/container.log | sort -u | head -n 4 | sed 's/^/    /' || true
+  say "loss around the restart (step: loss):"
+  awk -F'"step":' -v f="$from" '{split($2, a, /[,}]/); s = a[1] + 0; match($0, /"loss":[^,]*/);
+      l = substr($0, RSTART + 7, RLENGTH - 7); if (s >= f - 3 && s <= f + 3) print "    " s ": " l}' "$METRICS"
+fi
+
+if [ "${HT_VERIFY_REFERENCE:-0}" = 1 ]; then
+  say "reference: the same config trained uninterrupted with hypertrain launch (2 nodes x 2 ranks)"
+  kubectl get configmap "$JOB-config" -o jsonpath='{.data.config\.yaml}' > "$WORK/config.yaml"
+  port=$((30000 + RANDOM % 20000))
+  lpids=()
+  for node in 0 1; do
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port NNODES=2 NODE_RANK=$node \
+      "$BIN/hypertrain" launch --nproc-per-node 2 --grace-period-s 2 -- train --config "$WORK/config.yaml" \
+      --set exp_manager.exp_dir="$WORK/reference" > "$WORK/logs/reference-node$node.log" 2>&1 &
+    lpids+=($!)
+  done
+  for p in "${lpids[@]}"; do wait "$p" || die "reference run failed (see $WORK/logs/reference-node*.log)"; done
+  a="$WORK/exp/checkpoints/step-$MAX_STEPS"
+  b="$WORK/reference/checkpoints/step-$MAX_STEPS"
+  n=0
+  for f in "$b"/*.bin; do
+    [ -e "$f" ] || die "no shard files in $b"
+    cmp "$f" "$a/$(basename "$f")" || die "final parameters differ: $(basename "$f")"
+    n=$((n + 1))
+  done
+  say "final checkpoint step-$MAX_STEPS: $n shard files identical to the uninterrupted run"
+fi
+
+say "Succeeded. Where things are:"
+say "  pod logs      $WORK/pods/<namespace>_<pod>_<uid>/container.log"
+say "  metrics       $METRICS"
+say "  checkpoints   $WORK/exp/checkpoints"
+say "  components    $WORK/logs/{kube-local,node-agent,operator}.log"
