@@ -361,6 +361,24 @@ void ApiServer::HandleWatch(const HttpRequest& req, ResponseSink& sink, const Ta
                                         "\": must be a non-negative integer"));
     }
   }
+  // Watch-list (sendInitialEvents): current state as ADDED, then a BOOKMARK
+  // annotated k8s.io/initial-events-end, then changes.
+  const std::string sie = req.Query("sendInitialEvents");
+  const bool send_initial = Truthy(sie);
+  if (send_initial) {
+    if (req.Query("resourceVersionMatch") != "NotOlderThan" || !Truthy(req.Query("allowWatchBookmarks"))) {
+      return SendError(sink, Invalid("ListOptions.meta.k8s.io", "",
+                                     {{"FieldValueForbidden", "sendInitialEvents",
+                                       "Forbidden: sendInitialEvents requires setting "
+                                       "resourceVersionMatch to NotOlderThan and allowWatchBookmarks"}}));
+    }
+    if (from) {
+      return SendError(sink, BadRequest("kube-local serves sendInitialEvents only from the latest "
+                                        "state (resourceVersion unset or \"0\")"));
+    }
+  } else if (sie == "false" && rv.empty()) {
+    from = store_->CurrentRV();  // start at the most recent version, no initial events
+  }
   int timeout = options_.max_watch_seconds;
   if (!req.Query("timeoutSeconds").empty()) {
     try {
@@ -404,9 +422,20 @@ void ApiServer::HandleWatch(const HttpRequest& req, ResponseSink& sink, const Ta
     return;
   }
   using Clock = std::chrono::steady_clock;
+  size_t initial_left = send_initial ? watcher->initial_count() : 0;
+  bool initial_done = !send_initial;
+  auto end_of_initial = [&] {
+    initial_done = true;
+    json obj = {{"kind", t.type.kind},
+                {"apiVersion", t.type.api_version()},
+                {"metadata", {{"resourceVersion", std::to_string(watcher->start_rv())},
+                              {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
+    return write_event("BOOKMARK", obj);
+  };
   const auto deadline = Clock::now() + std::chrono::seconds(timeout);
   auto next_bookmark = Clock::now() + options_.bookmark_interval;
   bool ok = true;
+  if (!initial_done && initial_left == 0) ok = end_of_initial();
   while (ok && !stopping_) {
     auto now = Clock::now();
     if (now >= deadline) break;
@@ -416,6 +445,7 @@ void ApiServer::HandleWatch(const HttpRequest& req, ResponseSink& sink, const Ta
     if (r == Watcher::Next::kClosed) break;
     if (r == Watcher::Next::kEvent) {
       ok = write_event(ev.type, ev.object);
+      if (ok && !initial_done && --initial_left == 0) ok = end_of_initial();
       continue;
     }
     if (sink.PeerClosed()) break;

@@ -302,7 +302,28 @@ TEST_F(KubeLocalTest, WatchEventsBookmarksTimeoutAnd410) {
   EXPECT_EQ(err[0]["object"]["code"], 410);
 }
 
+TEST_F(KubeLocalTest, WatchListSendsInitialEventsThenBookmark) {
+  CreateNamespace("wlist");
+  for (const char* n : {"a", "b"}) {
+    ASSERT_EQ(Do("POST", "/api/v1/namespaces/wlist/configmaps", {{"metadata", {{"name", n}}}}).code, 201);
+  }
+  std::vector<json> ev;
+  int code = testing::Stream(
+      C(), "/api/v1/namespaces/wlist/configmaps?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan",
+      [&](const std::string& l) { ev.push_back(json::parse(l)); return ev.size() < 3; },
+      std::chrono::steady_clock::now() + 5s);
+  EXPECT_EQ(code, 200);
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0]["type"], "ADDED");
+  EXPECT_EQ(ev[1]["type"], "ADDED");
+  EXPECT_EQ(ev[2]["type"], "BOOKMARK");
+  EXPECT_EQ(ev[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+  EXPECT_EQ(Do("GET", "/api/v1/namespaces/wlist/configmaps?watch=1&sendInitialEvents=true").code, 422);
+}
+
 TEST_F(KubeLocalTest, DropWatchesClosesStreams) {
+  // Close watches left by earlier tests so the count below is only ours.
+  ASSERT_EQ(Do("POST", "/_local/drop-watches").code, 200);
   std::atomic<int> code{-1};
   std::thread watcher([&] {
     code = testing::Stream(C(), "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=" +
@@ -310,7 +331,7 @@ TEST_F(KubeLocalTest, DropWatchesClosesStreams) {
                            [](const std::string&) { return true; }, std::chrono::steady_clock::now() + 20s);
   });
   // Wait until the watch is registered, then drop it.
-  for (int i = 0; i < 100 && J(Do("GET", "/_local/state"))["watchers"] == 0; ++i) std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < 500 && J(Do("GET", "/_local/state"))["watchers"] == 0; ++i) std::this_thread::sleep_for(20ms);
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(Do("POST", "/_local/drop-watches").code, 200);
   watcher.join();

@@ -227,6 +227,11 @@ MaybeError ObjectOps::Admit(const ResourceType& t, json& obj, const json& old,
           c["terminationMessagePath"] = "/dev/termination-log";
         }
         if (c.is_object() && !c.contains("imagePullPolicy")) c["imagePullPolicy"] = "IfNotPresent";
+        if (c.is_object() && c.contains("ports") && c["ports"].is_array()) {
+          for (auto& port : c["ports"]) {
+            if (port.is_object() && !port.contains("protocol")) port["protocol"] = "TCP";
+          }
+        }
       }
     }
     if (!spec.contains("restartPolicy")) spec["restartPolicy"] = "Always";

@@ -114,7 +114,9 @@ Result<std::shared_ptr<Watcher>> WatchHub::Subscribe(const std::string& resource
   }
   auto w = std::make_shared<Watcher>(resource, ns, std::move(pred));
   for (const auto& e : initial) w->Push(e);
-  w->SetSeenRV(from_rv ? *from_rv : last_rv_);
+  w->initial_count_ = initial.size();
+  w->start_rv_ = from_rv ? *from_rv : last_rv_;
+  w->SetSeenRV(w->start_rv_);
   if (from_rv) {
     for (const auto& e : history_) {
       if (e.rv > *from_rv) w->Offer(e);

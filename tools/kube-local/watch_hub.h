@@ -54,6 +54,9 @@ class Watcher {
   // queue is drained (what a BOOKMARK may carry); nullopt while events wait.
   std::optional<uint64_t> BookmarkRV() const;
   void SetSeenRV(uint64_t rv);
+  // Synthetic ADDED events queued at subscription, and the revision they show.
+  size_t initial_count() const { return initial_count_; }
+  uint64_t start_rv() const { return start_rv_; }
 
  private:
   void PushLocked(WatchEvent e);
@@ -64,6 +67,9 @@ class Watcher {
   std::deque<WatchEvent> queue_;
   bool closed_ = false;
   uint64_t seen_rv_ = 0;
+  size_t initial_count_ = 0;
+  uint64_t start_rv_ = 0;
+  friend class WatchHub;
 };
 
 class WatchHub {

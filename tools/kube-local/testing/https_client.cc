@@ -3,6 +3,9 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <utility>  // before Boost.Asio: its C++20 awaitable needs std::exchange
 
 #include <boost/asio.hpp>
@@ -120,6 +123,30 @@ int Stream(const ClientConfig& c, const std::string& target,
     int code = parser.get().result_int();
     std::string pending;
     char chunk[8192];
+    // Asio's sync reads retry EAGAIN forever (SO_RCVTIMEO does not bound them),
+    // so a watchdog shuts the socket down at the deadline.
+    const int fd = beast::get_lowest_layer(*conn.stream).socket().native_handle();
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> l(mu);
+      if (!cv.wait_until(l, deadline, [&] { return finished; })) ::shutdown(fd, SHUT_RDWR);
+    });
+    struct Join {
+      std::mutex& mu;
+      std::condition_variable& cv;
+      bool& finished;
+      std::thread& t;
+      ~Join() {
+        {
+          std::lock_guard<std::mutex> l(mu);
+          finished = true;
+        }
+        cv.notify_all();
+        t.join();
+      }
+    } join{mu, cv, finished, watchdog};
     while (!parser.is_done() && std::chrono::steady_clock::now() < deadline) {
       parser.get().body().data = chunk;
       parser.get().body().size = sizeof(chunk);
