@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -151,7 +152,13 @@ void Agent::Schedule(const Json& pod, const std::vector<Json>& nodes,
   const std::string name = S(pod, "/metadata/name"_json_pointer);
   const auto req = PodRequests(pod);
   std::string reasons;
-  for (const Json& node : nodes) {
+  // Spread: the node with the fewest pods first (a gang's pods land on
+  // different nodes, as GPU requests force on a real cluster).
+  std::vector<Json> order = nodes;
+  std::stable_sort(order.begin(), order.end(), [&](const Json& a, const Json& b) {
+    return (*used)[S(a, "/metadata/name"_json_pointer)]["pods"] < (*used)[S(b, "/metadata/name"_json_pointer)]["pods"];
+  });
+  for (const Json& node : order) {
     const std::string nn = S(node, "/metadata/name"_json_pointer);
     std::string why;
     if (node.contains("/spec/unschedulable"_json_pointer) && node["spec"]["unschedulable"] == true) {
@@ -194,6 +201,10 @@ void Agent::Start(const Json& pod) {
   p.name = name;
   p.uid = uid;
   p.node = S(pod, "/spec/nodeName"_json_pointer);
+  if (pod.contains("/spec/containers/0/name"_json_pointer)) {
+    p.container = S(pod, "/spec/containers/0/name"_json_pointer);
+    p.image = S(pod, "/spec/containers/0/image"_json_pointer);
+  }
   p.dir = opts_.work_dir + "/" + ns + "_" + name + "_" + uid.substr(0, 8);
   fs::create_directories(p.dir);
 
@@ -217,6 +228,7 @@ void Agent::Start(const Json& pod) {
   ProcessOptions po;
   po.pod_dir = p.dir;
   po.image_map = opts_.image_map;
+  po.extra_env = opts_.extra_env;
   if (!opts_.pod_kubeconfig.empty()) po.extra_env["KUBECONFIG"] = opts_.pod_kubeconfig;
   for (const char* k : {"PATH", "HOME", "LANG", "TMPDIR", "LD_LIBRARY_PATH"}) {
     if (const char* v = std::getenv(k)) po.passthrough_env.push_back(std::string(k) + "=" + v);
@@ -303,7 +315,7 @@ void Agent::ReportExit(Proc& p) {
                {"message", TailFile(log_path, 20, 2048)},
                {"finishedAt", now}};
   if (p.code > 128) term["signal"] = p.code - 128;
-  Json cs = {{"name", "main"}, {"ready", false}, {"restartCount", 0}, {"started", false},
+  Json cs = {{"name", p.container}, {"image", p.image}, {"ready", false}, {"restartCount", 0}, {"started", false},
              {"state", {{"terminated", term}}}};
   auto r = pods_.InNamespace(p.ns).PatchStatus(
       p.name, {{"status", {{"phase", p.code == 0 ? "Succeeded" : "Failed"},
@@ -406,6 +418,7 @@ void Agent::Step() {
       p.ns = S(pod, "/metadata/namespace"_json_pointer);
       p.name = S(pod, "/metadata/name"_json_pointer);
       p.uid = uid;
+      if (pod.contains("/spec/containers/0/name"_json_pointer)) p.container = S(pod, "/spec/containers/0/name"_json_pointer);
       p.exited = true;
       p.code = 137;
       p.dir = opts_.work_dir + "/" + p.ns + "_" + p.name + "_" + uid.substr(0, 8);

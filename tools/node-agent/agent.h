@@ -30,6 +30,7 @@ struct AgentOptions {
   std::string scheduler_name = "hypertrain-local";  // also binds default-scheduler pods
   std::map<std::string, std::string> image_map;
   std::string work_dir;          // per-pod directories and logs
+  std::map<std::string, std::string> extra_env;  // set in every process (after the pod's env)
   std::string pod_kubeconfig;    // injected as KUBECONFIG into processes ("" = none)
   double max_grace_s = 10;       // cap on terminationGracePeriodSeconds
   std::chrono::milliseconds poll{200};
@@ -53,7 +54,7 @@ class Agent {
  private:
   struct Proc {
     pid_t pid = -1;
-    std::string ns, name, uid, node, dir;
+    std::string ns, name, uid, node, dir, container = "main", image;
     bool exited = false;
     int code = 0;
     bool term_sent = false;

@@ -23,7 +23,7 @@ constexpr char kUsage[] =
     "usage: node-agent --kubeconfig FILE [--nodes N] [--node-prefix P] [--instance-type T]\n"
     "                  [--capacity RES=QTY]... [--label K=V]... [--image-map IMAGE=PATH]...\n"
     "                  [--image-map-file FILE] [--work-dir DIR] [--pod-kubeconfig FILE]\n"
-    "                  [--scheduler-name NAME] [--max-grace-s S] [--poll-ms MS] [--pid-file FILE]\n";
+    "                  [--env NAME=VALUE]... [--scheduler-name NAME] [--max-grace-s S] [--poll-ms MS] [--pid-file FILE]\n";
 
 bool SplitKV(const std::string& s, std::string* k, std::string* v) {
   const size_t eq = s.find('=');
@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
       } else if (a == "--label") {
         if (!SplitKV(val, &k, &v)) return fail("bad --label " + val);
         opts.extra_labels[k] = v;
+      } else if (a == "--env") {
+        if (!SplitKV(val, &k, &v)) return fail("bad --env " + val + " (want NAME=VALUE)");
+        opts.extra_env[k] = v;
       } else if (a == "--image-map") {
         if (!SplitKV(val, &k, &v)) return fail("bad --image-map " + val + " (want IMAGE=PATH)");
         opts.image_map[k] = std::filesystem::absolute(v).string();
