@@ -20,7 +20,8 @@
 #                    `hypertrain launch` (same 2x2 layout) and compare the final
 #                    checkpoint's shard files byte for byte
 #   HT_TIMEOUT_S     overall bound for the job (default 600)
-#   HT_KEEP=1        keep the work directory
+#   HT_PROGRESS_INTERVAL_S  how often node 0's launcher publishes progress (default 2)
+#   HT_REQUIRE_PROGRESS=1   fail when status.progress stays empty
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,11 +48,7 @@ cleanup() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
-  if [ "$rc" -ne 0 ]; then
-    say "logs kept for inspection under $WORK"
-  elif [ "${HT_KEEP:-0}" != 1 ]; then
-    say "processes stopped; logs, metrics and checkpoints remain under $WORK (HT_KEEP=1 documents intent; rm -rf $WORK to remove)"
-  fi
+  say "all processes stopped; logs, metrics and checkpoints stay under $WORK (rm -rf $WORK removes them)"
   exit "$rc"
 }
 trap cleanup EXIT
@@ -102,6 +99,7 @@ kubectl apply -f "$ROOT/crds/trainingjobs.hypertrain.dev.yaml"
 say "starting the node agent (2 nodes)"
 "$BIN/node-agent" --kubeconfig "$KUBECONFIG" --nodes 2 --work-dir "$WORK/pods" \
   --image-map "hypertrain:local=$BIN/hypertrain" --pod-kubeconfig "$KUBECONFIG" --max-grace-s 5 \
+  --env HYPERTRAIN_PROGRESS_INTERVAL_S="${HT_PROGRESS_INTERVAL_S:-2}" \
   > "$WORK/logs/node-agent.log" 2>&1 &
 PIDS+=($!)
 say "starting the operator"
@@ -147,6 +145,9 @@ while :; do
 done
 
 kubectl get tj "$JOB"
+progress="$(kubectl get tj "$JOB" -o jsonpath='{.status.progress}')"
+say "status.progress (from the launcher's hypertrain.dev/progress annotation on pod 0): ${progress:-none}"
+[ -n "$progress" ] || [ "${HT_REQUIRE_PROGRESS:-0}" != 1 ] || die "no status.progress"
 kubectl get tj "$JOB" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}' | sed 's/^/    /'
 kubectl get events --field-selector involvedObject.name="$JOB" --no-headers 2>/dev/null | sed 's/^/    /' | tail -n 12 || true
 

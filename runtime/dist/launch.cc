@@ -287,6 +287,12 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
   return exit_code;
 }
 
+namespace {
+LaunchObserverFactory g_observer_factory = nullptr;
+}  // namespace
+
+void SetLaunchObserverFactory(LaunchObserverFactory factory) { g_observer_factory = factory; }
+
 int LaunchMain(int argc, char** argv) {
   LaunchConfig config;
   std::string error;
@@ -294,7 +300,8 @@ int LaunchMain(int argc, char** argv) {
     std::fprintf(stderr, "hypertrain launch: %s\n%s\n", error.c_str(), kUsage);
     return train::kExitConfigError;
   }
-  return RunLauncher(config);
+  std::unique_ptr<LaunchObserver> observer = g_observer_factory ? g_observer_factory(config) : nullptr;
+  return RunLauncher(config, observer.get());
 }
 
 }  // namespace hypertrain::dist

@@ -17,6 +17,7 @@
 // the FIRST failure's code (a signal s maps to 128+s; see
 // runtime/train/exit_codes.h), or 128+sig when it was itself told to stop.
 // It exits 0 only when every rank exited 0.
+#include <memory>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -48,6 +49,11 @@ bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* config, std::string* e
 
 // Runs the launcher; returns the process exit code.
 int RunLauncher(const LaunchConfig& config, LaunchObserver* observer = nullptr);
+
+// Optional observer for LaunchMain (issue 8: runtime/progress registers the
+// progress reporter, which returns nullptr when it does not apply).
+using LaunchObserverFactory = std::unique_ptr<LaunchObserver> (*)(const LaunchConfig&);
+void SetLaunchObserverFactory(LaunchObserverFactory factory);
 
 // Entry point for the `launch` subcommand (argv[0] is "launch").
 int LaunchMain(int argc, char** argv);

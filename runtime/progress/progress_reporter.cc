@@ -1,0 +1,223 @@
+#include "runtime/progress/progress_reporter.h"
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/kube/config.h"
+#include "operator/kube/resources.h"
+#include "operator/kube/rest_client.h"
+#include "runtime/config/config.h"
+
+namespace hypertrain::progress {
+namespace {
+
+std::string Env(const char* a, const char* b = nullptr) {
+  if (const char* v = std::getenv(a); v && *v) return v;
+  if (b) {
+    if (const char* v = std::getenv(b); v && *v) return v;
+  }
+  return "";
+}
+
+std::string NowRfc3339() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+class Reporter : public dist::LaunchObserver {
+ public:
+  Reporter(std::shared_ptr<kube::RestClient> client, std::string ns, std::string pod, std::string metrics,
+           std::string ckpt_dir, int64_t max_steps, double interval_s)
+      : pods_(std::move(client), kube::resources::kPods, std::move(ns)),
+        pod_(std::move(pod)),
+        tail_(std::move(metrics), /*from_end=*/true),
+        ckpt_dir_(std::move(ckpt_dir)),
+        interval_(interval_s) {
+    progress_.max_steps = max_steps;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~Reporter() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void OnTick() override { cv_.notify_all(); }
+  void OnFinished(int) override {
+    std::lock_guard<std::mutex> l(mu_);
+    final_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void Loop() {
+    std::string last_sent;
+    auto last_time = std::chrono::steady_clock::now() - std::chrono::hours(1);
+    std::unique_lock<std::mutex> l(mu_);
+    while (true) {
+      cv_.wait_for(l, std::chrono::seconds(1));
+      const bool stopping = stop_ || final_;
+      l.unlock();
+      tail_.Poll(&progress_);
+      progress_.last_checkpoint_step = LatestCheckpointStep(ckpt_dir_);
+      const auto now = std::chrono::steady_clock::now();
+      if (progress_.step >= 0 && (stopping || now - last_time >= std::chrono::duration<double>(interval_))) {
+        std::string key = FormatAnnotation(progress_, "");
+        if (key != last_sent) {
+          auto r = pods_.PatchAnnotations(pod_, {{kAnnotation, FormatAnnotation(progress_, NowRfc3339())}});
+          if (r.ok()) {
+            last_sent = key;
+          } else {
+            std::fprintf(stderr, "[launch] progress annotation: %s\n", r.error().ToString().c_str());
+          }
+          last_time = now;
+        }
+      }
+      l.lock();
+      if (stop_ || (final_ && stopping)) return;
+    }
+  }
+
+  kube::ResourceClient pods_;
+  std::string pod_;
+  JsonlTail tail_;
+  std::string ckpt_dir_;
+  double interval_;
+  Progress progress_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, final_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::string FormatAnnotation(const Progress& p, const std::string& time_rfc3339) {
+  nlohmann::json j = {{"step", p.step}};
+  if (p.max_steps) j["maxSteps"] = *p.max_steps;
+  if (p.loss) j["loss"] = *p.loss;
+  if (p.tokens_per_second) j["tokensPerSecond"] = *p.tokens_per_second;
+  if (p.last_checkpoint_step) j["lastCheckpointStep"] = *p.last_checkpoint_step;
+  if (!time_rfc3339.empty()) j["time"] = time_rfc3339;
+  return j.dump();
+}
+
+JsonlTail::JsonlTail(std::string path, bool from_end) : path_(std::move(path)) {
+  if (from_end) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path_, ec);
+    if (!ec) offset_ = static_cast<long>(size);
+  }
+}
+
+bool JsonlTail::Poll(Progress* p) {
+  FILE* f = std::fopen(path_.c_str(), "rb");
+  if (!f) return false;
+  bool any = false;
+  if (std::fseek(f, offset_, SEEK_SET) == 0) {
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
+      offset_ += static_cast<long>(n);
+      partial_.append(buf, n);
+    }
+    size_t nl;
+    while ((nl = partial_.find('\n')) != std::string::npos) {
+      const std::string line = partial_.substr(0, nl);
+      partial_.erase(0, nl + 1);
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+      p->step = j["step"].get<int64_t>();
+      if (j.contains("loss") && j["loss"].is_number()) p->loss = j["loss"].get<double>();
+      if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number()) {
+        p->tokens_per_second = j["tokens_per_s"].get<double>();
+      }
+      any = true;
+    }
+  }
+  std::fclose(f);
+  return any;
+}
+
+std::optional<int64_t> LatestCheckpointStep(const std::string& dir) {
+  std::optional<int64_t> best;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0) continue;
+    char* end = nullptr;
+    const long long n = std::strtoll(name.c_str() + 5, &end, 10);
+    if (*end != '\0' || !std::filesystem::exists(e.path() / "manifest.json")) continue;
+    if (!best || n > *best) best = n;
+  }
+  return best;
+}
+
+bool TrainPaths(const std::vector<std::string>& command, std::string* metrics_path, std::string* checkpoint_dir,
+                int64_t* max_steps) {
+  if (command.empty() || command[0] != "train") return false;
+  std::string config;
+  std::vector<std::string> overrides;
+  for (size_t i = 1; i + 1 < command.size(); ++i) {
+    if (command[i] == "--config") config = command[++i];
+    else if (command[i] == "--set") overrides.push_back(command[++i]);
+  }
+  if (config.empty()) return false;
+  auto loaded = config::LoadTrainConfig(config, overrides);
+  if (!loaded.ok()) return false;
+  const config::TrainConfig& tc = loaded.value();
+  *metrics_path = tc.exp_dir + "/metrics.jsonl";
+  *checkpoint_dir = tc.checkpoint_dir.empty() ? tc.exp_dir + "/checkpoints" : tc.checkpoint_dir;
+  *max_steps = tc.max_steps;
+  return true;
+}
+
+std::unique_ptr<dist::LaunchObserver> MaybeCreateReporter(const dist::LaunchConfig& config) {
+  const std::string node_rank = Env("NODE_RANK", "PET_NODE_RANK");
+  const std::string pod = Env("HYPERTRAIN_POD_NAME", "POD_NAME");
+  const std::string ns = Env("HYPERTRAIN_NAMESPACE", "POD_NAMESPACE");
+  if ((node_rank != "0" && !node_rank.empty()) || pod.empty() || ns.empty()) return nullptr;
+  std::string metrics, ckpt;
+  int64_t max_steps = 0;
+  if (!TrainPaths(config.command, &metrics, &ckpt, &max_steps)) return nullptr;
+  auto cfg = kube::LoadDefault();
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "[launch] no progress reporting: %s\n", cfg.error().ToString().c_str());
+    return nullptr;
+  }
+  cfg->request_timeout = std::chrono::seconds(5);
+  cfg->max_retries = 2;
+  auto client = kube::RestClient::Create(*cfg);
+  if (!client.ok()) {
+    std::fprintf(stderr, "[launch] no progress reporting: %s\n", client.error().ToString().c_str());
+    return nullptr;
+  }
+  double interval = 10;
+  if (const std::string v = Env("HYPERTRAIN_PROGRESS_INTERVAL_S"); !v.empty()) interval = std::atof(v.c_str());
+  std::fprintf(stderr, "[launch] publishing progress of %s to pod %s/%s (annotation %s, every %.0f s)\n",
+               metrics.c_str(), ns.c_str(), pod.c_str(), kAnnotation, interval);
+  return std::make_unique<Reporter>(*client, ns, pod, metrics, ckpt, max_steps, interval);
+}
+
+namespace {
+// Registers the reporter with `hypertrain launch` (linked with alwayslink).
+const bool kRegistered = [] {
+  dist::SetLaunchObserverFactory(&MaybeCreateReporter);
+  return true;
+}();
+}  // namespace
+
+}  // namespace hypertrain::progress

@@ -1,0 +1,91 @@
+#include "runtime/progress/progress_reporter.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace hypertrain::progress {
+namespace {
+
+std::string TempDir() {
+  std::string t = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/progXXXXXX";
+  return mkdtemp(t.data());
+}
+
+TEST(JsonlTail, ReadsOnlyNewCompleteLines) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/metrics.jsonl";
+  std::ofstream(path) << R"({"step":5,"loss":9.0,"tokens_per_s":1.0})" << "\n";
+  JsonlTail tail(path, /*from_end=*/true);
+  Progress p;
+  EXPECT_FALSE(tail.Poll(&p));  // the earlier attempt's line is skipped
+  EXPECT_EQ(p.step, -1);
+  {
+    std::ofstream f(path, std::ios::app);
+    f << R"({"step":6,"loss":2.5,"tokens_per_s":100.0})" << "\n" << R"({"step":7,"lo)";
+  }
+  EXPECT_TRUE(tail.Poll(&p));
+  EXPECT_EQ(p.step, 6);
+  EXPECT_DOUBLE_EQ(*p.loss, 2.5);
+  EXPECT_DOUBLE_EQ(*p.tokens_per_second, 100.0);
+  { std::ofstream(path, std::ios::app) << R"(ss":2.0,"tokens_per_s":null})" << "\nnot json\n"; }
+  EXPECT_TRUE(tail.Poll(&p));  // the split line completes; garbage is skipped
+  EXPECT_EQ(p.step, 7);
+  EXPECT_DOUBLE_EQ(*p.loss, 2.0);
+}
+
+TEST(Checkpoints, LatestCompleteStep) {
+  const std::string dir = TempDir();
+  EXPECT_FALSE(LatestCheckpointStep(dir + "/missing").has_value());
+  for (const char* s : {"step-10", "step-20", "step-30", "step-x"}) std::filesystem::create_directories(dir + "/" + s);
+  std::ofstream(dir + "/step-10/manifest.json") << "{}";
+  std::ofstream(dir + "/step-20/manifest.json") << "{}";
+  // step-30 has no manifest yet (a save in progress): not complete.
+  EXPECT_EQ(LatestCheckpointStep(dir), 20);
+}
+
+TEST(Annotation, FormatMatchesTheOperatorsContract) {
+  Progress p;
+  p.step = 12;
+  p.max_steps = 100;
+  p.loss = 3.5;
+  p.tokens_per_second = 1000;
+  p.last_checkpoint_step = 10;
+  auto j = nlohmann::json::parse(FormatAnnotation(p, "2026-01-01T00:00:00Z"));
+  EXPECT_EQ(j["step"], 12);
+  EXPECT_EQ(j["maxSteps"], 100);
+  EXPECT_EQ(j["loss"], 3.5);
+  EXPECT_EQ(j["tokensPerSecond"], 1000.0);
+  EXPECT_EQ(j["lastCheckpointStep"], 10);
+  EXPECT_EQ(j["time"], "2026-01-01T00:00:00Z");
+}
+
+TEST(TrainPaths, FromTheLaunchedCommand) {
+  const std::string dir = TempDir();
+  std::ofstream(dir + "/c.yaml") << "trainer: {max_steps: 42}\nexp_manager: {exp_dir: " << dir
+                                 << "/exp}\nmodel: {shape: tiny, data: {use_synthetic_data: true}}\n";
+  std::string metrics, ckpt;
+  int64_t max_steps = 0;
+  ASSERT_TRUE(TrainPaths({"train", "--config", dir + "/c.yaml", "--set", "exp_manager.exp_dir=" + dir + "/e2"},
+                         &metrics, &ckpt, &max_steps));
+  EXPECT_EQ(metrics, dir + "/e2/metrics.jsonl");
+  EXPECT_EQ(ckpt, dir + "/e2/checkpoints");
+  EXPECT_EQ(max_steps, 42);
+  EXPECT_FALSE(TrainPaths({"/bin/true"}, &metrics, &ckpt, &max_steps));
+  EXPECT_FALSE(TrainPaths({"train", "--config", dir + "/missing.yaml"}, &metrics, &ckpt, &max_steps));
+}
+
+TEST(Reporter, AbsentWithoutKubernetesEnv) {
+  unsetenv("HYPERTRAIN_POD_NAME");
+  unsetenv("POD_NAME");
+  dist::LaunchConfig c;
+  c.command = {"train", "--config", "/nonexistent.yaml"};
+  EXPECT_EQ(MaybeCreateReporter(c), nullptr);
+}
+
+}  // namespace
+}  // namespace hypertrain::progress
