@@ -154,16 +154,16 @@ kubectl get events --field-selector involvedObject.name="$JOB" --no-headers 2>/d
 if [ "$killed" = 1 ]; then
   restarts="$(kubectl get tj "$JOB" -o jsonpath='{.status.restartCount}')"
   [ "${restarts:-0}" -ge 1 ] || die "the job succeeded without a gang restart"
-  # metrics.jsonl is appended by both attempts: the step goes back to the
-  # checkpoint the second attempt resumed from.
-  resume="$(awk -F'"step":' '{split($2, a, /[,}]/); s = a[1] + 0; if (s <= prev) { print prev " " s; exit } prev = s}' "$METRICS")"
-  [ -n "$resume" ] || die "no resume visible in $METRICS"
-  from="${resume#* }"
-  say "attempt 1 reached step ${resume% *}; attempt 2 resumed at step $from (checkpoint step $((from - 1)))"
+  # The second attempt's rank 0 logs where it resumed; metrics.jsonl holds both
+  # attempts' lines (steps after the checkpoint appear twice when attempt 1 got past it).
+  from="$(grep -h -o "resumed at step [0-9]*" "$WORK"/pods/*/container.log | head -n 1 | awk '{print $4}')"
+  [ -n "$from" ] || die "no resume from a checkpoint in the pod logs ($WORK/pods)"
+  reached="$(awk -F'"step":' '{split($2, a, /[,}]/); s = a[1] + 0; if (s <= prev) { print prev; exit } prev = s} END {}' "$METRICS")"
+  say "attempt 1 was killed at step ${reached:-$from}; attempt 2 resumed from the checkpoint of step $from"
   grep -h -i "resum" "$WORK"/pods/*/container.log | sort -u | head -n 4 | sed 's/^/    /' || true
   say "loss around the restart (step: loss):"
   awk -F'"step":' -v f="$from" '{split($2, a, /[,}]/); s = a[1] + 0; match($0, /"loss":[^,]*/);
-      l = substr($0, RSTART + 7, RLENGTH - 7); if (s >= f - 3 && s <= f + 3) print "    " s ": " l}' "$METRICS"
+      l = substr($0, RSTART + 7, RLENGTH - 7); if (s >= f - 2 && s <= f + 3) print "    " s ": " l}' "$METRICS"
 fi
 
 if [ "${HT_VERIFY_REFERENCE:-0}" = 1 ]; then

@@ -22,6 +22,6 @@ cat "$out"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 grep -q "state=Restarting restarts=1" "$out" || fail "no Restarting state observed"
 grep -q "state=Succeeded restarts=1" "$out" || fail "not Succeeded after one restart"
-grep -q "attempt 2 resumed at step" "$out" || fail "no resume from a checkpoint"
+grep -q "attempt 2 resumed from the checkpoint of step" "$out" || fail "no resume from a checkpoint"
 grep -q "shard files identical to the uninterrupted run" "$out" || fail "final parameters not compared"
 echo PASS
