@@ -6,7 +6,9 @@
 #     pods avoid that node, the job still Succeeds;
 #  3. restart budget exhausted (backoffLimit 0, trainer killed) -> Failed/BackoffLimitExceeded;
 #  4. hang: one rank stopped with SIGSTOP -> the step stops advancing in the
-#     launcher's progress annotation -> Restarting/Hang -> gang restart.
+#     launcher's progress annotation -> Restarting/Hang -> gang restart;
+#  5. operator killed (SIGKILL) right after a pod failure, restarted: one gang
+#     restart, exactly one pod per rank, Succeeded.
 set -euo pipefail
 R="$PWD"
 T="$(mktemp -d "${TEST_TMPDIR:-/tmp}/faults.XXXXXX")"
@@ -36,9 +38,13 @@ kubectl apply -f "$R/crds/trainingjobs.hypertrain.dev.yaml" > /dev/null
   --image-map "hypertrain:local=$BIN/runtime/cmd/hypertrain" --max-grace-s 3 --pod-kubeconfig "$KUBECONFIG" \
   --env HYPERTRAIN_PROGRESS_INTERVAL_S=1 > "$T/node-agent.log" 2>&1 &
 PIDS+=($!)
-"$BIN/operator/cmd/hypertrain-operator" --kubeconfig="$KUBECONFIG" --leader-elect=false --metrics-addr=127.0.0.1:0 \
-  > "$T/operator.log" 2>&1 &
-PIDS+=($!)
+start_operator() {
+  "$BIN/operator/cmd/hypertrain-operator" --kubeconfig="$KUBECONFIG" --leader-elect=false --metrics-addr=127.0.0.1:0 \
+    >> "$T/operator.log" 2>&1 &
+  OPERATOR=$!
+  PIDS+=($OPERATOR)
+}
+start_operator
 
 # job NAME PORT MAX_STEPS BACKOFF [EXTRA_SED_EXPRESSION]
 job() {
@@ -117,4 +123,23 @@ for _ in $(seq 50); do [ -d "/proc/$rank" ] && [ "$(awk '{print $3}' "/proc/$ran
 [ -d "/proc/$rank" ] && [ "$(awk '{print $3}' "/proc/$rank/stat" 2>/dev/null)" != Z ] && fail "the stopped rank $rank survived the restart"
 echo "ok: Hang -> gang restart"
 kubectl delete tj hang --wait=false > /dev/null
+
+echo "--- 5. operator killed during a restart"
+job opkill 29581 80 3
+wait_state opkill Running 60
+wait_step opkill 3 60
+cid="$(kubectl get pod opkill-node-0 -o jsonpath='{.status.containerStatuses[0].containerID}')"
+kill -9 "${cid#local://}"
+for _ in $(seq 100); do [ "$(kubectl get pod opkill-node-0 -o jsonpath='{.status.phase}')" = Failed ] && break; sleep 0.05; done
+kill -9 "$OPERATOR"
+wait "$OPERATOR" 2>/dev/null || true
+sleep 1  # the failed pod sits unhandled while no operator runs
+start_operator
+wait_state opkill Succeeded 120
+[ "$(kubectl get tj opkill -o jsonpath='{.status.restartCount}')" = 1 ] || fail "restartCount != 1"
+pods="$(kubectl get pods -l hypertrain.dev/job-name=opkill --no-headers | wc -l)"
+attempts="$(kubectl get pods -l hypertrain.dev/job-name=opkill -o jsonpath='{range .items[*]}{.metadata.labels.hypertrain\.dev/restart-attempt}{"\n"}{end}' | sort -u | tr '\n' ' ')"
+[ "$pods" = 2 ] || fail "$pods pods for 2 ranks"
+[ "$attempts" = "1 " ] || fail "restart attempts of the pods: $attempts"
+echo "ok: one restart, 2 pods of attempt 1, Succeeded"
 echo PASS
