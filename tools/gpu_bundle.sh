@@ -4,6 +4,11 @@
 #
 #   tools/gpu_bundle.sh [TARGET_PATTERN...]     default: every cc_test and binary under //runtime/...
 #
+# GPU_BUNDLE_TESTS (regex, default: tests that need a GPU) picks the test
+# binaries; CPU-only tests run in CI. Binaries are stripped of debug info and
+# the bundle is also packed into .gpu-pack/bundle.tar.xz (about 20 MB) so it
+# fits what a device call carries: unpack it there with `tar -xJf`.
+#
 # Writes .gpu/ (git-ignored): bin/ (the executables), lib/ (non-system shared
 # libraries found with ldd: yaml-cpp, spdlog, fmt, gloo, openblas, cpprest,
 # boost, ...), run.sh (runs every test binary and the given commands with the
@@ -24,7 +29,14 @@ binaries=$(bazel query "kind('cc_binary', $union)" 2>/dev/null)
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/tests"
 to_path() { local l=${1#//}; echo "$bin_dir/${l/://}"; }
-for t in $tests; do cp -L "$(to_path "$t")" "$out/tests/"; done
+# Test names carry their package (runtime/cpu:backend_test -> runtime_cpu_backend_test).
+test_regex=${GPU_BUNDLE_TESTS:-cuda|attention|nccl|gpu}
+for t in $tests; do
+  l=${t#//}; name=$(echo "${l/://}" | tr / _)
+  [[ "$name" =~ $test_regex ]] || continue
+  [[ "$name" =~ emulation ]] && continue  # a CPU test of GPU code; CI runs it
+  cp -L "$(to_path "$t")" "$out/tests/$name"
+done
 for b in $binaries; do cp -L "$(to_path "$b")" "$out/bin/"; done
 
 # Libraries the GPU machine has itself: glibc, the C++ runtime (newer there),
@@ -97,4 +109,9 @@ if rc != 0 and f == 0:
 print(p, f, s)
 PY
 chmod +x "$out/run.sh"
+chmod u+w "$out"/tests/* "$out"/bin/*
+strip --strip-debug "$out"/tests/* "$out"/bin/*
+mkdir -p .gpu-pack
+tar -cf - "$out" | xz -T2 -6 > .gpu-pack/bundle.tar.xz
 du -sh "$out" | awk '{print "bundle: " $1 " in '"$out"'"}'
+ls -la .gpu-pack/bundle.tar.xz
