@@ -8,7 +8,9 @@
 #  4. hang: one rank stopped with SIGSTOP -> the step stops advancing in the
 #     launcher's progress annotation -> Restarting/Hang -> gang restart;
 #  5. operator killed (SIGKILL) right after a pod failure, restarted: one gang
-#     restart, exactly one pod per rank, Succeeded.
+#     restart, exactly one pod per rank, Succeeded;
+#  6. repeat offender (maxRepeatOffenders: 1): the node of the failed pod is
+#     excluded, the restarted gang runs on the other node.
 set -euo pipefail
 R="$PWD"
 T="$(mktemp -d "${TEST_TMPDIR:-/tmp}/faults.XXXXXX")"
@@ -142,4 +144,21 @@ attempts="$(kubectl get pods -l hypertrain.dev/job-name=opkill -o jsonpath='{ran
 [ "$pods" = 2 ] || fail "$pods pods for 2 ranks"
 [ "$attempts" = "1 " ] || fail "restart attempts of the pods: $attempts"
 echo "ok: one restart, 2 pods of attempt 1, Succeeded"
+
+echo "--- 6. repeat offender excluded"
+job offender 29591 2000 3 "s#^  runPolicy:#  faultPolicy: {maxRepeatOffenders: 1}\n  runPolicy:#"
+wait_state offender Running 60
+wait_step offender 3 60
+bad="$(kubectl get pod offender-node-1 -o jsonpath='{.spec.nodeName}')"
+cid="$(kubectl get pod offender-node-1 -o jsonpath='{.status.containerStatuses[0].containerID}')"
+kill -9 "${cid#local://}"
+for _ in $(seq 300); do [ "$(kubectl get tj offender -o jsonpath='{.status.restartCount}')" = 1 ] && break; sleep 0.2; done
+wait_state offender Running 60
+kubectl get tj offender -o jsonpath='{.status.excludedNodes}' | grep -q "$bad" || fail "$bad not in status.excludedNodes"
+for p in offender-node-0 offender-node-1; do
+  on="$(kubectl get pod "$p" -o jsonpath='{.spec.nodeName}')"
+  [ -n "$on" ] && [ "$on" != "$bad" ] || fail "$p is on '$on' (excluded: $bad)"
+done
+echo "ok: $bad excluded, the gang runs elsewhere"
+kubectl delete tj offender --wait=false > /dev/null
 echo PASS
