@@ -58,6 +58,7 @@ trap 'exit 130' INT TERM
 if [ -n "${HT_BIN_DIR:-}" ]; then
   BIN="$HT_BIN_DIR"
 else
+  "$ROOT/tools/setup.sh"  # installs what a fresh machine is missing; quiet otherwise
   say "building (bazel)"
   BAZEL=(bazel)
   [ -n "${HT_BAZEL_OUTPUT_BASE:-}" ] && BAZEL+=(--output_base="$HT_BAZEL_OUTPUT_BASE")
