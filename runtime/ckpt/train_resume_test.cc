@@ -8,6 +8,7 @@
 #include "runtime/ckpt/atomic_file.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
+#include "runtime/ckpt/resume_testing.h"
 #include "runtime/ckpt/train_hooks.h"
 #include "runtime/train/trainer.h"
 
@@ -16,13 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  auto p = fs::path(base ? base : "/tmp") / ("resume_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string TempDir(const std::string& name) { return testing::FreshTempDir("resume_" + name); }
 
 config::TrainConfig Config(const std::string& exp, std::vector<std::string> extra = {}) {
   std::vector<std::string> sets = {
@@ -38,42 +33,11 @@ config::TrainConfig Config(const std::string& exp, std::vector<std::string> extr
   return *c;
 }
 
-// Forwards to the real hooks and fails ("crashes") right after step `stop_at`
-// (after any save of that step was started).
-class StoppingHooks final : public train::CheckpointHooks {
- public:
-  StoppingHooks(std::unique_ptr<TrainCheckpointHooks> inner, int64_t stop_at)
-      : inner_(std::move(inner)), stop_at_(stop_at) {}
-  StatusOr<bool> Restore(model::Backend& b, train::TrainState& s) override { return inner_->Restore(b, s); }
-  Status AfterStep(model::Backend& b, const train::TrainState& s) override {
-    HT_RETURN_IF_ERROR(inner_->AfterStep(b, s));
-    if (s.step == stop_at_) return Unavailable("simulated stop after step " + std::to_string(s.step));
-    return Status::Ok();
-  }
-  Status Finish(model::Backend& b, const train::TrainState& s) override { return inner_->Finish(b, s); }
-
- private:
-  std::unique_ptr<TrainCheckpointHooks> inner_;
-  int64_t stop_at_;
-};
-
-int64_t g_stop_at = -1;
-
-const bool kFactory = train::SetCheckpointFactory(
-    [](const config::TrainConfig& c, train::ParallelRuntime& p) -> StatusOr<std::unique_ptr<train::CheckpointHooks>> {
-      HT_ASSIGN_OR_RETURN(CheckpointOptions o, OptionsFromConfig(c));
-      HT_ASSIGN_OR_RETURN(RankPlacement placement, PlacementFor(c, p.rank(), p.world_size()));
-      auto inner = std::make_unique<TrainCheckpointHooks>(c, std::move(o), placement);
-      return std::unique_ptr<train::CheckpointHooks>(std::make_unique<StoppingHooks>(std::move(inner), g_stop_at));
-    });
-
-std::string ShardBytes(const std::string& exp, int64_t step) {
-  return *ReadFileToString(exp + "/checkpoints/step-" + std::to_string(step) + "/shard-00000-of-00001.bin");
-}
+using testing::ShardBytes;
 
 TEST(TrainResumeTest, StopAndAutomaticResumeIsBitIdentical) {
   const std::string straight = TempDir("straight");
-  g_stop_at = -1;
+  testing::SetStopAfterStep(-1);
   auto a = train::RunTrainJob(Config(straight));
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_EQ(a->losses.size(), 10u);
@@ -82,13 +46,13 @@ TEST(TrainResumeTest, StopAndAutomaticResumeIsBitIdentical) {
   // Stop after step 7 (last save: step 6) and after step 9 (a save step: the
   // in-flight save of 9 completes), resuming each time with no flag.
   const std::string stopped = TempDir("stopped");
-  g_stop_at = 7;
+  testing::SetStopAfterStep(7);
   auto b1 = train::RunTrainJob(Config(stopped));
   ASSERT_EQ(b1.status().code(), StatusCode::kUnavailable) << b1.status().ToString();
-  g_stop_at = 9;
+  testing::SetStopAfterStep(9);
   auto b2 = train::RunTrainJob(Config(stopped));
   ASSERT_EQ(b2.status().code(), StatusCode::kUnavailable) << b2.status().ToString();
-  g_stop_at = -1;
+  testing::SetStopAfterStep(-1);
   auto b3 = train::RunTrainJob(Config(stopped));
   ASSERT_TRUE(b3.ok()) << b3.status().ToString();
   ASSERT_EQ(b3->losses.size(), 1u);  // resumed at 9, ran step 10
@@ -116,13 +80,13 @@ TEST(TrainResumeTest, StopAndAutomaticResumeIsBitIdentical) {
 
 TEST(TrainResumeTest, LossesAfterResumeMatchStepByStep) {
   const std::string straight = TempDir("straight2");
-  g_stop_at = -1;
+  testing::SetStopAfterStep(-1);
   auto a = train::RunTrainJob(Config(straight, {"exp_manager.every_n_train_steps=4"}));
   ASSERT_TRUE(a.ok());
   const std::string stopped = TempDir("stopped2");
-  g_stop_at = 5;
+  testing::SetStopAfterStep(5);
   ASSERT_FALSE(train::RunTrainJob(Config(stopped, {"exp_manager.every_n_train_steps=4"})).ok());
-  g_stop_at = -1;
+  testing::SetStopAfterStep(-1);
   auto b = train::RunTrainJob(Config(stopped, {"exp_manager.every_n_train_steps=4"}));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   ASSERT_EQ(b->losses.size(), 6u);  // resumed from step 4
@@ -132,7 +96,7 @@ TEST(TrainResumeTest, LossesAfterResumeMatchStepByStep) {
 
 TEST(TrainResumeTest, ExportHfAtEndAndInitialiseANewRunFromIt) {
   const std::string first = TempDir("hf_first");
-  g_stop_at = -1;
+  testing::SetStopAfterStep(-1);
   auto a = train::RunTrainJob(Config(first, {"exp_manager.checkpoint.export_hf_dir=" + first + "/hf",
                                              "exp_manager.checkpoint.export_hf_dtype=fp32"}));
   ASSERT_TRUE(a.ok()) << a.status().ToString();
