@@ -92,6 +92,7 @@ class CudaBackend final : public model::Backend {
   StatusOr<double> GradSumSquares(int unit) override;
   Status OptimizerStep(int unit, const kernels::AdamWParams& p) override;
   Status Synchronize() override;
+  void* ComputeStream() override { return stream_; }
   double PeakFlops() const override { return peak_flops_; }
   int64_t PeakMemoryBytes() const override { return peak_memory_; }
 

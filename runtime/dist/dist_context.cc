@@ -1,5 +1,7 @@
 #include "runtime/dist/dist_context.h"
 
+#include <csignal>
+
 namespace hypertrain::dist {
 
 Status JoinRendezvous(const RankEnv& env, std::chrono::milliseconds deadline,
@@ -27,6 +29,9 @@ Status JoinRendezvous(const RankEnv& env, std::chrono::milliseconds deadline,
 StatusOr<std::unique_ptr<DistContext>> DistContext::Create(
     const RankEnv& env, const DistOptions& options,
     const std::function<StatusOr<GroupFactory>(DistContext&)>& make_factory) {
+  // A peer that exits closes its sockets; writing to one must come back as an
+  // error from the collective (exit 200), not kill this rank with SIGPIPE (141).
+  std::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<DistContext> d(new DistContext());
   d->env_ = env;
   HT_ASSIGN_OR_RETURN(d->layout_, ComputeGroupLayout(options.strategy, options.shard_degree,

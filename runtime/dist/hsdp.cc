@@ -1,6 +1,7 @@
 #include "runtime/dist/hsdp.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -49,13 +50,25 @@ StatusOr<std::unique_ptr<HsdpHooks>> HsdpHooks::Create(DistContext& ctx, model::
                              std::to_string((g.shard_rank + 1) * S) + ")");
     }
   }
-  DType pd;
+  DType pd = DType::kF32;
   switch (backend.ComputeParams(0).dtype) {
     case model::DType::kF32: pd = DType::kF32; break;
-    case model::DType::kBF16: pd = DType::kBF16; break;
-    default: return InvalidArgument("HSDP supports fp32 and bf16 compute params, not fp16");
+    // An all-gather only moves bits: fp16 params travel as 16-bit words
+    // (gradients are fp32 whatever the compute dtype). The fp16 loss scaler's
+    // overflow check stays global: an inf in any rank's gradient survives the
+    // reduce-scatter into some shard, and GlobalSumSquares sums the shard group.
+    case model::DType::kBF16:
+    case model::DType::kF16: pd = DType::kBF16; break;
   }
   std::unique_ptr<HsdpHooks> h(new HsdpHooks(ctx, backend, options, pd));
+  if (h->device_ && backend.ComputeStream() != nullptr) {
+    // Every collective first waits for the compute queued so far (it reads
+    // what compute wrote, or overwrites what compute read); compute waits on
+    // gathers with WaitOnStream. No host synchronisation in a pass.
+    h->stream_ = backend.ComputeStream();
+    ctx.shard().SetComputeStream(h->stream_);
+    ctx.replica().SetComputeStream(h->stream_);
+  }
   // Start sharded: nothing but the owned range is valid until gathered.
   for (int u = 0; u < h->num_units_; ++u) {
     h->gathered_[u] = true;
@@ -83,13 +96,53 @@ HsdpHooks::~HsdpHooks() {
     if (w) (void)w->Wait();
   for (auto& w : rs_work_)
     if (w) (void)w->Wait();
+  for (auto& w : reap_)
+    if (w) (void)w->Wait();
+  if (stats_.all_gathers + stats_.reduce_scatters + stats_.all_reduces > 0) {
+    std::fprintf(stderr,
+                 "[hsdp] rank %d: %lld steps, %lld all-gathers (%lld prefetched), %lld "
+                 "reduce-scatters, %lld all-reduces; host blocked on collectives %.3f s "
+                 "(%.2f ms/step, %lld host waits, %lld stream waits)\n",
+                 ctx_.rank(), static_cast<long long>(stats_.steps),
+                 static_cast<long long>(stats_.all_gathers),
+                 static_cast<long long>(stats_.prefetch_hits),
+                 static_cast<long long>(stats_.reduce_scatters),
+                 static_cast<long long>(stats_.all_reduces), stats_.exposed_comm_s,
+                 stats_.steps > 0 ? 1e3 * stats_.exposed_comm_s / stats_.steps : 0.0,
+                 static_cast<long long>(stats_.host_waits),
+                 static_cast<long long>(stats_.stream_waits));
+  }
 }
 
 Status HsdpHooks::WaitTimed(Work& w) {
   const auto t0 = std::chrono::steady_clock::now();
   Status s = w.Wait();
   stats_.exposed_comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++stats_.host_waits;
   return s;
+}
+
+Status HsdpHooks::WaitForCompute(std::unique_ptr<Work>& w) {
+  if (!w) return Status::Ok();
+  if (stream_ == nullptr) {
+    Status s = WaitTimed(*w);
+    w.reset();
+    return s;
+  }
+  ++stats_.stream_waits;
+  Status s = w->WaitOnStream(stream_);
+  reap_.push_back(std::move(w));  // host-waited later, when surely complete
+  return s;
+}
+
+Status HsdpHooks::Reap() {
+  Status first;
+  for (auto& w : reap_) {
+    Status s = WaitTimed(*w);
+    if (first.ok() && !s.ok()) first = s;
+  }
+  reap_.clear();
+  return first;
 }
 
 void HsdpHooks::Prefetch(int u) {
@@ -110,9 +163,7 @@ Status HsdpHooks::Gather(int u) {
   } else {
     Prefetch(u);
   }
-  Status s = WaitTimed(*gather_work_[u]);
-  gather_work_[u].reset();
-  HT_RETURN_IF_ERROR(s);
+  HT_RETURN_IF_ERROR(WaitForCompute(gather_work_[u]));
   gathered_[u] = true;
   return Status::Ok();
 }
@@ -146,12 +197,16 @@ Status HsdpHooks::BeginMicroBatch(int, bool last) {
 
 Status HsdpHooks::BeforeForward(int u) {
   if (u == ParamLayout::kEmbeddingUnit) {
-    // A new pass: anything still gathered (an evaluation, zero2 leftovers)
-    // may predate the last optimizer step.
-    if (device_ && sharded()) HT_RETURN_IF_ERROR(backend_.Synchronize());
+    // A new pass. The previous one ended with the backend synchronising its
+    // stream (the loss read-back), so the collectives its compute waited on
+    // are complete: reap them (the watchdog saw any that hung). Anything
+    // still gathered (an evaluation, zero2 leftovers) may predate the last
+    // optimizer step and is released.
+    HT_RETURN_IF_ERROR(Reap());
     if (!step_open_) {  // first micro-batch of a step: the step a hang report names
       step_open_ = true;
       ctx_.watchdog().SetStep(++step_);
+      ++stats_.steps;
     }
     for (int v = 0; v < num_units_; ++v) {
       if (gather_work_[v]) {
@@ -173,8 +228,9 @@ Status HsdpHooks::AfterForward(int u) {
 }
 
 Status HsdpHooks::BeforeBackward(int u) {
-  // A reduce-scatter of an earlier micro-batch must be done reading FullGrads(u).
-  HT_RETURN_IF_ERROR(WaitReduceScatter(u));
+  // A reduce-scatter of an earlier micro-batch must be done reading
+  // FullGrads(u) before this backward adds into it.
+  HT_RETURN_IF_ERROR(WaitForCompute(rs_work_[u]));
   HT_RETURN_IF_ERROR(Gather(u));
   if (options_.prefetch) {
     // Backward order: embedding, then blocks L..1.
@@ -190,7 +246,7 @@ Status HsdpHooks::AfterBackward(int u) {
     // FullGrads(u) holds the sum over this step's micro-batches (the backend
     // adds into it); each reduce-scatter overwrites ShardGrads(u), so an
     // extra one (no BeginMicroBatch calls) is redundant, never wrong.
-    if (device_) HT_RETURN_IF_ERROR(backend_.Synchronize());
+    // Device groups wait for the compute stream (this unit's backward) first.
     const model::UnitBuffer fg = backend_.FullGrads(u);
     const model::UnitBuffer sg = backend_.ShardGrads(u);
     const size_t S = static_cast<size_t>(fg.numel / shard_degree_);
@@ -203,11 +259,22 @@ Status HsdpHooks::AfterBackward(int u) {
 }
 
 Status HsdpHooks::FinishGradients() {
+  // The host waits here: the tail of the last reduce-scatters is exposed.
   for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(WaitReduceScatter(u));
+  HT_RETURN_IF_ERROR(Reap());
+  // A prefetch nobody consumed must not race the optimizer's writes.
+  for (int u = 0; u < num_units_; ++u) {
+    if (gather_work_[u]) {
+      HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[u]));
+      gather_work_[u].reset();
+      gathered_[u] = true;
+    }
+  }
   step_open_ = false;
   last_micro_batch_ = true;
   if (ctx_.replica().size() == 1) return Status::Ok();
-  if (device_ && !sharded()) HT_RETURN_IF_ERROR(backend_.Synchronize());
+  // no_shard: ShardGrads aliases FullGrads; the replica group waits for the
+  // compute stream before reading it.
   std::vector<std::unique_ptr<Work>> works;
   for (int u = 0; u < num_units_; ++u) {
     const model::UnitBuffer sg = backend_.ShardGrads(u);

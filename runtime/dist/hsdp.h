@@ -34,10 +34,17 @@
 // the global batch (dp_rank = world rank) the step equals a single-process
 // step on the whole global batch.
 //
-// Device backends (NCCL groups): until model::Backend exposes its compute
-// stream, the hooks call Backend::Synchronize() before a collective reads
-// what compute wrote (start of a pass, reduce-scatter) and block the host on
-// gathers, so communication overlaps only with queued, not running, compute.
+// Device backends (NCCL groups, Backend::ComputeStream() set): the shard and
+// replica groups get the compute stream (SetComputeStream), so each collective
+// is ordered after all compute queued before it was issued (it may read what
+// compute wrote and overwrite what compute read); compute waits for a gather
+// with Work::WaitOnStream, never the host. The host therefore runs ahead and
+// queues a whole micro-batch; it blocks only in FinishGradients (the last
+// reduce-scatters and the replica all-reduces) and on scalar all-reduces.
+// Works the stream waited on are kept and host-waited ("reaped") at the next
+// pass or FinishGradients, after the backend synchronised its stream, so a
+// failed collective still returns its error; the watchdog tracks every
+// collective from issue to completion either way.
 //
 // "Release" on the CPU backend overwrites the non-owned part of the compute
 // params with NaN (poison_released), so any use of a parameter that was not
@@ -67,7 +74,15 @@ struct HsdpStats {
   int64_t prefetch_hits = 0;  // gathers that were already issued when needed
   int64_t reduce_scatters = 0;
   int64_t all_reduces = 0;
-  double exposed_comm_s = 0;  // host time spent waiting on collectives
+  // Host time blocked in Work::Wait (and host all-reduces of scalars). With a
+  // device compute stream the hooks only block the host at FinishGradients
+  // (the last reduce-scatters, the replica all-reduces) and on scalars; time
+  // the compute stream stalls on a gather is not host time and shows up in
+  // the step time instead.
+  double exposed_comm_s = 0;
+  int64_t host_waits = 0;    // Work::Wait calls
+  int64_t stream_waits = 0;  // Work::WaitOnStream calls (compute waits on comm, host does not)
+  int64_t steps = 0;         // optimizer steps begun
 };
 
 // Backend options for a sharded run: layout padding and this rank's owned
@@ -103,6 +118,12 @@ class HsdpHooks final : public model::UnitHooks {
   Status Release(int unit);
   Status WaitReduceScatter(int unit);
   Status WaitTimed(Work& w);
+  // Makes compute wait for `w` (device stream, or the host when there is
+  // none) and keeps it for Reap(); resets `w`.
+  Status WaitForCompute(std::unique_ptr<Work>& w);
+  // Host-waits the collectives compute already waited on (complete once the
+  // compute stream was synchronised), so errors and hangs still surface.
+  Status Reap();
   StatusOr<double> SumScalar(ProcessGroup& g, double x, ReduceOp op);
   bool sharded() const { return shard_degree_ > 1; }
 
@@ -116,10 +137,12 @@ class HsdpHooks final : public model::UnitHooks {
   std::vector<bool> gathered_;
   std::vector<std::unique_ptr<Work>> gather_work_;   // in-flight all-gather per unit
   std::vector<std::unique_ptr<Work>> rs_work_;       // in-flight reduce-scatter per unit
+  std::vector<std::unique_ptr<Work>> reap_;          // waited on by the stream, not the host
   bool last_micro_batch_ = true;
   int64_t step_ = 0;  // optimizer steps begun by this process (watchdog reports)
   bool step_open_ = false;
   bool device_ = false;  // backend buffers are device memory
+  void* stream_ = nullptr;  // the backend's compute stream (device groups only)
   HsdpStats stats_;
 };
 

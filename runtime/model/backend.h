@@ -119,6 +119,11 @@ class Backend {
   virtual Status OptimizerStep(int unit, const kernels::AdamWParams& p) = 0;
   // Waits for all queued device work (CPU: nothing).
   virtual Status Synchronize() = 0;
+  // The device stream (a cudaStream_t for CUDA) on which this backend queues
+  // all compute, in issue order; nullptr for host backends, which finish all
+  // work before returning. Collectives order themselves against it
+  // (ProcessGroup::SetComputeStream / Work::WaitOnStream in runtime/dist/).
+  virtual void* ComputeStream() { return nullptr; }
   // Peak dense FLOP/s of the device at the active precision (0 = unknown),
   // and the device-memory high-water mark in bytes (0 = not tracked).
   virtual double PeakFlops() const = 0;
