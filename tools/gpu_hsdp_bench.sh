@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Run on a 4-GPU machine from the repo root after tools/gpu_bundle.sh (carry .gpu-pack):
 #   bash tools/gpu_hsdp_bench.sh
-# 4-GPU run: HSDP loss parity on 125m (2x2 vs 1 GPU accumulating 4 micro-batches),
-# then HSDP throughput for 125m and 1b as 2 nodes x 2 vs one GPU.
+# 4-GPU run: HSDP loss parity on 125m (2x2 vs 1 GPU accumulating 4 micro-batches;
+# bf16, then fp16 with the dynamic loss scaler), then HSDP throughput for 125m
+# and 1b as 2 nodes x 2 vs one GPU. For every run it prints the backend's
+# planned bytes ([cuda] lines: state + activations + unit pool), the peak
+# memory per GPU (nvidia-smi, sampled every 200 ms) and each rank's HSDP
+# summary ([hsdp] lines: collectives, host time blocked on them per step).
 set -u
 R=$(pwd); export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 [ -d .gpu ] || tar -xJf .gpu-pack/bundle.tar.xz
@@ -11,25 +15,47 @@ d=/usr/local/cuda/lib64
 for n in libcudnn.so.9 libnccl.so.2; do x=$(find / -xdev -name $n 2>/dev/null | head -1); [ -n "$x" ] && d="$d:$(dirname $x)"; done
 export LD_LIBRARY_PATH=$G/lib:$d
 B=$G/bin/hypertrain
+# Peak memory.used per GPU while "$@" runs.
+SMI=/tmp/smi.$$
+watch_mem() { nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 200 > $SMI 2>/dev/null & SMI_PID=$!; }
+peak_mem() { kill $SMI_PID 2>/dev/null; wait $SMI_PID 2>/dev/null
+  awk -F', *' '{ if ($2 > m[$1]) m[$1] = $2 } END { s = "peak MiB per GPU:"; for (g in m) s = s " gpu" g "=" m[g]; print s }' $SMI; }
 traj() { sed 's/.*"grad_norm":\([^,]*\),"loss":\([^,]*\),.*"step":\([0-9]*\),.*/\3 \2 \1/' "$1"/metrics.jsonl; }
 hsdp() { # $1 = name, rest = args
   local n=$1; shift; local p=$((21000 + RANDOM % 9000))
+  watch_mem
   for node in 0 1; do
     CUDA_VISIBLE_DEVICES=$((2*node)),$((2*node+1)) MASTER_ADDR=127.0.0.1 MASTER_PORT=$p NNODES=2 NODE_RANK=$node HT_JOB_ID=$n HT_GLOO_HOSTNAME=127.0.0.1 \
       timeout 200 $B launch --nproc-per-node 2 -- train "$@" --set exp_manager.exp_dir=/tmp/$n --set exp_manager.checkpoint_dir=/tmp/$n/ck > /tmp/$n.$node.log 2>&1 &
   done
-  wait
+  wait $(jobs -p | grep -v "^$SMI_PID\$")
+  peak_mem
+  grep -h "^\[cuda\]\|^\[hsdp\]" /tmp/$n.0.log /tmp/$n.1.log
+}
+one() { # $1 = name, rest = args: one process on GPU 0
+  local n=$1; shift
+  watch_mem
+  CUDA_VISIBLE_DEVICES=0 timeout 150 $B train "$@" --set exp_manager.exp_dir=/tmp/$n --set exp_manager.checkpoint_dir=/tmp/$n/ck > /tmp/$n.log 2>&1
+  peak_mem
+  grep -h "^\[cuda\]" /tmp/$n.log
 }
 P=(--config examples/llama3-1b-gpu.yaml --set model.shape=125m --set model.train_batch_size=4 --set trainer.max_steps=6 --set trainer.log_every_n_steps=1 --set model.optim.sched.warmup_steps=2)
-CUDA_VISIBLE_DEVICES=0 timeout 120 $B train "${P[@]}" --set model.grad_accumulation_steps=4 --set exp_manager.exp_dir=/tmp/par1 --set exp_manager.checkpoint_dir=/tmp/par1/ck > /tmp/par1.log 2>&1
+one par1 "${P[@]}" --set model.grad_accumulation_steps=4
 hsdp par4 "${P[@]}" --set model.sharding_strategy=hybrid_shard
 echo "== parity 125m: step loss grad_norm | 1 GPU x4 micro-batches vs HSDP 2x2 (bf16)"; paste <(traj /tmp/par1) <(traj /tmp/par4)
+# 2 micro-batches per rank: the pooled gradients are reduce-scattered every
+# micro-batch and folded into the shard.
+one par1a "${P[@]}" --set model.train_batch_size=2 --set model.grad_accumulation_steps=8
+hsdp par4a "${P[@]}" --set model.train_batch_size=2 --set model.grad_accumulation_steps=2 --set model.sharding_strategy=hybrid_shard
+echo "== parity 125m, 2 micro-batches per rank: 1 GPU x8 vs HSDP 2x2 x2 (bf16)"; paste <(traj /tmp/par1a) <(traj /tmp/par4a)
+one par1h "${P[@]}" --set model.grad_accumulation_steps=4 --set trainer.precision=fp16
+hsdp par4h "${P[@]}" --set model.sharding_strategy=hybrid_shard --set trainer.precision=fp16
+echo "== parity 125m fp16: 1 GPU x4 vs HSDP 2x2"; paste <(traj /tmp/par1h) <(traj /tmp/par4h)
 for m in 125m 1b; do
   if [ $m = 125m ]; then bs=16; else bs=4; fi
   S=(--config examples/llama3-1b-gpu.yaml --set model.shape=$m --set model.train_batch_size=$bs --set trainer.max_steps=30 --set trainer.log_every_n_steps=5)
-  CUDA_VISIBLE_DEVICES=0 timeout 150 $B train "${S[@]}" --set exp_manager.exp_dir=/tmp/one_$m --set exp_manager.checkpoint_dir=/tmp/one_$m/ck > /tmp/one_$m.log 2>&1
-  echo "== $m 1 GPU"; tail -1 /tmp/one_$m/metrics.jsonl
-  hsdp hsdp_$m "${S[@]}" --set model.sharding_strategy=hybrid_shard
-  echo "== $m HSDP 2x2"; grep -E "shard group" /tmp/hsdp_$m.0.log | head -1; tail -1 /tmp/hsdp_$m/metrics.jsonl; grep -iE "error|exposed|comm" /tmp/hsdp_$m.0.log | tail -3
+  echo "== $m 1 GPU"; one one_$m "${S[@]}"; tail -1 /tmp/one_$m/metrics.jsonl
+  echo "== $m HSDP 2x2"; hsdp hsdp_$m "${S[@]}" --set model.sharding_strategy=hybrid_shard
+  grep -E "shard group" /tmp/hsdp_$m.0.log | head -1; tail -1 /tmp/hsdp_$m/metrics.jsonl; grep -iE "error|fail" /tmp/hsdp_$m.0.log | tail -3
 done
 cp /tmp/par4.0.log /tmp/hsdp_1b.0.log /tmp/hsdp_125m.0.log $OUT/ 2>/dev/null

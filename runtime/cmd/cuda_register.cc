@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "runtime/cuda/backend.h"
@@ -40,6 +41,13 @@ StatusOr<train::BackendBundle> MakeCuda(const config::TrainConfig& c, const mode
     }
   }
   HT_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b, cuda::CudaBackend::Create(m, o, co));
+  const double gib = 1.0 / (1 << 30);
+  std::fprintf(stderr,
+               "[cuda] device %d (%s): planned %.2f GiB = state %.2f + activations %.2f + unit "
+               "pool %.2f\n",
+               co.device, b->device_name().c_str(),
+               (b->state_bytes() + b->activation_bytes() + b->pool_bytes()) * gib,
+               b->state_bytes() * gib, b->activation_bytes() * gib, b->pool_bytes() * gib);
   train::BackendBundle bundle;
   bundle.allocator = b->host_allocator();
   bundle.stager = b->stager();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "runtime/cpu/ops.h"
@@ -34,6 +35,13 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
   if (!options.owned.empty() && static_cast<int>(options.owned.size()) != U) {
     return InvalidArgument(fmt::format("owned ranges: {} given for {} units", options.owned.size(), U));
   }
+  b->pool_ = options.unit_pool;
+  if (b->pool_) {
+    if (options.owned.empty()) return InvalidArgument("unit_pool needs owned ranges (a sharded run)");
+    if (options.pool_param_slots < 1) {
+      return InvalidArgument(fmt::format("pool_param_slots must be >= 1, got {}", options.pool_param_slots));
+    }
+  }
   b->params_.resize(U);
   b->grads_.resize(U);
   b->shard_grads_.resize(U);
@@ -47,16 +55,42 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
                                          r.begin, r.end, u, n));
     }
     b->owned_.push_back(r);
-    b->params_[u].assign(n, 0.0f);
-    b->grads_[u].assign(n, 0.0f);
+    if (b->pool_ && r.size() == n) {
+      return InvalidArgument(fmt::format("unit_pool: unit {} is owned whole (shard degree 1?)", u));
+    }
     if (r.size() != n) b->shard_grads_[u].assign(r.size(), 0.0f);
     b->m_[u].assign(r.size(), 0.0f);
     b->v_[u].assign(r.size(), 0.0f);
     // Every rank initialises the whole unit identically (the init is
-    // counter-based), so a sharded run starts with gathered params in place.
-    model::InitUnitParams(b->layout_, u, options.seed, {0, n}, b->params_[u].data());
-    b->param_ptrs_.push_back(b->params_[u].data());
-    b->grad_ptrs_.push_back(b->grads_[u].data());
+    // counter-based), so a sharded run starts with gathered params in place;
+    // in pool mode it keeps just its owned range.
+    const Range keep = b->pool_ ? r : Range{0, n};
+    b->param_base_.push_back(keep.begin);
+    b->params_[u].assign(keep.size(), 0.0f);
+    model::InitUnitParams(b->layout_, u, options.seed, keep, b->params_[u].data());
+    if (!b->pool_) b->grads_[u].assign(n, 0.0f);
+    b->param_ptrs_.push_back(b->pool_ ? nullptr : b->params_[u].data());
+    b->grad_ptrs_.push_back(b->pool_ ? nullptr : b->grads_[u].data());
+  }
+  if (b->pool_) {
+    const int64_t block = U > 1 ? b->layout_.unit(1).padded_numel : 0;
+    for (int u = 1; u < U; ++u) {
+      if (b->layout_.unit(u).padded_numel != block) return Internal("block units differ in size");
+    }
+    const int64_t emb = b->layout_.unit(0).padded_numel;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    b->param_slots_[0].assign(1, std::vector<float>(emb, nan));
+    b->grad_slots_[0].assign(1, std::vector<float>(emb, nan));
+    b->param_slots_[1].assign(std::min(options.pool_param_slots, std::max(U - 1, 1)),
+                              std::vector<float>(block, nan));
+    b->grad_slots_[1].assign(2, std::vector<float>(block, nan));
+    for (int k = 0; k < 2; ++k) {
+      const char* what = k == 0 ? "embedding" : "block";
+      b->param_pool_[k] = model::UnitSlots(U, static_cast<int>(b->param_slots_[k].size()),
+                                           std::string(what) + " param pool");
+      b->grad_pool_[k] = model::UnitSlots(U, static_cast<int>(b->grad_slots_[k].size()),
+                                          std::string(what) + " grad pool");
+    }
   }
   b->model_ = std::make_unique<CpuModel<float>>(b->layout_, options.micro_batch_size,
                                                 b->options_.seq_len, options.checkpointing,
@@ -65,13 +99,64 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
 }
 
 UnitBuffer CpuBackend::ComputeParams(int u) {
-  return {params_.at(u).data(), model::DType::kF32, static_cast<int64_t>(params_[u].size())};
+  return {param_ptrs_.at(u), model::DType::kF32, layout_.unit(u).padded_numel};
 }
 UnitBuffer CpuBackend::FullGrads(int u) {
-  return {grads_.at(u).data(), model::DType::kF32, static_cast<int64_t>(grads_[u].size())};
+  return {grad_ptrs_.at(u), model::DType::kF32, layout_.unit(u).padded_numel};
 }
 UnitBuffer CpuBackend::MasterParams(int u) {
-  return {params_.at(u).data() + owned_[u].begin, model::DType::kF32, owned_[u].size()};
+  return {Param(u, owned_.at(u).begin), model::DType::kF32, owned_[u].size()};
+}
+UnitBuffer CpuBackend::ComputeShard(int u) {
+  if (!pool_) return {};
+  return {Param(u, owned_.at(u).begin), model::DType::kF32, owned_[u].size()};
+}
+
+Status CpuBackend::CheckUnit(int u) const {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  if (!pool_) return FailedPrecondition("the CPU backend was created without unit_pool");
+  return Status::Ok();
+}
+
+Status CpuBackend::AcquireParams(int u) {
+  HT_RETURN_IF_ERROR(CheckUnit(u));
+  const int k = u == 0 ? 0 : 1;
+  HT_ASSIGN_OR_RETURN(int s, param_pool_[k].Acquire(u));
+  param_ptrs_[u] = param_slots_[k][s].data();
+  return Status::Ok();
+}
+
+Status CpuBackend::ReleaseParams(int u) {
+  HT_RETURN_IF_ERROR(CheckUnit(u));
+  const int k = u == 0 ? 0 : 1;
+  HT_ASSIGN_OR_RETURN(int s, param_pool_[k].Release(u));
+  auto& slot = param_slots_[k][s];
+  std::fill(slot.begin(), slot.end(), std::numeric_limits<float>::quiet_NaN());
+  param_ptrs_[u] = nullptr;
+  return Status::Ok();
+}
+
+Status CpuBackend::AcquireGrads(int u) {
+  HT_RETURN_IF_ERROR(CheckUnit(u));
+  const int k = u == 0 ? 0 : 1;
+  HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Acquire(u));
+  auto& slot = grad_slots_[k][s];
+  std::fill(slot.begin(), slot.end(), 0.0f);
+  grad_ptrs_[u] = slot.data();
+  return Status::Ok();
+}
+
+Status CpuBackend::ReleaseGrads(int u) {
+  HT_RETURN_IF_ERROR(CheckUnit(u));
+  const int k = u == 0 ? 0 : 1;
+  HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Release(u));
+  auto& slot = grad_slots_[k][s];
+  const Range own = owned_[u];
+  float* sg = shard_grads_[u].data();
+  for (int64_t i = 0; i < own.size(); ++i) sg[i] += slot[own.begin + i];
+  std::fill(slot.begin(), slot.end(), std::numeric_limits<float>::quiet_NaN());
+  grad_ptrs_[u] = nullptr;
+  return Status::Ok();
 }
 UnitBuffer CpuBackend::ShardGrads(int u) {
   float* p = shard_grads_.at(u).empty() ? grads_[u].data() + owned_[u].begin
@@ -139,7 +224,6 @@ StatusOr<double> CpuBackend::GradSumSquares(int u) {
 
 Status CpuBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   const Range own = owned_.at(u);
-  float* w = params_[u].data();
   const float* g = static_cast<const float*>(ShardGrads(u).data);
   for (const model::TensorSlot& t : layout_.unit(u).tensors) {
     const Range r = model::Intersect(t.range(), own);
@@ -147,7 +231,7 @@ Status CpuBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
     kernels::AdamWParams q = p;
     if (!t.weight_decay) q.weight_decay = 0.0f;
     const int64_t i = r.begin - own.begin;  // index in the owned-range buffers
-    kernels::cpu::AdamW(w + r.begin, g + i, m_[u].data() + i, v_[u].data() + i, r.size(), q);
+    kernels::cpu::AdamW(Param(u, r.begin), g + i, m_[u].data() + i, v_[u].data() + i, r.size(), q);
   }
   return Status::Ok();
 }

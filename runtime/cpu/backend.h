@@ -7,11 +7,19 @@
 // and MasterParams aliases its owned range; ShardGrads aliases FullGrads when
 // the unit is owned whole, and is a separate buffer otherwise (sharded runs,
 // where the hooks reduce-scatter FullGrads into it).
+//
+// With BackendOptions::unit_pool (sharded runs) it implements the unit pool
+// of runtime/model/backend.h: per unit only the owned range of the params
+// (ComputeShard == MasterParams, fp32) persists; full-size params and grads
+// live in pool slots between acquire and release. A released param slot is
+// filled with NaN and a released grad slot too, so a use outside the
+// acquire/release window poisons the loss at once (what CI relies on).
 #include <memory>
 #include <vector>
 
 #include "runtime/cpu/model.h"
 #include "runtime/model/backend.h"
+#include "runtime/model/unit_pool.h"
 
 namespace hypertrain::cpu {
 
@@ -47,18 +55,35 @@ class CpuBackend final : public model::Backend {
   // Peak resident set size of the process (VmHWM).
   int64_t PeakMemoryBytes() const override;
 
+  bool PoolsUnits() const override { return pool_; }
+  model::UnitBuffer ComputeShard(int unit) override;
+  Status AcquireParams(int unit) override;
+  Status ReleaseParams(int unit) override;
+  Status AcquireGrads(int unit) override;
+  Status ReleaseGrads(int unit) override;
+
   int64_t activation_bytes() const { return model_->activation_bytes(); }
 
  private:
   CpuBackend() = default;
   Status CheckBatch(const model::TokenBatch& batch) const;
   float* State(int unit, model::StateKind kind);
+  // Element `i` of unit u's persistent params (full, or the owned range in
+  // pool mode).
+  float* Param(int u, int64_t i) { return params_[u].data() + (i - param_base_[u]); }
+  Status CheckUnit(int u) const;
 
   model::ParamLayout layout_;
   model::BackendOptions options_;
   std::vector<model::Range> owned_;
   std::vector<std::vector<float>> params_, grads_, shard_grads_, m_, v_;
+  std::vector<int64_t> param_base_;  // unit element held at params_[u][0]
+  // ComputeParams/FullGrads per unit (pool mode: nullptr unless acquired).
   std::vector<float*> param_ptrs_, grad_ptrs_;
+  bool pool_ = false;
+  // Pool slots: [0] for the embedding unit, [1] for blocks.
+  std::vector<std::vector<float>> param_slots_[2], grad_slots_[2];
+  model::UnitSlots param_pool_[2], grad_pool_[2];
   std::unique_ptr<CpuModel<float>> model_;
 };
 

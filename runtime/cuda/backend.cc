@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/cuda/accumulate.h"
 #include "runtime/cuda/backend_internal.h"
 #include "runtime/kernels/cuda/adamw.h"
 #include "runtime/kernels/cuda/cast.h"
@@ -200,8 +201,13 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     void* p;
     ~TmpFree() { cudaFree(p); }
   } tmp_free{tmp};
-  compute_.resize(U), master_.resize(U), m_.resize(U), v_.resize(U);
-  grads_.resize(U), shard_grads_.resize(U);
+  pool_ = options_.unit_pool;
+  if (pool_ && options_.owned.empty()) return InvalidArgument("unit_pool needs owned ranges (a sharded run)");
+  if (pool_ && options_.pool_param_slots < 1) {
+    return InvalidArgument(fmt::format("pool_param_slots must be >= 1, got {}", options_.pool_param_slots));
+  }
+  compute_.assign(U, nullptr), master_.resize(U), m_.resize(U), v_.resize(U);
+  grads_.assign(U, nullptr), shard_grads_.resize(U), compute_shard_.assign(U, nullptr);
   for (int u = 0; u < U; ++u) {
     const int64_t P = layout_.unit(u).padded_numel;
     const Range r = options_.owned.empty() ? Range{0, P} : options_.owned[u];
@@ -209,24 +215,34 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
       return InvalidArgument(
           fmt::format("owned range [{}, {}) of unit {} is outside [0, {})", r.begin, r.end, u, P));
     }
+    if (pool_ && r.size() == P) {
+      return InvalidArgument(fmt::format("unit_pool: unit {} is owned whole (shard degree 1?)", u));
+    }
     owned_.push_back(r);
     void* p = nullptr;
-    HT_RETURN_IF_ERROR(alloc(P * sizeof(float), &p));
-    grads_[u] = static_cast<float*>(p);
-    if (r.size() == P) {
-      shard_grads_[u] = grads_[u] + r.begin;
-    } else {
+    if (pool_) {
       HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &p));
       shard_grads_[u] = static_cast<float*>(p);
+      HT_RETURN_IF_ERROR(alloc(r.size() * es, &compute_shard_[u]));
+      state_bytes_ += r.size() * (sizeof(float) + es);
+    } else {
+      HT_RETURN_IF_ERROR(alloc(P * sizeof(float), &p));
+      grads_[u] = static_cast<float*>(p);
+      if (r.size() == P) {
+        shard_grads_[u] = grads_[u] + r.begin;
+      } else {
+        HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &p));
+        shard_grads_[u] = static_cast<float*>(p);
+      }
+      HT_RETURN_IF_ERROR(alloc(P * es, &compute_[u]));
+      state_bytes_ += P * (sizeof(float) + es) + (r.size() == P ? 0 : r.size() * sizeof(float));
     }
-    HT_RETURN_IF_ERROR(alloc(P * es, &compute_[u]));
     HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &master_[u]));
     HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &m_[u]));
     HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &v_[u]));
     HT_CUDA_RETURN_IF_ERROR(cudaMemset(m_[u], 0, r.size() * sizeof(float)));
     HT_CUDA_RETURN_IF_ERROR(cudaMemset(v_[u], 0, r.size() * sizeof(float)));
-    state_bytes_ += P * (sizeof(float) + es) + r.size() * 3 * sizeof(float) +
-                    (r.size() == P ? 0 : r.size() * sizeof(float));
+    state_bytes_ += r.size() * 3 * sizeof(float);
     // Every rank initialises the whole unit identically (counter-based init).
     model::InitUnitParams(layout_, u, options_.seed, {0, P}, host.data());
     // All on stream_ (non-blocking: it does not order with the legacy stream),
@@ -238,9 +254,41 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
                                             stream_));
     HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
       using T = decltype(tag);
-      return kc::Cast<T, float>(static_cast<T*>(compute_[u]), static_cast<float*>(tmp), P, stream_);
+      return pool_ ? kc::Cast<T, float>(static_cast<T*>(compute_shard_[u]),
+                                        static_cast<float*>(tmp) + r.begin, r.size(), stream_)
+                   : kc::Cast<T, float>(static_cast<T*>(compute_[u]), static_cast<float*>(tmp), P,
+                                        stream_);
     }));
     HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  }
+  if (pool_) {
+    // Slots: [0] the embedding unit (held through a whole pass), [1] blocks
+    // (one shared size): pool_param_slots for params, 2 for grads (the unit
+    // in backward + the previous one whose reduce-scatter is in flight).
+    const int64_t emb = layout_.unit(0).padded_numel;
+    const int64_t block = U > 1 ? layout_.unit(1).padded_numel : 0;
+    for (int u = 1; u < U; ++u) {
+      if (layout_.unit(u).padded_numel != block) return Internal("block units differ in size");
+    }
+    const int counts[2][2] = {{1, 1}, {std::min(options_.pool_param_slots, std::max(U - 1, 1)), 2}};
+    const int64_t sizes[2] = {emb, block};
+    for (int k = 0; k < 2; ++k) {
+      for (int i = 0; i < counts[k][0]; ++i) {
+        void* p = nullptr;
+        HT_RETURN_IF_ERROR(alloc(sizes[k] * es, &p));
+        param_slots_[k].push_back(p);
+        pool_bytes_ += sizes[k] * es;
+      }
+      for (int i = 0; i < counts[k][1]; ++i) {
+        void* p = nullptr;
+        HT_RETURN_IF_ERROR(alloc(sizes[k] * sizeof(float), &p));
+        grad_slots_[k].push_back(static_cast<float*>(p));
+        pool_bytes_ += sizes[k] * sizeof(float);
+      }
+      const std::string what = k == 0 ? "embedding" : "block";
+      param_pool_[k] = model::UnitSlots(U, counts[k][0], what + " param pool");
+      grad_pool_[k] = model::UnitSlots(U, counts[k][1], what + " grad pool");
+    }
   }
   HT_RETURN_IF_ERROR(ZeroGrads());
 
@@ -272,6 +320,57 @@ UnitBuffer CudaBackend::ComputeParams(int u) {
 UnitBuffer CudaBackend::FullGrads(int u) {
   return {grads_.at(u), model::DType::kF32, layout_.unit(u).padded_numel};
 }
+UnitBuffer CudaBackend::ComputeShard(int u) {
+  if (!pool_) return {};
+  return {compute_shard_.at(u), model_dtype_, owned_[u].size()};
+}
+
+Status CudaBackend::CheckPoolUnit(int u) const {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  if (!pool_) return FailedPrecondition("the CUDA backend was created without unit_pool");
+  return Status::Ok();
+}
+
+// Acquire/release only re-point the unit at a slot: whoever used the slot
+// before queued that work on stream_ earlier, and the next writer (a
+// collective that waits for stream_, or a kernel on stream_) comes after it.
+Status CudaBackend::AcquireParams(int u) {
+  HT_RETURN_IF_ERROR(CheckPoolUnit(u));
+  const int k = u == 0 ? 0 : 1;
+  HT_ASSIGN_OR_RETURN(int s, param_pool_[k].Acquire(u));
+  compute_[u] = param_slots_[k][s];
+  return Status::Ok();
+}
+
+Status CudaBackend::ReleaseParams(int u) {
+  HT_RETURN_IF_ERROR(CheckPoolUnit(u));
+  HT_RETURN_IF_ERROR(param_pool_[u == 0 ? 0 : 1].Release(u).status());
+  compute_[u] = nullptr;
+  return Status::Ok();
+}
+
+Status CudaBackend::AcquireGrads(int u) {
+  HT_RETURN_IF_ERROR(CheckPoolUnit(u));
+  const int k = u == 0 ? 0 : 1;
+  HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Acquire(u));
+  grads_[u] = grad_slots_[k][s];
+  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
+  return Status::Ok();
+}
+
+Status CudaBackend::ReleaseGrads(int u) {
+  HT_RETURN_IF_ERROR(CheckPoolUnit(u));
+  if (grads_[u] == nullptr) return FailedPrecondition(fmt::format("unit {} holds no gradient slot", u));
+  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  HT_CUDA_RETURN_IF_ERROR(
+      AddInto(shard_grads_[u], grads_[u] + owned_[u].begin, owned_[u].size(), stream_));
+  HT_RETURN_IF_ERROR(grad_pool_[u == 0 ? 0 : 1].Release(u).status());
+  grads_[u] = nullptr;
+  return Status::Ok();
+}
+
 UnitBuffer CudaBackend::MasterParams(int u) {
   return {master_.at(u), model::DType::kF32, owned_[u].size()};
 }
@@ -314,15 +413,17 @@ Status CudaBackend::RefreshCompute(int u, Range r) {
   const float* src = static_cast<const float*>(master_[u]) + (r.begin - owned_[u].begin);
   HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    return kc::Cast<T, float>(static_cast<T*>(compute_[u]) + r.begin, src, r.size(), stream_);
+    return kc::Cast<T, float>(static_cast<T*>(OwnedCompute(u, r.begin)), src, r.size(), stream_);
   }));
   return Status::Ok();
 }
 
 Status CudaBackend::ZeroGrads() {
   for (int u = 0; u < layout_.num_units(); ++u) {
-    HT_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
+    if (grads_[u] != nullptr) {  // pool: only a held slot (AcquireGrads zeroes them anyway)
+      HT_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
+    }
     if (owned_[u].size() != layout_.unit(u).padded_numel) {
       HT_CUDA_RETURN_IF_ERROR(
           cudaMemsetAsync(shard_grads_[u], 0, owned_[u].size() * sizeof(float), stream_));
@@ -353,7 +454,7 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
     if (!t.weight_decay) q.weight_decay = 0.0f;
     const int64_t i = r.begin - own.begin;
     __nv_bfloat16* bf16 = dtype_ == kc::DType::kBF16
-                              ? static_cast<__nv_bfloat16*>(compute_[u]) + r.begin
+                              ? static_cast<__nv_bfloat16*>(OwnedCompute(u, r.begin))
                               : nullptr;
     kc::AdamW(w + i, shard_grads_[u] + i, static_cast<float*>(m_[u]) + i,
               static_cast<float*>(v_[u]) + i, bf16, r.size(), q, stream_);
@@ -384,6 +485,12 @@ void CudaBackend::UpdatePeakMemory() {
   if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
     peak_memory_ = std::max<int64_t>(peak_memory_, static_cast<int64_t>(total_b - free_b));
   }
+}
+
+void* CudaBackend::OwnedCompute(int u, int64_t i) const {
+  const size_t es = kc::DTypeSize(dtype_);
+  if (pool_) return static_cast<char*>(compute_shard_[u]) + (i - owned_[u].begin) * es;
+  return static_cast<char*>(compute_[u]) + i * es;
 }
 
 void* CudaBackend::W(int u, int t) const {

@@ -8,6 +8,16 @@
 // kernels/cuda/attention.h for bf16/fp16, the exact but slow fp32 kernels of
 // kernels/cuda/naive_attention_f32.h for fp32/tf32 (correctness runs).
 //
+// Unit pool (BackendOptions::unit_pool, sharded runs; runtime/model/backend.h):
+// per unit only the owned range persists (compute-dtype ComputeShard, fp32
+// master, m, v, ShardGrads); full-size compute params and fp32 grads live in
+// slots allocated once in Create(): one params + one grads slot for the
+// embedding unit, pool_param_slots params slots and 2 grads slots for the
+// blocks. Acquire/release only re-point ComputeParams/FullGrads; every
+// device access to a slot is queued on the compute stream (AcquireGrads'
+// memset, ReleaseGrads' fold into ShardGrads) or, for collectives, waits for
+// it, so reuse follows stream order.
+//
 // Static memory plan: every activation, gradient-of-activation and scratch
 // buffer is carved out of ONE allocation made in Create() from the config,
 // batch and checkpointing mode; ForwardBackward/Loss/OptimizerStep never
@@ -42,6 +52,7 @@
 #include "runtime/kernels/cuda/dtype.h"
 #include "runtime/kernels/cuda/gemm.h"
 #include "runtime/model/backend.h"
+#include "runtime/model/unit_pool.h"
 
 namespace hypertrain::cuda {
 
@@ -93,6 +104,12 @@ class CudaBackend final : public model::Backend {
   Status OptimizerStep(int unit, const kernels::AdamWParams& p) override;
   Status Synchronize() override;
   void* ComputeStream() override { return stream_; }
+  bool PoolsUnits() const override { return pool_; }
+  model::UnitBuffer ComputeShard(int unit) override;
+  Status AcquireParams(int unit) override;
+  Status ReleaseParams(int unit) override;
+  Status AcquireGrads(int unit) override;
+  Status ReleaseGrads(int unit) override;
   double PeakFlops() const override { return peak_flops_; }
   int64_t PeakMemoryBytes() const override { return peak_memory_; }
 
@@ -101,9 +118,11 @@ class CudaBackend final : public model::Backend {
   data::BatchStager* stager();
   cudaStream_t stream() const { return stream_; }
   const PhaseTimes& last_phase_times() const { return phase_; }
-  // Bytes of the static activation plan and of all parameter/optimizer state.
+  // Bytes of the static activation plan, of the persistent parameter /
+  // gradient / optimizer state, and of the unit pool's slots (0 without one).
   int64_t activation_bytes() const { return activation_bytes_; }
   int64_t state_bytes() const { return state_bytes_; }
+  int64_t pool_bytes() const { return pool_bytes_; }
   std::string device_name() const { return device_name_; }
 
  private:
@@ -134,6 +153,11 @@ class CudaBackend final : public model::Backend {
   float* G(int u, int t) const;
   float* State(int u, model::StateKind kind);
   Status RefreshCompute(int u, model::Range r);
+  // Element i (in unit coordinates, inside Owned(u)) of the persistent
+  // compute copy: the full compute_[u], or compute_shard_[u] with a pool.
+  void* OwnedCompute(int u, int64_t i) const;
+  Status CheckPoolUnit(int u) const;
+  Status CheckHeld(int u, bool grads) const;
 
   model::ParamLayout layout_;
   model::BackendOptions options_;
@@ -151,6 +175,12 @@ class CudaBackend final : public model::Backend {
   std::vector<void*> allocations_;
   std::vector<void*> compute_, master_, m_, v_;
   std::vector<float*> grads_, shard_grads_;
+  // Unit pool: compute_[u] / grads_[u] point into slots while held, else null.
+  bool pool_ = false;
+  std::vector<void*> compute_shard_;
+  std::vector<void*> param_slots_[2];   // [0] embedding, [1] blocks
+  std::vector<float*> grad_slots_[2];
+  model::UnitSlots param_pool_[2], grad_pool_[2];
   std::vector<std::unique_ptr<Acts>> acts_;
   std::unique_ptr<Acts> scratch_;
   // Non-block activations and scratch (see PlanActivations).
@@ -181,7 +211,7 @@ class CudaBackend final : public model::Backend {
   bool graph_failed_ = false;
   int64_t eager_steps_ = 0;
 
-  int64_t activation_bytes_ = 0, state_bytes_ = 0, peak_memory_ = 0;
+  int64_t activation_bytes_ = 0, state_bytes_ = 0, pool_bytes_ = 0, peak_memory_ = 0;
   double peak_flops_ = 0;
   std::string device_name_;
 };

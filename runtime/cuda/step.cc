@@ -448,11 +448,23 @@ Status CudaBackend::HeadLoss(bool backward) {
   return Status::Ok();
 }
 
+// With a unit pool the hooks must have acquired the unit's slots; a missing
+// one is a hook-order bug, reported instead of a device fault.
+Status CudaBackend::CheckHeld(int u, bool grads) const {
+  if (compute_[u] == nullptr || (grads && grads_[u] == nullptr)) {
+    return FailedPrecondition(fmt::format(
+        "unit {} has no {} buffer: a pooling backend needs hooks that acquire it (HSDP)", u,
+        compute_[u] == nullptr ? "parameter" : "gradient"));
+  }
+  return Status::Ok();
+}
+
 Status CudaBackend::ForwardPass(model::UnitHooks& hooks, bool for_backward) {
   NvtxRange r("forward");
   const model::ModelConfig& cfg = layout_.config();
   const int E = ParamLayout::kEmbeddingUnit;
   HT_RETURN_IF_ERROR(hooks.BeforeForward(E));
+  HT_RETURN_IF_ERROR(CheckHeld(E, false));
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
     return kc::EmbeddingForward<T>(static_cast<T*>(acts_[0]->x), tokens_,
@@ -462,6 +474,7 @@ Status CudaBackend::ForwardPass(model::UnitHooks& hooks, bool for_backward) {
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     const int u = ParamLayout::BlockUnit(l);
     HT_RETURN_IF_ERROR(hooks.BeforeForward(u));
+    HT_RETURN_IF_ERROR(CheckHeld(u, false));
     HT_RETURN_IF_ERROR(BlockForward(l, /*write_output=*/true));
     HT_RETURN_IF_ERROR(hooks.AfterForward(u));
   }
@@ -475,11 +488,13 @@ Status CudaBackend::BackwardPass(model::UnitHooks& hooks) {
   const int E = ParamLayout::kEmbeddingUnit;
   HT_RETURN_IF_ERROR(hooks.AfterForward(E));
   HT_RETURN_IF_ERROR(hooks.BeforeBackward(E));
+  HT_RETURN_IF_ERROR(CheckHeld(E, true));
   // The loss forward and the LM head backward run fused, chunk by chunk.
   HT_RETURN_IF_ERROR(HeadLoss(/*backward=*/true));
   for (int l = static_cast<int>(cfg.num_hidden_layers) - 1; l >= 0; --l) {
     const int u = ParamLayout::BlockUnit(l);
     HT_RETURN_IF_ERROR(hooks.BeforeBackward(u));
+    HT_RETURN_IF_ERROR(CheckHeld(u, true));
     HT_RETURN_IF_ERROR(Recompute(l));
     HT_RETURN_IF_ERROR(BlockBackward(l));
     HT_RETURN_IF_ERROR(hooks.AfterBackward(u));

@@ -1,5 +1,6 @@
 #include "runtime/dist/hsdp.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +26,11 @@ StatusOr<model::BackendOptions> ShardedBackendOptions(const model::ModelConfig& 
     base.owned.push_back({groups.shard_rank * S, (groups.shard_rank + 1) * S});
   }
   if (D == 1) base.owned.clear();  // whole units: ShardGrads aliases FullGrads
+  // Full-size params/grads only in a pool: current + prefetched block, or
+  // every block for strategies that keep params from forward to backward.
+  base.unit_pool = D > 1;
+  base.pool_param_slots =
+      groups.reshard_after_forward ? 2 : std::max<int>(1, static_cast<int>(config.num_hidden_layers));
   return base;
 }
 
@@ -60,6 +66,9 @@ StatusOr<std::unique_ptr<HsdpHooks>> HsdpHooks::Create(DistContext& ctx, model::
     case model::DType::kBF16:
     case model::DType::kF16: pd = DType::kBF16; break;
   }
+  if (backend.PoolsUnits() && g.shard_degree == 1) {
+    return InvalidArgument("a pooling backend needs a shard degree > 1");
+  }
   std::unique_ptr<HsdpHooks> h(new HsdpHooks(ctx, backend, options, pd));
   if (h->device_ && backend.ComputeStream() != nullptr) {
     // Every collective first waits for the compute queued so far (it reads
@@ -69,8 +78,9 @@ StatusOr<std::unique_ptr<HsdpHooks>> HsdpHooks::Create(DistContext& ctx, model::
     ctx.shard().SetComputeStream(h->stream_);
     ctx.replica().SetComputeStream(h->stream_);
   }
-  // Start sharded: nothing but the owned range is valid until gathered.
-  for (int u = 0; u < h->num_units_; ++u) {
+  // Start sharded: nothing but the owned range is valid until gathered (a
+  // pooling backend holds nothing full-size yet).
+  for (int u = 0; u < h->num_units_ && !h->pool_; ++u) {
     h->gathered_[u] = true;
     HT_RETURN_IF_ERROR(h->Release(u));
   }
@@ -88,7 +98,9 @@ HsdpHooks::HsdpHooks(DistContext& ctx, model::Backend& backend, HsdpOptions opti
       gathered_(num_units_, false),
       gather_work_(num_units_),
       rs_work_(num_units_),
-      device_(backend.name() != "cpu") {}
+      device_(backend.name() != "cpu"),
+      pool_(backend.PoolsUnits()),
+      grads_pending_(num_units_, false) {}
 
 HsdpHooks::~HsdpHooks() {
   // Never leave a collective writing into buffers that outlive us unseen.
@@ -145,15 +157,22 @@ Status HsdpHooks::Reap() {
   return first;
 }
 
-void HsdpHooks::Prefetch(int u) {
-  if (!sharded() || u < 0 || u >= num_units_ || gathered_[u] || gather_work_[u]) return;
+Status HsdpHooks::Prefetch(int u) {
+  if (!sharded() || u < 0 || u >= num_units_ || gathered_[u] || gather_work_[u]) return Status::Ok();
+  // Pool: a slot whose previous unit's compute was queued before this call;
+  // the gather waits for that compute (SetComputeStream), so reusing the
+  // slot is safe without a host sync.
+  if (pool_) HT_RETURN_IF_ERROR(backend_.AcquireParams(u));
   const model::UnitBuffer p = backend_.ComputeParams(u);
   const size_t S = static_cast<size_t>(p.numel / shard_degree_);
   const size_t esize = DTypeSize(param_dtype_);
   char* base = static_cast<char*>(p.data);
-  gather_work_[u] = ctx_.shard().AllGather(base + ctx_.layout().shard_rank * S * esize, base, S,
-                                           param_dtype_);
+  const void* shard = pool_ ? backend_.ComputeShard(u).data
+                            : base + ctx_.layout().shard_rank * S * esize;
+  if (base == nullptr || shard == nullptr) return Internal("unit " + std::to_string(u) + " has no buffer to gather into");
+  gather_work_[u] = ctx_.shard().AllGather(shard, base, S, param_dtype_);
   ++stats_.all_gathers;
+  return Status::Ok();
 }
 
 Status HsdpHooks::Gather(int u) {
@@ -161,7 +180,7 @@ Status HsdpHooks::Gather(int u) {
   if (gather_work_[u]) {
     ++stats_.prefetch_hits;
   } else {
-    Prefetch(u);
+    HT_RETURN_IF_ERROR(Prefetch(u));
   }
   HT_RETURN_IF_ERROR(WaitForCompute(gather_work_[u]));
   gathered_[u] = true;
@@ -171,6 +190,7 @@ Status HsdpHooks::Gather(int u) {
 Status HsdpHooks::Release(int u) {
   if (!sharded() || !gathered_[u]) return Status::Ok();
   gathered_[u] = false;
+  if (pool_) return backend_.ReleaseParams(u);
   if (!options_.poison_released || backend_.name() != "cpu" || param_dtype_ != DType::kF32) {
     return Status::Ok();
   }
@@ -218,7 +238,7 @@ Status HsdpHooks::BeforeForward(int u) {
     }
   }
   HT_RETURN_IF_ERROR(Gather(u));
-  if (options_.prefetch && u + 1 < num_units_) Prefetch(u + 1);
+  if (options_.prefetch && u + 1 < num_units_) HT_RETURN_IF_ERROR(Prefetch(u + 1));
   return Status::Ok();
 }
 
@@ -227,7 +247,28 @@ Status HsdpHooks::AfterForward(int u) {
   return Status::Ok();
 }
 
+Status HsdpHooks::FlushGrads(int u) {
+  if (!grads_pending_[u]) return Status::Ok();
+  // Compute waits for the reduce-scatter (the host only without a stream),
+  // then adds this rank's reduced shard into ShardGrads and frees the slot.
+  HT_RETURN_IF_ERROR(WaitForCompute(rs_work_[u]));
+  grads_pending_[u] = false;
+  return backend_.ReleaseGrads(u);
+}
+
 Status HsdpHooks::BeforeBackward(int u) {
+  if (pool_) {
+    // The embedding's slot may still hold the previous micro-batch's
+    // gradient (its reduce-scatter long done): fold it in first.
+    HT_RETURN_IF_ERROR(FlushGrads(u));
+    HT_RETURN_IF_ERROR(backend_.AcquireGrads(u));
+    HT_RETURN_IF_ERROR(Gather(u));
+    if (options_.prefetch) {
+      const int next = u == ParamLayout::kEmbeddingUnit ? num_units_ - 1 : u - 1;
+      if (next >= 1) HT_RETURN_IF_ERROR(Prefetch(next));
+    }
+    return Status::Ok();
+  }
   // A reduce-scatter of an earlier micro-batch must be done reading
   // FullGrads(u) before this backward adds into it.
   HT_RETURN_IF_ERROR(WaitForCompute(rs_work_[u]));
@@ -235,13 +276,32 @@ Status HsdpHooks::BeforeBackward(int u) {
   if (options_.prefetch) {
     // Backward order: embedding, then blocks L..1.
     const int next = u == ParamLayout::kEmbeddingUnit ? num_units_ - 1 : u - 1;
-    if (next >= 1) Prefetch(next);
+    if (next >= 1) HT_RETURN_IF_ERROR(Prefetch(next));
   }
   return Status::Ok();
 }
 
 Status HsdpHooks::AfterBackward(int u) {
   if (!sharded()) return Status::Ok();  // ShardGrads aliases FullGrads
+  if (pool_) {
+    // Every micro-batch: reduce-scatter the slot in place (this rank's
+    // reduced shard lands at its owned range), then fold the PREVIOUS unit's
+    // shard into ShardGrads, so compute never waits on the collective it
+    // just issued. The embedding's stays pending until its slot is needed
+    // again or FinishGradients, where the host waits for it.
+    const model::UnitBuffer fg = backend_.FullGrads(u);
+    const size_t S = static_cast<size_t>(fg.numel / shard_degree_);
+    if (fg.data == nullptr) return Internal("unit " + std::to_string(u) + " has no gradient slot");
+    float* full = static_cast<float*>(fg.data);
+    rs_work_[u] = ctx_.shard().ReduceScatter(full, full + ctx_.layout().shard_rank * S, S, DType::kF32,
+                                             ReduceOp::kAvg, options_.reduce_dtype);
+    ++stats_.reduce_scatters;
+    for (int v = 1; v < num_units_; ++v) {
+      if (v != u) HT_RETURN_IF_ERROR(FlushGrads(v));
+    }
+    grads_pending_[u] = true;
+    return Release(u);
+  }
   if (last_micro_batch_) {
     // FullGrads(u) holds the sum over this step's micro-batches (the backend
     // adds into it); each reduce-scatter overwrites ShardGrads(u), so an
@@ -261,6 +321,7 @@ Status HsdpHooks::AfterBackward(int u) {
 Status HsdpHooks::FinishGradients() {
   // The host waits here: the tail of the last reduce-scatters is exposed.
   for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(WaitReduceScatter(u));
+  for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(FlushGrads(u));
   HT_RETURN_IF_ERROR(Reap());
   // A prefetch nobody consumed must not race the optimizer's writes.
   for (int u = 0; u < num_units_; ++u) {

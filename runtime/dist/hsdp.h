@@ -4,26 +4,40 @@
 // Every unit (runtime/model/layout.h) is one flat buffer padded to a multiple
 // of shard_degree * kShardAlignment elements; shard-group rank s owns the
 // contiguous range [s*S, (s+1)*S), S = padded_numel / shard_degree, of the
-// parameters, gradients and AdamW state. Per micro-batch:
-//   BeforeForward(u)   all-gather u's compute params in the shard group (in
-//                      place: the owned range is already current), waiting on
-//                      the prefetch when one was issued; then prefetch the
-//                      next unit in forward order on the group's comm thread
-//                      (or stream) so it overlaps u's compute (one unit ahead:
-//                      "limit_all_gathers").
+// parameters, gradients and AdamW state. Two memory modes, chosen by the
+// backend (Backend::PoolsUnits, set up by ShardedBackendOptions):
+//  - pooled (CPU and CUDA backends in sharded runs): each rank persistently
+//    holds only its owned range of the compute params (ComputeShard), fp32
+//    master, m, v and ShardGrads; full-size params and grads live in the
+//    backend's slot pool between acquire and release;
+//  - unpooled (a backend without a pool): full-size compute params and fp32
+//    FullGrads per unit, gathered in place.
+// Per micro-batch:
+//   BeforeForward(u)   all-gather u's compute params in the shard group (from
+//                      ComputeShard(u) into an acquired slot, or in place),
+//                      waiting on the prefetch when one was issued; then
+//                      prefetch the next unit in forward order on the group's
+//                      comm thread (or stream) so it overlaps u's compute (one
+//                      unit ahead: "limit_all_gathers").
 //   AfterForward(u)    release u's gathered params (reshard strategies;
 //                      zero2 strategies keep them for backward). The
 //                      embedding unit stays gathered: its backward is next.
-//   BeforeBackward(u)  all-gather again if released; prefetch the next unit in
-//                      backward order ("backward_pre").
-//   AfterBackward(u)   on the last micro-batch of a step (BeginMicroBatch's
-//                      `last`; every micro-batch when it is never called):
-//                      reduce-scatter FullGrads(u) in the shard group straight
-//                      into ShardGrads(u) (asynchronous; averaged; reduce
-//                      dtype fp32 or bf16), then release u. Earlier
-//                      micro-batches only accumulate into FullGrads(u), which
-//                      the backend keeps full-size anyway: no communication
-//                      and no extra memory for gradient accumulation.
+//   BeforeBackward(u)  pooled: acquire a zeroed gradient slot for u. All-gather
+//                      again if released; prefetch the next unit in backward
+//                      order ("backward_pre").
+//   AfterBackward(u)   pooled, EVERY micro-batch: reduce-scatter the slot in
+//                      place (averaged; reduce dtype fp32 or bf16), then fold
+//                      the previous unit's reduced shard into its ShardGrads
+//                      (Backend::ReleaseGrads) and free that slot; the
+//                      embedding's is folded when its slot is next needed or
+//                      in FinishGradients. Gradient accumulation thus costs
+//                      one reduce-scatter per micro-batch instead of a
+//                      full-size fp32 gradient per unit (not FSDP's no_sync).
+//                      Unpooled: on the last micro-batch of a step
+//                      (BeginMicroBatch's `last`; every micro-batch when it is
+//                      never called) reduce-scatter FullGrads(u), which
+//                      accumulated all micro-batches, into ShardGrads(u).
+//                      Then release u's params.
 //   FinishGradients()  wait for the reduce-scatters, then all-reduce (avg)
 //                      each ShardGrads(u) across the replica group: once per
 //                      optimizer step, after the last micro-batch.
@@ -46,10 +60,9 @@
 // failed collective still returns its error; the watchdog tracks every
 // collective from issue to completion either way.
 //
-// "Release" on the CPU backend overwrites the non-owned part of the compute
-// params with NaN (poison_released), so any use of a parameter that was not
-// gathered shows up at once in the loss; on other backends it is a no-op
-// until they expose a buffer pool.
+// "Release" on the CPU backend poisons with NaN: a pooled slot wholly (the
+// backend does it), an unpooled unit's non-owned part (poison_released), so
+// any use of a parameter that was not gathered shows up at once in the loss.
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -114,7 +127,9 @@ class HsdpHooks final : public model::UnitHooks {
  private:
   HsdpHooks(DistContext& ctx, model::Backend& backend, HsdpOptions options, DType param_dtype);
   Status Gather(int unit);          // ensure gathered (waits)
-  void Prefetch(int unit);          // issue without waiting
+  Status Prefetch(int unit);        // issue without waiting
+  // Pool: folds u's reduce-scattered slot into ShardGrads(u), frees the slot.
+  Status FlushGrads(int unit);
   Status Release(int unit);
   Status WaitReduceScatter(int unit);
   Status WaitTimed(Work& w);
@@ -143,6 +158,8 @@ class HsdpHooks final : public model::UnitHooks {
   bool step_open_ = false;
   bool device_ = false;  // backend buffers are device memory
   void* stream_ = nullptr;  // the backend's compute stream (device groups only)
+  bool pool_ = false;       // backend pools full-size params/grads (PoolsUnits)
+  std::vector<bool> grads_pending_;  // pool: slot reduce-scattered, not yet folded in
   HsdpStats stats_;
 };
 

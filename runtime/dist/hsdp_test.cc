@@ -164,8 +164,8 @@ int Reference(const std::string& path) {
   return 0;
 }
 
-int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, const std::string& dir,
-         HsdpStats* stats_out) {
+int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, bool pool,
+         const std::string& dir) {
   RankEnv e;
   e.node.master_addr = "127.0.0.1";
   e.node.master_port = port;
@@ -189,6 +189,7 @@ int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, const std:
   base.seq_len = kSeq;
   auto bo = ShardedBackendOptions(cfg, base, (*ctx)->layout());
   if (!bo.ok()) return Fail(rank, bo.status());
+  if (!pool) bo->unit_pool = false;
   auto b = cpu::CpuBackend::Create(cfg, *bo);
   if (!b.ok()) return Fail(rank, b.status());
   HsdpOptions ho;
@@ -212,15 +213,22 @@ int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, const std:
   p.norms = r.norms;
   Save(dir + "/rank" + std::to_string(rank), p);
   const HsdpStats& hs = (*hooks)->stats();
+  // Between steps a pooling backend holds no full-size block params or grads.
+  int held = 0;
+  for (int u = 1; u < cfg.num_hidden_layers + 1; ++u) {
+    held += (*b)->ComputeParams(u).data != nullptr;
+    held += (*b)->FullGrads(u).data != nullptr;
+  }
   std::ofstream(dir + "/stats" + std::to_string(rank))
-      << hs.all_gathers << " " << hs.prefetch_hits << " " << hs.reduce_scatters << " " << hs.all_reduces;
-  (void)stats_out;
+      << hs.all_gathers << " " << hs.prefetch_hits << " " << hs.reduce_scatters << " " << hs.all_reduces
+      << " " << ((*b)->PoolsUnits() ? 1 : 0) << " " << held;
   return 0;
 }
 
 struct Case {
   ShardingStrategy strategy;
   DType reduce;
+  bool pool = true;  // ShardedBackendOptions' default: pooled full-size buffers
 };
 
 class HsdpParity : public ::testing::TestWithParam<Case> {};
@@ -232,7 +240,7 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   ASSERT_EQ(testing::RunProcesses(1, [&](int) { return Reference(dir + "/ref"); })[0], 0);
   const int port = testing::PickFreePort();
   const auto codes = testing::RunProcesses(
-      kWorld, [&](int r) { return Rank(r, port, c.strategy, c.reduce, dir, nullptr); },
+      kWorld, [&](int r) { return Rank(r, port, c.strategy, c.reduce, c.pool, dir); },
       std::chrono::seconds(120));
   for (int r = 0; r < kWorld; ++r) ASSERT_EQ(codes[r], 0) << "rank " << r;
 
@@ -267,15 +275,17 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
     EXPECT_LE(max_diff, param_abs) << "rank " << r;
     ASSERT_GT(compared, 0);
     EXPECT_LE(sum_diff / compared, mean_abs) << "rank " << r;
-    if (bf16) EXPECT_GT(max_diff, 1e-4) << "bf16 reduction left no trace: was it used?";
+    if (bf16) {
+      EXPECT_GT(max_diff, 1e-4) << "bf16 reduction left no trace: was it used?";
+    }
     std::printf("%s reduce %s rank %d: %lld params, max |diff| %.3g, mean %.3g, losses %.6f %.6f %.6f (ref %.6f %.6f %.6f)\n",
                 ShardingStrategyName(c.strategy), DTypeName(c.reduce), r, static_cast<long long>(compared),
                 max_diff, sum_diff / compared, got.losses[0], got.losses[1], got.losses[2], ref.losses[0], ref.losses[1], ref.losses[2]);
   }
   // Communication pattern: gathers per micro-batch are 1 + L (zero2) or 1 + 2L.
   std::ifstream st(dir + "/stats0");
-  int64_t gathers, hits, rs, ar;
-  st >> gathers >> hits >> rs >> ar;
+  int64_t gathers, hits, rs, ar, pooled, held;
+  st >> gathers >> hits >> rs >> ar >> pooled >> held;
   const auto g = *ComputeGroupLayout(c.strategy, 0, kWorld, kLocal, 0);
   const int64_t L = Config().num_hidden_layers, micro = kSteps * (kGlobalBatch / kWorld / kMicro);
   if (g.shard_degree == 1) {
@@ -283,7 +293,14 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
     EXPECT_EQ(rs, 0);
   } else {
     EXPECT_EQ(gathers, micro * (1 + (g.reshard_after_forward ? 2 * L : L)));
-    EXPECT_EQ(rs, kSteps * (1 + L));  // last micro-batch only
+    EXPECT_EQ(pooled, c.pool ? 1 : 0);
+    if (c.pool) {
+      // Pooled grads: reduce-scattered every micro-batch, folded into ShardGrads.
+      EXPECT_EQ(rs, micro * (1 + L));
+      if (g.reshard_after_forward) EXPECT_EQ(held, 0);
+    } else {
+      EXPECT_EQ(rs, kSteps * (1 + L));  // accumulated in full grads, last micro-batch only
+    }
     EXPECT_GT(hits, 0);  // prefetch issued ahead of use
   }
   EXPECT_EQ(ar, g.replica_degree > 1 ? kSteps * (1 + L) : 0);  // once per step, not per micro-batch
@@ -296,9 +313,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{ShardingStrategy::kFullShard, DType::kF32},
                       Case{ShardingStrategy::kShardGradOp, DType::kF32},
                       Case{ShardingStrategy::kNoShard, DType::kF32},
-                      Case{ShardingStrategy::kHybridShard, DType::kBF16}),
+                      Case{ShardingStrategy::kHybridShard, DType::kBF16},
+                      Case{ShardingStrategy::kHybridShard, DType::kF32, /*pool=*/false}),
     [](const auto& info) {
-      return std::string(ShardingStrategyName(info.param.strategy)) + "_" + DTypeName(info.param.reduce);
+      return std::string(ShardingStrategyName(info.param.strategy)) + "_" +
+             DTypeName(info.param.reduce) + (info.param.pool ? "" : "_nopool");
     });
 
 }  // namespace

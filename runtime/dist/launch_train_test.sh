@@ -9,14 +9,21 @@
 # GPU (NCCL) variant, on a machine with 4 GPUs (2 "nodes" x 2, one GPU each):
 #   bazel test //runtime/dist:launch_train_test --test_env=LAUNCH_TRAIN_BACKEND=cuda
 # Node 0 sees GPUs 0,1 and node 1 GPUs 2,3 (CUDA_VISIBLE_DEVICES); the single
-# process runs on GPU 0. LOSS_RTOL / NORM_RTOL override the tolerances.
+# process runs on GPU 0. LOSS_RTOL / NORM_RTOL override the tolerances. The
+# CUDA flash-attention kernel needs head_dim 64 or 128, so the tiny shape runs
+# with 2 heads of 64 (1 KV head) there.
+# From the GPU bundle (tools/gpu_bundle.sh), in the repo root:
+#   LAUNCH_TRAIN_BACKEND=cuda HYPERTRAIN_BIN=.gpu/bin/hypertrain \
+#     LD_LIBRARY_PATH=.gpu/lib:... bash runtime/dist/launch_train_test.sh
 set -euo pipefail
 BACKEND="${LAUNCH_TRAIN_BACKEND:-cpu}"
 LOSS_RTOL="${LOSS_RTOL:-1e-5}"
 NORM_RTOL="${NORM_RTOL:-1e-4}"
 export NCCL_NVLS_ENABLE=0
 
-BIN="$PWD/runtime/cmd/hypertrain"
+BIN="${HYPERTRAIN_BIN:-$PWD/runtime/cmd/hypertrain}"
+case "$BIN" in /*) ;; *) BIN="$PWD/$BIN" ;; esac
+[ -x "$BIN" ] || { echo "FAIL: no hypertrain binary at $BIN" >&2; exit 1; }
 CONFIG="$PWD/examples/tiny-cpu.yaml"
 TMP="$(mktemp -d "${TEST_TMPDIR:-/tmp}/launch_train.XXXXXX")"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -32,6 +39,9 @@ fi
 COMMON=(--config "$CONFIG" --set model.data.train_dir="$TMP/data" --set trainer.log_every_n_steps=1
         --set model.train_batch_size=2 --set model.max_context_width=32 --set model.num_hidden_layers=2
         --set model.activation_checkpointing=none --set trainer.backend=$BACKEND)
+if [ "$BACKEND" = cuda ]; then
+  COMMON+=(--set model.num_attention_heads=2 --set model.num_key_value_heads=1)
+fi
 gpus_of_node() { [ "$BACKEND" = cuda ] && echo "CUDA_VISIBLE_DEVICES=$((2 * $1)),$((2 * $1 + 1))" || echo "HT_UNUSED=1"; }
 
 # Fields "step loss grad_norm" of every metrics line.
@@ -67,6 +77,7 @@ for strategy in hybrid_shard full_shard no_shard; do
     cat "$exp.node0.log" "$exp.node1.log"; fail "$strategy: launchers exited $rc0 / $rc1"
   fi
   grep -q "$strategy, shard group" "$exp.node0.log" || fail "$strategy: no group line"
+  grep -h "^\[hsdp\]\|^\[cuda\]" "$exp.node0.log" | head -4 || true
   trajectory "$exp/metrics.jsonl" > "$exp.traj"
   echo "== $strategy: step loss grad_norm (single | distributed)"
   paste "$TMP/single.traj" "$exp.traj"

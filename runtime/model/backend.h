@@ -15,7 +15,8 @@
 //                     aliases FullGrads(u) + begin (and on CPU fp32,
 //                     MasterParams(u) aliases ComputeParams(u) + begin).
 // Pointers are device pointers of the backend (host pointers for CPU) and stay
-// valid for the backend's lifetime. Moving data to/from host goes through
+// valid for the backend's lifetime (ComputeParams/FullGrads of a pooling
+// backend: see "Unit pool" below). Moving data to/from host goes through
 // ReadState/WriteState (what checkpointing uses).
 //
 // One optimizer step, as runtime/train/ drives it:
@@ -26,6 +27,24 @@
 //   for u: OptimizerStep(u, adamw with grad_scale = clip / loss_scale)
 // OptimizerStep also refreshes the owned range of ComputeParams(u) from the
 // new master weights (so an in-place all-gather can build the full unit).
+//
+// Unit pool (BackendOptions::unit_pool with partial owned ranges; PoolsUnits()
+// says whether the backend honours it). Persistently, per unit, the backend
+// then holds only Owned(u)-sized buffers: ComputeShard(u) (compute dtype,
+// the owned range of the compute params, refreshed by OptimizerStep and
+// WriteState(kMasterParams)), MasterParams, ShardGrads, AdamM, AdamV.
+// Full-size ComputeParams(u) / FullGrads(u) exist only between
+// AcquireParams(u)/AcquireGrads(u) and the matching release, in a pool of
+// slots: one each for the embedding unit (held through a whole pass) and
+// `pool_param_slots` / 2 for the blocks (all blocks share one size). Outside
+// that window ComputeParams(u).data / FullGrads(u).data are nullptr. Slot
+// reuse is ordered on the compute stream: a release only returns the slot to
+// the free list; everything that touches a slot later is queued on the
+// compute stream or (collectives) waits for it (SetComputeStream).
+// ReleaseGrads(u) first ADDS the owned range of FullGrads(u) into
+// ShardGrads(u) (where an in-place reduce-scatter left this rank's reduced
+// shard), on the compute stream, so gradient accumulation needs no full-size
+// gradient between micro-batches.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -75,6 +94,12 @@ struct BackendOptions {
   LayoutOptions layout;
   // Owned range per unit, indexed by unit; empty = every unit whole.
   std::vector<Range> owned;
+  // Pool full-size params/grads (see "Unit pool" above); only with owned
+  // ranges that are not whole units. Block param slots: 2 = current unit +
+  // one prefetched; a strategy that keeps params from forward to backward
+  // needs num_hidden_layers.
+  bool unit_pool = false;
+  int pool_param_slots = 2;
 };
 
 enum class StateKind { kMasterParams, kShardGrads, kAdamM, kAdamV };
@@ -124,6 +149,18 @@ class Backend {
   // work before returning. Collectives order themselves against it
   // (ProcessGroup::SetComputeStream / Work::WaitOnStream in runtime/dist/).
   virtual void* ComputeStream() { return nullptr; }
+
+  // Unit pool (see the top of this file). Defaults: no pool.
+  virtual bool PoolsUnits() const { return false; }
+  virtual UnitBuffer ComputeShard(int /*unit*/) { return {}; }
+  // ComputeParams(u) becomes a full-size slot; its contents are undefined
+  // until written (the all-gather). FailedPrecondition when no slot is free.
+  virtual Status AcquireParams(int /*unit*/) { return FailedPrecondition("this backend has no unit pool"); }
+  virtual Status ReleaseParams(int /*unit*/) { return FailedPrecondition("this backend has no unit pool"); }
+  // FullGrads(u) becomes a full-size slot, zeroed (on the compute stream).
+  virtual Status AcquireGrads(int /*unit*/) { return FailedPrecondition("this backend has no unit pool"); }
+  // ShardGrads(u) += FullGrads(u)[Owned(u)], then the slot is free.
+  virtual Status ReleaseGrads(int /*unit*/) { return FailedPrecondition("this backend has no unit pool"); }
   // Peak dense FLOP/s of the device at the active precision (0 = unknown),
   // and the device-memory high-water mark in bytes (0 = not tracked).
   virtual double PeakFlops() const = 0;
