@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run on a 4-GPU machine from the repo root after tools/gpu_bundle.sh (carry .gpu-pack):
-#   bash tools/gpu_hsdp_bench.sh
+#   bash tools/gpu_hsdp_bench.sh [parity|bench|all]     (default all; each half < 10 min)
 # 4-GPU run: HSDP loss parity on 125m (2x2 vs 1 GPU accumulating 4 micro-batches;
 # bf16, then fp16 with the dynamic loss scaler), then HSDP throughput for 125m
 # and 1b as 2 nodes x 2 vs one GPU. For every run it prints the backend's
@@ -39,6 +39,8 @@ one() { # $1 = name, rest = args: one process on GPU 0
   peak_mem
   grep -h "^\[cuda\]" /tmp/$n.log
 }
+MODE=${1:-all}
+if [ "$MODE" != bench ]; then
 P=(--config examples/llama3-1b-gpu.yaml --set model.shape=125m --set model.train_batch_size=4 --set trainer.max_steps=6 --set trainer.log_every_n_steps=1 --set model.optim.sched.warmup_steps=2)
 one par1 "${P[@]}" --set model.grad_accumulation_steps=4
 hsdp par4 "${P[@]}" --set model.sharding_strategy=hybrid_shard
@@ -51,6 +53,8 @@ echo "== parity 125m, 2 micro-batches per rank: 1 GPU x8 vs HSDP 2x2 x2 (bf16)";
 one par1h "${P[@]}" --set model.grad_accumulation_steps=4 --set trainer.precision=fp16
 hsdp par4h "${P[@]}" --set model.sharding_strategy=hybrid_shard --set trainer.precision=fp16
 echo "== parity 125m fp16: 1 GPU x4 vs HSDP 2x2"; paste <(traj /tmp/par1h) <(traj /tmp/par4h)
+fi
+[ "$MODE" = parity ] && exit 0
 for m in 125m 1b; do
   if [ $m = 125m ]; then bs=16; else bs=4; fi
   S=(--config examples/llama3-1b-gpu.yaml --set model.shape=$m --set model.train_batch_size=$bs --set trainer.max_steps=30 --set trainer.log_every_n_steps=5)

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -183,6 +184,11 @@ int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, bool pool,
   o.rendezvous_timeout = std::chrono::seconds(30);
   auto ctx = DistContext::CreateGloo(e, o);
   if (!ctx.ok()) return Fail(rank, ctx.status());
+  // A peer's closed socket must surface as a collective error, not SIGPIPE.
+  struct sigaction pipe_action {};
+  if (sigaction(SIGPIPE, nullptr, &pipe_action) != 0 || pipe_action.sa_handler != SIG_IGN) {
+    return Fail(rank, Internal("DistContext did not ignore SIGPIPE"));
+  }
   const auto cfg = Config();
   model::BackendOptions base;
   base.micro_batch_size = kMicro;
