@@ -100,7 +100,9 @@ HsdpHooks::HsdpHooks(DistContext& ctx, model::Backend& backend, HsdpOptions opti
       rs_work_(num_units_),
       device_(backend.name() != "cpu"),
       pool_(backend.PoolsUnits()),
-      grads_pending_(num_units_, false) {}
+      grads_pending_(num_units_, false),
+      rs_final_(num_units_, false),
+      ar_work_(num_units_) {}
 
 HsdpHooks::~HsdpHooks() {
   // Never leave a collective writing into buffers that outlive us unseen.
@@ -110,11 +112,13 @@ HsdpHooks::~HsdpHooks() {
     if (w) (void)w->Wait();
   for (auto& w : reap_)
     if (w) (void)w->Wait();
+  for (auto& w : ar_work_)
+    if (w) (void)w->Wait();
   if (stats_.all_gathers + stats_.reduce_scatters + stats_.all_reduces > 0) {
     std::fprintf(stderr,
                  "[hsdp] rank %d: %lld steps, %lld all-gathers (%lld prefetched), %lld "
                  "reduce-scatters, %lld all-reduces; host blocked on collectives %.3f s "
-                 "(%.2f ms/step, %lld host waits, %lld stream waits)\n",
+                 "(%.2f ms/step, %lld host waits, %lld stream waits, %lld replica all-reduces overlapped)\n",
                  ctx_.rank(), static_cast<long long>(stats_.steps),
                  static_cast<long long>(stats_.all_gathers),
                  static_cast<long long>(stats_.prefetch_hits),
@@ -122,7 +126,8 @@ HsdpHooks::~HsdpHooks() {
                  static_cast<long long>(stats_.all_reduces), stats_.exposed_comm_s,
                  stats_.steps > 0 ? 1e3 * stats_.exposed_comm_s / stats_.steps : 0.0,
                  static_cast<long long>(stats_.host_waits),
-                 static_cast<long long>(stats_.stream_waits));
+                 static_cast<long long>(stats_.stream_waits),
+                 static_cast<long long>(stats_.early_all_reduces));
   }
 }
 
@@ -212,6 +217,18 @@ Status HsdpHooks::WaitReduceScatter(int u) {
 
 Status HsdpHooks::BeginMicroBatch(int, bool last) {
   last_micro_batch_ = last;
+  final_pass_ = last;
+  return Status::Ok();
+}
+
+Status HsdpHooks::StartReplicaReduce(int u) {
+  if (ctx_.replica().size() == 1 || ar_work_[u]) return Status::Ok();
+  // Device groups wait for the compute stream first (the fold into / the
+  // backward that wrote ShardGrads(u)).
+  const model::UnitBuffer sg = backend_.ShardGrads(u);
+  ar_work_[u] = ctx_.replica().AllReduce(sg.data, static_cast<size_t>(sg.numel), DType::kF32,
+                                         ReduceOp::kAvg, options_.reduce_dtype);
+  ++stats_.all_reduces;
   return Status::Ok();
 }
 
@@ -253,7 +270,10 @@ Status HsdpHooks::FlushGrads(int u) {
   // then adds this rank's reduced shard into ShardGrads and frees the slot.
   HT_RETURN_IF_ERROR(WaitForCompute(rs_work_[u]));
   grads_pending_[u] = false;
-  return backend_.ReleaseGrads(u);
+  HT_RETURN_IF_ERROR(backend_.ReleaseGrads(u));
+  // Last micro-batch: ShardGrads(u) is final, so its replica all-reduce can
+  // run now, overlapping the rest of the backward.
+  return rs_final_[u] ? StartReplicaReduce(u) : Status::Ok();
 }
 
 Status HsdpHooks::BeforeBackward(int u) {
@@ -282,7 +302,11 @@ Status HsdpHooks::BeforeBackward(int u) {
 }
 
 Status HsdpHooks::AfterBackward(int u) {
-  if (!sharded()) return Status::Ok();  // ShardGrads aliases FullGrads
+  if (!sharded()) {
+    // no_shard: ShardGrads aliases FullGrads, final after the last
+    // micro-batch's backward of u: all-reduce it now (DDP-style overlap).
+    return final_pass_ ? StartReplicaReduce(u) : Status::Ok();
+  }
   if (pool_) {
     // Every micro-batch: reduce-scatter the slot in place (this rank's
     // reduced shard lands at its owned range), then fold the PREVIOUS unit's
@@ -296,6 +320,7 @@ Status HsdpHooks::AfterBackward(int u) {
     rs_work_[u] = ctx_.shard().ReduceScatter(full, full + ctx_.layout().shard_rank * S, S, DType::kF32,
                                              ReduceOp::kAvg, options_.reduce_dtype);
     ++stats_.reduce_scatters;
+    rs_final_[u] = final_pass_;
     for (int v = 1; v < num_units_; ++v) {
       if (v != u) HT_RETURN_IF_ERROR(FlushGrads(v));
     }
@@ -319,6 +344,7 @@ Status HsdpHooks::AfterBackward(int u) {
 }
 
 Status HsdpHooks::FinishGradients() {
+  for (const auto& w : ar_work_) stats_.early_all_reduces += w != nullptr;
   // The host waits here: the tail of the last reduce-scatters is exposed.
   for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(WaitReduceScatter(u));
   for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(FlushGrads(u));
@@ -333,20 +359,20 @@ Status HsdpHooks::FinishGradients() {
   }
   step_open_ = false;
   last_micro_batch_ = true;
+  final_pass_ = false;
+  std::fill(rs_final_.begin(), rs_final_.end(), false);
   if (ctx_.replica().size() == 1) return Status::Ok();
+  // The replica all-reduces not started during the backward (all of them
+  // without BeginMicroBatch or without a pool; the embedding's otherwise).
   // no_shard: ShardGrads aliases FullGrads; the replica group waits for the
   // compute stream before reading it.
-  std::vector<std::unique_ptr<Work>> works;
-  for (int u = 0; u < num_units_; ++u) {
-    const model::UnitBuffer sg = backend_.ShardGrads(u);
-    works.push_back(ctx_.replica().AllReduce(sg.data, static_cast<size_t>(sg.numel), DType::kF32,
-                                             ReduceOp::kAvg, options_.reduce_dtype));
-    ++stats_.all_reduces;
-  }
+  for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(StartReplicaReduce(u));
   Status first;
-  for (auto& w : works) {
+  for (auto& w : ar_work_) {
+    if (!w) continue;
     Status s = WaitTimed(*w);
     if (first.ok() && !s.ok()) first = s;
+    w.reset();
   }
   return first;
 }

@@ -38,9 +38,14 @@
 //                      never called) reduce-scatter FullGrads(u), which
 //                      accumulated all micro-batches, into ShardGrads(u).
 //                      Then release u's params.
-//   FinishGradients()  wait for the reduce-scatters, then all-reduce (avg)
-//                      each ShardGrads(u) across the replica group: once per
-//                      optimizer step, after the last micro-batch.
+//   Replica all-reduce (avg) of each ShardGrads(u), once per optimizer step:
+//                      on the last micro-batch (BeginMicroBatch(m, true)) as
+//                      soon as ShardGrads(u) is final — pooled: after the fold
+//                      of u's reduce-scatter; no_shard: after u's backward —
+//                      so it overlaps the rest of the backward; otherwise in
+//                      FinishGradients.
+//   FinishGradients()  wait for the reduce-scatters, start the remaining
+//                      replica all-reduces, wait for all of them.
 //   GlobalSumSquares   sum over the shard group only (replicas hold equal
 //                      shards), so every element is counted once.
 // Averaging over shard and replica groups makes the gradient the mean over
@@ -87,6 +92,7 @@ struct HsdpStats {
   int64_t prefetch_hits = 0;  // gathers that were already issued when needed
   int64_t reduce_scatters = 0;
   int64_t all_reduces = 0;
+  int64_t early_all_reduces = 0;  // replica all-reduces issued during the backward
   // Host time blocked in Work::Wait (and host all-reduces of scalars). With a
   // device compute stream the hooks only block the host at FinishGradients
   // (the last reduce-scatters, the replica all-reduces) and on scalars; time
@@ -130,6 +136,8 @@ class HsdpHooks final : public model::UnitHooks {
   Status Prefetch(int unit);        // issue without waiting
   // Pool: folds u's reduce-scattered slot into ShardGrads(u), frees the slot.
   Status FlushGrads(int unit);
+  // Issues the replica all-reduce of ShardGrads(u) once per step.
+  Status StartReplicaReduce(int unit);
   Status Release(int unit);
   Status WaitReduceScatter(int unit);
   Status WaitTimed(Work& w);
@@ -160,6 +168,9 @@ class HsdpHooks final : public model::UnitHooks {
   void* stream_ = nullptr;  // the backend's compute stream (device groups only)
   bool pool_ = false;       // backend pools full-size params/grads (PoolsUnits)
   std::vector<bool> grads_pending_;  // pool: slot reduce-scattered, not yet folded in
+  std::vector<bool> rs_final_;       // pool: that reduce-scatter was the step's last
+  std::vector<std::unique_ptr<Work>> ar_work_;  // replica all-reduce per unit
+  bool final_pass_ = false;  // BeginMicroBatch said this is the step's last micro-batch
   HsdpStats stats_;
 };
 

@@ -227,7 +227,7 @@ int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, bool pool,
   }
   std::ofstream(dir + "/stats" + std::to_string(rank))
       << hs.all_gathers << " " << hs.prefetch_hits << " " << hs.reduce_scatters << " " << hs.all_reduces
-      << " " << ((*b)->PoolsUnits() ? 1 : 0) << " " << held;
+      << " " << ((*b)->PoolsUnits() ? 1 : 0) << " " << held << " " << hs.early_all_reduces;
   return 0;
 }
 
@@ -290,8 +290,8 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   }
   // Communication pattern: gathers per micro-batch are 1 + L (zero2) or 1 + 2L.
   std::ifstream st(dir + "/stats0");
-  int64_t gathers, hits, rs, ar, pooled, held;
-  st >> gathers >> hits >> rs >> ar >> pooled >> held;
+  int64_t gathers, hits, rs, ar, pooled, held, early;
+  st >> gathers >> hits >> rs >> ar >> pooled >> held >> early;
   const auto g = *ComputeGroupLayout(c.strategy, 0, kWorld, kLocal, 0);
   const int64_t L = Config().num_hidden_layers, micro = kSteps * (kGlobalBatch / kWorld / kMicro);
   if (g.shard_degree == 1) {
@@ -310,6 +310,14 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
     EXPECT_GT(hits, 0);  // prefetch issued ahead of use
   }
   EXPECT_EQ(ar, g.replica_degree > 1 ? kSteps * (1 + L) : 0);  // once per step, not per micro-batch
+  // Started during the last micro-batch's backward (overlapped): every unit
+  // with no_shard, the blocks with a pool (the embedding's reduce-scatter is
+  // the last one, waited for in FinishGradients), none unpooled.
+  const int64_t want_early = g.replica_degree == 1 ? 0
+                             : g.shard_degree == 1 ? kSteps * (1 + L)
+                             : c.pool              ? kSteps * L
+                                                   : 0;
+  EXPECT_EQ(early, want_early);
 }
 
 INSTANTIATE_TEST_SUITE_P(
