@@ -205,15 +205,62 @@ Status CpuBackend::CheckBatch(const model::TokenBatch& batch) const {
   return Status::Ok();
 }
 
+namespace {
+
+// Pool mode: after each Before* hook the unit's buffers must be acquired; a
+// missing one is a hook-order bug, reported instead of a null dereference.
+class PoolCheckHooks final : public model::UnitHooks {
+ public:
+  PoolCheckHooks(model::UnitHooks& inner, const std::vector<float*>& params,
+                 const std::vector<float*>& grads)
+      : inner_(inner), params_(params), grads_(grads) {}
+  Status BeginMicroBatch(int m, bool last) override { return inner_.BeginMicroBatch(m, last); }
+  Status BeforeForward(int u) override {
+    HT_RETURN_IF_ERROR(inner_.BeforeForward(u));
+    return Check(u, false);
+  }
+  Status AfterForward(int u) override { return inner_.AfterForward(u); }
+  Status BeforeBackward(int u) override {
+    HT_RETURN_IF_ERROR(inner_.BeforeBackward(u));
+    return Check(u, true);
+  }
+  Status AfterBackward(int u) override { return inner_.AfterBackward(u); }
+  Status FinishGradients() override { return inner_.FinishGradients(); }
+  StatusOr<double> GlobalSumSquares(double x) override { return inner_.GlobalSumSquares(x); }
+  StatusOr<double> MeanAcrossDataParallel(double x) override { return inner_.MeanAcrossDataParallel(x); }
+
+ private:
+  Status Check(int u, bool grads) const {
+    if (params_[u] != nullptr && (!grads || grads_[u] != nullptr)) return Status::Ok();
+    return FailedPrecondition(fmt::format(
+        "unit {} has no {} buffer: a pooling backend needs hooks that acquire it (HSDP)", u,
+        params_[u] == nullptr ? "parameter" : "gradient"));
+  }
+  model::UnitHooks& inner_;
+  const std::vector<float*>& params_;
+  const std::vector<float*>& grads_;
+};
+
+}  // namespace
+
 StatusOr<double> CpuBackend::ForwardBackward(const model::TokenBatch& batch, float grad_multiplier,
                                              model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(CheckBatch(batch));
+  if (pool_) {
+    PoolCheckHooks checked(hooks, param_ptrs_, grad_ptrs_);
+    return model_->ForwardBackward(batch.inputs, batch.targets, grad_multiplier, param_ptrs_,
+                                   grad_ptrs_, checked);
+  }
   return model_->ForwardBackward(batch.inputs, batch.targets, grad_multiplier, param_ptrs_,
                                  grad_ptrs_, hooks);
 }
 
 StatusOr<double> CpuBackend::Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(CheckBatch(batch));
+  if (pool_) {
+    PoolCheckHooks checked(hooks, param_ptrs_, grad_ptrs_);
+    return model_->Loss(batch.inputs, batch.targets, param_ptrs_, checked);
+  }
   return model_->Loss(batch.inputs, batch.targets, param_ptrs_, hooks);
 }
 

@@ -147,5 +147,94 @@ TEST(CpuBackendTest, ClearErrors) {
   EXPECT_NE(r.status().message().find("planned for 1x8"), std::string::npos);
 }
 
+// The unit pool (runtime/model/backend.h): only owned shards persist,
+// full-size buffers live in slots between acquire and release; released slots
+// are NaN; ReleaseGrads folds the owned range into ShardGrads.
+TEST(CpuBackendTest, UnitPoolLifecycle) {
+  ModelConfig c = *model::NamedModelConfig("tiny");
+  c.num_hidden_layers = 3;
+  BackendOptions o;
+  o.micro_batch_size = 1;
+  o.seq_len = 16;
+  o.layout.pad_multiple = 128;
+  auto layout = model::ParamLayout::Build(c, o.layout);
+  ASSERT_TRUE(layout.ok());
+  for (int u = 0; u < layout->num_units(); ++u) {
+    const int64_t half = layout->unit(u).padded_numel / 2;
+    o.owned.push_back({half, 2 * half});  // shard rank 1 of 2
+  }
+  auto plain = CpuBackend::Create(c, o);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE((*plain)->PoolsUnits());
+  EXPECT_EQ((*plain)->AcquireParams(1).code(), StatusCode::kFailedPrecondition);
+
+  o.unit_pool = true;
+  o.pool_param_slots = 2;
+  auto b = CpuBackend::Create(c, o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  CpuBackend& p = **b;
+  ASSERT_TRUE(p.PoolsUnits());
+  const model::Range own = p.Owned(1);
+  // The shard holds the same initial values as the unpooled backend's range.
+  const model::UnitBuffer shard = p.ComputeShard(1);
+  ASSERT_EQ(shard.numel, own.size());
+  EXPECT_EQ(shard.data, p.MasterParams(1).data);
+  const float* full0 = static_cast<const float*>((*plain)->ComputeParams(1).data);
+  for (int64_t i = 0; i < own.size(); ++i) {
+    ASSERT_EQ(static_cast<const float*>(shard.data)[i], full0[own.begin + i]) << i;
+  }
+  EXPECT_EQ(p.ComputeParams(1).data, nullptr);
+  EXPECT_EQ(p.FullGrads(1).data, nullptr);
+
+  ASSERT_TRUE(p.AcquireParams(1).ok());
+  ASSERT_TRUE(p.AcquireParams(2).ok());
+  EXPECT_EQ(p.AcquireParams(3).code(), StatusCode::kFailedPrecondition);  // 2 block slots
+  EXPECT_EQ(p.AcquireParams(1).code(), StatusCode::kFailedPrecondition);  // already held
+  float* slot = static_cast<float*>(p.ComputeParams(1).data);
+  ASSERT_NE(slot, nullptr);
+  slot[0] = 1.0f;
+  ASSERT_TRUE(p.ReleaseParams(1).ok());
+  EXPECT_TRUE(std::isnan(slot[0]));  // poisoned for whoever reads it unacquired
+  EXPECT_EQ(p.ComputeParams(1).data, nullptr);
+  EXPECT_EQ(p.ReleaseParams(1).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(p.AcquireParams(3).ok());
+  ASSERT_TRUE(p.ReleaseParams(2).ok());
+  ASSERT_TRUE(p.ReleaseParams(3).ok());
+
+  // Gradients: a zeroed slot; release adds only the owned range, twice.
+  ASSERT_TRUE(p.ZeroGrads().ok());
+  for (int round = 1; round <= 2; ++round) {
+    ASSERT_TRUE(p.AcquireGrads(2).ok());
+    float* g = static_cast<float*>(p.FullGrads(2).data);
+    const int64_t n = p.FullGrads(2).numel;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g[i], 0.0f);
+    for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>(i);
+    ASSERT_TRUE(p.ReleaseGrads(2).ok());
+    EXPECT_EQ(p.FullGrads(2).data, nullptr);
+  }
+  std::vector<float> sg(own.size());
+  ASSERT_TRUE(p.ReadState(2, model::StateKind::kShardGrads, sg.data()).ok());
+  for (int64_t i = 0; i < own.size(); ++i) ASSERT_EQ(sg[i], 2.0f * (own.begin + i)) << i;
+  EXPECT_EQ(p.ReleaseGrads(2).code(), StatusCode::kFailedPrecondition);
+
+  // WriteState(kMasterParams) refreshes the shard the all-gather reads.
+  std::vector<float> w(own.size(), 0.25f);
+  ASSERT_TRUE(p.WriteState(1, model::StateKind::kMasterParams, w.data()).ok());
+  EXPECT_EQ(static_cast<const float*>(p.ComputeShard(1).data)[0], 0.25f);
+
+  // Without hooks that acquire, a pass is refused rather than reading nothing.
+  auto in = Tokens(16, c.vocab_size, 1), tg = Tokens(16, c.vocab_size, 2);
+  model::NoOpUnitHooks noop;
+  auto refused = p.ForwardBackward(TokenBatch{in.data(), tg.data(), 1, 16}, 1.0f, noop);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status().ToString();
+  // A pool needs shards: whole units are refused.
+  BackendOptions whole;
+  whole.micro_batch_size = 1;
+  whole.seq_len = 16;
+  whole.unit_pool = true;
+  EXPECT_EQ(CpuBackend::Create(c, whole).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace hypertrain::cpu
