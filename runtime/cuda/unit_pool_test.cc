@@ -145,10 +145,13 @@ TEST(CudaUnitPool, MatchesUnpooledBackendWithAccumulation) {
     auto r0 = R.ForwardBackward(b0, 0.5f, noop);
     auto r1 = R.ForwardBackward(b1, 0.5f, noop);
     ASSERT_TRUE(r0.ok() && r1.ok());
-    EXPECT_NEAR(*p0, *r0, 1e-6 * *r0) << "step " << step;
-    EXPECT_NEAR(*p1, *r1, 1e-6 * *r1) << "step " << step;
+    // Step 1: identical params. Step 2: the masters differ by fp32 summation
+    // order, so a few bf16 compute weights may differ by one ulp.
+    const double loss_rel = step == 1 ? 1e-6 : 1e-4, grad_rel = step == 1 ? 1e-5 : 1e-3;
+    EXPECT_NEAR(*p0, *r0, loss_rel * *r0) << "step " << step;
+    EXPECT_NEAR(*p1, *r1, loss_rel * *r1) << "step " << step;
     for (int u = 0; u < layout.num_units(); ++u) {
-      EXPECT_EQ(P.ComputeParams(u).data == nullptr, u != 0) << "unit " << u;  // embedding stays
+      EXPECT_EQ(P.ComputeParams(u).data, nullptr) << "unit " << u;  // all released
       EXPECT_EQ(P.FullGrads(u).data, nullptr) << "unit " << u;
       const std::vector<float> pg = Read(P, u, model::StateKind::kShardGrads);
       const std::vector<float> rg = Read(R, u, model::StateKind::kShardGrads);
@@ -159,7 +162,7 @@ TEST(CudaUnitPool, MatchesUnpooledBackendWithAccumulation) {
         max_rel = std::max(max_rel, std::fabs(pg[i] - rg[i]) / scale);
       }
       EXPECT_GT(scale, 0) << "unit " << u;
-      EXPECT_LE(max_rel, 1e-5) << "unit " << u << " step " << step;  // only fp32 summation order
+      EXPECT_LE(max_rel, grad_rel) << "unit " << u << " step " << step;
     }
     ap.step = step;
     for (int u = 0; u < layout.num_units(); ++u) {
