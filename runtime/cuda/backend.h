@@ -90,6 +90,7 @@ class CudaBackend final : public model::Backend {
                                    model::UnitHooks& hooks) override;
   StatusOr<double> Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) override;
   StatusOr<double> GradSumSquares(int unit) override;
+  StatusOr<double> TotalGradSumSquares() override;
   Status OptimizerStep(int unit, const kernels::AdamWParams& p) override;
   Status Synchronize() override;
   double PeakFlops() const override { return peak_flops_; }
@@ -103,6 +104,10 @@ class CudaBackend final : public model::Backend {
   // Bytes of the static activation plan and of all parameter/optimizer state.
   int64_t activation_bytes() const { return activation_bytes_; }
   int64_t state_bytes() const { return state_bytes_; }
+  // Every byte this backend holds with cudaMalloc (state, activation plan,
+  // staging slots, GEMM workspace): the analogue of PyTorch's
+  // torch.cuda.max_memory_allocated(), which excludes the CUDA context.
+  int64_t allocated_bytes() const { return allocated_bytes_; }
   std::string device_name() const { return device_name_; }
 
  private:
@@ -180,7 +185,7 @@ class CudaBackend final : public model::Backend {
   bool graph_failed_ = false;
   int64_t eager_steps_ = 0;
 
-  int64_t activation_bytes_ = 0, state_bytes_ = 0, peak_memory_ = 0;
+  int64_t activation_bytes_ = 0, state_bytes_ = 0, peak_memory_ = 0, allocated_bytes_ = 0;
   double peak_flops_ = 0;
   std::string device_name_;
 };
