@@ -12,15 +12,17 @@ struct Coeffs {
   float inv_sqrt_bc2;
 };
 
-// One element's update; both kernels share it so the vectorised and scalar
-// paths give bit-identical results.
+// One element's update; both kernels share it. Every rounding step is an
+// explicit intrinsic so that nvcc cannot contract differently in the two
+// kernels: the vectorised and scalar paths stay bit-identical.
 __device__ __forceinline__ float Update(float w, float g_raw, float& m, float& v,
                                         const Coeffs& c) {
-  const float g = g_raw * c.p.grad_scale;
-  m = c.p.beta1 * m + (1.0f - c.p.beta1) * g;
-  v = c.p.beta2 * v + (1.0f - c.p.beta2) * g * g;
-  const float update = (m * c.inv_bc1) / (sqrtf(v) * c.inv_sqrt_bc2 + c.p.eps);
-  return w - c.p.lr * (update + c.p.weight_decay * w);
+  const float g = __fmul_rn(g_raw, c.p.grad_scale);
+  m = __fmaf_rn(c.p.beta1, m, __fmul_rn(1.0f - c.p.beta1, g));
+  v = __fmaf_rn(c.p.beta2, v, __fmul_rn(__fmul_rn(1.0f - c.p.beta2, g), g));
+  const float denom = __fmaf_rn(__fsqrt_rn(v), c.inv_sqrt_bc2, c.p.eps);
+  const float update = __fdiv_rn(__fmul_rn(m, c.inv_bc1), denom);
+  return __fmaf_rn(-c.p.lr, __fmaf_rn(c.p.weight_decay, w, update), w);
 }
 
 __global__ void AdamWKernel(float* __restrict__ param, const float* __restrict__ grad,
