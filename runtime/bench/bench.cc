@@ -106,9 +106,9 @@ int Run(const RunSpec& r, const std::string& json_path) {
     const cuda::PhaseTimes ph = b.last_phase_times();
     cudaEventRecord(opt0, b.stream());
     double sumsq = 0;
-    for (int u = 0; u < b.layout().num_units() && st.ok(); ++u) {
-      auto s = b.GradSumSquares(u);
-      if (!s.ok()) st = s.status(); else sumsq += *s;
+    if (st.ok()) {
+      auto s = b.TotalGradSumSquares();
+      if (!s.ok()) st = s.status(); else sumsq = *s;
     }
     kernels::AdamWParams p;
     p.lr = 3e-4f;
@@ -143,11 +143,12 @@ int Run(const RunSpec& r, const std::string& json_path) {
   const double gib = static_cast<double>(b.PeakMemoryBytes()) / (1u << 30);
   std::printf(
       "%-5s %s %lldx%lld ckpt=%s graphs=%d | %9.0f tok/s | MFU %5.1f%% | peak mem %6.2f GiB "
-      "(plan: act %.2f GiB, state %.2f GiB) | step %7.2f ms = data %.2f + fwd %.2f + bwd %.2f + "
+      "(allocated %.2f GiB = act %.2f + state %.2f + other) | step %7.2f ms = data %.2f + fwd %.2f + bwd %.2f + "
       "opt %.2f (+host %.2f) | loss %.4f | %s\n",
       r.model.c_str(), model::PrecisionName(r.precision), static_cast<long long>(r.batch),
       static_cast<long long>(r.seq), model::CheckpointingName(r.checkpointing), r.graphs ? 1 : 0,
-      tok_s, 100 * mfu, gib, b.activation_bytes() / double(1u << 30),
+      tok_s, 100 * mfu, gib, b.allocated_bytes() / double(1u << 30),
+      b.activation_bytes() / double(1u << 30),
       b.state_bytes() / double(1u << 30), step, Median(data_ms), Median(fwd_ms), Median(bwd_ms),
       Median(opt_ms),
       step - Median(data_ms) - Median(fwd_ms) - Median(bwd_ms) - Median(opt_ms), last_loss,
@@ -160,7 +161,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
       << "\",\"batch\":" << r.batch << ",\"seq\":" << r.seq << ",\"checkpointing\":\""
       << model::CheckpointingName(r.checkpointing) << "\",\"graphs\":" << (r.graphs ? 1 : 0)
       << ",\"tokens_per_s\":" << tok_s << ",\"mfu\":" << mfu << ",\"peak_mem_bytes\":"
-      << b.PeakMemoryBytes() << ",\"step_ms\":" << step << ",\"data_ms\":" << Median(data_ms)
+      << b.PeakMemoryBytes() << ",\"allocated_bytes\":" << b.allocated_bytes() << ",\"step_ms\":" << step << ",\"data_ms\":" << Median(data_ms)
       << ",\"forward_ms\":" << Median(fwd_ms) << ",\"backward_ms\":" << Median(bwd_ms)
       << ",\"optimizer_ms\":" << Median(opt_ms) << ",\"device\":\"" << b.device_name()
       << "\"}\n";

@@ -44,10 +44,11 @@ StatusOr<train::BackendBundle> MakeCuda(const config::TrainConfig& c, const mode
   const double gib = 1.0 / (1 << 30);
   std::fprintf(stderr,
                "[cuda] device %d (%s): planned %.2f GiB = state %.2f + activations %.2f + unit "
-               "pool %.2f\n",
+               "pool %.2f; allocated %.2f GiB in all\n",
                co.device, b->device_name().c_str(),
                (b->state_bytes() + b->activation_bytes() + b->pool_bytes()) * gib,
-               b->state_bytes() * gib, b->activation_bytes() * gib, b->pool_bytes() * gib);
+               b->state_bytes() * gib, b->activation_bytes() * gib, b->pool_bytes() * gib,
+               b->allocated_bytes() * gib);
   train::BackendBundle bundle;
   bundle.allocator = b->host_allocator();
   bundle.stager = b->stager();

@@ -170,6 +170,7 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&h2d_stream_, cudaStreamNonBlocking));
   HT_ASSIGN_OR_RETURN(gemm_, kc::Gemm::Create(options_.precision == model::Precision::kTF32));
+  allocated_bytes_ += static_cast<int64_t>(kc::Gemm::kDefaultWorkspaceBytes);
   for (cudaEvent_t* e : {&ev_data_, &ev_start_, &ev_fwd_, &ev_end_})
     HT_CUDA_RETURN_IF_ERROR(cudaEventCreate(e));
   HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_dscale_), sizeof(float), 0));
@@ -185,6 +186,7 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   auto alloc = [&](size_t bytes, void** p) -> Status {
     HT_CUDA_RETURN_IF_ERROR(cudaMalloc(p, std::max<size_t>(bytes, 256)));
     allocations_.push_back(*p);
+    allocated_bytes_ += static_cast<int64_t>(std::max<size_t>(bytes, 256));
     return Status::Ok();
   };
   const int U = layout_.num_units();
@@ -261,6 +263,10 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     }));
     HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   }
+  // The init scratch (a whole fp32 unit, ~1 GB for 1b) goes before the
+  // activation plan is allocated, so it never counts toward the peak.
+  cudaFree(tmp);
+  tmp_free.p = nullptr;
   if (pool_) {
     // Slots: [0] the embedding unit (held through a whole pass), [1] blocks
     // (one shared size): pool_param_slots for params, 2 for grads (the unit
@@ -442,16 +448,44 @@ StatusOr<double> CudaBackend::GradSumSquares(int u) {
   return *host_result_;
 }
 
+// Every unit's partials side by side, one fixed-order sum, one device sync.
+StatusOr<double> CudaBackend::TotalGradSumSquares() {
+  const int U = layout_.num_units();
+  for (int u = 0; u < U; ++u) {
+    HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(),
+                                     sumsq_partials_ + static_cast<size_t>(u) * kc::kSumSquaresPartials,
+                                     stream_));
+  }
+  HT_LAUNCH(kc::SumDoubles(sumsq_partials_, kc::kSumSquaresPartials * U, sumsq_, stream_));
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_result_, sumsq_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return *host_result_;
+}
+
 Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
   nvtxRangePushA("optimizer");
   const Range own = owned_[u];
   float* w = static_cast<float*>(master_[u]);
-  for (const model::TensorSlot& t : layout_.unit(u).tensors) {
-    const Range r = model::Intersect(t.range(), own);
+  // One launch per run of back-to-back tensors with the same decay setting
+  // (a block unit is 4 runs: norm, attention, norm, MLP), not one per tensor.
+  const auto& tensors = layout_.unit(u).tensors;
+  Status st;
+  for (size_t t = 0; t < tensors.size() && st.ok();) {
+    const bool decay = tensors[t].weight_decay;
+    Range run = tensors[t].range();
+    size_t next = t + 1;
+    while (next < tensors.size() && tensors[next].weight_decay == decay &&
+           tensors[next].range().begin == run.end) {
+      run.end = tensors[next].range().end;
+      ++next;
+    }
+    t = next;
+    const Range r = model::Intersect(run, own);
     if (r.empty()) continue;
     kernels::AdamWParams q = p;
-    if (!t.weight_decay) q.weight_decay = 0.0f;
+    if (!decay) q.weight_decay = 0.0f;
     const int64_t i = r.begin - own.begin;
     __nv_bfloat16* bf16 = dtype_ == kc::DType::kBF16
                               ? static_cast<__nv_bfloat16*>(OwnedCompute(u, r.begin))
@@ -460,19 +494,13 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
               static_cast<float*>(v_[u]) + i, bf16, r.size(), q, stream_);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
-      nvtxRangePop();
-      return kc::CudaStatus(err, "AdamW");
-    }
-    if (dtype_ != kc::DType::kBF16) {
-      Status st = RefreshCompute(u, r);
-      if (!st.ok()) {
-        nvtxRangePop();
-        return st;
-      }
+      st = kc::CudaStatus(err, "AdamW");
+    } else if (dtype_ != kc::DType::kBF16) {
+      st = RefreshCompute(u, r);
     }
   }
   nvtxRangePop();
-  return Status::Ok();
+  return st;
 }
 
 Status CudaBackend::Synchronize() {

@@ -101,6 +101,7 @@ class CudaBackend final : public model::Backend {
                                    model::UnitHooks& hooks) override;
   StatusOr<double> Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) override;
   StatusOr<double> GradSumSquares(int unit) override;
+  StatusOr<double> TotalGradSumSquares() override;
   Status OptimizerStep(int unit, const kernels::AdamWParams& p) override;
   Status Synchronize() override;
   void* ComputeStream() override { return stream_; }
@@ -123,6 +124,10 @@ class CudaBackend final : public model::Backend {
   int64_t activation_bytes() const { return activation_bytes_; }
   int64_t state_bytes() const { return state_bytes_; }
   int64_t pool_bytes() const { return pool_bytes_; }
+  // Every byte this backend holds with cudaMalloc (state, activation plan,
+  // staging slots, GEMM workspace): the analogue of PyTorch's
+  // torch.cuda.max_memory_allocated(), which excludes the CUDA context.
+  int64_t allocated_bytes() const { return allocated_bytes_; }
   std::string device_name() const { return device_name_; }
 
  private:
@@ -211,7 +216,8 @@ class CudaBackend final : public model::Backend {
   bool graph_failed_ = false;
   int64_t eager_steps_ = 0;
 
-  int64_t activation_bytes_ = 0, state_bytes_ = 0, pool_bytes_ = 0, peak_memory_ = 0;
+  int64_t activation_bytes_ = 0, state_bytes_ = 0, pool_bytes_ = 0, peak_memory_ = 0,
+          allocated_bytes_ = 0;
   double peak_flops_ = 0;
   std::string device_name_;
 };

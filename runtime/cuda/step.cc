@@ -112,7 +112,8 @@ Status CudaBackend::PlanActivations() {
     rope_table_ = f32(S_ * D);
     dscale_ = f32(1);
     loss_sum_ = static_cast<double*>(take(sizeof(double)));
-    sumsq_partials_ = static_cast<double*>(take(sizeof(double) * kc::kSumSquaresPartials));
+    sumsq_partials_ = static_cast<double*>(take(sizeof(double) * kc::kSumSquaresPartials *
+                                                    layout_.num_units()));
     sumsq_ = static_cast<double*>(take(sizeof(double)));
     tokens_ = static_cast<int32_t*>(take(N * sizeof(int32_t)));
     targets_ = static_cast<int32_t*>(take(N * sizeof(int32_t)));
@@ -126,6 +127,7 @@ Status CudaBackend::PlanActivations() {
   allocations_.push_back(base);
   plan(static_cast<char*>(base));
   activation_bytes_ = static_cast<int64_t>(total);
+  allocated_bytes_ += activation_bytes_;
 
   std::vector<double> inv_freq(D / 2);
   cpu::RopeInvFreq(inv_freq.data(), D, cfg.rope_theta, cfg.rope_scaling);

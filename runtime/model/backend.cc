@@ -39,4 +39,13 @@ StatusOr<ActivationCheckpointing> ParseCheckpointing(const std::string& s) {
 
 int DTypeSize(DType d) { return d == DType::kF32 ? 4 : 2; }
 
+StatusOr<double> Backend::TotalGradSumSquares() {
+  double total = 0;
+  for (int u = 0; u < layout().num_units(); ++u) {
+    HT_ASSIGN_OR_RETURN(double s, GradSumSquares(u));
+    total += s;
+  }
+  return total;
+}
+
 }  // namespace hypertrain::model

@@ -23,7 +23,7 @@
 //   ZeroGrads()
 //   for m in micro-batches: ForwardBackward(batch_m, grad_multiplier, hooks)
 //   hooks.FinishGradients()
-//   sumsq = hooks.GlobalSumSquares(sum_u GradSumSquares(u))
+//   sumsq = hooks.GlobalSumSquares(TotalGradSumSquares())
 //   for u: OptimizerStep(u, adamw with grad_scale = clip / loss_scale)
 // OptimizerStep also refreshes the owned range of ComputeParams(u) from the
 // new master weights (so an in-place all-gather can build the full unit).
@@ -138,6 +138,9 @@ class Backend {
   virtual StatusOr<double> Loss(const TokenBatch& batch, UnitHooks& hooks) = 0;
   // Sum of squares of ShardGrads(unit) in fp64 (inf/nan when any grad is).
   virtual StatusOr<double> GradSumSquares(int unit) = 0;
+  // Sum of GradSumSquares over every unit. Backends override it to wait for
+  // the device once per step instead of once per unit.
+  virtual StatusOr<double> TotalGradSumSquares();
   // AdamW on Owned(unit): weight decay only on decay ranges of the unit
   // (p.weight_decay is applied there, 0 elsewhere); p.grad_scale multiplies
   // every gradient. Then refreshes the owned range of ComputeParams(unit).

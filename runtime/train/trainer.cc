@@ -67,11 +67,7 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
     bool applied;
     {
       NvtxRange r("optimizer");
-      double local = 0;
-      for (int u = 0; u < U; ++u) {
-        HT_ASSIGN_OR_RETURN(double s, backend.GradSumSquares(u));
-        local += s;
-      }
+      HT_ASSIGN_OR_RETURN(double local, backend.TotalGradSumSquares());
       HT_ASSIGN_OR_RETURN(double sumsq, hooks.GlobalSumSquares(local));
       grad_norm = std::sqrt(sumsq) / loss_scale;
       applied = scaler.Update(std::isfinite(grad_norm));

@@ -9,7 +9,7 @@
 namespace hypertrain::kernels::cuda {
 
 // Partial sums SumSquaresPartials writes per call.
-constexpr int kSumSquaresPartials = 256;
+constexpr int kSumSquaresPartials = 1024;
 
 // partials[0..kSumSquaresPartials) = fp64 partial sums of x[i]^2 (inf/nan
 // propagate). Sum them with SumDoubles.
