@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run on a 4-GPU machine from the repo root after tools/gpu_bundle.sh (carry .gpu-pack):
-#   bash tools/gpu_hsdp_bench.sh [parity|bench|all]     (default all; each half < 10 min)
+#   bash tools/gpu_hsdp_bench.sh [parity|bench|launch|all]  (default parity + bench; each < 10 min)
+# launch: runtime/dist/launch_train_test.sh with the CUDA backend and NCCL from
+# the bundle (2 nodes x 2 GPUs vs one GPU, then a killed rank).
 # 4-GPU run: HSDP loss parity on 125m (2x2 vs 1 GPU accumulating 4 micro-batches;
 # bf16, then fp16 with the dynamic loss scaler), then HSDP throughput for 125m
 # and 1b as 2 nodes x 2 vs one GPU. For every run it prints the backend's
@@ -40,6 +42,10 @@ one() { # $1 = name, rest = args: one process on GPU 0
   grep -h "^\[cuda\]" /tmp/$n.log
 }
 MODE=${1:-all}
+if [ "$MODE" = launch ]; then
+  LAUNCH_TRAIN_BACKEND=cuda HYPERTRAIN_BIN=$B TEST_TMPDIR=/tmp bash runtime/dist/launch_train_test.sh
+  exit $?
+fi
 if [ "$MODE" != bench ]; then
 P=(--config examples/llama3-1b-gpu.yaml --set model.shape=125m --set model.train_batch_size=4 --set trainer.max_steps=6 --set trainer.log_every_n_steps=1 --set model.optim.sched.warmup_steps=2)
 one par1 "${P[@]}" --set model.grad_accumulation_steps=4
