@@ -210,6 +210,7 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   }
   compute_.assign(U, nullptr), master_.resize(U), m_.resize(U), v_.resize(U);
   grads_.assign(U, nullptr), shard_grads_.resize(U), compute_shard_.assign(U, nullptr);
+  versions_.assign(U, 0);
   for (int u = 0; u < U; ++u) {
     const int64_t P = layout_.unit(u).padded_numel;
     const Range r = options_.owned.empty() ? Range{0, P} : options_.owned[u];
@@ -366,12 +367,17 @@ Status CudaBackend::AcquireGrads(int u) {
   return Status::Ok();
 }
 
-Status CudaBackend::ReleaseGrads(int u) {
+Status CudaBackend::ReleaseGrads(int u) { return FreeGrads(u, /*fold=*/true); }
+Status CudaBackend::DiscardGrads(int u) { return FreeGrads(u, /*fold=*/false); }
+
+Status CudaBackend::FreeGrads(int u, bool fold) {
   HT_RETURN_IF_ERROR(CheckPoolUnit(u));
   if (grads_[u] == nullptr) return FailedPrecondition(fmt::format("unit {} holds no gradient slot", u));
-  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
-  HT_CUDA_RETURN_IF_ERROR(
-      AddInto(shard_grads_[u], grads_[u] + owned_[u].begin, owned_[u].size(), stream_));
+  if (fold) {
+    HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+    HT_CUDA_RETURN_IF_ERROR(
+        AddInto(shard_grads_[u], grads_[u] + owned_[u].begin, owned_[u].size(), stream_));
+  }
   HT_RETURN_IF_ERROR(grad_pool_[u == 0 ? 0 : 1].Release(u).status());
   grads_[u] = nullptr;
   return Status::Ok();
@@ -408,7 +414,10 @@ Status CudaBackend::WriteState(int u, StateKind kind, const float* host) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
   HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(State(u, kind), host, owned_[u].size() * sizeof(float),
                                           cudaMemcpyHostToDevice, stream_));
-  if (kind == StateKind::kMasterParams) HT_RETURN_IF_ERROR(RefreshCompute(u, owned_[u]));
+  if (kind == StateKind::kMasterParams) {
+    HT_RETURN_IF_ERROR(RefreshCompute(u, owned_[u]));
+    ++versions_[u];
+  }
   HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return Status::Ok();
 }
@@ -466,6 +475,7 @@ StatusOr<double> CudaBackend::TotalGradSumSquares() {
 Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
   nvtxRangePushA("optimizer");
+  ++versions_[u];
   const Range own = owned_[u];
   float* w = static_cast<float*>(master_[u]);
   // One launch per run of back-to-back tensors with the same decay setting

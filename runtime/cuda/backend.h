@@ -111,6 +111,8 @@ class CudaBackend final : public model::Backend {
   Status ReleaseParams(int unit) override;
   Status AcquireGrads(int unit) override;
   Status ReleaseGrads(int unit) override;
+  Status DiscardGrads(int unit) override;
+  int64_t ParamsVersion(int unit) const override { return versions_.at(unit); }
   double PeakFlops() const override { return peak_flops_; }
   int64_t PeakMemoryBytes() const override { return peak_memory_; }
 
@@ -163,6 +165,7 @@ class CudaBackend final : public model::Backend {
   void* OwnedCompute(int u, int64_t i) const;
   Status CheckPoolUnit(int u) const;
   Status CheckHeld(int u, bool grads) const;
+  Status FreeGrads(int u, bool fold);
 
   model::ParamLayout layout_;
   model::BackendOptions options_;
@@ -186,6 +189,7 @@ class CudaBackend final : public model::Backend {
   std::vector<void*> param_slots_[2];   // [0] embedding, [1] blocks
   std::vector<float*> grad_slots_[2];
   model::UnitSlots param_pool_[2], grad_pool_[2];
+  std::vector<int64_t> versions_;  // ParamsVersion per unit
   std::vector<std::unique_ptr<Acts>> acts_;
   std::unique_ptr<Acts> scratch_;
   // Non-block activations and scratch (see PlanActivations).
