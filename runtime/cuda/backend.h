@@ -121,6 +121,11 @@ class CudaBackend final : public model::Backend {
   data::BatchStager* stager();
   cudaStream_t stream() const { return stream_; }
   const PhaseTimes& last_phase_times() const { return phase_; }
+  // Mean PhaseTimes over the timed passes after the first (warm-up); the
+  // destructor prints it as a "[cuda] device N: ... per pass" line when
+  // more than one pass ran. Device time on the compute stream includes its
+  // stalls on collectives, so HSDP vs one GPU shows the device-side cost.
+  PhaseTimes mean_phase_times() const;
   // Bytes of the static activation plan, of the persistent parameter /
   // gradient / optimizer state, and of the unit pool's slots (0 without one).
   int64_t activation_bytes() const { return activation_bytes_; }
@@ -216,6 +221,8 @@ class CudaBackend final : public model::Backend {
 
   cudaEvent_t ev_data_ = nullptr, ev_start_ = nullptr, ev_fwd_ = nullptr, ev_end_ = nullptr;
   PhaseTimes phase_;
+  PhaseTimes phase_sum_;
+  int64_t passes_ = 0, timed_passes_ = 0;
   cudaGraphExec_t graph_exec_ = nullptr;
   bool graph_failed_ = false;
   int64_t eager_steps_ = 0;
