@@ -235,6 +235,7 @@ class PoolCheckHooks final : public model::UnitHooks {
   Status FinishGradients() override { return inner_.FinishGradients(); }
   StatusOr<double> GlobalSumSquares(double x) override { return inner_.GlobalSumSquares(x); }
   Status AfterOptimizerStep(int u) override { return inner_.AfterOptimizerStep(u); }
+  bool OverwritesShardGrads() const override { return inner_.OverwritesShardGrads(); }
   StatusOr<double> MeanAcrossDataParallel(double x) override { return inner_.MeanAcrossDataParallel(x); }
 
  private:

@@ -147,6 +147,9 @@ class HsdpHooks final : public model::UnitHooks {
   // start uses them only if Backend::ParamsVersion of the unit is unchanged
   // (no WriteState since); otherwise it waits for them and gathers again.
   Status AfterOptimizerStep(int unit) override;
+  // Pooled: the first micro-batch's reduce-scatters write every ShardGrads(u)
+  // whole, and no gradient slot is held between steps.
+  bool OverwritesShardGrads() const override { return pool_ && sharded(); }
 
   // Host-waits the gathers issued by AfterOptimizerStep. Call it before
   // writing parameters outside a step (Backend::WriteState between steps), so

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cmath>
 #include <cstdio>
@@ -67,7 +68,16 @@ struct Result {
 // `num_seq`: the slice of the global batch this rank reads.
 Status Step(model::Backend& b, model::UnitHooks& hooks, const Batch& g, int64_t first_seq,
             int64_t num_seq, int64_t micro, int step, double* loss, double* norm) {
-  HT_RETURN_IF_ERROR(b.ZeroGrads());
+  if (hooks.OverwritesShardGrads()) {
+    // As the trainer: no ZeroGrads. Poison the shards instead, so a unit
+    // whose first reduce-scatter did not overwrite its shard shows up.
+    for (int u = 0; u < b.layout().num_units(); ++u) {
+      const model::UnitBuffer sg = b.ShardGrads(u);
+      std::fill_n(static_cast<float*>(sg.data), sg.numel, std::nanf(""));
+    }
+  } else {
+    HT_RETURN_IF_ERROR(b.ZeroGrads());
+  }
   const int64_t M = num_seq / micro;
   double sum = 0;
   for (int64_t m = 0; m < M; ++m) {

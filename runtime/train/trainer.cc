@@ -44,7 +44,9 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
   int consecutive_nonfinite = 0;
   loader.TakeWaitSeconds();
   while (state.step < c.max_steps) {
-    HT_RETURN_IF_ERROR(backend.ZeroGrads());
+    // Pooled HSDP overwrites every gradient shard on micro-batch 0 (and
+    // holds no full-size gradient between steps): zeroing is wasted bandwidth.
+    if (!hooks.OverwritesShardGrads()) HT_RETURN_IF_ERROR(backend.ZeroGrads());
     const double loss_scale = scaler.scale();
     double loss = 0;
     for (int64_t m = 0; m < A; ++m) {
