@@ -120,9 +120,9 @@ HsdpHooks::~HsdpHooks() {
     std::fprintf(stderr,
                  "[hsdp] rank %d: %lld steps, %lld all-gathers (%lld prefetched), %lld "
                  "reduce-scatters, %lld all-reduces; host blocked on collectives %.3f s "
-                 "(%.2f ms/step, %lld host waits, %lld stream waits, %lld replica all-reduces overlapped); "
-                 "%lld gathers started during the optimizer step (%lld stale), %lld reduce-scatters "
-                 "straight into the gradient shard\n",
+                 "(%.2f ms/step, %lld host waits, %lld stream waits, %lld replica all-reduces "
+                 "overlapped); %lld gathers started during the optimizer step (%lld stale), %lld "
+                 "reduce-scatters straight into the gradient shard\n",
                  ctx_.rank(), static_cast<long long>(stats_.steps),
                  static_cast<long long>(stats_.all_gathers),
                  static_cast<long long>(stats_.prefetch_hits),

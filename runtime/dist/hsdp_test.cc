@@ -270,7 +270,8 @@ int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, bool pool,
     double local = 0;
     for (int64_t m = 0; m < per_rank / kMicro; ++m) {  // forward-only passes of kMicro sequences
       const int64_t off = (dp * per_rank + m * kMicro) * kSeq;
-      auto l = (*b)->Loss(model::TokenBatch{g.in.data() + off, g.tg.data() + off, kMicro, kSeq}, **hooks);
+      const model::TokenBatch tb{g.in.data() + off, g.tg.data() + off, kMicro, kSeq};
+      auto l = (*b)->Loss(tb, **hooks);
       if (!l.ok()) return Fail(rank, l.status());
       local += *l / (per_rank / kMicro);
     }
@@ -351,8 +352,8 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   // Communication pattern: gathers per micro-batch are 1 + L (zero2) or 1 + 2L.
   std::ifstream st(dir + "/stats0");
   int64_t gathers, hits, rs, ar, pooled, held, early, early_gathers, stale, direct, block0_held;
-  st >> gathers >> hits >> rs >> ar >> pooled >> held >> early >> early_gathers >> stale >> direct >>
-      block0_held;
+  st >> gathers >> hits >> rs >> ar >> pooled >> held >> early >> early_gathers >> stale >>
+      direct >> block0_held;
   ASSERT_TRUE(static_cast<bool>(st));
   const auto g = *ComputeGroupLayout(c.strategy, 0, kWorld, kLocal, 0);
   const int64_t L = Config().num_hidden_layers, micro = kSteps * (kGlobalBatch / kWorld / kMicro);
@@ -364,7 +365,8 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
     // each of the 2 forward-only passes gathers 1 + L (the first re-gathers
     // the stale embedding and block 0), and the two stale prefetches count.
     const int64_t eval_passes = kGlobalBatch / kWorld / kMicro;
-    EXPECT_EQ(gathers, micro * (1 + (g.reshard_after_forward ? 2 * L : L)) + 2 + eval_passes * (1 + L));
+    EXPECT_EQ(gathers,
+              micro * (1 + (g.reshard_after_forward ? 2 * L : L)) + 2 + eval_passes * (1 + L));
     // Embedding + block 0 gathered after each step's optimizer; the ones of
     // steps 1..kSteps-1 used by the next pass, the last step's stale after
     // the restore.

@@ -169,7 +169,9 @@ class Backend {
   // already wrote this rank's shard straight into it: the first micro-batch
   // of a step needs no add and no zeroed ShardGrads). Later device work on
   // the slot is queued after whatever was queued before, as for ReleaseGrads.
-  virtual Status DiscardGrads(int /*unit*/) { return FailedPrecondition("this backend has no unit pool"); }
+  virtual Status DiscardGrads(int /*unit*/) {
+    return FailedPrecondition("this backend has no unit pool");
+  }
   // A counter per unit that changes whenever the owned compute parameters of
   // `unit` change (OptimizerStep(unit), WriteState(unit, kMasterParams)); -1
   // when the backend does not track it. HSDP uses it to tell whether a gather
