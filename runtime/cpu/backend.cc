@@ -47,6 +47,7 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
   b->shard_grads_.resize(U);
   b->m_.resize(U);
   b->v_.resize(U);
+  b->versions_.assign(U, 0);
   for (int u = 0; u < U; ++u) {
     const int64_t n = b->layout_.unit(u).padded_numel;
     const Range r = options.owned.empty() ? Range{0, n} : options.owned[u];
@@ -146,14 +147,19 @@ Status CpuBackend::AcquireGrads(int u) {
   return Status::Ok();
 }
 
-Status CpuBackend::ReleaseGrads(int u) {
+Status CpuBackend::ReleaseGrads(int u) { return FreeGrads(u, /*fold=*/true); }
+Status CpuBackend::DiscardGrads(int u) { return FreeGrads(u, /*fold=*/false); }
+
+Status CpuBackend::FreeGrads(int u, bool fold) {
   HT_RETURN_IF_ERROR(CheckUnit(u));
   const int k = u == 0 ? 0 : 1;
   HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Release(u));
   auto& slot = grad_slots_[k][s];
   const Range own = owned_[u];
   float* sg = shard_grads_[u].data();
-  for (int64_t i = 0; i < own.size(); ++i) sg[i] += slot[own.begin + i];
+  if (fold) {
+    for (int64_t i = 0; i < own.size(); ++i) sg[i] += slot[own.begin + i];
+  }
   std::fill(slot.begin(), slot.end(), std::numeric_limits<float>::quiet_NaN());
   grad_ptrs_[u] = nullptr;
   return Status::Ok();
@@ -186,6 +192,7 @@ Status CpuBackend::WriteState(int u, StateKind kind, const float* host) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
   // Master params alias the compute params: writing them refreshes both.
   std::memcpy(State(u, kind), host, sizeof(float) * owned_[u].size());
+  if (kind == StateKind::kMasterParams) ++versions_[u];
   return Status::Ok();
 }
 
@@ -227,6 +234,8 @@ class PoolCheckHooks final : public model::UnitHooks {
   Status AfterBackward(int u) override { return inner_.AfterBackward(u); }
   Status FinishGradients() override { return inner_.FinishGradients(); }
   StatusOr<double> GlobalSumSquares(double x) override { return inner_.GlobalSumSquares(x); }
+  Status AfterOptimizerStep(int u) override { return inner_.AfterOptimizerStep(u); }
+  bool OverwritesShardGrads() const override { return inner_.OverwritesShardGrads(); }
   StatusOr<double> MeanAcrossDataParallel(double x) override { return inner_.MeanAcrossDataParallel(x); }
 
  private:
@@ -271,6 +280,7 @@ StatusOr<double> CpuBackend::GradSumSquares(int u) {
 
 Status CpuBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   const Range own = owned_.at(u);
+  ++versions_[u];
   const float* g = static_cast<const float*>(ShardGrads(u).data);
   for (const model::TensorSlot& t : layout_.unit(u).tensors) {
     const Range r = model::Intersect(t.range(), own);

@@ -61,6 +61,8 @@ class CpuBackend final : public model::Backend {
   Status ReleaseParams(int unit) override;
   Status AcquireGrads(int unit) override;
   Status ReleaseGrads(int unit) override;
+  Status DiscardGrads(int unit) override;
+  int64_t ParamsVersion(int unit) const override { return versions_.at(unit); }
 
   int64_t activation_bytes() const { return model_->activation_bytes(); }
 
@@ -72,6 +74,9 @@ class CpuBackend final : public model::Backend {
   // pool mode).
   float* Param(int u, int64_t i) { return params_[u].data() + (i - param_base_[u]); }
   Status CheckUnit(int u) const;
+  // Frees u's gradient slot, first adding its owned range into ShardGrads(u)
+  // when `fold`.
+  Status FreeGrads(int u, bool fold);
 
   model::ParamLayout layout_;
   model::BackendOptions options_;
@@ -85,6 +90,7 @@ class CpuBackend final : public model::Backend {
   std::vector<std::vector<float>> param_slots_[2], grad_slots_[2];
   model::UnitSlots param_pool_[2], grad_pool_[2];
   std::unique_ptr<CpuModel<float>> model_;
+  std::vector<int64_t> versions_;  // ParamsVersion per unit
 };
 
 }  // namespace hypertrain::cpu

@@ -111,6 +111,8 @@ class CudaBackend final : public model::Backend {
   Status ReleaseParams(int unit) override;
   Status AcquireGrads(int unit) override;
   Status ReleaseGrads(int unit) override;
+  Status DiscardGrads(int unit) override;
+  int64_t ParamsVersion(int unit) const override { return versions_.at(unit); }
   double PeakFlops() const override { return peak_flops_; }
   int64_t PeakMemoryBytes() const override { return peak_memory_; }
 
@@ -119,6 +121,11 @@ class CudaBackend final : public model::Backend {
   data::BatchStager* stager();
   cudaStream_t stream() const { return stream_; }
   const PhaseTimes& last_phase_times() const { return phase_; }
+  // Mean PhaseTimes over the timed passes after the first (warm-up); the
+  // destructor prints it as a "[cuda] device N: ... per pass" line when
+  // more than one pass ran. Device time on the compute stream includes its
+  // stalls on collectives, so HSDP vs one GPU shows the device-side cost.
+  PhaseTimes mean_phase_times() const;
   // Bytes of the static activation plan, of the persistent parameter /
   // gradient / optimizer state, and of the unit pool's slots (0 without one).
   int64_t activation_bytes() const { return activation_bytes_; }
@@ -163,6 +170,7 @@ class CudaBackend final : public model::Backend {
   void* OwnedCompute(int u, int64_t i) const;
   Status CheckPoolUnit(int u) const;
   Status CheckHeld(int u, bool grads) const;
+  Status FreeGrads(int u, bool fold);
 
   model::ParamLayout layout_;
   model::BackendOptions options_;
@@ -186,6 +194,7 @@ class CudaBackend final : public model::Backend {
   std::vector<void*> param_slots_[2];   // [0] embedding, [1] blocks
   std::vector<float*> grad_slots_[2];
   model::UnitSlots param_pool_[2], grad_pool_[2];
+  std::vector<int64_t> versions_;  // ParamsVersion per unit
   std::vector<std::unique_ptr<Acts>> acts_;
   std::unique_ptr<Acts> scratch_;
   // Non-block activations and scratch (see PlanActivations).
@@ -212,6 +221,8 @@ class CudaBackend final : public model::Backend {
 
   cudaEvent_t ev_data_ = nullptr, ev_start_ = nullptr, ev_fwd_ = nullptr, ev_end_ = nullptr;
   PhaseTimes phase_;
+  PhaseTimes phase_sum_;
+  int64_t passes_ = 0, timed_passes_ = 0;
   cudaGraphExec_t graph_exec_ = nullptr;
   bool graph_failed_ = false;
   int64_t eager_steps_ = 0;

@@ -102,6 +102,8 @@ HsdpHooks::HsdpHooks(DistContext& ctx, model::Backend& backend, HsdpOptions opti
       pool_(backend.PoolsUnits()),
       grads_pending_(num_units_, false),
       rs_final_(num_units_, false),
+      rs_direct_(num_units_, false),
+      early_version_(num_units_, -1),
       ar_work_(num_units_) {}
 
 HsdpHooks::~HsdpHooks() {
@@ -118,7 +120,9 @@ HsdpHooks::~HsdpHooks() {
     std::fprintf(stderr,
                  "[hsdp] rank %d: %lld steps, %lld all-gathers (%lld prefetched), %lld "
                  "reduce-scatters, %lld all-reduces; host blocked on collectives %.3f s "
-                 "(%.2f ms/step, %lld host waits, %lld stream waits, %lld replica all-reduces overlapped)\n",
+                 "(%.2f ms/step, %lld host waits, %lld stream waits, %lld replica all-reduces "
+                 "overlapped); %lld gathers started during the optimizer step (%lld stale), %lld "
+                 "reduce-scatters straight into the gradient shard\n",
                  ctx_.rank(), static_cast<long long>(stats_.steps),
                  static_cast<long long>(stats_.all_gathers),
                  static_cast<long long>(stats_.prefetch_hits),
@@ -127,7 +131,10 @@ HsdpHooks::~HsdpHooks() {
                  stats_.steps > 0 ? 1e3 * stats_.exposed_comm_s / stats_.steps : 0.0,
                  static_cast<long long>(stats_.host_waits),
                  static_cast<long long>(stats_.stream_waits),
-                 static_cast<long long>(stats_.early_all_reduces));
+                 static_cast<long long>(stats_.early_all_reduces),
+                 static_cast<long long>(stats_.early_gathers),
+                 static_cast<long long>(stats_.stale_gathers),
+                 static_cast<long long>(stats_.direct_reduce_scatters));
   }
 }
 
@@ -215,9 +222,39 @@ Status HsdpHooks::WaitReduceScatter(int u) {
   return s;
 }
 
-Status HsdpHooks::BeginMicroBatch(int, bool last) {
+Status HsdpHooks::BeginMicroBatch(int micro_batch, bool last) {
   last_micro_batch_ = last;
   final_pass_ = last;
+  first_micro_batch_ = micro_batch == 0;
+  return Status::Ok();
+}
+
+Status HsdpHooks::AfterOptimizerStep(int u) {
+  // The next pass opens with the embedding, then block 0 (unit 1): gather
+  // each right after its own optimizer step. Every rank steps the same units
+  // in the same order (and skips the same steps), so the shard group sees the
+  // same collectives everywhere. Device groups wait for the compute stream
+  // queued so far (this unit's update of ComputeShard, the previous pass's
+  // last use of the slot), then run beside the remaining units' updates.
+  if (!sharded() || !options_.prefetch || (u != ParamLayout::kEmbeddingUnit && u != 1) ||
+      u >= num_units_ || gathered_[u] || gather_work_[u]) {
+    return Status::Ok();
+  }
+  const int64_t version = backend_.ParamsVersion(u);
+  if (version < 0) return Status::Ok();  // staleness not trackable: gather at the pass start
+  HT_RETURN_IF_ERROR(Prefetch(u));
+  early_version_[u] = version;
+  ++stats_.early_gathers;
+  return Status::Ok();
+}
+
+Status HsdpHooks::WaitForPrefetches() {
+  for (int u = 0; u < num_units_; ++u) {
+    if (early_version_[u] < 0 || !gather_work_[u]) continue;
+    HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[u]));
+    gather_work_[u].reset();
+    gathered_[u] = true;
+  }
   return Status::Ok();
 }
 
@@ -245,7 +282,15 @@ Status HsdpHooks::BeforeForward(int u) {
       ctx_.watchdog().SetStep(++step_);
       ++stats_.steps;
     }
+    // Gathers started in AfterOptimizerStep are kept while the unit's
+    // params have not changed since (a WriteState would make them stale).
     for (int v = 0; v < num_units_; ++v) {
+      const bool early = early_version_[v] >= 0;
+      const bool current = early && (gather_work_[v] || gathered_[v]) &&
+                           backend_.ParamsVersion(v) == early_version_[v];
+      early_version_[v] = -1;
+      if (current) continue;
+      if (early) ++stats_.stale_gathers;
       if (gather_work_[v]) {
         HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[v]));
         gather_work_[v].reset();
@@ -270,7 +315,9 @@ Status HsdpHooks::FlushGrads(int u) {
   // then adds this rank's reduced shard into ShardGrads and frees the slot.
   HT_RETURN_IF_ERROR(WaitForCompute(rs_work_[u]));
   grads_pending_[u] = false;
-  HT_RETURN_IF_ERROR(backend_.ReleaseGrads(u));
+  // A reduce-scatter straight into ShardGrads (first micro-batch) leaves
+  // nothing to add: the wait above only orders the slot's reuse after it.
+  HT_RETURN_IF_ERROR(rs_direct_[u] ? backend_.DiscardGrads(u) : backend_.ReleaseGrads(u));
   // Last micro-batch: ShardGrads(u) is final, so its replica all-reduce can
   // run now, overlapping the rest of the backward.
   return rs_final_[u] ? StartReplicaReduce(u) : Status::Ok();
@@ -308,23 +355,37 @@ Status HsdpHooks::AfterBackward(int u) {
     return final_pass_ ? StartReplicaReduce(u) : Status::Ok();
   }
   if (pool_) {
-    // Every micro-batch: reduce-scatter the slot in place (this rank's
-    // reduced shard lands at its owned range), then fold the PREVIOUS unit's
-    // shard into ShardGrads, so compute never waits on the collective it
+    // Every micro-batch: reduce-scatter the slot — the first micro-batch of
+    // a step straight into ShardGrads(u) (overwriting it: no add, no zeroed
+    // shard needed), later ones in place (this rank's reduced shard lands at
+    // its owned range, added into ShardGrads when folded) — then fold the
+    // PREVIOUS unit's shard, so compute never waits on the collective it
     // just issued. The embedding's stays pending until its slot is needed
     // again or FinishGradients, where the host waits for it.
     const model::UnitBuffer fg = backend_.FullGrads(u);
     const size_t S = static_cast<size_t>(fg.numel / shard_degree_);
     if (fg.data == nullptr) return Internal("unit " + std::to_string(u) + " has no gradient slot");
     float* full = static_cast<float*>(fg.data);
-    rs_work_[u] = ctx_.shard().ReduceScatter(full, full + ctx_.layout().shard_rank * S, S, DType::kF32,
-                                             ReduceOp::kAvg, options_.reduce_dtype);
+    const bool direct = first_micro_batch_;
+    float* out = full + ctx_.layout().shard_rank * S;
+    if (direct) {
+      const model::UnitBuffer sg = backend_.ShardGrads(u);
+      if (static_cast<size_t>(sg.numel) != S) return Internal("shard gradient size mismatch");
+      out = static_cast<float*>(sg.data);
+      ++stats_.direct_reduce_scatters;
+    }
+    rs_work_[u] = ctx_.shard().ReduceScatter(full, out, S, DType::kF32, ReduceOp::kAvg,
+                                             options_.reduce_dtype);
     ++stats_.reduce_scatters;
     rs_final_[u] = final_pass_;
+    rs_direct_[u] = direct;
     for (int v = 1; v < num_units_; ++v) {
       if (v != u) HT_RETURN_IF_ERROR(FlushGrads(v));
     }
     grads_pending_[u] = true;
+    // The embedding's backward ends the pass: a later pass without its own
+    // BeginMicroBatch(0, ...) must accumulate, not overwrite.
+    if (u == ParamLayout::kEmbeddingUnit) first_micro_batch_ = false;
     return Release(u);
   }
   if (last_micro_batch_) {
@@ -360,6 +421,7 @@ Status HsdpHooks::FinishGradients() {
   step_open_ = false;
   last_micro_batch_ = true;
   final_pass_ = false;
+  first_micro_batch_ = false;
   std::fill(rs_final_.begin(), rs_final_.end(), false);
   if (ctx_.replica().size() == 1) return Status::Ok();
   // The replica all-reduces not started during the backward (all of them

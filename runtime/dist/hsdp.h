@@ -25,8 +25,11 @@
 //   BeforeBackward(u)  pooled: acquire a zeroed gradient slot for u. All-gather
 //                      again if released; prefetch the next unit in backward
 //                      order ("backward_pre").
-//   AfterBackward(u)   pooled, EVERY micro-batch: reduce-scatter the slot in
-//                      place (averaged; reduce dtype fp32 or bf16), then fold
+//   AfterBackward(u)   pooled, EVERY micro-batch: reduce-scatter the slot
+//                      (averaged; reduce dtype fp32 or bf16) — on the first
+//                      micro-batch of a step (BeginMicroBatch(0, ...))
+//                      straight into ShardGrads(u), which it overwrites, so
+//                      that slot is just freed; later ones in place — then fold
 //                      the previous unit's reduced shard into its ShardGrads
 //                      (Backend::ReleaseGrads) and free that slot; the
 //                      embedding's is folded when its slot is next needed or
@@ -48,6 +51,10 @@
 //                      replica all-reduces, wait for all of them.
 //   GlobalSumSquares   sum over the shard group only (replicas hold equal
 //                      shards), so every element is counted once.
+//   AfterOptimizerStep(u) u = embedding, then block 0: start the next pass's
+//                      gather of u (into its slot), overlapping the optimizer
+//                      of the later units; the pass start checks
+//                      Backend::ParamsVersion(u) and gathers again if stale.
 // Averaging over shard and replica groups makes the gradient the mean over
 // all world_size ranks' micro-batches: with each rank reading 1/world_size of
 // the global batch (dp_rank = world rank) the step equals a single-process
@@ -93,6 +100,13 @@ struct HsdpStats {
   int64_t reduce_scatters = 0;
   int64_t all_reduces = 0;
   int64_t early_all_reduces = 0;  // replica all-reduces issued during the backward
+  // Gathers for the next pass issued in AfterOptimizerStep (embedding, block
+  // 0), and those found stale at the pass start (params written since).
+  int64_t early_gathers = 0;
+  int64_t stale_gathers = 0;
+  // First micro-batch of a step: reduce-scattered straight into ShardGrads
+  // (no add, the slot is just freed).
+  int64_t direct_reduce_scatters = 0;
   // Host time blocked in Work::Wait (and host all-reduces of scalars). With a
   // device compute stream the hooks only block the host at FinishGradients
   // (the last reduce-scatters, the replica all-reduces) and on scalars; time
@@ -127,6 +141,21 @@ class HsdpHooks final : public model::UnitHooks {
   Status FinishGradients() override;
   StatusOr<double> GlobalSumSquares(double local) override;
   StatusOr<double> MeanAcrossDataParallel(double local) override;
+  // Starts the next pass's gather of the embedding unit (after its optimizer
+  // step) and of block 0 (after its own), so they overlap the optimizer of
+  // the remaining units instead of opening the next pass exposed. The pass
+  // start uses them only if Backend::ParamsVersion of the unit is unchanged
+  // (no WriteState since); otherwise it waits for them and gathers again.
+  Status AfterOptimizerStep(int unit) override;
+  // Pooled: the first micro-batch's reduce-scatters write every ShardGrads(u)
+  // whole, and no gradient slot is held between steps.
+  bool OverwritesShardGrads() const override { return pool_ && sharded(); }
+
+  // Host-waits the gathers issued by AfterOptimizerStep. Call it before
+  // writing parameters outside a step (Backend::WriteState between steps), so
+  // that no collective still reads the compute shard being overwritten; the
+  // next pass then sees the version change and gathers again.
+  Status WaitForPrefetches();
 
   const HsdpStats& stats() const { return stats_; }
 
@@ -169,6 +198,10 @@ class HsdpHooks final : public model::UnitHooks {
   bool pool_ = false;       // backend pools full-size params/grads (PoolsUnits)
   std::vector<bool> grads_pending_;  // pool: slot reduce-scattered, not yet folded in
   std::vector<bool> rs_final_;       // pool: that reduce-scatter was the step's last
+  std::vector<bool> rs_direct_;      // pool: it wrote ShardGrads directly (first micro-batch)
+  // ParamsVersion at the time of an AfterOptimizerStep gather; -1 = none.
+  std::vector<int64_t> early_version_;
+  bool first_micro_batch_ = false;  // BeginMicroBatch(0, ...) opened this pass
   std::vector<std::unique_ptr<Work>> ar_work_;  // replica all-reduce per unit
   bool final_pass_ = false;  // BeginMicroBatch said this is the step's last micro-batch
   HsdpStats stats_;

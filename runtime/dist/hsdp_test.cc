@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cmath>
 #include <cstdio>
@@ -55,6 +56,10 @@ Batch GlobalBatch(int step, int64_t vocab) {
 
 struct Result {
   std::vector<double> losses, norms;
+  // Loss on the first global batch after every master param was halved
+  // through WriteState between steps (a "restore"): a gather prefetched
+  // before the write must not be used.
+  double restored_loss = 0;
   std::vector<model::Range> owned;
   std::vector<std::vector<float>> params;  // owned master params per unit
 };
@@ -63,7 +68,16 @@ struct Result {
 // `num_seq`: the slice of the global batch this rank reads.
 Status Step(model::Backend& b, model::UnitHooks& hooks, const Batch& g, int64_t first_seq,
             int64_t num_seq, int64_t micro, int step, double* loss, double* norm) {
-  HT_RETURN_IF_ERROR(b.ZeroGrads());
+  if (hooks.OverwritesShardGrads()) {
+    // As the trainer: no ZeroGrads. Poison the shards instead, so a unit
+    // whose first reduce-scatter did not overwrite its shard shows up.
+    for (int u = 0; u < b.layout().num_units(); ++u) {
+      const model::UnitBuffer sg = b.ShardGrads(u);
+      std::fill_n(static_cast<float*>(sg.data), sg.numel, std::nanf(""));
+    }
+  } else {
+    HT_RETURN_IF_ERROR(b.ZeroGrads());
+  }
   const int64_t M = num_seq / micro;
   double sum = 0;
   for (int64_t m = 0; m < M; ++m) {
@@ -89,6 +103,7 @@ Status Step(model::Backend& b, model::UnitHooks& hooks, const Batch& g, int64_t 
     p.weight_decay = 0.1f;
     p.grad_scale = clip;
     HT_RETURN_IF_ERROR(b.OptimizerStep(u, p));
+    HT_RETURN_IF_ERROR(hooks.AfterOptimizerStep(u));  // HSDP: next pass's gathers start here
   }
   HT_ASSIGN_OR_RETURN(*loss, hooks.MeanAcrossDataParallel(sum));
   return Status::Ok();
@@ -99,6 +114,7 @@ void Save(const std::string& path, const Result& r) {
   auto put = [&](const void* p, size_t n) { f.write(static_cast<const char*>(p), n); };
   put(r.losses.data(), sizeof(double) * kSteps);
   put(r.norms.data(), sizeof(double) * kSteps);
+  put(&r.restored_loss, sizeof(double));
   const int64_t U = r.owned.size();
   put(&U, 8);
   for (int64_t u = 0; u < U; ++u) {
@@ -114,6 +130,7 @@ bool Load(const std::string& path, Result* r) {
   r->norms.resize(kSteps);
   f.read(reinterpret_cast<char*>(r->losses.data()), sizeof(double) * kSteps);
   f.read(reinterpret_cast<char*>(r->norms.data()), sizeof(double) * kSteps);
+  f.read(reinterpret_cast<char*>(&r->restored_loss), sizeof(double));
   int64_t U = 0;
   f.read(reinterpret_cast<char*>(&U), 8);
   r->owned.resize(U);
@@ -135,6 +152,18 @@ Result Collect(model::Backend& b) {
     r.params.emplace_back(p, p + mp.numel);
   }
   return r;
+}
+
+// Halves every owned master param through WriteState (as a checkpoint
+// restore would write new values between steps).
+Status HalveParams(model::Backend& b) {
+  for (int u = 0; u < b.layout().num_units(); ++u) {
+    std::vector<float> x(b.Owned(u).size());
+    HT_RETURN_IF_ERROR(b.ReadState(u, model::StateKind::kMasterParams, x.data()));
+    for (float& v : x) v *= 0.5f;
+    HT_RETURN_IF_ERROR(b.WriteState(u, model::StateKind::kMasterParams, x.data()));
+  }
+  return Status::Ok();
 }
 
 int Fail(int rank, const Status& s) {
@@ -161,6 +190,11 @@ int Reference(const std::string& path) {
   Result p = Collect(**b);
   p.losses = r.losses;
   p.norms = r.norms;
+  if (Status st = HalveParams(**b); !st.ok()) return Fail(-1, st);
+  const Batch g = GlobalBatch(1, cfg.vocab_size);
+  auto l = (*b)->Loss(model::TokenBatch{g.in.data(), g.tg.data(), kGlobalBatch, kSeq}, hooks);
+  if (!l.ok()) return Fail(-1, l.status());
+  p.restored_loss = *l;
   Save(path, p);
   return 0;
 }
@@ -217,17 +251,41 @@ int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, bool pool,
   Result p = Collect(**b);
   p.losses = r.losses;
   p.norms = r.norms;
-  Save(dir + "/rank" + std::to_string(rank), p);
-  const HsdpStats& hs = (*hooks)->stats();
-  // Between steps a pooling backend holds no full-size block params or grads.
+  // Between steps a pooling backend holds no full-size block params or grads
+  // but block 0's params, gathered for the next pass during the optimizer.
   int held = 0;
   for (int u = 1; u < cfg.num_hidden_layers + 1; ++u) {
-    held += (*b)->ComputeParams(u).data != nullptr;
+    held += u > 1 && (*b)->ComputeParams(u).data != nullptr;
     held += (*b)->FullGrads(u).data != nullptr;
   }
+  const bool block0_held = (*b)->ComputeParams(1).data != nullptr;
+  // A "restore" between steps: the gathers started after the last optimizer
+  // step now hold stale params; the next pass must gather again. Each rank's
+  // loss on its slice of global batch 1, averaged, is the reference's loss on
+  // the whole batch (equal target counts).
+  if (Status st = (*hooks)->WaitForPrefetches(); !st.ok()) return Fail(rank, st);
+  if (Status st = HalveParams(**b); !st.ok()) return Fail(rank, st);
+  {
+    const Batch g = GlobalBatch(1, cfg.vocab_size);
+    double local = 0;
+    for (int64_t m = 0; m < per_rank / kMicro; ++m) {  // forward-only passes of kMicro sequences
+      const int64_t off = (dp * per_rank + m * kMicro) * kSeq;
+      const model::TokenBatch tb{g.in.data() + off, g.tg.data() + off, kMicro, kSeq};
+      auto l = (*b)->Loss(tb, **hooks);
+      if (!l.ok()) return Fail(rank, l.status());
+      local += *l / (per_rank / kMicro);
+    }
+    auto mean = (*hooks)->MeanAcrossDataParallel(local);
+    if (!mean.ok()) return Fail(rank, mean.status());
+    p.restored_loss = *mean;
+  }
+  Save(dir + "/rank" + std::to_string(rank), p);
+  const HsdpStats& hs = (*hooks)->stats();
   std::ofstream(dir + "/stats" + std::to_string(rank))
       << hs.all_gathers << " " << hs.prefetch_hits << " " << hs.reduce_scatters << " " << hs.all_reduces
-      << " " << ((*b)->PoolsUnits() ? 1 : 0) << " " << held << " " << hs.early_all_reduces;
+      << " " << ((*b)->PoolsUnits() ? 1 : 0) << " " << held << " " << hs.early_all_reduces << " "
+      << hs.early_gathers << " " << hs.stale_gathers << " " << hs.direct_reduce_scatters << " "
+      << (block0_held ? 1 : 0);
   return 0;
 }
 
@@ -279,6 +337,9 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
       }
     }
     EXPECT_LE(max_diff, param_abs) << "rank " << r;
+    // After the WriteState "restore": the halved params were used, not the
+    // stale gather prefetched during the last optimizer step.
+    EXPECT_NEAR(got.restored_loss, ref.restored_loss, loss_rel * ref.restored_loss) << "rank " << r;
     ASSERT_GT(compared, 0);
     EXPECT_LE(sum_diff / compared, mean_abs) << "rank " << r;
     if (bf16) {
@@ -290,21 +351,39 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   }
   // Communication pattern: gathers per micro-batch are 1 + L (zero2) or 1 + 2L.
   std::ifstream st(dir + "/stats0");
-  int64_t gathers, hits, rs, ar, pooled, held, early;
-  st >> gathers >> hits >> rs >> ar >> pooled >> held >> early;
+  int64_t gathers, hits, rs, ar, pooled, held, early, early_gathers, stale, direct, block0_held;
+  st >> gathers >> hits >> rs >> ar >> pooled >> held >> early >> early_gathers >> stale >>
+      direct >> block0_held;
+  ASSERT_TRUE(static_cast<bool>(st));
   const auto g = *ComputeGroupLayout(c.strategy, 0, kWorld, kLocal, 0);
   const int64_t L = Config().num_hidden_layers, micro = kSteps * (kGlobalBatch / kWorld / kMicro);
   if (g.shard_degree == 1) {
     EXPECT_EQ(gathers, 0);
     EXPECT_EQ(rs, 0);
   } else {
-    EXPECT_EQ(gathers, micro * (1 + (g.reshard_after_forward ? 2 * L : L)));
+    // Per micro-batch 1 + 2L (reshard) or 1 + L (zero2); after the restore
+    // each of the 2 forward-only passes gathers 1 + L (the first re-gathers
+    // the stale embedding and block 0), and the two stale prefetches count.
+    const int64_t eval_passes = kGlobalBatch / kWorld / kMicro;
+    EXPECT_EQ(gathers,
+              micro * (1 + (g.reshard_after_forward ? 2 * L : L)) + 2 + eval_passes * (1 + L));
+    // Embedding + block 0 gathered after each step's optimizer; the ones of
+    // steps 1..kSteps-1 used by the next pass, the last step's stale after
+    // the restore.
+    EXPECT_EQ(early_gathers, 2 * kSteps);
+    EXPECT_EQ(stale, 2);
     EXPECT_EQ(pooled, c.pool ? 1 : 0);
     if (c.pool) {
-      // Pooled grads: reduce-scattered every micro-batch, folded into ShardGrads.
+      // Pooled grads: reduce-scattered every micro-batch, folded into ShardGrads
+      // (the first micro-batch of each step straight into it).
       EXPECT_EQ(rs, micro * (1 + L));
-      if (g.reshard_after_forward) EXPECT_EQ(held, 0);
+      EXPECT_EQ(direct, kSteps * (1 + L));
+      if (g.reshard_after_forward) {
+        EXPECT_EQ(held, 0);
+      }
+      EXPECT_EQ(block0_held, 1);
     } else {
+      EXPECT_EQ(direct, 0);
       EXPECT_EQ(rs, kSteps * (1 + L));  // accumulated in full grads, last micro-batch only
     }
     EXPECT_GT(hits, 0);  // prefetch issued ahead of use

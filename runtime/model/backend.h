@@ -25,6 +25,7 @@
 //   hooks.FinishGradients()
 //   sumsq = hooks.GlobalSumSquares(TotalGradSumSquares())
 //   for u: OptimizerStep(u, adamw with grad_scale = clip / loss_scale)
+//          hooks.AfterOptimizerStep(u)        (unit 0 first)
 // OptimizerStep also refreshes the owned range of ComputeParams(u) from the
 // new master weights (so an in-place all-gather can build the full unit).
 //
@@ -164,6 +165,18 @@ class Backend {
   virtual Status AcquireGrads(int /*unit*/) { return FailedPrecondition("this backend has no unit pool"); }
   // ShardGrads(u) += FullGrads(u)[Owned(u)], then the slot is free.
   virtual Status ReleaseGrads(int /*unit*/) { return FailedPrecondition("this backend has no unit pool"); }
+  // Frees u's gradient slot without touching ShardGrads(u) (a reduce-scatter
+  // already wrote this rank's shard straight into it: the first micro-batch
+  // of a step needs no add and no zeroed ShardGrads). Later device work on
+  // the slot is queued after whatever was queued before, as for ReleaseGrads.
+  virtual Status DiscardGrads(int /*unit*/) {
+    return FailedPrecondition("this backend has no unit pool");
+  }
+  // A counter per unit that changes whenever the owned compute parameters of
+  // `unit` change (OptimizerStep(unit), WriteState(unit, kMasterParams)); -1
+  // when the backend does not track it. HSDP uses it to tell whether a gather
+  // prefetched across an optimizer step is still current.
+  virtual int64_t ParamsVersion(int /*unit*/) const { return -1; }
   // Peak dense FLOP/s of the device at the active precision (0 = unknown),
   // and the device-memory high-water mark in bytes (0 = not tracked).
   virtual double PeakFlops() const = 0;

@@ -35,6 +35,15 @@
 //  - GlobalSumSquares(x): x is this rank's sum of squares over its owned
 //    gradient ranges; return the sum over every element of the model counted
 //    once [sum across the shard group only: replicas hold equal shards].
+//  - AfterOptimizerStep(u): called by the training loop right after
+//    Backend::OptimizerStep(u) (units in order 0..U-1, only for steps that
+//    are applied) [start gathering the next pass's first units, so that the
+//    gather overlaps the optimizer of the remaining units].
+//  - OverwritesShardGrads(): true when, in a step whose first micro-batch is
+//    opened with BeginMicroBatch(0, ...), the hooks OVERWRITE every
+//    ShardGrads(u) in full during that micro-batch (later ones add), so the
+//    training loop may skip Backend::ZeroGrads [pooled HSDP: the first
+//    reduce-scatter writes the shard directly].
 //  - MeanAcrossDataParallel(x): mean of a per-rank scalar (the loss) over the
 //    data-parallel ranks, for logging.
 // Every hook may fail (e.g. DeadlineExceeded for a collective timeout); the
@@ -53,6 +62,8 @@ class UnitHooks {
   virtual Status AfterBackward(int /*unit*/) { return Status::Ok(); }
   virtual Status FinishGradients() { return Status::Ok(); }
   virtual StatusOr<double> GlobalSumSquares(double local) { return local; }
+  virtual Status AfterOptimizerStep(int /*unit*/) { return Status::Ok(); }
+  virtual bool OverwritesShardGrads() const { return false; }
   virtual StatusOr<double> MeanAcrossDataParallel(double local) { return local; }
 };
 

@@ -44,7 +44,9 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
   int consecutive_nonfinite = 0;
   loader.TakeWaitSeconds();
   while (state.step < c.max_steps) {
-    HT_RETURN_IF_ERROR(backend.ZeroGrads());
+    // Pooled HSDP overwrites every gradient shard on micro-batch 0 (and
+    // holds no full-size gradient between steps): zeroing is wasted bandwidth.
+    if (!hooks.OverwritesShardGrads()) HT_RETURN_IF_ERROR(backend.ZeroGrads());
     const double loss_scale = scaler.scale();
     double loss = 0;
     for (int64_t m = 0; m < A; ++m) {
@@ -81,7 +83,12 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
         p.weight_decay = static_cast<float>(c.optim.weight_decay);
         p.step = static_cast<int>(++state.adam_step);
         p.grad_scale = static_cast<float>(clip / loss_scale);
-        for (int u = 0; u < U; ++u) HT_RETURN_IF_ERROR(backend.OptimizerStep(u, p));
+        // Unit 0 (the embedding, needed first by the next pass) first: the
+        // hooks may start its gather while the other units are stepped.
+        for (int u = 0; u < U; ++u) {
+          HT_RETURN_IF_ERROR(backend.OptimizerStep(u, p));
+          HT_RETURN_IF_ERROR(hooks.AfterOptimizerStep(u));
+        }
       }
       HT_RETURN_IF_ERROR(backend.Synchronize());
     }
