@@ -40,6 +40,7 @@ struct RunSpec {
   model::Precision precision = model::Precision::kBF16;
   model::ActivationCheckpointing checkpointing = model::ActivationCheckpointing::kNone;
   bool graphs = false;
+  bool profile = false;  // per-op device times (adds events between ops)
 };
 
 double Median(std::vector<double> v) {
@@ -69,6 +70,13 @@ int Run(const RunSpec& r, const std::string& json_path) {
     return 1;
   }
   cuda::CudaBackend& b = **b_or;
+  if (r.profile) {
+    const Status st = b.op_profile().Enable();
+    if (!st.ok()) {
+      std::fprintf(stderr, "bench: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
   const int64_t n = r.batch * r.seq;
   // A few pinned batches, restaged every step (the copy overlaps nothing
   // here, but goes through the same path as training).
@@ -123,6 +131,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
       return 1;
     }
     const auto t1 = std::chrono::steady_clock::now();
+    if (step == r.warmup) b.op_profile().Reset();
     if (step <= r.warmup) continue;
     float o_ms = 0;
     cudaEventElapsedTime(&o_ms, opt0, opt1);
@@ -155,6 +164,10 @@ int Run(const RunSpec& r, const std::string& json_path) {
       b.device_name().c_str());
   std::printf("      Megatron FLOPs/iteration (full recompute, for comparison): %.3e; model FLOPs/token %.3e\n",
               cfg.MegatronFlopsPerIteration(r.batch, r.seq), flops_tok);
+  if (r.profile) {
+    std::printf("      per-op device time per pass (events between ops; %d passes): %s\n",
+                b.op_profile().passes(), b.op_profile().Summary().c_str());
+  }
   if (!json_path.empty()) {
     std::ofstream f(json_path, std::ios::app);
     f << "{\"model\":\"" << r.model << "\",\"precision\":\"" << model::PrecisionName(r.precision)
@@ -172,7 +185,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
 constexpr char kUsage[] =
     "usage: bench [--model NAME --batch B --seq S] [--steps N] [--warmup N]\n"
     "             [--precision bf16|fp16|fp32|tf32] [--checkpointing none|selective|full]\n"
-    "             [--graphs 0|1] [--json FILE]\n"
+    "             [--graphs 0|1] [--profile 0|1] [--json FILE]\n"
     "Without --model: the reference runs 125m 16x2048 and 1b 4x2048.\n";
 
 }  // namespace
@@ -209,6 +222,7 @@ int BenchMain(int argc, char** argv) {
     else if (a == "--steps") spec.steps = static_cast<int>(as_int(next()));
     else if (a == "--warmup") spec.warmup = static_cast<int>(as_int(next()));
     else if (a == "--graphs") spec.graphs = as_int(next()) != 0;
+    else if (a == "--profile") spec.profile = as_int(next()) != 0;
     else if (a == "--json") json = next();
     else if (a == "--precision") {
       auto p = model::ParsePrecision(next());

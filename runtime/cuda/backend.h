@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "runtime/core/status.h"
+#include "runtime/cuda/op_profile.h"
 #include "runtime/data/loader.h"
 #include "runtime/kernels/cuda/dtype.h"
 #include "runtime/kernels/cuda/gemm.h"
@@ -121,6 +122,9 @@ class CudaBackend final : public model::Backend {
   data::BatchStager* stager();
   cudaStream_t stream() const { return stream_; }
   const PhaseTimes& last_phase_times() const { return phase_; }
+  // Per-op device time of forward+backward passes (bench --profile); enable
+  // before the first pass. Disables CUDA graphs.
+  OpProfile& op_profile() { return profile_; }
   // Mean PhaseTimes over the timed passes after the first (warm-up); the
   // destructor prints it as a "[cuda] device N: ... per pass" line when
   // more than one pass ran. Device time on the compute stream includes its
@@ -221,6 +225,7 @@ class CudaBackend final : public model::Backend {
 
   cudaEvent_t ev_data_ = nullptr, ev_start_ = nullptr, ev_fwd_ = nullptr, ev_end_ = nullptr;
   PhaseTimes phase_;
+  OpProfile profile_;
   PhaseTimes phase_sum_;
   int64_t passes_ = 0, timed_passes_ = 0;
   cudaGraphExec_t graph_exec_ = nullptr;

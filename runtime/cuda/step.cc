@@ -197,6 +197,7 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
                                  nullptr, static_cast<const T*>(W(u, model::kInputNorm)), N, C, eps,
                                  stream_);
   }));
+  profile_.Mark(Op::kNorm, stream_);
   if (fused_qkv_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, QKV, C, false, true}, a.ln1, W(u, model::kQProj), dt, a.qkv,
                                 dt, 1.0f, 0.0f, stream_));
@@ -212,12 +213,14 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
       col += widths[i];
     }
   }
+  profile_.Mark(Op::kGemm, stream_);
   // q and k heads are adjacent in each row: one in-place RoPE call for both.
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     return kc::RopeForward<T>(static_cast<T*>(a.qkv), QKV, static_cast<T*>(a.qkv), QKV,
                               rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
   }));
+  profile_.Mark(Op::kRope, stream_);
   kc::AttentionParams ap;
   ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_), ap.n_heads = H;
   ap.n_kv_heads = KV, ap.head_dim = D, ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -232,15 +235,18 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
     HT_RETURN_IF_ERROR(kc::AttentionForward(ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es),
                                             a.att, a.lse, stream_));
   }
+  profile_.Mark(Op::kAttention, stream_);
   // h = x + att Wo^T
   HT_RETURN_IF_ERROR(g.Matmul({N, C, Q, false, true}, a.att, W(u, model::kOProj), dt, a.h, dt,
                               1.0f, 1.0f, stream_, a.x));
+  profile_.Mark(Op::kGemm, stream_);
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     return kc::RmsNormForward<T>(static_cast<T*>(a.ln2), a.rstd2, nullptr, static_cast<T*>(a.h),
                                  nullptr, static_cast<const T*>(W(u, model::kPostNorm)), N, C, eps,
                                  stream_);
   }));
+  profile_.Mark(Op::kNorm, stream_);
   if (fused_gu_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, 2 * F, C, false, true}, a.ln2, W(u, model::kGateProj), dt,
                                 a.gu, dt, 1.0f, 0.0f, stream_));
@@ -251,16 +257,20 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
     HT_RETURN_IF_ERROR(
         g.Matmul(s, a.ln2, W(u, model::kUpProj), dt, Off(a.gu, F, es), dt, 1.0f, 0.0f, stream_));
   }
+  profile_.Mark(Op::kGemm, stream_);
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     const T* gu = static_cast<const T*>(a.gu);
     return kc::SwiGluForward<T>(static_cast<T*>(a.act), F, gu, gu + F, 2 * F, N, F, stream_);
   }));
+  profile_.Mark(Op::kSwiGlu, stream_);
   if (!write_output) return Status::Ok();
   const int L = static_cast<int>(cfg.num_hidden_layers);
   void* y = layer + 1 < L ? acts_[layer + 1]->x : x_final_;
-  return g.Matmul({N, C, F, false, true}, a.act, W(u, model::kDownProj), dt, y, dt, 1.0f, 1.0f,
-                  stream_, a.h);
+  HT_RETURN_IF_ERROR(g.Matmul({N, C, F, false, true}, a.act, W(u, model::kDownProj), dt, y, dt,
+                              1.0f, 1.0f, stream_, a.h));
+  profile_.Mark(Op::kGemm, stream_);
+  return Status::Ok();
 }
 
 Status CudaBackend::Recompute(int layer) {
@@ -292,6 +302,7 @@ Status CudaBackend::Recompute(int layer) {
     const T* gu = static_cast<const T*>(a.gu);
     return kc::SwiGluForward<T>(static_cast<T*>(a.act), F, gu, gu + F, 2 * F, N, F, stream_);
   }));
+  profile_.Mark(Op::kNorm, stream_);  // both norms and the SwiGLU product
   return Status::Ok();
 }
 
@@ -312,6 +323,7 @@ Status CudaBackend::BlockBackward(int layer) {
                               1.0f, 0.0f, stream_));
   HT_RETURN_IF_ERROR(g.Matmul({C, F, N, true, false}, dres_, a.act, dt, G(u, model::kDownProj),
                               f32, 1.0f, 1.0f, stream_));
+  profile_.Mark(Op::kGemm, stream_);
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     T* dgu = static_cast<T*>(dgu_);
@@ -319,6 +331,7 @@ Status CudaBackend::BlockBackward(int layer) {
     return kc::SwiGluBackward<T>(dgu, dgu + F, 2 * F, static_cast<const T*>(dact_), F, gu, gu + F,
                                  2 * F, N, F, stream_);
   }));
+  profile_.Mark(Op::kSwiGlu, stream_);
   if (fused_gu_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, 2 * F, false, false}, dgu_, W(u, model::kGateProj), dt,
                                 dln_, dt, 1.0f, 0.0f, stream_));
@@ -337,6 +350,7 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(
         g.Matmul(dw, Off(dgu_, F, es), a.ln2, dt, G(u, model::kUpProj), f32, 1.0f, 1.0f, stream_));
   }
+  profile_.Mark(Op::kGemm, stream_);
   // dres (= dy) += norm2 backward: dres becomes dh.
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -346,11 +360,13 @@ Status CudaBackend::BlockBackward(int layer) {
                                   static_cast<const T*>(W(u, model::kPostNorm)), a.rstd2, N, C,
                                   stream_);
   }));
+  profile_.Mark(Op::kNorm, stream_);
   // --- Attention: h = x + o(att).
   HT_RETURN_IF_ERROR(g.Matmul({N, Q, C, false, false}, dres_, W(u, model::kOProj), dt, datt_, dt,
                               1.0f, 0.0f, stream_));
   HT_RETURN_IF_ERROR(g.Matmul({C, Q, N, true, false}, dres_, a.att, dt, G(u, model::kOProj), f32,
                               1.0f, 1.0f, stream_));
+  profile_.Mark(Op::kGemm, stream_);
   kc::AttentionParams ap;
   ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_), ap.n_heads = H;
   ap.n_kv_heads = KV, ap.head_dim = D, ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -369,11 +385,13 @@ Status CudaBackend::BlockBackward(int layer) {
         ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es), a.att, datt_, a.lse, dqkv_,
         Off(dqkv_, Q, es), Off(dqkv_, Q + K, es), attn_ws_, attn_ws_bytes_, stream_));
   }
+  profile_.Mark(Op::kAttention, stream_);
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     return kc::RopeBackward<T>(static_cast<T*>(dqkv_), QKV, static_cast<T*>(dqkv_), QKV,
                                rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
   }));
+  profile_.Mark(Op::kRope, stream_);
   if (fused_qkv_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv_, W(u, model::kQProj), dt, dln_,
                                 dt, 1.0f, 0.0f, stream_));
@@ -395,6 +413,7 @@ Status CudaBackend::BlockBackward(int layer) {
       col += widths[i];
     }
   }
+  profile_.Mark(Op::kGemm, stream_);
   // dres (= dh) += norm1 backward: dres becomes dx of the block.
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -404,6 +423,7 @@ Status CudaBackend::BlockBackward(int layer) {
                                   static_cast<const T*>(W(u, model::kInputNorm)), a.rstd1, N, C,
                                   stream_);
   }));
+  profile_.Mark(Op::kNorm, stream_);
   return Status::Ok();
 }
 
@@ -419,6 +439,7 @@ Status CudaBackend::HeadLoss(bool backward) {
                                  static_cast<const T*>(W(E, model::kFinalNorm)), N, C,
                                  static_cast<float>(cfg.rms_norm_eps), stream_);
   }));
+  profile_.Mark(Op::kNorm, stream_);
   kc::LmHeadLossArgs la;
   la.dtype = dtype_;
   la.h = ln_f_;
@@ -438,6 +459,7 @@ Status CudaBackend::HeadLoss(bool backward) {
   }
   HT_RETURN_IF_ERROR(kc::LmHeadLoss(*gemm_, la, stream_));
   HT_LAUNCH(kc::SumFloats(losses_, N, loss_sum_, stream_));
+  profile_.Mark(Op::kLmHeadLoss, stream_);
   if (!backward) return Status::Ok();
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
@@ -447,6 +469,7 @@ Status CudaBackend::HeadLoss(bool backward) {
                                   static_cast<const T*>(W(E, model::kFinalNorm)), rstd_f_, N, C,
                                   stream_);
   }));
+  profile_.Mark(Op::kNorm, stream_);
   return Status::Ok();
 }
 
@@ -467,18 +490,22 @@ Status CudaBackend::ForwardPass(model::UnitHooks& hooks, bool for_backward) {
   const int E = ParamLayout::kEmbeddingUnit;
   HT_RETURN_IF_ERROR(hooks.BeforeForward(E));
   HT_RETURN_IF_ERROR(CheckHeld(E, false));
+  profile_.Mark(Op::kOther, stream_);
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
     return kc::EmbeddingForward<T>(static_cast<T*>(acts_[0]->x), tokens_,
                                    static_cast<const T*>(W(E, model::kEmbedTokens)),
                                    static_cast<int>(N_), static_cast<int>(cfg.hidden_size), stream_);
   }));
+  profile_.Mark(Op::kEmbedding, stream_);
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     const int u = ParamLayout::BlockUnit(l);
     HT_RETURN_IF_ERROR(hooks.BeforeForward(u));
     HT_RETURN_IF_ERROR(CheckHeld(u, false));
+    profile_.Mark(Op::kOther, stream_);
     HT_RETURN_IF_ERROR(BlockForward(l, /*write_output=*/true));
     HT_RETURN_IF_ERROR(hooks.AfterForward(u));
+    profile_.Mark(Op::kOther, stream_);
   }
   (void)for_backward;
   return Status::Ok();
@@ -491,15 +518,18 @@ Status CudaBackend::BackwardPass(model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(hooks.AfterForward(E));
   HT_RETURN_IF_ERROR(hooks.BeforeBackward(E));
   HT_RETURN_IF_ERROR(CheckHeld(E, true));
+  profile_.Mark(Op::kOther, stream_);
   // The loss forward and the LM head backward run fused, chunk by chunk.
   HT_RETURN_IF_ERROR(HeadLoss(/*backward=*/true));
   for (int l = static_cast<int>(cfg.num_hidden_layers) - 1; l >= 0; --l) {
     const int u = ParamLayout::BlockUnit(l);
     HT_RETURN_IF_ERROR(hooks.BeforeBackward(u));
     HT_RETURN_IF_ERROR(CheckHeld(u, true));
+    profile_.Mark(Op::kOther, stream_);
     HT_RETURN_IF_ERROR(Recompute(l));
     HT_RETURN_IF_ERROR(BlockBackward(l));
     HT_RETURN_IF_ERROR(hooks.AfterBackward(u));
+    profile_.Mark(Op::kOther, stream_);
   }
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
@@ -509,11 +539,15 @@ Status CudaBackend::BackwardPass(model::UnitHooks& hooks) {
                                     static_cast<int>(cfg.vocab_size), emb_scratch_,
                                     emb_scratch_bytes_, stream_);
   }));
-  return hooks.AfterBackward(E);
+  profile_.Mark(Op::kEmbedding, stream_);
+  HT_RETURN_IF_ERROR(hooks.AfterBackward(E));
+  profile_.Mark(Op::kOther, stream_);
+  return Status::Ok();
 }
 
 Status CudaBackend::DeviceForwardBackward(model::UnitHooks& hooks) {
   HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_start_, stream_));
+  profile_.Begin(stream_);
   HT_RETURN_IF_ERROR(ForwardPass(hooks, true));
   HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_fwd_, stream_));
   HT_RETURN_IF_ERROR(BackwardPass(hooks));
@@ -542,7 +576,7 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
       cudaMemcpyAsync(dscale_, host_dscale_, sizeof(float), cudaMemcpyHostToDevice, stream_));
   // Capture from the second call on: the first runs eagerly so lazy module
   // loading and cuBLASLt's algorithm choice happen outside the capture.
-  const bool graph = cuda_.cuda_graphs && !graph_failed_ && eager_steps_ > 0 &&
+  const bool graph = cuda_.cuda_graphs && !profile_.enabled() && !graph_failed_ && eager_steps_ > 0 &&
                      dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
   if (graph) {
     if (graph_exec_ == nullptr) {
@@ -570,6 +604,11 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
     ++eager_steps_;
   }
   HT_ASSIGN_OR_RETURN(const double loss_sum, ReadLoss());
+  if (passes_ > 0) {
+    HT_RETURN_IF_ERROR(profile_.Collect());
+  } else {
+    profile_.Begin(stream_);  // drop the warm-up pass's marks
+  }
   // Timing is best effort (events recorded inside a graph may not time).
   if (cudaEventElapsedTime(&phase_.data_ms, ev_data_, ev_start_) != cudaSuccess ||
       cudaEventElapsedTime(&phase_.forward_ms, ev_start_, ev_fwd_) != cudaSuccess ||
