@@ -24,13 +24,14 @@ cudaError_t LaunchTiles(const Dims& g, const void* q, const void* k, const void*
   return cudaGetLastError();
 }
 
-// Default: two m-tiles per warp (128-row blocks) for D <= 64, where the
-// registers allow it without spilling, if the shared memory fits; else one.
+// Default: two m-tiles per warp (128-row blocks) when the shared memory
+// fits, else one. Measured on H200 (attention_bench): D=128 0.765 vs 0.894 ms,
+// D=64 0.573 vs 0.609 ms; both tilings give bitwise-identical outputs.
 template <typename T, int D>
 cudaError_t Launch(const Dims& g, const void* q, const void* k, const void* v, void* out,
                    float* lse, cudaStream_t stream, int m_tiles) {
   static const bool fits_wide = MaxSmemPerBlock() >= kFwdSmemBytes<D, 2>;
-  if (m_tiles == 0) m_tiles = D <= 64 && fits_wide ? 2 : 1;
+  if (m_tiles == 0) m_tiles = fits_wide ? 2 : 1;
   if (m_tiles == 2) return LaunchTiles<T, D, 2>(g, q, k, v, out, lse, stream);
   if (m_tiles == 1) return LaunchTiles<T, D, 1>(g, q, k, v, out, lse, stream);
   return cudaErrorInvalidValue;
