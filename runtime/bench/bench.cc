@@ -41,6 +41,7 @@ struct RunSpec {
   model::ActivationCheckpointing checkpointing = model::ActivationCheckpointing::kNone;
   bool graphs = false;
   bool profile = false;  // per-op device times (adds events between ops)
+  int64_t loss_chunk_rows = 0;  // 0 = the backend's choice (~256 MiB of logits)
 };
 
 double Median(std::vector<double> v) {
@@ -64,6 +65,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
   o.seq_len = r.seq;
   cuda::CudaOptions co;
   co.cuda_graphs = r.graphs;
+  co.loss_chunk_rows = r.loss_chunk_rows;
   auto b_or = cuda::CudaBackend::Create(cfg, o, co);
   if (!b_or.ok()) {
     std::fprintf(stderr, "bench: %s\n", b_or.status().ToString().c_str());
@@ -185,7 +187,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
 constexpr char kUsage[] =
     "usage: bench [--model NAME --batch B --seq S] [--steps N] [--warmup N]\n"
     "             [--precision bf16|fp16|fp32|tf32] [--checkpointing none|selective|full]\n"
-    "             [--graphs 0|1] [--profile 0|1] [--json FILE]\n"
+    "             [--graphs 0|1] [--profile 0|1] [--loss-chunk-rows N] [--json FILE]\n"
     "Without --model: the reference runs 125m 16x2048 and 1b 4x2048.\n";
 
 }  // namespace
@@ -223,6 +225,7 @@ int BenchMain(int argc, char** argv) {
     else if (a == "--warmup") spec.warmup = static_cast<int>(as_int(next()));
     else if (a == "--graphs") spec.graphs = as_int(next()) != 0;
     else if (a == "--profile") spec.profile = as_int(next()) != 0;
+    else if (a == "--loss-chunk-rows") spec.loss_chunk_rows = as_int(next());
     else if (a == "--json") json = next();
     else if (a == "--precision") {
       auto p = model::ParsePrecision(next());
