@@ -36,11 +36,9 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
     return InvalidArgument(fmt::format("owned ranges: {} given for {} units", options.owned.size(), U));
   }
   b->pool_ = options.unit_pool;
+  model::UnitPoolPlan plan;
   if (b->pool_) {
-    if (options.owned.empty()) return InvalidArgument("unit_pool needs owned ranges (a sharded run)");
-    if (options.pool_param_slots < 1) {
-      return InvalidArgument(fmt::format("pool_param_slots must be >= 1, got {}", options.pool_param_slots));
-    }
+    HT_ASSIGN_OR_RETURN(plan, model::PlanUnitPool(b->layout_, options));
   }
   b->params_.resize(U);
   b->grads_.resize(U);
@@ -56,9 +54,6 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
                                          r.begin, r.end, u, n));
     }
     b->owned_.push_back(r);
-    if (b->pool_ && r.size() == n) {
-      return InvalidArgument(fmt::format("unit_pool: unit {} is owned whole (shard degree 1?)", u));
-    }
     if (r.size() != n) b->shard_grads_[u].assign(r.size(), 0.0f);
     b->m_[u].assign(r.size(), 0.0f);
     b->v_[u].assign(r.size(), 0.0f);
@@ -74,23 +69,12 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
     b->grad_ptrs_.push_back(b->pool_ ? nullptr : b->grads_[u].data());
   }
   if (b->pool_) {
-    const int64_t block = U > 1 ? b->layout_.unit(1).padded_numel : 0;
-    for (int u = 1; u < U; ++u) {
-      if (b->layout_.unit(u).padded_numel != block) return Internal("block units differ in size");
-    }
-    const int64_t emb = b->layout_.unit(0).padded_numel;
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    b->param_slots_[0].assign(1, std::vector<float>(emb, nan));
-    b->grad_slots_[0].assign(1, std::vector<float>(emb, nan));
-    b->param_slots_[1].assign(std::min(options.pool_param_slots, std::max(U - 1, 1)),
-                              std::vector<float>(block, nan));
-    b->grad_slots_[1].assign(2, std::vector<float>(block, nan));
     for (int k = 0; k < 2; ++k) {
-      const char* what = k == 0 ? "embedding" : "block";
-      b->param_pool_[k] = model::UnitSlots(U, static_cast<int>(b->param_slots_[k].size()),
-                                           std::string(what) + " param pool");
-      b->grad_pool_[k] = model::UnitSlots(U, static_cast<int>(b->grad_slots_[k].size()),
-                                          std::string(what) + " grad pool");
+      b->param_slots_[k].assign(plan.param_slots[k], std::vector<float>(plan.slot_numel[k], nan));
+      b->grad_slots_[k].assign(plan.grad_slots[k], std::vector<float>(plan.slot_numel[k], nan));
+      b->param_pool_[k] = plan.ParamSlots(k, U);
+      b->grad_pool_[k] = plan.GradSlots(k, U);
     }
   }
   b->model_ = std::make_unique<CpuModel<float>>(b->layout_, options.micro_batch_size,
@@ -121,7 +105,7 @@ Status CpuBackend::CheckUnit(int u) const {
 
 Status CpuBackend::AcquireParams(int u) {
   HT_RETURN_IF_ERROR(CheckUnit(u));
-  const int k = u == 0 ? 0 : 1;
+  const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, param_pool_[k].Acquire(u));
   param_ptrs_[u] = param_slots_[k][s].data();
   return Status::Ok();
@@ -129,7 +113,7 @@ Status CpuBackend::AcquireParams(int u) {
 
 Status CpuBackend::ReleaseParams(int u) {
   HT_RETURN_IF_ERROR(CheckUnit(u));
-  const int k = u == 0 ? 0 : 1;
+  const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, param_pool_[k].Release(u));
   auto& slot = param_slots_[k][s];
   std::fill(slot.begin(), slot.end(), std::numeric_limits<float>::quiet_NaN());
@@ -139,7 +123,7 @@ Status CpuBackend::ReleaseParams(int u) {
 
 Status CpuBackend::AcquireGrads(int u) {
   HT_RETURN_IF_ERROR(CheckUnit(u));
-  const int k = u == 0 ? 0 : 1;
+  const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Acquire(u));
   auto& slot = grad_slots_[k][s];
   std::fill(slot.begin(), slot.end(), 0.0f);
@@ -152,7 +136,7 @@ Status CpuBackend::DiscardGrads(int u) { return FreeGrads(u, /*fold=*/false); }
 
 Status CpuBackend::FreeGrads(int u, bool fold) {
   HT_RETURN_IF_ERROR(CheckUnit(u));
-  const int k = u == 0 ? 0 : 1;
+  const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Release(u));
   auto& slot = grad_slots_[k][s];
   const Range own = owned_[u];

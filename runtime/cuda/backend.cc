@@ -220,9 +220,9 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     ~TmpFree() { cudaFree(p); }
   } tmp_free{tmp};
   pool_ = options_.unit_pool;
-  if (pool_ && options_.owned.empty()) return InvalidArgument("unit_pool needs owned ranges (a sharded run)");
-  if (pool_ && options_.pool_param_slots < 1) {
-    return InvalidArgument(fmt::format("pool_param_slots must be >= 1, got {}", options_.pool_param_slots));
+  model::UnitPoolPlan plan;
+  if (pool_) {
+    HT_ASSIGN_OR_RETURN(plan, model::PlanUnitPool(layout_, options_));
   }
   compute_.assign(U, nullptr), master_.resize(U), m_.resize(U), v_.resize(U);
   grads_.assign(U, nullptr), shard_grads_.resize(U), compute_shard_.assign(U, nullptr);
@@ -233,9 +233,6 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     if (r.begin < 0 || r.end > P || r.begin > r.end) {
       return InvalidArgument(
           fmt::format("owned range [{}, {}) of unit {} is outside [0, {})", r.begin, r.end, u, P));
-    }
-    if (pool_ && r.size() == P) {
-      return InvalidArgument(fmt::format("unit_pool: unit {} is owned whole (shard degree 1?)", u));
     }
     owned_.push_back(r);
     void* p = nullptr;
@@ -284,33 +281,23 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   // activation plan is allocated, so it never counts toward the peak.
   cudaFree(tmp);
   tmp_free.p = nullptr;
-  if (pool_) {
-    // Slots: [0] the embedding unit (held through a whole pass), [1] blocks
-    // (one shared size): pool_param_slots for params, 2 for grads (the unit
-    // in backward + the previous one whose reduce-scatter is in flight).
-    const int64_t emb = layout_.unit(0).padded_numel;
-    const int64_t block = U > 1 ? layout_.unit(1).padded_numel : 0;
-    for (int u = 1; u < U; ++u) {
-      if (layout_.unit(u).padded_numel != block) return Internal("block units differ in size");
-    }
-    const int counts[2][2] = {{1, 1}, {std::min(options_.pool_param_slots, std::max(U - 1, 1)), 2}};
-    const int64_t sizes[2] = {emb, block};
+  if (pool_) {  // slot counts and sizes: model::PlanUnitPool
     for (int k = 0; k < 2; ++k) {
-      for (int i = 0; i < counts[k][0]; ++i) {
+      const int64_t n = plan.slot_numel[k];
+      for (int i = 0; i < plan.param_slots[k]; ++i) {
         void* p = nullptr;
-        HT_RETURN_IF_ERROR(alloc(sizes[k] * es, &p));
+        HT_RETURN_IF_ERROR(alloc(n * es, &p));
         param_slots_[k].push_back(p);
-        pool_bytes_ += sizes[k] * es;
+        pool_bytes_ += n * es;
       }
-      for (int i = 0; i < counts[k][1]; ++i) {
+      for (int i = 0; i < plan.grad_slots[k]; ++i) {
         void* p = nullptr;
-        HT_RETURN_IF_ERROR(alloc(sizes[k] * sizeof(float), &p));
+        HT_RETURN_IF_ERROR(alloc(n * sizeof(float), &p));
         grad_slots_[k].push_back(static_cast<float*>(p));
-        pool_bytes_ += sizes[k] * sizeof(float);
+        pool_bytes_ += n * sizeof(float);
       }
-      const std::string what = k == 0 ? "embedding" : "block";
-      param_pool_[k] = model::UnitSlots(U, counts[k][0], what + " param pool");
-      grad_pool_[k] = model::UnitSlots(U, counts[k][1], what + " grad pool");
+      param_pool_[k] = plan.ParamSlots(k, U);
+      grad_pool_[k] = plan.GradSlots(k, U);
     }
   }
   HT_RETURN_IF_ERROR(ZeroGrads());
@@ -359,7 +346,7 @@ Status CudaBackend::CheckPoolUnit(int u) const {
 // collective that waits for stream_, or a kernel on stream_) comes after it.
 Status CudaBackend::AcquireParams(int u) {
   HT_RETURN_IF_ERROR(CheckPoolUnit(u));
-  const int k = u == 0 ? 0 : 1;
+  const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, param_pool_[k].Acquire(u));
   compute_[u] = param_slots_[k][s];
   return Status::Ok();
@@ -367,14 +354,14 @@ Status CudaBackend::AcquireParams(int u) {
 
 Status CudaBackend::ReleaseParams(int u) {
   HT_RETURN_IF_ERROR(CheckPoolUnit(u));
-  HT_RETURN_IF_ERROR(param_pool_[u == 0 ? 0 : 1].Release(u).status());
+  HT_RETURN_IF_ERROR(param_pool_[model::PoolKind(u)].Release(u).status());
   compute_[u] = nullptr;
   return Status::Ok();
 }
 
 Status CudaBackend::AcquireGrads(int u) {
   HT_RETURN_IF_ERROR(CheckPoolUnit(u));
-  const int k = u == 0 ? 0 : 1;
+  const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Acquire(u));
   grads_[u] = grad_slots_[k][s];
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
@@ -394,7 +381,7 @@ Status CudaBackend::FreeGrads(int u, bool fold) {
     HT_CUDA_RETURN_IF_ERROR(
         AddInto(shard_grads_[u], grads_[u] + owned_[u].begin, owned_[u].size(), stream_));
   }
-  HT_RETURN_IF_ERROR(grad_pool_[u == 0 ? 0 : 1].Release(u).status());
+  HT_RETURN_IF_ERROR(grad_pool_[model::PoolKind(u)].Release(u).status());
   grads_[u] = nullptr;
   return Status::Ok();
 }
@@ -466,11 +453,7 @@ Status CudaBackend::ZeroGrads() {
 StatusOr<double> CudaBackend::GradSumSquares(int u) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
   HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(), sumsq_partials_, stream_));
-  HT_LAUNCH(kc::SumDoubles(sumsq_partials_, kc::kSumSquaresPartials, sumsq_, stream_));
-  HT_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(host_result_, sumsq_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
-  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  return *host_result_;
+  return SumPartials(kc::kSumSquaresPartials);
 }
 
 // Every unit's partials side by side, one fixed-order sum, one device sync.
@@ -481,7 +464,12 @@ StatusOr<double> CudaBackend::TotalGradSumSquares() {
                                      sumsq_partials_ + static_cast<size_t>(u) * kc::kSumSquaresPartials,
                                      stream_));
   }
-  HT_LAUNCH(kc::SumDoubles(sumsq_partials_, kc::kSumSquaresPartials * U, sumsq_, stream_));
+  return SumPartials(kc::kSumSquaresPartials * U);
+}
+
+// The first `n` of sumsq_partials_, summed in fixed order, read back.
+StatusOr<double> CudaBackend::SumPartials(int n) {
+  HT_LAUNCH(kc::SumDoubles(sumsq_partials_, n, sumsq_, stream_));
   HT_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_result_, sumsq_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
   HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));

@@ -163,6 +163,7 @@ class CudaBackend final : public model::Backend {
   Status Recompute(int layer);
   Status HeadLoss(bool backward);
   StatusOr<double> ReadLoss();
+  StatusOr<double> SumPartials(int n);
   void UpdatePeakMemory();
   // Unit u's tensor t, compute dtype / fp32 grad.
   void* W(int u, int t) const;

@@ -6,11 +6,15 @@
 // out of slots, releasing a unit not held) is an error, never a silent
 // reuse: the slot counts are derived from the hook order and a violation is
 // a bug worth stopping for.
+#include <array>
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <vector>
 
 #include "runtime/core/status.h"
+#include "runtime/model/backend.h"
+#include "runtime/model/layout.h"
 
 namespace hypertrain::model {
 
@@ -60,5 +64,28 @@ class UnitSlots {
   std::vector<int> slot_of_;
   std::string what_;
 };
+
+// Which pool holds a unit's full-size buffers: 0 = the embedding unit (its
+// own size, held through a whole pass), 1 = the blocks (one shared size).
+inline int PoolKind(int unit) { return unit == ParamLayout::kEmbeddingUnit ? 0 : 1; }
+
+// The slots every pooling backend allocates, by PoolKind: the embedding gets
+// one param and one grad slot; the blocks pool_param_slots param slots (at
+// most one per block) and 2 grad slots (the unit in backward + the previous
+// one, whose reduce-scatter may still be in flight).
+struct UnitPoolPlan {
+  std::array<int64_t, 2> slot_numel{};
+  std::array<int, 2> param_slots{};
+  std::array<int, 2> grad_slots{};
+
+  // Empty bookkeeping for `num_units` units, named for error messages.
+  UnitSlots ParamSlots(int kind, int num_units) const;
+  UnitSlots GradSlots(int kind, int num_units) const;
+};
+
+// Checks what a pool needs (owned ranges that split every unit, i.e. a
+// sharded run; pool_param_slots >= 1; blocks of one size) and returns the
+// plan. Owned ranges outside their unit are left to the backend's own check.
+StatusOr<UnitPoolPlan> PlanUnitPool(const ParamLayout& layout, const BackendOptions& options);
 
 }  // namespace hypertrain::model
