@@ -248,12 +248,17 @@ Status HsdpHooks::AfterOptimizerStep(int u) {
   return Status::Ok();
 }
 
+Status HsdpHooks::CompleteGather(int u) {
+  if (!gather_work_[u]) return Status::Ok();
+  HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[u]));
+  gather_work_[u].reset();
+  gathered_[u] = true;
+  return Status::Ok();
+}
+
 Status HsdpHooks::WaitForPrefetches() {
   for (int u = 0; u < num_units_; ++u) {
-    if (early_version_[u] < 0 || !gather_work_[u]) continue;
-    HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[u]));
-    gather_work_[u].reset();
-    gathered_[u] = true;
+    if (early_version_[u] >= 0) HT_RETURN_IF_ERROR(CompleteGather(u));
   }
   return Status::Ok();
 }
@@ -291,11 +296,7 @@ Status HsdpHooks::BeforeForward(int u) {
       early_version_[v] = -1;
       if (current) continue;
       if (early) ++stats_.stale_gathers;
-      if (gather_work_[v]) {
-        HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[v]));
-        gather_work_[v].reset();
-        gathered_[v] = true;
-      }
+      HT_RETURN_IF_ERROR(CompleteGather(v));
       HT_RETURN_IF_ERROR(Release(v));
     }
   }
@@ -329,16 +330,11 @@ Status HsdpHooks::BeforeBackward(int u) {
     // gradient (its reduce-scatter long done): fold it in first.
     HT_RETURN_IF_ERROR(FlushGrads(u));
     HT_RETURN_IF_ERROR(backend_.AcquireGrads(u));
-    HT_RETURN_IF_ERROR(Gather(u));
-    if (options_.prefetch) {
-      const int next = u == ParamLayout::kEmbeddingUnit ? num_units_ - 1 : u - 1;
-      if (next >= 1) HT_RETURN_IF_ERROR(Prefetch(next));
-    }
-    return Status::Ok();
+  } else {
+    // A reduce-scatter of an earlier micro-batch must be done reading
+    // FullGrads(u) before this backward adds into it.
+    HT_RETURN_IF_ERROR(WaitForCompute(rs_work_[u]));
   }
-  // A reduce-scatter of an earlier micro-batch must be done reading
-  // FullGrads(u) before this backward adds into it.
-  HT_RETURN_IF_ERROR(WaitForCompute(rs_work_[u]));
   HT_RETURN_IF_ERROR(Gather(u));
   if (options_.prefetch) {
     // Backward order: embedding, then blocks L..1.
@@ -411,13 +407,7 @@ Status HsdpHooks::FinishGradients() {
   for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(FlushGrads(u));
   HT_RETURN_IF_ERROR(Reap());
   // A prefetch nobody consumed must not race the optimizer's writes.
-  for (int u = 0; u < num_units_; ++u) {
-    if (gather_work_[u]) {
-      HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[u]));
-      gather_work_[u].reset();
-      gathered_[u] = true;
-    }
-  }
+  for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(CompleteGather(u));
   step_open_ = false;
   last_micro_batch_ = true;
   final_pass_ = false;

@@ -168,6 +168,7 @@ class HsdpHooks final : public model::UnitHooks {
   // Issues the replica all-reduce of ShardGrads(u) once per step.
   Status StartReplicaReduce(int unit);
   Status Release(int unit);
+  Status CompleteGather(int unit);  // host-waits an issued gather, if any
   Status WaitReduceScatter(int unit);
   Status WaitTimed(Work& w);
   // Makes compute wait for `w` (device stream, or the host when there is
