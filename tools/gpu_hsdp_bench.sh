@@ -28,6 +28,7 @@ traj() { sed 's/.*"grad_norm":\([^,]*\),"loss":\([^,]*\),.*"step":\([0-9]*\),.*/
 NN=${HSDP_NODES:-2}; PN=${HSDP_PER_NODE:-2}; W=$((NN * PN))
 hsdp() { # $1 = name, rest = args
   local n=$1; shift; local p=$((21000 + RANDOM % 9000))
+  rm -rf /tmp/$n /tmp/$n.*.log  # a leftover checkpoint would be resumed (and the run end at once)
   watch_mem
   for node in $(seq 0 $((NN - 1))); do
     CUDA_VISIBLE_DEVICES=$(seq -s, $((PN*node)) $((PN*node + PN - 1))) MASTER_ADDR=127.0.0.1 MASTER_PORT=$p NNODES=$NN NODE_RANK=$node HT_JOB_ID=$n HT_GLOO_HOSTNAME=127.0.0.1 \
@@ -39,6 +40,7 @@ hsdp() { # $1 = name, rest = args
 }
 one() { # $1 = name, rest = args: one process on GPU 0
   local n=$1; shift
+  rm -rf /tmp/$n /tmp/$n.log
   watch_mem
   CUDA_VISIBLE_DEVICES=0 timeout 150 $B train "$@" --set exp_manager.exp_dir=/tmp/$n --set exp_manager.checkpoint_dir=/tmp/$n/ck > /tmp/$n.log 2>&1
   peak_mem
