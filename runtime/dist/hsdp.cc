@@ -133,6 +133,7 @@ HsdpHooks::~HsdpHooks() {
   for (auto& w : ar_work_)
     if (w) (void)w->Wait();
   if (emb_tokens_work_) (void)emb_tokens_work_->Wait();
+  if (emb_dout_work_) (void)emb_dout_work_->Wait();
   if (stats_.all_gathers + stats_.reduce_scatters + stats_.all_reduces > 0) {
     std::fprintf(stderr,
                  "[hsdp] rank %d: %lld steps, %lld all-gathers (%lld prefetched), %lld "
@@ -380,12 +381,21 @@ Status HsdpHooks::AfterBackward(int u) {
     // just issued. The embedding's stays pending until its slot is needed
     // again or FinishGradients, where the host waits for it.
     if (split_emb_ && u == ParamLayout::kEmbeddingUnit) {
-      // Its slot was reduce-scattered after the head's backward; what is
-      // left is the lookup's gradient, added into the owned rows directly.
-      for (int v = 0; v < num_units_; ++v) HT_RETURN_IF_ERROR(FlushGrads(v));
+      // Its slot was reduce-scattered after the head's backward (and folded
+      // after the last block's, unless there is none); what is left is the
+      // lookup's gradient, added into the owned rows directly. Block 0's
+      // slot is folded only after that, so the add overlaps its
+      // reduce-scatter, and the embedding's replica all-reduce does not
+      // wait for it either.
+      HT_RETURN_IF_ERROR(FlushGrads(u));
       HT_RETURN_IF_ERROR(AccumulateEmbeddingGrad());
       if (final_pass_) HT_RETURN_IF_ERROR(StartReplicaReduce(u));
+      for (int v = 0; v < num_units_; ++v) HT_RETURN_IF_ERROR(FlushGrads(v));
     } else {
+      // The embedding output's gradient is final after block 0's backward:
+      // gather it ahead of block 0's reduce-scatter on the shard group's
+      // FIFO queue/stream.
+      if (split_emb_ && u == 1) HT_RETURN_IF_ERROR(StartEmbeddingGradGather());
       HT_RETURN_IF_ERROR(ReduceScatterSlot(u));
       // Fold every other pending slot (with the split embedding gradient
       // that includes the embedding's, after the last block's backward).
@@ -453,18 +463,25 @@ Status HsdpHooks::AfterHeadBackward() {
   return Status::Ok();
 }
 
-Status HsdpHooks::AccumulateEmbeddingGrad() {
+Status HsdpHooks::StartEmbeddingGradGather() {
+  if (emb_dout_work_) return Status::Ok();
   const model::EmbeddingGradIo io = backend_.EmbeddingGrad();
-  if (!emb_tokens_work_) return Internal("embedding backward without AfterHeadBackward");
-  // Ordered after the blocks' backward, which wrote dout (SetComputeStream).
+  // Ordered after block 0's backward, which wrote dout (SetComputeStream),
+  // and after the previous micro-batch's add, the last reader of all_dout.
   const size_t count = static_cast<size_t>(io.tokens_per_rank * io.cols);
-  std::unique_ptr<Work> dout_work = ctx_.shard().AllGather(io.dout, io.all_dout, count, emb_dout_dtype_);
+  emb_dout_work_ = ctx_.shard().AllGather(io.dout, io.all_dout, count, emb_dout_dtype_);
   ++stats_.embedding_grad_gathers;
   stats_.embedding_grad_gather_bytes +=
       static_cast<int64_t>(shard_degree_) *
       (io.tokens_per_rank * 4 + static_cast<int64_t>(count * DTypeSize(emb_dout_dtype_)));
+  return Status::Ok();
+}
+
+Status HsdpHooks::AccumulateEmbeddingGrad() {
+  if (!emb_tokens_work_) return Internal("embedding backward without AfterHeadBackward");
+  HT_RETURN_IF_ERROR(StartEmbeddingGradGather());  // no blocks: not issued yet
   HT_RETURN_IF_ERROR(WaitForCompute(emb_tokens_work_));
-  HT_RETURN_IF_ERROR(WaitForCompute(dout_work));
+  HT_RETURN_IF_ERROR(WaitForCompute(emb_dout_work_));
   // The replaced reduce-scatter's semantics: average over the shard group,
   // in the reduce dtype.
   return backend_.AccumulateEmbeddingGrad(options_.reduce_dtype == DType::kBF16);

@@ -30,8 +30,10 @@
 //                      as AfterBackward does for a block — it holds the LM
 //                      head's and final norm's gradient — and all-gather the
 //                      token ids; the backend skips the lookup's scatter-add.
-//                      AfterBackward(E) then all-gathers the embedding
-//                      output's gradient in the shard group and each rank
+//                      After block 0's backward (ahead of its reduce-
+//                      scatter) the hooks all-gather the embedding output's
+//                      gradient in the shard group; in AfterBackward(E) each
+//                      rank
 //                      adds the lookup's gradient of all shard ranks' tokens
 //                      into the part of the table inside its owned range of
 //                      ShardGrads(E) (Backend::AccumulateEmbeddingGrad: the
@@ -198,6 +200,9 @@ class HsdpHooks final : public model::UnitHooks {
   // Split embedding gradient, AfterBackward(E): gather the lookup's inputs,
   // add into the owned rows of ShardGrads(E).
   Status AccumulateEmbeddingGrad();
+  // Issues the all-gather of the embedding output's gradient (once per pass;
+  // after block 0's backward, ahead of its reduce-scatter).
+  Status StartEmbeddingGradGather();
   // Issues the replica all-reduce of ShardGrads(u) once per step.
   Status StartReplicaReduce(int unit);
   Status Release(int unit);
@@ -241,6 +246,7 @@ class HsdpHooks final : public model::UnitHooks {
   bool split_emb_ = false;   // split embedding gradient (pool + backend support)
   DType emb_dout_dtype_ = DType::kF32;        // wire type of the embedding output gradient
   std::unique_ptr<Work> emb_tokens_work_;     // all-gather of this pass's token ids
+  std::unique_ptr<Work> emb_dout_work_;       // all-gather of the embedding output's gradient
   HsdpStats stats_;
 };
 

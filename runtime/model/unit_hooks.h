@@ -38,7 +38,8 @@
 //    AfterHeadBackward), the backend does NOT scatter-add the embedding
 //    lookup's gradient into FullGrads(E) — FullGrads(E) may be released by
 //    then — and the hooks take it in AfterBackward(E) from
-//    Backend::EmbeddingGrad() / AccumulateEmbeddingGrad() [pooled HSDP:
+//    Backend::EmbeddingGrad() / AccumulateEmbeddingGrad(), whose `dout` is
+//    final from AfterBackward(B_0) on [pooled HSDP:
 //    reduce-scatter the head part in AfterHeadBackward, all-gather the
 //    lookup's inputs in the shard group and add into each rank's owned rows].
 //  - FinishGradients(): called by the training loop once per optimizer step
