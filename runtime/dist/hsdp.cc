@@ -378,8 +378,8 @@ Status HsdpHooks::AfterBackward(int u) {
     // shard needed), later ones in place (this rank's reduced shard lands at
     // its owned range, added into ShardGrads when folded) — then fold the
     // PREVIOUS unit's shard, so compute never waits on the collective it
-    // just issued. The embedding's stays pending until its slot is needed
-    // again or FinishGradients, where the host waits for it.
+    // just issued. Without the split, the embedding's stays pending until
+    // its slot is needed again or FinishGradients, where the host waits.
     if (split_emb_ && u == ParamLayout::kEmbeddingUnit) {
       // Its slot was reduce-scattered after the head's backward (and folded
       // after the last block's, unless there is none); what is left is the

@@ -47,8 +47,8 @@
 //                      that slot is just freed; later ones in place — then fold
 //                      the previous unit's reduced shard into its ShardGrads
 //                      (Backend::ReleaseGrads) and free that slot; the
-//                      embedding's is folded when its slot is next needed or
-//                      in FinishGradients. Gradient accumulation thus costs
+//                      embedding's (not split) is folded when its slot is
+//                      next needed or in FinishGradients. Gradient accumulation thus costs
 //                      one reduce-scatter per micro-batch instead of a
 //                      full-size fp32 gradient per unit (not FSDP's no_sync).
 //                      Unpooled: on the last micro-batch of a step
