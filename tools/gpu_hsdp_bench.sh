@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run on a 4-GPU machine from the repo root after tools/gpu_bundle.sh (carry .gpu-pack):
-#   bash tools/gpu_hsdp_bench.sh [parity|bench|launch|all]  (default parity + bench; each < 10 min)
+#   bash tools/gpu_hsdp_bench.sh [parity|bench|launch|all|hsdp1b [--set ...]]  (default parity + bench; each < 10 min)
 # HSDP_NODES x HSDP_PER_NODE "nodes" x ranks (default 2 x 2; one GPU per rank):
 # on a 2-GPU machine use HSDP_NODES=1 HSDP_PER_NODE=2 (shard 2) or 2 x 1 (replicate 2).
 # launch: runtime/dist/launch_train_test.sh with the CUDA backend and NCCL from
@@ -45,6 +45,12 @@ one() { # $1 = name, rest = args: one process on GPU 0
   grep -h "^\[cuda\]" /tmp/$n.log
 }
 MODE=${1:-all}
+if [ "$MODE" = hsdp1b ]; then  # one 1b HSDP run; extra args after the mode go to train (for sweeps)
+  shift; S=(--config examples/llama3-1b-gpu.yaml --set model.shape=1b --set model.train_batch_size=4 --set trainer.max_steps=20 --set trainer.log_every_n_steps=5)
+  hsdp sweep_1b "${S[@]}" --set model.sharding_strategy=hybrid_shard "$@" | grep -E "peak|\[cuda\] device 0: compute"
+  tail -1 /tmp/sweep_1b/metrics.jsonl | sed 's/.*"tokens_per_s_per_device":\([0-9.]*\).*/tokens\/s\/GPU \1/'
+  exit 0
+fi
 if [ "$MODE" = launch ]; then
   LAUNCH_TRAIN_BACKEND=cuda HYPERTRAIN_BIN=$B TEST_TMPDIR=/tmp bash runtime/dist/launch_train_test.sh
   exit $?

@@ -17,7 +17,11 @@
 #     LD_LIBRARY_PATH=.gpu/lib:... bash runtime/dist/launch_train_test.sh
 set -euo pipefail
 BACKEND="${LAUNCH_TRAIN_BACKEND:-cpu}"
-LOSS_RTOL="${LOSS_RTOL:-1e-5}"
+# CPU computes in fp32: only the summation order differs (measured ~1e-7). On
+# CUDA the compute copy is bf16, so an fp32 ulp of difference in a master weight
+# can flip a bf16 rounding; measured on 4 H200s: 1.5e-5 at step 4 (full_shard).
+if [ "$BACKEND" = cuda ]; then default_loss_rtol=5e-5; else default_loss_rtol=1e-5; fi
+LOSS_RTOL="${LOSS_RTOL:-$default_loss_rtol}"
 NORM_RTOL="${NORM_RTOL:-1e-4}"
 export NCCL_NVLS_ENABLE=0
 

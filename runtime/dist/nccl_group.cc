@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -269,6 +270,33 @@ class NcclGroup final : public ProcessGroup {
 
 }  // namespace
 
+StatusOr<NcclGroupTuning> NcclGroupTuningFromEnv(const std::string& group_name) {
+  // "shard0" -> SHARD, "replica1" -> REPLICA, "world" -> WORLD.
+  std::string kind;
+  for (char c : group_name) {
+    if (c >= 'a' && c <= 'z') kind += static_cast<char>(c - 'a' + 'A');
+  }
+  NcclGroupTuning t;
+  const std::string ctas_var = "HT_NCCL_" + kind + "_MAX_CTAS";
+  if (const char* v = std::getenv(ctas_var.c_str()); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > 64) {
+      return InvalidArgument(ctas_var + " must be an integer in 1..64, got '" + v + "'");
+    }
+    t.max_ctas = static_cast<int>(n);
+  }
+  const std::string prio_var = "HT_NCCL_" + kind + "_PRIORITY";
+  if (const char* v = std::getenv(prio_var.c_str()); v != nullptr && *v != '\0') {
+    const std::string p = v;
+    if (p != "high" && p != "low") {
+      return InvalidArgument(prio_var + " must be 'high' or 'low', got '" + p + "'");
+    }
+    t.low_priority = p == "low";
+  }
+  return t;
+}
+
 StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
     const std::string& name, const std::vector<int>& ranks, int world_rank, int cuda_device,
     TcpStoreClient* store, std::chrono::milliseconds rendezvous_timeout,
@@ -290,14 +318,18 @@ StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
     if (v.size() != sizeof(id)) return DataLoss("malformed NCCL unique id for group '" + name + "'");
     std::memcpy(&id, v.data(), sizeof(id));
   }
+  HT_ASSIGN_OR_RETURN(const NcclGroupTuning tuning, NcclGroupTuningFromEnv(name));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  if (tuning.max_ctas > 0) config.maxCTAs = tuning.max_ctas;
   ncclComm_t comm = nullptr;
-  NCCL_OK("ncclCommInitRank for group '" + name + "'",
-          ncclCommInitRank(&comm, static_cast<int>(ranks.size()), id, grank));
+  NCCL_OK("ncclCommInitRankConfig for group '" + name + "'",
+          ncclCommInitRankConfig(&comm, static_cast<int>(ranks.size()), id, grank, &config));
   auto owned = std::make_unique<NcclComm>(comm);
   int lo = 0, hi = 0;
   cudaDeviceGetStreamPriorityRange(&lo, &hi);
   cudaStream_t stream;
-  CUDA_OK("cudaStreamCreate", cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, hi));
+  CUDA_OK("cudaStreamCreate", cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking,
+                                                           tuning.low_priority ? lo : hi));
   return std::unique_ptr<ProcessGroup>(new NcclGroup(name, grank, static_cast<int>(ranks.size()),
                                                      cuda_device, std::move(owned), stream, watchdog));
 }

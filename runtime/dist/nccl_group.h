@@ -26,6 +26,19 @@
 
 namespace hypertrain::dist {
 
+// Per-group NCCL knobs from the environment, by group kind (the group name
+// without digits, upper-cased: SHARD, REPLICA, WORLD):
+//   HT_NCCL_<KIND>_MAX_CTAS=1..64   ncclConfig_t.maxCTAs (SMs a collective may take)
+//   HT_NCCL_<KIND>_PRIORITY=high|low  the communication stream's priority
+//                                     (default high)
+// Unset means NCCL's defaults; a bad value is an InvalidArgument naming the
+// variable.
+struct NcclGroupTuning {
+  int max_ctas = 0;  // 0 = NCCL's default
+  bool low_priority = false;
+};
+StatusOr<NcclGroupTuning> NcclGroupTuningFromEnv(const std::string& group_name);
+
 StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
     const std::string& name, const std::vector<int>& ranks, int world_rank, int cuda_device,
     TcpStoreClient* store, std::chrono::milliseconds rendezvous_timeout,

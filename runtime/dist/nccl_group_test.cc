@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "runtime/dist/bf16.h"
@@ -109,6 +111,43 @@ int Body(int rank, int world, int port) {
               host[0], host[1]);
   CHILD_OK(w.Barrier());
   return 0;
+}
+
+// Host-only: the per-group knobs parse by group kind and reject bad values
+// with the variable's name (runs without a GPU).
+TEST(NcclGroupTuning, ReadsPerKindVariablesAndRejectsBadValues) {
+  ::unsetenv("HT_NCCL_REPLICA_MAX_CTAS");
+  ::unsetenv("HT_NCCL_REPLICA_PRIORITY");
+  ::unsetenv("HT_NCCL_SHARD_MAX_CTAS");
+  auto d = NcclGroupTuningFromEnv("replica1");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->max_ctas, 0);
+  EXPECT_FALSE(d->low_priority);
+
+  ::setenv("HT_NCCL_REPLICA_MAX_CTAS", "4", 1);
+  ::setenv("HT_NCCL_REPLICA_PRIORITY", "low", 1);
+  auto r = NcclGroupTuningFromEnv("replica0");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->max_ctas, 4);
+  EXPECT_TRUE(r->low_priority);
+  auto s = NcclGroupTuningFromEnv("shard0");  // another kind is untouched
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->max_ctas, 0);
+  EXPECT_FALSE(s->low_priority);
+
+  ::setenv("HT_NCCL_SHARD_MAX_CTAS", "0", 1);
+  auto bad = NcclGroupTuningFromEnv("shard3");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("HT_NCCL_SHARD_MAX_CTAS"), std::string::npos);
+  ::setenv("HT_NCCL_SHARD_MAX_CTAS", "8x", 1);
+  EXPECT_FALSE(NcclGroupTuningFromEnv("shard0").ok());
+  ::setenv("HT_NCCL_REPLICA_PRIORITY", "urgent", 1);
+  auto bad_prio = NcclGroupTuningFromEnv("replica0");
+  ASSERT_FALSE(bad_prio.ok());
+  EXPECT_NE(bad_prio.status().ToString().find("HT_NCCL_REPLICA_PRIORITY"), std::string::npos);
+  ::unsetenv("HT_NCCL_REPLICA_MAX_CTAS");
+  ::unsetenv("HT_NCCL_REPLICA_PRIORITY");
+  ::unsetenv("HT_NCCL_SHARD_MAX_CTAS");
 }
 
 TEST(NcclCollectives, OneProcessPerGpu) {
