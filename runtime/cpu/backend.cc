@@ -37,8 +37,8 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
   }
   b->pool_ = options.unit_pool;
   if (options.embedding_grad_ranks < 0) {
-    return InvalidArgument(fmt::format("embedding_grad_ranks must be >= 0, got {}",
-                                       options.embedding_grad_ranks));
+    return InvalidArgument(
+        fmt::format("embedding_grad_ranks must be >= 0, got {}", options.embedding_grad_ranks));
   }
   model::UnitPoolPlan plan;
   if (b->pool_) {
@@ -286,7 +286,8 @@ model::EmbeddingGradIo CpuBackend::EmbeddingGrad() {
 }
 
 Status CpuBackend::AccumulateEmbeddingGrad(bool bf16_reduce) {
-  if (emb_ranks_ <= 1) return FailedPrecondition("the CPU backend was created without embedding_grad_ranks");
+  if (emb_ranks_ <= 1)
+    return FailedPrecondition("the CPU backend was created without embedding_grad_ranks");
   const int E = model::ParamLayout::kEmbeddingUnit;
   const model::TensorSlot& t = layout_.unit(E).tensors[model::kEmbedTokens];
   const Range own = owned_[E];
@@ -294,7 +295,8 @@ Status CpuBackend::AccumulateEmbeddingGrad(bool bf16_reduce) {
   if (r.empty()) return Status::Ok();
   const int64_t V = layout_.config().vocab_size;
   for (int32_t tok : all_tokens_) {  // other ranks' ids come from the wire
-    if (tok < 0 || tok >= V) return Internal(fmt::format("gathered token {} is outside [0, {})", tok, V));
+    if (tok < 0 || tok >= V)
+      return Internal(fmt::format("gathered token {} is outside [0, {})", tok, V));
   }
   float* dst = static_cast<float*>(ShardGrads(E).data) + (r.begin - own.begin);
   EmbeddingBackwardRange(dst, r.begin - t.offset, r.end - t.offset, all_dout_.data(),

@@ -282,7 +282,7 @@ TEST(CpuBackendTest, SplitEmbeddingGradAddsOwnedRowsOfGatheredRanks) {
   std::normal_distribution<float> d(0.0f, 1.0f);
   for (int64_t i = 0; i < 2 * N; ++i) io.all_tokens[i] = static_cast<int32_t>(rng() % V);
   io.all_tokens[0] = io.all_tokens[N] = static_cast<int32_t>(V - 1);  // a row in both ranks
-  io.all_tokens[1] = static_cast<int32_t>(own.begin / C);           // the cut row
+  io.all_tokens[1] = static_cast<int32_t>(own.begin / C);             // the cut row
   float* dout = static_cast<float*>(io.all_dout);
   for (int64_t i = 0; i < 2 * N * C; ++i) dout[i] = d(rng);
   std::vector<float> g0(own.size());

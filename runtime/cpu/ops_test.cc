@@ -107,7 +107,8 @@ void CheckEmbeddingBackwardRange(bool bf16_reduce) {
   EmbeddingBackwardRange(buf.data() + guard, lo, hi, dout.data(), tok.data(), n, R, C, bf16_reduce);
   // Per rank: its partial sums P_r (a dense scatter-add from zero, row order).
   std::vector<std::vector<float>> part(R, std::vector<float>(V * C, 0.0f));
-  for (int r = 0; r < R; ++r) EmbeddingBackward(part[r].data(), dout.data() + r * n * C, tok.data() + r * n, n, C);
+  for (int r = 0; r < R; ++r)
+    EmbeddingBackward(part[r].data(), dout.data() + r * n * C, tok.data() + r * n, n, C);
   int differs_from_fp32 = 0;
   for (int64_t i = 0; i < static_cast<int64_t>(buf.size()); ++i) {
     const int64_t e = lo + i - guard;

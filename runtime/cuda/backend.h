@@ -220,7 +220,7 @@ class CudaBackend final : public model::Backend {
   size_t attn_ws_bytes_ = 0;
   void* emb_scratch_ = nullptr;
   size_t emb_scratch_bytes_ = 0;
-  int emb_ranks_ = 0;  // split embedding gradient: shard-group size, else 0
+  int emb_ranks_ = 0;              // split embedding gradient: shard-group size, else 0
   int32_t* all_tokens_ = nullptr;  // [R * N]
   void* all_dout_ = nullptr;       // [R * N, C] compute dtype
   int64_t chunk_rows_ = 0;

@@ -121,7 +121,8 @@ Status CudaBackend::PlanActivations() {
     targets_ = static_cast<int32_t*>(take(N * sizeof(int32_t)));
     attn_ws_ = take(attn_ws_bytes_);
     emb_scratch_ = take(emb_scratch_bytes_);
-    all_tokens_ = emb_ranks_ > 1 ? static_cast<int32_t*>(take(emb_ranks_ * N * sizeof(int32_t))) : nullptr;
+    all_tokens_ =
+        emb_ranks_ > 1 ? static_cast<int32_t*>(take(emb_ranks_ * N * sizeof(int32_t))) : nullptr;
     all_dout_ = emb_ranks_ > 1 ? act(emb_ranks_ * N * C) : nullptr;
     return off;
   };
@@ -531,7 +532,8 @@ Status CudaBackend::BackwardPass(model::UnitHooks& hooks) {
   // (FullGrads(E) is released by the end of the backward).
   const bool split = hooks.SplitsEmbeddingGrad();
   if (split && emb_ranks_ <= 1) {
-    return FailedPrecondition("hooks split the embedding gradient but the backend has no buffers for it");
+    return FailedPrecondition(
+        "hooks split the embedding gradient but the backend has no buffers for it");
   }
   for (int l = static_cast<int>(cfg.num_hidden_layers) - 1; l >= 0; --l) {
     const int u = ParamLayout::BlockUnit(l);
@@ -546,11 +548,10 @@ Status CudaBackend::BackwardPass(model::UnitHooks& hooks) {
   if (!split) {
     HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
       using T = decltype(tag);
-      return kc::EmbeddingBackward<T>(G(E, model::kEmbedTokens), static_cast<const T*>(dres_),
-                                      tokens_, static_cast<int>(N_),
-                                      static_cast<int>(cfg.hidden_size),
-                                      static_cast<int>(cfg.vocab_size), emb_scratch_,
-                                      emb_scratch_bytes_, stream_);
+      return kc::EmbeddingBackward<T>(
+          G(E, model::kEmbedTokens), static_cast<const T*>(dres_), tokens_, static_cast<int>(N_),
+          static_cast<int>(cfg.hidden_size), static_cast<int>(cfg.vocab_size), emb_scratch_,
+          emb_scratch_bytes_, stream_);
     }));
     profile_.Mark(Op::kEmbedding, stream_);
   }

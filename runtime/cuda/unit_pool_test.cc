@@ -54,7 +54,8 @@ model::BackendOptions Options() {
 // of identical ranks = identity, then ReleaseGrads folds the owned range in.
 class TwinHooks final : public model::UnitHooks {
  public:
-  TwinHooks(CudaBackend& pooled, CudaBackend& ref, bool split) : p_(pooled), r_(ref), split_(split) {}
+  TwinHooks(CudaBackend& pooled, CudaBackend& ref, bool split)
+      : p_(pooled), r_(ref), split_(split) {}
   bool SplitsEmbeddingGrad() const override { return split_; }
   // Split: the embedding slot now holds the head + final-norm gradient; the
   // "reduce-scatter" of identical ranks is the identity, so fold and free it.

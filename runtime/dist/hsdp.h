@@ -244,9 +244,9 @@ class HsdpHooks final : public model::UnitHooks {
   std::vector<std::unique_ptr<Work>> ar_work_;  // replica all-reduce per unit
   bool final_pass_ = false;  // BeginMicroBatch said this is the step's last micro-batch
   bool split_emb_ = false;   // split embedding gradient (pool + backend support)
-  DType emb_dout_dtype_ = DType::kF32;        // wire type of the embedding output gradient
-  std::unique_ptr<Work> emb_tokens_work_;     // all-gather of this pass's token ids
-  std::unique_ptr<Work> emb_dout_work_;       // all-gather of the embedding output's gradient
+  DType emb_dout_dtype_ = DType::kF32;     // wire type of the embedding output gradient
+  std::unique_ptr<Work> emb_tokens_work_;  // all-gather of this pass's token ids
+  std::unique_ptr<Work> emb_dout_work_;    // all-gather of the embedding output's gradient
   HsdpStats stats_;
 };
 

@@ -294,11 +294,12 @@ int Rank(int rank, int port, const Case& c, const std::string& dir) {
   Save(dir + "/rank" + std::to_string(rank), p);
   const HsdpStats& hs = (*hooks)->stats();
   std::ofstream(dir + "/stats" + std::to_string(rank))
-      << hs.all_gathers << " " << hs.prefetch_hits << " " << hs.reduce_scatters << " " << hs.all_reduces
-      << " " << ((*b)->PoolsUnits() ? 1 : 0) << " " << held << " " << hs.early_all_reduces << " "
-      << hs.early_gathers << " " << hs.stale_gathers << " " << hs.direct_reduce_scatters << " "
-      << (block0_held ? 1 : 0) << " " << ((*hooks)->SplitsEmbeddingGrad() ? 1 : 0) << " "
-      << hs.embedding_grad_gathers << " " << hs.embedding_grad_gather_bytes;
+      << hs.all_gathers << " " << hs.prefetch_hits << " " << hs.reduce_scatters << " "
+      << hs.all_reduces << " " << ((*b)->PoolsUnits() ? 1 : 0) << " " << held << " "
+      << hs.early_all_reduces << " " << hs.early_gathers << " " << hs.stale_gathers << " "
+      << hs.direct_reduce_scatters << " " << (block0_held ? 1 : 0) << " "
+      << ((*hooks)->SplitsEmbeddingGrad() ? 1 : 0) << " " << hs.embedding_grad_gathers << " "
+      << hs.embedding_grad_gather_bytes;
   return 0;
 }
 
@@ -311,8 +312,7 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   ASSERT_EQ(testing::RunProcesses(1, [&](int) { return Reference(dir + "/ref", c.tied); })[0], 0);
   const int port = testing::PickFreePort();
   const auto codes = testing::RunProcesses(
-      kWorld, [&](int r) { return Rank(r, port, c, dir); },
-      std::chrono::seconds(120));
+      kWorld, [&](int r) { return Rank(r, port, c, dir); }, std::chrono::seconds(120));
   for (int r = 0; r < kWorld; ++r) ASSERT_EQ(codes[r], 0) << "rank " << r;
 
   Result ref;
@@ -338,7 +338,8 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
       const model::Range own = got.owned[0];
       const model::TensorSlot& t = layout.unit(0).tensors[model::kEmbedTokens];
       const int64_t C = Config().hidden_size;
-      for (int64_t e : {own.begin, own.end}) cut_rows += e > t.offset && e < t.offset + t.numel && (e - t.offset) % C != 0;
+      for (int64_t e : {own.begin, own.end})
+        cut_rows += e > t.offset && e < t.offset + t.numel && (e - t.offset) % C != 0;
     }
     for (size_t u = 0; u < got.owned.size(); ++u) {
       const model::Range own = got.owned[u];
@@ -380,9 +381,9 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   EXPECT_EQ(emb_gathers, want_split ? micro : 0);
   // Per micro-batch: every shard rank's kMicro x kSeq token ids (4 bytes)
   // and fp32 embedding-output gradients.
-  EXPECT_EQ(emb_bytes, want_split ? micro * g.shard_degree * kMicro * kSeq *
-                                        (4 + 4 * Config().hidden_size)
-                                  : 0);
+  EXPECT_EQ(emb_bytes, want_split
+                           ? micro * g.shard_degree * kMicro * kSeq * (4 + 4 * Config().hidden_size)
+                           : 0);
   // Tiny's embed_tokens is 256 rows of 128: shards of the tied unit (D = 2,
   // 4) and of the untied one with D = 4 end mid-row; the untied unit with
   // D = 2 puts all of embed_tokens in rank 0's shard (rank 1: none).
@@ -426,10 +427,10 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   // lookup gradient was added), the blocks with a pool (the embedding's
   // reduce-scatter is the last one, waited for in FinishGradients), none
   // unpooled.
-  const int64_t want_early = g.replica_degree == 1 ? 0
+  const int64_t want_early = g.replica_degree == 1               ? 0
                              : g.shard_degree == 1 || want_split ? kSteps * (1 + L)
-                             : c.pool              ? kSteps * L
-                                                   : 0;
+                             : c.pool                            ? kSteps * L
+                                                                 : 0;
   EXPECT_EQ(early, want_early);
 }
 
@@ -446,7 +447,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // (split off), and untied embeddings (a separate LM
                       // head in the unit; with 4 shards two ranks own none
                       // of embed_tokens).
-                      Case{ShardingStrategy::kHybridShard, DType::kF32, true, true, /*split=*/false},
+                      Case{ShardingStrategy::kHybridShard, DType::kF32, true, true,
+                           /*split=*/false},
                       Case{ShardingStrategy::kHybridShard, DType::kF32, true, /*tied=*/false},
                       Case{ShardingStrategy::kFullShard, DType::kF32, true, /*tied=*/false},
                       Case{ShardingStrategy::kHybridShard, DType::kBF16, true, /*tied=*/false}),

@@ -134,8 +134,8 @@ cudaError_t EmbeddingBackward(float* dtable, const T* dout, const int32_t* token
 template <typename T>
 cudaError_t EmbeddingBackwardRange(float* dst, int64_t lo, int64_t hi, const T* dout,
                                    const int32_t* tokens, int n_per_rank, int ranks, int cols,
-                                   int vocab, bool bf16_reduce, void* scratch,
-                                   size_t scratch_bytes, cudaStream_t stream) {
+                                   int vocab, bool bf16_reduce, void* scratch, size_t scratch_bytes,
+                                   cudaStream_t stream) {
   if (n_per_rank <= 0 || ranks <= 0 || cols <= 0 || vocab <= 0 || lo < 0 ||
       hi > static_cast<int64_t>(vocab) * cols) {
     return cudaErrorInvalidValue;
@@ -154,20 +154,19 @@ cudaError_t EmbeddingBackwardRange(float* dst, int64_t lo, int64_t hi, const T* 
   cudaError_t err = cub::DeviceRadixSort::SortPairs(cub_tmp, cub_bytes, tokens, sorted_tokens, pos,
                                                     sorted_pos, n, 0, KeyBits(vocab), stream);
   if (err != cudaSuccess) return err;
-  EmbeddingBackwardRangeKernel<T><<<n, 256, 0, stream>>>(
-      dst, lo, hi, dout, sorted_tokens, sorted_pos, n, n_per_rank, cols,
-      1.0f / static_cast<float>(ranks), bf16_reduce);
+  EmbeddingBackwardRangeKernel<T>
+      <<<n, 256, 0, stream>>>(dst, lo, hi, dout, sorted_tokens, sorted_pos, n, n_per_rank, cols,
+                              1.0f / static_cast<float>(ranks), bf16_reduce);
   return cudaGetLastError();
 }
 
-#define HT_INSTANTIATE(T)                                                                     \
-  template cudaError_t EmbeddingForward<T>(T*, const int32_t*, const T*, int, int,           \
-                                           cudaStream_t);                                     \
-  template cudaError_t EmbeddingBackward<T>(float*, const T*, const int32_t*, int, int, int, \
-                                            void*, size_t, cudaStream_t);                \
-  template cudaError_t EmbeddingBackwardRange<T>(float*, int64_t, int64_t, const T*,         \
-                                                 const int32_t*, int, int, int, int, bool,   \
-                                                 void*, size_t, cudaStream_t);
+#define HT_INSTANTIATE(T)                                                                         \
+  template cudaError_t EmbeddingForward<T>(T*, const int32_t*, const T*, int, int, cudaStream_t); \
+  template cudaError_t EmbeddingBackward<T>(float*, const T*, const int32_t*, int, int, int,      \
+                                            void*, size_t, cudaStream_t);                         \
+  template cudaError_t EmbeddingBackwardRange<T>(float*, int64_t, int64_t, const T*,              \
+                                                 const int32_t*, int, int, int, int, bool, void*, \
+                                                 size_t, cudaStream_t);
 HT_INSTANTIATE(float)
 HT_INSTANTIATE(__nv_bfloat16)
 HT_INSTANTIATE(__half)

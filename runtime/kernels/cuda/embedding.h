@@ -39,7 +39,7 @@ cudaError_t EmbeddingBackward(float* dtable, const T* dout, const int32_t* token
 template <typename T>
 cudaError_t EmbeddingBackwardRange(float* dst, int64_t lo, int64_t hi, const T* dout,
                                    const int32_t* tokens, int n_per_rank, int ranks, int cols,
-                                   int vocab, bool bf16_reduce, void* scratch,
-                                   size_t scratch_bytes, cudaStream_t stream);
+                                   int vocab, bool bf16_reduce, void* scratch, size_t scratch_bytes,
+                                   cudaStream_t stream);
 
 }  // namespace hypertrain::kernels::cuda

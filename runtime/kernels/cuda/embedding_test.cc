@@ -77,7 +77,7 @@ TYPED_TEST(EmbeddingTest, RangeRestrictedBackwardOfGatheredRanks) {
   std::uniform_int_distribution<int> any(0, V - 1), few(0, 7);
   for (int i = 0; i < n * R; ++i) tokens[i] = (i % 3 == 0) ? any(rng) : few(rng) + 3;
   tokens[5] = tokens[n + 5] = tokens[2 * n + 5] = 3;  // row 3 (cut at lo) in every rank
-  tokens[7] = tokens[2 * n + 8] = 700;                 // row 700 (cut at hi)
+  tokens[7] = tokens[2 * n + 8] = 700;                // row 700 (cut at hi)
   std::vector<double> dout_d, dst0_d;
   auto hdout = RandomVector<T>(size_t(n) * R * C, rng, 1.0f, &dout_d);
   auto hdst0 = RandomVector<float>(size_t(hi - lo + 2 * guard), rng, 1.0f, &dst0_d);
@@ -90,13 +90,13 @@ TYPED_TEST(EmbeddingTest, RangeRestrictedBackwardOfGatheredRanks) {
   HT_CUDA_ASSERT(ddout.Upload(hdout));
   for (bool bf16 : {false, true}) {
     HT_CUDA_ASSERT(ddst.Upload(hdst0));
-    HT_CUDA_ASSERT(EmbeddingBackwardRange<T>(ddst.get() + guard, lo, hi, ddout.get(), dtok.get(),
-                                             n, R, C, V, bf16, scratch.get(), scratch.size(),
+    HT_CUDA_ASSERT(EmbeddingBackwardRange<T>(ddst.get() + guard, lo, hi, ddout.get(), dtok.get(), n,
+                                             R, C, V, bf16, scratch.get(), scratch.size(),
                                              nullptr));
     HT_CUDA_ASSERT(cudaDeviceSynchronize());
     std::vector<float> want = hdst0;
-    cpu::EmbeddingBackwardRange<float>(want.data() + guard, lo, hi, dout_f.data(), tokens.data(),
-                                       n, R, C, bf16);
+    cpu::EmbeddingBackwardRange<float>(want.data() + guard, lo, hi, dout_f.data(), tokens.data(), n,
+                                       R, C, bf16);
     const std::vector<float> got = ddst.Download();
     int64_t mismatched = 0;
     for (size_t i = 0; i < got.size(); ++i) mismatched += got[i] != want[i];
@@ -104,12 +104,14 @@ TYPED_TEST(EmbeddingTest, RangeRestrictedBackwardOfGatheredRanks) {
       ASSERT_EQ(got[i], hdst0[i]) << "before the range";
       ASSERT_EQ(got[got.size() - 1 - i], hdst0[got.size() - 1 - i]) << "after the range";
     }
-    ExpectClose(ToDouble(got), ToDouble(want), 1e-6, bf16 ? "range backward, bf16 reduce" : "range backward");
-    EXPECT_LE(mismatched, 0) << "elements not bit-identical to the CPU reference (bf16=" << bf16 << ")";
+    ExpectClose(ToDouble(got), ToDouble(want), 1e-6,
+                bf16 ? "range backward, bf16 reduce" : "range backward");
+    EXPECT_LE(mismatched, 0) << "elements not bit-identical to the CPU reference (bf16=" << bf16
+                             << ")";
     // Bit-identical on a second run.
     HT_CUDA_ASSERT(ddst.Upload(hdst0));
-    HT_CUDA_ASSERT(EmbeddingBackwardRange<T>(ddst.get() + guard, lo, hi, ddout.get(), dtok.get(),
-                                             n, R, C, V, bf16, scratch.get(), scratch.size(),
+    HT_CUDA_ASSERT(EmbeddingBackwardRange<T>(ddst.get() + guard, lo, hi, ddout.get(), dtok.get(), n,
+                                             R, C, V, bf16, scratch.get(), scratch.size(),
                                              nullptr));
     HT_CUDA_ASSERT(cudaDeviceSynchronize());
     EXPECT_EQ(got, ddst.Download());
