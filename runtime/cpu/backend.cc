@@ -36,6 +36,10 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
     return InvalidArgument(fmt::format("owned ranges: {} given for {} units", options.owned.size(), U));
   }
   b->pool_ = options.unit_pool;
+  if (options.embedding_grad_ranks < 0) {
+    return InvalidArgument(
+        fmt::format("embedding_grad_ranks must be >= 0, got {}", options.embedding_grad_ranks));
+  }
   model::UnitPoolPlan plan;
   if (b->pool_) {
     HT_ASSIGN_OR_RETURN(plan, model::PlanUnitPool(b->layout_, options));
@@ -76,6 +80,13 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
       b->param_pool_[k] = plan.ParamSlots(k, U);
       b->grad_pool_[k] = plan.GradSlots(k, U);
     }
+  }
+  const int64_t N = options.micro_batch_size * b->options_.seq_len;
+  b->tokens_.assign(N, 0);
+  if (b->pool_ && options.embedding_grad_ranks > 1) {  // only with a pool (sharded runs)
+    b->emb_ranks_ = options.embedding_grad_ranks;
+    b->all_tokens_.assign(N * b->emb_ranks_, 0);
+    b->all_dout_.assign(N * b->emb_ranks_ * config.hidden_size, 0.0f);
   }
   b->model_ = std::make_unique<CpuModel<float>>(b->layout_, options.micro_batch_size,
                                                 b->options_.seq_len, options.checkpointing,
@@ -216,6 +227,8 @@ class PoolCheckHooks final : public model::UnitHooks {
     return Check(u, true);
   }
   Status AfterBackward(int u) override { return inner_.AfterBackward(u); }
+  Status AfterHeadBackward() override { return inner_.AfterHeadBackward(); }
+  bool SplitsEmbeddingGrad() const override { return inner_.SplitsEmbeddingGrad(); }
   Status FinishGradients() override { return inner_.FinishGradients(); }
   StatusOr<double> GlobalSumSquares(double x) override { return inner_.GlobalSumSquares(x); }
   Status AfterOptimizerStep(int u) override { return inner_.AfterOptimizerStep(u); }
@@ -239,6 +252,7 @@ class PoolCheckHooks final : public model::UnitHooks {
 StatusOr<double> CpuBackend::ForwardBackward(const model::TokenBatch& batch, float grad_multiplier,
                                              model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(CheckBatch(batch));
+  std::copy(batch.inputs, batch.inputs + tokens_.size(), tokens_.begin());
   if (pool_) {
     PoolCheckHooks checked(hooks, param_ptrs_, grad_ptrs_);
     return model_->ForwardBackward(batch.inputs, batch.targets, grad_multiplier, param_ptrs_,
@@ -255,6 +269,40 @@ StatusOr<double> CpuBackend::Loss(const model::TokenBatch& batch, model::UnitHoo
     return model_->Loss(batch.inputs, batch.targets, param_ptrs_, checked);
   }
   return model_->Loss(batch.inputs, batch.targets, param_ptrs_, hooks);
+}
+
+model::EmbeddingGradIo CpuBackend::EmbeddingGrad() {
+  if (emb_ranks_ <= 1) return {};
+  model::EmbeddingGradIo io;
+  io.tokens = tokens_.data();
+  io.dout = model_->embedding_output_grad();
+  io.all_tokens = all_tokens_.data();
+  io.all_dout = all_dout_.data();
+  io.dtype = model::DType::kF32;
+  io.tokens_per_rank = static_cast<int64_t>(tokens_.size());
+  io.cols = layout_.config().hidden_size;
+  io.ranks = emb_ranks_;
+  return io;
+}
+
+Status CpuBackend::AccumulateEmbeddingGrad(bool bf16_reduce) {
+  if (emb_ranks_ <= 1)
+    return FailedPrecondition("the CPU backend was created without embedding_grad_ranks");
+  const int E = model::ParamLayout::kEmbeddingUnit;
+  const model::TensorSlot& t = layout_.unit(E).tensors[model::kEmbedTokens];
+  const Range own = owned_[E];
+  const Range r = model::Intersect(own, t.range());
+  if (r.empty()) return Status::Ok();
+  const int64_t V = layout_.config().vocab_size;
+  for (int32_t tok : all_tokens_) {  // other ranks' ids come from the wire
+    if (tok < 0 || tok >= V)
+      return Internal(fmt::format("gathered token {} is outside [0, {})", tok, V));
+  }
+  float* dst = static_cast<float*>(ShardGrads(E).data) + (r.begin - own.begin);
+  EmbeddingBackwardRange(dst, r.begin - t.offset, r.end - t.offset, all_dout_.data(),
+                         all_tokens_.data(), static_cast<int64_t>(tokens_.size()), emb_ranks_,
+                         layout_.config().hidden_size, bf16_reduce);
+  return Status::Ok();
 }
 
 StatusOr<double> CpuBackend::GradSumSquares(int u) {

@@ -14,6 +14,8 @@
 // live in pool slots between acquire and release. A released param slot is
 // filled with NaN and a released grad slot too, so a use outside the
 // acquire/release window poisons the loss at once (what CI relies on).
+// BackendOptions::embedding_grad_ranks adds the split embedding gradient of
+// runtime/model/backend.h (host gather buffers, cpu::EmbeddingBackwardRange).
 #include <memory>
 #include <vector>
 
@@ -63,6 +65,11 @@ class CpuBackend final : public model::Backend {
   Status ReleaseGrads(int unit) override;
   Status DiscardGrads(int unit) override;
   int64_t ParamsVersion(int unit) const override { return versions_.at(unit); }
+  // Split embedding gradient (BackendOptions::embedding_grad_ranks > 1):
+  // host gather buffers; the op is cpu::EmbeddingBackwardRange.
+  bool SplitsEmbeddingGrad() const override { return emb_ranks_ > 1; }
+  model::EmbeddingGradIo EmbeddingGrad() override;
+  Status AccumulateEmbeddingGrad(bool bf16_reduce) override;
 
   int64_t activation_bytes() const { return model_->activation_bytes(); }
 
@@ -91,6 +98,10 @@ class CpuBackend final : public model::Backend {
   model::UnitSlots param_pool_[2], grad_pool_[2];
   std::unique_ptr<CpuModel<float>> model_;
   std::vector<int64_t> versions_;  // ParamsVersion per unit
+  // Split embedding gradient: this pass's tokens, and the gathered ones.
+  int emb_ranks_ = 0;
+  std::vector<int32_t> tokens_, all_tokens_;
+  std::vector<float> all_dout_;
 };
 
 }  // namespace hypertrain::cpu

@@ -236,5 +236,74 @@ TEST(CpuBackendTest, UnitPoolLifecycle) {
   EXPECT_EQ(CpuBackend::Create(c, whole).status().code(), StatusCode::kInvalidArgument);
 }
 
+// The split embedding gradient's backend half: with shard rank 1 of 2's
+// owned range (which starts mid-row of embed_tokens and runs past the table
+// into the final norm and padding), AccumulateEmbeddingGrad adds exactly
+// EmbeddingBackwardRange over the table part of that range into ShardGrads(0)
+// and leaves the rest alone; gathered ids are checked; bad options refused.
+TEST(CpuBackendTest, SplitEmbeddingGradAddsOwnedRowsOfGatheredRanks) {
+  ModelConfig c = *model::NamedModelConfig("tiny");
+  c.num_hidden_layers = 1;
+  BackendOptions o;
+  o.micro_batch_size = 2;
+  o.seq_len = 8;
+  o.layout.pad_multiple = 128;
+  auto layout = model::ParamLayout::Build(c, o.layout);
+  ASSERT_TRUE(layout.ok());
+  for (int u = 0; u < layout->num_units(); ++u) {
+    const int64_t half = layout->unit(u).padded_numel / 2;
+    o.owned.push_back({half, 2 * half});
+  }
+  o.embedding_grad_ranks = 2;
+  auto plain = CpuBackend::Create(c, o);  // no pool: no split
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE((*plain)->SplitsEmbeddingGrad());
+  EXPECT_EQ((*plain)->AccumulateEmbeddingGrad(false).code(), StatusCode::kFailedPrecondition);
+  o.unit_pool = true;
+  o.embedding_grad_ranks = -1;
+  EXPECT_EQ(CpuBackend::Create(c, o).status().code(), StatusCode::kInvalidArgument);
+  o.embedding_grad_ranks = 2;
+  auto b = CpuBackend::Create(c, o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  CpuBackend& p = **b;
+  ASSERT_TRUE(p.SplitsEmbeddingGrad());
+  const model::EmbeddingGradIo io = p.EmbeddingGrad();
+  const int64_t N = 16, C = c.hidden_size, V = c.vocab_size;
+  ASSERT_EQ(io.ranks, 2);
+  ASSERT_EQ(io.tokens_per_rank, N);
+  ASSERT_EQ(io.cols, C);
+  EXPECT_EQ(io.dtype, model::DType::kF32);
+  ASSERT_TRUE(io.tokens && io.dout && io.all_tokens && io.all_dout);
+  const model::Range own = p.Owned(0);
+  ASSERT_NE(own.begin % C, 0) << "the owned range should start mid-row";
+  ASSERT_GT(own.end, V * C) << "the owned range should run past the table";
+
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (int64_t i = 0; i < 2 * N; ++i) io.all_tokens[i] = static_cast<int32_t>(rng() % V);
+  io.all_tokens[0] = io.all_tokens[N] = static_cast<int32_t>(V - 1);  // a row in both ranks
+  io.all_tokens[1] = static_cast<int32_t>(own.begin / C);             // the cut row
+  float* dout = static_cast<float*>(io.all_dout);
+  for (int64_t i = 0; i < 2 * N * C; ++i) dout[i] = d(rng);
+  std::vector<float> g0(own.size());
+  for (float& x : g0) x = d(rng);
+  ASSERT_TRUE(p.WriteState(0, model::StateKind::kShardGrads, g0.data()).ok());
+  ASSERT_TRUE(p.AccumulateEmbeddingGrad(false).ok());
+  std::vector<float> got(own.size()), want = g0;
+  ASSERT_TRUE(p.ReadState(0, model::StateKind::kShardGrads, got.data()).ok());
+  EmbeddingBackwardRange(want.data(), own.begin, V * C, dout, io.all_tokens, N, 2, C, false);
+  EXPECT_EQ(got, want);
+  int64_t changed = 0;
+  for (int64_t i = 0; i < own.size(); ++i) {
+    changed += got[i] != g0[i];
+    if (own.begin + i >= V * C) {
+      EXPECT_EQ(got[i], g0[i]) << "past the table: " << i;
+    }
+  }
+  EXPECT_GT(changed, C) << "nothing was added";
+  io.all_tokens[3] = static_cast<int32_t>(V);
+  EXPECT_EQ(p.AccumulateEmbeddingGrad(false).code(), StatusCode::kInternal);
+}
+
 }  // namespace
 }  // namespace hypertrain::cpu

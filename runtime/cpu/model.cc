@@ -228,6 +228,10 @@ StatusOr<double> CpuModel<T>::ForwardBackward(const int32_t* inputs, const int32
   std::fill(dres_, dres_ + N_ * C, T(0));
   RmsNormBackward(dres_, Tensor(grads[E], E, kFinalNorm), dln_f_, x_final_,
                   Tensor(params[E], E, kFinalNorm), rstd_f_, N_, C);
+  HT_RETURN_IF_ERROR(hooks.AfterHeadBackward());
+  // Split: the hooks take the lookup's gradient from dres_ (FullGrads(E) may
+  // be released by the end of the backward).
+  const bool split = hooks.SplitsEmbeddingGrad();
   for (int64_t l = L - 1; l >= 0; --l) {
     const int u = ParamLayout::BlockUnit(static_cast<int>(l));
     HT_RETURN_IF_ERROR(hooks.BeforeBackward(u));
@@ -235,7 +239,7 @@ StatusOr<double> CpuModel<T>::ForwardBackward(const int32_t* inputs, const int32
     BlockBackward(acts_[l], params[u], grads[u], dres_);
     HT_RETURN_IF_ERROR(hooks.AfterBackward(u));
   }
-  EmbeddingBackward(Tensor(grads[E], E, kEmbedTokens), dres_, inputs, N_, C);
+  if (!split) EmbeddingBackward(Tensor(grads[E], E, kEmbedTokens), dres_, inputs, N_, C);
   HT_RETURN_IF_ERROR(hooks.AfterBackward(E));
   return count > 0 ? ls.loss_sum / static_cast<double>(count) : 0.0;
 }

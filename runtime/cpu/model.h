@@ -43,6 +43,9 @@ class CpuModel {
 
   // Bytes of activation memory planned (for tests comparing modes).
   int64_t activation_bytes() const { return activation_bytes_; }
+  // [batch*seq, hidden]: the gradient of the embedding output left by the
+  // last ForwardBackward (what the embedding lookup's backward consumes).
+  const T* embedding_output_grad() const { return dres_; }
 
  private:
   struct Acts {

@@ -53,6 +53,70 @@ void EmbeddingBackward(T* dtable, const T* dout, const int32_t* tokens, int64_t 
   }
 }
 
+namespace {
+// fp32 -> bf16 -> fp32, round-to-nearest-even (NaN stays NaN).
+float RoundBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) {
+    u |= 0x00400000u;
+  } else {
+    u += 0x7fffu + ((u >> 16) & 1u);
+  }
+  u &= 0xffff0000u;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace
+
+template <typename T>
+void EmbeddingBackwardRange(float* dst, int64_t lo, int64_t hi, const T* dout,
+                            const int32_t* tokens, int64_t n, int ranks, int64_t C,
+                            bool bf16_reduce) {
+  const int64_t total = n * ranks;
+  if (total <= 0 || C <= 0 || lo >= hi) return;
+  // Rows grouped by token, each group in increasing row order (= rank order,
+  // then token order within a rank).
+  std::vector<int64_t> order(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return tokens[a] < tokens[b]; });
+  const float inv = 1.0f / static_cast<float>(ranks);
+  std::vector<float> acc, part;
+  for (int64_t s = 0; s < total;) {
+    const int32_t v = tokens[order[s]];
+    int64_t e = s + 1;
+    while (e < total && tokens[order[e]] == v) ++e;
+    const int64_t row = static_cast<int64_t>(v) * C;
+    const int64_t c0 = std::max<int64_t>(lo - row, 0), c1 = std::min<int64_t>(hi - row, C);
+    if (c0 < c1) {
+      const int64_t w = c1 - c0;
+      acc.assign(w, 0.0f);
+      part.assign(w, 0.0f);
+      auto fold = [&] {
+        for (int64_t c = 0; c < w; ++c) {
+          acc[c] = bf16_reduce ? RoundBf16(acc[c] + RoundBf16(part[c])) : acc[c] + part[c];
+          part[c] = 0.0f;
+        }
+      };
+      int64_t rank = order[s] / n;
+      for (int64_t j = s; j < e; ++j) {
+        const int64_t p = order[j];
+        if (p / n != rank) {
+          fold();
+          rank = p / n;
+        }
+        const T* g = dout + p * C + c0;
+        for (int64_t c = 0; c < w; ++c) part[c] += static_cast<float>(g[c]);
+      }
+      fold();
+      float* d = dst + (row + c0 - lo);
+      for (int64_t c = 0; c < w; ++c) d[c] += acc[c] * inv;
+    }
+    s = e;
+  }
+}
+
 template <typename T>
 void RmsNormForward(T* out, T* rstd, const T* x, const T* w, int64_t N, int64_t C, double eps) {
   for (int64_t n = 0; n < N; ++n) {
@@ -361,6 +425,8 @@ double ClipFactor(double norm, double max_norm) {
                                   int64_t);                                                      \
   template void EmbeddingForward<T>(T*, const int32_t*, const T*, int64_t, int64_t);             \
   template void EmbeddingBackward<T>(T*, const T*, const int32_t*, int64_t, int64_t);            \
+  template void EmbeddingBackwardRange<T>(float*, int64_t, int64_t, const T*, const int32_t*,   \
+                                          int64_t, int, int64_t, bool);                         \
   template void RmsNormForward<T>(T*, T*, const T*, const T*, int64_t, int64_t, double);         \
   template void RmsNormBackward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t,      \
                                    int64_t);                                                     \

@@ -35,6 +35,21 @@ void EmbeddingForward(T* out, const int32_t* tokens, const T* table, int64_t N, 
 // dtable[tokens[n]] += dout[n] in increasing n: deterministic.
 template <typename T>
 void EmbeddingBackward(T* dtable, const T* dout, const int32_t* tokens, int64_t N, int64_t C);
+// HSDP's split embedding gradient: the backward of `ranks` ranks' micro-
+// batches (tokens/dout hold ranks x n rows, rank r's at r*n), restricted to
+// the flat table elements [lo, hi) (rows may be cut at both ends) and averaged
+// like a reduce-scatter. For each element e = v*C + c in [lo, hi):
+//   dst[e - lo] += (P_0 + P_1 + ... + P_{R-1}) * (1/R)
+// where P_r is the fp32 sum, in increasing row order, of dout[row][c] over
+// rank r's rows with token v (ranks without one contribute nothing), the P_r
+// added in rank order in fp32 — or, bf16_reduce, each P_r and each running
+// sum rounded to bf16 (round-to-nearest-even), as a bf16 reduce-scatter does.
+// Deterministic; the CUDA kernel (kernels/cuda/embedding.h) matches it bit
+// for bit. Tokens must be in [0, V), 0 <= lo <= hi <= V*C.
+template <typename T>
+void EmbeddingBackwardRange(float* dst, int64_t lo, int64_t hi, const T* dout,
+                            const int32_t* tokens, int64_t n, int ranks, int64_t C,
+                            bool bf16_reduce);
 
 // ---- RMSNorm -------------------------------------------------------------
 // out = x * rstd * w, rstd[n] = 1 / sqrt(mean(x[n]^2) + eps)   (writes out and

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -74,6 +75,62 @@ TEST(OpsGradTest, EmbeddingIsDeterministicScatterAdd) {
   EmbeddingBackward(dt.data(), R.data(), tok.data(), N, C);
   ExpectGradMatches("dtable", table, dt, f);
 }
+
+// bf16 round-to-nearest-even of a finite float (test-side, independent of ops.cc).
+float Bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t lsb = (u >> 16) & 1u;
+  u = (u + 0x7fffu + lsb) & 0xffff0000u;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The split embedding gradient: `ranks` ranks' rows, restricted to [lo, hi)
+// cutting rows at both ends, against per-rank dense scatter-adds combined as
+// a reduce-scatter would (rank order, then x 1/R), bit for bit.
+void CheckEmbeddingBackwardRange(bool bf16_reduce) {
+  std::mt19937_64 rng(9);
+  const int R = 3;
+  const int64_t n = 7, C = 5, V = 6, lo = 7, hi = 23;  // rows 1 (from col 2) .. 4 (to col 3)
+  std::vector<int32_t> tok(R * n);
+  for (int64_t i = 0; i < R * n; ++i) tok[i] = static_cast<int32_t>(rng() % V);
+  tok[0] = tok[n] = tok[2 * n + 3] = 2;  // one row in every rank
+  tok[1] = tok[2] = 4;                   // repeated within rank 0
+  std::vector<float> dout(R * n * C);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (float& x : dout) x = d(rng);
+  const int64_t guard = 3;
+  std::vector<float> buf(guard + (hi - lo) + guard);
+  for (float& x : buf) x = d(rng);
+  const std::vector<float> before = buf;
+  EmbeddingBackwardRange(buf.data() + guard, lo, hi, dout.data(), tok.data(), n, R, C, bf16_reduce);
+  // Per rank: its partial sums P_r (a dense scatter-add from zero, row order).
+  std::vector<std::vector<float>> part(R, std::vector<float>(V * C, 0.0f));
+  for (int r = 0; r < R; ++r)
+    EmbeddingBackward(part[r].data(), dout.data() + r * n * C, tok.data() + r * n, n, C);
+  int differs_from_fp32 = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(buf.size()); ++i) {
+    const int64_t e = lo + i - guard;
+    if (e < lo || e >= hi) {
+      EXPECT_EQ(buf[i], before[i]) << "outside the range: element " << e;
+      continue;
+    }
+    float acc = 0.0f, acc32 = 0.0f;
+    for (int r = 0; r < R; ++r) {
+      acc = bf16_reduce ? Bf16(acc + Bf16(part[r][e])) : acc + part[r][e];
+      acc32 += part[r][e];
+    }
+    EXPECT_EQ(buf[i], before[i] + acc * (1.0f / R)) << "element " << e;
+    differs_from_fp32 += acc != acc32;
+  }
+  if (bf16_reduce) {
+    EXPECT_GT(differs_from_fp32, 0) << "bf16 rounding left no trace";
+  }
+}
+
+TEST(OpsTest, EmbeddingBackwardRangeFp32) { CheckEmbeddingBackwardRange(false); }
+TEST(OpsTest, EmbeddingBackwardRangeBf16Reduce) { CheckEmbeddingBackwardRange(true); }
 
 TEST(OpsGradTest, RmsNorm) {
   std::mt19937_64 rng(3);

@@ -220,6 +220,11 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     ~TmpFree() { cudaFree(p); }
   } tmp_free{tmp};
   pool_ = options_.unit_pool;
+  if (options_.embedding_grad_ranks < 0) {
+    return InvalidArgument(
+        fmt::format("embedding_grad_ranks must be >= 0, got {}", options_.embedding_grad_ranks));
+  }
+  emb_ranks_ = pool_ && options_.embedding_grad_ranks > 1 ? options_.embedding_grad_ranks : 0;
   model::UnitPoolPlan plan;
   if (pool_) {
     HT_ASSIGN_OR_RETURN(plan, model::PlanUnitPool(layout_, options_));

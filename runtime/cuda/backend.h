@@ -114,6 +114,12 @@ class CudaBackend final : public model::Backend {
   Status ReleaseGrads(int unit) override;
   Status DiscardGrads(int unit) override;
   int64_t ParamsVersion(int unit) const override { return versions_.at(unit); }
+  // Split embedding gradient (BackendOptions::embedding_grad_ranks = R > 1
+  // with a unit pool): R x micro-batch gather buffers in the activation
+  // plan; kernels::cuda::EmbeddingBackwardRange on the compute stream.
+  bool SplitsEmbeddingGrad() const override { return emb_ranks_ > 1; }
+  model::EmbeddingGradIo EmbeddingGrad() override;
+  Status AccumulateEmbeddingGrad(bool bf16_reduce) override;
   double PeakFlops() const override { return peak_flops_; }
   int64_t PeakMemoryBytes() const override { return peak_memory_; }
 
@@ -214,6 +220,9 @@ class CudaBackend final : public model::Backend {
   size_t attn_ws_bytes_ = 0;
   void* emb_scratch_ = nullptr;
   size_t emb_scratch_bytes_ = 0;
+  int emb_ranks_ = 0;              // split embedding gradient: shard-group size, else 0
+  int32_t* all_tokens_ = nullptr;  // [R * N]
+  void* all_dout_ = nullptr;       // [R * N, C] compute dtype
   int64_t chunk_rows_ = 0;
   // Pinned host scalars for per-step values.
   float* host_dscale_ = nullptr;

@@ -54,7 +54,9 @@ Status CudaBackend::PlanActivations() {
   ap.head_dim = static_cast<int>(D);
   attn_ws_bytes_ = std::max(kc::AttentionBackwardWorkspaceBytes(ap),
                             kc::NaiveAttentionBackwardScratchFloats(ap) * sizeof(float));
-  emb_scratch_bytes_ = kc::EmbeddingBackwardScratchBytes(static_cast<int>(N), static_cast<int>(V));
+  // The split embedding gradient sorts every shard rank's tokens.
+  emb_scratch_bytes_ = kc::EmbeddingBackwardScratchBytes(
+      static_cast<int>(N * std::max(emb_ranks_, 1)), static_cast<int>(V));
   const bool none = options_.checkpointing == ActivationCheckpointing::kNone;
   const bool keep_gemm_outputs = none || options_.checkpointing == ActivationCheckpointing::kSelective;
   scratch_ = std::make_unique<Acts>();
@@ -119,6 +121,9 @@ Status CudaBackend::PlanActivations() {
     targets_ = static_cast<int32_t*>(take(N * sizeof(int32_t)));
     attn_ws_ = take(attn_ws_bytes_);
     emb_scratch_ = take(emb_scratch_bytes_);
+    all_tokens_ =
+        emb_ranks_ > 1 ? static_cast<int32_t*>(take(emb_ranks_ * N * sizeof(int32_t))) : nullptr;
+    all_dout_ = emb_ranks_ > 1 ? act(emb_ranks_ * N * C) : nullptr;
     return off;
   };
   const size_t total = plan(nullptr);
@@ -521,6 +526,15 @@ Status CudaBackend::BackwardPass(model::UnitHooks& hooks) {
   profile_.Mark(Op::kOther, stream_);
   // The loss forward and the LM head backward run fused, chunk by chunk.
   HT_RETURN_IF_ERROR(HeadLoss(/*backward=*/true));
+  HT_RETURN_IF_ERROR(hooks.AfterHeadBackward());
+  profile_.Mark(Op::kOther, stream_);
+  // Split: the hooks add the lookup's gradient from dres_ into the owned rows
+  // (FullGrads(E) is released by the end of the backward).
+  const bool split = hooks.SplitsEmbeddingGrad();
+  if (split && emb_ranks_ <= 1) {
+    return FailedPrecondition(
+        "hooks split the embedding gradient but the backend has no buffers for it");
+  }
   for (int l = static_cast<int>(cfg.num_hidden_layers) - 1; l >= 0; --l) {
     const int u = ParamLayout::BlockUnit(l);
     HT_RETURN_IF_ERROR(hooks.BeforeBackward(u));
@@ -531,17 +545,55 @@ Status CudaBackend::BackwardPass(model::UnitHooks& hooks) {
     HT_RETURN_IF_ERROR(hooks.AfterBackward(u));
     profile_.Mark(Op::kOther, stream_);
   }
-  HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
-    using T = decltype(tag);
-    return kc::EmbeddingBackward<T>(G(E, model::kEmbedTokens), static_cast<const T*>(dres_),
-                                    tokens_, static_cast<int>(N_),
-                                    static_cast<int>(cfg.hidden_size),
-                                    static_cast<int>(cfg.vocab_size), emb_scratch_,
-                                    emb_scratch_bytes_, stream_);
-  }));
-  profile_.Mark(Op::kEmbedding, stream_);
+  if (!split) {
+    HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      return kc::EmbeddingBackward<T>(
+          G(E, model::kEmbedTokens), static_cast<const T*>(dres_), tokens_, static_cast<int>(N_),
+          static_cast<int>(cfg.hidden_size), static_cast<int>(cfg.vocab_size), emb_scratch_,
+          emb_scratch_bytes_, stream_);
+    }));
+    profile_.Mark(Op::kEmbedding, stream_);
+  }
   HT_RETURN_IF_ERROR(hooks.AfterBackward(E));
   profile_.Mark(Op::kOther, stream_);
+  return Status::Ok();
+}
+
+model::EmbeddingGradIo CudaBackend::EmbeddingGrad() {
+  if (emb_ranks_ <= 1) return {};
+  model::EmbeddingGradIo io;
+  io.tokens = tokens_;
+  io.dout = dres_;
+  io.all_tokens = all_tokens_;
+  io.all_dout = all_dout_;
+  io.dtype = model_dtype_;
+  io.tokens_per_rank = N_;
+  io.cols = layout_.config().hidden_size;
+  io.ranks = emb_ranks_;
+  return io;
+}
+
+Status CudaBackend::AccumulateEmbeddingGrad(bool bf16_reduce) {
+  if (emb_ranks_ <= 1) {
+    return FailedPrecondition("the CUDA backend was created without embedding_grad_ranks");
+  }
+  const model::ModelConfig& cfg = layout_.config();
+  const int E = ParamLayout::kEmbeddingUnit;
+  const model::TensorSlot& t = layout_.unit(E).tensors[model::kEmbedTokens];
+  const model::Range own = owned_[E];
+  const model::Range r = model::Intersect(own, t.range());
+  if (r.empty()) return Status::Ok();
+  float* dst = shard_grads_[E] + (r.begin - own.begin);
+  profile_.Mark(Op::kOther, stream_);  // the wait on the gathers is not the kernel's
+  HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::EmbeddingBackwardRange<T>(
+        dst, r.begin - t.offset, r.end - t.offset, static_cast<const T*>(all_dout_), all_tokens_,
+        static_cast<int>(N_), emb_ranks_, static_cast<int>(cfg.hidden_size),
+        static_cast<int>(cfg.vocab_size), bf16_reduce, emb_scratch_, emb_scratch_bytes_, stream_);
+  }));
+  profile_.Mark(Op::kEmbedding, stream_);
   return Status::Ok();
 }
 

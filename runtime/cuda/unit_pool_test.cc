@@ -7,6 +7,11 @@
 // reference's loss, gradient shard (accumulated over 2 micro-batches through
 // ReleaseGrads' fold) and updated master weights; the second step's loss also
 // proves that OptimizerStep refreshed ComputeShard, which the "gather" reads.
+// With the split embedding gradient (embedding_grad_ranks = 2) the twin
+// "all-gathers" the lookup's tokens and output gradient (two identical
+// copies) and the backend adds them into the owned rows of ShardGrads(E) —
+// whose end cuts a row of embed_tokens — while the embedding's gradient slot
+// is already released: same gradients and weights as the reference.
 // GPU tests skip without a device.
 #include <gtest/gtest.h>
 
@@ -49,7 +54,12 @@ model::BackendOptions Options() {
 // of identical ranks = identity, then ReleaseGrads folds the owned range in.
 class TwinHooks final : public model::UnitHooks {
  public:
-  TwinHooks(CudaBackend& pooled, CudaBackend& ref) : p_(pooled), r_(ref) {}
+  TwinHooks(CudaBackend& pooled, CudaBackend& ref, bool split)
+      : p_(pooled), r_(ref), split_(split) {}
+  bool SplitsEmbeddingGrad() const override { return split_; }
+  // Split: the embedding slot now holds the head + final-norm gradient; the
+  // "reduce-scatter" of identical ranks is the identity, so fold and free it.
+  Status AfterHeadBackward() override { return split_ ? p_.ReleaseGrads(0) : Status::Ok(); }
   Status BeforeForward(int u) override {
     if (u == 0 && p_.ComputeParams(0).data != nullptr) HT_RETURN_IF_ERROR(p_.ReleaseParams(0));
     return Gather(u);
@@ -60,7 +70,13 @@ class TwinHooks final : public model::UnitHooks {
     return p_.ComputeParams(u).data != nullptr ? Status::Ok() : Gather(u);
   }
   Status AfterBackward(int u) override {
-    HT_RETURN_IF_ERROR(p_.ReleaseGrads(u));
+    if (split_ && u == 0) {
+      if (p_.FullGrads(0).data != nullptr) return Internal("embedding gradient slot still held");
+      HT_RETURN_IF_ERROR(GatherEmbeddingGrad());
+      HT_RETURN_IF_ERROR(p_.AccumulateEmbeddingGrad(/*bf16_reduce=*/false));
+    } else {
+      HT_RETURN_IF_ERROR(p_.ReleaseGrads(u));
+    }
     return p_.ReleaseParams(u);
   }
 
@@ -79,8 +95,29 @@ class TwinHooks final : public model::UnitHooks {
     }
     return Status::Ok();
   }
+  // Both "ranks" saw the same tokens: two copies of this rank's inputs.
+  Status GatherEmbeddingGrad() {
+    const model::EmbeddingGradIo io = p_.EmbeddingGrad();
+    if (io.ranks != 2 || io.tokens_per_rank != 2 * 64 || io.cols != 128 ||
+        io.dtype != model::DType::kBF16) {
+      return Internal("unexpected EmbeddingGrad buffers");
+    }
+    auto s = static_cast<cudaStream_t>(p_.ComputeStream());
+    const size_t tb = io.tokens_per_rank * sizeof(int32_t);
+    const size_t db = io.tokens_per_rank * io.cols * model::DTypeSize(io.dtype);
+    for (int r = 0; r < io.ranks; ++r) {
+      if (cudaMemcpyAsync(io.all_tokens + r * io.tokens_per_rank, io.tokens, tb,
+                          cudaMemcpyDeviceToDevice, s) != cudaSuccess ||
+          cudaMemcpyAsync(static_cast<char*>(io.all_dout) + r * db, io.dout, db,
+                          cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
+        return Internal("gather copy failed");
+      }
+    }
+    return Status::Ok();
+  }
   CudaBackend& p_;
   CudaBackend& r_;
+  bool split_;
 };
 
 std::vector<float> Read(model::Backend& b, int u, model::StateKind k) {
@@ -90,8 +127,7 @@ std::vector<float> Read(model::Backend& b, int u, model::StateKind k) {
   return v;
 }
 
-TEST(CudaUnitPool, MatchesUnpooledBackendWithAccumulation) {
-  HT_SKIP_WITHOUT_GPU();
+void RunTwin(bool split) {
   const model::ModelConfig cfg = SmallConfig();
   model::BackendOptions ro = Options();
   auto ref = CudaBackend::Create(cfg, ro);
@@ -101,11 +137,15 @@ TEST(CudaUnitPool, MatchesUnpooledBackendWithAccumulation) {
   for (int u = 0; u < layout.num_units(); ++u) po.owned.push_back({0, layout.unit(u).padded_numel / 2});
   po.unit_pool = true;
   po.pool_param_slots = 1;  // enough without prefetch
+  po.embedding_grad_ranks = split ? 2 : 0;
   auto pooled = CudaBackend::Create(cfg, po);
   ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
   CudaBackend& P = **pooled;
   CudaBackend& R = **ref;
   ASSERT_TRUE(P.PoolsUnits());
+  EXPECT_EQ(P.SplitsEmbeddingGrad(), split);
+  // The owned half of the embedding unit ends mid-row of embed_tokens.
+  ASSERT_NE(po.owned[0].end % cfg.hidden_size, 0);
   EXPECT_FALSE(R.PoolsUnits());
   EXPECT_GT(P.pool_bytes(), 0);
   EXPECT_LT(P.state_bytes() + P.pool_bytes(), R.state_bytes());
@@ -129,7 +169,7 @@ TEST(CudaUnitPool, MatchesUnpooledBackendWithAccumulation) {
   EXPECT_FALSE(P.AcquireParams(2).ok());
   ASSERT_TRUE(P.ReleaseParams(1).ok());
 
-  TwinHooks twin(P, R);
+  TwinHooks twin(P, R, split);
   kernels::AdamWParams ap;
   ap.lr = 1e-3f;
   ap.weight_decay = 0.1f;
@@ -179,6 +219,16 @@ TEST(CudaUnitPool, MatchesUnpooledBackendWithAccumulation) {
       EXPECT_LE(max_diff, 0.05 * ap.lr) << "unit " << u << " step " << step;
     }
   }
+}
+
+TEST(CudaUnitPool, MatchesUnpooledBackendWithAccumulation) {
+  HT_SKIP_WITHOUT_GPU();
+  RunTwin(/*split=*/false);
+}
+
+TEST(CudaUnitPool, SplitEmbeddingGradMatchesUnpooledBackend) {
+  HT_SKIP_WITHOUT_GPU();
+  RunTwin(/*split=*/true);
 }
 
 TEST(CudaUnitPoolArgs, RejectsPoolWithoutShards) {

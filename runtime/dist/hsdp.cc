@@ -31,6 +31,8 @@ StatusOr<model::BackendOptions> ShardedBackendOptions(const model::ModelConfig& 
   base.unit_pool = D > 1;
   base.pool_param_slots =
       groups.reshard_after_forward ? 2 : std::max<int>(1, static_cast<int>(config.num_hidden_layers));
+  // Gather buffers for the split embedding gradient (HsdpOptions).
+  base.embedding_grad_ranks = D > 1 ? D : 0;
   return base;
 }
 
@@ -70,6 +72,20 @@ StatusOr<std::unique_ptr<HsdpHooks>> HsdpHooks::Create(DistContext& ctx, model::
     return InvalidArgument("a pooling backend needs a shard degree > 1");
   }
   std::unique_ptr<HsdpHooks> h(new HsdpHooks(ctx, backend, options, pd));
+  if (options.split_embedding_grad && h->pool_ && g.shard_degree > 1 &&
+      backend.SplitsEmbeddingGrad()) {
+    const model::EmbeddingGradIo io = backend.EmbeddingGrad();
+    if (io.ranks != g.shard_degree || io.tokens == nullptr || io.dout == nullptr ||
+        io.all_tokens == nullptr || io.all_dout == nullptr || io.tokens_per_rank <= 0) {
+      return InvalidArgument("the backend's embedding gradient buffers are planned for " +
+                             std::to_string(io.ranks) + " ranks, the shard group has " +
+                             std::to_string(g.shard_degree) +
+                             ": create the backend with ShardedBackendOptions");
+    }
+    h->split_emb_ = true;
+    // An all-gather only moves bits: 16-bit gradients travel as bf16 words.
+    h->emb_dout_dtype_ = io.dtype == model::DType::kF32 ? DType::kF32 : DType::kBF16;
+  }
   if (h->device_ && backend.ComputeStream() != nullptr) {
     // Every collective first waits for the compute queued so far (it reads
     // what compute wrote, or overwrites what compute read); compute waits on
@@ -116,25 +132,27 @@ HsdpHooks::~HsdpHooks() {
     if (w) (void)w->Wait();
   for (auto& w : ar_work_)
     if (w) (void)w->Wait();
+  if (emb_tokens_work_) (void)emb_tokens_work_->Wait();
+  if (emb_dout_work_) (void)emb_dout_work_->Wait();
   if (stats_.all_gathers + stats_.reduce_scatters + stats_.all_reduces > 0) {
-    std::fprintf(stderr,
-                 "[hsdp] rank %d: %lld steps, %lld all-gathers (%lld prefetched), %lld "
-                 "reduce-scatters, %lld all-reduces; host blocked on collectives %.3f s "
-                 "(%.2f ms/step, %lld host waits, %lld stream waits, %lld replica all-reduces "
-                 "overlapped); %lld gathers started during the optimizer step (%lld stale), %lld "
-                 "reduce-scatters straight into the gradient shard\n",
-                 ctx_.rank(), static_cast<long long>(stats_.steps),
-                 static_cast<long long>(stats_.all_gathers),
-                 static_cast<long long>(stats_.prefetch_hits),
-                 static_cast<long long>(stats_.reduce_scatters),
-                 static_cast<long long>(stats_.all_reduces), stats_.exposed_comm_s,
-                 stats_.steps > 0 ? 1e3 * stats_.exposed_comm_s / stats_.steps : 0.0,
-                 static_cast<long long>(stats_.host_waits),
-                 static_cast<long long>(stats_.stream_waits),
-                 static_cast<long long>(stats_.early_all_reduces),
-                 static_cast<long long>(stats_.early_gathers),
-                 static_cast<long long>(stats_.stale_gathers),
-                 static_cast<long long>(stats_.direct_reduce_scatters));
+    std::fprintf(
+        stderr,
+        "[hsdp] rank %d: %lld steps, %lld all-gathers (%lld prefetched), %lld "
+        "reduce-scatters, %lld all-reduces; host blocked on collectives %.3f s "
+        "(%.2f ms/step, %lld host waits, %lld stream waits, %lld replica all-reduces "
+        "overlapped); %lld gathers started during the optimizer step (%lld stale), %lld "
+        "reduce-scatters straight into the gradient shard; embedding gradient %s (%lld "
+        "gathers, %.1f MB)\n",
+        ctx_.rank(), static_cast<long long>(stats_.steps),
+        static_cast<long long>(stats_.all_gathers), static_cast<long long>(stats_.prefetch_hits),
+        static_cast<long long>(stats_.reduce_scatters), static_cast<long long>(stats_.all_reduces),
+        stats_.exposed_comm_s, stats_.steps > 0 ? 1e3 * stats_.exposed_comm_s / stats_.steps : 0.0,
+        static_cast<long long>(stats_.host_waits), static_cast<long long>(stats_.stream_waits),
+        static_cast<long long>(stats_.early_all_reduces),
+        static_cast<long long>(stats_.early_gathers), static_cast<long long>(stats_.stale_gathers),
+        static_cast<long long>(stats_.direct_reduce_scatters), split_emb_ ? "split" : "whole",
+        static_cast<long long>(stats_.embedding_grad_gathers),
+        1e-6 * static_cast<double>(stats_.embedding_grad_gather_bytes));
   }
 }
 
@@ -356,29 +374,31 @@ Status HsdpHooks::AfterBackward(int u) {
     // shard needed), later ones in place (this rank's reduced shard lands at
     // its owned range, added into ShardGrads when folded) — then fold the
     // PREVIOUS unit's shard, so compute never waits on the collective it
-    // just issued. The embedding's stays pending until its slot is needed
-    // again or FinishGradients, where the host waits for it.
-    const model::UnitBuffer fg = backend_.FullGrads(u);
-    const size_t S = static_cast<size_t>(fg.numel / shard_degree_);
-    if (fg.data == nullptr) return Internal("unit " + std::to_string(u) + " has no gradient slot");
-    float* full = static_cast<float*>(fg.data);
-    const bool direct = first_micro_batch_;
-    float* out = full + ctx_.layout().shard_rank * S;
-    if (direct) {
-      const model::UnitBuffer sg = backend_.ShardGrads(u);
-      if (static_cast<size_t>(sg.numel) != S) return Internal("shard gradient size mismatch");
-      out = static_cast<float*>(sg.data);
-      ++stats_.direct_reduce_scatters;
+    // just issued. Without the split, the embedding's stays pending until
+    // its slot is needed again or FinishGradients, where the host waits.
+    if (split_emb_ && u == ParamLayout::kEmbeddingUnit) {
+      // Its slot was reduce-scattered after the head's backward (and folded
+      // after the last block's, unless there is none); what is left is the
+      // lookup's gradient, added into the owned rows directly. Block 0's
+      // slot is folded only after that, so the add overlaps its
+      // reduce-scatter, and the embedding's replica all-reduce does not
+      // wait for it either.
+      HT_RETURN_IF_ERROR(FlushGrads(u));
+      HT_RETURN_IF_ERROR(AccumulateEmbeddingGrad());
+      if (final_pass_) HT_RETURN_IF_ERROR(StartReplicaReduce(u));
+      for (int v = 0; v < num_units_; ++v) HT_RETURN_IF_ERROR(FlushGrads(v));
+    } else {
+      // The embedding output's gradient is final after block 0's backward:
+      // gather it ahead of block 0's reduce-scatter on the shard group's
+      // FIFO queue/stream.
+      if (split_emb_ && u == 1) HT_RETURN_IF_ERROR(StartEmbeddingGradGather());
+      HT_RETURN_IF_ERROR(ReduceScatterSlot(u));
+      // Fold every other pending slot (with the split embedding gradient
+      // that includes the embedding's, after the last block's backward).
+      for (int v = 0; v < num_units_; ++v) {
+        if (v != u) HT_RETURN_IF_ERROR(FlushGrads(v));
+      }
     }
-    rs_work_[u] = ctx_.shard().ReduceScatter(full, out, S, DType::kF32, ReduceOp::kAvg,
-                                             options_.reduce_dtype);
-    ++stats_.reduce_scatters;
-    rs_final_[u] = final_pass_;
-    rs_direct_[u] = direct;
-    for (int v = 1; v < num_units_; ++v) {
-      if (v != u) HT_RETURN_IF_ERROR(FlushGrads(v));
-    }
-    grads_pending_[u] = true;
     // The embedding's backward ends the pass: a later pass without its own
     // BeginMicroBatch(0, ...) must accumulate, not overwrite.
     if (u == ParamLayout::kEmbeddingUnit) first_micro_batch_ = false;
@@ -398,6 +418,69 @@ Status HsdpHooks::AfterBackward(int u) {
     ++stats_.reduce_scatters;
   }
   return Release(u);
+}
+
+Status HsdpHooks::ReduceScatterSlot(int u) {
+  const model::UnitBuffer fg = backend_.FullGrads(u);
+  const size_t S = static_cast<size_t>(fg.numel / shard_degree_);
+  if (fg.data == nullptr) return Internal("unit " + std::to_string(u) + " has no gradient slot");
+  float* full = static_cast<float*>(fg.data);
+  const bool direct = first_micro_batch_;
+  float* out = full + ctx_.layout().shard_rank * S;
+  if (direct) {
+    const model::UnitBuffer sg = backend_.ShardGrads(u);
+    if (static_cast<size_t>(sg.numel) != S) return Internal("shard gradient size mismatch");
+    out = static_cast<float*>(sg.data);
+    ++stats_.direct_reduce_scatters;
+  }
+  rs_work_[u] =
+      ctx_.shard().ReduceScatter(full, out, S, DType::kF32, ReduceOp::kAvg, options_.reduce_dtype);
+  ++stats_.reduce_scatters;
+  rs_final_[u] = final_pass_;
+  rs_direct_[u] = direct;
+  grads_pending_[u] = true;
+  return Status::Ok();
+}
+
+Status HsdpHooks::AfterHeadBackward() {
+  if (!split_emb_) return Status::Ok();
+  const int E = ParamLayout::kEmbeddingUnit;
+  HT_RETURN_IF_ERROR(ReduceScatterSlot(E));
+  // ShardGrads(E) is final only once the lookup's gradient is added
+  // (AfterBackward(E)): its replica all-reduce starts there, not at the fold.
+  rs_final_[E] = false;
+  // The token ids are known already: gather them now, off the pass's tail.
+  // int32 ids travel as 32-bit words (an all-gather only moves bits); device
+  // groups first wait for the compute queued so far, which includes the
+  // previous micro-batch's last read of all_tokens.
+  const model::EmbeddingGradIo io = backend_.EmbeddingGrad();
+  emb_tokens_work_ = ctx_.shard().AllGather(io.tokens, io.all_tokens,
+                                            static_cast<size_t>(io.tokens_per_rank), DType::kF32);
+  return Status::Ok();
+}
+
+Status HsdpHooks::StartEmbeddingGradGather() {
+  if (emb_dout_work_) return Status::Ok();
+  const model::EmbeddingGradIo io = backend_.EmbeddingGrad();
+  // Ordered after block 0's backward, which wrote dout (SetComputeStream),
+  // and after the previous micro-batch's add, the last reader of all_dout.
+  const size_t count = static_cast<size_t>(io.tokens_per_rank * io.cols);
+  emb_dout_work_ = ctx_.shard().AllGather(io.dout, io.all_dout, count, emb_dout_dtype_);
+  ++stats_.embedding_grad_gathers;
+  stats_.embedding_grad_gather_bytes +=
+      static_cast<int64_t>(shard_degree_) *
+      (io.tokens_per_rank * 4 + static_cast<int64_t>(count * DTypeSize(emb_dout_dtype_)));
+  return Status::Ok();
+}
+
+Status HsdpHooks::AccumulateEmbeddingGrad() {
+  if (!emb_tokens_work_) return Internal("embedding backward without AfterHeadBackward");
+  HT_RETURN_IF_ERROR(StartEmbeddingGradGather());  // no blocks: not issued yet
+  HT_RETURN_IF_ERROR(WaitForCompute(emb_tokens_work_));
+  HT_RETURN_IF_ERROR(WaitForCompute(emb_dout_work_));
+  // The replaced reduce-scatter's semantics: average over the shard group,
+  // in the reduce dtype.
+  return backend_.AccumulateEmbeddingGrad(options_.reduce_dtype == DType::kBF16);
 }
 
 Status HsdpHooks::FinishGradients() {

@@ -25,6 +25,21 @@
 //   BeforeBackward(u)  pooled: acquire a zeroed gradient slot for u. All-gather
 //                      again if released; prefetch the next unit in backward
 //                      order ("backward_pre").
+//   AfterHeadBackward  split embedding gradient (pooled backends that
+//                      support it): reduce-scatter the embedding unit's slot
+//                      as AfterBackward does for a block — it holds the LM
+//                      head's and final norm's gradient — and all-gather the
+//                      token ids; the backend skips the lookup's scatter-add.
+//                      After block 0's backward (ahead of its reduce-
+//                      scatter) the hooks all-gather the embedding output's
+//                      gradient in the shard group; in AfterBackward(E) each
+//                      rank
+//                      adds the lookup's gradient of all shard ranks' tokens
+//                      into the part of the table inside its owned range of
+//                      ShardGrads(E) (Backend::AccumulateEmbeddingGrad: the
+//                      reduce-scatter's averaging and reduce dtype, fixed
+//                      order). So the 1 GB embedding reduce-scatter (1b)
+//                      overlaps the blocks' backward instead of ending it.
 //   AfterBackward(u)   pooled, EVERY micro-batch: reduce-scatter the slot
 //                      (averaged; reduce dtype fp32 or bf16) — on the first
 //                      micro-batch of a step (BeginMicroBatch(0, ...))
@@ -32,8 +47,8 @@
 //                      that slot is just freed; later ones in place — then fold
 //                      the previous unit's reduced shard into its ShardGrads
 //                      (Backend::ReleaseGrads) and free that slot; the
-//                      embedding's is folded when its slot is next needed or
-//                      in FinishGradients. Gradient accumulation thus costs
+//                      embedding's (not split) is folded when its slot is
+//                      next needed or in FinishGradients. Gradient accumulation thus costs
 //                      one reduce-scatter per micro-batch instead of a
 //                      full-size fp32 gradient per unit (not FSDP's no_sync).
 //                      Unpooled: on the last micro-batch of a step
@@ -92,6 +107,11 @@ struct HsdpOptions {
   DType reduce_dtype = DType::kF32;
   bool prefetch = true;
   bool poison_released = true;  // host (CPU backend) buffers only
+  // Pooled backends that support it (Backend::SplitsEmbeddingGrad): split the
+  // embedding unit's gradient — reduce-scatter the LM-head/final-norm part
+  // right after the head's backward, and all-gather the lookup's tokens and
+  // output gradient instead of reduce-scattering its scatter-add.
+  bool split_embedding_grad = true;
 };
 
 struct HsdpStats {
@@ -107,6 +127,11 @@ struct HsdpStats {
   // First micro-batch of a step: reduce-scattered straight into ShardGrads
   // (no add, the slot is just freed).
   int64_t direct_reduce_scatters = 0;
+  // Split embedding gradient: micro-batches whose lookup gradient was
+  // all-gathered (tokens + output gradient) and added into the owned rows,
+  // and the bytes those gathers delivered to this rank (all ranks' parts).
+  int64_t embedding_grad_gathers = 0;
+  int64_t embedding_grad_gather_bytes = 0;
   // Host time blocked in Work::Wait (and host all-reduces of scalars). With a
   // device compute stream the hooks only block the host at FinishGradients
   // (the last reduce-scatters, the replica all-reduces) and on scalars; time
@@ -138,6 +163,10 @@ class HsdpHooks final : public model::UnitHooks {
   Status AfterForward(int unit) override;
   Status BeforeBackward(int unit) override;
   Status AfterBackward(int unit) override;
+  // Split embedding gradient: reduce-scatter the embedding unit's slot (the
+  // LM head and final norm) now, so it overlaps the blocks' backward.
+  Status AfterHeadBackward() override;
+  bool SplitsEmbeddingGrad() const override { return split_emb_; }
   Status FinishGradients() override;
   StatusOr<double> GlobalSumSquares(double local) override;
   StatusOr<double> MeanAcrossDataParallel(double local) override;
@@ -165,6 +194,15 @@ class HsdpHooks final : public model::UnitHooks {
   Status Prefetch(int unit);        // issue without waiting
   // Pool: folds u's reduce-scattered slot into ShardGrads(u), frees the slot.
   Status FlushGrads(int unit);
+  // Pool: issues the reduce-scatter of u's gradient slot (straight into
+  // ShardGrads(u) on the first micro-batch) and marks it pending.
+  Status ReduceScatterSlot(int unit);
+  // Split embedding gradient, AfterBackward(E): gather the lookup's inputs,
+  // add into the owned rows of ShardGrads(E).
+  Status AccumulateEmbeddingGrad();
+  // Issues the all-gather of the embedding output's gradient (once per pass;
+  // after block 0's backward, ahead of its reduce-scatter).
+  Status StartEmbeddingGradGather();
   // Issues the replica all-reduce of ShardGrads(u) once per step.
   Status StartReplicaReduce(int unit);
   Status Release(int unit);
@@ -205,6 +243,10 @@ class HsdpHooks final : public model::UnitHooks {
   bool first_micro_batch_ = false;  // BeginMicroBatch(0, ...) opened this pass
   std::vector<std::unique_ptr<Work>> ar_work_;  // replica all-reduce per unit
   bool final_pass_ = false;  // BeginMicroBatch said this is the step's last micro-batch
+  bool split_emb_ = false;   // split embedding gradient (pool + backend support)
+  DType emb_dout_dtype_ = DType::kF32;     // wire type of the embedding output gradient
+  std::unique_ptr<Work> emb_tokens_work_;  // all-gather of this pass's token ids
+  std::unique_ptr<Work> emb_dout_work_;    // all-gather of the embedding output's gradient
   HsdpStats stats_;
 };
 

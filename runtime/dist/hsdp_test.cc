@@ -33,10 +33,11 @@ constexpr int kSteps = 3;
 constexpr int64_t kSeq = 16, kGlobalBatch = 8, kMicro = 1;  // 2 micro-batches per rank
 constexpr float kLr = 2e-3f, kMaxNorm = 0.5f;
 
-model::ModelConfig Config() {
+model::ModelConfig Config(bool tied = true) {
   model::ModelConfig c = *model::NamedModelConfig("tiny");
   c.num_hidden_layers = 2;
   c.max_context_width = kSeq;
+  c.tie_word_embeddings = tied;
   return c;
 }
 
@@ -48,7 +49,9 @@ Batch GlobalBatch(int step, int64_t vocab) {
   std::mt19937_64 rng(1000 + step);
   Batch b;
   for (int64_t i = 0; i < kGlobalBatch * kSeq; ++i) {
-    b.in.push_back(static_cast<int32_t>(rng() % vocab));
+    // Every 4th input is the same id: repeated within and across ranks (the
+    // split embedding gradient sums one row from every rank's tokens).
+    b.in.push_back(i % 4 == 0 ? 129 : static_cast<int32_t>(rng() % vocab));
     b.tg.push_back(static_cast<int32_t>(rng() % vocab));
   }
   return b;
@@ -171,8 +174,8 @@ int Fail(int rank, const Status& s) {
   return 1;
 }
 
-int Reference(const std::string& path) {
-  const auto cfg = Config();
+int Reference(const std::string& path, bool tied) {
+  const auto cfg = Config(tied);
   model::BackendOptions o;
   o.micro_batch_size = kGlobalBatch;
   o.seq_len = kSeq;
@@ -199,8 +202,16 @@ int Reference(const std::string& path) {
   return 0;
 }
 
-int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, bool pool,
-         const std::string& dir) {
+struct Case {
+  ShardingStrategy strategy;
+  DType reduce;
+  bool pool = true;  // ShardedBackendOptions' default: pooled full-size buffers
+  bool tied = true;
+  bool split = true;  // HsdpOptions::split_embedding_grad
+};
+
+int Rank(int rank, int port, const Case& c, const std::string& dir) {
+  const ShardingStrategy strategy = c.strategy;
   RankEnv e;
   e.node.master_addr = "127.0.0.1";
   e.node.master_port = port;
@@ -223,17 +234,18 @@ int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, bool pool,
   if (sigaction(SIGPIPE, nullptr, &pipe_action) != 0 || pipe_action.sa_handler != SIG_IGN) {
     return Fail(rank, Internal("DistContext did not ignore SIGPIPE"));
   }
-  const auto cfg = Config();
+  const auto cfg = Config(c.tied);
   model::BackendOptions base;
   base.micro_batch_size = kMicro;
   base.seq_len = kSeq;
   auto bo = ShardedBackendOptions(cfg, base, (*ctx)->layout());
   if (!bo.ok()) return Fail(rank, bo.status());
-  if (!pool) bo->unit_pool = false;
+  if (!c.pool) bo->unit_pool = false;
   auto b = cpu::CpuBackend::Create(cfg, *bo);
   if (!b.ok()) return Fail(rank, b.status());
   HsdpOptions ho;
-  ho.reduce_dtype = reduce;
+  ho.reduce_dtype = c.reduce;
+  ho.split_embedding_grad = c.split;
   auto hooks = HsdpHooks::Create(**ctx, **b, ho);
   if (!hooks.ok()) return Fail(rank, hooks.status());
   Result r;
@@ -282,18 +294,14 @@ int Rank(int rank, int port, ShardingStrategy strategy, DType reduce, bool pool,
   Save(dir + "/rank" + std::to_string(rank), p);
   const HsdpStats& hs = (*hooks)->stats();
   std::ofstream(dir + "/stats" + std::to_string(rank))
-      << hs.all_gathers << " " << hs.prefetch_hits << " " << hs.reduce_scatters << " " << hs.all_reduces
-      << " " << ((*b)->PoolsUnits() ? 1 : 0) << " " << held << " " << hs.early_all_reduces << " "
-      << hs.early_gathers << " " << hs.stale_gathers << " " << hs.direct_reduce_scatters << " "
-      << (block0_held ? 1 : 0);
+      << hs.all_gathers << " " << hs.prefetch_hits << " " << hs.reduce_scatters << " "
+      << hs.all_reduces << " " << ((*b)->PoolsUnits() ? 1 : 0) << " " << held << " "
+      << hs.early_all_reduces << " " << hs.early_gathers << " " << hs.stale_gathers << " "
+      << hs.direct_reduce_scatters << " " << (block0_held ? 1 : 0) << " "
+      << ((*hooks)->SplitsEmbeddingGrad() ? 1 : 0) << " " << hs.embedding_grad_gathers << " "
+      << hs.embedding_grad_gather_bytes;
   return 0;
 }
-
-struct Case {
-  ShardingStrategy strategy;
-  DType reduce;
-  bool pool = true;  // ShardedBackendOptions' default: pooled full-size buffers
-};
 
 class HsdpParity : public ::testing::TestWithParam<Case> {};
 
@@ -301,11 +309,10 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   const Case c = GetParam();
   std::string tmpl = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/hsdpXXXXXX";
   const std::string dir = mkdtemp(tmpl.data());
-  ASSERT_EQ(testing::RunProcesses(1, [&](int) { return Reference(dir + "/ref"); })[0], 0);
+  ASSERT_EQ(testing::RunProcesses(1, [&](int) { return Reference(dir + "/ref", c.tied); })[0], 0);
   const int port = testing::PickFreePort();
   const auto codes = testing::RunProcesses(
-      kWorld, [&](int r) { return Rank(r, port, c.strategy, c.reduce, c.pool, dir); },
-      std::chrono::seconds(120));
+      kWorld, [&](int r) { return Rank(r, port, c, dir); }, std::chrono::seconds(120));
   for (int r = 0; r < kWorld; ++r) ASSERT_EQ(codes[r], 0) << "rank " << r;
 
   Result ref;
@@ -313,7 +320,10 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   const bool bf16 = c.reduce == DType::kBF16;
   const double loss_rel = bf16 ? 2e-3 : 2e-5, norm_rel = bf16 ? 2e-2 : 1e-4;
   const double param_abs = bf16 ? 2 * kLr * kSteps : 0.05 * kLr, mean_abs = bf16 ? 1e-4 : 1e-7;
-  const auto layout = *model::ParamLayout::Build(Config());
+  const auto layout = *model::ParamLayout::Build(Config(c.tied));
+  // Rows of embed_tokens cut by some rank's owned range (the split embedding
+  // gradient's range ends fall mid-row), counted over the ranks.
+  int cut_rows = 0;
   for (int r = 0; r < kWorld; ++r) {
     Result got;
     ASSERT_TRUE(Load(dir + "/rank" + std::to_string(r), &got));
@@ -324,6 +334,13 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
     EXPECT_GT(ref.norms[0], kMaxNorm);  // clipping was active, so the norm mattered
     double max_diff = 0, sum_diff = 0;
     int64_t compared = 0;
+    {
+      const model::Range own = got.owned[0];
+      const model::TensorSlot& t = layout.unit(0).tensors[model::kEmbedTokens];
+      const int64_t C = Config().hidden_size;
+      for (int64_t e : {own.begin, own.end})
+        cut_rows += e > t.offset && e < t.offset + t.numel && (e - t.offset) % C != 0;
+    }
     for (size_t u = 0; u < got.owned.size(); ++u) {
       const model::Range own = got.owned[u];
       const int64_t n = layout.unit(u).numel;
@@ -351,12 +368,28 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   }
   // Communication pattern: gathers per micro-batch are 1 + L (zero2) or 1 + 2L.
   std::ifstream st(dir + "/stats0");
-  int64_t gathers, hits, rs, ar, pooled, held, early, early_gathers, stale, direct, block0_held;
+  int64_t gathers, hits, rs, ar, pooled, held, early, early_gathers, stale, direct, block0_held,
+      split, emb_gathers, emb_bytes;
   st >> gathers >> hits >> rs >> ar >> pooled >> held >> early >> early_gathers >> stale >>
-      direct >> block0_held;
+      direct >> block0_held >> split >> emb_gathers >> emb_bytes;
   ASSERT_TRUE(static_cast<bool>(st));
   const auto g = *ComputeGroupLayout(c.strategy, 0, kWorld, kLocal, 0);
   const int64_t L = Config().num_hidden_layers, micro = kSteps * (kGlobalBatch / kWorld / kMicro);
+  // The split embedding gradient runs exactly where asked and possible.
+  const bool want_split = c.split && c.pool && g.shard_degree > 1;
+  EXPECT_EQ(split, want_split ? 1 : 0);
+  EXPECT_EQ(emb_gathers, want_split ? micro : 0);
+  // Per micro-batch: every shard rank's kMicro x kSeq token ids (4 bytes)
+  // and fp32 embedding-output gradients.
+  EXPECT_EQ(emb_bytes, want_split
+                           ? micro * g.shard_degree * kMicro * kSeq * (4 + 4 * Config().hidden_size)
+                           : 0);
+  // Tiny's embed_tokens is 256 rows of 128: shards of the tied unit (D = 2,
+  // 4) and of the untied one with D = 4 end mid-row; the untied unit with
+  // D = 2 puts all of embed_tokens in rank 0's shard (rank 1: none).
+  if (want_split && (c.tied || g.shard_degree > 2)) {
+    EXPECT_GT(cut_rows, 0) << "no owned range starts or ends mid-row: the row cut is untested";
+  }
   if (g.shard_degree == 1) {
     EXPECT_EQ(gathers, 0);
     EXPECT_EQ(rs, 0);
@@ -390,12 +423,14 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   }
   EXPECT_EQ(ar, g.replica_degree > 1 ? kSteps * (1 + L) : 0);  // once per step, not per micro-batch
   // Started during the last micro-batch's backward (overlapped): every unit
-  // with no_shard, the blocks with a pool (the embedding's reduce-scatter is
-  // the last one, waited for in FinishGradients), none unpooled.
-  const int64_t want_early = g.replica_degree == 1 ? 0
-                             : g.shard_degree == 1 ? kSteps * (1 + L)
-                             : c.pool              ? kSteps * L
-                                                   : 0;
+  // with no_shard or the split embedding gradient (the embedding's after its
+  // lookup gradient was added), the blocks with a pool (the embedding's
+  // reduce-scatter is the last one, waited for in FinishGradients), none
+  // unpooled.
+  const int64_t want_early = g.replica_degree == 1               ? 0
+                             : g.shard_degree == 1 || want_split ? kSteps * (1 + L)
+                             : c.pool                            ? kSteps * L
+                                                                 : 0;
   EXPECT_EQ(early, want_early);
 }
 
@@ -407,10 +442,20 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{ShardingStrategy::kShardGradOp, DType::kF32},
                       Case{ShardingStrategy::kNoShard, DType::kF32},
                       Case{ShardingStrategy::kHybridShard, DType::kBF16},
-                      Case{ShardingStrategy::kHybridShard, DType::kF32, /*pool=*/false}),
+                      Case{ShardingStrategy::kHybridShard, DType::kF32, /*pool=*/false},
+                      // The embedding unit's gradient reduce-scattered whole
+                      // (split off), and untied embeddings (a separate LM
+                      // head in the unit; with 4 shards two ranks own none
+                      // of embed_tokens).
+                      Case{ShardingStrategy::kHybridShard, DType::kF32, true, true,
+                           /*split=*/false},
+                      Case{ShardingStrategy::kHybridShard, DType::kF32, true, /*tied=*/false},
+                      Case{ShardingStrategy::kFullShard, DType::kF32, true, /*tied=*/false},
+                      Case{ShardingStrategy::kHybridShard, DType::kBF16, true, /*tied=*/false}),
     [](const auto& info) {
       return std::string(ShardingStrategyName(info.param.strategy)) + "_" +
-             DTypeName(info.param.reduce) + (info.param.pool ? "" : "_nopool");
+             DTypeName(info.param.reduce) + (info.param.pool ? "" : "_nopool") +
+             (info.param.tied ? "" : "_untied") + (info.param.split ? "" : "_whole_embedding");
     });
 
 }  // namespace

@@ -3,7 +3,7 @@
 # ranks (4 processes, Gloo on 127.0.0.1) trains the tiny model and its loss /
 # grad-norm trajectory matches `hypertrain train` in one process on the same
 # global batch (the single process accumulates 4 micro-batches where each of
-# the 4 ranks reads one). Then a rank killed with SIGKILL mid-run makes both
+# the 4 ranks reads one), with the split embedding gradient and without it. Then a rank killed with SIGKILL mid-run makes both
 # launchers exit non-zero within the grace period, leaving no process behind.
 #
 # GPU (NCCL) variant, on a machine with 4 GPUs (2 "nodes" x 2, one GPU each):
@@ -70,10 +70,17 @@ start_nodes() {
   done
 }
 
-for strategy in hybrid_shard full_shard no_shard; do
-  exp="$TMP/dist_$strategy"
+# hybrid_shard:whole = the embedding unit's gradient reduce-scattered whole
+# (HT_SPLIT_EMBEDDING_GRAD=0) instead of split (docs/DISTRIBUTED.md).
+for run in hybrid_shard full_shard no_shard hybrid_shard:whole; do
+  strategy="${run%%:*}"
+  exp="$TMP/dist_${run/:/_}"
+  want_embedding=split
+  [ "$strategy" = no_shard ] && want_embedding=whole
+  if [ "$run" != "$strategy" ]; then export HT_SPLIT_EMBEDDING_GRAD=0; want_embedding=whole; fi
   start_nodes "$exp" --set trainer.max_steps=4 --set model.grad_accumulation_steps=1 \
     --set model.sharding_strategy=$strategy
+  unset HT_SPLIT_EMBEDDING_GRAD
   rc0=0; rc1=0
   wait "$LAUNCHER0" || rc0=$?
   wait "$LAUNCHER1" || rc1=$?
@@ -82,16 +89,18 @@ for strategy in hybrid_shard full_shard no_shard; do
   fi
   grep -q "$strategy, shard group" "$exp.node0.log" || fail "$strategy: no group line"
   grep -h "^\[hsdp\]\|^\[cuda\]" "$exp.node0.log" | head -4 || true
+  grep -q "^\[hsdp\].*embedding gradient $want_embedding" "$exp.node0.log" ||
+    fail "$run: expected the embedding gradient $want_embedding in the [hsdp] line"
   trajectory "$exp/metrics.jsonl" > "$exp.traj"
-  echo "== $strategy: step loss grad_norm (single | distributed)"
+  echo "== $run: step loss grad_norm (single | distributed)"
   paste "$TMP/single.traj" "$exp.traj"
   # Same steps; loss within LOSS_RTOL relative, grad norm within NORM_RTOL.
-  paste "$TMP/single.traj" "$exp.traj" | awk -v s=$strategy -v lt="$LOSS_RTOL" -v nt="$NORM_RTOL" '
+  paste "$TMP/single.traj" "$exp.traj" | awk -v s=$run -v lt="$LOSS_RTOL" -v nt="$NORM_RTOL" '
     function abs(x) { return x < 0 ? -x : x }
     { n++; if ($1 != $4) { print s ": step mismatch"; bad = 1 }
       if (abs($2 - $5) > lt * abs($2)) { print s ": loss differs at step " $1; bad = 1 }
       if (abs($3 - $6) > nt * abs($3)) { print s ": grad norm differs at step " $1; bad = 1 } }
-    END { if (n != 4) { print s ": expected 4 steps, got " n; bad = 1 } exit bad }' || fail "$strategy trajectory"
+    END { if (n != 4) { print s ": expected 4 steps, got " n; bad = 1 } exit bad }' || fail "$run trajectory"
 done
 
 # A rank killed mid-run: both launchers exit non-zero within the grace period.

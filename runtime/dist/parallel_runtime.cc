@@ -87,6 +87,14 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config
       return InvalidArgument("HT_REDUCE_DTYPE='" + v + "' is not one of fp32, bf16");
     }
   }
+  // A/B switch for the split embedding gradient (docs/DISTRIBUTED.md).
+  if (const char* d = env("HT_SPLIT_EMBEDDING_GRAD"); d && *d) {
+    const std::string v = d;
+    if (v != "0" && v != "1") {
+      return InvalidArgument("HT_SPLIT_EMBEDDING_GRAD='" + v + "' is not one of 0, 1");
+    }
+    hsdp.split_embedding_grad = v == "1";
+  }
   return std::unique_ptr<train::ParallelRuntime>(new DistRuntime(std::move(r), std::move(o), *layout, hsdp));
 }
 

@@ -101,6 +101,25 @@ struct BackendOptions {
   // needs num_hidden_layers.
   bool unit_pool = false;
   int pool_param_slots = 2;
+  // Split embedding gradient (see EmbeddingGrad below; only with unit_pool):
+  // the shard-group size R whose micro-batches AccumulateEmbeddingGrad takes;
+  // the backend plans gather buffers for R x micro-batch tokens. 0 = off.
+  int embedding_grad_ranks = 0;
+};
+
+// Buffers of the split embedding gradient (Backend::EmbeddingGrad). A sharder
+// all-gathers `tokens` into `all_tokens` and `dout` into `all_dout` (rank r's
+// rows at r * tokens_per_rank) and then calls AccumulateEmbeddingGrad.
+struct EmbeddingGradIo {
+  const int32_t* tokens = nullptr;  // this pass's N input token ids (from the pass start)
+  const void* dout = nullptr;       // [N, C] gradient of the embedding output, `dtype`
+                                    // (after the blocks' backward, until the next pass)
+  int32_t* all_tokens = nullptr;    // [R * N]
+  void* all_dout = nullptr;         // [R * N, C], `dtype`
+  DType dtype = DType::kF32;        // the compute dtype
+  int64_t tokens_per_rank = 0;      // N
+  int64_t cols = 0;                 // C (hidden size)
+  int ranks = 0;                    // R
 };
 
 enum class StateKind { kMasterParams, kShardGrads, kAdamM, kAdamV };
@@ -171,6 +190,24 @@ class Backend {
   // the slot is queued after whatever was queued before, as for ReleaseGrads.
   virtual Status DiscardGrads(int /*unit*/) {
     return FailedPrecondition("this backend has no unit pool");
+  }
+  // Split embedding gradient (pooled HSDP; BackendOptions::embedding_grad_ranks
+  // = R > 1). When the hooks' SplitsEmbeddingGrad() is true, ForwardBackward
+  // skips the embedding lookup's scatter-add into FullGrads(E); instead, in
+  // AfterBackward(E), the hooks gather every shard rank's tokens and output
+  // gradient into EmbeddingGrad()'s buffers and call
+  // AccumulateEmbeddingGrad(bf16_reduce), which, on the compute stream, adds
+  // into ShardGrads(E) the part of the embed_tokens gradient that falls in
+  // Owned(E) (rows may be cut at its ends), averaged over the R ranks exactly
+  // like the reduce-scatter it replaces: per element, each rank's rows with
+  // that token summed in fp32 in token order, those R partial sums added in
+  // rank order (bf16_reduce: each partial and each running sum rounded to
+  // bf16), times 1/R. Deterministic. (cpu::EmbeddingBackwardRange is the
+  // reference.)
+  virtual bool SplitsEmbeddingGrad() const { return false; }
+  virtual EmbeddingGradIo EmbeddingGrad() { return {}; }
+  virtual Status AccumulateEmbeddingGrad(bool /*bf16_reduce*/) {
+    return FailedPrecondition("this backend does not split the embedding gradient");
   }
   // A counter per unit that changes whenever the owned compute parameters of
   // `unit` change (OptimizerStep(unit), WriteState(unit, kMasterParams)); -1

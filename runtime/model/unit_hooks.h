@@ -10,8 +10,10 @@
 //   for l = 0..L-1:  BeforeForward(B_l)  ; block forward ; AfterForward(B_l)
 //                                          ; final norm + LM head + loss
 //   AfterForward(E)  BeforeBackward(E)     ; LM head + final norm backward
+//   AfterHeadBackward()
 //   for l = L-1..0:  BeforeBackward(B_l) ; block backward ; AfterBackward(B_l)
-//                                          ; embedding backward
+//                                          ; embedding backward (dense: unless
+//                                          ;   SplitsEmbeddingGrad())
 //   AfterBackward(E)
 //
 // (A forward-only Loss() calls the Forward hooks only.) The LM head may run
@@ -28,6 +30,18 @@
 //  - AfterBackward(u): Backend::FullGrads(u) holds this micro-batch's gradient
 //    of u added to whatever was there [reduce-scatter into ShardGrads(u) and
 //    zero FullGrads(u); single process: nothing, ShardGrads aliases it].
+//  - AfterHeadBackward(): FullGrads(E) holds this micro-batch's LM-head and
+//    final-norm gradient (plus the embedding lookup's of earlier micro-batches
+//    unless SplitsEmbeddingGrad()); the lookup's gradient of this micro-batch
+//    is not in it yet.
+//  - SplitsEmbeddingGrad(): when true (asked once per ForwardBackward, after
+//    AfterHeadBackward), the backend does NOT scatter-add the embedding
+//    lookup's gradient into FullGrads(E) — FullGrads(E) may be released by
+//    then — and the hooks take it in AfterBackward(E) from
+//    Backend::EmbeddingGrad() / AccumulateEmbeddingGrad(), whose `dout` is
+//    final from AfterBackward(B_0) on [pooled HSDP:
+//    reduce-scatter the head part in AfterHeadBackward, all-gather the
+//    lookup's inputs in the shard group and add into each rank's owned rows].
 //  - FinishGradients(): called by the training loop once per optimizer step
 //    after the LAST micro-batch; on return ShardGrads(u) of every unit holds
 //    the final summed gradient [wait for reduce-scatters, all-reduce across
@@ -60,6 +74,8 @@ class UnitHooks {
   virtual Status AfterForward(int /*unit*/) { return Status::Ok(); }
   virtual Status BeforeBackward(int /*unit*/) { return Status::Ok(); }
   virtual Status AfterBackward(int /*unit*/) { return Status::Ok(); }
+  virtual Status AfterHeadBackward() { return Status::Ok(); }
+  virtual bool SplitsEmbeddingGrad() const { return false; }
   virtual Status FinishGradients() { return Status::Ok(); }
   virtual StatusOr<double> GlobalSumSquares(double local) { return local; }
   virtual Status AfterOptimizerStep(int /*unit*/) { return Status::Ok(); }
