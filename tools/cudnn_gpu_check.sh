@@ -11,9 +11,15 @@ mkdir -p "$out"
 [ -d .gpu ] || tar -xJf .gpu-pack/bundle.tar.xz
 stage=${1:-all}
 if [[ $stage == all || $stage == tests ]]; then
-  GPU_TEST_FILTER=attention GPU_TEST_TIMEOUT=${TEST_TIMEOUT:-170} .gpu/run.sh >"$out/tests.log" 2>&1
-  grep -E "cudnnGetVersion|PASS|FAIL|passed|Failure|error|rel_l2 .*[1-9] out of|repeated runs|attention:" \
-    "$out/tests.log" | head -60
+  # Each attention test binary with its full log in $out.
+  OUT_DIR=$out GPU_TEST_FILTER=NONE .gpu/run.sh bash -c '
+    for t in tests/*attention*; do
+      timeout '"${TEST_TIMEOUT:-170}"' "$t" >"$OUT_DIR/$(basename "$t").log" 2>&1
+      echo "$(basename "$t") rc=$?"
+    done' 2>&1 | grep -v "passed, "
+  grep -hE "cudnnGetVersion|Failure|FAILED|PASSED|[1-9][0-9]* out of bound|repeated runs|attention:" \
+    "$out"/runtime_*attention*.log | head -60
+  grep -h -A7 "Failure" "$out"/runtime_*attention*.log | head -60
 fi
 if [[ $stage == all || $stage == bench ]]; then
   GPU_TEST_FILTER=NONE .gpu/run.sh bash -c \
@@ -24,12 +30,12 @@ if [[ $stage == all || $stage == bench ]]; then
   cat "$out/torch.log" | tail -12
 fi
 if [[ $stage == all || $stage == e2e ]]; then
-  for model in "125m 16" "1b 4"; do
-    set -- $model
-    for impl in tiled cudnn cudnn-fast; do
+  for model in ${E2E_MODELS:-125m_16 1b_4}; do
+    set -- ${model/_/ }
+    for impl in ${E2E_IMPLS:-tiled cudnn cudnn-fast}; do
       echo "== $1 HT_ATTENTION_IMPL=$impl"
       HT_ATTENTION_IMPL=$impl GPU_TEST_FILTER=NONE timeout ${E2E_TIMEOUT:-45} .gpu/run.sh \
-        bin/bench --model "$1" --batch "$2" --seq 2048 --steps 8 --warmup 3 \
+        bin/bench --model "$1" --batch "$2" --seq 2048 --steps ${E2E_STEPS:-8} --warmup 3 \
         >"$out/e2e_$1_$impl.log" 2>&1
       grep -vE "^\[|passed, " "$out/e2e_$1_$impl.log" | tail -6
     done

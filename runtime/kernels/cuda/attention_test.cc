@@ -532,11 +532,19 @@ class CudnnModelShape {
 
   void ExpectAgree(const Outputs& got, const Outputs& ref) const {
     const Tolerance tol = TolFor(dt_);
+    // cuDNN's GQA graph sums dK/dV over the query heads of a group after
+    // rounding each head's product to the input type. At the first keys of a
+    // long sequence those per-head partials are large (~2) and cancel, so in
+    // bf16 one ulp of a partial (2^-6) can show against a small sum: measured
+    // worst 0.12 x rms(ref) at T = 2048 (1 element in 10^6); the L2 bound is
+    // unchanged.
+    Tolerance grad_tol = tol;
+    if (dt_ == AttentionDtype::kBf16 && s_.h != s_.kv) grad_tol.abs_rms = 0.25;
     ExpectClose("out", Values16(got.out), Values16(ref.out), tol);
     ExpectClose("lse", Values32(got.lse), Values32(ref.lse), kLseTol);
     ExpectClose("dq", Values16(got.dq), Values16(ref.dq), tol);
-    ExpectClose("dk", Values16(got.dk), Values16(ref.dk), tol);
-    ExpectClose("dv", Values16(got.dv), Values16(ref.dv), tol);
+    ExpectClose("dk", Values16(got.dk), Values16(ref.dk), grad_tol);
+    ExpectClose("dv", Values16(got.dv), Values16(ref.dv), grad_tol);
   }
 
  private:
