@@ -52,6 +52,13 @@ Status CudaBackend::PlanActivations() {
   ap.n_heads = static_cast<int>(cfg.num_attention_heads);
   ap.n_kv_heads = static_cast<int>(cfg.num_key_value_heads);
   ap.head_dim = static_cast<int>(D);
+  // The same params the steps pass (the workspace depends on the implementation
+  // and, for cuDNN, its plan for this exact layout).
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  ap.dtype = dtype_ == kc::DType::kF16   ? kc::AttentionDtype::kFp16
+             : dtype_ == kc::DType::kF32 ? kc::AttentionDtype::kFp32
+                                         : kc::AttentionDtype::kBf16;
+  ap.q_row_stride = ap.k_row_stride = ap.v_row_stride = Q + 2 * K;
   attn_ws_bytes_ = std::max(kc::AttentionBackwardWorkspaceBytes(ap),
                             kc::NaiveAttentionBackwardScratchFloats(ap) * sizeof(float));
   // The split embedding gradient sorts every shard rank's tokens.

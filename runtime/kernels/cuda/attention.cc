@@ -1,15 +1,23 @@
 // Argument checks, workspace sizing and dispatch for the CUDA attention kernels.
 #include "runtime/kernels/cuda/attention.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 #include <string>
 
+#include "runtime/kernels/cuda/attention_cudnn.h"
 #include "runtime/kernels/cuda/attention_internal.h"
 #include "runtime/kernels/cuda/attention_kernels.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {
+
+using internal::Impl;
 
 Status CheckPointer(const void* ptr, const char* name) {
   if (ptr == nullptr) return InvalidArgument(std::string("attention: ") + name + " is null");
@@ -37,6 +45,39 @@ internal::Dims ResolveDims(const AttentionParams& p) {
   g.v_stride = p.v_row_stride != 0 ? p.v_row_stride : kv_width;
   g.o_stride = p.o_row_stride != 0 ? p.o_row_stride : q_width;
   return g;
+}
+
+// Prints each distinct message once per process (implementation choices).
+void LogOnce(const std::string& message) {
+  static std::mutex mu;
+  static std::set<std::string>* seen = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen->insert(message).second) std::fprintf(stderr, "attention: %s\n", message.c_str());
+}
+
+std::string Describe(const AttentionParams& p) {
+  return "B=" + std::to_string(p.batch) + " T=" + std::to_string(p.seq) +
+         " H=" + std::to_string(p.n_heads) + " KV=" + std::to_string(p.n_kv_heads) +
+         " D=" + std::to_string(p.head_dim) +
+         (p.dtype == AttentionDtype::kFp16 ? " fp16" : " bf16");
+}
+
+// p with the scale filled in when a memory plan asks before knowing it (the
+// scale does not change plans or workspace).
+AttentionParams WithScale(AttentionParams p) {
+  if (!(p.scale > 0.0f) && p.head_dim > 0) p.scale = 1.0f / std::sqrt(float(p.head_dim));
+  return p;
+}
+
+cudnn_attention::BackwardMode CudnnMode(Impl impl) {
+  return impl == Impl::kCudnnFast ? cudnn_attention::BackwardMode::kFast
+                                  : cudnn_attention::BackwardMode::kDeterministic;
+}
+
+size_t TiledBackwardWorkspaceBytes(const AttentionParams& p) {
+  if (p.batch <= 0 || p.seq <= 0 || p.n_heads <= 0) return 0;
+  const size_t bytes = sizeof(float) * size_t(p.batch) * size_t(p.n_heads) * size_t(p.seq);
+  return (bytes + 255) / 256 * 256;
 }
 
 Status LaunchStatus(cudaError_t err, const char* what) {
@@ -87,9 +128,7 @@ Status ValidateAttentionParams(const AttentionParams& p) {
 }
 
 size_t AttentionBackwardWorkspaceBytes(const AttentionParams& p) {
-  if (p.batch <= 0 || p.seq <= 0 || p.n_heads <= 0) return 0;
-  const size_t bytes = sizeof(float) * size_t(p.batch) * size_t(p.n_heads) * size_t(p.seq);
-  return (bytes + 255) / 256 * 256;
+  return internal::BackwardWorkspaceBytes(internal::DefaultImpl(), p);
 }
 
 
@@ -104,13 +143,18 @@ Status Forward(Impl impl, const AttentionParams& p, const void* q, const void* k
   HT_RETURN_IF_ERROR(CheckPointer(out, "out"));
   if (lse != nullptr) HT_RETURN_IF_ERROR(CheckPointer(lse, "lse"));
   const Dims g = ResolveDims(p);
-  if (g.fp32) impl = Impl::kSimple;  // the tensor-core kernels are bf16/fp16 only
-  switch (impl) {
+  switch (Resolve(impl, p, /*backward=*/false)) {
     case Impl::kTiled:
       return LaunchStatus(TiledAttentionForward(g, q, k, v, out, lse, stream, fwd_m_tiles),
                           "forward");
     case Impl::kSimple:
       return LaunchStatus(SimpleAttentionForward(g, q, k, v, out, lse, stream), "forward");
+    case Impl::kCudnn:
+    case Impl::kCudnnFast:
+    case Impl::kCudnnForward:
+      return cudnn_attention::Forward(p, q, k, v, out, lse, stream);
+    case Impl::kAuto:
+      break;
   }
   return InvalidArgument("attention: unknown implementation");
 }
@@ -128,15 +172,19 @@ Status Backward(Impl impl, const AttentionParams& p, const void* q, const void* 
                          Named{dv, "dv"}, Named{workspace, "workspace"}}) {
     HT_RETURN_IF_ERROR(CheckPointer(n.ptr, n.name));
   }
-  const size_t need = AttentionBackwardWorkspaceBytes(p);
+  const Impl chosen = Resolve(impl, p, /*backward=*/true);
+  const size_t need = BackwardWorkspaceBytes(chosen, p);
   if (workspace_bytes < need) {
     return InvalidArgument("attention: backward workspace holds " + std::to_string(workspace_bytes) +
-                           " bytes, needs " + std::to_string(need));
+                           " bytes, needs " + std::to_string(need) + " (" + ImplName(chosen) + ")");
+  }
+  if (chosen == Impl::kCudnn || chosen == Impl::kCudnnFast) {
+    return cudnn_attention::Backward(p, CudnnMode(chosen), q, k, v, out, dout, lse, dq, dk, dv,
+                                     workspace, workspace_bytes, stream);
   }
   const Dims g = ResolveDims(p);
   float* delta = static_cast<float*>(workspace);
-  if (g.fp32) impl = Impl::kSimple;  // the tensor-core kernels are bf16/fp16 only
-  switch (impl) {
+  switch (chosen) {
     case Impl::kTiled:
       return LaunchStatus(
           TiledAttentionBackward(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream),
@@ -145,6 +193,11 @@ Status Backward(Impl impl, const AttentionParams& p, const void* q, const void* 
       return LaunchStatus(
           SimpleAttentionBackward(g, q, k, v, out, dout, lse, delta, dq, dk, dv, stream),
           "backward");
+    case Impl::kCudnn:
+    case Impl::kCudnnFast:
+    case Impl::kCudnnForward:
+    case Impl::kAuto:
+      break;
   }
   return InvalidArgument("attention: unknown implementation");
 }
@@ -155,16 +208,67 @@ const char* ImplName(Impl impl) {
       return "tiled";
     case Impl::kSimple:
       return "simple";
+    case Impl::kCudnn:
+      return "cudnn";
+    case Impl::kCudnnFast:
+      return "cudnn-fast";
+    case Impl::kCudnnForward:
+      return "cudnn-fwd";
+    case Impl::kAuto:
+      return "auto";
   }
   return "unknown";
+}
+
+StatusOr<Impl> ParseImpl(const std::string& name) {
+  for (Impl impl : {Impl::kAuto, Impl::kCudnn, Impl::kCudnnFast, Impl::kCudnnForward,
+                    Impl::kTiled, Impl::kSimple}) {
+    if (name == ImplName(impl)) return impl;
+  }
+  return InvalidArgument("attention implementation must be auto, cudnn, cudnn-fast, cudnn-fwd, "
+                         "tiled or simple, got '" + name + "'");
 }
 
 Impl DefaultImpl() {
   static const Impl impl = [] {
     const char* env = std::getenv("HT_ATTENTION_IMPL");
-    return env != nullptr && std::string(env) == "simple" ? Impl::kSimple : Impl::kTiled;
+    if (env == nullptr || *env == '\0') return Impl::kAuto;
+    StatusOr<Impl> parsed = ParseImpl(env);
+    if (parsed.ok()) return *parsed;
+    LogOnce("HT_ATTENTION_IMPL: " + parsed.status().message() + "; using auto");
+    return Impl::kAuto;
   }();
   return impl;
+}
+
+Impl Resolve(Impl impl, const AttentionParams& p, bool backward) {
+  if (p.dtype == AttentionDtype::kFp32) return Impl::kSimple;  // tensor-core paths are 16-bit
+  if (impl == Impl::kCudnnForward) return backward ? Impl::kTiled : Impl::kCudnn;
+  if (impl != Impl::kAuto) return impl;
+  const Status st = backward ? cudnn_attention::BackwardWorkspaceBytes(
+                                   p, cudnn_attention::BackwardMode::kDeterministic)
+                                   .status()
+                             : cudnn_attention::PrepareForward(p);
+  const std::string dir = backward ? "backward " : "forward ";
+  if (st.ok()) {
+    LogOnce(dir + Describe(p) + ": cuDNN " + std::to_string(cudnn_attention::LoadedVersion()) +
+            (backward ? " (deterministic)" : ""));
+    return Impl::kCudnn;
+  }
+  LogOnce(dir + Describe(p) + ": tiled kernels (cuDNN unavailable: " + st.message() + ")");
+  return Impl::kTiled;
+}
+
+size_t BackwardWorkspaceBytes(Impl impl, const AttentionParams& p_in) {
+  const AttentionParams p = WithScale(p_in);
+  size_t bytes = TiledBackwardWorkspaceBytes(p);
+  if (!ValidateAttentionParams(p).ok()) return bytes;
+  const Impl chosen = Resolve(impl, p, /*backward=*/true);
+  if (chosen == Impl::kCudnn || chosen == Impl::kCudnnFast) {
+    const StatusOr<size_t> need = cudnn_attention::BackwardWorkspaceBytes(p, CudnnMode(chosen));
+    if (need.ok()) bytes = std::max(bytes, *need);
+  }
+  return bytes;
 }
 
 }  // namespace internal

@@ -20,14 +20,22 @@
 // with g = h / (n_heads / n_kv_heads) (causal; GQA). Accumulation is fp32;
 // inputs/outputs are bf16, fp16 or fp32 (all tensors of one call share it).
 //
-// Backward is deterministic: no floating-point atomics. dk/dv of a kv head are
-// summed over its query heads in a fixed order inside one thread block, and dq
-// is computed by a separate pass over key blocks, so two runs on the same
-// inputs give bitwise-identical dq, dk, dv.
+// Implementations (docs/ATTENTION.md): HT_ATTENTION_IMPL=auto (default) runs
+// cuDNN's fused attention where cuDNN plans these params on this device, else
+// our tiled tensor-core kernels; cudnn, cudnn-fast, cudnn-fwd, tiled, simple
+// force one. The choice is printed once per shape on stderr.
+//
+// Backward is deterministic (two runs on the same inputs give bitwise-identical
+// dq, dk, dv) in every implementation except the opt-in cudnn-fast. Ours: no
+// floating-point atomics; dk/dv of a kv head are summed over its query heads in
+// a fixed order inside one thread block, and dq is computed by a separate pass
+// over key blocks. cuDNN's: its atomic-free "dP workspace" graph.
 //
 // Supported: head_dim 32, 64 or 128; seq >= 1 (any length, no multiple required);
 // n_heads % n_kv_heads == 0. Calls are asynchronous on `stream` and allocate
-// nothing. The first call per (dtype, head_dim) in a process also sets the
+// nothing (a cuDNN plan is built, once, on the first use of a shape that
+// AttentionBackwardWorkspaceBytes did not already plan). The first call per
+// (dtype, head_dim) in a process also sets the
 // kernels' shared-memory limits (cudaFuncSetAttribute, one device per
 // process), so run one step before capturing a CUDA graph; later calls are
 // plain launches. They return InvalidArgument for bad shapes/pointers and
@@ -68,9 +76,12 @@ Status AttentionForward(const AttentionParams& p, const void* q, const void* k,
                         const void* v, void* out, float* lse,
                         cudaStream_t stream);
 
-// Bytes of device scratch AttentionBackward needs for these params (a pure
-// function of batch, seq and n_heads: 4 * batch * n_heads * seq, rounded up
-// to 256), so a static memory plan can reserve it once.
+// Bytes of device scratch AttentionBackward needs for these params with the
+// default implementation, so a static memory plan can reserve it once: our
+// kernels need 4 * batch * n_heads * seq (rounded up to 256); cuDNN's
+// deterministic backward about 2 * batch * n_heads * seq^2 more. Pass the same
+// params (dtype, strides) as the calls; this builds cuDNN's plans, so call it
+// at start-up. A scale of 0 is read as 1/sqrt(head_dim) here.
 size_t AttentionBackwardWorkspaceBytes(const AttentionParams& p);
 
 // Gradients of attention given out and lse from AttentionForward on the same

@@ -2,7 +2,10 @@
 // events, random bf16 inputs, for the 1b-like and 125m-like attention shapes.
 // FLOPs counted as causal: forward 4*B*T^2*H*D/2, backward 2.5x that (the
 // dense-equivalent work; the deterministic dQ pass does more than that).
-//   bazel run //runtime/kernels:attention_bench [-- --iters=N --impl=simple]
+// Times each implementation (default: tiled, cudnn, cudnn-fast) for the 1b
+// (H 32 / KV 8 / D 64), 125m (H 12 / KV 4 / D 64) and a D 128 shape; --fused
+// lays q/k/v out as slices of one fused QKV row, as the trainer does.
+//   bazel run //runtime/kernels:attention_bench [-- --iters=N --impl=NAME[,NAME] --fused]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "runtime/kernels/cuda/attention.h"
+#include "runtime/kernels/cuda/attention_cudnn.h"
 #include "runtime/kernels/cuda/attention_internal.h"
 
 namespace hypertrain::kernels::cuda {
@@ -67,7 +71,7 @@ double MedianMs(int iters, cudaStream_t stream, Fn fn) {
   return ms[iters / 2];
 }
 
-void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl) {
+void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl, bool fused) {
   AttentionParams p;
   p.batch = B;
   p.seq = T;
@@ -78,17 +82,23 @@ void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl) {
   p.dtype = AttentionDtype::kBf16;
   const size_t nq = size_t(B) * T * H * D, nkv = size_t(B) * T * KV * D;
   std::mt19937 rng(1);
-  void* q = RandomDevice(rng, nq);
-  void* k = RandomDevice(rng, nkv);
-  void* v = RandomDevice(rng, nkv);
+  // One buffer for q, k, v (and one for their gradients): [q | k | v] blocks,
+  // or with --fused interleaved rows of width (H + 2 KV) D.
+  char* qkv = static_cast<char*>(RandomDevice(rng, nq + 2 * nkv));
   void* dout = RandomDevice(rng, nq);
-  void *out, *dq, *dk, *dv, *ws;
+  char* dqkv = nullptr;
+  BENCH_CHECK(cudaMalloc(&dqkv, (nq + 2 * nkv) * 2));
+  void *q = qkv, *k = qkv + nq * 2, *v = qkv + (nq + nkv) * 2;
+  void *dq = dqkv, *dk = dqkv + nq * 2, *dv = dqkv + (nq + nkv) * 2;
+  if (fused) {
+    p.q_row_stride = p.k_row_stride = p.v_row_stride = int64_t(H + 2 * KV) * D;
+    k = qkv + size_t(H) * D * 2, v = qkv + size_t(H + KV) * D * 2;
+    dk = dqkv + size_t(H) * D * 2, dv = dqkv + size_t(H + KV) * D * 2;
+  }
+  void *out, *ws;
   float* lse;
-  const size_t ws_bytes = AttentionBackwardWorkspaceBytes(p);
+  const size_t ws_bytes = internal::BackwardWorkspaceBytes(impl, p);
   BENCH_CHECK(cudaMalloc(&out, nq * 2));
-  BENCH_CHECK(cudaMalloc(&dq, nq * 2));
-  BENCH_CHECK(cudaMalloc(&dk, nkv * 2));
-  BENCH_CHECK(cudaMalloc(&dv, nkv * 2));
   BENCH_CHECK(cudaMalloc(&ws, ws_bytes));
   BENCH_CHECK(cudaMalloc(&lse, size_t(B) * H * T * 4));
   cudaStream_t stream;
@@ -114,13 +124,15 @@ void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl) {
   BENCH_CHECK(cudaGetLastError());
   const double fwd_flops = 4.0 * B * double(T) * T * H * D / 2;
   const double bwd_flops = 2.5 * fwd_flops;
-  std::printf("%-7s B=%-2d T=%-5d H=%-2d KV=%-2d D=%-3d | fwd %8.3f ms %6.1f TFLOP/s | "
-              "bwd %8.3f ms %6.1f TFLOP/s | fwd+bwd %6.1f TFLOP/s\n",
-              internal::ImplName(impl), B, T, H, KV, D, fwd_ms, fwd_flops / fwd_ms * 1e-9,
-              bwd_ms, bwd_flops / bwd_ms * 1e-9,
-              (fwd_flops + bwd_flops) / (fwd_ms + bwd_ms) * 1e-9);
+  std::printf("%-10s B=%-2d T=%-5d H=%-2d KV=%-2d D=%-3d%s | fwd %7.3f ms %6.1f TFLOP/s | "
+              "bwd %7.3f ms %6.1f TFLOP/s | fwd+bwd %7.3f ms %6.1f TFLOP/s | ws %.1f MiB\n",
+              internal::ImplName(impl), B, T, H, KV, D, fused ? " fused" : "", fwd_ms,
+              fwd_flops / fwd_ms * 1e-9, bwd_ms, bwd_flops / bwd_ms * 1e-9, fwd_ms + bwd_ms,
+              (fwd_flops + bwd_flops) / (fwd_ms + bwd_ms) * 1e-9, ws_bytes / 1048576.0);
   std::fflush(stdout);
-  for (void* ptr : {q, k, v, dout, out, dq, dk, dv, ws}) BENCH_CHECK(cudaFree(ptr));
+  for (void* ptr : {static_cast<void*>(qkv), static_cast<void*>(dqkv), dout, out, ws}) {
+    BENCH_CHECK(cudaFree(ptr));
+  }
   BENCH_CHECK(cudaFree(lse));
   BENCH_CHECK(cudaStreamDestroy(stream));
 }
@@ -130,26 +142,51 @@ void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl) {
 
 int main(int argc, char** argv) {
   using hypertrain::kernels::cuda::internal::Impl;
+  namespace internal = hypertrain::kernels::cuda::internal;
   int iters = 50;
-  Impl impl = Impl::kTiled;
+  bool fused = false;
+  std::vector<Impl> impls = {Impl::kTiled, Impl::kCudnn, Impl::kCudnnFast};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--iters=", 0) == 0) {
       iters = std::max(1, std::atoi(a.c_str() + 8));
-    } else if (a == "--impl=simple") {
-      impl = Impl::kSimple;
-    } else if (a == "--impl=tiled") {
-      impl = Impl::kTiled;
+    } else if (a == "--fused") {
+      fused = true;
+    } else if (a.rfind("--impl=", 0) == 0) {
+      impls.clear();
+      std::string list = a.substr(7);
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        const auto impl = internal::ParseImpl(list.substr(pos, comma - pos));
+        if (!impl.ok()) {
+          std::fprintf(stderr, "%s\n", impl.status().ToString().c_str());
+          return 2;
+        }
+        impls.push_back(*impl);
+        pos = comma + 1;
+      }
     } else {
-      std::fprintf(stderr, "usage: %s [--iters=N] [--impl=tiled|simple]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--iters=N] [--impl=auto|cudnn|cudnn-fast|tiled|simple,...] "
+                   "[--fused]\n", argv[0]);
       return 2;
     }
   }
   cudaDeviceProp prop;
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s (%d SMs), median of %d runs, bf16, causal\n", prop.name,
-              prop.multiProcessorCount, iters);
-  hypertrain::kernels::cuda::Run(4, 2048, 32, 8, 128, iters, impl);   // 1b: bs 4 x 2048
-  hypertrain::kernels::cuda::Run(16, 2048, 12, 4, 64, iters, impl);   // 125m: bs 16 x 2048
+  std::printf("device: %s (%d SMs), cuDNN %zu, median of %d runs, bf16, causal\n", prop.name,
+              prop.multiProcessorCount, hypertrain::kernels::cuda::cudnn_attention::LoadedVersion(),
+              iters);
+  struct Shape {
+    int b, t, h, kv, d;
+  };
+  const Shape shapes[] = {{4, 2048, 32, 8, 64},    // 1b: bs 4 x 2048
+                          {16, 2048, 12, 4, 64},   // 125m: bs 16 x 2048
+                          {4, 2048, 32, 8, 128}};  // head_dim 128 (8b-like heads)
+  for (const Shape& s : shapes) {
+    for (Impl impl : impls) {
+      hypertrain::kernels::cuda::Run(s.b, s.t, s.h, s.kv, s.d, iters, impl, fused);
+    }
+  }
   return 0;
 }
