@@ -115,7 +115,11 @@ Status CudaBackend::PlanActivations() {
     datt_ = dact_;  // dact_ is dead once the SwiGLU backward ran
     dgu_ = act(N * std::max(2 * F, Q + 2 * K));
     dqkv_ = dgu_;  // dgu_ is dead once the gate/up weight gradients ran
-    logits_ = act(chunk_rows_ * V);
+    // The LM head's logits chunk and the attention backward's workspace are
+    // never live at once (the head's forward and backward run before the first
+    // block's backward, on the same stream): one buffer serves both.
+    logits_ = take(std::max(size_t(chunk_rows_ * V) * es, attn_ws_bytes_));
+    attn_ws_ = logits_;
     losses_ = f32(N);
     norm_scratch_ = f32(static_cast<int64_t>(kc::RmsNormBackwardScratchFloats(static_cast<int>(C))));
     rope_table_ = f32(S_ * D);
@@ -126,7 +130,6 @@ Status CudaBackend::PlanActivations() {
     sumsq_ = static_cast<double*>(take(sizeof(double)));
     tokens_ = static_cast<int32_t*>(take(N * sizeof(int32_t)));
     targets_ = static_cast<int32_t*>(take(N * sizeof(int32_t)));
-    attn_ws_ = take(attn_ws_bytes_);
     emb_scratch_ = take(emb_scratch_bytes_);
     all_tokens_ =
         emb_ranks_ > 1 ? static_cast<int32_t*>(take(emb_ranks_ * N * sizeof(int32_t))) : nullptr;

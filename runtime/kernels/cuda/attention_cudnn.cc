@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -382,12 +383,47 @@ Status PrepareForward(const AttentionParams& p) {
   return Cache::Get().Find(p, Kind::kForwardNoStats, &plan, &handle);
 }
 
-StatusOr<size_t> BackwardWorkspaceBytes(const AttentionParams& p, BackwardMode mode) {
-  HT_RETURN_IF_ERROR(CheckDtype(p));
+namespace {
+
+// Workspace of one backward execute over p (its plan built if needed).
+StatusOr<size_t> OneCallWorkspaceBytes(const AttentionParams& p, BackwardMode mode) {
   std::shared_ptr<Plan> plan;
   cudnnHandle_t handle;
   HT_RETURN_IF_ERROR(Cache::Get().Find(p, BackwardKind(mode), &plan, &handle));
   return SoftmaxSumBytes(p) + DqAccumBytes(p, mode) + RoundUp(size_t(plan->workspace));
+}
+
+// The deterministic backward's workspace grows with batch * heads * seq^2
+// (1.07 GB for 1b at 4 x 2048): running it over chunks of the batch bounds it
+// at HT_CUDNN_BWD_WORKSPACE_MB (default 320 MiB; about the LM head's logits
+// chunk, which the trainer's plan lets it share). Returns the largest divisor of
+// the batch whose workspace fits, else 1. Chunks are independent samples, so
+// the result is the same as one call's, bit for bit.
+StatusOr<int> ChunkBatch(const AttentionParams& p, BackwardMode mode) {
+  if (mode != BackwardMode::kDeterministic || p.batch <= 1) return p.batch;
+  static const size_t cap = [] {
+    const char* env = std::getenv("HT_CUDNN_BWD_WORKSPACE_MB");
+    const long mb = env != nullptr ? std::strtol(env, nullptr, 10) : 0;
+    return size_t(mb > 0 ? mb : 320) << 20;
+  }();
+  for (int cb = p.batch; cb > 1; --cb) {
+    if (p.batch % cb != 0) continue;
+    AttentionParams pc = p;
+    pc.batch = cb;
+    HT_ASSIGN_OR_RETURN(const size_t bytes, OneCallWorkspaceBytes(pc, mode));
+    if (bytes <= cap) return cb;
+  }
+  return 1;
+}
+
+}  // namespace
+
+StatusOr<size_t> BackwardWorkspaceBytes(const AttentionParams& p, BackwardMode mode) {
+  HT_RETURN_IF_ERROR(CheckDtype(p));
+  HT_ASSIGN_OR_RETURN(const int cb, ChunkBatch(p, mode));
+  AttentionParams pc = p;
+  pc.batch = cb;
+  return OneCallWorkspaceBytes(pc, mode);
 }
 
 Status Forward(const AttentionParams& p, const void* q, const void* k, const void* v, void* out,
@@ -404,11 +440,47 @@ Status Forward(const AttentionParams& p, const void* q, const void* k, const voi
   return Execute(handle, *plan, uids, ptrs, lse != nullptr ? 7 : 6, plan->owned_workspace, stream);
 }
 
+namespace {
+Status BackwardOneCall(const AttentionParams& p, BackwardMode mode, const void* q, const void* k,
+                       const void* v, const void* out, const void* dout, const float* lse,
+                       void* dq, void* dk, void* dv, void* workspace, size_t workspace_bytes,
+                       cudaStream_t stream);
+}  // namespace
+
 Status Backward(const AttentionParams& p, BackwardMode mode, const void* q, const void* k,
                 const void* v, const void* out, const void* dout, const float* lse, void* dq,
                 void* dk, void* dv, void* workspace, size_t workspace_bytes,
                 cudaStream_t stream) {
   HT_RETURN_IF_ERROR(CheckDtype(p));
+  HT_ASSIGN_OR_RETURN(const int cb, ChunkBatch(p, mode));
+  if (cb == p.batch) {
+    return BackwardOneCall(p, mode, q, k, v, out, dout, lse, dq, dk, dv, workspace,
+                           workspace_bytes, stream);
+  }
+  const Geometry g = Resolve(p);
+  const size_t es = 2;  // bf16 / fp16
+  AttentionParams pc = p;
+  pc.batch = cb;
+  auto at = [&](const void* base, int64_t row_stride, int c) {
+    return static_cast<const char*>(base) + size_t(c) * cb * g.s * row_stride * es;
+  };
+  auto at_mut = [&](void* base, int64_t row_stride, int c) {
+    return const_cast<char*>(at(base, row_stride, c));
+  };
+  for (int c = 0; c < p.batch / cb; ++c) {
+    HT_RETURN_IF_ERROR(BackwardOneCall(
+        pc, mode, at(q, g.qs, c), at(k, g.ks, c), at(v, g.vs, c), at(out, g.os, c),
+        at(dout, g.os, c), lse + size_t(c) * cb * g.h * g.s, at_mut(dq, g.qs, c),
+        at_mut(dk, g.ks, c), at_mut(dv, g.vs, c), workspace, workspace_bytes, stream));
+  }
+  return Status::Ok();
+}
+
+namespace {
+Status BackwardOneCall(const AttentionParams& p, BackwardMode mode, const void* q, const void* k,
+                       const void* v, const void* out, const void* dout, const float* lse,
+                       void* dq, void* dk, void* dv, void* workspace, size_t workspace_bytes,
+                       cudaStream_t stream) {
   std::shared_ptr<Plan> plan;
   cudnnHandle_t handle;
   HT_RETURN_IF_ERROR(Cache::Get().Find(p, BackwardKind(mode), &plan, &handle));
@@ -440,5 +512,6 @@ Status Backward(const AttentionParams& p, BackwardMode mode, const void* q, cons
                     &one,                    dq_accum};
   return Execute(handle, *plan, uids, ptrs, acc_bytes > 0 ? 14 : 13, plan_ws, stream);
 }
+}  // namespace
 
 }  // namespace hypertrain::kernels::cuda::cudnn_attention

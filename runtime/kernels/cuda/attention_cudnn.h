@@ -21,7 +21,10 @@
 //    fp32 dQ accumulator updated with atomics); cuDNN then uses its
 //    "dP workspace" decomposition, bitwise reproducible, with a workspace of
 //    about 2 * batch * n_heads * seq^2 bytes. Engines cuDNN tags
-//    NONDETERMINISTIC are skipped.
+//    NONDETERMINISTIC are skipped. To bound that workspace the backward runs
+//    over chunks of the batch (the largest divisor whose workspace fits
+//    HT_CUDNN_BWD_WORKSPACE_MB, default 320 MiB; samples are independent, so
+//    the result does not depend on the chunking).
 //  - kFast: cuDNN's default graph (fp32 dQ accumulator in the workspace,
 //    atomics): faster, smaller workspace, NOT bitwise reproducible.
 //
