@@ -109,12 +109,17 @@ size_t EmbeddingBackwardScratchBytes(int n, int vocab) {
   return 3 * Align256(sizeof(int32_t) * static_cast<size_t>(n)) + Align256(CubBytes(n, vocab));
 }
 
-template <typename T>
-cudaError_t EmbeddingBackward(float* dtable, const T* dout, const int32_t* tokens, int n,
-                              int cols, int vocab, void* scratch, size_t scratch_bytes,
-                              cudaStream_t stream) {
-  if (n <= 0 || cols <= 0 || vocab <= 0) return cudaErrorInvalidValue;
-  if (scratch_bytes < EmbeddingBackwardScratchBytes(n, vocab)) return cudaErrorInvalidValue;
+namespace {
+
+// Sorts the n token ids (with their positions) into the scratch laid out as
+// [positions][sorted ids][sorted positions][cub temp], so each backward kernel
+// walks runs of equal ids in a fixed order (deterministic, no atomics).
+struct SortedTokens {
+  const int32_t* tokens = nullptr;
+  const int32_t* positions = nullptr;
+};
+cudaError_t SortTokens(const int32_t* tokens, int n, int vocab, void* scratch,
+                       size_t scratch_bytes, cudaStream_t stream, SortedTokens* sorted) {
   char* p = static_cast<char*>(scratch);
   const size_t ints = Align256(sizeof(int32_t) * static_cast<size_t>(n));
   auto* pos = reinterpret_cast<int32_t*>(p);
@@ -123,11 +128,26 @@ cudaError_t EmbeddingBackward(float* dtable, const T* dout, const int32_t* token
   void* cub_tmp = p + 3 * ints;
   size_t cub_bytes = scratch_bytes - 3 * ints;
   IotaKernel<<<CeilDiv(n, 256), 256, 0, stream>>>(pos, n);
-  cudaError_t err = cub::DeviceRadixSort::SortPairs(cub_tmp, cub_bytes, tokens, sorted_tokens, pos,
-                                                    sorted_pos, n, 0, KeyBits(vocab), stream);
+  const cudaError_t err = cub::DeviceRadixSort::SortPairs(
+      cub_tmp, cub_bytes, tokens, sorted_tokens, pos, sorted_pos, n, 0, KeyBits(vocab), stream);
+  sorted->tokens = sorted_tokens;
+  sorted->positions = sorted_pos;
+  return err;
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t EmbeddingBackward(float* dtable, const T* dout, const int32_t* tokens, int n,
+                              int cols, int vocab, void* scratch, size_t scratch_bytes,
+                              cudaStream_t stream) {
+  if (n <= 0 || cols <= 0 || vocab <= 0) return cudaErrorInvalidValue;
+  if (scratch_bytes < EmbeddingBackwardScratchBytes(n, vocab)) return cudaErrorInvalidValue;
+  SortedTokens sorted;
+  const cudaError_t err = SortTokens(tokens, n, vocab, scratch, scratch_bytes, stream, &sorted);
   if (err != cudaSuccess) return err;
-  EmbeddingBackwardKernel<T><<<n, 256, 0, stream>>>(dtable, dout, sorted_tokens, sorted_pos, n,
-                                                    cols);
+  EmbeddingBackwardKernel<T><<<n, 256, 0, stream>>>(dtable, dout, sorted.tokens, sorted.positions,
+                                                    n, cols);
   return cudaGetLastError();
 }
 
@@ -143,19 +163,11 @@ cudaError_t EmbeddingBackwardRange(float* dst, int64_t lo, int64_t hi, const T* 
   if (lo >= hi) return cudaSuccess;
   const int n = n_per_rank * ranks;
   if (scratch_bytes < EmbeddingBackwardScratchBytes(n, vocab)) return cudaErrorInvalidValue;
-  char* p = static_cast<char*>(scratch);
-  const size_t ints = Align256(sizeof(int32_t) * static_cast<size_t>(n));
-  auto* pos = reinterpret_cast<int32_t*>(p);
-  auto* sorted_tokens = reinterpret_cast<int32_t*>(p + ints);
-  auto* sorted_pos = reinterpret_cast<int32_t*>(p + 2 * ints);
-  void* cub_tmp = p + 3 * ints;
-  size_t cub_bytes = scratch_bytes - 3 * ints;
-  IotaKernel<<<CeilDiv(n, 256), 256, 0, stream>>>(pos, n);
-  cudaError_t err = cub::DeviceRadixSort::SortPairs(cub_tmp, cub_bytes, tokens, sorted_tokens, pos,
-                                                    sorted_pos, n, 0, KeyBits(vocab), stream);
+  SortedTokens sorted;
+  const cudaError_t err = SortTokens(tokens, n, vocab, scratch, scratch_bytes, stream, &sorted);
   if (err != cudaSuccess) return err;
   EmbeddingBackwardRangeKernel<T>
-      <<<n, 256, 0, stream>>>(dst, lo, hi, dout, sorted_tokens, sorted_pos, n, n_per_rank, cols,
+      <<<n, 256, 0, stream>>>(dst, lo, hi, dout, sorted.tokens, sorted.positions, n, n_per_rank, cols,
                               1.0f / static_cast<float>(ranks), bf16_reduce);
   return cudaGetLastError();
 }
