@@ -147,22 +147,30 @@ TEST(CpuBackendTest, ClearErrors) {
   EXPECT_NE(r.status().message().find("planned for 1x8"), std::string::npos);
 }
 
+// Options of shard rank 1 of 2: it owns the upper half of every (padded) unit.
+BackendOptions ShardRank1Of2Options(const ModelConfig& c, int micro_batch, int seq) {
+  BackendOptions o;
+  o.micro_batch_size = micro_batch;
+  o.seq_len = seq;
+  o.layout.pad_multiple = 128;
+  auto layout = model::ParamLayout::Build(c, o.layout);
+  if (!layout.ok()) return o;  // the caller's own Build reports the error
+  for (int u = 0; u < layout->num_units(); ++u) {
+    const int64_t half = layout->unit(u).padded_numel / 2;
+    o.owned.push_back({half, 2 * half});
+  }
+  return o;
+}
+
 // The unit pool (runtime/model/backend.h): only owned shards persist,
 // full-size buffers live in slots between acquire and release; released slots
 // are NaN; ReleaseGrads folds the owned range into ShardGrads.
 TEST(CpuBackendTest, UnitPoolLifecycle) {
   ModelConfig c = *model::NamedModelConfig("tiny");
   c.num_hidden_layers = 3;
-  BackendOptions o;
-  o.micro_batch_size = 1;
-  o.seq_len = 16;
-  o.layout.pad_multiple = 128;
+  BackendOptions o = ShardRank1Of2Options(c, /*micro_batch=*/1, /*seq=*/16);
   auto layout = model::ParamLayout::Build(c, o.layout);
   ASSERT_TRUE(layout.ok());
-  for (int u = 0; u < layout->num_units(); ++u) {
-    const int64_t half = layout->unit(u).padded_numel / 2;
-    o.owned.push_back({half, 2 * half});  // shard rank 1 of 2
-  }
   auto plain = CpuBackend::Create(c, o);
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE((*plain)->PoolsUnits());
@@ -244,16 +252,9 @@ TEST(CpuBackendTest, UnitPoolLifecycle) {
 TEST(CpuBackendTest, SplitEmbeddingGradAddsOwnedRowsOfGatheredRanks) {
   ModelConfig c = *model::NamedModelConfig("tiny");
   c.num_hidden_layers = 1;
-  BackendOptions o;
-  o.micro_batch_size = 2;
-  o.seq_len = 8;
-  o.layout.pad_multiple = 128;
+  BackendOptions o = ShardRank1Of2Options(c, /*micro_batch=*/2, /*seq=*/8);
   auto layout = model::ParamLayout::Build(c, o.layout);
   ASSERT_TRUE(layout.ok());
-  for (int u = 0; u < layout->num_units(); ++u) {
-    const int64_t half = layout->unit(u).padded_numel / 2;
-    o.owned.push_back({half, 2 * half});
-  }
   o.embedding_grad_ranks = 2;
   auto plain = CpuBackend::Create(c, o);  // no pool: no split
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
