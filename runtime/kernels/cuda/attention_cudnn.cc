@@ -74,6 +74,13 @@ Dims ScoreDims(const Geometry& g) { return {g.b, g.h, g.s, g.s}; }
 Dims ScoreStrides(const Geometry& g) { return {g.h * g.s * g.s, g.s * g.s, g.s, 1}; }
 Dims RowDims(const Geometry& g) { return {g.b, g.h, g.s, 1}; }
 Dims RowStrides(const Geometry& g) { return {g.h * g.s, g.s, 1, 1}; }
+// A new virtual fp32 score tensor / per-row statistic of the graph.
+int64_t ScoreF32(GraphBuilder& gb, const Geometry& g) {
+  return gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+}
+int64_t RowF32(GraphBuilder& gb, const Geometry& g) {
+  return gb.Virtual(RowDims(g), RowStrides(g), CUDNN_DATA_FLOAT);
+}
 
 // Causal mask of a [b, h, s, s] fp32 score tensor: keeps (row >= col), sets
 // the rest to kMaskValue. Returns the masked tensor.
@@ -81,7 +88,7 @@ int64_t CausalMask(GraphBuilder& gb, const Geometry& g, int64_t score) {
   const int64_t row = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_INT32);
   const int64_t col = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_INT32);
   const int64_t keep = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_BOOLEAN);
-  const int64_t masked = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t masked = ScoreF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_GEN_INDEX, score, row, -1, -1, CUDNN_DATA_INT32, 2);
   gb.Pointwise(CUDNN_POINTWISE_GEN_INDEX, score, col, -1, -1, CUDNN_DATA_INT32, 3);
   gb.Pointwise(CUDNN_POINTWISE_CMP_GE, row, keep, col, -1, CUDNN_DATA_BOOLEAN);
@@ -97,27 +104,27 @@ void BuildForward(GraphBuilder& gb, const Geometry& g, bool with_stats) {
   gb.Tensor(kO, q_dims, Bhsd(g, g.os), g.io);
   gb.Scalar(kScale);
   gb.Scalar(kNegInf);
-  const int64_t qk = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t qk = ScoreF32(gb, g);
   gb.Matmul(kQ, kK, qk);
-  const int64_t scaled = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t scaled = ScoreF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_MUL, qk, scaled, kScale);
   const int64_t masked = CausalMask(gb, g, scaled);
   // Softmax with statistics: stats = max + log(sum exp(x - max)).
-  const int64_t max = gb.Virtual(RowDims(g), RowStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t max = RowF32(gb, g);
   gb.Reduce(CUDNN_REDUCE_TENSOR_MAX, masked, max);
-  const int64_t centred = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t centred = ScoreF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_SUB, masked, centred, max);
-  const int64_t e = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t e = ScoreF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_EXP, centred, e);
-  const int64_t sum = gb.Virtual(RowDims(g), RowStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t sum = RowF32(gb, g);
   gb.Reduce(CUDNN_REDUCE_TENSOR_ADD, e, sum);
-  const int64_t log_sum = gb.Virtual(RowDims(g), RowStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t log_sum = RowF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_LOG, sum, log_sum);
   int64_t stats = kStats;
   if (with_stats) {
     gb.Tensor(kStats, RowDims(g), RowStrides(g), CUDNN_DATA_FLOAT);
   } else {
-    stats = gb.Virtual(RowDims(g), RowStrides(g), CUDNN_DATA_FLOAT);
+    stats = RowF32(gb, g);
   }
   gb.Pointwise(CUDNN_POINTWISE_ADD, max, stats, log_sum);
   // P in the input type feeds the second matmul.
@@ -163,19 +170,19 @@ void BuildBackward(GraphBuilder& gb, const Geometry& g, bool deterministic,
   const int64_t dout_out =
       gb.Virtual(q_dims, {g.h * g.s * g.d, g.s * g.d, g.h * g.d, 1}, CUDNN_DATA_FLOAT);
   gb.Pointwise(CUDNN_POINTWISE_MUL, kDO, dout_out, kO);
-  const int64_t row_sum = gb.Virtual(RowDims(g), RowStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t row_sum = RowF32(gb, g);
   gb.Reduce(CUDNN_REDUCE_TENSOR_ADD, dout_out, row_sum);
   gb.Pointwise(CUDNN_POINTWISE_MUL, row_sum, kSoftmaxSum, kOne);
 
   // P = exp(mask(scale * Q K^T - stats))
-  const int64_t qk = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t qk = ScoreF32(gb, g);
   gb.Matmul(kQ, kK, qk);
-  const int64_t scaled = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t scaled = ScoreF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_MUL, qk, scaled, kScale);
-  const int64_t centred = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t centred = ScoreF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_SUB, scaled, centred, kStats);
   const int64_t masked = CausalMask(gb, g, centred);
-  const int64_t prob = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t prob = ScoreF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_EXP, masked, prob);
 
   // Transposed score views ([b, h, s_kv, s_q]) in the input type.
@@ -185,13 +192,13 @@ void BuildBackward(GraphBuilder& gb, const Geometry& g, bool deterministic,
   GroupedMatmul(gb, g, prob_t, kDO, kDV);  // dV = P^T dO
 
   // dS = scale * P * (dO V^T - softmax_sum)
-  const int64_t dp = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t dp = ScoreF32(gb, g);
   gb.Matmul(kDO, kV, dp);
-  const int64_t dp_centred = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t dp_centred = ScoreF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_SUB, dp, dp_centred, kSoftmaxSum);
-  const int64_t dp_prob = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t dp_prob = ScoreF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_MUL, dp_centred, dp_prob, prob);
-  const int64_t ds = gb.Virtual(ScoreDims(g), ScoreStrides(g), CUDNN_DATA_FLOAT);
+  const int64_t ds = ScoreF32(gb, g);
   gb.Pointwise(CUDNN_POINTWISE_MUL, dp_prob, ds, kScale);
   const int64_t ds_t = gb.Virtual(ScoreDims(g), t_strides, g.io);
   gb.Reshape(ds, ds_t);

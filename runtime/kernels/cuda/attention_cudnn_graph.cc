@@ -37,6 +37,11 @@ Status Descriptor::Set(cudnnBackendAttributeName_t name, cudnnBackendAttributeTy
                "set attribute " + std::to_string(int(name)));
 }
 
+Status Descriptor::SetDescriptor(cudnnBackendAttributeName_t name, const Descriptor& value) {
+  cudnnBackendDescriptor_t raw = value.get();
+  return Set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
+}
+
 Status Descriptor::Finalize(const char* what) {
   return Check(cudnnBackendFinalize(desc_), std::string("finalize ") + what);
 }
@@ -93,16 +98,11 @@ void GraphBuilder::Matmul(int64_t a, int64_t b, int64_t c) {
     HT_RETURN_IF_ERROR(mm->Create(CUDNN_BACKEND_MATMUL_DESCRIPTOR));
     HT_RETURN_IF_ERROR(mm->Set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
     HT_RETURN_IF_ERROR(mm->Finalize("matmul"));
-    cudnnBackendDescriptor_t raw[4] = {ta->get(), tb->get(), tc->get(), mm->get()};
     HT_RETURN_IF_ERROR(op->Create(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR));
-    HT_RETURN_IF_ERROR(op->Set(CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                               &raw[0]));
-    HT_RETURN_IF_ERROR(op->Set(CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                               &raw[1]));
-    HT_RETURN_IF_ERROR(op->Set(CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                               &raw[2]));
-    HT_RETURN_IF_ERROR(op->Set(CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                               &raw[3]));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_MATMUL_ADESC, *ta));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_MATMUL_BDESC, *tb));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_MATMUL_CDESC, *tc));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_MATMUL_DESC, *mm));
     return op->Finalize("matmul operation");
   }());
   op_params_.push_back(std::move(mm));
@@ -127,26 +127,16 @@ void GraphBuilder::Pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t y, in
       HT_RETURN_IF_ERROR(pw->Set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis));
     }
     HT_RETURN_IF_ERROR(pw->Finalize("pointwise"));
-    cudnnBackendDescriptor_t raw = pw->get();
     HT_RETURN_IF_ERROR(op->Create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
-    HT_RETURN_IF_ERROR(op->Set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
-                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw));
-    raw = tx->get();
-    HT_RETURN_IF_ERROR(
-        op->Set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, *pw));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, *tx));
     if (tb != nullptr) {
-      raw = tb->get();
-      HT_RETURN_IF_ERROR(
-          op->Set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw));
+      HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *tb));
     }
     if (tt != nullptr) {
-      raw = tt->get();
-      HT_RETURN_IF_ERROR(
-          op->Set(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw));
+      HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *tt));
     }
-    raw = ty->get();
-    HT_RETURN_IF_ERROR(
-        op->Set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, *ty));
     return op->Finalize("pointwise operation");
   }());
   op_params_.push_back(std::move(pw));
@@ -167,14 +157,10 @@ void GraphBuilder::Reduce(cudnnReduceTensorOp_t red, int64_t x, int64_t y) {
         rd->Set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &red));
     HT_RETURN_IF_ERROR(rd->Set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
     HT_RETURN_IF_ERROR(rd->Finalize("reduction"));
-    cudnnBackendDescriptor_t raw[3] = {rd->get(), tx->get(), ty->get()};
     HT_RETURN_IF_ERROR(op->Create(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR));
-    HT_RETURN_IF_ERROR(
-        op->Set(CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[0]));
-    HT_RETURN_IF_ERROR(
-        op->Set(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[1]));
-    HT_RETURN_IF_ERROR(
-        op->Set(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[2]));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_REDUCTION_DESC, *rd));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, *tx));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, *ty));
     return op->Finalize("reduction operation");
   }());
   op_params_.push_back(std::move(rd));
@@ -188,12 +174,9 @@ void GraphBuilder::Reshape(int64_t x, int64_t y) {
   if (!error_.ok()) return;
   auto op = std::make_unique<Descriptor>();
   Note([&]() -> Status {
-    cudnnBackendDescriptor_t raw[2] = {tx->get(), ty->get()};
     HT_RETURN_IF_ERROR(op->Create(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR));
-    HT_RETURN_IF_ERROR(
-        op->Set(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[0]));
-    HT_RETURN_IF_ERROR(
-        op->Set(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[1]));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, *tx));
+    HT_RETURN_IF_ERROR(op->SetDescriptor(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, *ty));
     return op->Finalize("reshape operation");
   }());
   ops_.push_back(std::move(op));
@@ -218,9 +201,7 @@ Status HeuristicConfigs(cudnnHandle_t handle, const Descriptor& graph, cudnnBack
   (void)handle;
   Descriptor heur;
   HT_RETURN_IF_ERROR(heur.Create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
-  cudnnBackendDescriptor_t g = graph.get();
-  HT_RETURN_IF_ERROR(
-      heur.Set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g));
+  HT_RETURN_IF_ERROR(heur.SetDescriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph));
   HT_RETURN_IF_ERROR(heur.Set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
   HT_RETURN_IF_ERROR(heur.Finalize("engine heuristics"));
   int64_t count = 0;
@@ -291,13 +272,11 @@ Status MakePlan(cudnnHandle_t handle, const Descriptor& graph, bool skip_nondete
       }
       auto candidate = std::make_unique<Descriptor>();
       Status pst = candidate->Create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      cudnnBackendDescriptor_t raw = configs[i]->get();
       if (pst.ok()) {
         pst = candidate->Set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
       }
       if (pst.ok()) {
-        pst = candidate->Set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
+        pst = candidate->SetDescriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[i]);
       }
       if (pst.ok()) pst = candidate->Finalize("execution plan");
       if (!pst.ok()) {

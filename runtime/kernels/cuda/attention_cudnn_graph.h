@@ -34,6 +34,9 @@ class Descriptor {
   Status Create(cudnnBackendDescriptorType_t type);
   Status Set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
              const void* values);
+  // Sets a single backend-descriptor attribute (an operation's tensor or
+  // op-parameter descriptor) to `value`.
+  Status SetDescriptor(cudnnBackendAttributeName_t name, const Descriptor& value);
   Status Finalize(const char* what);
   cudnnBackendDescriptor_t get() const { return desc_; }
 
