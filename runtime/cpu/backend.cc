@@ -108,14 +108,8 @@ UnitBuffer CpuBackend::ComputeShard(int u) {
   return {Param(u, owned_.at(u).begin), model::DType::kF32, owned_[u].size()};
 }
 
-Status CpuBackend::CheckUnit(int u) const {
-  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
-  if (!pool_) return FailedPrecondition("the CPU backend was created without unit_pool");
-  return Status::Ok();
-}
-
 Status CpuBackend::AcquireParams(int u) {
-  HT_RETURN_IF_ERROR(CheckUnit(u));
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CPU"));
   const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, param_pool_[k].Acquire(u));
   param_ptrs_[u] = param_slots_[k][s].data();
@@ -123,7 +117,7 @@ Status CpuBackend::AcquireParams(int u) {
 }
 
 Status CpuBackend::ReleaseParams(int u) {
-  HT_RETURN_IF_ERROR(CheckUnit(u));
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CPU"));
   const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, param_pool_[k].Release(u));
   auto& slot = param_slots_[k][s];
@@ -133,7 +127,7 @@ Status CpuBackend::ReleaseParams(int u) {
 }
 
 Status CpuBackend::AcquireGrads(int u) {
-  HT_RETURN_IF_ERROR(CheckUnit(u));
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CPU"));
   const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Acquire(u));
   auto& slot = grad_slots_[k][s];
@@ -146,7 +140,7 @@ Status CpuBackend::ReleaseGrads(int u) { return FreeGrads(u, /*fold=*/true); }
 Status CpuBackend::DiscardGrads(int u) { return FreeGrads(u, /*fold=*/false); }
 
 Status CpuBackend::FreeGrads(int u, bool fold) {
-  HT_RETURN_IF_ERROR(CheckUnit(u));
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CPU"));
   const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Release(u));
   auto& slot = grad_slots_[k][s];

@@ -80,7 +80,6 @@ class CpuBackend final : public model::Backend {
   // Element `i` of unit u's persistent params (full, or the owned range in
   // pool mode).
   float* Param(int u, int64_t i) { return params_[u].data() + (i - param_base_[u]); }
-  Status CheckUnit(int u) const;
   // Frees u's gradient slot, first adding its owned range into ShardGrads(u)
   // when `fold`.
   Status FreeGrads(int u, bool fold);

@@ -340,17 +340,11 @@ UnitBuffer CudaBackend::ComputeShard(int u) {
   return {compute_shard_.at(u), model_dtype_, owned_[u].size()};
 }
 
-Status CudaBackend::CheckPoolUnit(int u) const {
-  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
-  if (!pool_) return FailedPrecondition("the CUDA backend was created without unit_pool");
-  return Status::Ok();
-}
-
 // Acquire/release only re-point the unit at a slot: whoever used the slot
 // before queued that work on stream_ earlier, and the next writer (a
 // collective that waits for stream_, or a kernel on stream_) comes after it.
 Status CudaBackend::AcquireParams(int u) {
-  HT_RETURN_IF_ERROR(CheckPoolUnit(u));
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CUDA"));
   const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, param_pool_[k].Acquire(u));
   compute_[u] = param_slots_[k][s];
@@ -358,14 +352,14 @@ Status CudaBackend::AcquireParams(int u) {
 }
 
 Status CudaBackend::ReleaseParams(int u) {
-  HT_RETURN_IF_ERROR(CheckPoolUnit(u));
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CUDA"));
   HT_RETURN_IF_ERROR(param_pool_[model::PoolKind(u)].Release(u).status());
   compute_[u] = nullptr;
   return Status::Ok();
 }
 
 Status CudaBackend::AcquireGrads(int u) {
-  HT_RETURN_IF_ERROR(CheckPoolUnit(u));
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CUDA"));
   const int k = model::PoolKind(u);
   HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Acquire(u));
   grads_[u] = grad_slots_[k][s];
@@ -379,7 +373,7 @@ Status CudaBackend::ReleaseGrads(int u) { return FreeGrads(u, /*fold=*/true); }
 Status CudaBackend::DiscardGrads(int u) { return FreeGrads(u, /*fold=*/false); }
 
 Status CudaBackend::FreeGrads(int u, bool fold) {
-  HT_RETURN_IF_ERROR(CheckPoolUnit(u));
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CUDA"));
   if (grads_[u] == nullptr) return FailedPrecondition(fmt::format("unit {} holds no gradient slot", u));
   if (fold) {
     HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));

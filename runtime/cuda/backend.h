@@ -179,7 +179,6 @@ class CudaBackend final : public model::Backend {
   // Element i (in unit coordinates, inside Owned(u)) of the persistent
   // compute copy: the full compute_[u], or compute_shard_[u] with a pool.
   void* OwnedCompute(int u, int64_t i) const;
-  Status CheckPoolUnit(int u) const;
   Status CheckHeld(int u, bool grads) const;
   Status FreeGrads(int u, bool fold);
 

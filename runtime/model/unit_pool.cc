@@ -41,4 +41,15 @@ StatusOr<UnitPoolPlan> PlanUnitPool(const ParamLayout& layout, const BackendOpti
   return plan;
 }
 
+Status CheckPoolUnit(const ParamLayout& layout, bool pooled, int unit, const char* backend) {
+  if (unit < 0 || unit >= layout.num_units()) {
+    return InvalidArgument("no unit " + std::to_string(unit));
+  }
+  if (!pooled) {
+    return FailedPrecondition(std::string("the ") + backend +
+                              " backend was created without unit_pool");
+  }
+  return Status::Ok();
+}
+
 }  // namespace hypertrain::model

@@ -88,4 +88,9 @@ struct UnitPoolPlan {
 // plan. Owned ranges outside their unit are left to the backend's own check.
 StatusOr<UnitPoolPlan> PlanUnitPool(const ParamLayout& layout, const BackendOptions& options);
 
+// The check at the top of every unit-pool call of a backend named `backend`
+// ("CPU", "CUDA"): InvalidArgument for a unit outside the layout,
+// FailedPrecondition when the backend was created without a pool.
+Status CheckPoolUnit(const ParamLayout& layout, bool pooled, int unit, const char* backend);
+
 }  // namespace hypertrain::model
