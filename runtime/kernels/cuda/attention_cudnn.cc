@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -414,8 +415,15 @@ StatusOr<int> ChunkBatch(const AttentionParams& p, BackwardMode mode) {
   if (mode != BackwardMode::kDeterministic || p.batch <= 1) return p.batch;
   static const size_t cap = [] {
     const char* env = std::getenv("HT_CUDNN_BWD_WORKSPACE_MB");
-    const long mb = env != nullptr ? std::strtol(env, nullptr, 10) : 0;
-    return size_t(mb > 0 ? mb : 1024) << 20;
+    if (env == nullptr || *env == '\0') return size_t{1024} << 20;
+    char* end = nullptr;
+    const long mb = std::strtol(env, &end, 10);
+    if (*end != '\0' || mb <= 0) {
+      std::fprintf(stderr, "HT_CUDNN_BWD_WORKSPACE_MB must be a positive integer (MiB), got '%s'; "
+                   "using 1024\n", env);
+      return size_t{1024} << 20;
+    }
+    return size_t(mb) << 20;
   }();
   const int64_t blocks_per_sample = int64_t{p.n_heads} * ((p.seq + 127) / 128);
   int cb = p.batch;
