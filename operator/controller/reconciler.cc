@@ -45,7 +45,25 @@ struct PodFault {
   std::string reason = api::reason::kPodFailed;
   std::string message;
   std::optional<int> exit_code;
+  std::string finished_at;  // the container's RFC 3339 finishedAt, "" if unknown
 };
+
+// When several pods of a gang have failed, which one caused it: when one rank
+// dies, its peers fail their next collective and exit 200 (peer lost) or 201
+// (collective timeout), often within the same second. So any other exit (a
+// signal, an error of its own, an eviction) ranks first, then 201, then 200;
+// within a class the earliest finishedAt (RFC 3339 strings of one format
+// compare in time order), then the lowest rank (the map's order).
+int FollowOnClass(const PodFault& f) {
+  if (f.exit_code == 200) return 2;
+  if (f.exit_code == 201) return 1;
+  return 0;
+}
+bool CausedBefore(const PodFault& a, const PodFault& b) {
+  if (FollowOnClass(a) != FollowOnClass(b)) return FollowOnClass(a) < FollowOnClass(b);
+  if (a.finished_at.empty() || b.finished_at.empty()) return false;
+  return a.finished_at < b.finished_at;
+}
 
 // What the kubelet reported about a failed pod: the trainer container's exit
 // code and termination message, or the pod's own reason (eviction).
@@ -62,6 +80,7 @@ PodFault FaultOf(const Json& pod) {
     const Json term = cs.value("state", Json::object()).value("terminated", Json::object());
     if (term.contains("exitCode") && term["exitCode"].is_number_integer()) f.exit_code = term["exitCode"].get<int>();
     f.message = term.value("message", term.value("reason", ""));
+    f.finished_at = term.value("finishedAt", "");
   }
   if (f.message.empty()) f.message = status.value("message", status.value("reason", ""));
   return f;
@@ -365,9 +384,19 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
     if (!d.ok()) return d.error();
     return result;
   };
+  const Json* culprit = nullptr;
+  int culprit_rank = -1;
+  PodFault f;
   for (const auto& [rank, p] : current) {
     if (Phase(*p) != "Failed") continue;
-    PodFault f = FaultOf(*p);
+    PodFault candidate = FaultOf(*p);
+    if (culprit == nullptr || CausedBefore(candidate, f)) {
+      culprit = p.get(), culprit_rank = rank, f = std::move(candidate);
+    }
+  }
+  if (culprit != nullptr) {
+    const Json* p = culprit;
+    const int rank = culprit_rank;
     const std::string pod_name = kube::NameOf(*p);
     const std::string node = p->value("spec", Json::object()).value("nodeName", "");
     std::string what = "pod " + pod_name + " (node rank " + std::to_string(rank) + (node.empty() ? "" : ", node " + node) + ")";

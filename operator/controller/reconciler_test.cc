@@ -200,6 +200,15 @@ class ReconcilerTest : public ::testing::Test {
     auto r = Pods().PatchStatus(pod, {{"status", status}});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
   }
+  // A failed trainer container with its termination time (RFC 3339).
+  void SetFailedAt(const std::string& pod, int exit_code, const std::string& finished_at) {
+    Json status = {{"phase", "Failed"}};
+    const Json terminated = {{"exitCode", exit_code}, {"reason", "Error"}, {"finishedAt", finished_at}};
+    status["containerStatuses"] =
+        Json::array({{{"name", "trainer"}, {"state", {{"terminated", terminated}}}}});
+    auto r = Pods().PatchStatus(pod, {{"status", status}});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
   void SetAllPhases(const std::string& job, const std::string& phase, std::optional<int> code = std::nullopt) {
     for (const Json& p : JobPods(job)) SetPhase(kube::NameOf(p), phase, code);
   }
@@ -452,6 +461,40 @@ TEST_F(ReconcilerTest, RepeatOffenderNodeIsExcluded) {
   EXPECT_NE(std::find(reasons.begin(), reasons.end(), "NodeFault"), reasons.end());
 }
 
+
+// Several pods of a gang failed before the operator looked: the fault is the
+// root cause's, not the lowest rank's. A killed rank (137) outranks its peer
+// that then lost a collective (200) even when the peer finished first; among
+// follow-on exits the earliest finishedAt wins.
+TEST_F(ReconcilerTest, GangFaultIsAttributedToTheRootCausePod) {
+  Json spec = CpuSpec();
+  spec["runPolicy"] = {{"backoffLimit", 5}};
+  spec["faultPolicy"] = {{"maxRepeatOffenders", 1}, {"healthyNodeValues", Json::array()}};
+  CreateJob("root", spec);
+  Converge("root");
+  Bind("root-node-0", "node-a");  // nodes the fake cluster does not list: no
+  Bind("root-node-1", "node-b");  // Running phase, or the pods count as lost
+  SetFailedAt("root-node-0", 200, "2026-11-22T07:13:08Z");
+  SetFailedAt("root-node-1", 137, "2026-11-22T07:13:09Z");
+  Converge("root");
+  Json st = Job("root")["status"];
+  EXPECT_EQ(st["lastFault"]["rank"], 1);
+  EXPECT_EQ(st["lastFault"]["exitCode"], 137);
+  EXPECT_EQ(st["lastFault"]["node"], "node-b");
+  EXPECT_EQ(st["excludedNodes"], Json({"node-b"}));
+
+  // Next attempt: both ranks exit 200; the one that finished first caused it.
+  Converge("root");
+  Bind("root-node-0", "node-c");
+  Bind("root-node-1", "node-a");
+  SetFailedAt("root-node-0", 200, "2026-11-22T07:14:02Z");
+  SetFailedAt("root-node-1", 200, "2026-11-22T07:14:01Z");
+  Converge("root");
+  st = Job("root")["status"];
+  EXPECT_EQ(st["lastFault"]["rank"], 1);
+  EXPECT_EQ(st["lastFault"]["node"], "node-a");
+  EXPECT_EQ(st["excludedNodes"], Json({"node-b", "node-a"}));
+}
 
 TEST_F(ReconcilerTest, ControlPlaneValidatesAndDefaultsThroughTheCrd) {
   auto create = [&](const std::string& name, const Json& spec) {
