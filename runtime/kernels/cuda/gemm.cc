@@ -1,8 +1,14 @@
 #include "runtime/kernels/cuda/gemm.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
+#include "runtime/kernels/cuda/bit_hash.h"
 #include "runtime/kernels/cuda/cuda_status.h"
 
 namespace hypertrain::kernels::cuda {
@@ -26,12 +32,27 @@ int Alignment(const void* p) {
   return a;
 }
 
+// Candidates asked of the heuristic; timed runs per candidate.
+constexpr int kTuneCandidates = 12;
+constexpr int kTuneRuns = 5;
+
+// HT_GEMM_AUTOTUNE: unset/"1" on, "0" off, "verbose" on and printing.
+int AutotuneFromEnv() {
+  const char* env = std::getenv("HT_GEMM_AUTOTUNE");
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "1") == 0) return 1;
+  if (std::strcmp(env, "0") == 0) return 0;
+  if (std::strcmp(env, "verbose") == 0) return 2;
+  std::fprintf(stderr, "HT_GEMM_AUTOTUNE must be 0, 1 or verbose, got '%s'; autotuning stays on\n", env);
+  return 1;
+}
+
 }  // namespace
 
 struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // heuristic order; cleared once tuned
   ~Plan() {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -59,7 +80,11 @@ StatusOr<std::unique_ptr<Gemm>> Gemm::Create(bool allow_tf32, size_t workspace_b
 }
 
 Gemm::Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool tf32)
-    : handle_(h), workspace_(ws), workspace_bytes_(ws_bytes), allow_tf32_(tf32) {}
+    : handle_(h), workspace_(ws), workspace_bytes_(ws_bytes), allow_tf32_(tf32) {
+  const int mode = AutotuneFromEnv();
+  autotune_ = mode > 0;
+  verbose_ = mode > 1;
+}
 
 Gemm::~Gemm() {
   plans_.clear();
@@ -71,6 +96,11 @@ Gemm::~Gemm() {
 size_t Gemm::cached_plans() const {
   std::lock_guard<std::mutex> lock(mu_);
   return plans_.size();
+}
+
+Gemm::TuneStats Gemm::tune_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
 }
 
 StatusOr<Gemm::Plan*> Gemm::GetPlan(const Key& key, const GemmShape& s, DType ab, DType ct) {
@@ -114,16 +144,20 @@ StatusOr<Gemm::Plan*> Gemm::GetPlan(const Key& key, const GemmShape& s, DType ab
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
   int found = 0;
   HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
-      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found));
-  if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, autotune_ ? kTuneCandidates : 1,
+      results, &found));
+  if (found == 0 || results[0].state != CUBLAS_STATUS_SUCCESS) {
     // Remembered as "no plan": Matmul takes the cublasGemmEx path.
     plans_.emplace(key, nullptr);
     return static_cast<Plan*>(nullptr);
   }
-  plan->algo = result.algo;
+  plan->algo = results[0].algo;
+  for (int i = 0; i < found && found > 1; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
+  }
   Plan* raw = plan.get();
   plans_.emplace(key, std::move(plan));
   return raw;
@@ -158,10 +192,96 @@ Status Gemm::Matmul(const GemmShape& s, const void* a, const void* b, DType ab_t
   if (plan == nullptr) {
     return Fallback(s, lda, ldb, ldc, a, b, ab_type, c, c_type, alpha, beta, stream, c_in);
   }
+  if (!plan->candidates.empty()) Tune(plan, s, ldc, a, b, c, c_type, alpha, beta, stream, c_in);
   HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan->desc, &alpha, b, plan->a, a, plan->b,
                                            &beta, c_in, plan->c, c, plan->c, &plan->algo, workspace_,
                                            workspace_bytes_, stream));
   return Status::Ok();
+}
+
+void Gemm::Tune(Plan* plan, const GemmShape& s, long ldc, const void* a, const void* b, void* c,
+                DType c_type, float alpha, float beta, cudaStream_t stream, const void* c_in) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone) {
+    return;  // no syncs or allocations inside a capture; tuned on a later eager call
+  }
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    candidates.swap(plan->candidates);  // tuned once, whatever happens below
+  }
+  if (candidates.size() < 2) return;
+  // Scratch output (same layout as C) plus the hash slot; C itself is only read.
+  const size_t out_bytes = size_t(ldc) * size_t(s.m) * DTypeSize(c_type);
+  const size_t hash_off = (out_bytes + 255) & ~size_t{255};
+  void* scratch = nullptr;
+  if (cudaMalloc(&scratch, hash_off + sizeof(unsigned long long)) != cudaSuccess) {
+    cudaGetLastError();  // not enough memory to tune: keep the heuristic's choice
+    return;
+  }
+  auto* hash_dev = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch) + hash_off);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(handle_, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c_in,
+                          plan->c, scratch, plan->c, &algo, workspace_, workspace_bytes_, stream);
+  };
+  auto hash = [&](unsigned long long* out) {
+    if (BitHash(scratch, out_bytes, hash_dev, stream) != cudaSuccess) return false;
+    return cudaMemcpyAsync(out, hash_dev, sizeof(*out), cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
+           cudaStreamSynchronize(stream) == cudaSuccess;
+  };
+  auto time_us = [&](const cublasLtMatmulAlgo_t& algo) -> double {
+    if (cudaEventRecord(start, stream) != cudaSuccess) return -1;
+    for (int r = 0; r < kTuneRuns; ++r) {
+      if (run(algo) != CUBLAS_STATUS_SUCCESS) return -1;
+    }
+    float ms = 0;
+    if (cudaEventRecord(stop, stream) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+      return -1;
+    }
+    return 1e3 * ms / kTuneRuns;
+  };
+  unsigned long long ref = 0;
+  double heuristic_us = -1, best_us = -1;
+  size_t best = 0;
+  int rejected = 0;
+  if (cudaMemsetAsync(scratch, 0, out_bytes, stream) == cudaSuccess &&
+      run(candidates[0]) == CUBLAS_STATUS_SUCCESS && hash(&ref)) {
+    heuristic_us = best_us = time_us(candidates[0]);
+    for (size_t i = 1; i < candidates.size() && heuristic_us > 0; ++i) {
+      unsigned long long h = 0;
+      if (run(candidates[i]) != CUBLAS_STATUS_SUCCESS || !hash(&h)) continue;
+      if (h != ref) {
+        ++rejected;  // different rounding (e.g. another split-K): would change results
+        continue;
+      }
+      const double us = time_us(candidates[i]);
+      if (us > 0 && us < best_us) best_us = us, best = i;
+    }
+  }
+  cudaGetLastError();  // a candidate that failed to launch must not poison later checks
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(scratch);
+  if (heuristic_us <= 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  plan->algo = candidates[best];
+  ++stats_.shapes;
+  stats_.changed += best != 0;
+  stats_.rejected += rejected;
+  stats_.heuristic_us += heuristic_us;
+  stats_.chosen_us += best_us;
+  if (verbose_) {
+    std::fprintf(stderr,
+                 "gemm autotune m=%d n=%d k=%d ta=%d tb=%d beta=%g: %zu candidates, %d rejected "
+                 "(bits differ), heuristic %.1f us, chosen #%zu %.1f us\n",
+                 s.m, s.n, s.k, s.trans_a, s.trans_b, beta, candidates.size(), rejected,
+                 heuristic_us, best, best_us);
+  }
 }
 
 Status Gemm::Fallback(const GemmShape& s, long lda, long ldb, long ldc, const void* a,

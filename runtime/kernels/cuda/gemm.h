@@ -10,8 +10,17 @@
 //   dW        dW[O,I] += dY[T,O]^T . X[T,I]        (trans_a; fp32 C, beta 1)
 // A and B share one type (fp32, bf16 or fp16); C is that type or fp32. The
 // accumulator is always fp32; fp32 inputs use TF32 tensor cores only when the
-// Gemm was created with allow_tf32. The algorithm is chosen once per shape by
-// cuBLASLt's heuristic and cached; one workspace is allocated at creation.
+// Gemm was created with allow_tf32. The algorithm is chosen once per shape and
+// cached; one workspace is allocated at creation.
+//
+// Autotuning (on unless HT_GEMM_AUTOTUNE=0; "verbose" also prints each shape's
+// choice to stderr): on a shape's first call outside a CUDA graph capture, the
+// heuristic's top candidates are run into a scratch output on the real inputs
+// and timed, and the fastest wins among those whose output is bitwise
+// identical to the heuristic's first choice. So the tuning never changes a
+// result (runs stay reproducible whatever the timings), never writes C, and
+// costs a few ms once per shape. Without memory for the scratch output the
+// heuristic's choice stays.
 // Shapes cuBLASLt has no algorithm for (e.g. rows not 16-byte aligned) fall
 // back to cublasGemmEx on the same stream and workspace.
 #include <cublasLt.h>
@@ -58,6 +67,18 @@ class Gemm {
   bool allow_tf32() const { return allow_tf32_; }
   size_t cached_plans() const;
 
+  // What autotuning did so far (sums over tuned shapes, one call each).
+  struct TuneStats {
+    int shapes = 0;          // shapes tuned
+    int changed = 0;         // shapes where another algorithm won
+    int rejected = 0;        // candidates dropped for different output bits
+    double heuristic_us = 0;  // one call of each tuned shape, heuristic's algorithm
+    double chosen_us = 0;     // the same with the chosen algorithm
+  };
+  TuneStats tune_stats() const;
+  // Overrides the HT_GEMM_AUTOTUNE default for shapes not planned yet.
+  void set_autotune(bool on) { autotune_ = on; }
+
  private:
   struct Plan;
   using Key = std::tuple<int, int, int, bool, bool, long, long, long, int, int, int, bool>;
@@ -66,12 +87,18 @@ class Gemm {
                   DType ab_type, void* c, DType c_type, float alpha, float beta,
                   cudaStream_t stream, const void* c_in);
   StatusOr<Plan*> GetPlan(const Key& key, const GemmShape& s, DType ab, DType c);
+  // Picks plan->algo among plan->candidates (see the class comment).
+  void Tune(Plan* plan, const GemmShape& s, long ldc, const void* a, const void* b, void* c,
+            DType c_type, float alpha, float beta, cudaStream_t stream, const void* c_in);
 
   cublasLtHandle_t handle_;
   cublasHandle_t blas_ = nullptr;  // fallback path
   void* workspace_;
   size_t workspace_bytes_;
   bool allow_tf32_;
+  bool autotune_;
+  int verbose_ = 0;
+  TuneStats stats_;
   mutable std::mutex mu_;
   std::map<Key, std::unique_ptr<Plan>> plans_;  // null plan: use the fallback
 };

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "runtime/cpu/ops.h"
 #include "runtime/kernels/cuda/test_util.h"
 #include "runtime/testing/cuda_device.h"
@@ -174,6 +176,74 @@ TYPED_TEST(GemmTest, UnalignedShapesWithSeparateAddend) {
   cpu::MatmulBackward<double>(nullptr, rdw.data(), dy.data(), x.data(), w.data(), N, I, O);
   ExpectClose(ToDouble(dout.Download()), y, testing::RelTol<T>(), "unaligned D = XW^T + R");
   ExpectClose(ToDouble(ddw.Download()), rdw, 1e-4, "unaligned dW");
+}
+
+// Autotuning picks only algorithms whose output is bitwise identical to the
+// heuristic's choice and never writes C while tuning: a tuned and an untuned
+// Gemm give the same bits, on the first (tuning) call and after it, for the
+// three model layouts including in-place accumulation.
+TEST(GemmAutotune, SameBitsAsTheHeuristicAndCIsUntouched) {
+  HT_SKIP_WITHOUT_GPU();
+  using T = __nv_bfloat16;
+  constexpr DType kT = DType::kBF16;
+  auto tuned_or = Gemm::Create(false);
+  auto plain_or = Gemm::Create(false);
+  ASSERT_TRUE(tuned_or.ok() && plain_or.ok());
+  Gemm& tuned = **tuned_or;
+  Gemm& plain = **plain_or;
+  tuned.set_autotune(true);
+  plain.set_autotune(false);
+  const int N = 2048, I = 768, O = 1536;
+  std::mt19937 rng(23);
+  std::vector<double> ignore;
+  auto hx = RandomVector<T>(size_t(N) * I, rng, 1.0f, &ignore);
+  auto hw = RandomVector<T>(size_t(O) * I, rng, 0.05f, &ignore);
+  auto hdy = RandomVector<T>(size_t(N) * O, rng, 1.0f, &ignore);
+  auto hdx0 = RandomVector<T>(size_t(N) * I, rng, 1.0f, &ignore);
+  auto hdw0 = RandomVector<float>(size_t(O) * I, rng, 1.0f, &ignore);
+  struct Outputs {
+    DeviceBuffer<T> y, dx;
+    DeviceBuffer<float> dw;
+  };
+  DeviceBuffer<T> dx_in(hx.size()), dw_in(hw.size()), ddy(hdy.size());
+  HT_CUDA_ASSERT(dx_in.Upload(hx));
+  HT_CUDA_ASSERT(dw_in.Upload(hw));
+  HT_CUDA_ASSERT(ddy.Upload(hdy));
+  Outputs out[2] = {{DeviceBuffer<T>(hdy.size()), DeviceBuffer<T>(hx.size()), DeviceBuffer<float>(hw.size())},
+                    {DeviceBuffer<T>(hdy.size()), DeviceBuffer<T>(hx.size()), DeviceBuffer<float>(hw.size())}};
+  for (auto& o : out) {
+    HT_CUDA_ASSERT(o.dx.Upload(hdx0));
+    HT_CUDA_ASSERT(o.dw.Upload(hdw0));
+  }
+  for (int call = 0; call < 2; ++call) {
+    for (int g = 0; g < 2; ++g) {
+      Gemm& gemm = g == 0 ? tuned : plain;
+      Outputs& o = out[g];
+      auto st = gemm.Matmul({N, O, I, false, true}, dx_in.get(), dw_in.get(), kT, o.y.get(), kT,
+                            1.0f, 0.0f, nullptr);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      st = gemm.Matmul({N, I, O, false, false}, ddy.get(), dw_in.get(), kT, o.dx.get(), kT, 1.0f,
+                       1.0f, nullptr);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      st = gemm.Matmul({O, I, N, true, false}, ddy.get(), dx_in.get(), kT, o.dw.get(), DType::kF32,
+                       1.0f, 1.0f, nullptr);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    }
+    HT_CUDA_ASSERT(cudaDeviceSynchronize());
+    auto bits_equal = [](const auto& a, const auto& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+    };
+    EXPECT_TRUE(bits_equal(out[0].y.Download(), out[1].y.Download())) << "Y, call " << call;
+    EXPECT_TRUE(bits_equal(out[0].dx.Download(), out[1].dx.Download())) << "dX += , call " << call;
+    EXPECT_TRUE(bits_equal(out[0].dw.Download(), out[1].dw.Download())) << "dW += , call " << call;
+  }
+  const Gemm::TuneStats ts = tuned.tune_stats();
+  EXPECT_LE(ts.shapes, 3);
+  EXPECT_LE(ts.changed, ts.shapes);
+  if (ts.shapes > 0) {
+    EXPECT_LE(ts.chosen_us, ts.heuristic_us);
+  }
+  EXPECT_EQ(plain.tune_stats().shapes, 0);
 }
 
 TEST(GemmArgs, RejectsBadShapesAndTypes) {
