@@ -403,16 +403,15 @@ StatusOr<size_t> OneCallWorkspaceBytes(const AttentionParams& p, BackwardMode mo
 
 // The deterministic backward's workspace grows with batch * heads * seq^2
 // (1.07 GB for 1b at 4 x 2048), so it runs over chunks of the batch: the
-// smallest divisor of the batch that still gives one call >= kMinQueryBlocks
-// blocks of 128 query rows (measured on an H200: 125m in chunks of 2 samples,
-// 384 blocks, lost 7% of the step to wave tails; 1b in chunks of 1, 512 blocks,
-// lost nothing), shrunk further while its workspace exceeds
-// HT_CUDNN_BWD_WORKSPACE_MB (default 1024). Samples are independent, so the
-// result does not depend on the chunking.
-constexpr int64_t kMinQueryBlocks = 512;
+// largest divisor of the batch whose one-call workspace fits
+// HT_CUDNN_BWD_WORKSPACE_MB (default 1024). Each extra call costs its own
+// launches and wave tail (measured on an H200: 125m in chunks of 4 samples lost
+// ~4% of the step against one call, chunks of 2 lost 10%), so fewer is better.
+// Samples are independent, so the result does not depend on the chunking.
+size_t cap_for_testing = 0;
 
-StatusOr<int> ChunkBatch(const AttentionParams& p, BackwardMode mode) {
-  if (mode != BackwardMode::kDeterministic || p.batch <= 1) return p.batch;
+size_t WorkspaceCapBytes() {
+  if (cap_for_testing != 0) return cap_for_testing;
   static const size_t cap = [] {
     const char* env = std::getenv("HT_CUDNN_BWD_WORKSPACE_MB");
     if (env == nullptr || *env == '\0') return size_t{1024} << 20;
@@ -425,14 +424,13 @@ StatusOr<int> ChunkBatch(const AttentionParams& p, BackwardMode mode) {
     }
     return size_t(mb) << 20;
   }();
-  const int64_t blocks_per_sample = int64_t{p.n_heads} * ((p.seq + 127) / 128);
+  return cap;
+}
+
+StatusOr<int> ChunkBatch(const AttentionParams& p, BackwardMode mode) {
+  if (mode != BackwardMode::kDeterministic || p.batch <= 1) return p.batch;
+  const size_t cap = WorkspaceCapBytes();
   int cb = p.batch;
-  for (int d = 1; d <= p.batch; ++d) {
-    if (p.batch % d == 0 && d * blocks_per_sample >= kMinQueryBlocks) {
-      cb = d;
-      break;
-    }
-  }
   while (cb > 1) {
     AttentionParams pc = p;
     pc.batch = cb;
@@ -446,6 +444,8 @@ StatusOr<int> ChunkBatch(const AttentionParams& p, BackwardMode mode) {
 }
 
 }  // namespace
+
+void SetBackwardWorkspaceCapForTesting(size_t bytes) { cap_for_testing = bytes; }
 
 StatusOr<size_t> BackwardWorkspaceBytes(const AttentionParams& p, BackwardMode mode) {
   HT_RETURN_IF_ERROR(CheckDtype(p));
