@@ -44,9 +44,20 @@ Status CudaBackend::PlanActivations() {
                 F = cfg.intermediate_size, L = cfg.num_hidden_layers, V = cfg.vocab_size,
                 D = cfg.head_dim();
   const size_t es = kc::DTypeSize(dtype_);
-  const int64_t auto_rows = static_cast<int64_t>((size_t{256} << 20) / (V * es));
-  chunk_rows_ = cuda_.loss_chunk_rows > 0 ? cuda_.loss_chunk_rows : std::max<int64_t>(auto_rows, 1);
-  chunk_rows_ = std::min(chunk_rows_, N);
+  // The block backward's dact/dgu buffers are dead while the LM head runs, so
+  // the head's logits chunk lives in them; by default it fills them (at least
+  // 256 MiB), in equal chunks: fewer chunks mean fewer fp32 read-modify-writes
+  // of the head's weight gradient.
+  auto round_up = [](size_t bytes) { return (bytes + 255) & ~size_t{255}; };
+  const size_t dact_bytes = round_up(size_t(N * std::max(F, Q)) * es);
+  const size_t dead_bytes = dact_bytes + round_up(size_t(N * std::max(2 * F, Q + 2 * K)) * es);
+  if (cuda_.loss_chunk_rows > 0) {
+    chunk_rows_ = std::min(cuda_.loss_chunk_rows, N);
+  } else {
+    const int64_t fit = static_cast<int64_t>(std::max(dead_bytes, size_t{256} << 20) / (V * es));
+    const int64_t chunks = (N + std::max<int64_t>(fit, 1) - 1) / std::max<int64_t>(fit, 1);
+    chunk_rows_ = (N + chunks - 1) / chunks;
+  }
   kc::AttentionParams ap;
   ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_);
   ap.n_heads = static_cast<int>(cfg.num_attention_heads);
@@ -111,15 +122,14 @@ Status CudaBackend::PlanActivations() {
     dres_ = act(N * C);
     dln_ = act(N * C);
     dln_f_ = dln_;  // dead before the first block's backward uses dln_
-    dact_ = act(N * std::max(F, Q));
+    // One region: the LM head's logits chunk, then (after the head) the block
+    // backward's dact and dgu.
+    logits_ = take(std::max(dead_bytes, size_t(chunk_rows_ * V) * es));
+    dact_ = logits_;
     datt_ = dact_;  // dact_ is dead once the SwiGLU backward ran
-    dgu_ = act(N * std::max(2 * F, Q + 2 * K));
+    dgu_ = logits_ == nullptr ? nullptr : static_cast<char*>(logits_) + dact_bytes;
     dqkv_ = dgu_;  // dgu_ is dead once the gate/up weight gradients ran
-    // The LM head's logits chunk and the attention backward's workspace are
-    // never live at once (the head's forward and backward run before the first
-    // block's backward, on the same stream): one buffer serves both.
-    logits_ = take(std::max(size_t(chunk_rows_ * V) * es, attn_ws_bytes_));
-    attn_ws_ = logits_;
+    attn_ws_ = take(attn_ws_bytes_);
     losses_ = f32(N);
     norm_scratch_ = f32(static_cast<int64_t>(kc::RmsNormBackwardScratchFloats(static_cast<int>(C))));
     rope_table_ = f32(S_ * D);
@@ -505,6 +515,7 @@ Status CudaBackend::ForwardPass(model::UnitHooks& hooks, bool for_backward) {
   const int E = ParamLayout::kEmbeddingUnit;
   HT_RETURN_IF_ERROR(hooks.BeforeForward(E));
   HT_RETURN_IF_ERROR(CheckHeld(E, false));
+  HT_RETURN_IF_ERROR(AwaitUnit(E));
   profile_.Mark(Op::kOther, stream_);
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
@@ -517,6 +528,7 @@ Status CudaBackend::ForwardPass(model::UnitHooks& hooks, bool for_backward) {
     const int u = ParamLayout::BlockUnit(l);
     HT_RETURN_IF_ERROR(hooks.BeforeForward(u));
     HT_RETURN_IF_ERROR(CheckHeld(u, false));
+    HT_RETURN_IF_ERROR(AwaitUnit(u));
     profile_.Mark(Op::kOther, stream_);
     HT_RETURN_IF_ERROR(BlockForward(l, /*write_output=*/true));
     HT_RETURN_IF_ERROR(hooks.AfterForward(u));
@@ -638,9 +650,14 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
       cudaMemcpyAsync(dscale_, host_dscale_, sizeof(float), cudaMemcpyHostToDevice, stream_));
   // Capture from the second call on: the first runs eagerly so lazy module
   // loading and cuBLASLt's algorithm choice happen outside the capture.
+  const bool noop_hooks = dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
   const bool graph = cuda_.cuda_graphs && !profile_.enabled() && !graph_failed_ && eager_steps_ > 0 &&
-                     dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
+                     noop_hooks;
+  // The optimizer overlaps the next forward only where no hook orders work
+  // against the compute stream (HSDP's gathers read the updated shards).
+  overlap_ok_ = noop_hooks && !cuda_.cuda_graphs;
   if (graph) {
+    HT_RETURN_IF_ERROR(Flush());  // no cross-stream waits inside the capture
     if (graph_exec_ == nullptr) {
       HT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       const Status st = DeviceForwardBackward(hooks);
