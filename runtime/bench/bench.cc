@@ -96,12 +96,9 @@ int Run(const RunSpec& r, const std::string& json_path) {
     for (int64_t i = 0; i < n; ++i) batch.inputs[i] = tok(rng), batch.targets[i] = tok(rng);
     batch.view = {batch.inputs, batch.targets, r.batch, r.seq, nullptr};
   }
-  // Optimizer phase: from the norm (compute stream) to the last update (on the
-  // optimizer stream, which may still run into the next step's forward), read
-  // one step late so the host never waits for it. Two pairs, alternating.
-  cudaEvent_t opt0[2], opt1[2];
-  for (int i = 0; i < 2; ++i) cudaEventCreate(&opt0[i]), cudaEventCreate(&opt1[i]);
-  bool opt_timed_prev = false;
+  cudaEvent_t opt0, opt1;
+  cudaEventCreate(&opt0);
+  cudaEventCreate(&opt1);
   model::NoOpUnitHooks hooks;
   std::vector<double> step_ms, data_ms, fwd_ms, bwd_ms, opt_ms;
   double last_loss = 0;
@@ -117,13 +114,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
     }
     last_loss = *loss;
     const cuda::PhaseTimes ph = b.last_phase_times();
-    if (opt_timed_prev) {  // this step's forward waited for the last step's updates
-      float o_ms = 0;
-      cudaEventSynchronize(opt1[(step - 1) % 2]);
-      cudaEventElapsedTime(&o_ms, opt0[(step - 1) % 2], opt1[(step - 1) % 2]);
-      opt_ms.push_back(o_ms);
-    }
-    cudaEventRecord(opt0[step % 2], b.stream());
+    cudaEventRecord(opt0, b.stream());
     double sumsq = 0;
     if (st.ok()) {
       auto s = b.TotalGradSumSquares();
@@ -135,32 +126,23 @@ int Run(const RunSpec& r, const std::string& json_path) {
     p.step = step;
     p.grad_scale = static_cast<float>(std::min(1.0, 1.0 / (std::sqrt(sumsq) + 1e-6)));
     for (int u = 0; u < b.layout().num_units() && st.ok(); ++u) st = b.OptimizerStep(u, p);
-    cudaEventRecord(opt1[step % 2], b.optimizer_stream());
-    if (st.ok()) st = b.EndStep();
+    cudaEventRecord(opt1, b.stream());
+    if (st.ok()) st = b.Synchronize();
     if (!st.ok()) {
       std::fprintf(stderr, "bench: step %d: %s\n", step, st.ToString().c_str());
       return 1;
     }
     const auto t1 = std::chrono::steady_clock::now();
     if (step == r.warmup) b.op_profile().Reset();
-    opt_timed_prev = step > r.warmup;
     if (step <= r.warmup) continue;
+    float o_ms = 0;
+    cudaEventElapsedTime(&o_ms, opt0, opt1);
     step_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     data_ms.push_back(ph.data_ms);
     fwd_ms.push_back(ph.forward_ms);
     bwd_ms.push_back(ph.backward_ms);
-  }
-  if (opt_timed_prev) {
-    float o_ms = 0;
-    cudaEventSynchronize(opt1[(r.warmup + r.steps) % 2]);
-    cudaEventElapsedTime(&o_ms, opt0[(r.warmup + r.steps) % 2], opt1[(r.warmup + r.steps) % 2]);
     opt_ms.push_back(o_ms);
   }
-  if (Status s = b.Synchronize(); !s.ok()) {
-    std::fprintf(stderr, "bench: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  for (int i = 0; i < 2; ++i) cudaEventDestroy(opt0[i]), cudaEventDestroy(opt1[i]);
   for (auto& batch : batches) {
     b.host_allocator()->Free(batch.inputs);
     b.host_allocator()->Free(batch.targets);
@@ -173,21 +155,17 @@ int Run(const RunSpec& r, const std::string& json_path) {
   std::printf(
       "%-5s %s %lldx%lld ckpt=%s graphs=%d | %9.0f tok/s | MFU %5.1f%% | peak mem %6.2f GiB "
       "(allocated %.2f GiB = act %.2f + state %.2f + other) | step %7.2f ms = data %.2f + fwd %.2f + bwd %.2f + "
-      "opt%s %.2f (+host %.2f) | loss %.4f | %s\n",
+      "opt %.2f (+host %.2f) | loss %.4f | %s\n",
       r.model.c_str(), model::PrecisionName(r.precision), static_cast<long long>(r.batch),
       static_cast<long long>(r.seq), model::CheckpointingName(r.checkpointing), r.graphs ? 1 : 0,
       tok_s, 100 * mfu, gib, b.allocated_bytes() / double(1u << 30),
       b.activation_bytes() / double(1u << 30),
       b.state_bytes() / double(1u << 30), step, Median(data_ms), Median(fwd_ms), Median(bwd_ms),
-      b.overlaps_optimizer() ? " (overlapped with the next fwd)" : "", Median(opt_ms),
+      Median(opt_ms),
       step - Median(data_ms) - Median(fwd_ms) - Median(bwd_ms) - Median(opt_ms), last_loss,
       b.device_name().c_str());
   std::printf("      Megatron FLOPs/iteration (full recompute, for comparison): %.3e; model FLOPs/token %.3e\n",
               cfg.MegatronFlopsPerIteration(r.batch, r.seq), flops_tok);
-  const kernels::cuda::Gemm::TuneStats ts = b.gemm_tune_stats();
-  std::printf("      gemm autotune: %d shapes tuned, %d changed (%d candidates dropped for other bits); "
-              "one call of each: heuristic %.0f us -> chosen %.0f us\n",
-              ts.shapes, ts.changed, ts.rejected, ts.heuristic_us, ts.chosen_us);
   if (r.profile) {
     std::printf("      per-op device time per pass (events between ops; %d passes): %s\n",
                 b.op_profile().passes(), b.op_profile().Summary().c_str());

@@ -108,12 +108,8 @@ CudaBackend::~CudaBackend() {
                  cuda_.device, static_cast<long long>(timed_passes_), m.forward_ms, m.backward_ms,
                  m.data_ms);
   }
-  if (opt_stream_) cudaStreamSynchronize(opt_stream_);
   if (stream_) cudaStreamSynchronize(stream_);
   if (h2d_stream_) cudaStreamSynchronize(h2d_stream_);
-  for (cudaEvent_t e : opt_done_)
-    if (e) cudaEventDestroy(e);
-  if (grads_ready_) cudaEventDestroy(grads_ready_);
   if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
   for (auto& s : slots_) {
     if (s->ready) cudaEventDestroy(s->ready);
@@ -127,7 +123,6 @@ CudaBackend::~CudaBackend() {
   if (host_result_) cudaFreeHost(host_result_);
   if (stream_) cudaStreamDestroy(stream_);
   if (h2d_stream_) cudaStreamDestroy(h2d_stream_);
-  if (opt_stream_) cudaStreamDestroy(opt_stream_);
 }
 
 StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelConfig& config,
@@ -190,17 +185,6 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   peak_flops_ = PeakFlopsFor(device_name_, options_.precision);
   HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&h2d_stream_, cudaStreamNonBlocking));
-  if (const char* env = std::getenv("HT_OVERLAP_OPTIMIZER"); env != nullptr && *env != '\0') {
-    if (std::strcmp(env, "0") != 0 && std::strcmp(env, "1") != 0) {
-      return InvalidArgument(fmt::format("HT_OVERLAP_OPTIMIZER must be 0 or 1, got '{}'", env));
-    }
-    cuda_.overlap_optimizer = env[0] == '1';
-  }
-  // The update streams at the lowest priority: the next forward comes first.
-  int least = 0, greatest = 0;
-  HT_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&opt_stream_, cudaStreamNonBlocking, least));
-  HT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
   HT_ASSIGN_OR_RETURN(gemm_, kc::Gemm::Create(options_.precision == model::Precision::kTF32));
   allocated_bytes_ += static_cast<int64_t>(kc::Gemm::kDefaultWorkspaceBytes);
   for (cudaEvent_t* e : {&ev_data_, &ev_start_, &ev_fwd_, &ev_end_})
@@ -248,12 +232,6 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   compute_.assign(U, nullptr), master_.resize(U), m_.resize(U), v_.resize(U);
   grads_.assign(U, nullptr), shard_grads_.resize(U), compute_shard_.assign(U, nullptr);
   versions_.assign(U, 0);
-  opt_done_.assign(U, nullptr);
-  for (cudaEvent_t& e : opt_done_) {
-    HT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  }
-  opt_pending_.assign(U, 0);
-  zero_pending_.assign(U, 0);
   for (int u = 0; u < U; ++u) {
     const int64_t P = layout_.unit(u).padded_numel;
     const Range r = options_.owned.empty() ? Range{0, P} : options_.owned[u];
@@ -352,11 +330,9 @@ data::HostAllocator* CudaBackend::host_allocator() { return pinned_.get(); }
 data::BatchStager* CudaBackend::stager() { return stager_.get(); }
 
 UnitBuffer CudaBackend::ComputeParams(int u) {
-  FlushForHost();
   return {compute_.at(u), model_dtype_, layout_.unit(u).padded_numel};
 }
 UnitBuffer CudaBackend::FullGrads(int u) {
-  FlushForHost();
   return {grads_.at(u), model::DType::kF32, layout_.unit(u).padded_numel};
 }
 UnitBuffer CudaBackend::ComputeShard(int u) {
@@ -410,21 +386,13 @@ Status CudaBackend::FreeGrads(int u, bool fold) {
 }
 
 UnitBuffer CudaBackend::MasterParams(int u) {
-  FlushForHost();
   return {master_.at(u), model::DType::kF32, owned_[u].size()};
 }
 UnitBuffer CudaBackend::ShardGrads(int u) {
-  FlushForHost();
   return {shard_grads_.at(u), model::DType::kF32, owned_[u].size()};
 }
-UnitBuffer CudaBackend::AdamM(int u) {
-  FlushForHost();
-  return {m_.at(u), model::DType::kF32, owned_[u].size()};
-}
-UnitBuffer CudaBackend::AdamV(int u) {
-  FlushForHost();
-  return {v_.at(u), model::DType::kF32, owned_[u].size()};
-}
+UnitBuffer CudaBackend::AdamM(int u) { return {m_.at(u), model::DType::kF32, owned_[u].size()}; }
+UnitBuffer CudaBackend::AdamV(int u) { return {v_.at(u), model::DType::kF32, owned_[u].size()}; }
 
 float* CudaBackend::State(int u, StateKind kind) {
   switch (kind) {
@@ -438,7 +406,6 @@ float* CudaBackend::State(int u, StateKind kind) {
 
 Status CudaBackend::ReadState(int u, StateKind kind, float* host) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
-  HT_RETURN_IF_ERROR(Flush());
   HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, State(u, kind), owned_[u].size() * sizeof(float),
                                           cudaMemcpyDeviceToHost, stream_));
   HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -447,7 +414,6 @@ Status CudaBackend::ReadState(int u, StateKind kind, float* host) {
 
 Status CudaBackend::WriteState(int u, StateKind kind, const float* host) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
-  HT_RETURN_IF_ERROR(Flush());
   HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(State(u, kind), host, owned_[u].size() * sizeof(float),
                                           cudaMemcpyHostToDevice, stream_));
   if (kind == StateKind::kMasterParams) {
@@ -459,71 +425,32 @@ Status CudaBackend::WriteState(int u, StateKind kind, const float* host) {
 }
 
 // compute[r] = cast(master[r - owned.begin]).
-Status CudaBackend::RefreshCompute(int u, Range r, cudaStream_t stream) {
+Status CudaBackend::RefreshCompute(int u, Range r) {
   if (r.empty()) return Status::Ok();
-  if (stream == nullptr) stream = stream_;
   const float* src = static_cast<const float*>(master_[u]) + (r.begin - owned_[u].begin);
   HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    return kc::Cast<T, float>(static_cast<T*>(OwnedCompute(u, r.begin)), src, r.size(), stream);
+    return kc::Cast<T, float>(static_cast<T*>(OwnedCompute(u, r.begin)), src, r.size(), stream_);
   }));
   return Status::Ok();
 }
 
 Status CudaBackend::ZeroGrads() {
-  if (Overlapping()) {
-    // The previous step's updates may still be reading the gradients: each
-    // unit's are zeroed in its forward, after its update (AwaitUnit).
-    std::fill(zero_pending_.begin(), zero_pending_.end(), 1);
-    any_pending_ = true;
-    return Status::Ok();
-  }
-  HT_RETURN_IF_ERROR(Flush());
-  for (int u = 0; u < layout_.num_units(); ++u) HT_RETURN_IF_ERROR(ZeroUnitGrads(u));
-  return Status::Ok();
-}
-
-Status CudaBackend::ZeroUnitGrads(int u) {
-  if (grads_[u] != nullptr) {  // pool: only a held slot (AcquireGrads zeroes them anyway)
-    HT_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
-  }
-  if (owned_[u].size() != layout_.unit(u).padded_numel) {
-    HT_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(shard_grads_[u], 0, owned_[u].size() * sizeof(float), stream_));
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    if (grads_[u] != nullptr) {  // pool: only a held slot (AcquireGrads zeroes them anyway)
+      HT_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
+    }
+    if (owned_[u].size() != layout_.unit(u).padded_numel) {
+      HT_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(shard_grads_[u], 0, owned_[u].size() * sizeof(float), stream_));
+    }
   }
   return Status::Ok();
-}
-
-Status CudaBackend::AwaitUnit(int u) {
-  if (!any_pending_) return Status::Ok();
-  if (opt_pending_[u]) {
-    HT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, opt_done_[u], 0));
-    opt_pending_[u] = 0;
-  }
-  if (zero_pending_[u]) {
-    zero_pending_[u] = 0;
-    HT_RETURN_IF_ERROR(ZeroUnitGrads(u));
-  }
-  return Status::Ok();
-}
-
-Status CudaBackend::Flush() {
-  if (!any_pending_) return Status::Ok();
-  for (int u = 0; u < layout_.num_units(); ++u) HT_RETURN_IF_ERROR(AwaitUnit(u));
-  any_pending_ = false;
-  return Status::Ok();
-}
-
-void CudaBackend::FlushForHost() {
-  if (!any_pending_) return;
-  // Errors resurface at the next synchronising call.
-  if (Flush().ok()) cudaStreamSynchronize(stream_);
 }
 
 StatusOr<double> CudaBackend::GradSumSquares(int u) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
-  HT_RETURN_IF_ERROR(Flush());
   HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(), sumsq_partials_, stream_));
   return SumPartials(kc::kSumSquaresPartials);
 }
@@ -531,7 +458,6 @@ StatusOr<double> CudaBackend::GradSumSquares(int u) {
 // Every unit's partials side by side, one fixed-order sum, one device sync.
 StatusOr<double> CudaBackend::TotalGradSumSquares() {
   const int U = layout_.num_units();
-  HT_RETURN_IF_ERROR(Flush());
   for (int u = 0; u < U; ++u) {
     HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(),
                                      sumsq_partials_ + static_cast<size_t>(u) * kc::kSumSquaresPartials,
@@ -553,15 +479,6 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
   nvtxRangePushA("optimizer");
   ++versions_[u];
-  cudaStream_t stream = stream_;
-  if (Overlapping()) {
-    // After everything queued on stream_ (the backward that wrote the
-    // gradients, the norm); the next forward waits for opt_done_[u].
-    stream = opt_stream_;
-    HT_RETURN_IF_ERROR(AwaitUnit(u));  // a previous update of u, if any
-    HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(grads_ready_, stream_));
-    HT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(opt_stream_, grads_ready_, 0));
-  }
   const Range own = owned_[u];
   float* w = static_cast<float*>(master_[u]);
   // One launch per run of back-to-back tensors with the same decay setting
@@ -587,35 +504,20 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
                               ? static_cast<__nv_bfloat16*>(OwnedCompute(u, r.begin))
                               : nullptr;
     kc::AdamW(w + i, shard_grads_[u] + i, static_cast<float*>(m_[u]) + i,
-              static_cast<float*>(v_[u]) + i, bf16, r.size(), q, stream);
+              static_cast<float*>(v_[u]) + i, bf16, r.size(), q, stream_);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
       st = kc::CudaStatus(err, "AdamW");
     } else if (dtype_ != kc::DType::kBF16) {
-      st = RefreshCompute(u, r, stream);
+      st = RefreshCompute(u, r);
     }
-  }
-  if (st.ok() && stream == opt_stream_) {
-    const cudaError_t err = cudaEventRecord(opt_done_[u], opt_stream_);
-    if (err != cudaSuccess) st = kc::CudaStatus(err, "cudaEventRecord(optimizer)");
-    opt_pending_[u] = 1;
-    any_pending_ = true;
   }
   nvtxRangePop();
   return st;
 }
 
 Status CudaBackend::Synchronize() {
-  HT_RETURN_IF_ERROR(Flush());
   HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  return Status::Ok();
-}
-
-Status CudaBackend::EndStep() {
-  if (!Overlapping()) return Synchronize();
-  // The updates run on; a failed launch shows here, a failed kernel at the
-  // next synchronising call.
-  HT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::Ok();
 }
 

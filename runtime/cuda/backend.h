@@ -64,11 +64,6 @@ struct CudaOptions {
   int64_t loss_chunk_rows = 0;
   // Device slots for staged batches; must be >= the loader's prefetch_depth + 2.
   int staging_slots = 16;
-  // Run OptimizerStep on a second stream, overlapped with the next step's
-  // forward (each unit's forward waits for that unit's update; see
-  // model::Backend::EndStep). Only with hooks that do no work (one process)
-  // and without CUDA graphs; HT_OVERLAP_OPTIMIZER=0|1 overrides it.
-  bool overlap_optimizer = true;
 };
 
 // Device time of the last ForwardBackward, from CUDA events (milliseconds).
@@ -110,7 +105,6 @@ class CudaBackend final : public model::Backend {
   StatusOr<double> TotalGradSumSquares() override;
   Status OptimizerStep(int unit, const kernels::AdamWParams& p) override;
   Status Synchronize() override;
-  Status EndStep() override;
   void* ComputeStream() override { return stream_; }
   bool PoolsUnits() const override { return pool_; }
   model::UnitBuffer ComputeShard(int unit) override;
@@ -133,10 +127,6 @@ class CudaBackend final : public model::Backend {
   data::HostAllocator* host_allocator();
   data::BatchStager* stager();
   cudaStream_t stream() const { return stream_; }
-  // Where the last OptimizerSteps ran: the overlap stream, or stream().
-  cudaStream_t optimizer_stream() const { return Overlapping() ? opt_stream_ : stream_; }
-  bool overlaps_optimizer() const { return Overlapping(); }
-  kernels::cuda::Gemm::TuneStats gemm_tune_stats() const { return gemm_->tune_stats(); }
   const PhaseTimes& last_phase_times() const { return phase_; }
   // Per-op device time of forward+backward passes (bench --profile); enable
   // before the first pass. Disables CUDA graphs.
@@ -185,22 +175,12 @@ class CudaBackend final : public model::Backend {
   void* W(int u, int t) const;
   float* G(int u, int t) const;
   float* State(int u, model::StateKind kind);
-  Status RefreshCompute(int u, model::Range r, cudaStream_t stream = nullptr);
+  Status RefreshCompute(int u, model::Range r);
   // Element i (in unit coordinates, inside Owned(u)) of the persistent
   // compute copy: the full compute_[u], or compute_shard_[u] with a pool.
   void* OwnedCompute(int u, int64_t i) const;
   Status CheckHeld(int u, bool grads) const;
   Status FreeGrads(int u, bool fold);
-  // Overlapped optimizer: true while OptimizerStep runs on opt_stream_.
-  bool Overlapping() const { return cuda_.overlap_optimizer && overlap_ok_; }
-  // stream_ waits for unit u's pending update, then zeroes its gradients if
-  // a ZeroGrads is pending for it.
-  Status AwaitUnit(int u);
-  // AwaitUnit for every unit (any later stream_ work sees the updates).
-  Status Flush();
-  // Flush, then wait on the host: for raw device pointers handed out.
-  void FlushForHost();
-  Status ZeroUnitGrads(int u);
 
   model::ParamLayout layout_;
   model::BackendOptions options_;
@@ -213,13 +193,6 @@ class CudaBackend final : public model::Backend {
 
   cudaStream_t stream_ = nullptr;
   cudaStream_t h2d_stream_ = nullptr;
-  // Overlapped optimizer (CudaOptions::overlap_optimizer).
-  cudaStream_t opt_stream_ = nullptr;
-  cudaEvent_t grads_ready_ = nullptr;
-  std::vector<cudaEvent_t> opt_done_;
-  std::vector<char> opt_pending_, zero_pending_;
-  bool any_pending_ = false;
-  bool overlap_ok_ = false;  // the last pass had no-op hooks and ran eagerly
   std::unique_ptr<kernels::cuda::Gemm> gemm_;
   // Device allocations (freed in the destructor).
   std::vector<void*> allocations_;

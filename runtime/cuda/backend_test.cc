@@ -240,59 +240,6 @@ TEST(CudaBackend, SameSeedSameLossesWithStagingAndGraphs) {
   EXPECT_LT(base[2], base[0] + 0.5);  // training runs (and does not blow up)
 }
 
-// The optimizer on its own stream, overlapped with the next forward (the
-// default with no-op hooks), gives the same bits as running it in line: losses,
-// a state read while updates are still queued, and every unit's final state.
-TEST(CudaBackend, OverlappedOptimizerChangesNothing) {
-  HT_SKIP_WITHOUT_GPU();
-  std::vector<Tokens> batches;
-  for (uint32_t i = 0; i < 4; ++i) batches.push_back(RandomTokens(2 * 96, 300, 300 + i));
-  struct Result {
-    std::vector<double> losses;
-    std::vector<float> mid_read;
-    std::vector<std::vector<float>> state;
-    bool overlapped = false;
-  };
-  auto run = [&](bool overlap) {
-    CudaOptions co;
-    co.overlap_optimizer = overlap;
-    auto b = CudaBackend::Create(SmallConfig(), Options(Precision::kBF16), co);
-    EXPECT_TRUE(b.ok()) << b.status().ToString();
-    Result r;
-    model::NoOpUnitHooks hooks;
-    for (int step = 1; step <= 4; ++step) {
-      EXPECT_TRUE((*b)->ZeroGrads().ok());
-      auto loss = (*b)->ForwardBackward(batches[step - 1].view(2, 96), 1.0f, hooks);
-      EXPECT_TRUE(loss.ok()) << loss.status().ToString();
-      r.losses.push_back(loss.ok() ? *loss : NAN);
-      auto sumsq = (*b)->TotalGradSumSquares();
-      EXPECT_TRUE(sumsq.ok());
-      kernels::AdamWParams p;
-      p.lr = 1e-3f;
-      p.weight_decay = 0.1f;
-      p.step = step;
-      p.grad_scale = static_cast<float>(std::min(1.0, 1.0 / (std::sqrt(*sumsq) + 1e-6)));
-      for (int u = 0; u < (*b)->layout().num_units(); ++u) EXPECT_TRUE((*b)->OptimizerStep(u, p).ok());
-      r.overlapped = (*b)->overlaps_optimizer();
-      EXPECT_TRUE((*b)->EndStep().ok());
-      if (step == 2) r.mid_read = Read(**b, 1, model::StateKind::kMasterParams);
-    }
-    for (int u = 0; u < (*b)->layout().num_units(); ++u) {
-      for (auto k : {model::StateKind::kMasterParams, model::StateKind::kAdamM, model::StateKind::kAdamV}) {
-        r.state.push_back(Read(**b, u, k));
-      }
-    }
-    return r;
-  };
-  const Result in_line = run(false), overlapped = run(true);
-  EXPECT_FALSE(in_line.overlapped);
-  EXPECT_TRUE(overlapped.overlapped);
-  EXPECT_EQ(in_line.losses, overlapped.losses);
-  EXPECT_EQ(in_line.mid_read, overlapped.mid_read) << "a read must see the queued update";
-  EXPECT_EQ(in_line.state, overlapped.state);
-  EXPECT_LT(in_line.losses[3], in_line.losses[0] + 0.5);
-}
-
 TEST(CudaBackend, Fp16OverflowIsDetectedAndTheScalerSkipsTheStep) {
   HT_SKIP_WITHOUT_GPU();
   auto b = CudaBackend::Create(SmallConfig(), Options(Precision::kFP16));

@@ -167,12 +167,6 @@ class Backend {
   virtual Status OptimizerStep(int unit, const kernels::AdamWParams& p) = 0;
   // Waits for all queued device work (CPU: nothing).
   virtual Status Synchronize() = 0;
-  // The end of a training step, after its OptimizerSteps: reports errors of the
-  // step's device work. A backend may let the optimizer still run here,
-  // overlapped with the next step's forward (which waits for each unit's update
-  // before using it); every other call orders itself after that work, so
-  // callers see no difference. Default: Synchronize().
-  virtual Status EndStep() { return Synchronize(); }
   // The device stream (a cudaStream_t for CUDA) on which this backend queues
   // all compute, in issue order; nullptr for host backends, which finish all
   // work before returning. Collectives order themselves against it

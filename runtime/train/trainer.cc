@@ -90,7 +90,7 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
           HT_RETURN_IF_ERROR(hooks.AfterOptimizerStep(u));
         }
       }
-      HT_RETURN_IF_ERROR(backend.EndStep());
+      HT_RETURN_IF_ERROR(backend.Synchronize());
     }
     HT_ASSIGN_OR_RETURN(loss, hooks.MeanAcrossDataParallel(loss));
     ++state.step;
