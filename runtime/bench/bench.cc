@@ -166,6 +166,10 @@ int Run(const RunSpec& r, const std::string& json_path) {
       b.device_name().c_str());
   std::printf("      Megatron FLOPs/iteration (full recompute, for comparison): %.3e; model FLOPs/token %.3e\n",
               cfg.MegatronFlopsPerIteration(r.batch, r.seq), flops_tok);
+  const kernels::cuda::Gemm::TuneStats ts = b.gemm_tune_stats();
+  std::printf("      gemm autotune: %d shapes tuned, %d changed (%d candidates dropped for other bits); "
+              "one call of each: heuristic %.0f us -> chosen %.0f us\n",
+              ts.shapes, ts.changed, ts.rejected, ts.heuristic_us, ts.chosen_us);
   if (r.profile) {
     std::printf("      per-op device time per pass (events between ops; %d passes): %s\n",
                 b.op_profile().passes(), b.op_profile().Summary().c_str());

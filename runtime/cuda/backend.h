@@ -127,6 +127,7 @@ class CudaBackend final : public model::Backend {
   data::HostAllocator* host_allocator();
   data::BatchStager* stager();
   cudaStream_t stream() const { return stream_; }
+  kernels::cuda::Gemm::TuneStats gemm_tune_stats() const { return gemm_->tune_stats(); }
   const PhaseTimes& last_phase_times() const { return phase_; }
   // Per-op device time of forward+backward passes (bench --profile); enable
   // before the first pass. Disables CUDA graphs.

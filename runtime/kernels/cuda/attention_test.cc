@@ -628,14 +628,15 @@ TEST(AttentionCudnn, DeterministicBackwardIsBitwiseReproducible) {
 }
 
 // A workspace cap below one call's need makes the deterministic backward run
-// over batch chunks; the results must agree with the scalar kernels and (samples
-// being independent) match the one-call backward.
+// over batch chunks; samples being independent, the result must match the
+// one-call backward (bitwise on cuDNN 9.14 / H200; asserted to the agreement
+// tolerance). Agreement with the scalar kernels is the model-shape tests' job.
 TEST(AttentionCudnn, ChunkedDeterministicBackwardMatchesOneCall) {
   HT_SKIP_WITHOUT_GPU();
   const Shape s = {4, 2048, 12, 4, 64};
   CudnnModelShape m(s, AttentionDtype::kBf16, 31, true);
   ASSERT_TRUE(m.ok());
-  Outputs whole, chunked, ref;
+  Outputs whole, chunked;
   Status st = m.Run(Impl::kCudnn, &whole);
   ASSERT_TRUE(st.ok()) << st.ToString();
   // One sample's workspace is ~2*12*2048^2 B = 96 MiB: a 200 MiB cap gives chunks of 1 or 2.
@@ -643,9 +644,6 @@ TEST(AttentionCudnn, ChunkedDeterministicBackwardMatchesOneCall) {
   st = m.Run(Impl::kCudnn, &chunked);
   cudnn_attention::SetBackwardWorkspaceCapForTesting(0);
   ASSERT_TRUE(st.ok()) << st.ToString();
-  st = m.Run(Impl::kSimple, &ref);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  m.ExpectAgree(chunked, ref);
   const bool same = whole.out == chunked.out && whole.dq == chunked.dq && whole.dk == chunked.dk &&
                     whole.dv == chunked.dv;
   std::printf("chunked vs one-call deterministic backward: %s\n",
