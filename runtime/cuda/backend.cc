@@ -306,6 +306,7 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     }
   }
   HT_RETURN_IF_ERROR(ZeroGrads());
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());  // cudaMalloc'd: no garbage anywhere, padding included
 
   for (int i = 0; i < cuda_.staging_slots; ++i) {
     auto s = std::make_unique<Slot>();
@@ -333,6 +334,7 @@ UnitBuffer CudaBackend::ComputeParams(int u) {
   return {compute_.at(u), model_dtype_, layout_.unit(u).padded_numel};
 }
 UnitBuffer CudaBackend::FullGrads(int u) {
+  (void)MaterializeZeroGrads();  // a failed launch resurfaces at the next sync
   return {grads_.at(u), model::DType::kF32, layout_.unit(u).padded_numel};
 }
 UnitBuffer CudaBackend::ComputeShard(int u) {
@@ -389,6 +391,7 @@ UnitBuffer CudaBackend::MasterParams(int u) {
   return {master_.at(u), model::DType::kF32, owned_[u].size()};
 }
 UnitBuffer CudaBackend::ShardGrads(int u) {
+  (void)MaterializeZeroGrads();
   return {shard_grads_.at(u), model::DType::kF32, owned_[u].size()};
 }
 UnitBuffer CudaBackend::AdamM(int u) { return {m_.at(u), model::DType::kF32, owned_[u].size()}; }
@@ -406,6 +409,7 @@ float* CudaBackend::State(int u, StateKind kind) {
 
 Status CudaBackend::ReadState(int u, StateKind kind, float* host) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
   HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, State(u, kind), owned_[u].size() * sizeof(float),
                                           cudaMemcpyDeviceToHost, stream_));
   HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -414,6 +418,7 @@ Status CudaBackend::ReadState(int u, StateKind kind, float* host) {
 
 Status CudaBackend::WriteState(int u, StateKind kind, const float* host) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
   HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(State(u, kind), host, owned_[u].size() * sizeof(float),
                                           cudaMemcpyHostToDevice, stream_));
   if (kind == StateKind::kMasterParams) {
@@ -436,6 +441,17 @@ Status CudaBackend::RefreshCompute(int u, Range r) {
 }
 
 Status CudaBackend::ZeroGrads() {
+  if (!pool_ && !cuda_.cuda_graphs) {
+    grads_zero_pending_ = true;
+    for (int u = 0; u < layout_.num_units(); ++u) {
+      if (owned_[u].size() != layout_.unit(u).padded_numel) {  // a separate shard buffer
+        HT_CUDA_RETURN_IF_ERROR(
+            cudaMemsetAsync(shard_grads_[u], 0, owned_[u].size() * sizeof(float), stream_));
+      }
+    }
+    return Status::Ok();
+  }
+  grads_zero_pending_ = false;
   for (int u = 0; u < layout_.num_units(); ++u) {
     if (grads_[u] != nullptr) {  // pool: only a held slot (AcquireGrads zeroes them anyway)
       HT_CUDA_RETURN_IF_ERROR(
@@ -449,8 +465,55 @@ Status CudaBackend::ZeroGrads() {
   return Status::Ok();
 }
 
+Status CudaBackend::MaterializeZeroGrads() {
+  if (!grads_zero_pending_) return Status::Ok();
+  grads_zero_pending_ = false;
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    HT_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::ZeroGradsNotWrittenByGemms() {
+  const model::ModelConfig& cfg = layout_.config();
+  auto zero = [&](int u, int t) -> Status {
+    const model::TensorSlot& ts = layout_.unit(u).tensors[t];
+    HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads_[u] + ts.offset, 0, ts.numel * sizeof(float), stream_));
+    return Status::Ok();
+  };
+  // Gaps between tensors and the unit's padding: never written by the pass.
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    std::vector<model::Range> used;
+    for (const model::TensorSlot& t : layout_.unit(u).tensors) used.push_back(t.range());
+    std::sort(used.begin(), used.end(), [](const model::Range& a, const model::Range& b) {
+      return a.begin < b.begin;
+    });
+    int64_t at = 0;
+    used.push_back({layout_.unit(u).padded_numel, layout_.unit(u).padded_numel});
+    for (const model::Range& r : used) {
+      if (r.begin > at) {
+        HT_CUDA_RETURN_IF_ERROR(
+            cudaMemsetAsync(grads_[u] + at, 0, (r.begin - at) * sizeof(float), stream_));
+      }
+      at = std::max(at, r.end);
+    }
+  }
+  const int E = model::ParamLayout::kEmbeddingUnit;
+  HT_RETURN_IF_ERROR(zero(E, model::kFinalNorm));
+  // Tied: the LM head's GEMM writes embed_tokens first; untied: the lookup's
+  // scatter-add is its only writer.
+  if (!cfg.tie_word_embeddings) HT_RETURN_IF_ERROR(zero(E, model::kEmbedTokens));
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    HT_RETURN_IF_ERROR(zero(model::ParamLayout::BlockUnit(l), model::kInputNorm));
+    HT_RETURN_IF_ERROR(zero(model::ParamLayout::BlockUnit(l), model::kPostNorm));
+  }
+  return Status::Ok();
+}
+
 StatusOr<double> CudaBackend::GradSumSquares(int u) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
   HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(), sumsq_partials_, stream_));
   return SumPartials(kc::kSumSquaresPartials);
 }
@@ -458,6 +521,7 @@ StatusOr<double> CudaBackend::GradSumSquares(int u) {
 // Every unit's partials side by side, one fixed-order sum, one device sync.
 StatusOr<double> CudaBackend::TotalGradSumSquares() {
   const int U = layout_.num_units();
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
   for (int u = 0; u < U; ++u) {
     HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(),
                                      sumsq_partials_ + static_cast<size_t>(u) * kc::kSumSquaresPartials,
@@ -477,6 +541,7 @@ StatusOr<double> CudaBackend::SumPartials(int n) {
 
 Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
   nvtxRangePushA("optimizer");
   ++versions_[u];
   const Range own = owned_[u];

@@ -182,6 +182,12 @@ class CudaBackend final : public model::Backend {
   void* OwnedCompute(int u, int64_t i) const;
   Status CheckHeld(int u, bool grads) const;
   Status FreeGrads(int u, bool fold);
+  // Lazy ZeroGrads (no unit pool, no CUDA graphs): the next pass writes every
+  // weight gradient its GEMMs produce (beta 0) and zeroes only the rest (norm
+  // weights, an untied embedding): the 4 B/param zeroing pass disappears.
+  // Anything that reads gradients before that pass zeroes them for real.
+  Status MaterializeZeroGrads();
+  Status ZeroGradsNotWrittenByGemms();
 
   model::ParamLayout layout_;
   model::BackendOptions options_;
@@ -206,6 +212,8 @@ class CudaBackend final : public model::Backend {
   std::vector<float*> grad_slots_[2];
   model::UnitSlots param_pool_[2], grad_pool_[2];
   std::vector<int64_t> versions_;  // ParamsVersion per unit
+  bool grads_zero_pending_ = false;  // ZeroGrads not carried out yet
+  bool first_write_ = false;         // this pass writes (not adds) weight gradients
   std::vector<std::unique_ptr<Acts>> acts_;
   std::unique_ptr<Acts> scratch_;
   // Non-block activations and scratch (see PlanActivations).

@@ -302,6 +302,65 @@ TEST(CudaBackend, GradientAccumulationMatchesOneLargeBatch) {
   }
 }
 
+// ZeroGrads is lazy without a unit pool: the next pass writes the GEMM-made
+// weight gradients and zeroes the rest (norms, padding). Gradients poisoned
+// before ZeroGrads must leave no trace, the lazy pass must match eager zeroing
+// (CUDA graphs keep the memset), and a read before any pass sees zeros.
+TEST(CudaBackend, LazyZeroGradsLeavesNoTrace) {
+  HT_SKIP_WITHOUT_GPU();
+  const Tokens t = RandomTokens(2 * 96, 300, 77);
+  model::NoOpUnitHooks hooks;
+  auto grads_after_pass = [&](bool poison, bool graphs) {
+    CudaOptions co;
+    co.cuda_graphs = graphs;  // first call runs eagerly; graphs only switch zeroing to eager
+    auto b = CudaBackend::Create(SmallConfig(), Options(Precision::kFP32), co);
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    std::vector<std::vector<float>> out;
+    if (!b.ok()) return out;
+    if (poison) {
+      std::mt19937 rng(5);
+      std::normal_distribution<float> d(0.0f, 3.0f);
+      for (int u = 0; u < (*b)->layout().num_units(); ++u) {
+        std::vector<float> junk((*b)->Owned(u).size());
+        for (float& x : junk) x = d(rng);
+        EXPECT_TRUE((*b)->WriteState(u, model::StateKind::kShardGrads, junk.data()).ok());
+      }
+      EXPECT_TRUE((*b)->ZeroGrads().ok());
+      for (int u = 0; u < (*b)->layout().num_units(); ++u) {
+        for (float x : Read(**b, u, model::StateKind::kShardGrads)) {
+          if (x != 0.0f) {
+            ADD_FAILURE() << "unit " << u << ": a read after ZeroGrads saw " << x;
+            break;
+          }
+        }
+      }
+      // Poison again, then the pass itself must overwrite everything.
+      for (int u = 0; u < (*b)->layout().num_units(); ++u) {
+        std::vector<float> junk((*b)->Owned(u).size(), 1e30f);
+        EXPECT_TRUE((*b)->WriteState(u, model::StateKind::kShardGrads, junk.data()).ok());
+      }
+    }
+    EXPECT_TRUE((*b)->ZeroGrads().ok());
+    EXPECT_TRUE((*b)->ForwardBackward(t.view(2, 96), 1.0f, hooks).ok());
+    for (int u = 0; u < (*b)->layout().num_units(); ++u) {
+      out.push_back(Read(**b, u, model::StateKind::kShardGrads));
+    }
+    return out;
+  };
+  const auto fresh = grads_after_pass(false, false);
+  EXPECT_EQ(grads_after_pass(true, false), fresh) << "poisoned gradients leaked through the lazy zeroing";
+  const auto eager = grads_after_pass(true, true);
+  ASSERT_EQ(eager.size(), fresh.size());
+  for (size_t u = 0; u < fresh.size(); ++u) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < fresh[u].size(); ++i) {
+      num += (double(fresh[u][i]) - eager[u][i]) * (double(fresh[u][i]) - eager[u][i]);
+      den += double(eager[u][i]) * eager[u][i];
+    }
+    EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 1e-6) << "unit " << u << ": lazy vs eager zeroing";
+  }
+}
+
 TEST(CudaBackend, RejectsWrongBatchAndOutOfRangeTokens) {
   HT_SKIP_WITHOUT_GPU();
   auto b = CudaBackend::Create(SmallConfig(), Options(Precision::kBF16));

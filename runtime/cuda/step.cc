@@ -44,20 +44,6 @@ Status CudaBackend::PlanActivations() {
                 F = cfg.intermediate_size, L = cfg.num_hidden_layers, V = cfg.vocab_size,
                 D = cfg.head_dim();
   const size_t es = kc::DTypeSize(dtype_);
-  // The block backward's dact/dgu buffers are dead while the LM head runs, so
-  // the head's logits chunk lives in them; by default it fills them (at least
-  // 256 MiB), in equal chunks: fewer chunks mean fewer fp32 read-modify-writes
-  // of the head's weight gradient.
-  auto round_up = [](size_t bytes) { return (bytes + 255) & ~size_t{255}; };
-  const size_t dact_bytes = round_up(size_t(N * std::max(F, Q)) * es);
-  const size_t dead_bytes = dact_bytes + round_up(size_t(N * std::max(2 * F, Q + 2 * K)) * es);
-  if (cuda_.loss_chunk_rows > 0) {
-    chunk_rows_ = std::min(cuda_.loss_chunk_rows, N);
-  } else {
-    const int64_t fit = static_cast<int64_t>(std::max(dead_bytes, size_t{256} << 20) / (V * es));
-    const int64_t chunks = (N + std::max<int64_t>(fit, 1) - 1) / std::max<int64_t>(fit, 1);
-    chunk_rows_ = (N + chunks - 1) / chunks;
-  }
   kc::AttentionParams ap;
   ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_);
   ap.n_heads = static_cast<int>(cfg.num_attention_heads);
@@ -72,6 +58,23 @@ Status CudaBackend::PlanActivations() {
   ap.q_row_stride = ap.k_row_stride = ap.v_row_stride = Q + 2 * K;
   attn_ws_bytes_ = std::max(kc::AttentionBackwardWorkspaceBytes(ap),
                             kc::NaiveAttentionBackwardScratchFloats(ap) * sizeof(float));
+  // The block backward's dact, dgu and attention workspace are dead while the
+  // LM head runs, so the head's logits chunk lives in them; by default it
+  // fills them (at least 256 MiB) in equal chunks: fewer, larger chunks mean
+  // fewer fp32 read-modify-writes of the head's weight gradient and fuller
+  // GEMMs.
+  auto round_up = [](size_t bytes) { return (bytes + 255) & ~size_t{255}; };
+  const size_t dact_bytes = round_up(size_t(N * std::max(F, Q)) * es);
+  const size_t dgu_bytes = round_up(size_t(N * std::max(2 * F, Q + 2 * K)) * es);
+  const size_t dead_bytes = dact_bytes + dgu_bytes + round_up(attn_ws_bytes_);
+  if (cuda_.loss_chunk_rows > 0) {
+    chunk_rows_ = std::min(cuda_.loss_chunk_rows, N);
+  } else {
+    const int64_t fit = std::max<int64_t>(
+        static_cast<int64_t>(std::max(dead_bytes, size_t{256} << 20) / (V * es)), 1);
+    const int64_t chunks = (N + fit - 1) / fit;
+    chunk_rows_ = (N + chunks - 1) / chunks;
+  }
   // The split embedding gradient sorts every shard rank's tokens.
   emb_scratch_bytes_ = kc::EmbeddingBackwardScratchBytes(
       static_cast<int>(N * std::max(emb_ranks_, 1)), static_cast<int>(V));
@@ -122,14 +125,15 @@ Status CudaBackend::PlanActivations() {
     dres_ = act(N * C);
     dln_ = act(N * C);
     dln_f_ = dln_;  // dead before the first block's backward uses dln_
-    // One region: the LM head's logits chunk, then (after the head) the block
-    // backward's dact and dgu.
+    // One region: the LM head's logits chunk, then (after the head, on the
+    // same stream) the block backward's dact, dgu and attention workspace.
     logits_ = take(std::max(dead_bytes, size_t(chunk_rows_ * V) * es));
-    dact_ = logits_;
+    char* region = static_cast<char*>(logits_);
+    dact_ = region;
     datt_ = dact_;  // dact_ is dead once the SwiGLU backward ran
-    dgu_ = logits_ == nullptr ? nullptr : static_cast<char*>(logits_) + dact_bytes;
+    dgu_ = region == nullptr ? nullptr : region + dact_bytes;
     dqkv_ = dgu_;  // dgu_ is dead once the gate/up weight gradients ran
-    attn_ws_ = take(attn_ws_bytes_);
+    attn_ws_ = region == nullptr ? nullptr : region + dact_bytes + dgu_bytes;
     losses_ = f32(N);
     norm_scratch_ = f32(static_cast<int64_t>(kc::RmsNormBackwardScratchFloats(static_cast<int>(C))));
     rope_table_ = f32(S_ * D);
@@ -343,11 +347,14 @@ Status CudaBackend::BlockBackward(int layer) {
   const size_t es = kc::DTypeSize(dtype_);
   const kc::DType dt = dtype_, f32 = kc::DType::kF32;
   kc::Gemm& g = *gemm_;
+  // The first micro-batch after ZeroGrads writes the weight gradients (no
+  // zeroing pass over them), later ones add.
+  const float dw_beta = first_write_ ? 0.0f : 1.0f;
   // --- MLP: y = h + down(act), act = silu(gate) * up.
   HT_RETURN_IF_ERROR(g.Matmul({N, F, C, false, false}, dres_, W(u, model::kDownProj), dt, dact_, dt,
                               1.0f, 0.0f, stream_));
   HT_RETURN_IF_ERROR(g.Matmul({C, F, N, true, false}, dres_, a.act, dt, G(u, model::kDownProj),
-                              f32, 1.0f, 1.0f, stream_));
+                              f32, 1.0f, dw_beta, stream_));
   profile_.Mark(Op::kGemm, stream_);
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -361,7 +368,7 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, 2 * F, false, false}, dgu_, W(u, model::kGateProj), dt,
                                 dln_, dt, 1.0f, 0.0f, stream_));
     HT_RETURN_IF_ERROR(g.Matmul({2 * F, C, N, true, false}, dgu_, a.ln2, dt,
-                                G(u, model::kGateProj), f32, 1.0f, 1.0f, stream_));
+                                G(u, model::kGateProj), f32, 1.0f, dw_beta, stream_));
   } else {
     kc::GemmShape dx{N, C, F, false, false};
     dx.lda = 2 * F;
@@ -371,9 +378,9 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(
         g.Matmul(dx, Off(dgu_, F, es), W(u, model::kUpProj), dt, dln_, dt, 1.0f, 1.0f, stream_));
     HT_RETURN_IF_ERROR(
-        g.Matmul(dw, dgu_, a.ln2, dt, G(u, model::kGateProj), f32, 1.0f, 1.0f, stream_));
+        g.Matmul(dw, dgu_, a.ln2, dt, G(u, model::kGateProj), f32, 1.0f, dw_beta, stream_));
     HT_RETURN_IF_ERROR(
-        g.Matmul(dw, Off(dgu_, F, es), a.ln2, dt, G(u, model::kUpProj), f32, 1.0f, 1.0f, stream_));
+        g.Matmul(dw, Off(dgu_, F, es), a.ln2, dt, G(u, model::kUpProj), f32, 1.0f, dw_beta, stream_));
   }
   profile_.Mark(Op::kGemm, stream_);
   // dres (= dy) += norm2 backward: dres becomes dh.
@@ -390,7 +397,7 @@ Status CudaBackend::BlockBackward(int layer) {
   HT_RETURN_IF_ERROR(g.Matmul({N, Q, C, false, false}, dres_, W(u, model::kOProj), dt, datt_, dt,
                               1.0f, 0.0f, stream_));
   HT_RETURN_IF_ERROR(g.Matmul({C, Q, N, true, false}, dres_, a.att, dt, G(u, model::kOProj), f32,
-                              1.0f, 1.0f, stream_));
+                              1.0f, dw_beta, stream_));
   profile_.Mark(Op::kGemm, stream_);
   kc::AttentionParams ap;
   ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_), ap.n_heads = H;
@@ -421,7 +428,7 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv_, W(u, model::kQProj), dt, dln_,
                                 dt, 1.0f, 0.0f, stream_));
     HT_RETURN_IF_ERROR(g.Matmul({QKV, C, N, true, false}, dqkv_, a.ln1, dt, G(u, model::kQProj),
-                                f32, 1.0f, 1.0f, stream_));
+                                f32, 1.0f, dw_beta, stream_));
   } else {
     const int tensors[3] = {model::kQProj, model::kKProj, model::kVProj};
     const int widths[3] = {Q, K, K};
@@ -434,7 +441,7 @@ Status CudaBackend::BlockBackward(int layer) {
       kc::GemmShape dw{widths[i], C, N, true, false};
       dw.lda = QKV;
       HT_RETURN_IF_ERROR(g.Matmul(dw, Off(dqkv_, col, es), a.ln1, dt, G(u, tensors[i]), f32, 1.0f,
-                                  1.0f, stream_));
+                                  dw_beta, stream_));
       col += widths[i];
     }
   }
@@ -480,6 +487,7 @@ Status CudaBackend::HeadLoss(bool backward) {
   if (backward) {
     la.dh = dln_f_;
     la.dw = G(E, head);
+    la.dw_overwrite = first_write_;
     la.dscale = dscale_;
   }
   HT_RETURN_IF_ERROR(kc::LmHeadLoss(*gemm_, la, stream_));
@@ -515,7 +523,6 @@ Status CudaBackend::ForwardPass(model::UnitHooks& hooks, bool for_backward) {
   const int E = ParamLayout::kEmbeddingUnit;
   HT_RETURN_IF_ERROR(hooks.BeforeForward(E));
   HT_RETURN_IF_ERROR(CheckHeld(E, false));
-  HT_RETURN_IF_ERROR(AwaitUnit(E));
   profile_.Mark(Op::kOther, stream_);
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
@@ -528,7 +535,6 @@ Status CudaBackend::ForwardPass(model::UnitHooks& hooks, bool for_backward) {
     const int u = ParamLayout::BlockUnit(l);
     HT_RETURN_IF_ERROR(hooks.BeforeForward(u));
     HT_RETURN_IF_ERROR(CheckHeld(u, false));
-    HT_RETURN_IF_ERROR(AwaitUnit(u));
     profile_.Mark(Op::kOther, stream_);
     HT_RETURN_IF_ERROR(BlockForward(l, /*write_output=*/true));
     HT_RETURN_IF_ERROR(hooks.AfterForward(u));
@@ -650,14 +656,12 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
       cudaMemcpyAsync(dscale_, host_dscale_, sizeof(float), cudaMemcpyHostToDevice, stream_));
   // Capture from the second call on: the first runs eagerly so lazy module
   // loading and cuBLASLt's algorithm choice happen outside the capture.
-  const bool noop_hooks = dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
+  first_write_ = grads_zero_pending_;
+  grads_zero_pending_ = false;
+  if (first_write_) HT_RETURN_IF_ERROR(ZeroGradsNotWrittenByGemms());
   const bool graph = cuda_.cuda_graphs && !profile_.enabled() && !graph_failed_ && eager_steps_ > 0 &&
-                     noop_hooks;
-  // The optimizer overlaps the next forward only where no hook orders work
-  // against the compute stream (HSDP's gathers read the updated shards).
-  overlap_ok_ = noop_hooks && !cuda_.cuda_graphs;
+                     dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
   if (graph) {
-    HT_RETURN_IF_ERROR(Flush());  // no cross-stream waits inside the capture
     if (graph_exec_ == nullptr) {
       HT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       const Status st = DeviceForwardBackward(hooks);

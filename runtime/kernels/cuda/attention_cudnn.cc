@@ -404,7 +404,8 @@ StatusOr<size_t> OneCallWorkspaceBytes(const AttentionParams& p, BackwardMode mo
 // The deterministic backward's workspace grows with batch * heads * seq^2
 // (1.07 GB for 1b at 4 x 2048), so it runs over chunks of the batch: the
 // largest divisor of the batch whose one-call workspace fits
-// HT_CUDNN_BWD_WORKSPACE_MB (default 1024). Each extra call costs its own
+// HT_CUDNN_BWD_WORKSPACE_MB (default 2048: 125m at 16 x 2048 and 1b at 4 x 2048
+// run unchunked). Each extra call costs its own
 // launches and wave tail (measured on an H200: 125m in chunks of 4 samples lost
 // ~4% of the step against one call, chunks of 2 lost 10%), so fewer is better.
 // Samples are independent, so the result does not depend on the chunking.
@@ -414,13 +415,13 @@ size_t WorkspaceCapBytes() {
   if (cap_for_testing != 0) return cap_for_testing;
   static const size_t cap = [] {
     const char* env = std::getenv("HT_CUDNN_BWD_WORKSPACE_MB");
-    if (env == nullptr || *env == '\0') return size_t{1024} << 20;
+    if (env == nullptr || *env == '\0') return size_t{2048} << 20;
     char* end = nullptr;
     const long mb = std::strtol(env, &end, 10);
     if (*end != '\0' || mb <= 0) {
       std::fprintf(stderr, "HT_CUDNN_BWD_WORKSPACE_MB must be a positive integer (MiB), got '%s'; "
-                   "using 1024\n", env);
-      return size_t{1024} << 20;
+                   "using 2048\n", env);
+      return size_t{2048} << 20;
     }
     return size_t(mb) << 20;
   }();

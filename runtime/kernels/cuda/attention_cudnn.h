@@ -23,7 +23,7 @@
 //    about 2 * batch * n_heads * seq^2 bytes. Engines cuDNN tags
 //    NONDETERMINISTIC are skipped. To bound that workspace the backward runs
 //    over chunks of the batch (the largest divisor of the batch whose
-//    workspace fits HT_CUDNN_BWD_WORKSPACE_MB, default 1024; samples are
+//    workspace fits HT_CUDNN_BWD_WORKSPACE_MB, default 2048; samples are
 //    independent, so the result does not depend on the chunking).
 //  - kFast: cuDNN's default graph (fp32 dQ accumulator in the workspace,
 //    atomics): faster, smaller workspace, NOT bitwise reproducible.

@@ -57,7 +57,8 @@ Status LmHeadLoss(Gemm& gemm, const LmHeadLossArgs& a, cudaStream_t stream) {
     // dW[V, C] += dlogits^T[V, rows] . h[rows, C]
     GemmShape dw{a.vocab, a.cols, rows, true, false};
     HT_RETURN_IF_ERROR(
-        gemm.Matmul(dw, a.logits, h, a.dtype, a.dw, DType::kF32, 1.0f, 1.0f, stream));
+        gemm.Matmul(dw, a.logits, h, a.dtype, a.dw, DType::kF32, 1.0f,
+                    a.dw_overwrite && r0 == 0 ? 0.0f : 1.0f, stream));
   }
   return Status::Ok();
 }

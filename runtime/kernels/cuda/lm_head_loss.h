@@ -29,7 +29,8 @@ struct LmHeadLossArgs {
   float* losses = nullptr;     // [n], written
   // Gradient outputs; all null for a forward-only loss.
   void* dh = nullptr;          // [n, cols], written
-  float* dw = nullptr;         // [vocab, cols], accumulated
+  float* dw = nullptr;         // [vocab, cols], accumulated (or written, see below)
+  bool dw_overwrite = false;   // the first chunk writes dw instead of adding to it
   const float* dscale = nullptr;  // device scalar: d(total)/d(per-token loss)
 };
 
