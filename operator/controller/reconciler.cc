@@ -384,30 +384,11 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
     if (!d.ok()) return d.error();
     return result;
   };
-  const Json* culprit = nullptr;
-  int culprit_rank = -1;
-  PodFault f;
-  for (const auto& [rank, p] : current) {
-    if (Phase(*p) != "Failed") continue;
-    PodFault candidate = FaultOf(*p);
-    if (culprit == nullptr || CausedBefore(candidate, f)) {
-      culprit = p.get(), culprit_rank = rank, f = std::move(candidate);
-    }
-  }
-  if (culprit != nullptr) {
-    const Json* p = culprit;
-    const int rank = culprit_rank;
-    const std::string pod_name = kube::NameOf(*p);
-    const std::string node = p->value("spec", Json::object()).value("nodeName", "");
-    std::string what = "pod " + pod_name + " (node rank " + std::to_string(rank) + (node.empty() ? "" : ", node " + node) + ")";
-    what += f.exit_code ? " exited with code " + std::to_string(*f.exit_code) : " failed";
-    if (!f.message.empty()) what += ": " + f.message;
-    return handle_fault(f.reason, what, pod_name, node, rank, f.exit_code);
-  }
-
   // Node health: a running pod's node lost its health label, vanished, or has
-  // been NotReady for podPendingOrLostGraceSeconds.
-  if (o_.nodes) {
+  // been NotReady for podPendingOrLostGraceSeconds. Returns the fault's outcome
+  // when there is one; else requeues for the end of a NotReady grace.
+  auto node_fault = [&]() -> std::optional<kube::Result<ReconcileResult>> {
+    if (!o_.nodes) return std::nullopt;
     const auto& fp = s.fault_policy;
     for (const auto& [rank, p] : current) {
       if (Terminated(*p) || Deleting(*p)) continue;
@@ -442,7 +423,31 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
         if (!result.requeue_after || left < *result.requeue_after) result.requeue_after = left;
       }
     }
+    return std::nullopt;
+  };
+
+  const Json* culprit = nullptr;
+  int culprit_rank = -1;
+  PodFault f;
+  for (const auto& [rank, p] : current) {
+    if (Phase(*p) != "Failed") continue;
+    PodFault candidate = FaultOf(*p);
+    if (culprit == nullptr || CausedBefore(candidate, f)) {
+      culprit = p.get(), culprit_rank = rank, f = std::move(candidate);
+    }
   }
+  if (culprit != nullptr) {
+    const Json* p = culprit;
+    const int rank = culprit_rank;
+    const std::string pod_name = kube::NameOf(*p);
+    const std::string node = p->value("spec", Json::object()).value("nodeName", "");
+    std::string what = "pod " + pod_name + " (node rank " + std::to_string(rank) + (node.empty() ? "" : ", node " + node) + ")";
+    what += f.exit_code ? " exited with code " + std::to_string(*f.exit_code) : " failed";
+    if (!f.message.empty()) what += ": " + f.message;
+    return handle_fault(f.reason, what, pod_name, node, rank, f.exit_code);
+  }
+
+  if (auto nf = node_fault()) return *nf;
 
   // Success: every node's pod exited 0.
   if (static_cast<int>(current.size()) == s.nodes && counts.succeeded == s.nodes) {
