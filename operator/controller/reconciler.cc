@@ -137,6 +137,16 @@ kube::Error Reconciler::Count(kube::Error e) {
   return e;
 }
 
+Clock::time_point Reconciler::FirstSeen(const std::string& uid, Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(seen_mu_);
+  // Entries outlive their wait by far; anything older is of a finished attempt.
+  const auto keep = now - 2 * o_.fault_settle_window - std::chrono::minutes(10);
+  for (auto it = first_seen_.begin(); it != first_seen_.end();) {
+    it = it->second < keep ? first_seen_.erase(it) : std::next(it);
+  }
+  return first_seen_.emplace(uid, now).first->second;
+}
+
 kube::Result<ReconcileResult> Reconciler::Reconcile(const std::string& key) {
   auto slash = key.find('/');
   if (slash == std::string::npos) return kube::MakeError(kube::ErrorCode::kInvalidArgument, "bad key " + key);
@@ -384,30 +394,11 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
     if (!d.ok()) return d.error();
     return result;
   };
-  const Json* culprit = nullptr;
-  int culprit_rank = -1;
-  PodFault f;
-  for (const auto& [rank, p] : current) {
-    if (Phase(*p) != "Failed") continue;
-    PodFault candidate = FaultOf(*p);
-    if (culprit == nullptr || CausedBefore(candidate, f)) {
-      culprit = p.get(), culprit_rank = rank, f = std::move(candidate);
-    }
-  }
-  if (culprit != nullptr) {
-    const Json* p = culprit;
-    const int rank = culprit_rank;
-    const std::string pod_name = kube::NameOf(*p);
-    const std::string node = p->value("spec", Json::object()).value("nodeName", "");
-    std::string what = "pod " + pod_name + " (node rank " + std::to_string(rank) + (node.empty() ? "" : ", node " + node) + ")";
-    what += f.exit_code ? " exited with code " + std::to_string(*f.exit_code) : " failed";
-    if (!f.message.empty()) what += ": " + f.message;
-    return handle_fault(f.reason, what, pod_name, node, rank, f.exit_code);
-  }
-
   // Node health: a running pod's node lost its health label, vanished, or has
-  // been NotReady for podPendingOrLostGraceSeconds.
-  if (o_.nodes) {
+  // been NotReady for podPendingOrLostGraceSeconds. Returns the fault's outcome
+  // when there is one; else requeues for the end of a NotReady grace.
+  auto node_fault = [&]() -> std::optional<kube::Result<ReconcileResult>> {
+    if (!o_.nodes) return std::nullopt;
     const auto& fp = s.fault_policy;
     for (const auto& [rank, p] : current) {
       if (Terminated(*p) || Deleting(*p)) continue;
@@ -442,7 +433,62 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
         if (!result.requeue_after || left < *result.requeue_after) result.requeue_after = left;
       }
     }
+    return std::nullopt;
+  };
+
+  const Json* culprit = nullptr;
+  int culprit_rank = -1;
+  PodFault f;
+  for (const auto& [rank, p] : current) {
+    if (Phase(*p) != "Failed") continue;
+    PodFault candidate = FaultOf(*p);
+    if (culprit == nullptr || CausedBefore(candidate, f)) {
+      culprit = p.get(), culprit_rank = rank, f = std::move(candidate);
+    }
   }
+  // Settle: every failed pod so far exited 200/201 (the culprit would rank an
+  // other exit first), i.e. it saw a peer fail. While other pods still run, the
+  // peer that caused it may not have reported yet (its kubelet is slower, or it
+  // is on another node): blaming the follow-on pod would restart for the wrong
+  // reason and count (maybe exclude) an innocent node. So wait, bounded by
+  // fault_settle_window from the earliest such exit; each pod event and the
+  // requeue re-run this level-triggered check.
+  if (culprit != nullptr && FollowOnClass(f) != 0 && o_.fault_settle_window.count() > 0) {
+    bool peers_running = false;
+    for (const auto& [rank, p] : current) peers_running |= !Terminated(*p);
+    std::optional<Clock::time_point> first;
+    for (const auto& [rank, p] : current) {
+      if (!peers_running || Phase(*p) != "Failed") continue;
+      // finishedAt survives an operator restart; the time first seen covers a
+      // missing finishedAt and bounds one from a node clock that runs ahead.
+      Clock::time_point t = FirstSeen(kube::UidOf(*p), c.now);
+      if (auto fin = ParseTime(FaultOf(*p).finished_at); fin && *fin < t) t = *fin;
+      if (!first || t < *first) first = t;
+    }
+    if (first && c.now < *first + o_.fault_settle_window) {
+      // A running peer's node fault is a root cause that will not show as an exit.
+      if (auto nf = node_fault()) return *nf;
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*first + o_.fault_settle_window - c.now);
+      if (!result.requeue_after || left < *result.requeue_after) result.requeue_after = left;
+      o_.log("job " + c.ns + "/" + c.name + ": pod " + kube::NameOf(*culprit) + " exited " +
+             std::to_string(*f.exit_code) + " (a peer's failure); waiting " + std::to_string(left.count()) +
+             " ms for the root cause's status before restarting");
+      if (auto w = WriteStatus(c); !w.ok()) return w.error();
+      return result;
+    }
+  }
+  if (culprit != nullptr) {
+    const Json* p = culprit;
+    const int rank = culprit_rank;
+    const std::string pod_name = kube::NameOf(*p);
+    const std::string node = p->value("spec", Json::object()).value("nodeName", "");
+    std::string what = "pod " + pod_name + " (node rank " + std::to_string(rank) + (node.empty() ? "" : ", node " + node) + ")";
+    what += f.exit_code ? " exited with code " + std::to_string(*f.exit_code) : " failed";
+    if (!f.message.empty()) what += ": " + f.message;
+    return handle_fault(f.reason, what, pod_name, node, rank, f.exit_code);
+  }
+
+  if (auto nf = node_fault()) return *nf;
 
   // Success: every node's pod exited 0.
   if (static_cast<int>(current.size()) == s.nodes && counts.succeeded == s.nodes) {

@@ -10,6 +10,9 @@
 //   a pod failed                       → non-retryable exit code: Failed at once;
 //                                        budget left: gang restart (next attempt),
 //                                        else Failed/BackoffLimitExceeded
+//   only follow-on exits (200/201) so  → wait up to fault_settle_window for the
+//   far, other pods still running        root cause's own status (requeue); a
+//                                        node fault of a running pod acts at once
 //   a pod's node turned unhealthy      → gang restart (NodeUnhealthy), node counted
 //   a pod's node NotReady past grace   → gang restart (PodLost), node counted
 //   every node's pod exited 0          → Succeeded
@@ -29,7 +32,9 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -61,6 +66,13 @@ struct ReconcilerOptions {
   std::function<std::chrono::system_clock::time_point()> now = [] {
     return std::chrono::system_clock::now();
   };
+  // When the only failed pods of a gang exited 200/201 (a peer's failure seen
+  // by its collectives) while other pods still run, the root cause's own
+  // status (e.g. 137 from another node) may just not have arrived yet: wait
+  // this long after the earliest such exit (container finishedAt; the time
+  // this process first saw it when that is missing or in the future) before
+  // blaming a follow-on pod. 0 disables the wait.
+  std::chrono::milliseconds fault_settle_window{5000};
   std::string instance = "hypertrain-operator";  // Event reportingInstance
   std::function<void(const std::string&)> log = [](const std::string&) {};
   ReconcilerCounters* counters = nullptr;  // optional
@@ -87,8 +99,14 @@ class Reconciler {
   void Emit(Ctx& c);
   std::string Now() const;
   kube::Error Count(kube::Error e);
+  // When this reconciler first saw the failed pod `uid` (recorded on first
+  // call); old entries are dropped. Only a fallback for a missing or skewed
+  // finishedAt: after an operator restart the wait starts over, still bounded.
+  std::chrono::system_clock::time_point FirstSeen(const std::string& uid, std::chrono::system_clock::time_point now);
 
   ReconcilerOptions o_;
+  std::mutex seen_mu_;
+  std::map<std::string, std::chrono::system_clock::time_point> first_seen_;
 };
 
 // RFC 3339 (UTC, seconds) and back; ParseTime returns nullopt on bad input.

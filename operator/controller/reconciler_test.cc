@@ -348,6 +348,11 @@ TEST_F(ReconcilerTest, GangRestartThenBudgetExhausted) {
   EXPECT_EQ(Job("gang")["status"]["state"], "Running");
   SetPhase("gang-node-0", "Failed", 201, "collective timeout");
   Converge("gang");
+  // Only a follow-on exit (no finishedAt) while node 1 runs: the settle window
+  // counts from when the reconciler first saw it.
+  EXPECT_EQ(Job("gang")["status"]["state"], "Running");
+  now_ += ReconcilerOptions{}.fault_settle_window;
+  Converge("gang");
   EXPECT_EQ(Condition("gang", "Failed", "reason"), "BackoffLimitExceeded");
   EXPECT_EQ(Job("gang")["status"]["restartCount"], 1);
   EXPECT_EQ(counters_.jobs_restarted.load(), 1);
@@ -494,6 +499,124 @@ TEST_F(ReconcilerTest, GangFaultIsAttributedToTheRootCausePod) {
   EXPECT_EQ(st["lastFault"]["rank"], 1);
   EXPECT_EQ(st["lastFault"]["node"], "node-a");
   EXPECT_EQ(st["excludedNodes"], Json({"node-b", "node-a"}));
+}
+
+// The killed rank's own status arrives after its peer's follow-on exit (the
+// race CI's faults_test hit): the reconciler waits instead of blaming the peer.
+TEST_F(ReconcilerTest, FollowOnExitWaitsForTheRootCause) {
+  CreateNode("settle-a", "Schedulable");
+  CreateNode("settle-b", "Schedulable");
+  Json spec = CpuSpec();
+  spec["runPolicy"] = {{"backoffLimit", 5}};
+  spec["faultPolicy"] = {{"maxRepeatOffenders", 1}, {"healthyNodeValues", Json::array()}};
+  CreateJob("settle", spec);
+  Converge("settle");
+  Bind("settle-node-0", "settle-a");
+  Bind("settle-node-1", "settle-b");
+  SetAllPhases("settle", "Running");
+  Converge("settle");
+  ASSERT_EQ(Job("settle")["status"]["state"], "Running");
+
+  SetFailedAt("settle-node-0", 200, FormatTime(now_));  // the peer noticed first
+  WaitCaches("settle");
+  auto r = reconciler_->Reconcile(std::string(kNs) + "/settle");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->requeue_after.value_or(0ms), ReconcilerOptions{}.fault_settle_window) << "waiting must requeue";
+  now_ += 1s;
+  Converge("settle");
+  Json st = Job("settle")["status"];
+  EXPECT_EQ(st["state"], "Running");
+  EXPECT_EQ(st.value("restartCount", 0), 0);
+  EXPECT_FALSE(st.contains("lastFault"));
+  EXPECT_EQ(st["pods"]["failed"], 1);
+  EXPECT_EQ(JobPods("settle").size(), 2u) << "no pod is deleted while settling";
+
+  SetFailedAt("settle-node-1", 137, FormatTime(now_));  // the killed rank's status lands
+  Converge("settle");
+  st = Job("settle")["status"];
+  EXPECT_EQ(st["restartCount"], 1);
+  EXPECT_EQ(st["lastFault"]["rank"], 1);
+  EXPECT_EQ(st["lastFault"]["exitCode"], 137);
+  EXPECT_EQ(st["lastFault"]["node"], "settle-b");
+  EXPECT_EQ(st["excludedNodes"], Json({"settle-b"}));
+  EXPECT_FALSE(st["nodeFaults"].contains("settle-a")) << "the innocent peer's node is not counted";
+
+  // Next attempt: a follow-on exit, then the running peer's node vanishes: a
+  // root cause without an exit code, acted on at once (no waiting).
+  Converge("settle");
+  Bind("settle-node-0", "settle-a");
+  Bind("settle-node-1", "settle-a");
+  SetAllPhases("settle", "Running");
+  Converge("settle");
+  SetFailedAt("settle-node-1", 201, FormatTime(now_));
+  Converge("settle");
+  EXPECT_EQ(Job("settle")["status"]["restartCount"], 1);
+  ASSERT_TRUE(Nodes().Delete("settle-a").ok());
+  Converge("settle");
+  st = Job("settle")["status"];
+  EXPECT_EQ(st["restartCount"], 2);
+  EXPECT_EQ(Condition("settle", "Restarting", "reason"), "PodLost");
+  EXPECT_EQ(st["lastFault"]["rank"], 0);
+  ASSERT_TRUE(Nodes().Delete("settle-b").ok());
+}
+
+// No root cause shows up: once the window since the follow-on exit's
+// finishedAt has passed, the follow-on pod is blamed, as without the window.
+// The window is read from the pod's status, so a fresh reconciler (an operator
+// restart) honours it as well; a window of 0 turns the wait off.
+TEST_F(ReconcilerTest, SettleWindowExpiresThenTheFollowOnPodIsBlamed) {
+  CreateNode("expire-a", "Schedulable");
+  CreateNode("expire-b", "Schedulable");
+  Json spec = CpuSpec();
+  spec["runPolicy"] = {{"backoffLimit", 5}};
+  spec["faultPolicy"] = {{"maxRepeatOffenders", 0}, {"healthyNodeValues", Json::array()}};
+  CreateJob("expire", spec);
+  Converge("expire");
+  Bind("expire-node-0", "expire-a");
+  Bind("expire-node-1", "expire-b");
+  SetAllPhases("expire", "Running");
+  Converge("expire");
+  const auto window = ReconcilerOptions{}.fault_settle_window;
+  SetFailedAt("expire-node-1", 200, FormatTime(now_ - 1s));
+  Converge("expire", MakeReconciler().get());
+  EXPECT_EQ(Job("expire")["status"].value("restartCount", 0), 0);
+  WaitCaches("expire");
+  now_ += window - 2s;
+  auto fresh = MakeReconciler();
+  auto r = fresh->Reconcile(std::string(kNs) + "/expire");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->requeue_after.value_or(0ms), 1000ms) << "the rest of the window since finishedAt";
+  EXPECT_EQ(Job("expire")["status"].value("restartCount", 0), 0);
+  now_ += 1s;
+  Converge("expire", MakeReconciler().get());
+  Json st = Job("expire")["status"];
+  EXPECT_EQ(st["restartCount"], 1);
+  EXPECT_EQ(st["lastFault"]["rank"], 1);
+  EXPECT_EQ(st["lastFault"]["exitCode"], 200);
+  EXPECT_EQ(st["lastFault"]["node"], "expire-b");
+
+  // Window 0: the follow-on exit is acted on at once.
+  Converge("expire");
+  Bind("expire-node-0", "expire-a");
+  Bind("expire-node-1", "expire-b");
+  SetAllPhases("expire", "Running");
+  Converge("expire");
+  SetFailedAt("expire-node-0", 201, FormatTime(now_));
+  ReconcilerOptions o;
+  o.client = *client_;
+  o.jobs = &job_informer_->store();
+  o.pods = &pod_informer_->store();
+  o.nodes = &node_informer_->store();
+  o.now = [this] { return now_; };
+  o.fault_settle_window = 0ms;
+  Reconciler no_wait(std::move(o));
+  Converge("expire", &no_wait);
+  st = Job("expire")["status"];
+  EXPECT_EQ(st["restartCount"], 2);
+  EXPECT_EQ(st["lastFault"]["rank"], 0);
+  EXPECT_EQ(st["lastFault"]["exitCode"], 201);
+  ASSERT_TRUE(Nodes().Delete("expire-a").ok());
+  ASSERT_TRUE(Nodes().Delete("expire-b").ok());
 }
 
 TEST_F(ReconcilerTest, ControlPlaneValidatesAndDefaultsThroughTheCrd) {
