@@ -283,6 +283,7 @@ Status HsdpHooks::WaitForPrefetches() {
 
 Status HsdpHooks::StartReplicaReduce(int u) {
   if (ctx_.replica().size() == 1 || ar_work_[u]) return Status::Ok();
+  if (!options_.replica_reduce_during_backward && !finishing_) return Status::Ok();
   // Device groups wait for the compute stream first (the fold into / the
   // backward that wrote ShardGrads(u)).
   const model::UnitBuffer sg = backend_.ShardGrads(u);
@@ -501,7 +502,15 @@ Status HsdpHooks::FinishGradients() {
   // without BeginMicroBatch or without a pool; the embedding's otherwise).
   // no_shard: ShardGrads aliases FullGrads; the replica group waits for the
   // compute stream before reading it.
-  for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(StartReplicaReduce(u));
+  finishing_ = true;
+  for (int u = 0; u < num_units_; ++u) {
+    const Status s = StartReplicaReduce(u);
+    if (!s.ok()) {
+      finishing_ = false;
+      return s;
+    }
+  }
+  finishing_ = false;
   Status first;
   for (auto& w : ar_work_) {
     if (!w) continue;

@@ -112,6 +112,11 @@ struct HsdpOptions {
   // right after the head's backward, and all-gather the lookup's tokens and
   // output gradient instead of reduce-scattering its scatter-add.
   bool split_embedding_grad = true;
+  // Start each unit's replica all-reduce as soon as its gradient shard is final,
+  // overlapping the rest of the backward (default); false: all of them after
+  // the backward, in FinishGradients (exposed, but not competing with the
+  // backward's GEMMs for SMs and memory bandwidth). HT_REPLICA_REDUCE=overlap|after.
+  bool replica_reduce_during_backward = true;
 };
 
 struct HsdpStats {
@@ -244,6 +249,7 @@ class HsdpHooks final : public model::UnitHooks {
   std::vector<std::unique_ptr<Work>> ar_work_;  // replica all-reduce per unit
   bool final_pass_ = false;  // BeginMicroBatch said this is the step's last micro-batch
   bool split_emb_ = false;   // split embedding gradient (pool + backend support)
+  bool finishing_ = false;   // inside FinishGradients (replica all-reduces may start)
   DType emb_dout_dtype_ = DType::kF32;     // wire type of the embedding output gradient
   std::unique_ptr<Work> emb_tokens_work_;  // all-gather of this pass's token ids
   std::unique_ptr<Work> emb_dout_work_;    // all-gather of the embedding output's gradient

@@ -208,6 +208,7 @@ struct Case {
   bool pool = true;  // ShardedBackendOptions' default: pooled full-size buffers
   bool tied = true;
   bool split = true;  // HsdpOptions::split_embedding_grad
+  bool overlap_replica = true;  // HsdpOptions::replica_reduce_during_backward
 };
 
 int Rank(int rank, int port, const Case& c, const std::string& dir) {
@@ -246,6 +247,7 @@ int Rank(int rank, int port, const Case& c, const std::string& dir) {
   HsdpOptions ho;
   ho.reduce_dtype = c.reduce;
   ho.split_embedding_grad = c.split;
+  ho.replica_reduce_during_backward = c.overlap_replica;
   auto hooks = HsdpHooks::Create(**ctx, **b, ho);
   if (!hooks.ok()) return Fail(rank, hooks.status());
   Result r;
@@ -427,7 +429,7 @@ TEST_P(HsdpParity, MatchesSingleProcess) {
   // lookup gradient was added), the blocks with a pool (the embedding's
   // reduce-scatter is the last one, waited for in FinishGradients), none
   // unpooled.
-  const int64_t want_early = g.replica_degree == 1               ? 0
+  const int64_t want_early = g.replica_degree == 1 || !c.overlap_replica ? 0
                              : g.shard_degree == 1 || want_split ? kSteps * (1 + L)
                              : c.pool                            ? kSteps * L
                                                                  : 0;
@@ -451,11 +453,15 @@ INSTANTIATE_TEST_SUITE_P(
                            /*split=*/false},
                       Case{ShardingStrategy::kHybridShard, DType::kF32, true, /*tied=*/false},
                       Case{ShardingStrategy::kFullShard, DType::kF32, true, /*tied=*/false},
-                      Case{ShardingStrategy::kHybridShard, DType::kBF16, true, /*tied=*/false}),
+                      Case{ShardingStrategy::kHybridShard, DType::kBF16, true, /*tied=*/false},
+                      // Replica all-reduces after the backward, not during it.
+                      Case{ShardingStrategy::kHybridShard, DType::kF32, true, true, true,
+                           /*overlap_replica=*/false}),
     [](const auto& info) {
       return std::string(ShardingStrategyName(info.param.strategy)) + "_" +
              DTypeName(info.param.reduce) + (info.param.pool ? "" : "_nopool") +
-             (info.param.tied ? "" : "_untied") + (info.param.split ? "" : "_whole_embedding");
+             (info.param.tied ? "" : "_untied") + (info.param.split ? "" : "_whole_embedding") +
+             (info.param.overlap_replica ? "" : "_replica_after");
     });
 
 }  // namespace

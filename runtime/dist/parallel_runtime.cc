@@ -95,6 +95,14 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config
     }
     hsdp.split_embedding_grad = v == "1";
   }
+  // Replica all-reduce during the backward (default) or after it.
+  if (const char* d = env("HT_REPLICA_REDUCE"); d && *d) {
+    const std::string v = d;
+    if (v != "overlap" && v != "after") {
+      return InvalidArgument("HT_REPLICA_REDUCE='" + v + "' is not one of overlap, after");
+    }
+    hsdp.replica_reduce_during_backward = v == "overlap";
+  }
   return std::unique_ptr<train::ParallelRuntime>(new DistRuntime(std::move(r), std::move(o), *layout, hsdp));
 }
 
