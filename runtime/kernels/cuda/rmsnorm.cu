@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <initializer_list>
 
 #include "runtime/kernels/cuda/common.cuh"
@@ -9,6 +10,10 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 // Row groups of the dw reduction: partial sums per (group, column).
 constexpr int kDwGroups = 64;
+// The fused backward: blocks (each writes one dw partial row), by packs per lane.
+constexpr int kFusedBlocksSmall = 256;  // <= 4 packs per lane: 2 blocks/SM (128 registers), one wave
+constexpr int kFusedBlocksLarge = 128;  // 5..8 packs per lane
+constexpr int kMaxFusedPacks = 8;
 
 // One warp per row.
 template <typename T>
@@ -146,6 +151,96 @@ __global__ void RmsNormBackwardDxVecKernel(T* dx, const T* dres, const T* dy,
   }
 }
 
+__global__ void RmsNormDwFinishKernel(float* __restrict__ dw, const float* __restrict__ partial,
+                                      int groups, int cols);
+
+// dx and dw in one pass over dy and r (the two-kernel path reads both twice):
+// each warp takes rows gwarp, gwarp + nwarps, ..., its lanes own fixed columns
+// (P packs each) and keep their dw sums in registers; the block adds its 8
+// warps in order into partial[blockIdx.x]. Fixed grid, fixed order:
+// deterministic.
+template <typename T, int P>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    RmsNormBackwardFusedKernel(T* dx, const T* dres, const T* dy, const T* __restrict__ r,
+                               const T* __restrict__ w, const float* __restrict__ rstd,
+                               float* __restrict__ partial, int rows, int cols) {
+  constexpr int V = Pack<T>::kSize;
+  extern __shared__ float warp_dw[];  // [kWarpsPerBlock][cols]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nwarps = gridDim.x * kWarpsPerBlock;
+  Pack<T> pw[P];
+  float acc[P][V];
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    pw[k] = LoadPack(w + (k * 32 + lane) * V);
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[k][j] = 0.0f;
+  }
+  for (int row = blockIdx.x * kWarpsPerBlock + warp; row < rows; row += nwarps) {
+    const size_t base = static_cast<size_t>(row) * cols;
+    Pack<T> g[P], x[P];
+    float dot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int c = (k * 32 + lane) * V;
+      g[k] = LoadPack(dy + base + c);
+      x[k] = LoadPack(r + base + c);
+#pragma unroll
+      for (int j = 0; j < V; ++j) dot += ToF(g[k].v[j]) * ToF(pw[k].v[j]) * ToF(x[k].v[j]);
+    }
+    dot = WarpSum(dot);
+    const float rs = rstd[row];
+    const float kk = dot * rs * rs * rs / cols;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int c = (k * 32 + lane) * V;
+      Pack<T> d;
+      if (dres != nullptr) d = LoadPack(dres + base + c);
+      Pack<T> o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float gj = ToF(g[k].v[j]), xj = ToF(x[k].v[j]);
+        float v = rs * ToF(pw[k].v[j]) * gj - kk * xj;
+        if (dres != nullptr) v += ToF(d.v[j]);
+        o.v[j] = FromF<T>(v);
+        acc[k][j] += gj * xj * rs;
+      }
+      // dres and dx (and dy) may alias: this lane read these elements above.
+      StorePack(dx + base + c, o);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) warp_dw[warp * cols + (k * 32 + lane) * V + j] = acc[k][j];
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kWarpsPerBlock; ++i) sum += warp_dw[i * cols + c];
+    partial[static_cast<size_t>(blockIdx.x) * cols + c] = sum;
+  }
+}
+
+template <typename T, int P>
+cudaError_t LaunchFusedBackward(T* dx, const T* dres, float* dw, float* scratch, const T* dy,
+                                const T* r, const T* w, const float* rstd, int rows, int cols,
+                                cudaStream_t stream) {
+  const int blocks = P <= 4 ? kFusedBlocksSmall : kFusedBlocksLarge;
+  const size_t smem = size_t(kWarpsPerBlock) * cols * sizeof(float);
+  if (smem > 48 * 1024) {
+    static const cudaError_t attr = cudaFuncSetAttribute(
+        RmsNormBackwardFusedKernel<T, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(size_t(kWarpsPerBlock) * kMaxFusedPacks * 32 * Pack<T>::kSize * sizeof(float)));
+    if (attr != cudaSuccess) return attr;
+  }
+  RmsNormBackwardFusedKernel<T, P><<<blocks, kWarpsPerBlock * 32, smem, stream>>>(
+      dx, dres, dy, r, w, rstd, scratch, rows, cols);
+  RmsNormDwFinishKernel<<<CeilDiv(cols, 256), 256, 0, stream>>>(dw, scratch, blocks, cols);
+  return cudaGetLastError();
+}
+
 template <typename T>
 bool Vectorizable(int cols, std::initializer_list<const void*> ptrs) {
   if (cols % Pack<T>::kSize != 0) return false;
@@ -206,13 +301,27 @@ cudaError_t RmsNormForward(T* y, float* rstd, T* res_out, const T* a, const T* b
   return cudaGetLastError();
 }
 
-size_t RmsNormBackwardScratchFloats(int cols) { return static_cast<size_t>(kDwGroups) * cols; }
+size_t RmsNormBackwardScratchFloats(int cols) {
+  return static_cast<size_t>(std::max(kDwGroups, kFusedBlocksSmall)) * cols;
+}
 
 template <typename T>
 cudaError_t RmsNormBackward(T* dx, const T* dres, float* dw, float* scratch, const T* dy,
                             const T* r, const T* w, const float* rstd, int rows, int cols,
                             cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
+  constexpr int V = Pack<T>::kSize;
+  if (cols % (32 * V) == 0 && Vectorizable<T>(cols, {dx, dres, dy, r, w})) {
+    switch (cols / (32 * V)) {
+      case 1: return LaunchFusedBackward<T, 1>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
+      case 2: return LaunchFusedBackward<T, 2>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
+      case 3: return LaunchFusedBackward<T, 3>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
+      case 4: return LaunchFusedBackward<T, 4>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
+      case 6: return LaunchFusedBackward<T, 6>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
+      case 8: return LaunchFusedBackward<T, 8>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
+      default: break;
+    }
+  }
   // dw first: dx may overwrite dy's storage in callers that reuse buffers.
   RmsNormDwPartialKernel<T><<<dim3(CeilDiv(cols, 32), kDwGroups), dim3(32, 8), 0, stream>>>(
       scratch, dy, r, rstd, rows, cols);

@@ -66,9 +66,12 @@ TYPED_TEST(RmsNormTest, ForwardWithAndWithoutResidual) {
 TYPED_TEST(RmsNormTest, BackwardAddsResidualGradAndAccumulatesDw) {
   HT_SKIP_WITHOUT_GPU();
   using T = TypeParam;
-  for (const int C : {96, 98}) {  // vector and scalar (98 % 4 != 0) paths
-  SCOPED_TRACE("C=" + std::to_string(C));
-  const int N = 300;
+  // 96: two-kernel vector path; 98: scalar (98 % 4 != 0); 768 / 2048: the
+  // fused one-pass kernel (cols a multiple of 32 lanes x 16 bytes; 2048 in
+  // fp32 falls back to two kernels), with more rows than its warps.
+  const std::pair<int, int> shapes[] = {{300, 96}, {300, 98}, {5000, 768}, {1100, 2048}};
+  for (const auto& [N, C] : shapes) {
+  SCOPED_TRACE("N=" + std::to_string(N) + " C=" + std::to_string(C));
   std::mt19937 rng(5);
   std::vector<double> x, w, g, dres, dw0;
   auto hx = RandomVector<T>(size_t(N) * C, rng, 1.0f, &x);
