@@ -5,6 +5,7 @@
 //     [--metrics-addr=:8080] [--log-level=info] [--kubeconfig=PATH] [--workers=2]
 //     [--kube-api-qps=50 --kube-api-burst=100]   (client-side API rate limit)
 //     [--lease-duration-ms=15000 --renew-deadline-ms=10000 --retry-period-ms=2000]
+//     [--fault-settle-ms=5000]
 //
 // Serves /metrics (Prometheus), /healthz and /readyz on --metrics-addr. With
 // leader election only the Lease holder runs informers and workers; SIGTERM or
@@ -72,6 +73,7 @@ struct Flags {
   double kube_api_qps = 50;
   int kube_api_burst = 100;
   int lease_duration_ms = 15000, renew_deadline_ms = 10000, retry_period_ms = 2000;
+  int fault_settle_ms = 5000;  // ReconcilerOptions::fault_settle_window; 0 disables it
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f, std::string* err) {
@@ -127,6 +129,14 @@ bool ParseFlags(int argc, char** argv, Flags* f, std::string* err) {
       if (!to_int(&f->lease_duration_ms)) return *err = "--lease-duration-ms must be positive", false;
     } else if (k == "renew-deadline-ms") {
       if (!to_int(&f->renew_deadline_ms)) return *err = "--renew-deadline-ms must be positive", false;
+    } else if (k == "fault-settle-ms") {
+      try {
+        size_t used = 0;
+        f->fault_settle_ms = std::stoi(v, &used);
+        if (used != v.size() || f->fault_settle_ms < 0) throw std::invalid_argument(v);
+      } catch (...) {
+        return *err = "--fault-settle-ms must be a non-negative integer (0 disables the settle window)", false;
+      }
     } else if (k == "retry-period-ms") {
       if (!to_int(&f->retry_period_ms)) return *err = "--retry-period-ms must be positive", false;
     } else {
@@ -190,6 +200,7 @@ class Controller {
       o.pods = &s.pods->store();
       o.nodes = &nodes.store();
       o.instance = identity_;
+      o.fault_settle_window = std::chrono::milliseconds(flags_.fault_settle_ms);
       o.counters = &metrics_->counters;
       o.log = [](const std::string& m) { Log(kWarn, m); };
       s.reconciler = std::make_unique<controller::Reconciler>(std::move(o));

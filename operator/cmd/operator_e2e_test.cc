@@ -144,6 +144,19 @@ class OperatorProcess {
   pid_t pid_ = -1;
 };
 
+// Bad flags exit 2 at once with a message naming the flag (before any API call).
+TEST(OperatorE2ETest, RejectsBadFlags) {
+  const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
+  ASSERT_FALSE(op_bin.empty());
+  const std::string dir = kube::testing::MakeTempDir("operator-flags");
+  for (const std::string& bad : {"--fault-settle-ms=-5", "--fault-settle-ms=2s", "--workers=0"}) {
+    OperatorProcess op(op_bin, dir + "/no-kubeconfig", "flags", dir + "/op.log", {bad});
+    EXPECT_EQ(op.Signal(0, 10s), 2) << bad;
+    const std::string flag = bad.substr(0, bad.find('='));
+    EXPECT_NE(op.Log().find(flag), std::string::npos) << bad << ": " << op.Log();
+  }
+}
+
 TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   const std::string kl_bin = kube::testing::Runfile("tools/kube-local/kube-local");
   const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
