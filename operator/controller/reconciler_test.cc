@@ -212,6 +212,21 @@ class ReconcilerTest : public ::testing::Test {
   void SetAllPhases(const std::string& job, const std::string& phase, std::optional<int> code = std::nullopt) {
     for (const Json& p : JobPods(job)) SetPhase(kube::NameOf(p), phase, code);
   }
+  // A running two-pod job `name` on nodes `name`-a and `name`-b (pods
+  // `name`-node-0 and -1), backoff limit 5.
+  void StartTwoNodeJob(const std::string& name, int max_repeat_offenders) {
+    CreateNode(name + "-a", "Schedulable");
+    CreateNode(name + "-b", "Schedulable");
+    Json spec = CpuSpec();
+    spec["runPolicy"] = {{"backoffLimit", 5}};
+    spec["faultPolicy"] = {{"maxRepeatOffenders", max_repeat_offenders}, {"healthyNodeValues", Json::array()}};
+    CreateJob(name, spec);
+    Converge(name);
+    Bind(name + "-node-0", name + "-a");
+    Bind(name + "-node-1", name + "-b");
+    SetAllPhases(name, "Running");
+    Converge(name);
+  }
   void Bind(const std::string& pod, const std::string& node) {
     kube::Request r;
     r.method = "POST";
@@ -504,17 +519,7 @@ TEST_F(ReconcilerTest, GangFaultIsAttributedToTheRootCausePod) {
 // The killed rank's own status arrives after its peer's follow-on exit (the
 // race CI's faults_test hit): the reconciler waits instead of blaming the peer.
 TEST_F(ReconcilerTest, FollowOnExitWaitsForTheRootCause) {
-  CreateNode("settle-a", "Schedulable");
-  CreateNode("settle-b", "Schedulable");
-  Json spec = CpuSpec();
-  spec["runPolicy"] = {{"backoffLimit", 5}};
-  spec["faultPolicy"] = {{"maxRepeatOffenders", 1}, {"healthyNodeValues", Json::array()}};
-  CreateJob("settle", spec);
-  Converge("settle");
-  Bind("settle-node-0", "settle-a");
-  Bind("settle-node-1", "settle-b");
-  SetAllPhases("settle", "Running");
-  Converge("settle");
+  StartTwoNodeJob("settle", 1);
   ASSERT_EQ(Job("settle")["status"]["state"], "Running");
 
   SetFailedAt("settle-node-0", 200, FormatTime(now_));  // the peer noticed first
@@ -565,17 +570,7 @@ TEST_F(ReconcilerTest, FollowOnExitWaitsForTheRootCause) {
 // The window is read from the pod's status, so a fresh reconciler (an operator
 // restart) honours it as well; a window of 0 turns the wait off.
 TEST_F(ReconcilerTest, SettleWindowExpiresThenTheFollowOnPodIsBlamed) {
-  CreateNode("expire-a", "Schedulable");
-  CreateNode("expire-b", "Schedulable");
-  Json spec = CpuSpec();
-  spec["runPolicy"] = {{"backoffLimit", 5}};
-  spec["faultPolicy"] = {{"maxRepeatOffenders", 0}, {"healthyNodeValues", Json::array()}};
-  CreateJob("expire", spec);
-  Converge("expire");
-  Bind("expire-node-0", "expire-a");
-  Bind("expire-node-1", "expire-b");
-  SetAllPhases("expire", "Running");
-  Converge("expire");
+  StartTwoNodeJob("expire", 0);
   const auto window = ReconcilerOptions{}.fault_settle_window;
   SetFailedAt("expire-node-1", 200, FormatTime(now_ - 1s));
   Converge("expire", MakeReconciler().get());
