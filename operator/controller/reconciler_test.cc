@@ -77,7 +77,8 @@ class ReconcilerTest : public ::testing::Test {
     node_informer_->Stop();
   }
 
-  std::unique_ptr<Reconciler> MakeReconciler() {
+  // Options over the fixture's server, informers and clock.
+  ReconcilerOptions TestOptions() {
     ReconcilerOptions o;
     o.client = *client_;
     o.jobs = &job_informer_->store();
@@ -86,8 +87,9 @@ class ReconcilerTest : public ::testing::Test {
     o.now = [this] { return now_; };
     o.instance = "test-operator";
     o.counters = &counters_;
-    return std::make_unique<Reconciler>(std::move(o));
+    return o;
   }
+  std::unique_ptr<Reconciler> MakeReconciler() { return std::make_unique<Reconciler>(TestOptions()); }
 
   kube::ResourceClient Jobs() const { return kube::ResourceClient(*client_, TrainingJobType(), kNs); }
   kube::ResourceClient Pods() const { return kube::ResourceClient(*client_, kube::resources::kPods, kNs); }
@@ -597,12 +599,7 @@ TEST_F(ReconcilerTest, SettleWindowExpiresThenTheFollowOnPodIsBlamed) {
   SetAllPhases("expire", "Running");
   Converge("expire");
   SetFailedAt("expire-node-0", 201, FormatTime(now_));
-  ReconcilerOptions o;
-  o.client = *client_;
-  o.jobs = &job_informer_->store();
-  o.pods = &pod_informer_->store();
-  o.nodes = &node_informer_->store();
-  o.now = [this] { return now_; };
+  ReconcilerOptions o = TestOptions();
   o.fault_settle_window = 0ms;
   Reconciler no_wait(std::move(o));
   Converge("expire", &no_wait);
