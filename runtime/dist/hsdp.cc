@@ -283,7 +283,6 @@ Status HsdpHooks::WaitForPrefetches() {
 
 Status HsdpHooks::StartReplicaReduce(int u) {
   if (ctx_.replica().size() == 1 || ar_work_[u]) return Status::Ok();
-  if (!options_.replica_reduce_during_backward && !finishing_) return Status::Ok();
   // Device groups wait for the compute stream first (the fold into / the
   // backward that wrote ShardGrads(u)).
   const model::UnitBuffer sg = backend_.ShardGrads(u);
@@ -340,7 +339,7 @@ Status HsdpHooks::FlushGrads(int u) {
   HT_RETURN_IF_ERROR(rs_direct_[u] ? backend_.DiscardGrads(u) : backend_.ReleaseGrads(u));
   // Last micro-batch: ShardGrads(u) is final, so its replica all-reduce can
   // run now, overlapping the rest of the backward.
-  return rs_final_[u] ? StartReplicaReduce(u) : Status::Ok();
+  return rs_final_[u] ? StartReplicaReduceDuringBackward(u) : Status::Ok();
 }
 
 Status HsdpHooks::BeforeBackward(int u) {
@@ -367,7 +366,7 @@ Status HsdpHooks::AfterBackward(int u) {
   if (!sharded()) {
     // no_shard: ShardGrads aliases FullGrads, final after the last
     // micro-batch's backward of u: all-reduce it now (DDP-style overlap).
-    return final_pass_ ? StartReplicaReduce(u) : Status::Ok();
+    return final_pass_ ? StartReplicaReduceDuringBackward(u) : Status::Ok();
   }
   if (pool_) {
     // Every micro-batch: reduce-scatter the slot — the first micro-batch of
@@ -386,7 +385,7 @@ Status HsdpHooks::AfterBackward(int u) {
       // wait for it either.
       HT_RETURN_IF_ERROR(FlushGrads(u));
       HT_RETURN_IF_ERROR(AccumulateEmbeddingGrad());
-      if (final_pass_) HT_RETURN_IF_ERROR(StartReplicaReduce(u));
+      if (final_pass_) HT_RETURN_IF_ERROR(StartReplicaReduceDuringBackward(u));
       for (int v = 0; v < num_units_; ++v) HT_RETURN_IF_ERROR(FlushGrads(v));
     } else {
       // The embedding output's gradient is final after block 0's backward:
@@ -502,15 +501,7 @@ Status HsdpHooks::FinishGradients() {
   // without BeginMicroBatch or without a pool; the embedding's otherwise).
   // no_shard: ShardGrads aliases FullGrads; the replica group waits for the
   // compute stream before reading it.
-  finishing_ = true;
-  for (int u = 0; u < num_units_; ++u) {
-    const Status s = StartReplicaReduce(u);
-    if (!s.ok()) {
-      finishing_ = false;
-      return s;
-    }
-  }
-  finishing_ = false;
+  for (int u = 0; u < num_units_; ++u) HT_RETURN_IF_ERROR(StartReplicaReduce(u));
   Status first;
   for (auto& w : ar_work_) {
     if (!w) continue;

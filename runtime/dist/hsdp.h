@@ -210,6 +210,11 @@ class HsdpHooks final : public model::UnitHooks {
   Status StartEmbeddingGradGather();
   // Issues the replica all-reduce of ShardGrads(u) once per step.
   Status StartReplicaReduce(int unit);
+  // The same from inside the backward, unless the options defer it to
+  // FinishGradients.
+  Status StartReplicaReduceDuringBackward(int unit) {
+    return options_.replica_reduce_during_backward ? StartReplicaReduce(unit) : Status::Ok();
+  }
   Status Release(int unit);
   Status CompleteGather(int unit);  // host-waits an issued gather, if any
   Status WaitReduceScatter(int unit);
@@ -249,7 +254,6 @@ class HsdpHooks final : public model::UnitHooks {
   std::vector<std::unique_ptr<Work>> ar_work_;  // replica all-reduce per unit
   bool final_pass_ = false;  // BeginMicroBatch said this is the step's last micro-batch
   bool split_emb_ = false;   // split embedding gradient (pool + backend support)
-  bool finishing_ = false;   // inside FinishGradients (replica all-reduces may start)
   DType emb_dout_dtype_ = DType::kF32;     // wire type of the embedding output gradient
   std::unique_ptr<Work> emb_tokens_work_;  // all-gather of this pass's token ids
   std::unique_ptr<Work> emb_dout_work_;    // all-gather of the embedding output's gradient
