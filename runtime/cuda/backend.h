@@ -50,6 +50,7 @@
 #include "runtime/core/status.h"
 #include "runtime/cuda/op_profile.h"
 #include "runtime/data/loader.h"
+#include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/dtype.h"
 #include "runtime/kernels/cuda/gemm.h"
 #include "runtime/model/backend.h"
@@ -159,6 +160,9 @@ class CudaBackend final : public model::Backend {
               const CudaOptions& cuda);
   Status PlanActivations();
   Status CheckBatch(const model::TokenBatch& batch) const;
+  // Attention over this micro-batch's fused QKV rows, as every step calls it
+  // (and as the memory plan sizes its workspace).
+  kernels::cuda::AttentionParams StepAttentionParams() const;
   // Tokens of `batch` into the fixed device input buffers (waits on a staged
   // copy, or copies synchronously from the host pointers).
   Status LoadTokens(const model::TokenBatch& batch);

@@ -44,18 +44,9 @@ Status CudaBackend::PlanActivations() {
                 F = cfg.intermediate_size, L = cfg.num_hidden_layers, V = cfg.vocab_size,
                 D = cfg.head_dim();
   const size_t es = kc::DTypeSize(dtype_);
-  kc::AttentionParams ap;
-  ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_);
-  ap.n_heads = static_cast<int>(cfg.num_attention_heads);
-  ap.n_kv_heads = static_cast<int>(cfg.num_key_value_heads);
-  ap.head_dim = static_cast<int>(D);
-  // The same params the steps pass (the workspace depends on the implementation
-  // and, for cuDNN, its plan for this exact layout).
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  ap.dtype = dtype_ == kc::DType::kF16   ? kc::AttentionDtype::kFp16
-             : dtype_ == kc::DType::kF32 ? kc::AttentionDtype::kFp32
-                                         : kc::AttentionDtype::kBf16;
-  ap.q_row_stride = ap.k_row_stride = ap.v_row_stride = Q + 2 * K;
+  // The params the steps pass: the workspace depends on the implementation
+  // and, for cuDNN, its plan for this exact layout.
+  const kc::AttentionParams ap = StepAttentionParams();
   attn_ws_bytes_ = std::max(kc::AttentionBackwardWorkspaceBytes(ap),
                             kc::NaiveAttentionBackwardScratchFloats(ap) * sizeof(float));
   // The block backward's dact, dgu and attention workspace are dead while the
@@ -63,7 +54,7 @@ Status CudaBackend::PlanActivations() {
   // fills them (at least 256 MiB) in equal chunks: fewer, larger chunks mean
   // fewer fp32 read-modify-writes of the head's weight gradient and fuller
   // GEMMs.
-  auto round_up = [](size_t bytes) { return (bytes + 255) & ~size_t{255}; };
+  auto round_up = [](size_t bytes) { return (bytes + 255) & ~size_t{255}; };  // plan alignment
   const size_t dact_bytes = round_up(size_t(N * std::max(F, Q)) * es);
   const size_t dgu_bytes = round_up(size_t(N * std::max(2 * F, Q + 2 * K)) * es);
   const size_t dead_bytes = dact_bytes + dgu_bytes + round_up(attn_ws_bytes_);
@@ -89,7 +80,7 @@ Status CudaBackend::PlanActivations() {
     size_t off = 0;
     auto take = [&](size_t bytes) -> void* {
       void* p = base == nullptr ? nullptr : base + off;
-      off += (bytes + 255) & ~size_t{255};
+      off += round_up(bytes);
       return p;
     };
     auto act = [&](int64_t n) { return take(n * es); };
@@ -164,6 +155,23 @@ Status CudaBackend::PlanActivations() {
   HT_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(rope_table_, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice));
   return Status::Ok();
+}
+
+kc::AttentionParams CudaBackend::StepAttentionParams() const {
+  const model::ModelConfig& cfg = layout_.config();
+  kc::AttentionParams ap;
+  ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_);
+  ap.n_heads = static_cast<int>(cfg.num_attention_heads);
+  ap.n_kv_heads = static_cast<int>(cfg.num_key_value_heads);
+  ap.head_dim = static_cast<int>(cfg.head_dim());
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim()));
+  ap.dtype = dtype_ == kc::DType::kF16   ? kc::AttentionDtype::kFp16
+             : dtype_ == kc::DType::kF32 ? kc::AttentionDtype::kFp32
+                                         : kc::AttentionDtype::kBf16;
+  // q, k and v are slices of one fused QKV row; the output is packed.
+  ap.q_row_stride = ap.k_row_stride = ap.v_row_stride = cfg.q_dim() + 2 * cfg.kv_dim();
+  ap.o_row_stride = 0;
+  return ap;
 }
 
 Status CudaBackend::CheckBatch(const model::TokenBatch& batch) const {
@@ -250,12 +258,7 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
                               rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
   }));
   profile_.Mark(Op::kRope, stream_);
-  kc::AttentionParams ap;
-  ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_), ap.n_heads = H;
-  ap.n_kv_heads = KV, ap.head_dim = D, ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  ap.dtype = dt == kc::DType::kF16 ? kc::AttentionDtype::kFp16 : kc::AttentionDtype::kBf16;
-  ap.q_row_stride = ap.k_row_stride = ap.v_row_stride = QKV;
-  ap.o_row_stride = 0;
+  const kc::AttentionParams ap = StepAttentionParams();
   if (dt == kc::DType::kF32) {
     const float* qkv = static_cast<const float*>(a.qkv);
     HT_RETURN_IF_ERROR(kc::NaiveAttentionForwardF32(ap, qkv, qkv + Q, qkv + Q + K,
@@ -399,12 +402,7 @@ Status CudaBackend::BlockBackward(int layer) {
   HT_RETURN_IF_ERROR(g.Matmul({C, Q, N, true, false}, dres_, a.att, dt, G(u, model::kOProj), f32,
                               1.0f, dw_beta, stream_));
   profile_.Mark(Op::kGemm, stream_);
-  kc::AttentionParams ap;
-  ap.batch = static_cast<int>(B_), ap.seq = static_cast<int>(S_), ap.n_heads = H;
-  ap.n_kv_heads = KV, ap.head_dim = D, ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  ap.dtype = dt == kc::DType::kF16 ? kc::AttentionDtype::kFp16 : kc::AttentionDtype::kBf16;
-  ap.q_row_stride = ap.k_row_stride = ap.v_row_stride = QKV;
-  ap.o_row_stride = 0;
+  const kc::AttentionParams ap = StepAttentionParams();
   if (dt == kc::DType::kF32) {
     const float* qkv = static_cast<const float*>(a.qkv);
     float* dqkv = static_cast<float*>(dqkv_);
