@@ -90,6 +90,35 @@ double PeakFlopsFor(const std::string& name, model::Precision p) {
 
 }  // namespace
 
+std::vector<std::pair<int, model::Range>> UnwrittenGradRanges(const model::ParamLayout& layout) {
+  const int E = model::ParamLayout::kEmbeddingUnit;
+  const bool tied = layout.config().tie_word_embeddings;
+  std::vector<std::pair<int, model::Range>> out;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const auto& tensors = layout.unit(u).tensors;
+    // Ranges a pass writes (GEMM weight gradients), in offset order. Tied,
+    // the LM head's GEMM writes embed_tokens first; untied, the lookup's
+    // scatter-add is its only writer.
+    std::vector<model::Range> written;
+    for (int t = 0; t < static_cast<int>(tensors.size()); ++t) {
+      const bool norm =
+          u == E ? t == model::kFinalNorm : t == model::kInputNorm || t == model::kPostNorm;
+      const bool lookup_only = u == E && t == model::kEmbedTokens && !tied;
+      if (!norm && !lookup_only) written.push_back(tensors[t].range());
+    }
+    std::sort(written.begin(), written.end(),
+              [](const model::Range& a, const model::Range& b) { return a.begin < b.begin; });
+    const int64_t end = layout.unit(u).padded_numel;
+    written.push_back({end, end});
+    int64_t at = 0;
+    for (const model::Range& r : written) {
+      if (r.begin > at) out.push_back({u, {at, r.begin}});
+      at = std::max(at, r.end);
+    }
+  }
+  return out;
+}
+
 CudaBackend::CudaBackend() = default;
 
 PhaseTimes CudaBackend::mean_phase_times() const {
@@ -305,6 +334,7 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
       grad_pool_[k] = plan.GradSlots(k, U);
     }
   }
+  unwritten_grads_ = UnwrittenGradRanges(layout_);
   HT_RETURN_IF_ERROR(ZeroGrads());
   HT_RETURN_IF_ERROR(MaterializeZeroGrads());  // cudaMalloc'd: no garbage anywhere, padding included
 
@@ -441,72 +471,34 @@ Status CudaBackend::RefreshCompute(int u, Range r) {
 }
 
 Status CudaBackend::ZeroGrads() {
-  if (!pool_ && !cuda_.cuda_graphs) {
-    grads_zero_pending_ = true;
-    for (int u = 0; u < layout_.num_units(); ++u) {
-      if (owned_[u].size() != layout_.unit(u).padded_numel) {  // a separate shard buffer
-        HT_CUDA_RETURN_IF_ERROR(
-            cudaMemsetAsync(shard_grads_[u], 0, owned_[u].size() * sizeof(float), stream_));
-      }
-    }
-    return Status::Ok();
-  }
-  grads_zero_pending_ = false;
   for (int u = 0; u < layout_.num_units(); ++u) {
-    if (grads_[u] != nullptr) {  // pool: only a held slot (AcquireGrads zeroes them anyway)
-      HT_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
-    }
-    if (owned_[u].size() != layout_.unit(u).padded_numel) {
+    if (owned_[u].size() != layout_.unit(u).padded_numel) {  // a separate shard buffer
       HT_CUDA_RETURN_IF_ERROR(
           cudaMemsetAsync(shard_grads_[u], 0, owned_[u].size() * sizeof(float), stream_));
     }
   }
-  return Status::Ok();
+  grads_zero_pending_ = true;
+  // A pooled slot is zeroed when acquired, and a captured graph must not
+  // depend on whether its pass is the first after ZeroGrads: zero now.
+  return pool_ || cuda_.cuda_graphs ? MaterializeZeroGrads() : Status::Ok();
 }
 
 Status CudaBackend::MaterializeZeroGrads() {
   if (!grads_zero_pending_) return Status::Ok();
   grads_zero_pending_ = false;
   for (int u = 0; u < layout_.num_units(); ++u) {
-    HT_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
+    if (grads_[u] != nullptr) {  // pool: only a held slot
+      HT_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
+    }
   }
   return Status::Ok();
 }
 
 Status CudaBackend::ZeroGradsNotWrittenByGemms() {
-  const model::ModelConfig& cfg = layout_.config();
-  auto zero = [&](int u, int t) -> Status {
-    const model::TensorSlot& ts = layout_.unit(u).tensors[t];
-    HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads_[u] + ts.offset, 0, ts.numel * sizeof(float), stream_));
-    return Status::Ok();
-  };
-  // Gaps between tensors and the unit's padding: never written by the pass.
-  for (int u = 0; u < layout_.num_units(); ++u) {
-    std::vector<model::Range> used;
-    for (const model::TensorSlot& t : layout_.unit(u).tensors) used.push_back(t.range());
-    std::sort(used.begin(), used.end(), [](const model::Range& a, const model::Range& b) {
-      return a.begin < b.begin;
-    });
-    int64_t at = 0;
-    used.push_back({layout_.unit(u).padded_numel, layout_.unit(u).padded_numel});
-    for (const model::Range& r : used) {
-      if (r.begin > at) {
-        HT_CUDA_RETURN_IF_ERROR(
-            cudaMemsetAsync(grads_[u] + at, 0, (r.begin - at) * sizeof(float), stream_));
-      }
-      at = std::max(at, r.end);
-    }
-  }
-  const int E = model::ParamLayout::kEmbeddingUnit;
-  HT_RETURN_IF_ERROR(zero(E, model::kFinalNorm));
-  // Tied: the LM head's GEMM writes embed_tokens first; untied: the lookup's
-  // scatter-add is its only writer.
-  if (!cfg.tie_word_embeddings) HT_RETURN_IF_ERROR(zero(E, model::kEmbedTokens));
-  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
-    HT_RETURN_IF_ERROR(zero(model::ParamLayout::BlockUnit(l), model::kInputNorm));
-    HT_RETURN_IF_ERROR(zero(model::ParamLayout::BlockUnit(l), model::kPostNorm));
+  for (const auto& [u, r] : unwritten_grads_) {
+    HT_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(grads_[u] + r.begin, 0, r.size() * sizeof(float), stream_));
   }
   return Status::Ok();
 }

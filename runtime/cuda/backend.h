@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/status.h"
@@ -76,6 +77,12 @@ struct PhaseTimes {
   float forward_ms = 0;
   float backward_ms = 0;
 };
+
+// Per unit, the gradient ranges a pass leaves unwritten when its GEMMs write
+// their weight gradients with beta 0: norm weights, gaps and padding, and an
+// untied embedding (its lookup only adds). Merged, in offset order. The lazy
+// ZeroGrads zeroes exactly these at the first pass after it.
+std::vector<std::pair<int, model::Range>> UnwrittenGradRanges(const model::ParamLayout& layout);
 
 class CudaBackend final : public model::Backend {
  public:
@@ -218,6 +225,7 @@ class CudaBackend final : public model::Backend {
   std::vector<int64_t> versions_;  // ParamsVersion per unit
   bool grads_zero_pending_ = false;  // ZeroGrads not carried out yet
   bool first_write_ = false;         // this pass writes (not adds) weight gradients
+  std::vector<std::pair<int, model::Range>> unwritten_grads_;  // UnwrittenGradRanges(layout_)
   std::vector<std::unique_ptr<Acts>> acts_;
   std::unique_ptr<Acts> scratch_;
   // Non-block activations and scratch (see PlanActivations).

@@ -107,6 +107,41 @@ TEST(CudaBackendArgs, RejectsUnsupportedHeadDims) {
   EXPECT_NE(r.status().message().find("head_dim 24"), std::string::npos) << r.status().ToString();
 }
 
+// CPU-runnable: the ranges a first-write pass must zero are exactly the
+// complement of the GEMM-written tensors (everything but the norms and, untied,
+// embed_tokens), padding included, merged and in order.
+TEST(CudaBackendArgs, UnwrittenGradRangesAreTheComplementOfGemmWrites) {
+  for (bool tied : {true, false}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    model::ModelConfig c = SmallConfig();
+    c.tie_word_embeddings = tied;
+    model::LayoutOptions lo;
+    lo.tensor_alignment = 96;  // gaps between tensors
+    lo.pad_multiple = 1000;    // and padding at each unit's end
+    auto layout = model::ParamLayout::Build(c, lo);
+    ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+    const auto ranges = UnwrittenGradRanges(*layout);
+    for (int u = 0; u < layout->num_units(); ++u) {
+      const model::UnitLayout& unit = layout->unit(u);
+      std::vector<char> want(unit.padded_numel, 1);  // 1: must be zeroed
+      for (const model::TensorSlot& t : unit.tensors) {
+        const bool norm = t.kind == model::TensorKind::kNorm;
+        const bool lookup_only = t.kind == model::TensorKind::kEmbedding && !tied;
+        for (int64_t i = t.offset; i < t.offset + t.numel; ++i) want[i] = norm || lookup_only;
+      }
+      std::vector<char> got(unit.padded_numel, 0);
+      int64_t last_end = -1;
+      for (const auto& [ru, r] : ranges) {
+        if (ru != u) continue;
+        EXPECT_GT(r.begin, last_end) << "unit " << u << ": ranges overlap, touch or are out of order";
+        last_end = r.end;
+        for (int64_t i = r.begin; i < r.end; ++i) got[i] = 1;
+      }
+      EXPECT_EQ(got, want) << "unit " << u;
+    }
+  }
+}
+
 class CudaVsCpu : public ::testing::TestWithParam<std::tuple<Precision, int64_t>> {};
 
 TEST_P(CudaVsCpu, LossAndGradientsMatchCpuBackend) {
