@@ -152,7 +152,13 @@ __global__ void RmsNormBackwardDxVecKernel(T* dx, const T* dres, const T* dy,
 }
 
 __global__ void RmsNormDwFinishKernel(float* __restrict__ dw, const float* __restrict__ partial,
-                                      int groups, int cols);
+                                      int groups, int cols) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.0f;
+  for (int g = 0; g < groups; ++g) s += partial[static_cast<size_t>(g) * cols + c];
+  dw[c] += s;
+}
 
 // dx and dw in one pass over dy and r (the two-kernel path reads both twice):
 // each warp takes rows gwarp, gwarp + nwarps, ..., its lanes own fixed columns
@@ -276,14 +282,6 @@ __global__ void RmsNormDwPartialKernel(float* __restrict__ partial, const T* __r
   }
 }
 
-__global__ void RmsNormDwFinishKernel(float* __restrict__ dw, const float* __restrict__ partial,
-                                      int groups, int cols) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float s = 0.0f;
-  for (int g = 0; g < groups; ++g) s += partial[static_cast<size_t>(g) * cols + c];
-  dw[c] += s;
-}
 
 }  // namespace
 
