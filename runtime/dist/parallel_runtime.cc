@@ -2,6 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <optional>
+#include <string>
 
 #include "runtime/dist/hsdp.h"
 #include "runtime/dist/nccl_group.h"
@@ -10,6 +14,20 @@
 namespace hypertrain::dist {
 
 namespace {
+
+// `name`'s value when set (nullopt when unset or empty: keep the default); an
+// InvalidArgument naming the accepted values for anything else.
+StatusOr<std::optional<std::string>> EnvChoice(const EnvLookup& env, const char* name,
+                                               std::initializer_list<const char*> accepted) {
+  const char* v = env(name);
+  if (v == nullptr || *v == '\0') return std::optional<std::string>();
+  std::string list;
+  for (const char* a : accepted) {
+    if (std::strcmp(v, a) == 0) return std::optional<std::string>(v);
+    list += (list.empty() ? "" : ", ") + std::string(a);
+  }
+  return InvalidArgument(std::string(name) + "='" + v + "' is not one of " + list);
+}
 
 class DistRuntime final : public train::ParallelRuntime {
  public:
@@ -79,30 +97,14 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config
   if (const char* h = env("HT_GLOO_HOSTNAME"); h && *h) o.gloo.hostname = h;
   if (const char* i = env("GLOO_SOCKET_IFNAME"); i && *i && o.gloo.hostname.empty()) o.gloo.iface = i;
   HsdpOptions hsdp;
-  if (const char* d = env("HT_REDUCE_DTYPE"); d && *d) {
-    const std::string v = d;
-    if (v == "bf16") {
-      hsdp.reduce_dtype = DType::kBF16;
-    } else if (v != "fp32") {
-      return InvalidArgument("HT_REDUCE_DTYPE='" + v + "' is not one of fp32, bf16");
-    }
-  }
+  HT_ASSIGN_OR_RETURN(const auto reduce, EnvChoice(env, "HT_REDUCE_DTYPE", {"fp32", "bf16"}));
+  if (reduce) hsdp.reduce_dtype = *reduce == "bf16" ? DType::kBF16 : DType::kF32;
   // A/B switch for the split embedding gradient (docs/DISTRIBUTED.md).
-  if (const char* d = env("HT_SPLIT_EMBEDDING_GRAD"); d && *d) {
-    const std::string v = d;
-    if (v != "0" && v != "1") {
-      return InvalidArgument("HT_SPLIT_EMBEDDING_GRAD='" + v + "' is not one of 0, 1");
-    }
-    hsdp.split_embedding_grad = v == "1";
-  }
+  HT_ASSIGN_OR_RETURN(const auto split, EnvChoice(env, "HT_SPLIT_EMBEDDING_GRAD", {"0", "1"}));
+  if (split) hsdp.split_embedding_grad = *split == "1";
   // Replica all-reduce during the backward (default) or after it.
-  if (const char* d = env("HT_REPLICA_REDUCE"); d && *d) {
-    const std::string v = d;
-    if (v != "overlap" && v != "after") {
-      return InvalidArgument("HT_REPLICA_REDUCE='" + v + "' is not one of overlap, after");
-    }
-    hsdp.replica_reduce_during_backward = v == "overlap";
-  }
+  HT_ASSIGN_OR_RETURN(const auto replica, EnvChoice(env, "HT_REPLICA_REDUCE", {"overlap", "after"}));
+  if (replica) hsdp.replica_reduce_during_backward = *replica == "overlap";
   return std::unique_ptr<train::ParallelRuntime>(new DistRuntime(std::move(r), std::move(o), *layout, hsdp));
 }
 

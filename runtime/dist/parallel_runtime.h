@@ -18,7 +18,8 @@
 // Environment knobs: HT_GLOO_HOSTNAME (address the Gloo device binds and
 // advertises; default: this host's name) or GLOO_SOCKET_IFNAME (interface);
 // HT_REDUCE_DTYPE=bf16 (reduce gradients in bf16; default fp32);
-// HT_RENDEZVOUS_TIMEOUT_S (default 300).
+// HT_SPLIT_EMBEDDING_GRAD=0|1 and HT_REPLICA_REDUCE=overlap|after (HsdpOptions;
+// any other value is an InvalidArgument); HT_RENDEZVOUS_TIMEOUT_S (default 300).
 #include <memory>
 
 #include "runtime/config/config.h"
