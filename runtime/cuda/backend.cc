@@ -228,16 +228,21 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   fused_gu_ = bt[model::kUpProj].offset == bt[model::kGateProj].offset + bt[model::kGateProj].numel;
 
   // Parameter, gradient and optimizer state per unit.
-  auto alloc = [&](size_t bytes, void** p) -> Status {
-    HT_CUDA_RETURN_IF_ERROR(cudaMalloc(p, std::max<size_t>(bytes, 256)));
-    allocations_.push_back(*p);
-    allocated_bytes_ += static_cast<int64_t>(std::max<size_t>(bytes, 256));
-    return Status::Ok();
-  };
+  auto alloc = [&](size_t bytes, void** p) { return Alloc(bytes, p); };
   const int U = layout_.num_units();
   if (!options_.owned.empty() && static_cast<int>(options_.owned.size()) != U) {
     return InvalidArgument(fmt::format("owned ranges: {} given for {} units", options_.owned.size(), U));
   }
+  bool whole_units = true;
+  for (size_t u = 0; u < options_.owned.size(); ++u) {
+    whole_units = whole_units && options_.owned[u].begin == 0 &&
+                  options_.owned[u].end == layout_.unit(static_cast<int>(u)).padded_numel;
+  }
+  // PlanActivations places the block gradients (or allocates them if the
+  // plan's per-layer activations are too small to hold one).
+  shared_grads_ = options_.single_pass_grads && cuda_.share_grads_with_activations &&
+                  !options_.unit_pool && !cuda_.cuda_graphs && whole_units &&
+                  config.num_hidden_layers >= 2;
   const size_t es = kc::DTypeSize(dtype_);
   int64_t max_p = 0;
   for (int u = 0; u < U; ++u) max_p = std::max(max_p, layout_.unit(u).padded_numel);
@@ -275,6 +280,9 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
       shard_grads_[u] = static_cast<float*>(p);
       HT_RETURN_IF_ERROR(alloc(r.size() * es, &compute_shard_[u]));
       state_bytes_ += r.size() * (sizeof(float) + es);
+    } else if (shared_grads_ && u != model::ParamLayout::kEmbeddingUnit) {
+      HT_RETURN_IF_ERROR(alloc(P * es, &compute_[u]));  // grads_[u]: PlanActivations
+      state_bytes_ += P * es;
     } else {
       HT_RETURN_IF_ERROR(alloc(P * sizeof(float), &p));
       grads_[u] = static_cast<float*>(p);
@@ -352,6 +360,8 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   stager_ = std::make_unique<Stager>(this);
   pinned_ = std::make_unique<PinnedAllocator>();
   HT_RETURN_IF_ERROR(PlanActivations());
+  grads_zero_pending_ = true;  // the block gradients may only now have a buffer
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
   HT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   UpdatePeakMemory();
   return Status::Ok();
@@ -439,6 +449,7 @@ float* CudaBackend::State(int u, StateKind kind) {
 
 Status CudaBackend::ReadState(int u, StateKind kind, float* host) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  if (kind == StateKind::kShardGrads) HT_RETURN_IF_ERROR(CheckGradsReadable());
   HT_RETURN_IF_ERROR(MaterializeZeroGrads());
   HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, State(u, kind), owned_[u].size() * sizeof(float),
                                           cudaMemcpyDeviceToHost, stream_));
@@ -470,7 +481,24 @@ Status CudaBackend::RefreshCompute(int u, Range r) {
   return Status::Ok();
 }
 
+Status CudaBackend::Alloc(size_t bytes, void** p) {
+  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(p, std::max<size_t>(bytes, 256)));
+  allocations_.push_back(*p);
+  allocated_bytes_ += static_cast<int64_t>(std::max<size_t>(bytes, 256));
+  return Status::Ok();
+}
+
+Status CudaBackend::CheckGradsReadable() const {
+  if (!grads_clobbered_) return Status::Ok();
+  return FailedPrecondition(
+      "the gradients were overwritten by a later forward-only pass (Loss): this backend keeps "
+      "block gradients in activation memory (single_pass_grads); read them before the next "
+      "forward, or create it with CudaOptions::share_grads_with_activations = false");
+}
+
 Status CudaBackend::ZeroGrads() {
+  grads_hold_pass_ = false;
+  grads_clobbered_ = false;
   for (int u = 0; u < layout_.num_units(); ++u) {
     if (owned_[u].size() != layout_.unit(u).padded_numel) {  // a separate shard buffer
       HT_CUDA_RETURN_IF_ERROR(
@@ -495,8 +523,10 @@ Status CudaBackend::MaterializeZeroGrads() {
   return Status::Ok();
 }
 
-Status CudaBackend::ZeroGradsNotWrittenByGemms() {
+Status CudaBackend::ZeroGradsNotWrittenByGemms(int unit) {
   for (const auto& [u, r] : unwritten_grads_) {
+    const bool in_plan = shared_grads_ && u != model::ParamLayout::kEmbeddingUnit;
+    if (unit >= 0 ? u != unit : in_plan) continue;
     HT_CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(grads_[u] + r.begin, 0, r.size() * sizeof(float), stream_));
   }
@@ -505,6 +535,7 @@ Status CudaBackend::ZeroGradsNotWrittenByGemms() {
 
 StatusOr<double> CudaBackend::GradSumSquares(int u) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_RETURN_IF_ERROR(CheckGradsReadable());
   HT_RETURN_IF_ERROR(MaterializeZeroGrads());
   HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(), sumsq_partials_, stream_));
   return SumPartials(kc::kSumSquaresPartials);
@@ -513,6 +544,7 @@ StatusOr<double> CudaBackend::GradSumSquares(int u) {
 // Every unit's partials side by side, one fixed-order sum, one device sync.
 StatusOr<double> CudaBackend::TotalGradSumSquares() {
   const int U = layout_.num_units();
+  HT_RETURN_IF_ERROR(CheckGradsReadable());
   HT_RETURN_IF_ERROR(MaterializeZeroGrads());
   for (int u = 0; u < U; ++u) {
     HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(),
@@ -533,6 +565,7 @@ StatusOr<double> CudaBackend::SumPartials(int n) {
 
 Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_RETURN_IF_ERROR(CheckGradsReadable());
   HT_RETURN_IF_ERROR(MaterializeZeroGrads());
   nvtxRangePushA("optimizer");
   ++versions_[u];

@@ -66,6 +66,11 @@ struct CudaOptions {
   int64_t loss_chunk_rows = 0;
   // Device slots for staged batches; must be >= the loader's prefetch_depth + 2.
   int staging_slots = 16;
+  // With BackendOptions::single_pass_grads, no unit pool, no CUDA graphs and
+  // whole units: block l's gradient lives in the activations of blocks > l
+  // (dead once their backward ran), see PlanActivations. false = always a
+  // separate gradient buffer per unit (bench --share-grads 0).
+  bool share_grads_with_activations = true;
 };
 
 // Device time of the last ForwardBackward, from CUDA events (milliseconds).
@@ -154,6 +159,9 @@ class CudaBackend final : public model::Backend {
   // staging slots, GEMM workspace): the analogue of PyTorch's
   // torch.cuda.max_memory_allocated(), which excludes the CUDA context.
   int64_t allocated_bytes() const { return allocated_bytes_; }
+  // Whether the block gradients live in the activation plan (see
+  // CudaOptions::share_grads_with_activations).
+  bool shares_grads_with_activations() const { return shared_grads_; }
   std::string device_name() const { return device_name_; }
 
  private:
@@ -198,7 +206,15 @@ class CudaBackend final : public model::Backend {
   // weights, an untied embedding): the 4 B/param zeroing pass disappears.
   // Anything that reads gradients before that pass zeroes them for real.
   Status MaterializeZeroGrads();
-  Status ZeroGradsNotWrittenByGemms();
+  // unit < 0: every unit's unwritten ranges, except shared block gradients,
+  // which the forward overwrites and which alias live activations until the
+  // next block's backward ran: BackwardPass zeroes those, unit by unit, just
+  // before the block's own backward.
+  Status ZeroGradsNotWrittenByGemms(int unit = -1);
+  // FailedPrecondition when shared gradients were overwritten by a forward.
+  Status CheckGradsReadable() const;
+  // cudaMalloc recorded in allocations_ and allocated_bytes_.
+  Status Alloc(size_t bytes, void** p);
 
   model::ParamLayout layout_;
   model::BackendOptions options_;
@@ -225,6 +241,16 @@ class CudaBackend final : public model::Backend {
   std::vector<int64_t> versions_;  // ParamsVersion per unit
   bool grads_zero_pending_ = false;  // ZeroGrads not carried out yet
   bool first_write_ = false;         // this pass writes (not adds) weight gradients
+  // Block gradients inside the activation plan (CudaOptions::
+  // share_grads_with_activations): a forward overwrites them, so a pass's
+  // gradients are valid only until the next forward.
+  bool shared_grads_ = false;
+  bool grads_hold_pass_ = false;   // a pass wrote them since ZeroGrads
+  bool grads_clobbered_ = false;   // ... and a later forward overwrote them
+  // Attention backward's dout/dqkv in the layer's gate|up buffer (dead after
+  // the SwiGLU backward), so the backward region holds max(dact + dgu,
+  // attention workspace) instead of their sum.
+  bool att_grads_in_gu_ = false;
   std::vector<std::pair<int, model::Range>> unwritten_grads_;  // UnwrittenGradRanges(layout_)
   std::vector<std::unique_ptr<Acts>> acts_;
   std::unique_ptr<Acts> scratch_;

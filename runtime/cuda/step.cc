@@ -55,9 +55,16 @@ Status CudaBackend::PlanActivations() {
   // fewer fp32 read-modify-writes of the head's weight gradient and fuller
   // GEMMs.
   auto round_up = [](size_t bytes) { return (bytes + 255) & ~size_t{255}; };  // plan alignment
+  // The attention backward's dout and dqkv go in the layer's gate|up buffer
+  // (dead once the SwiGLU backward ran) where they fit, so the region holds
+  // the MLP's dact + dgu or the attention workspace, not both.
+  att_grads_in_gu_ = round_up(size_t(N * Q) * es) + size_t(N * (Q + 2 * K)) * es <=
+                     size_t(N * 2 * F) * es;
   const size_t dact_bytes = round_up(size_t(N * std::max(F, Q)) * es);
   const size_t dgu_bytes = round_up(size_t(N * std::max(2 * F, Q + 2 * K)) * es);
-  const size_t dead_bytes = dact_bytes + dgu_bytes + round_up(attn_ws_bytes_);
+  const size_t dead_bytes = att_grads_in_gu_
+                                ? std::max(dact_bytes + dgu_bytes, round_up(attn_ws_bytes_))
+                                : dact_bytes + dgu_bytes + round_up(attn_ws_bytes_);
   if (cuda_.loss_chunk_rows > 0) {
     chunk_rows_ = std::min(cuda_.loss_chunk_rows, N);
   } else {
@@ -74,6 +81,20 @@ Status CudaBackend::PlanActivations() {
   scratch_ = std::make_unique<Acts>();
   acts_.clear();
   for (int64_t l = 0; l < L; ++l) acts_.push_back(std::make_unique<Acts>());
+
+  // Shared gradients: block l's fp32 gradient sits in the activations of
+  // blocks > l, which are dead once their backward ran, and the last
+  // block's in one extra slot after the last layer. With per-layer
+  // activations of S >= G bytes (a gradient), counting G slots down from the
+  // end of the layers' span + G puts block l's at or after the end of layer
+  // l's activations: offset L*S + G - (L-l)*G >= (l+1)*S.
+  int64_t grad_numel = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    grad_numel = std::max(grad_numel, layout_.unit(ParamLayout::BlockUnit(static_cast<int>(l))).padded_numel);
+  }
+  const size_t grad_bytes = round_up(size_t(grad_numel) * sizeof(float));
+  size_t layer_bytes = 0;  // S, set by plan()
+  bool share = false;
 
   // Two passes: sizes with a null base, then pointers into one allocation.
   auto plan = [&](char* base) -> size_t {
@@ -96,6 +117,7 @@ Status CudaBackend::PlanActivations() {
     s.lse = keep_gemm_outputs ? nullptr : f32(N * cfg.num_attention_heads);
     s.h = keep_gemm_outputs ? nullptr : act(N * C);
     s.gu = keep_gemm_outputs ? nullptr : act(N * 2 * F);
+    const size_t layers_begin = off;
     for (auto& ap_l : acts_) {
       Acts& a = *ap_l;
       a.x = act(N * C);
@@ -110,6 +132,15 @@ Status CudaBackend::PlanActivations() {
       a.h = keep_gemm_outputs ? act(N * C) : s.h;
       a.gu = keep_gemm_outputs ? act(N * 2 * F) : s.gu;
     }
+    layer_bytes = (off - layers_begin) / static_cast<size_t>(L);
+    if (share) {
+      take(grad_bytes);
+      for (int64_t l = 0; l < L; ++l) {
+        const int u = ParamLayout::BlockUnit(static_cast<int>(l));
+        char* g = base == nullptr ? nullptr : base + off - static_cast<size_t>(L - l) * grad_bytes;
+        grads_[u] = shard_grads_[u] = reinterpret_cast<float*>(g);
+      }
+    }
     x_final_ = act(N * C);
     ln_f_ = act(N * C);
     rstd_f_ = f32(N);
@@ -121,10 +152,15 @@ Status CudaBackend::PlanActivations() {
     logits_ = take(std::max(dead_bytes, size_t(chunk_rows_ * V) * es));
     char* region = static_cast<char*>(logits_);
     dact_ = region;
-    datt_ = dact_;  // dact_ is dead once the SwiGLU backward ran
     dgu_ = region == nullptr ? nullptr : region + dact_bytes;
-    dqkv_ = dgu_;  // dgu_ is dead once the gate/up weight gradients ran
-    attn_ws_ = region == nullptr ? nullptr : region + dact_bytes + dgu_bytes;
+    if (att_grads_in_gu_) {  // BlockBackward points datt/dqkv into the layer's gu
+      datt_ = dqkv_ = nullptr;
+      attn_ws_ = region;
+    } else {
+      datt_ = dact_;  // dact_ is dead once the SwiGLU backward ran
+      dqkv_ = dgu_;   // dgu_ is dead once the gate/up weight gradients ran
+      attn_ws_ = region == nullptr ? nullptr : region + dact_bytes + dgu_bytes;
+    }
     losses_ = f32(N);
     norm_scratch_ = f32(static_cast<int64_t>(kc::RmsNormBackwardScratchFloats(static_cast<int>(C))));
     rope_table_ = f32(S_ * D);
@@ -141,13 +177,23 @@ Status CudaBackend::PlanActivations() {
     all_dout_ = emb_ranks_ > 1 ? act(emb_ranks_ * N * C) : nullptr;
     return off;
   };
+  plan(nullptr);  // sets layer_bytes
+  share = shared_grads_ && layer_bytes >= grad_bytes;
+  if (shared_grads_ && !share) {  // e.g. full checkpointing keeps only x per layer
+    shared_grads_ = false;
+    for (int64_t l = 0; l < L; ++l) {
+      const int u = ParamLayout::BlockUnit(static_cast<int>(l));
+      void* p = nullptr;
+      HT_RETURN_IF_ERROR(Alloc(size_t(layout_.unit(u).padded_numel) * sizeof(float), &p));
+      grads_[u] = shard_grads_[u] = static_cast<float*>(p);
+      state_bytes_ += layout_.unit(u).padded_numel * static_cast<int64_t>(sizeof(float));
+    }
+  }
   const size_t total = plan(nullptr);
   void* base = nullptr;
-  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(&base, total));
-  allocations_.push_back(base);
+  HT_RETURN_IF_ERROR(Alloc(total, &base));
   plan(static_cast<char*>(base));
   activation_bytes_ = static_cast<int64_t>(total);
-  allocated_bytes_ += activation_bytes_;
 
   std::vector<double> inv_freq(D / 2);
   cpu::RopeInvFreq(inv_freq.data(), D, cfg.rope_theta, cfg.rope_scaling);
@@ -353,6 +399,11 @@ Status CudaBackend::BlockBackward(int layer) {
   // The first micro-batch after ZeroGrads writes the weight gradients (no
   // zeroing pass over them), later ones add.
   const float dw_beta = first_write_ ? 0.0f : 1.0f;
+  // The attention backward's dout and dqkv (see PlanActivations).
+  void* const datt = att_grads_in_gu_ ? a.gu : datt_;
+  void* const dqkv = att_grads_in_gu_
+                         ? static_cast<char*>(a.gu) + ((size_t(N) * Q * es + 255) & ~size_t{255})
+                         : dqkv_;
   // --- MLP: y = h + down(act), act = silu(gate) * up.
   HT_RETURN_IF_ERROR(g.Matmul({N, F, C, false, false}, dres_, W(u, model::kDownProj), dt, dact_, dt,
                               1.0f, 0.0f, stream_));
@@ -397,7 +448,7 @@ Status CudaBackend::BlockBackward(int layer) {
   }));
   profile_.Mark(Op::kNorm, stream_);
   // --- Attention: h = x + o(att).
-  HT_RETURN_IF_ERROR(g.Matmul({N, Q, C, false, false}, dres_, W(u, model::kOProj), dt, datt_, dt,
+  HT_RETURN_IF_ERROR(g.Matmul({N, Q, C, false, false}, dres_, W(u, model::kOProj), dt, datt, dt,
                               1.0f, 0.0f, stream_));
   HT_RETURN_IF_ERROR(g.Matmul({C, Q, N, true, false}, dres_, a.att, dt, G(u, model::kOProj), f32,
                               1.0f, dw_beta, stream_));
@@ -405,27 +456,27 @@ Status CudaBackend::BlockBackward(int layer) {
   const kc::AttentionParams ap = StepAttentionParams();
   if (dt == kc::DType::kF32) {
     const float* qkv = static_cast<const float*>(a.qkv);
-    float* dqkv = static_cast<float*>(dqkv_);
+    float* const dqkv_f = static_cast<float*>(dqkv);
     HT_RETURN_IF_ERROR(kc::NaiveAttentionBackwardF32(
         ap, qkv, qkv + Q, qkv + Q + K, static_cast<const float*>(a.att),
-        static_cast<const float*>(datt_), a.lse, dqkv, dqkv + Q, dqkv + Q + K,
+        static_cast<const float*>(datt), a.lse, dqkv_f, dqkv_f + Q, dqkv_f + Q + K,
         static_cast<float*>(attn_ws_), stream_));
   } else {
     HT_RETURN_IF_ERROR(kc::AttentionBackward(
-        ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es), a.att, datt_, a.lse, dqkv_,
-        Off(dqkv_, Q, es), Off(dqkv_, Q + K, es), attn_ws_, attn_ws_bytes_, stream_));
+        ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es), a.att, datt, a.lse, dqkv,
+        Off(dqkv, Q, es), Off(dqkv, Q + K, es), attn_ws_, attn_ws_bytes_, stream_));
   }
   profile_.Mark(Op::kAttention, stream_);
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
-    return kc::RopeBackward<T>(static_cast<T*>(dqkv_), QKV, static_cast<T*>(dqkv_), QKV,
+    return kc::RopeBackward<T>(static_cast<T*>(dqkv), QKV, static_cast<T*>(dqkv), QKV,
                                rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
   }));
   profile_.Mark(Op::kRope, stream_);
   if (fused_qkv_) {
-    HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv_, W(u, model::kQProj), dt, dln_,
+    HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv, W(u, model::kQProj), dt, dln_,
                                 dt, 1.0f, 0.0f, stream_));
-    HT_RETURN_IF_ERROR(g.Matmul({QKV, C, N, true, false}, dqkv_, a.ln1, dt, G(u, model::kQProj),
+    HT_RETURN_IF_ERROR(g.Matmul({QKV, C, N, true, false}, dqkv, a.ln1, dt, G(u, model::kQProj),
                                 f32, 1.0f, dw_beta, stream_));
   } else {
     const int tensors[3] = {model::kQProj, model::kKProj, model::kVProj};
@@ -434,11 +485,11 @@ Status CudaBackend::BlockBackward(int layer) {
     for (int i = 0; i < 3; ++i) {
       kc::GemmShape dx{N, C, widths[i], false, false};
       dx.lda = QKV;
-      HT_RETURN_IF_ERROR(g.Matmul(dx, Off(dqkv_, col, es), W(u, tensors[i]), dt, dln_, dt, 1.0f,
+      HT_RETURN_IF_ERROR(g.Matmul(dx, Off(dqkv, col, es), W(u, tensors[i]), dt, dln_, dt, 1.0f,
                                   i == 0 ? 0.0f : 1.0f, stream_));
       kc::GemmShape dw{widths[i], C, N, true, false};
       dw.lda = QKV;
-      HT_RETURN_IF_ERROR(g.Matmul(dw, Off(dqkv_, col, es), a.ln1, dt, G(u, tensors[i]), f32, 1.0f,
+      HT_RETURN_IF_ERROR(g.Matmul(dw, Off(dqkv, col, es), a.ln1, dt, G(u, tensors[i]), f32, 1.0f,
                                   dw_beta, stream_));
       col += widths[i];
     }
@@ -566,6 +617,7 @@ Status CudaBackend::BackwardPass(model::UnitHooks& hooks) {
     HT_RETURN_IF_ERROR(hooks.BeforeBackward(u));
     HT_RETURN_IF_ERROR(CheckHeld(u, true));
     profile_.Mark(Op::kOther, stream_);
+    if (first_write_ && shared_grads_) HT_RETURN_IF_ERROR(ZeroGradsNotWrittenByGemms(u));
     HT_RETURN_IF_ERROR(Recompute(l));
     HT_RETURN_IF_ERROR(BlockBackward(l));
     HT_RETURN_IF_ERROR(hooks.AfterBackward(u));
@@ -654,8 +706,17 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
       cudaMemcpyAsync(dscale_, host_dscale_, sizeof(float), cudaMemcpyHostToDevice, stream_));
   // Capture from the second call on: the first runs eagerly so lazy module
   // loading and cuBLASLt's algorithm choice happen outside the capture.
-  first_write_ = grads_zero_pending_;
+  if (shared_grads_ && (grads_hold_pass_ || grads_clobbered_)) {
+    return FailedPrecondition(
+        "a second ForwardBackward without ZeroGrads: this backend keeps block gradients in "
+        "activation memory (BackendOptions::single_pass_grads), so it cannot accumulate "
+        "micro-batches; create it without single_pass_grads to accumulate");
+  }
+  // Shared gradients: zeros materialised before this pass are overwritten
+  // by its forward, so the pass writes every gradient itself.
+  first_write_ = grads_zero_pending_ || shared_grads_;
   grads_zero_pending_ = false;
+  grads_hold_pass_ = shared_grads_;
   if (first_write_) HT_RETURN_IF_ERROR(ZeroGradsNotWrittenByGemms());
   const bool graph = cuda_.cuda_graphs && !profile_.enabled() && !graph_failed_ && eager_steps_ > 0 &&
                      dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
@@ -711,6 +772,11 @@ StatusOr<double> CudaBackend::Loss(const model::TokenBatch& batch, model::UnitHo
   const int64_t count = cpu::CountTargets(batch.targets, N_, options_.ignore_index);
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
   HT_RETURN_IF_ERROR(LoadTokens(batch));
+  if (shared_grads_) {  // the forward below overwrites the block gradients
+    grads_clobbered_ = grads_clobbered_ || grads_hold_pass_;
+    grads_hold_pass_ = false;
+    grads_zero_pending_ = !grads_clobbered_;  // zeros are re-made on demand
+  }
   HT_RETURN_IF_ERROR(ForwardPass(hooks, false));
   HT_RETURN_IF_ERROR(HeadLoss(/*backward=*/false));
   HT_RETURN_IF_ERROR(hooks.AfterForward(ParamLayout::kEmbeddingUnit));

@@ -105,6 +105,13 @@ struct BackendOptions {
   // the shard-group size R whose micro-batches AccumulateEmbeddingGrad takes;
   // the backend plans gather buffers for R x micro-batch tokens. 0 = off.
   int embedding_grad_ranks = 0;
+  // Each ZeroGrads is followed by at most one ForwardBackward before the
+  // gradients are consumed (no gradient accumulation). A backend may then
+  // keep a block's gradients in activation memory that the backward has
+  // already freed (CUDA: about (layers - 1) block gradients less peak); a
+  // second pass without ZeroGrads, or reading gradients after a forward-only
+  // Loss(), is then an error instead of a silent overwrite.
+  bool single_pass_grads = false;
 };
 
 // Buffers of the split embedding gradient (Backend::EmbeddingGrad). A sharder

@@ -154,6 +154,7 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c) {
   o.micro_batch_size = c.train_batch_size;
   o.seq_len = c.seq_len();
   o.seed = c.seed;
+  o.single_pass_grads = c.grad_accumulation_steps == 1;
   HT_ASSIGN_OR_RETURN(o, par->ShardOptions(c.model, o));
   HT_ASSIGN_OR_RETURN(BackendBundle bundle, CreateBackend(c.backend, c, c.model, o));
   model::Backend& backend = *bundle.backend;
