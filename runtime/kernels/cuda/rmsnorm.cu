@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <initializer_list>
+#include <type_traits>
 
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/rmsnorm.h"
@@ -10,9 +11,11 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 // Row groups of the dw reduction: partial sums per (group, column).
 constexpr int kDwGroups = 64;
-// The fused backward: blocks (each writes one dw partial row), by packs per lane.
-constexpr int kFusedBlocksSmall = 256;  // <= 4 packs per lane: 2 blocks/SM (128 registers), one wave
-constexpr int kFusedBlocksLarge = 128;  // 5..8 packs per lane
+// The fused backward: blocks (each writes one dw partial row), by packs per
+// lane; about one wave on a 132-SM H100/H200. Fixed counts keep the dw sum
+// order independent of the device.
+constexpr int kFusedBlocksSmall = 256;  // <= 4 packs per lane: 2 blocks/SM (<= 128 registers)
+constexpr int kFusedBlocksLarge = 128;  // 5..8 packs per lane: 1 block/SM
 constexpr int kMaxFusedPacks = 8;
 
 // One warp per row.
@@ -118,6 +121,43 @@ __global__ void RmsNormForwardVecKernel(T* __restrict__ y, float* __restrict__ r
   }
 }
 
+// The forward for cols = P packs per lane: the row stays in registers (the
+// vector kernel re-reads res_out) and all 2P loads are issued before the
+// first use, which is what keeps this bandwidth-bound kernel fed.
+template <typename T, int P>
+__global__ void RmsNormForwardRowKernel(T* __restrict__ y, float* __restrict__ rstd, T* res_out,
+                                        const T* a, const T* b, const T* __restrict__ w, int rows,
+                                        int cols, float eps) {
+  constexpr int V = Pack<T>::kSize;
+  const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const size_t base = static_cast<size_t>(row) * cols;
+  Pack<T> r[P];
+#pragma unroll
+  for (int k = 0; k < P; ++k) r[k] = LoadSum(a, b, base + (k * 32 + lane) * V);
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) ss += ToF(r[k].v[j]) * ToF(r[k].v[j]);
+    // res_out may alias a or b: this lane read these elements above.
+    if (res_out != nullptr) StorePack(res_out + base + (k * 32 + lane) * V, r[k]);
+  }
+  ss = WarpSum(ss);
+  const float rs = rsqrtf(ss / cols + eps);
+  if (lane == 0) rstd[row] = rs;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int c = (k * 32 + lane) * V;
+    const Pack<T> pw = LoadPack(w + c);
+    Pack<T> o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) o.v[j] = FromF<T>(ToF(r[k].v[j]) * rs * ToF(pw.v[j]));
+    StorePack(y + base + c, o);
+  }
+}
+
 template <typename T>
 __global__ void RmsNormBackwardDxVecKernel(T* dx, const T* dres, const T* dy,
                                            const T* __restrict__ r, const T* __restrict__ w,
@@ -151,48 +191,73 @@ __global__ void RmsNormBackwardDxVecKernel(T* dx, const T* dres, const T* dy,
   }
 }
 
+// dw[c] += sum over groups of partial[g][c]. Block (32, kFinishLanes): each
+// row lane sums groups y, y + kFinishLanes, ... and the lanes are added in
+// order: fixed order, and the group loop is spread over the block (a
+// thread-per-column loop is a chain of hundreds of dependent loads).
+constexpr int kFinishLanes = 16;
 __global__ void RmsNormDwFinishKernel(float* __restrict__ dw, const float* __restrict__ partial,
                                       int groups, int cols) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
+  __shared__ float tile[kFinishLanes][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
   float s = 0.0f;
-  for (int g = 0; g < groups; ++g) s += partial[static_cast<size_t>(g) * cols + c];
-  dw[c] += s;
+  if (c < cols) {
+    for (int g = threadIdx.y; g < groups; g += kFinishLanes) s += partial[static_cast<size_t>(g) * cols + c];
+  }
+  tile[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kFinishLanes; ++i) sum += tile[i][threadIdx.x];
+    dw[c] += sum;
+  }
+}
+
+cudaError_t LaunchDwFinish(float* dw, const float* partial, int groups, int cols, cudaStream_t stream) {
+  RmsNormDwFinishKernel<<<CeilDiv(cols, 32), dim3(32, kFinishLanes), 0, stream>>>(dw, partial, groups, cols);
+  return cudaGetLastError();
 }
 
 // dx and dw in one pass over dy and r (the two-kernel path reads both twice):
 // each warp takes rows gwarp, gwarp + nwarps, ..., its lanes own fixed columns
-// (P packs each) and keep their dw sums in registers; the block adds its 8
-// warps in order into partial[blockIdx.x]. Fixed grid, fixed order:
-// deterministic.
+// (P packs each) and add their dw terms into the warp's own row of shared
+// memory (registers hold the row's dy, r and dres, all loaded before its
+// reduction); the block adds its 8 warps in order into partial[blockIdx.x].
+// Fixed grid, fixed order: deterministic.
 template <typename T, int P>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, P <= 4 ? 2 : 1)
     RmsNormBackwardFusedKernel(T* dx, const T* dres, const T* dy, const T* __restrict__ r,
                                const T* __restrict__ w, const float* __restrict__ rstd,
                                float* __restrict__ partial, int rows, int cols) {
   constexpr int V = Pack<T>::kSize;
-  extern __shared__ float warp_dw[];  // [kWarpsPerBlock][cols]
+  constexpr int kLaneCols = P * 32;  // stride between a lane's V sums: no bank conflicts
+  // [kWarpsPerBlock][cols], column (k*32 + lane)*V + j at j*kLaneCols + k*32 + lane.
+  extern __shared__ float warp_dw[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nwarps = gridDim.x * kWarpsPerBlock;
-  Pack<T> pw[P];
-  float acc[P][V];
+  float* acc = warp_dw + warp * cols;
 #pragma unroll
   for (int k = 0; k < P; ++k) {
-    pw[k] = LoadPack(w + (k * 32 + lane) * V);
 #pragma unroll
-    for (int j = 0; j < V; ++j) acc[k][j] = 0.0f;
+    for (int j = 0; j < V; ++j) acc[j * kLaneCols + k * 32 + lane] = 0.0f;
   }
   for (int row = blockIdx.x * kWarpsPerBlock + warp; row < rows; row += nwarps) {
     const size_t base = static_cast<size_t>(row) * cols;
-    Pack<T> g[P], x[P];
-    float dot = 0.0f;
+    Pack<T> g[P], x[P], d[P];
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       const int c = (k * 32 + lane) * V;
       g[k] = LoadPack(dy + base + c);
       x[k] = LoadPack(r + base + c);
+      if (dres != nullptr) d[k] = LoadPack(dres + base + c);
+    }
+    float dot = 0.0f;
 #pragma unroll
-      for (int j = 0; j < V; ++j) dot += ToF(g[k].v[j]) * ToF(pw[k].v[j]) * ToF(x[k].v[j]);
+    for (int k = 0; k < P; ++k) {
+      const Pack<T> pw = LoadPack(w + (k * 32 + lane) * V);
+#pragma unroll
+      for (int j = 0; j < V; ++j) dot += ToF(g[k].v[j]) * ToF(pw.v[j]) * ToF(x[k].v[j]);
     }
     dot = WarpSum(dot);
     const float rs = rstd[row];
@@ -200,31 +265,26 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       const int c = (k * 32 + lane) * V;
-      Pack<T> d;
-      if (dres != nullptr) d = LoadPack(dres + base + c);
+      const Pack<T> pw = LoadPack(w + c);
       Pack<T> o;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const float gj = ToF(g[k].v[j]), xj = ToF(x[k].v[j]);
-        float v = rs * ToF(pw[k].v[j]) * gj - kk * xj;
-        if (dres != nullptr) v += ToF(d.v[j]);
+        float v = rs * ToF(pw.v[j]) * gj - kk * xj;
+        if (dres != nullptr) v += ToF(d[k].v[j]);
         o.v[j] = FromF<T>(v);
-        acc[k][j] += gj * xj * rs;
+        acc[j * kLaneCols + k * 32 + lane] += gj * xj * rs;
       }
       // dres and dx (and dy) may alias: this lane read these elements above.
       StorePack(dx + base + c, o);
     }
   }
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-#pragma unroll
-    for (int j = 0; j < V; ++j) warp_dw[warp * cols + (k * 32 + lane) * V + j] = acc[k][j];
-  }
   __syncthreads();
   for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const int s = (c % V) * kLaneCols + c / V;
     float sum = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kWarpsPerBlock; ++i) sum += warp_dw[i * cols + c];
+    for (int i = 0; i < kWarpsPerBlock; ++i) sum += warp_dw[i * cols + s];
     partial[static_cast<size_t>(blockIdx.x) * cols + c] = sum;
   }
 }
@@ -243,8 +303,22 @@ cudaError_t LaunchFusedBackward(T* dx, const T* dres, float* dw, float* scratch,
   }
   RmsNormBackwardFusedKernel<T, P><<<blocks, kWarpsPerBlock * 32, smem, stream>>>(
       dx, dres, dy, r, w, rstd, scratch, rows, cols);
-  RmsNormDwFinishKernel<<<CeilDiv(cols, 256), 256, 0, stream>>>(dw, scratch, blocks, cols);
-  return cudaGetLastError();
+  return LaunchDwFinish(dw, scratch, blocks, cols, stream);
+}
+
+// Calls f(std::integral_constant<int, P>) for the pack counts per lane that
+// have a one-row-in-registers kernel; returns false for any other count.
+template <typename F>
+bool WithPacksPerLane(int packs, F&& f) {
+  switch (packs) {
+    case 1: f(std::integral_constant<int, 1>{}); return true;
+    case 2: f(std::integral_constant<int, 2>{}); return true;
+    case 3: f(std::integral_constant<int, 3>{}); return true;
+    case 4: f(std::integral_constant<int, 4>{}); return true;
+    case 6: f(std::integral_constant<int, 6>{}); return true;
+    case 8: f(std::integral_constant<int, 8>{}); return true;
+    default: return false;
+  }
 }
 
 template <typename T>
@@ -289,6 +363,15 @@ template <typename T>
 cudaError_t RmsNormForward(T* y, float* rstd, T* res_out, const T* a, const T* b, const T* w,
                            int rows, int cols, float eps, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
+  constexpr int V = Pack<T>::kSize;
+  const dim3 grid(CeilDiv(rows, kWarpsPerBlock)), block(kWarpsPerBlock * 32);
+  if (cols % (32 * V) == 0 && Vectorizable<T>(cols, {y, res_out, a, b, w}) &&
+      WithPacksPerLane(cols / (32 * V), [&](auto p) {
+        RmsNormForwardRowKernel<T, decltype(p)::value>
+            <<<grid, block, 0, stream>>>(y, rstd, res_out, a, b, w, rows, cols, eps);
+      })) {
+    return cudaGetLastError();
+  }
   if (Vectorizable<T>(cols, {y, res_out, a, b, w})) {
     RmsNormForwardVecKernel<T><<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
         y, rstd, res_out, a, b, w, rows, cols, eps);
@@ -309,21 +392,19 @@ cudaError_t RmsNormBackward(T* dx, const T* dres, float* dw, float* scratch, con
                             cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
   constexpr int V = Pack<T>::kSize;
-  if (cols % (32 * V) == 0 && Vectorizable<T>(cols, {dx, dres, dy, r, w})) {
-    switch (cols / (32 * V)) {
-      case 1: return LaunchFusedBackward<T, 1>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
-      case 2: return LaunchFusedBackward<T, 2>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
-      case 3: return LaunchFusedBackward<T, 3>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
-      case 4: return LaunchFusedBackward<T, 4>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
-      case 6: return LaunchFusedBackward<T, 6>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
-      case 8: return LaunchFusedBackward<T, 8>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
-      default: break;
-    }
+  cudaError_t fused = cudaSuccess;
+  if (cols % (32 * V) == 0 && Vectorizable<T>(cols, {dx, dres, dy, r, w}) &&
+      WithPacksPerLane(cols / (32 * V), [&](auto p) {
+        fused = LaunchFusedBackward<T, decltype(p)::value>(dx, dres, dw, scratch, dy, r, w, rstd,
+                                                           rows, cols, stream);
+      })) {
+    return fused;
   }
   // dw first: dx may overwrite dy's storage in callers that reuse buffers.
   RmsNormDwPartialKernel<T><<<dim3(CeilDiv(cols, 32), kDwGroups), dim3(32, 8), 0, stream>>>(
       scratch, dy, r, rstd, rows, cols);
-  RmsNormDwFinishKernel<<<CeilDiv(cols, 256), 256, 0, stream>>>(dw, scratch, kDwGroups, cols);
+  const cudaError_t finish = LaunchDwFinish(dw, scratch, kDwGroups, cols, stream);
+  if (finish != cudaSuccess) return finish;
   if (Vectorizable<T>(cols, {dx, dres, dy, r, w})) {
     RmsNormBackwardDxVecKernel<T>
         <<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(dx, dres, dy, r, w,

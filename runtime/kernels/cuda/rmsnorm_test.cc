@@ -23,7 +23,9 @@ TYPED_TEST_SUITE(RmsNormTest, Types);
 TYPED_TEST(RmsNormTest, ForwardWithAndWithoutResidual) {
   HT_SKIP_WITHOUT_GPU();
   using T = TypeParam;
-  for (const int C : {202, 264}) {  // scalar path (202 % 4 != 0) and vector path
+  // Scalar path (202 % 4 != 0), vector path (264), row-in-registers kernels
+  // (768 and 2048: a multiple of 32 lanes x 16 bytes in every type).
+  for (const int C : {202, 264, 768, 2048}) {
   SCOPED_TRACE("C=" + std::to_string(C));
   const int N = 77;
   const double eps = 1e-5;
