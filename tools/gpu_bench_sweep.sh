@@ -4,7 +4,8 @@
 # Each variant runs `hypertrain bench` once with its environment (e.g.
 # HT_GEMM_AUTOTUNE=0, HT_OVERLAP_OPTIMIZER=0, HT_CUDNN_BWD_WORKSPACE_MB=2048,
 # HT_ATTENTION_IMPL=cudnn-fast) and prints its result line under its label, so
-# one device call compares several settings of the same build. A variant that
+# one device call compares several settings of the same build (SWEEP_BIN names
+# another hypertrain binary, e.g. an earlier build's, to compare builds). A variant that
 # fails or exceeds SWEEP_TIMEOUT seconds (default 150) prints its log tail.
 set -u
 R=$(pwd)
@@ -17,7 +18,7 @@ for v in "$@"; do
   IFS='|' read -r label envs args <<< "$v"
   log=$(mktemp)
   # shellcheck disable=SC2086  # envs and args are word lists by design
-  env $envs timeout "${SWEEP_TIMEOUT:-150}" "$R/.gpu/bin/hypertrain" bench $args > "$log" 2>&1
+  env $envs timeout "${SWEEP_TIMEOUT:-150}" "${SWEEP_BIN:-$R/.gpu/bin/hypertrain}" bench $args > "$log" 2>&1
   rc=$?
   echo "== $label [$envs] bench $args (rc $rc)"
   grep -E "tok/s|per-op|autotune m=|gemm autotune" "$log" | cut -c1-1500
