@@ -228,7 +228,6 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   fused_gu_ = bt[model::kUpProj].offset == bt[model::kGateProj].offset + bt[model::kGateProj].numel;
 
   // Parameter, gradient and optimizer state per unit.
-  auto alloc = [&](size_t bytes, void** p) { return Alloc(bytes, p); };
   const int U = layout_.num_units();
   if (!options_.owned.empty() && static_cast<int>(options_.owned.size()) != U) {
     return InvalidArgument(fmt::format("owned ranges: {} given for {} units", options_.owned.size(), U));
@@ -276,28 +275,21 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     owned_.push_back(r);
     void* p = nullptr;
     if (pool_) {
-      HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &p));
+      HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &p));
       shard_grads_[u] = static_cast<float*>(p);
-      HT_RETURN_IF_ERROR(alloc(r.size() * es, &compute_shard_[u]));
+      HT_RETURN_IF_ERROR(Alloc(r.size() * es, &compute_shard_[u]));
       state_bytes_ += r.size() * (sizeof(float) + es);
-    } else if (shared_grads_ && u != model::ParamLayout::kEmbeddingUnit) {
-      HT_RETURN_IF_ERROR(alloc(P * es, &compute_[u]));  // grads_[u]: PlanActivations
-      state_bytes_ += P * es;
     } else {
-      HT_RETURN_IF_ERROR(alloc(P * sizeof(float), &p));
-      grads_[u] = static_cast<float*>(p);
-      if (r.size() == P) {
-        shard_grads_[u] = grads_[u] + r.begin;
-      } else {
-        HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &p));
-        shard_grads_[u] = static_cast<float*>(p);
+      // Shared block gradients get their place in PlanActivations.
+      if (!shared_grads_ || u == model::ParamLayout::kEmbeddingUnit) {
+        HT_RETURN_IF_ERROR(AllocGrads(u));
       }
-      HT_RETURN_IF_ERROR(alloc(P * es, &compute_[u]));
-      state_bytes_ += P * (sizeof(float) + es) + (r.size() == P ? 0 : r.size() * sizeof(float));
+      HT_RETURN_IF_ERROR(Alloc(P * es, &compute_[u]));
+      state_bytes_ += P * es;
     }
-    HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &master_[u]));
-    HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &m_[u]));
-    HT_RETURN_IF_ERROR(alloc(r.size() * sizeof(float), &v_[u]));
+    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &master_[u]));
+    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &m_[u]));
+    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &v_[u]));
     HT_CUDA_RETURN_IF_ERROR(cudaMemset(m_[u], 0, r.size() * sizeof(float)));
     HT_CUDA_RETURN_IF_ERROR(cudaMemset(v_[u], 0, r.size() * sizeof(float)));
     state_bytes_ += r.size() * 3 * sizeof(float);
@@ -328,13 +320,13 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
       const int64_t n = plan.slot_numel[k];
       for (int i = 0; i < plan.param_slots[k]; ++i) {
         void* p = nullptr;
-        HT_RETURN_IF_ERROR(alloc(n * es, &p));
+        HT_RETURN_IF_ERROR(Alloc(n * es, &p));
         param_slots_[k].push_back(p);
         pool_bytes_ += n * es;
       }
       for (int i = 0; i < plan.grad_slots[k]; ++i) {
         void* p = nullptr;
-        HT_RETURN_IF_ERROR(alloc(n * sizeof(float), &p));
+        HT_RETURN_IF_ERROR(Alloc(n * sizeof(float), &p));
         grad_slots_[k].push_back(static_cast<float*>(p));
         pool_bytes_ += n * sizeof(float);
       }
@@ -343,15 +335,13 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     }
   }
   unwritten_grads_ = UnwrittenGradRanges(layout_);
-  HT_RETURN_IF_ERROR(ZeroGrads());
-  HT_RETURN_IF_ERROR(MaterializeZeroGrads());  // cudaMalloc'd: no garbage anywhere, padding included
 
   for (int i = 0; i < cuda_.staging_slots; ++i) {
     auto s = std::make_unique<Slot>();
     void* p = nullptr;
-    HT_RETURN_IF_ERROR(alloc(N_ * sizeof(int32_t), &p));
+    HT_RETURN_IF_ERROR(Alloc(N_ * sizeof(int32_t), &p));
     s->inputs = static_cast<int32_t*>(p);
-    HT_RETURN_IF_ERROR(alloc(N_ * sizeof(int32_t), &p));
+    HT_RETURN_IF_ERROR(Alloc(N_ * sizeof(int32_t), &p));
     s->targets = static_cast<int32_t*>(p);
     HT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming));
     HT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
@@ -359,9 +349,9 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   }
   stager_ = std::make_unique<Stager>(this);
   pinned_ = std::make_unique<PinnedAllocator>();
-  HT_RETURN_IF_ERROR(PlanActivations());
-  grads_zero_pending_ = true;  // the block gradients may only now have a buffer
-  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
+  HT_RETURN_IF_ERROR(PlanActivations());  // places shared block gradients
+  HT_RETURN_IF_ERROR(ZeroGrads());
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());  // cudaMalloc'd: no garbage anywhere, padding included
   HT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   UpdatePeakMemory();
   return Status::Ok();
@@ -485,6 +475,23 @@ Status CudaBackend::Alloc(size_t bytes, void** p) {
   HT_CUDA_RETURN_IF_ERROR(cudaMalloc(p, std::max<size_t>(bytes, 256)));
   allocations_.push_back(*p);
   allocated_bytes_ += static_cast<int64_t>(std::max<size_t>(bytes, 256));
+  return Status::Ok();
+}
+
+Status CudaBackend::AllocGrads(int u) {
+  const int64_t P = layout_.unit(u).padded_numel;
+  const Range r = owned_[u];
+  void* p = nullptr;
+  HT_RETURN_IF_ERROR(Alloc(P * sizeof(float), &p));
+  grads_[u] = static_cast<float*>(p);
+  state_bytes_ += P * sizeof(float);
+  if (r.size() == P) {
+    shard_grads_[u] = grads_[u] + r.begin;
+  } else {
+    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &p));
+    shard_grads_[u] = static_cast<float*>(p);
+    state_bytes_ += r.size() * sizeof(float);
+  }
   return Status::Ok();
 }
 

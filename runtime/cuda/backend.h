@@ -215,6 +215,9 @@ class CudaBackend final : public model::Backend {
   Status CheckGradsReadable() const;
   // cudaMalloc recorded in allocations_ and allocated_bytes_.
   Status Alloc(size_t bytes, void** p);
+  // Unit u's own fp32 gradient buffer (grads_[u]) and, when the rank owns
+  // only part of the unit, a separate shard buffer (shard_grads_[u]).
+  Status AllocGrads(int u);
 
   model::ParamLayout layout_;
   model::BackendOptions options_;

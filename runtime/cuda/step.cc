@@ -31,6 +31,13 @@ const void* Off(const void* p, int64_t elems, size_t es) {
   return static_cast<const char*>(p) + elems * es;
 }
 
+// Alignment of every buffer in the activation plan.
+size_t PlanRoundUp(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
+
+// Where the attention backward's dqkv starts in a layer's gate|up buffer
+// (after dout) when att_grads_in_gu_.
+size_t DqkvOffsetInGu(int64_t N, int64_t Q, size_t es) { return PlanRoundUp(size_t(N * Q) * es); }
+
 struct NvtxRange {
   explicit NvtxRange(const char* name) { nvtxRangePushA(name); }
   ~NvtxRange() { nvtxRangePop(); }
@@ -54,11 +61,11 @@ Status CudaBackend::PlanActivations() {
   // fills them (at least 256 MiB) in equal chunks: fewer, larger chunks mean
   // fewer fp32 read-modify-writes of the head's weight gradient and fuller
   // GEMMs.
-  auto round_up = [](size_t bytes) { return (bytes + 255) & ~size_t{255}; };  // plan alignment
+  const auto round_up = PlanRoundUp;
   // The attention backward's dout and dqkv go in the layer's gate|up buffer
   // (dead once the SwiGLU backward ran) where they fit, so the region holds
   // the MLP's dact + dgu or the attention workspace, not both.
-  att_grads_in_gu_ = round_up(size_t(N * Q) * es) + size_t(N * (Q + 2 * K)) * es <=
+  att_grads_in_gu_ = DqkvOffsetInGu(N, Q, es) + size_t(N * (Q + 2 * K)) * es <=
                      size_t(N * 2 * F) * es;
   const size_t dact_bytes = round_up(size_t(N * std::max(F, Q)) * es);
   const size_t dgu_bytes = round_up(size_t(N * std::max(2 * F, Q + 2 * K)) * es);
@@ -182,11 +189,7 @@ Status CudaBackend::PlanActivations() {
   if (shared_grads_ && !share) {  // e.g. full checkpointing keeps only x per layer
     shared_grads_ = false;
     for (int64_t l = 0; l < L; ++l) {
-      const int u = ParamLayout::BlockUnit(static_cast<int>(l));
-      void* p = nullptr;
-      HT_RETURN_IF_ERROR(Alloc(size_t(layout_.unit(u).padded_numel) * sizeof(float), &p));
-      grads_[u] = shard_grads_[u] = static_cast<float*>(p);
-      state_bytes_ += layout_.unit(u).padded_numel * static_cast<int64_t>(sizeof(float));
+      HT_RETURN_IF_ERROR(AllocGrads(ParamLayout::BlockUnit(static_cast<int>(l))));
     }
   }
   const size_t total = plan(nullptr);
@@ -401,9 +404,8 @@ Status CudaBackend::BlockBackward(int layer) {
   const float dw_beta = first_write_ ? 0.0f : 1.0f;
   // The attention backward's dout and dqkv (see PlanActivations).
   void* const datt = att_grads_in_gu_ ? a.gu : datt_;
-  void* const dqkv = att_grads_in_gu_
-                         ? static_cast<char*>(a.gu) + ((size_t(N) * Q * es + 255) & ~size_t{255})
-                         : dqkv_;
+  void* const dqkv =
+      att_grads_in_gu_ ? static_cast<char*>(a.gu) + DqkvOffsetInGu(N, Q, es) : dqkv_;
   // --- MLP: y = h + down(act), act = silu(gate) * up.
   HT_RETURN_IF_ERROR(g.Matmul({N, F, C, false, false}, dres_, W(u, model::kDownProj), dt, dact_, dt,
                               1.0f, 0.0f, stream_));
