@@ -3,7 +3,7 @@
 //   bench                      # the two reference runs: 125m 16x2048, 1b 4x2048, bf16
 //   bench --model 1b --batch 4 --seq 2048 --steps 30 --warmup 5
 //         [--precision bf16|fp16] [--checkpointing none|selective|full]
-//         [--graphs 0|1] [--share-grads 0|1] [--json out.jsonl]
+//         [--graphs 0|1] [--share-grads 0|1] [--deterministic 0|1] [--json out.jsonl]
 //
 // Per run it prints tokens/s, MFU (model FLOPs per token = 6 * matmul params
 // incl. LM head + 12 * layers * hidden * seq, over the device's dense peak:
@@ -43,6 +43,7 @@ struct RunSpec {
   bool profile = false;  // per-op device times (adds events between ops)
   int64_t loss_chunk_rows = 0;  // 0 = the backend's choice (~256 MiB of logits)
   bool share_grads = true;  // block gradients in freed activations (one micro-batch per step)
+  bool deterministic = true;  // as trainer.deterministic; 0 = cuDNN's atomic-dQ attention backward
 };
 
 double Median(std::vector<double> v) {
@@ -65,6 +66,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
   o.micro_batch_size = r.batch;
   o.seq_len = r.seq;
   o.single_pass_grads = true;  // ZeroGrads + one ForwardBackward per step, like the trainer at A = 1
+  o.deterministic = r.deterministic;
   cuda::CudaOptions co;
   co.share_grads_with_activations = r.share_grads;
   co.cuda_graphs = r.graphs;
@@ -156,12 +158,12 @@ int Run(const RunSpec& r, const std::string& json_path) {
   const double mfu = b.PeakFlops() > 0 ? flops_tok * tok_s / b.PeakFlops() : 0.0;
   const double gib = static_cast<double>(b.PeakMemoryBytes()) / (1u << 30);
   std::printf(
-      "%-5s %s %lldx%lld ckpt=%s graphs=%d grads=%s | %9.0f tok/s | MFU %5.1f%% | peak mem %6.2f GiB "
+      "%-5s %s %lldx%lld ckpt=%s graphs=%d grads=%s det=%d | %9.0f tok/s | MFU %5.1f%% | peak mem %6.2f GiB "
       "(allocated %.2f GiB = act %.2f + state %.2f + other) | step %7.2f ms = data %.2f + fwd %.2f + bwd %.2f + "
       "opt %.2f (+host %.2f) | loss %.4f | %s\n",
       r.model.c_str(), model::PrecisionName(r.precision), static_cast<long long>(r.batch),
       static_cast<long long>(r.seq), model::CheckpointingName(r.checkpointing), r.graphs ? 1 : 0,
-      b.shares_grads_with_activations() ? "shared" : "own", tok_s, 100 * mfu, gib,
+      b.shares_grads_with_activations() ? "shared" : "own", r.deterministic ? 1 : 0, tok_s, 100 * mfu, gib,
       b.allocated_bytes() / double(1u << 30),
       b.activation_bytes() / double(1u << 30),
       b.state_bytes() / double(1u << 30), step, Median(data_ms), Median(fwd_ms), Median(bwd_ms),
@@ -184,6 +186,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
       << "\",\"batch\":" << r.batch << ",\"seq\":" << r.seq << ",\"checkpointing\":\""
       << model::CheckpointingName(r.checkpointing) << "\",\"graphs\":" << (r.graphs ? 1 : 0)
       << ",\"shared_grads\":" << (b.shares_grads_with_activations() ? 1 : 0)
+      << ",\"deterministic\":" << (r.deterministic ? 1 : 0)
       << ",\"tokens_per_s\":" << tok_s << ",\"mfu\":" << mfu << ",\"peak_mem_bytes\":"
       << b.PeakMemoryBytes() << ",\"allocated_bytes\":" << b.allocated_bytes() << ",\"step_ms\":" << step << ",\"data_ms\":" << Median(data_ms)
       << ",\"forward_ms\":" << Median(fwd_ms) << ",\"backward_ms\":" << Median(bwd_ms)
@@ -197,6 +200,7 @@ constexpr char kUsage[] =
     "usage: bench [--model NAME --batch B --seq S] [--steps N] [--warmup N]\n"
     "             [--precision bf16|fp16|fp32|tf32] [--checkpointing none|selective|full]\n"
     "             [--graphs 0|1] [--profile 0|1] [--loss-chunk-rows N] [--share-grads 0|1]\n"
+    "             [--deterministic 0|1]\n"
     "             [--json FILE]\n"
     "Without --model: the reference runs 125m 16x2048 and 1b 4x2048.\n";
 
@@ -237,6 +241,7 @@ int BenchMain(int argc, char** argv) {
     else if (a == "--profile") spec.profile = as_int(next()) != 0;
     else if (a == "--loss-chunk-rows") spec.loss_chunk_rows = as_int(next());
     else if (a == "--share-grads") spec.share_grads = as_int(next()) != 0;
+    else if (a == "--deterministic") spec.deterministic = as_int(next()) != 0;
     else if (a == "--json") json = next();
     else if (a == "--precision") {
       auto p = model::ParsePrecision(next());

@@ -192,6 +192,7 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
   r.String("model.precision", &precision);
   r.String("trainer.precision", &precision);
   r.Int("trainer.log_every_n_steps", &c.log_every_n_steps);
+  r.Bool("trainer.deterministic", &c.deterministic);
   r.String("trainer.backend", &c.backend);
   r.Double("trainer.peak_tflops", &c.peak_tflops);
   r.Int("trainer.devices", &c.devices);

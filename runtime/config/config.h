@@ -54,6 +54,9 @@ struct TrainConfig {
   int64_t max_steps = 100;
   model::Precision precision = model::Precision::kBF16;
   int64_t log_every_n_steps = 10;
+  // Bitwise-reproducible training (same seed, same losses); false allows
+  // faster non-reproducible kernels (as PyTorch's default SDPA backward).
+  bool deterministic = true;
   std::string backend = "auto";  // auto | cpu | cuda
   double peak_tflops = 0;        // 0: the backend's figure for its device
   int64_t devices = 1;           // per node (HyperPod trainer.devices)

@@ -68,6 +68,7 @@ TEST(ConfigTest, ParsesAHyperPodRecipe) {
   EXPECT_EQ(c->seed, 7u);
   EXPECT_EQ(c->checkpoint_dir, "/fsx/exp/checkpoints");
   EXPECT_FALSE(c->loss_scale.enabled);
+  EXPECT_TRUE(c->deterministic);  // reproducible unless asked otherwise
   EXPECT_EQ(c->unknown_keys, (std::vector<std::string>{"model.frobnicate", "trainer_typo"}));
 }
 
@@ -81,6 +82,9 @@ TEST(ConfigTest, OverridesApplyBeforeValidation) {
   EXPECT_TRUE(c->loss_scale.enabled);
   EXPECT_EQ(c->optim.beta1, 0.8);
   EXPECT_EQ(c->data.prefetch_depth, 5);
+  auto fast = ParseTrainConfig(kRecipe, {"trainer.deterministic=false"});
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  EXPECT_FALSE(fast->deterministic);
   EXPECT_NE(std::find(c->unknown_keys.begin(), c->unknown_keys.end(), "exp_manager.new_section.x"),
             c->unknown_keys.end());
   auto bad = ParseTrainConfig(kRecipe, {"model.optim.lr"});
@@ -110,6 +114,8 @@ TEST(ConfigTest, BadValuesNameTheKeyAndAcceptedValues) {
   ExpectError({"model.shape=70b"}, "model.shape: '70b' is not one of tiny, 125m, 1b, 8b");
   ExpectError({"trainer.max_steps=0"}, "trainer.max_steps: 0 must be >= 1");
   ExpectError({"model.data.train_dir=null"}, "model.data.train_dir: required unless");
+  ExpectError({"trainer.deterministic=sometimes"},
+              "trainer.deterministic: 'sometimes' is not true or false");
   ExpectError({"trainer.backend=tpu"}, "trainer.backend: 'tpu' is not one of auto, cpu, cuda");
   ExpectError({"model.data=5"}, "");  // a scalar where a map is expected still fails clearly
 }

@@ -275,6 +275,43 @@ TEST(CudaBackend, SameSeedSameLossesWithStagingAndGraphs) {
   EXPECT_LT(base[2], base[0] + 0.5);  // training runs (and does not blow up)
 }
 
+// deterministic = false swaps only the attention backward (cuDNN's atomic dQ):
+// the forward is the same kernel, so the first loss is bit-identical, and the
+// gradients agree to bf16 rounding.
+TEST(CudaBackend, NonDeterministicModeTrainsLikeTheDeterministicOne) {
+  HT_SKIP_WITHOUT_GPU();
+  const Tokens t = RandomTokens(2 * 96, 300, 41);
+  model::BackendOptions fast_options = Options(Precision::kBF16);
+  fast_options.deterministic = false;
+  auto det = CudaBackend::Create(SmallConfig(), Options(Precision::kBF16));
+  auto fast = CudaBackend::Create(SmallConfig(), fast_options);
+  ASSERT_TRUE(det.ok()) << det.status().ToString();
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  model::NoOpUnitHooks hooks;
+  for (auto* b : {det->get(), fast->get()}) ASSERT_TRUE(b->ZeroGrads().ok());
+  auto det_loss = (*det)->ForwardBackward(t.view(2, 96), 1.0f, hooks);
+  auto fast_loss = (*fast)->ForwardBackward(t.view(2, 96), 1.0f, hooks);
+  ASSERT_TRUE(det_loss.ok() && fast_loss.ok());
+  EXPECT_EQ(*det_loss, *fast_loss) << "the forward does not depend on the mode";
+  for (int u = 0; u < (*det)->layout().num_units(); ++u) {
+    const std::vector<float> a = Read(**det, u, model::StateKind::kShardGrads);
+    const std::vector<float> b = Read(**fast, u, model::StateKind::kShardGrads);
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+      norm += double(a[i]) * a[i];
+    }
+    EXPECT_GT(norm, 0.0) << "unit " << u;
+    EXPECT_LT(std::sqrt(diff / norm), 2e-2) << "unit " << u << ": relative L2 difference";
+  }
+  for (int step = 2; step <= 3; ++step) {
+    const Tokens next = RandomTokens(2 * 96, 300, 41 + step);
+    const double a = TrainStep(**det, next.view(2, 96), step);
+    const double b = TrainStep(**fast, next.view(2, 96), step);
+    EXPECT_NEAR(a, b, 1e-2 * std::fabs(a)) << "step " << step;
+  }
+}
+
 TEST(CudaBackend, Fp16OverflowIsDetectedAndTheScalerSkipsTheStep) {
   HT_SKIP_WITHOUT_GPU();
   auto b = CudaBackend::Create(SmallConfig(), Options(Precision::kFP16));

@@ -214,6 +214,7 @@ kc::AttentionParams CudaBackend::StepAttentionParams() const {
   ap.n_kv_heads = static_cast<int>(cfg.num_key_value_heads);
   ap.head_dim = static_cast<int>(cfg.head_dim());
   ap.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim()));
+  ap.deterministic = options_.deterministic;
   ap.dtype = dtype_ == kc::DType::kF16   ? kc::AttentionDtype::kFp16
              : dtype_ == kc::DType::kF32 ? kc::AttentionDtype::kFp32
                                          : kc::AttentionDtype::kBf16;

@@ -155,6 +155,7 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c) {
   o.seq_len = c.seq_len();
   o.seed = c.seed;
   o.single_pass_grads = c.grad_accumulation_steps == 1;
+  o.deterministic = c.deterministic;
   HT_ASSIGN_OR_RETURN(o, par->ShardOptions(c.model, o));
   HT_ASSIGN_OR_RETURN(BackendBundle bundle, CreateBackend(c.backend, c, c.model, o));
   model::Backend& backend = *bundle.backend;
@@ -190,10 +191,11 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c) {
     const int64_t seq = c.seq_len();
     const int64_t global_batch = c.train_batch_size * c.grad_accumulation_steps * par->data_world();
     spdlog::info("model: {}", c.model.Summary());
-    spdlog::info("backend {} | precision {} | activation checkpointing {} | world {} | "
+    spdlog::info("backend {} | precision {} | activation checkpointing {} | {} | world {} | "
                  "global batch {} x {} = {} tokens/step",
                  backend.name(), model::PrecisionName(c.precision),
-                 model::CheckpointingName(c.activation_checkpointing), par->world_size(),
+                 model::CheckpointingName(c.activation_checkpointing),
+                 c.deterministic ? "deterministic" : "not deterministic", par->world_size(),
                  global_batch, seq, global_batch * seq);
     spdlog::info("FLOPs: 6*{} matmul params + 12*{}*{}*{} = {:.4g} per token (used for MFU); "
                  "Megatron formula (full recompute) {:.4g} per step",

@@ -245,15 +245,17 @@ Impl Resolve(Impl impl, const AttentionParams& p, bool backward) {
   if (p.dtype == AttentionDtype::kFp32) return Impl::kSimple;  // tensor-core paths are 16-bit
   if (impl == Impl::kCudnnForward) return backward ? Impl::kTiled : Impl::kCudnn;
   if (impl != Impl::kAuto) return impl;
+  const bool fast = backward && !p.deterministic;
   const Status st = backward ? cudnn_attention::BackwardWorkspaceBytes(
-                                   p, cudnn_attention::BackwardMode::kDeterministic)
+                                   p, fast ? cudnn_attention::BackwardMode::kFast
+                                           : cudnn_attention::BackwardMode::kDeterministic)
                                    .status()
                              : cudnn_attention::PrepareForward(p);
   const std::string dir = backward ? "backward " : "forward ";
   if (st.ok()) {
     LogOnce(dir + Describe(p) + ": cuDNN " + std::to_string(cudnn_attention::LoadedVersion()) +
-            (backward ? " (deterministic)" : ""));
-    return Impl::kCudnn;
+            (!backward ? "" : fast ? " (atomic dQ, not reproducible)" : " (deterministic)"));
+    return fast ? Impl::kCudnnFast : Impl::kCudnn;
   }
   LogOnce(dir + Describe(p) + ": tiled kernels (cuDNN unavailable: " + st.message() + ")");
   return Impl::kTiled;

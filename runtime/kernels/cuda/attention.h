@@ -26,7 +26,8 @@
 // force one. The choice is printed once per shape on stderr.
 //
 // Backward is deterministic (two runs on the same inputs give bitwise-identical
-// dq, dk, dv) in every implementation except the opt-in cudnn-fast. Ours: no
+// dq, dk, dv) in every implementation except cudnn-fast, which `auto` picks
+// only for params with deterministic = false. Ours: no
 // floating-point atomics; dk/dv of a kv head are summed over its query heads in
 // a fixed order inside one thread block, and dq is computed by a separate pass
 // over key blocks. cuDNN's: its atomic-free "dP workspace" graph.
@@ -66,6 +67,11 @@ struct AttentionParams {
   int64_t k_row_stride = 0;
   int64_t v_row_stride = 0;
   int64_t o_row_stride = 0;
+  // true: the backward must be bitwise reproducible, so `auto` picks cuDNN's
+  // atomic-free backward (or our tiled kernels). false lets `auto` pick
+  // cuDNN's atomic-dQ backward (cudnn-fast): faster and a smaller workspace,
+  // but dq differs in its last bits from run to run. The forward is the same.
+  bool deterministic = true;
 };
 
 // Checks shapes, strides and dtype (pointers are checked by the calls).

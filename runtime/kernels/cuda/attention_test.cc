@@ -685,7 +685,32 @@ TEST(AttentionCudnn, UnsupportedCasesFailClearlyOrFallBack) {
     EXPECT_EQ(internal::Resolve(Impl::kAuto, p, true), Impl::kTiled);
     EXPECT_EQ(internal::BackwardWorkspaceBytes(Impl::kAuto, p), 256u);
     EXPECT_FALSE(cudnn_attention::PrepareForward(p).ok());
+    p.deterministic = false;  // and no atomic cuDNN path either
+    EXPECT_EQ(internal::Resolve(Impl::kAuto, p, true), Impl::kTiled);
   }
+}
+
+// `auto` honours AttentionParams::deterministic: the reproducible cuDNN
+// backward by default, the atomic-dQ one (with its much smaller workspace:
+// no B*H*T^2 dP buffer) only when asked; the forward is the same either way.
+TEST(AttentionCudnn, AutoPicksTheAtomicBackwardOnlyWhenNotDeterministic) {
+  HT_SKIP_WITHOUT_GPU();
+  AttentionParams p;
+  p.batch = 16, p.seq = 2048, p.n_heads = 12, p.n_kv_heads = 4, p.head_dim = 64;
+  p.scale = 0.125f;
+  p.dtype = AttentionDtype::kBf16;
+  ASSERT_TRUE(cudnn_attention::PrepareForward(p).ok());
+  EXPECT_EQ(internal::Resolve(Impl::kAuto, p, false), Impl::kCudnn);
+  EXPECT_EQ(internal::Resolve(Impl::kAuto, p, true), Impl::kCudnn);
+  const size_t det_ws = internal::BackwardWorkspaceBytes(Impl::kAuto, p);
+  p.deterministic = false;
+  EXPECT_EQ(internal::Resolve(Impl::kAuto, p, false), Impl::kCudnn);
+  EXPECT_EQ(internal::Resolve(Impl::kAuto, p, true), Impl::kCudnnFast);
+  const size_t fast_ws = internal::BackwardWorkspaceBytes(Impl::kAuto, p);
+  // dP alone is 2 * B * H * T^2 bytes (1.5 GiB here).
+  EXPECT_GT(det_ws, fast_ws + size_t(2) * 16 * 12 * 2048 * 2048 / 2) << det_ws << " vs " << fast_ws;
+  // An explicit choice still wins over the flag.
+  EXPECT_EQ(internal::Resolve(Impl::kCudnn, p, true), Impl::kCudnn);
 }
 
 }  // namespace
