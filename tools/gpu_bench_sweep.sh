@@ -7,13 +7,14 @@
 # one device call compares several settings of the same build (SWEEP_BIN names
 # another hypertrain binary, e.g. an earlier build's, to compare builds). A variant that
 # fails or exceeds SWEEP_TIMEOUT seconds (default 150) prints its log tail.
+# A variant's LD_LIBRARY_PATH=... in its ENV list picks other CUDA libraries
+# (e.g. the cuDNN that PyTorch's wheels bring); the loaded cuDNN is printed.
 set -u
 R=$(pwd)
 [ -d .gpu ] || tar -xJf .gpu-pack/bundle.tar.xz
 export NCCL_NVLS_ENABLE=0
-d=/usr/local/cuda/lib64
-for n in libcudnn.so.9 libnccl.so.2; do x=$(find / -xdev -name $n 2>/dev/null | head -1); [ -n "$x" ] && d="$d:$(dirname $x)"; done
-export LD_LIBRARY_PATH=$R/.gpu/lib:$d
+. tools/gpu_cuda_libs.sh
+export LD_LIBRARY_PATH=$R/.gpu/lib:$CUDA_LIB_DIRS
 for v in "$@"; do
   IFS='|' read -r label envs args <<< "$v"
   log=$(mktemp)
@@ -21,6 +22,7 @@ for v in "$@"; do
   env $envs timeout "${SWEEP_TIMEOUT:-150}" "${SWEEP_BIN:-$R/.gpu/bin/hypertrain}" bench $args > "$log" 2>&1
   rc=$?
   echo "== $label [$envs] bench $args (rc $rc)"
+  grep -m1 -oE "cuDNN [0-9]+" "$log"
   grep -E "tok/s|per-op|autotune m=|gemm autotune" "$log" | cut -c1-1500
   [ $rc -eq 0 ] || tail -n 5 "$log"
   rm -f "$log"

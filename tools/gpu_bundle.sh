@@ -64,15 +64,10 @@ cat > "$out/run.sh" <<'RUN'
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-# The machine's own CUDA stack: the toolkit, else pip's nvidia-* wheels.
-cuda_dirs=/usr/local/cuda/lib64
-for name in libcudnn.so.9 libnccl.so.2 libcublasLt.so.13; do
-  if ! ls /usr/local/cuda/lib64/$name >/dev/null 2>&1; then
-    d=$(find / -xdev -name "$name" -not -path '*/proc/*' 2>/dev/null | head -n1 | xargs -r dirname)
-    [ -n "$d" ] && cuda_dirs="$cuda_dirs:$d"
-  fi
-done
-export LD_LIBRARY_PATH="$here/lib:$cuda_dirs:${LD_LIBRARY_PATH:-}"
+# The machine's own CUDA stack: the toolkit, the newest cuDNN found, pip's
+# nvidia-* wheels for what the toolkit lacks; GPU_LIB_DIRS first if set.
+. "$here/cuda_libs.sh"
+export LD_LIBRARY_PATH="$here/lib:$CUDA_LIB_DIRS:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 passed=0; failed=0; skipped=0
 for t in "$here"/tests/*; do
@@ -92,6 +87,7 @@ if [ $# -gt 0 ]; then cd "$here" && "$@"; fi
 [ "$failed" -eq 0 ]
 RUN
 cp tools/test_summary.py "$out/test_summary.py"
+cp tools/gpu_cuda_libs.sh "$out/cuda_libs.sh"
 cat > "$out/count_xml.py" <<'PY'
 # Prints "passed failed skipped" for one gtest XML file and the binary's exit code.
 import os, sys

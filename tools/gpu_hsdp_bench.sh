@@ -15,9 +15,8 @@ set -u
 R=$(pwd); export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 [ -d .gpu ] || tar -xJf .gpu-pack/bundle.tar.xz
 G=$R/.gpu
-d=/usr/local/cuda/lib64
-for n in libcudnn.so.9 libnccl.so.2; do x=$(find / -xdev -name $n 2>/dev/null | head -1); [ -n "$x" ] && d="$d:$(dirname $x)"; done
-export LD_LIBRARY_PATH=$G/lib:$d
+. tools/gpu_cuda_libs.sh
+export LD_LIBRARY_PATH=$G/lib:$CUDA_LIB_DIRS
 B=$G/bin/hypertrain
 # Peak memory.used per GPU while "$@" runs.
 SMI=/tmp/smi.$$

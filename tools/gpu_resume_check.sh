@@ -6,9 +6,8 @@
 set -u
 R=$(pwd); export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 [ -d .gpu ] || tar -xJf .gpu-pack/bundle.tar.xz
-d=/usr/local/cuda/lib64
-for n in libcudnn.so.9 libnccl.so.2; do x=$(find / -xdev -name $n 2>/dev/null | head -1); [ -n "$x" ] && d="$d:$(dirname $x)"; done
-export LD_LIBRARY_PATH=$R/.gpu/lib:$d
+. tools/gpu_cuda_libs.sh
+export LD_LIBRARY_PATH=$R/.gpu/lib:$CUDA_LIB_DIRS
 H=$R/.gpu/bin/hypertrain
 S=(--config examples/tiny-cpu.yaml --set trainer.backend=cuda --set model.shape=125m --set model.max_context_width=512
    --set model.data.use_synthetic_data=true --set model.optim.sched.name=constant --set exp_manager.every_n_train_steps=4
