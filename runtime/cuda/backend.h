@@ -62,7 +62,8 @@ namespace hypertrain::cuda {
 struct CudaOptions {
   int device = 0;
   bool cuda_graphs = false;
-  // Token rows per LM-head chunk (0 = choose: about 256 MiB of logits).
+  // Token rows per LM-head chunk (0 = choose: the dead backward region, at
+  // least 1 GiB of logits, in equal chunks).
   int64_t loss_chunk_rows = 0;
   // Device slots for staged batches; must be >= the loader's prefetch_depth + 2.
   int staging_slots = 16;

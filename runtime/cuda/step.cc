@@ -58,9 +58,10 @@ Status CudaBackend::PlanActivations() {
                             kc::NaiveAttentionBackwardScratchFloats(ap) * sizeof(float));
   // The block backward's dact, dgu and attention workspace are dead while the
   // LM head runs, so the head's logits chunk lives in them; by default it
-  // fills them (at least 256 MiB) in equal chunks: fewer, larger chunks mean
+  // fills them (at least 1 GiB) in equal chunks: fewer, larger chunks mean
   // fewer fp32 read-modify-writes of the head's weight gradient and fuller
-  // GEMMs.
+  // GEMMs. The floor matters when the region is small (cuDNN's atomic-dQ
+  // backward, no dP buffer): 1b 6 -> 2 chunks, +0.6% on an H100 for 0.6 GiB.
   const auto round_up = PlanRoundUp;
   // The attention backward's dout and dqkv go in the layer's gate|up buffer
   // (dead once the SwiGLU backward ran) where they fit, so the region holds
@@ -76,7 +77,7 @@ Status CudaBackend::PlanActivations() {
     chunk_rows_ = std::min(cuda_.loss_chunk_rows, N);
   } else {
     const int64_t fit = std::max<int64_t>(
-        static_cast<int64_t>(std::max(dead_bytes, size_t{256} << 20) / (V * es)), 1);
+        static_cast<int64_t>(std::max(dead_bytes, size_t{1} << 30) / (V * es)), 1);
     const int64_t chunks = (N + fit - 1) / fit;
     chunk_rows_ = (N + chunks - 1) / chunks;
   }
