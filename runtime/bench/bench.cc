@@ -41,7 +41,7 @@ struct RunSpec {
   model::ActivationCheckpointing checkpointing = model::ActivationCheckpointing::kNone;
   bool graphs = false;
   bool profile = false;  // per-op device times (adds events between ops)
-  int64_t loss_chunk_rows = 0;  // 0 = the backend's choice (~256 MiB of logits)
+  int64_t loss_chunk_rows = 0;  // 0 = the backend's choice (CudaOptions::loss_chunk_rows)
   bool share_grads = true;  // block gradients in freed activations (one micro-batch per step)
   bool deterministic = true;  // as trainer.deterministic; 0 = cuDNN's atomic-dQ attention backward
 };

@@ -365,20 +365,19 @@ cudaError_t RmsNormForward(T* y, float* rstd, T* res_out, const T* a, const T* b
   if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
   constexpr int V = Pack<T>::kSize;
   const dim3 grid(CeilDiv(rows, kWarpsPerBlock)), block(kWarpsPerBlock * 32);
-  if (cols % (32 * V) == 0 && Vectorizable<T>(cols, {y, res_out, a, b, w}) &&
+  const bool vec = Vectorizable<T>(cols, {y, res_out, a, b, w});
+  if (vec && cols % (32 * V) == 0 &&
       WithPacksPerLane(cols / (32 * V), [&](auto p) {
         RmsNormForwardRowKernel<T, decltype(p)::value>
             <<<grid, block, 0, stream>>>(y, rstd, res_out, a, b, w, rows, cols, eps);
       })) {
     return cudaGetLastError();
   }
-  if (Vectorizable<T>(cols, {y, res_out, a, b, w})) {
-    RmsNormForwardVecKernel<T><<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-        y, rstd, res_out, a, b, w, rows, cols, eps);
-    return cudaGetLastError();
+  if (vec) {
+    RmsNormForwardVecKernel<T><<<grid, block, 0, stream>>>(y, rstd, res_out, a, b, w, rows, cols, eps);
+  } else {
+    RmsNormForwardKernel<T><<<grid, block, 0, stream>>>(y, rstd, res_out, a, b, w, rows, cols, eps);
   }
-  RmsNormForwardKernel<T><<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      y, rstd, res_out, a, b, w, rows, cols, eps);
   return cudaGetLastError();
 }
 
@@ -392,8 +391,9 @@ cudaError_t RmsNormBackward(T* dx, const T* dres, float* dw, float* scratch, con
                             cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
   constexpr int V = Pack<T>::kSize;
+  const bool vec = Vectorizable<T>(cols, {dx, dres, dy, r, w});
   cudaError_t fused = cudaSuccess;
-  if (cols % (32 * V) == 0 && Vectorizable<T>(cols, {dx, dres, dy, r, w}) &&
+  if (vec && cols % (32 * V) == 0 &&
       WithPacksPerLane(cols / (32 * V), [&](auto p) {
         fused = LaunchFusedBackward<T, decltype(p)::value>(dx, dres, dw, scratch, dy, r, w, rstd,
                                                            rows, cols, stream);
@@ -405,7 +405,7 @@ cudaError_t RmsNormBackward(T* dx, const T* dres, float* dw, float* scratch, con
       scratch, dy, r, rstd, rows, cols);
   const cudaError_t finish = LaunchDwFinish(dw, scratch, kDwGroups, cols, stream);
   if (finish != cudaSuccess) return finish;
-  if (Vectorizable<T>(cols, {dx, dres, dy, r, w})) {
+  if (vec) {
     RmsNormBackwardDxVecKernel<T>
         <<<CeilDiv(rows, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(dx, dres, dy, r, w,
                                                                              rstd, rows, cols);
