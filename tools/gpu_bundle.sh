@@ -29,7 +29,7 @@ binaries=$(bazel query "kind('cc_binary', $union)" 2>/dev/null)
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/tests"
 to_path() { local l=${1#//}; echo "$bin_dir/${l/://}"; }
-# Test names carry their package (runtime/cpu:backend_test -> runtime_cpu_backend_test).
+# Test names carry their package (runtime/backends/cpu:backend_test -> runtime_cpu_backend_test).
 test_regex=${GPU_BUNDLE_TESTS:-cuda|attention|nccl|gpu}
 for t in $tests; do
   l=${t#//}; name=$(echo "${l/://}" | tr / _)

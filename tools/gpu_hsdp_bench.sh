@@ -3,7 +3,7 @@
 #   bash tools/gpu_hsdp_bench.sh [parity|bench|launch|all|hsdp1b [--set ...]]  (default parity + bench; each < 10 min)
 # HSDP_NODES x HSDP_PER_NODE "nodes" x ranks (default 2 x 2; one GPU per rank):
 # on a 2-GPU machine use HSDP_NODES=1 HSDP_PER_NODE=2 (shard 2) or 2 x 1 (replicate 2).
-# launch: runtime/dist/launch_train_test.sh with the CUDA backend and NCCL from
+# launch: runtime/launch/launch_train_test.sh with the CUDA backend and NCCL from
 # the bundle (2 nodes x 2 GPUs vs one GPU, then a killed rank).
 # 4-GPU run: HSDP loss parity on 125m (2x2 vs 1 GPU accumulating 4 micro-batches;
 # bf16, then fp16 with the dynamic loss scaler), then HSDP throughput for 125m
@@ -53,7 +53,7 @@ if [ "$MODE" = hsdp1b ]; then  # one 1b HSDP run; extra args after the mode go t
   exit 0
 fi
 if [ "$MODE" = launch ]; then
-  LAUNCH_TRAIN_BACKEND=cuda HYPERTRAIN_BIN=$B TEST_TMPDIR=/tmp bash runtime/dist/launch_train_test.sh
+  LAUNCH_TRAIN_BACKEND=cuda HYPERTRAIN_BIN=$B TEST_TMPDIR=/tmp bash runtime/launch/launch_train_test.sh
   exit $?
 fi
 if [ "$MODE" != bench ]; then

@@ -63,12 +63,12 @@ else
   BAZEL=(bazel)
   [ -n "${HT_BAZEL_OUTPUT_BASE:-}" ] && BAZEL+=(--output_base="$HT_BAZEL_OUTPUT_BASE")
   (cd "$ROOT" && "${BAZEL[@]}" build --experimental_convenience_symlinks=ignore \
-     //tools/kube-local:kube-local //tools/node-agent:node-agent \
+     //localcluster/apiserver:kube-local //localcluster/nodeagent:node-agent \
      //operator/cmd:hypertrain-operator //runtime/cmd:hypertrain)
   BB="$(cd "$ROOT" && "${BAZEL[@]}" info bazel-bin 2>/dev/null)"
   BIN="$WORK.bin"
   rm -rf "$BIN" && mkdir -p "$BIN"
-  cp "$BB/tools/kube-local/kube-local" "$BB/tools/node-agent/node-agent" \
+  cp "$BB/localcluster/apiserver/kube-local" "$BB/localcluster/nodeagent/node-agent" \
      "$BB/operator/cmd/hypertrain-operator" "$BB/runtime/cmd/hypertrain" "$BIN/"
 fi
 for b in kube-local node-agent hypertrain-operator hypertrain; do

@@ -31,11 +31,11 @@
 #include "operator/cmd/http_server.h"
 #include "operator/cmd/metrics.h"
 #include "operator/controller/reconciler.h"
-#include "operator/kube/config.h"
-#include "operator/kube/informer.h"
-#include "operator/kube/leader_election.h"
-#include "operator/kube/rest_client.h"
-#include "operator/kube/workqueue.h"
+#include "kube/config.h"
+#include "kube/informer.h"
+#include "kube/leader_election.h"
+#include "kube/rest_client.h"
+#include "kube/workqueue.h"
 
 namespace hypertrain::operatorcmd {
 namespace {

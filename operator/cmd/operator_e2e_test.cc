@@ -21,10 +21,10 @@
 #include "operator/api/training_job.h"
 #include "operator/api/yaml_json.h"
 #include "operator/controller/reconciler.h"
-#include "operator/kube/resources.h"
-#include "operator/kube/rest_client.h"
-#include "operator/kube/testing/fake_server.h"
-#include "operator/kube/testing/kube_local.h"
+#include "kube/resources.h"
+#include "kube/rest_client.h"
+#include "kube/testing/fake_server.h"
+#include "kube/testing/kube_local.h"
 
 namespace hypertrain::operatorcmd {
 namespace {
@@ -158,7 +158,7 @@ TEST(OperatorE2ETest, RejectsBadFlags) {
 }
 
 TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
-  const std::string kl_bin = kube::testing::Runfile("tools/kube-local/kube-local");
+  const std::string kl_bin = kube::testing::Runfile("localcluster/apiserver/kube-local");
   const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
   ASSERT_FALSE(kl_bin.empty());
   ASSERT_FALSE(op_bin.empty());
@@ -259,7 +259,7 @@ long RssKb(pid_t pid) {
 
 // Benchmark (manual): operator memory with 500 TrainingJobs reconciled.
 TEST(OperatorScaleBench, FiveHundredJobs) {
-  const std::string kl_bin = kube::testing::Runfile("tools/kube-local/kube-local");
+  const std::string kl_bin = kube::testing::Runfile("localcluster/apiserver/kube-local");
   const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
   const std::string dir = kube::testing::MakeTempDir("operator-scale");
   kube::testing::KubeLocal kl(kl_bin, dir);

@@ -38,9 +38,9 @@
 #include <optional>
 #include <string>
 
-#include "operator/kube/error.h"
-#include "operator/kube/resources.h"
-#include "operator/kube/store.h"
+#include "kube/error.h"
+#include "kube/resources.h"
+#include "kube/store.h"
 
 namespace hypertrain::controller {
 

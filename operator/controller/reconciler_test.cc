@@ -1,4 +1,4 @@
-// Reconciler against the real local control plane (//tools/kube-local): the
+// Reconciler against the real local control plane (//localcluster/apiserver:kube-local): the
 // CRD is installed from crds/, informers feed the caches, and the test plays
 // the kubelet by patching pod status. Time is a test clock.
 #include "operator/controller/reconciler.h"
@@ -12,10 +12,10 @@
 #include "operator/api/training_job.h"
 #include "operator/api/yaml_json.h"
 #include "operator/controller/builders.h"
-#include "operator/kube/informer.h"
-#include "operator/kube/rest_client.h"
-#include "operator/kube/testing/fake_server.h"
-#include "operator/kube/testing/kube_local.h"
+#include "kube/informer.h"
+#include "kube/rest_client.h"
+#include "kube/testing/fake_server.h"
+#include "kube/testing/kube_local.h"
 
 namespace hypertrain::controller {
 namespace {
@@ -33,7 +33,7 @@ const kube::ResourceType kCrdType{"apiextensions.k8s.io", "v1", "customresourced
 class ReconcilerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string bin = kube::testing::Runfile("tools/kube-local/kube-local");
+    std::string bin = kube::testing::Runfile("localcluster/apiserver/kube-local");
     ASSERT_FALSE(bin.empty()) << "kube-local binary not in runfiles";
     kl_ = new kube::testing::KubeLocal(bin, kube::testing::MakeTempDir("reconciler"));
     auto started = kl_->Start();

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "runtime/bench/bench.h"
-#include "runtime/cuda/backend.h"
+#include "runtime/backends/cuda/backend.h"
 #include "runtime/model/config.h"
 
 namespace hypertrain::bench {

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/ckpt/crc32c.h"
 
 namespace hypertrain::ckpt {

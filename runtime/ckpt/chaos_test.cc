@@ -22,7 +22,7 @@
 
 #include "runtime/ckpt/atomic_file.h"
 #include "runtime/ckpt/store.h"
-#include "runtime/dist/socket_util.h"
+#include "runtime/launch/socket_util.h"
 
 namespace hypertrain::ckpt {
 namespace {

@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::ckpt {
 

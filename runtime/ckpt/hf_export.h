@@ -26,7 +26,7 @@
 #include "runtime/ckpt/format.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/model/config.h"
 
 namespace hypertrain::ckpt {

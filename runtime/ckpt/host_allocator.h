@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::ckpt {
 

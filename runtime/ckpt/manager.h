@@ -34,7 +34,7 @@
 #include "runtime/ckpt/host_allocator.h"
 #include "runtime/ckpt/log.h"
 #include "runtime/ckpt/store.h"
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::ckpt {
 

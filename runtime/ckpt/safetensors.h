@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "runtime/ckpt/atomic_file.h"
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::ckpt {
 

@@ -27,7 +27,7 @@
 #include "runtime/ckpt/atomic_file.h"
 #include "runtime/ckpt/format.h"
 #include "runtime/ckpt/log.h"
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::ckpt {
 

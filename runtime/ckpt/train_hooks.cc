@@ -7,8 +7,8 @@
 
 #include "runtime/ckpt/hf_export.h"
 #include "runtime/ckpt/layout_desc.h"
-#include "runtime/dist/env.h"
-#include "runtime/dist/groups.h"
+#include "runtime/launch/env.h"
+#include "runtime/parallel/groups.h"
 
 namespace hypertrain::ckpt {
 namespace {

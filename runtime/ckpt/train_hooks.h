@@ -23,7 +23,7 @@
 #include "runtime/ckpt/host_allocator.h"
 #include "runtime/ckpt/manager.h"
 #include "runtime/config/config.h"
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/train/plugins.h"
 
 namespace hypertrain::ckpt {
@@ -33,7 +33,7 @@ StatusOr<CheckpointOptions> OptionsFromConfig(const config::TrainConfig& c);
 // A hash over everything that shapes the training trajectory (model, optimizer,
 // batch, precision, seed), not over checkpoint or logging keys.
 std::string ConfigHash(const config::TrainConfig& c);
-// This rank's place in the sharding layout, as runtime/dist lays it out.
+// This rank's place in the sharding layout, as runtime/parallel lays it out.
 StatusOr<RankPlacement> PlacementFor(const config::TrainConfig& c, int rank, int world_size);
 
 // StateAccess over a model::Backend.

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "runtime/cuda/backend.h"
+#include "runtime/backends/cuda/backend.h"
 #include "runtime/train/plugins.h"
 
 namespace hypertrain::cmd {

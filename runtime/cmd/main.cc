@@ -4,7 +4,7 @@
 
 #include "runtime/bench/bench.h"
 #include "runtime/cmd/commands.h"
-#include "runtime/dist/launch.h"
+#include "runtime/launch/launch.h"
 #include "runtime/train/exit_codes.h"
 
 namespace {

@@ -28,7 +28,7 @@ const char* const kExtraKnownKeys[] = {
     "exp_manager.auto_checkpoint.*", "exp_manager.checkpoint_callback_params.*",
     // CUDA backend (runtime/cmd/cuda_register.cc).
     "trainer.cuda_graphs",
-    // Sharding / distributed (runtime/dist).
+    // Sharding / distributed (runtime/parallel).
     "model.forward_prefetch", "model.backward_prefetch", "model.limit_all_gathers",
     "model.reduce_dtype", "distributed.*",
     // Checkpointing (runtime/checkpoint).

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/config.h"
 #include "runtime/train/lr_schedule.h"

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/data/sampler.h"
 #include "runtime/data/shard.h"
 #include "runtime/model/backend.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::data {
 

@@ -1,8 +1,8 @@
 #pragma once
 // Backend: one device's implementation of the Llama-3 training step over the
 // flat unit layout (runtime/model/layout.h). The CPU reference backend lives in
-// runtime/cpu/, the CUDA backend in runtime/cuda/; the training loop
-// (runtime/train/) and the sharder (runtime/dist/) only see this interface.
+// runtime/backends/cpu/, the CUDA backend in runtime/backends/cuda/; the training loop
+// (runtime/train/) and the sharder (runtime/parallel/) only see this interface.
 //
 // Memory per unit u (all sized/offset as ParamLayout::unit(u)):
 //   ComputeParams(u)  full, compute dtype (bf16/fp16/fp32), padded_numel elems.
@@ -50,7 +50,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/kernels/adamw_params.h"
 #include "runtime/model/layout.h"
 #include "runtime/model/unit_hooks.h"
@@ -182,7 +182,7 @@ class Backend {
   // The device stream (a cudaStream_t for CUDA) on which this backend queues
   // all compute, in issue order; nullptr for host backends, which finish all
   // work before returning. Collectives order themselves against it
-  // (ProcessGroup::SetComputeStream / Work::WaitOnStream in runtime/dist/).
+  // (ProcessGroup::SetComputeStream / Work::WaitOnStream in runtime/parallel/).
   virtual void* ComputeStream() { return nullptr; }
 
   // Unit pool (see the top of this file). Defaults: no pool.

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::model {
 

@@ -62,7 +62,7 @@
 //    data-parallel ranks, for logging.
 // Every hook may fail (e.g. DeadlineExceeded for a collective timeout); the
 // backend stops the step and returns that Status.
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::model {
 

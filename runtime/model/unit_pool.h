@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/layout.h"
 

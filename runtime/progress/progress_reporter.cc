@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "operator/kube/config.h"
-#include "operator/kube/resources.h"
-#include "operator/kube/rest_client.h"
+#include "kube/config.h"
+#include "kube/resources.h"
+#include "kube/rest_client.h"
 #include "runtime/config/config.h"
 
 namespace hypertrain::progress {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dist/launch.h"
+#include "runtime/launch/launch.h"
 
 namespace hypertrain::progress {
 

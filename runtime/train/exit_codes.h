@@ -11,7 +11,7 @@
 //   200      retryable fault (device error, peer lost, I/O hiccup): restart
 //   201      collective timeout / hang detected by the watchdog: restart
 //   128+sig  killed by a signal (e.g. 137 SIGKILL, 143 SIGTERM): restart
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::train {
 

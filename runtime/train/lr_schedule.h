@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::train {
 

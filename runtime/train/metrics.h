@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/train/tensorboard.h"
 
 namespace hypertrain::train {

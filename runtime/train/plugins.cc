@@ -93,7 +93,7 @@ StatusOr<std::unique_ptr<ParallelRuntime>> CreateParallelRuntime(const config::T
   const char* world = std::getenv("WORLD_SIZE");
   if (world != nullptr && std::atoi(world) > 1) {
     return InvalidArgument(fmt::format("WORLD_SIZE={} but this build has no distributed runtime "
-                                       "registered (link //runtime/dist into hypertrain)",
+                                       "registered (link //runtime/parallel into hypertrain)",
                                        world));
   }
   return std::unique_ptr<ParallelRuntime>(std::make_unique<SingleProcessRuntime>());

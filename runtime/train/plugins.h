@@ -2,11 +2,11 @@
 // Extension points of `hypertrain train`, filled in by other components with
 // static registration (link their registration library with alwayslink = 1
 // into //runtime/cmd:hypertrain):
-//  - Backends by name: "cpu" (runtime/cpu:register) and "cuda"
+//  - Backends by name: "cpu" (runtime/backends/cpu:register) and "cuda"
 //    (runtime/cmd:cuda_register).
 //    trainer.backend: auto picks the highest-priority backend whose factory
 //    succeeds (a CUDA factory returns Unavailable without a GPU).
-//  - One ParallelRuntime factory (runtime/dist): rank/world, the data-parallel
+//  - One ParallelRuntime factory (runtime/parallel): rank/world, the data-parallel
 //    split, sharded backend options and the UnitHooks. Default: one process.
 //  - One CheckpointHooks factory (checkpointing): restore at start, save after
 //    steps and at the end.
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "runtime/config/config.h"
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/data/loader.h"
 #include "runtime/data/sampler.h"
 #include "runtime/model/backend.h"

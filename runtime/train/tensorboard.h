@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::train {
 

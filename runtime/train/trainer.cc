@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "runtime/cpu/ops.h"
+#include "runtime/backends/cpu/ops.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/nvtx.h"
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "runtime/config/config.h"
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/data/loader.h"
 #include "runtime/model/backend.h"
 #include "runtime/train/metrics.h"

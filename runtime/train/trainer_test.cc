@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/cpu/backend.h"
+#include "runtime/backends/cpu/backend.h"
 #include "runtime/data/shard.h"
 
 namespace hypertrain::train {

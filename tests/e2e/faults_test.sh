@@ -31,12 +31,12 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; kubectl get tj -o yaml >&2 || true; exit 1; }
 
 "$BIN/runtime/cmd/hypertrain" prepare --out "$T/data" --tokens-per-shard 100000 /usr/share/common-licenses/* > "$T/prepare.log" 2>&1
-"$BIN/tools/kube-local/kube-local" --data-dir "$T/kl" --kubeconfig-out "$KUBECONFIG" --port-file "$T/port" > "$T/kube-local.log" 2>&1 &
+"$BIN/localcluster/apiserver/kube-local" --data-dir "$T/kl" --kubeconfig-out "$KUBECONFIG" --port-file "$T/port" > "$T/kube-local.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do [ -s "$KUBECONFIG" ] && break; sleep 0.1; done
 for _ in $(seq 50); do kubectl get --raw /healthz >/dev/null 2>&1 && break; sleep 0.1; done
 kubectl apply -f "$R/crds/trainingjobs.hypertrain.dev.yaml" > /dev/null
-"$BIN/tools/node-agent/node-agent" --kubeconfig "$KUBECONFIG" --nodes 2 --work-dir "$T/pods" \
+"$BIN/localcluster/nodeagent/node-agent" --kubeconfig "$KUBECONFIG" --nodes 2 --work-dir "$T/pods" \
   --image-map "hypertrain:local=$BIN/runtime/cmd/hypertrain" --max-grace-s 3 --pod-kubeconfig "$KUBECONFIG" \
   --env HYPERTRAIN_PROGRESS_INTERVAL_S=1 > "$T/node-agent.log" 2>&1 &
 PIDS+=($!)

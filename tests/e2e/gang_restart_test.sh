@@ -8,7 +8,7 @@
 set -euo pipefail
 R="$PWD"
 BIN="$(mktemp -d "${TEST_TMPDIR:-/tmp}/bin.XXXXXX")"
-for b in tools/kube-local/kube-local tools/node-agent/node-agent operator/cmd/hypertrain-operator runtime/cmd/hypertrain; do
+for b in localcluster/apiserver/kube-local localcluster/nodeagent/node-agent operator/cmd/hypertrain-operator runtime/cmd/hypertrain; do
   ln -s "$R/$b" "$BIN/$(basename "$b")"
 done
 out="$(mktemp "${TEST_TMPDIR:-/tmp}/out.XXXXXX")"

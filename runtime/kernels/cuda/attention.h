@@ -46,7 +46,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::kernels::cuda {
 

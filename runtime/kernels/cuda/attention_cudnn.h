@@ -36,7 +36,7 @@
 #include <cstddef>
 #include <string>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/kernels/cuda/attention.h"
 
 namespace hypertrain::kernels::cuda::cudnn_attention {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 
 namespace hypertrain::kernels::cuda::cudnn_attention::internal {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/ops.h"
+#include "runtime/backends/cpu/ops.h"
 
 namespace hypertrain::kernels::cuda::internal {
 namespace {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/ops.h"
+#include "runtime/backends/cpu/ops.h"
 #include "runtime/kernels/cuda/attention_cudnn.h"
 #include "runtime/kernels/cuda/attention_internal.h"
 #include "runtime/testing/cuda_device.h"

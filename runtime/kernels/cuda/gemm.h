@@ -33,7 +33,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/kernels/cuda/dtype.h"
 
 namespace hypertrain::kernels::cuda {

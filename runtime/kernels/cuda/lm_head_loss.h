@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/kernels/cuda/dtype.h"
 #include "runtime/kernels/cuda/gemm.h"
 

@@ -11,7 +11,7 @@
 
 #include <cstddef>
 
-#include "runtime/core/status.h"
+#include "core/status.h"
 #include "runtime/kernels/cuda/attention.h"
 
 namespace hypertrain::kernels::cuda {

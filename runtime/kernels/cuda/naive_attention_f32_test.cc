@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "runtime/cpu/ops.h"
+#include "runtime/backends/cpu/ops.h"
 #include "runtime/kernels/cuda/test_util.h"
 #include "runtime/testing/cuda_device.h"
 

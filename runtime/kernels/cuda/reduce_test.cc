@@ -5,7 +5,7 @@
 
 #include <limits>
 
-#include "runtime/cpu/ops.h"
+#include "runtime/backends/cpu/ops.h"
 #include "runtime/kernels/cuda/cast.h"
 #include "runtime/kernels/cuda/test_util.h"
 #include "runtime/testing/cuda_device.h"

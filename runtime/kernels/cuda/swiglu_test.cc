@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/cpu/ops.h"
+#include "runtime/backends/cpu/ops.h"
 #include "runtime/kernels/cuda/test_util.h"
 #include "runtime/testing/cuda_device.h"
 

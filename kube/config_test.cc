@@ -1,0 +1,156 @@
+#include "kube/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "kube/exec_credential.h"
+#include "kube/testing/fake_server.h"
+
+namespace kube {
+namespace {
+
+using testing::MakeTempDir;
+using testing::WriteFile;
+
+// base64("PEM-CA") = UEVNLUNB
+TEST(ConfigTest, KubeconfigSingleFile) {
+  std::string dir = MakeTempDir("kc");
+  WriteFile(dir + "/client.crt", "CERT");
+  WriteFile(dir + "/client.key", "KEY");
+  WriteFile(dir + "/config", R"(apiVersion: v1
+kind: Config
+current-context: dev
+clusters:
+- name: c1
+  cluster:
+    server: https://127.0.0.1:6443
+    certificate-authority-data: UEVNLUNB
+contexts:
+- name: dev
+  context: {cluster: c1, user: u1, namespace: team-a}
+users:
+- name: u1
+  user:
+    client-certificate: client.crt
+    client-key: client.key
+    token: abc
+)");
+  auto c = LoadKubeconfig({dir + "/config"});
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  EXPECT_EQ(c->server, "https://127.0.0.1:6443");
+  EXPECT_EQ(c->ca_pem, "PEM-CA");
+  EXPECT_EQ(c->namespace_name, "team-a");
+  EXPECT_EQ(c->client_cert_pem, "CERT");  // relative to the kubeconfig's directory
+  EXPECT_EQ(c->client_key_pem, "KEY");
+  EXPECT_EQ(c->token, "abc");
+  EXPECT_FALSE(c->insecure_skip_tls_verify);
+  EXPECT_EQ(c->DebugString().find("abc"), std::string::npos);
+}
+
+TEST(ConfigTest, KubeconfigListMergedInOrder) {
+  std::string dir = MakeTempDir("kc");
+  WriteFile(dir + "/a", R"(current-context: ctx-a
+clusters:
+- name: shared
+  cluster: {server: "https://first:1", insecure-skip-tls-verify: true}
+users:
+- name: eks
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: aws
+      args: [eks, get-token, --cluster-name, prod]
+      env: [{name: AWS_PROFILE, value: p1}]
+)");
+  WriteFile(dir + "/b", R"(current-context: ctx-b
+clusters:
+- name: shared
+  cluster: {server: "https://second:2"}
+contexts:
+- name: ctx-a
+  context: {cluster: shared, user: eks}
+- name: ctx-b
+  context: {cluster: shared}
+)");
+  setenv("KUBECONFIG", (dir + "/a:" + dir + "/missing:" + dir + "/b").c_str(), 1);
+  auto c = LoadKubeconfigFromEnv();
+  unsetenv("KUBECONFIG");
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  EXPECT_EQ(c->server, "https://first:1");  // first definition of "shared" wins
+  EXPECT_TRUE(c->insecure_skip_tls_verify);
+  EXPECT_EQ(c->namespace_name, "default");
+  ASSERT_TRUE(c->exec.has_value());
+  EXPECT_EQ(c->exec->command, "aws");
+  EXPECT_EQ(c->exec->args.size(), 4u);
+  EXPECT_EQ(c->exec->env[0].first, "AWS_PROFILE");
+  auto b = LoadKubeconfig({dir + "/a", dir + "/b"}, "ctx-b");
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(b->exec.has_value());
+}
+
+TEST(ConfigTest, KubeconfigErrorsAreClear) {
+  auto missing_ctx = LoadKubeconfigText("current-context: nope\n", "/tmp");
+  ASSERT_FALSE(missing_ctx.ok());
+  EXPECT_EQ(missing_ctx.error().code, ErrorCode::kConfig);
+  EXPECT_NE(missing_ctx.error().message.find("\"nope\" not found"), std::string::npos);
+  auto bad_b64 = LoadKubeconfigText(R"(current-context: x
+contexts: [{name: x, context: {cluster: c}}]
+clusters: [{name: c, cluster: {server: "https://h", certificate-authority-data: "!!!"}}]
+)",
+                                    "/tmp");
+  ASSERT_FALSE(bad_b64.ok());
+  EXPECT_NE(bad_b64.error().message.find("base64"), std::string::npos);
+  auto bad_exec = LoadKubeconfigText(R"(current-context: x
+contexts: [{name: x, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: "https://h"}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1alpha1, command: x}}}]
+)",
+                                     "/tmp");
+  ASSERT_FALSE(bad_exec.ok());
+  EXPECT_NE(bad_exec.error().message.find("v1alpha1"), std::string::npos);
+  auto bad_yaml = LoadKubeconfigText("clusters: [", "/tmp");
+  ASSERT_FALSE(bad_yaml.ok());
+  EXPECT_NE(bad_yaml.error().message.find("invalid YAML"), std::string::npos);
+  auto no_file = LoadKubeconfig({"/nonexistent/kubeconfig"});
+  ASSERT_FALSE(no_file.ok());
+}
+
+TEST(ConfigTest, InCluster) {
+  std::string dir = MakeTempDir("sa");
+  WriteFile(dir + "/token", "sa-token\n");
+  WriteFile(dir + "/ca.crt", "CA");
+  WriteFile(dir + "/namespace", "training\n");
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  EXPECT_FALSE(LoadInCluster(dir).ok());
+  setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+  auto c = LoadInCluster(dir);
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("KUBERNETES_SERVICE_PORT");
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  EXPECT_EQ(c->server, "https://10.0.0.1:443");
+  EXPECT_EQ(c->token_file, dir + "/token");
+  EXPECT_EQ(c->ca_pem, "CA");
+  EXPECT_EQ(c->namespace_name, "training");
+}
+
+TEST(ExecCredentialTest, ParsesAndValidates) {
+  auto ok = ParseExecCredential(
+      R"({"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1",
+    "status":{"token":"k8s-aws-v1.abc","expirationTimestamp":"2030-01-02T03:04:05Z"}})",
+      "client.authentication.k8s.io/v1beta1");
+  ASSERT_TRUE(ok.ok()) << ok.error().ToString();
+  EXPECT_EQ(ok->token, "k8s-aws-v1.abc");
+  ASSERT_TRUE(ok->expiration.has_value());
+  EXPECT_EQ(FormatRfc3339(*ok->expiration), "2030-01-02T03:04:05Z");
+  EXPECT_FALSE(ParseExecCredential("{}", "").ok());
+  EXPECT_FALSE(ParseExecCredential(R"({"kind":"ExecCredential","status":{}})", "").ok());
+  auto off = ParseRfc3339("2030-01-02T05:04:05.123+02:00");
+  ASSERT_TRUE(off.has_value());
+  EXPECT_EQ(FormatRfc3339(*off), "2030-01-02T03:04:05Z");
+  EXPECT_FALSE(ParseRfc3339("yesterday").has_value());
+}
+
+}  // namespace
+}  // namespace kube

@@ -1,0 +1,160 @@
+#include "kube/leader_election.h"
+
+#include <thread>
+
+#include "kube/exec_credential.h"
+
+namespace kube {
+namespace {
+
+// metav1.MicroTime: RFC 3339 with microseconds.
+std::string MicroTimeNow() {
+  auto now = std::chrono::system_clock::now();
+  std::string s = FormatRfc3339(now);  // ...SSZ
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+            1000000;
+  char frac[16];
+  std::snprintf(frac, sizeof(frac), ".%06lld", static_cast<long long>(us));
+  s.insert(s.size() - 1, frac);
+  return s;
+}
+
+}  // namespace
+
+LeaderElector::LeaderElector(std::shared_ptr<RestClient> client, LeaderElectionConfig c,
+                             LeaderCallbacks cb)
+    : leases_(std::move(client), resources::kLeases, c.lease_namespace),
+      cfg_(std::move(c)),
+      cb_(std::move(cb)) {}
+
+Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(std::shared_ptr<RestClient> client,
+                                                             LeaderElectionConfig c,
+                                                             LeaderCallbacks cb) {
+  if (c.lease_namespace.empty() || c.lease_name.empty() || c.identity.empty())
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "leader election needs lease namespace, lease name and identity");
+  if (!(c.retry_period < c.renew_deadline && c.renew_deadline < c.lease_duration))
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "leader election needs retry_period < renew_deadline < lease_duration");
+  return std::unique_ptr<LeaderElector>(
+      new LeaderElector(std::move(client), std::move(c), std::move(cb)));
+}
+
+std::string LeaderElector::ObservedHolder() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return observed_holder_;
+}
+
+Result<bool> LeaderElector::TryAcquireOrRenew() {
+  const std::string now = MicroTimeNow();
+  const int64_t duration_s = std::max<int64_t>(1, cfg_.lease_duration.count() / 1000);
+  auto cur = leases_.Get(cfg_.lease_name);
+  if (!cur.ok()) {
+    if (!IsNotFound(cur.error())) return cur.error();
+    Json lease = {{"metadata", {{"name", cfg_.lease_name}}},
+                  {"spec",
+                   {{"holderIdentity", cfg_.identity},
+                    {"leaseDurationSeconds", duration_s},
+                    {"acquireTime", now},
+                    {"renewTime", now},
+                    {"leaseTransitions", 0}}}};
+    auto c = leases_.Create(lease);
+    if (!c.ok()) {
+      if (IsAlreadyExists(c.error())) return false;  // another candidate was faster
+      return c.error();
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    observed_holder_ = cfg_.identity;
+    observed_record_ = cfg_.identity + "|" + now;
+    observed_at_ = std::chrono::steady_clock::now();
+    return true;
+  }
+  Json lease = std::move(*cur);
+  Json spec = lease.value("spec", Json::object());
+  std::string holder = spec.value("holderIdentity", "");
+  std::string record = holder + "|" + spec.value("renewTime", "");
+  auto local_now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (record != observed_record_) {
+      observed_record_ = record;
+      observed_at_ = local_now;
+    }
+    observed_holder_ = holder;
+    int64_t their_duration = spec.value("leaseDurationSeconds", duration_s);
+    bool expired = local_now - observed_at_ > std::chrono::seconds(their_duration);
+    if (!holder.empty() && holder != cfg_.identity && !expired) return false;
+  }
+  bool transition = holder != cfg_.identity;
+  lease["spec"]["holderIdentity"] = cfg_.identity;
+  lease["spec"]["leaseDurationSeconds"] = duration_s;
+  lease["spec"]["renewTime"] = now;
+  if (transition) {
+    lease["spec"]["acquireTime"] = now;
+    lease["spec"]["leaseTransitions"] = spec.value("leaseTransitions", 0) + 1;
+  }
+  auto u = leases_.Update(lease);  // resourceVersion precondition from the read
+  if (!u.ok()) {
+    if (IsConflict(u.error())) return false;
+    return u.error();
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  observed_holder_ = cfg_.identity;
+  observed_record_ = cfg_.identity + "|" + now;
+  observed_at_ = local_now;
+  return true;
+}
+
+Result<void> LeaderElector::Release() {
+  auto cur = leases_.Get(cfg_.lease_name);
+  if (!cur.ok()) return IsNotFound(cur.error()) ? Result<void>() : Result<void>(cur.error());
+  Json lease = std::move(*cur);
+  if (lease.value("spec", Json::object()).value("holderIdentity", "") != cfg_.identity) return {};
+  lease["spec"]["holderIdentity"] = "";
+  lease["spec"]["renewTime"] = MicroTimeNow();
+  auto u = leases_.Update(lease);
+  if (!u.ok()) return u.error();
+  return {};
+}
+
+void LeaderElector::Run(CancelToken* cancel) {
+  std::string last_reported;
+  auto report = [&] {
+    std::string h = ObservedHolder();
+    if (h != last_reported && !h.empty() && cb_.on_new_leader) cb_.on_new_leader(h);
+    last_reported = h;
+  };
+  // Campaign.
+  while (!cancel->cancelled()) {
+    auto r = TryAcquireOrRenew();
+    report();
+    if (r.ok() && *r) break;
+    cancel->SleepFor(cfg_.retry_period);
+  }
+  if (cancel->cancelled()) return;
+  leader_ = true;
+  CancelToken lead_stop;
+  std::thread worker;
+  if (cb_.on_started_leading) worker = std::thread([&] { cb_.on_started_leading(&lead_stop); });
+  // Renew; give up once renewals keep failing for renew_deadline.
+  auto last_renew = std::chrono::steady_clock::now();
+  while (!cancel->cancelled()) {
+    cancel->SleepFor(cfg_.retry_period);
+    if (cancel->cancelled()) break;
+    auto r = TryAcquireOrRenew();
+    report();
+    if (r.ok() && *r) {
+      last_renew = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (r.ok() && !*r) break;  // someone else holds it now
+    if (std::chrono::steady_clock::now() - last_renew > cfg_.renew_deadline) break;
+  }
+  leader_ = false;
+  lead_stop.Cancel();
+  if (worker.joinable()) worker.join();
+  if (cancel->cancelled() && cfg_.release_on_cancel) (void)Release();
+  if (cb_.on_stopped_leading) cb_.on_stopped_leading();
+}
+
+}  // namespace kube

@@ -1,0 +1,154 @@
+#include "kube/reflector.h"
+
+#include "kube/rate_limiter.h"
+
+namespace kube {
+
+Reflector::Reflector(ResourceClient client, Store* store, DeltaSink sink, ReflectorOptions opts)
+    : client_(std::move(client)), store_(store), sink_(std::move(sink)), opts_(std::move(opts)) {}
+
+std::string Reflector::LastResourceVersion() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return rv_;
+}
+
+ReflectorStats Reflector::stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return stats_;
+}
+
+void Reflector::SetRv(const std::string& rv) {
+  if (rv.empty()) return;
+  std::lock_guard<std::mutex> l(mu_);
+  rv_ = rv;
+}
+
+Result<void> Reflector::ListAndReplace(CancelToken* cancel) {
+  ListOptions lo;
+  lo.label_selector = opts_.label_selector;
+  lo.field_selector = opts_.field_selector;
+  lo.limit = opts_.page_size;
+  auto list = client_.ListAll(lo);
+  if (cancel && cancel->cancelled()) return MakeError(ErrorCode::kCancelled, "cancelled");
+  if (!list.ok()) return list.error();
+  std::vector<Json> items;
+  items.reserve(list->items.size());
+  for (auto& it : list->items) items.push_back(std::move(it));
+  auto deltas = store_->Replace(std::move(items));
+  SetRv(list->resource_version);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.lists;
+  }
+  for (const auto& d : deltas) sink_(d);
+  synced_.store(true);
+  return {};
+}
+
+Result<void> Reflector::WatchOnce(CancelToken* cancel) {
+  WatchOptions wo;
+  wo.label_selector = opts_.label_selector;
+  wo.field_selector = opts_.field_selector;
+  wo.resource_version = LastResourceVersion();
+  wo.allow_bookmarks = true;
+  wo.timeout_seconds = opts_.watch_timeout_seconds;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.watches;
+  }
+  std::optional<Error> in_stream;
+  auto res = client_.Watch(
+      wo,
+      [&](const WatchEvent& e) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          ++stats_.events;
+          if (e.type == WatchEvent::Type::kBookmark) ++stats_.bookmarks;
+        }
+        switch (e.type) {
+          case WatchEvent::Type::kAdded:
+          case WatchEvent::Type::kModified: {
+            std::string rv = ResourceVersionOf(e.object);
+            ObjectPtr old = store_->Upsert(e.object);
+            if (!old) {
+              sink_({StoreDelta::Type::kAdded, nullptr, store_->Get(Store::KeyOf(e.object))});
+            } else if (ResourceVersionOf(*old) != rv) {
+              sink_({StoreDelta::Type::kUpdated, old, store_->Get(Store::KeyOf(e.object))});
+            }
+            SetRv(rv);
+            break;
+          }
+          case WatchEvent::Type::kDeleted: {
+            ObjectPtr old = store_->Remove(Store::KeyOf(e.object));
+            if (old)
+              sink_({StoreDelta::Type::kDeleted, old, std::make_shared<const Json>(e.object)});
+            SetRv(ResourceVersionOf(e.object));
+            break;
+          }
+          case WatchEvent::Type::kBookmark:
+            SetRv(ResourceVersionOf(e.object));
+            break;
+          case WatchEvent::Type::kError:
+            in_stream = ErrorFromStatusObject(0, e.object);
+            return false;  // the server ends the stream after an ERROR anyway
+        }
+        return true;
+      },
+      cancel);
+  if (in_stream) return *in_stream;
+  return res;
+}
+
+void Reflector::Run(CancelToken* cancel) {
+  Backoff backoff(opts_.backoff_base, opts_.backoff_max);
+  int failures = 0;
+  bool need_list = true;
+  auto fail = [&](const Error& e, const char* what) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.errors;
+    }
+    if (log_) log_(std::string(what) + " " + client_.type().plural + ": " + e.ToString());
+    cancel->SleepFor(backoff.Delay(failures++));
+  };
+  while (!cancel->cancelled()) {
+    if (need_list) {
+      auto r = ListAndReplace(cancel);
+      if (!r.ok()) {
+        if (r.error().code == ErrorCode::kCancelled) break;
+        fail(r.error(), "list");
+        continue;
+      }
+      need_list = false;
+      failures = 0;
+    }
+    auto started = std::chrono::steady_clock::now();
+    int64_t events_before = stats().events;
+    auto w = WatchOnce(cancel);
+    if (cancel->cancelled()) break;
+    if (w.ok()) {
+      // Normal close (timeoutSeconds): re-watch from the last RV. A watch that
+      // ends at once with nothing in it is treated as a failure, so a server
+      // that closes every watch immediately does not get a hot loop.
+      bool empty_and_short = stats().events == events_before &&
+                             std::chrono::steady_clock::now() - started < std::chrono::seconds(1);
+      if (empty_and_short) {
+        cancel->SleepFor(backoff.Delay(failures++));
+      } else {
+        failures = 0;
+      }
+      continue;
+    }
+    if (IsGone(w.error())) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ++stats_.relists_after_gone;
+      }
+      need_list = true;  // history compacted: re-list, diff, re-watch
+      continue;
+    }
+    fail(w.error(), "watch");
+  }
+}
+
+}  // namespace kube

@@ -1,0 +1,75 @@
+#pragma once
+// Reflector: keeps a Store in step with the API server by LIST (paged) then
+// WATCH from the list's resourceVersion, following the API conventions:
+//  - re-watch from the last seen resourceVersion (events and BOOKMARKs) after
+//    the server closes a watch normally or the connection drops;
+//  - on 410 Expired (HTTP 410, or an ERROR event with code 410 inside a 200
+//    stream) re-LIST and diff against the store: objects gone from the new
+//    list become deletions, changed ones updates, unseen ones additions;
+//  - an event repeating the stored resourceVersion is not re-delivered, so no
+//    duplicates reach handlers after a re-watch or a re-list;
+//  - other failures back off exponentially (with jitter) and retry; Run()
+//    returns only when the cancel token fires (promptly: open watches are closed).
+// Resource versions are compared for equality only.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "kube/cancel.h"
+#include "kube/resources.h"
+#include "kube/store.h"
+
+namespace kube {
+
+struct ReflectorOptions {
+  std::string label_selector;
+  std::string field_selector;
+  int64_t page_size = 500;
+  int watch_timeout_seconds = 300;
+  std::chrono::milliseconds backoff_base{200};
+  std::chrono::milliseconds backoff_max{10000};
+};
+
+struct ReflectorStats {
+  int64_t lists = 0;    // completed LISTs (all pages)
+  int64_t watches = 0;  // watch requests opened
+  int64_t relists_after_gone = 0;
+  int64_t errors = 0;  // failed list/watch attempts
+  int64_t events = 0;  // watch events received (incl. bookmarks)
+  int64_t bookmarks = 0;
+};
+
+class Reflector {
+ public:
+  using DeltaSink = std::function<void(const StoreDelta&)>;
+  Reflector(ResourceClient client, Store* store, DeltaSink sink, ReflectorOptions opts = {});
+
+  // Blocks until `cancel` fires.
+  void Run(CancelToken* cancel);
+
+  bool HasSynced() const { return synced_.load(); }
+  std::string LastResourceVersion() const;
+  ReflectorStats stats() const;
+  // Receives one line per failure (no secrets: messages come from kube::Error).
+  void SetErrorLogger(std::function<void(const std::string&)> log) { log_ = std::move(log); }
+
+ private:
+  Result<void> ListAndReplace(CancelToken* cancel);
+  // Returns OK on a normal close, kGone when a re-list is needed.
+  Result<void> WatchOnce(CancelToken* cancel);
+  void SetRv(const std::string& rv);
+
+  ResourceClient client_;
+  Store* store_;
+  DeltaSink sink_;
+  ReflectorOptions opts_;
+  std::atomic<bool> synced_{false};
+  mutable std::mutex mu_;
+  std::string rv_;
+  ReflectorStats stats_;
+  std::function<void(const std::string&)> log_;
+};
+
+}  // namespace kube

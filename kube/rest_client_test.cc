@@ -1,0 +1,433 @@
+#include "kube/rest_client.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <thread>
+
+#include "kube/testing/fake_server.h"
+
+namespace kube {
+namespace {
+
+using testing::Conn;
+using testing::FakeServer;
+using testing::HttpRequest;
+using Clock = std::chrono::steady_clock;
+
+std::string StatusBody(int code, const std::string& reason, const std::string& msg) {
+  return Json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
+              {"code", code},     {"reason", reason},   {"message", msg}}
+      .dump();
+}
+
+Config TestConfig(const std::string& url) {
+  Config c;
+  c.server = url;
+  c.retry_base = std::chrono::milliseconds(10);
+  c.retry_max = std::chrono::milliseconds(50);
+  c.request_timeout = std::chrono::milliseconds(5000);
+  c.qps = 0;
+  return c;
+}
+
+std::shared_ptr<RestClient> MustClient(const Config& c) {
+  auto r = RestClient::Create(c);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().ToString());
+  return r.ok() ? *r : nullptr;
+}
+
+TEST(RestClientTest, GetSendsHeadersAndEncodesQuery) {
+  HttpRequest seen;
+  std::mutex mu;
+  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      seen = r;
+    }
+    c.Respond(200, R"({"kind":"PodList","items":[]})");
+  });
+  Config cfg = TestConfig(srv.url());
+  cfg.token = "s3cret-token";
+  auto client = MustClient(cfg);
+  Request req;
+  req.path = "/api/v1/namespaces/ns1/pods";
+  req.query = {{"labelSelector", "app=a,tier!=x"}, {"limit", "5"}};
+  auto r = client->SendJson(req);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ((*r)["kind"], "PodList");
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(seen.path, "/api/v1/namespaces/ns1/pods");
+  EXPECT_EQ(seen.query["labelSelector"], "app=a,tier!=x");
+  EXPECT_EQ(seen.query["limit"], "5");
+  EXPECT_EQ(seen.headers["authorization"], "Bearer s3cret-token");
+  EXPECT_EQ(seen.headers["accept"], "application/json");
+}
+
+TEST(RestClientTest, MapsStatusObjects) {
+  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+    if (r.path == "/nf")
+      c.Respond(404, StatusBody(404, "NotFound", "pods \"x\" not found"));
+    else if (r.path == "/conflict")
+      c.Respond(409, StatusBody(409, "Conflict", "the object has been modified"));
+    else if (r.path == "/exists")
+      c.Respond(409, StatusBody(409, "AlreadyExists", "already exists"));
+    else if (r.path == "/gone")
+      c.Respond(410, StatusBody(410, "Expired", "too old resource version"));
+    else
+      c.Respond(422, "not json at all");
+  });
+  auto client = MustClient(TestConfig(srv.url()));
+  auto get = [&](const std::string& p) {
+    Request q;
+    q.path = p;
+    return client->Send(q);
+  };
+  auto nf = get("/nf");
+  ASSERT_FALSE(nf.ok());
+  EXPECT_EQ(nf.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(nf.error().http_status, 404);
+  EXPECT_EQ(nf.error().reason, "NotFound");
+  EXPECT_EQ(nf.error().message, "pods \"x\" not found");
+  EXPECT_EQ(get("/conflict").error().code, ErrorCode::kConflict);
+  EXPECT_EQ(get("/exists").error().code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(get("/gone").error().code, ErrorCode::kGone);
+  auto inv = get("/other");
+  EXPECT_EQ(inv.error().code, ErrorCode::kInvalid);
+  EXPECT_EQ(inv.error().message, "not json at all");
+  EXPECT_EQ(client->retries(), 0);  // none of these is retryable
+}
+
+TEST(RestClientTest, RetriesTooManyRequestsHonouringRetryAfter) {
+  std::atomic<int> n{0};
+  FakeServer srv([&](const HttpRequest&, Conn& c) {
+    if (n.fetch_add(1) == 0)
+      c.Respond(429, StatusBody(429, "TooManyRequests", "slow down"), {{"Retry-After", "1"}});
+    else
+      c.Respond(200, "{}");
+  });
+  auto client = MustClient(TestConfig(srv.url()));
+  Request q;
+  q.method = "POST";  // 429 means the request was not processed: safe for every verb
+  q.path = "/x";
+  q.body = "{}";
+  auto t0 = Clock::now();
+  auto r = client->Send(q);
+  auto dt = Clock::now() - t0;
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(n.load(), 2);
+  EXPECT_GE(dt, std::chrono::milliseconds(950));
+  EXPECT_LT(dt, std::chrono::seconds(5));
+}
+
+TEST(RestClientTest, RetriesServerErrorForGetNotForPost) {
+  std::atomic<int> n{0};
+  FakeServer srv([&](const HttpRequest&, Conn& c) {
+    if (n.fetch_add(1) % 2 == 0)
+      c.Respond(500, StatusBody(500, "InternalError", "boom"));
+    else
+      c.Respond(200, "{}");
+  });
+  auto client = MustClient(TestConfig(srv.url()));
+  Request get;
+  get.path = "/x";
+  ASSERT_TRUE(client->Send(get).ok());
+  EXPECT_EQ(n.load(), 2);
+  Request post;
+  post.method = "POST";
+  post.path = "/x";
+  post.body = "{}";
+  auto r = client->Send(post);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kServerError);
+  EXPECT_EQ(r.error().message, "boom");
+  EXPECT_EQ(n.load(), 3);
+}
+
+TEST(RestClientTest, RetriesAreBounded) {
+  std::atomic<int> n{0};
+  FakeServer srv([&](const HttpRequest&, Conn& c) {
+    n.fetch_add(1);
+    c.Respond(503, StatusBody(503, "ServiceUnavailable", "down"));
+  });
+  Config cfg = TestConfig(srv.url());
+  cfg.max_retries = 3;
+  auto client = MustClient(cfg);
+  Request q;
+  q.path = "/x";
+  auto r = client->Send(q);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kServerError);
+  EXPECT_EQ(n.load(), 4);
+  EXPECT_NE(r.error().message.find("after 4 attempts"), std::string::npos);
+}
+
+TEST(RestClientTest, ConnectionRefusedIsTransportErrorAfterRetries) {
+  int port;
+  {
+    FakeServer srv([](const HttpRequest&, Conn& c) { c.Respond(200, "{}"); });
+    port = srv.port();
+  }
+  Config cfg = TestConfig("http://127.0.0.1:" + std::to_string(port));
+  cfg.max_retries = 2;
+  auto client = MustClient(cfg);
+  Request q;
+  q.path = "/x";
+  auto r = client->Send(q);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kTransport) << r.error().ToString();
+  EXPECT_EQ(client->attempts(), 3);
+}
+
+TEST(RestClientTest, EveryRequestHasATimeout) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  FakeServer srv([&](const HttpRequest&, Conn& c) {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait_for(l, std::chrono::seconds(10), [&] { return release; });
+    c.Respond(200, "{}");
+  });
+  Config cfg = TestConfig(srv.url());
+  cfg.max_retries = 0;
+  auto client = MustClient(cfg);
+  Request q;
+  q.path = "/slow";
+  q.timeout = std::chrono::milliseconds(300);
+  auto t0 = Clock::now();
+  auto r = client->Send(q);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kTimeout) << r.error().ToString();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(3));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    release = true;
+  }
+  cv.notify_all();
+}
+
+TEST(RestClientTest, ClientSideRateLimit) {
+  FakeServer srv([](const HttpRequest&, Conn& c) { c.Respond(200, "{}"); });
+  Config cfg = TestConfig(srv.url());
+  cfg.qps = 20;
+  cfg.burst = 1;
+  auto client = MustClient(cfg);
+  Request q;
+  q.path = "/x";
+  auto t0 = Clock::now();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(client->Send(q).ok());
+  // 1 burst token + 5 refills at 20/s ≥ 250 ms.
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(240));
+}
+
+TEST(RestClientTest, TokenFileIsReReadWhenRotated) {
+  std::string dir = testing::MakeTempDir("tokfile");
+  testing::WriteFile(dir + "/token", "first-token\n");
+  std::vector<std::string> seen;
+  std::mutex mu;
+  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+    std::lock_guard<std::mutex> l(mu);
+    seen.push_back(r.headers.at("authorization"));
+    c.Respond(200, "{}");
+  });
+  Config cfg = TestConfig(srv.url());
+  cfg.token_file = dir + "/token";
+  auto client = MustClient(cfg);
+  Request q;
+  q.path = "/x";
+  ASSERT_TRUE(client->Send(q).ok());
+  testing::WriteFile(dir + "/token", "second-token-longer\n");
+  ASSERT_TRUE(client->Send(q).ok());
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], "Bearer first-token");
+  EXPECT_EQ(seen[1], "Bearer second-token-longer");
+}
+
+// The plugin counts its runs in a file and returns token "tok-<n>".
+std::string WritePlugin(const std::string& dir, const std::string& expiry) {
+  std::string script =
+      "#!/bin/sh\n"
+      "n=$(cat \"$COUNT_FILE\" 2>/dev/null || echo 0)\n"
+      "n=$((n+1))\n"
+      "echo $n > \"$COUNT_FILE\"\n"
+      "test \"$(echo \"$KUBERNETES_EXEC_INFO\" | grep -c ExecCredential)\" = 1 || exit 3\n"
+      "printf "
+      "'{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":\"ExecCredential\","
+      "\"status\":{\"token\":\"tok-%s\"" +
+      expiry + "}}' $n\n";
+  testing::WriteFile(dir + "/plugin.sh", script, 0755);
+  return dir + "/plugin.sh";
+}
+
+TEST(RestClientTest, ExecPluginCachedAndReRunOn401) {
+  std::string dir = testing::MakeTempDir("exec");
+  std::atomic<int> unauthorized{0};
+  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+    if (r.headers.at("authorization") == "Bearer tok-2") {
+      c.Respond(200, "{}");
+    } else {
+      unauthorized.fetch_add(1);
+      c.Respond(401, StatusBody(401, "Unauthorized", "Unauthorized"));
+    }
+  });
+  Config cfg = TestConfig(srv.url());
+  ExecConfig ex;
+  ex.api_version = "client.authentication.k8s.io/v1beta1";
+  ex.command = WritePlugin(dir, "");
+  ex.env = {{"COUNT_FILE", dir + "/count"}};
+  cfg.exec = ex;
+  auto client = MustClient(cfg);
+  Request q;
+  q.path = "/x";
+  auto r = client->Send(q);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(unauthorized.load(), 1);
+  EXPECT_EQ(client->exec_runs(), 2);
+  ASSERT_TRUE(client->Send(q).ok());  // cached: no third run
+  EXPECT_EQ(client->exec_runs(), 2);
+  EXPECT_EQ(testing::ReadFile(dir + "/count"), "2\n");
+}
+
+TEST(RestClientTest, ExecPluginReRunAfterExpiry) {
+  std::string dir = testing::MakeTempDir("exec2");
+  FakeServer srv([&](const HttpRequest&, Conn& c) { c.Respond(200, "{}"); });
+  Config cfg = TestConfig(srv.url());
+  ExecConfig ex;
+  ex.api_version = "client.authentication.k8s.io/v1beta1";
+  ex.command = WritePlugin(dir, R"(,"expirationTimestamp":"2001-01-01T00:00:00Z")");
+  ex.env = {{"COUNT_FILE", dir + "/count"}};
+  cfg.exec = ex;
+  auto client = MustClient(cfg);
+  Request q;
+  q.path = "/x";
+  for (int i = 0; i < 3; ++i) {
+    auto r = client->Send(q);
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+  EXPECT_EQ(client->exec_runs(), 3);  // an expired token is never reused
+}
+
+TEST(RestClientTest, ExecPluginFailureAndTimeoutAreClear) {
+  std::string dir = testing::MakeTempDir("exec3");
+  testing::WriteFile(dir + "/fail.sh", "#!/bin/sh\necho 'no creds configured' >&2\nexit 7\n", 0755);
+  testing::WriteFile(dir + "/hang.sh", "#!/bin/sh\nexec sleep 30\n", 0755);
+  FakeServer srv([&](const HttpRequest&, Conn& c) { c.Respond(200, "{}"); });
+  Config cfg = TestConfig(srv.url());
+  ExecConfig ex;
+  ex.api_version = "client.authentication.k8s.io/v1beta1";
+  ex.command = dir + "/fail.sh";
+  cfg.exec = ex;
+  Request q;
+  q.path = "/x";
+  auto r = MustClient(cfg)->Send(q);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kAuth);
+  EXPECT_NE(r.error().message.find("exited with 7: no creds configured"), std::string::npos);
+  cfg.exec->command = dir + "/hang.sh";
+  cfg.exec->timeout = std::chrono::milliseconds(300);
+  auto t0 = Clock::now();
+  r = MustClient(cfg)->Send(q);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("timed out"), std::string::npos) << r.error().ToString();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(srv.requests(), 0);
+}
+
+TEST(RestClientTest, TokensNeverLogged) {
+  FakeServer srv([&](const HttpRequest&, Conn& c) {
+    c.Respond(401, StatusBody(401, "Unauthorized", "Unauthorized"));
+  });
+  Config cfg = TestConfig(srv.url());
+  cfg.token = "TOPSECRET-abc123";
+  auto client = MustClient(cfg);
+  std::vector<std::string> lines;
+  std::mutex mu;
+  client->SetDebugLogger([&](const std::string& l) {
+    std::lock_guard<std::mutex> g(mu);
+    lines.push_back(l);
+  });
+  Request q;
+  q.path = "/x";
+  auto r = client->Send(q);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnauthorized);
+  EXPECT_EQ(r.error().ToString().find("TOPSECRET"), std::string::npos);
+  std::lock_guard<std::mutex> g(mu);
+  ASSERT_FALSE(lines.empty());
+  bool saw_redacted = false;
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.find("TOPSECRET"), std::string::npos) << l;
+    saw_redacted |= l.find("Bearer <redacted>") != std::string::npos;
+  }
+  EXPECT_TRUE(saw_redacted);
+  EXPECT_EQ(cfg.DebugString().find("TOPSECRET"), std::string::npos);
+  EXPECT_EQ(RedactSecrets(R"({"status":{"token":"abc"}} Authorization: Bearer xyz.def)"),
+            R"({"status":{"token":"<redacted>"}} Authorization: Bearer <redacted>)");
+}
+
+TEST(RestClientTest, StreamDeliversChunksAndCancelsPromptly) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+    c.StartChunked(200);
+    c.Chunk("hello ");
+    c.Chunk("world\n");
+    if (r.query.count("end")) {
+      c.EndChunked();
+      return;
+    }
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait_for(l, std::chrono::seconds(20), [&] { return stop; });
+  });
+  auto client = MustClient(TestConfig(srv.url()));
+  std::string got;
+  Request q;
+  q.path = "/w";
+  q.query = {{"end", "1"}};
+  auto r = client->Stream(q, [&](std::string_view d) {
+    got.append(d);
+    return true;
+  });
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(got, "hello world\n");
+
+  // An open stream is closed promptly by the cancel token.
+  CancelToken cancel;
+  got.clear();
+  q.query.clear();
+  q.timeout = std::chrono::seconds(60);
+  std::thread t([&] {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (got.size() >= 12) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    cancel.Cancel();
+  });
+  auto t0 = Clock::now();
+  r = client->Stream(
+      q,
+      [&](std::string_view d) {
+        std::lock_guard<std::mutex> l(mu);
+        got.append(d);
+        return true;
+      },
+      &cancel);
+  t.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kCancelled);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    stop = true;
+  }
+  cv.notify_all();
+}
+
+}  // namespace
+}  // namespace kube

@@ -1,0 +1,147 @@
+#include "localcluster/apiserver/garbage_collector.h"
+
+#include <map>
+#include <set>
+
+namespace kubelocal {
+namespace {
+
+std::string Meta(const json& o, const char* f) {
+  return o.contains("metadata") && o["metadata"].contains(f) && o["metadata"][f].is_string()
+             ? o["metadata"][f].get<std::string>()
+             : "";
+}
+bool Deleting(const json& o) { return o.contains("/metadata/deletionTimestamp"_json_pointer); }
+bool HasFinalizer(const json& o, const std::string& f) {
+  if (!o.contains("/metadata/finalizers"_json_pointer)) return false;
+  for (const auto& x : o["metadata"]["finalizers"]) {
+    if (x == f) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+GarbageCollector::GarbageCollector(ObjectOps* ops, std::chrono::milliseconds period)
+    : ops_(ops), period_(period) {}
+
+GarbageCollector::~GarbageCollector() { Stop(); }
+
+void GarbageCollector::Start() { thread_ = std::thread([this] { Loop(); }); }
+
+void GarbageCollector::Stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GarbageCollector::Kick() {
+  std::lock_guard<std::mutex> l(mu_);
+  kicked_ = true;
+  cv_.notify_all();
+}
+
+void GarbageCollector::Loop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait_for(l, period_, [&] { return kicked_ || stop_; });
+      if (stop_) return;
+      kicked_ = false;
+    }
+    // Repeat while progress is made so that chains of owners collapse quickly.
+    for (int i = 0; i < 20 && RunOnce() > 0; ++i) {
+    }
+  }
+}
+
+int GarbageCollector::RunOnce() {
+  Store* store = ops_->store();
+  auto all = store->Snapshot();
+  // resource storage key -> served type (any version)
+  std::map<std::string, ResourceType> types;
+  for (const auto& t : ops_->registry()->All()) types.emplace(t.storage_key(), t);
+  std::map<std::string, const json*> by_uid;
+  std::set<std::string> referenced;  // uids that some live object names as owner
+  for (const auto& [res, o] : all) by_uid[Meta(o, "uid")] = &o;
+  int actions = 0;
+  DeleteOptions background;
+  for (const auto& [res, o] : all) {
+    if (!o.contains("/metadata/ownerReferences"_json_pointer)) continue;
+    bool any_alive = false, owner_foreground = false;
+    for (const auto& ref : o["metadata"]["ownerReferences"]) {
+      const std::string uid = ref.value("uid", "");
+      referenced.insert(uid);
+      auto it = by_uid.find(uid);
+      if (it == by_uid.end()) continue;
+      any_alive = true;
+      if (Deleting(*it->second) && HasFinalizer(*it->second, "foregroundDeletion")) {
+        owner_foreground = true;
+      }
+    }
+    if ((!any_alive || owner_foreground) && !Deleting(o)) {
+      auto t = types.find(res);
+      if (t == types.end()) continue;
+      auto r = ops_->Delete(t->second, Meta(o, "namespace"), Meta(o, "name"), background);
+      if (r) ++actions;
+    }
+  }
+  // Foreground owners whose dependents are all gone lose their finalizer.
+  for (const auto& [res, o] : all) {
+    if (!Deleting(o) || !HasFinalizer(o, "foregroundDeletion")) continue;
+    if (referenced.count(Meta(o, "uid"))) continue;
+    auto r = store->Mutate(res, Meta(o, "namespace"), Meta(o, "name"),
+                           [](const std::optional<json>& cur) -> Result<Mutation> {
+                             if (!cur || !cur->contains("/metadata/finalizers"_json_pointer)) {
+                               return Mutation::None();
+                             }
+                             json next = *cur;
+                             json fins = json::array();
+                             for (const auto& f : next["metadata"]["finalizers"]) {
+                               if (f != "foregroundDeletion") fins.push_back(f);
+                             }
+                             if (fins.empty()) {
+                               next["metadata"].erase("finalizers");
+                               if (next["metadata"].value("deletionGracePeriodSeconds",
+                                                          int64_t{0}) == 0) {
+                                 return Mutation::Delete();
+                               }
+                             } else {
+                               next["metadata"]["finalizers"] = fins;
+                             }
+                             return Mutation::Put(std::move(next));
+                           });
+    if (r) ++actions;
+  }
+  // Terminating namespaces.
+  for (const auto& [res, o] : all) {
+    if (res != "/namespaces" || !Deleting(o)) continue;
+    const std::string ns = Meta(o, "name");
+    bool empty = true;
+    for (const auto& [r2, o2] : all) {
+      if (Meta(o2, "namespace") != ns || r2 == "/namespaces") continue;
+      empty = false;
+      if (Deleting(o2)) continue;
+      auto t = types.find(r2);
+      if (t == types.end() || !t->second.namespaced) continue;
+      if (ops_->Delete(t->second, ns, Meta(o2, "name"), background)) ++actions;
+    }
+    if (!empty) continue;
+    auto r = store->Mutate("/namespaces", "", ns,
+                           [](const std::optional<json>& cur) -> Result<Mutation> {
+                             if (!cur) return Mutation::None();
+                             if (cur->contains("/metadata/finalizers"_json_pointer) &&
+                                 !(*cur)["metadata"]["finalizers"].empty()) {
+                               return Mutation::None();  // other finalizers still pending
+                             }
+                             return Mutation::Delete();
+                           });
+    if (r && !r->is_null()) ++actions;
+  }
+  return actions;
+}
+
+}  // namespace kubelocal

@@ -1,0 +1,301 @@
+// kube-local: a small Kubernetes API server for end-to-end tests and for
+// running the whole system on one machine. See docs/LOCAL_CONTROL_PLANE.md.
+#include <dirent.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "localcluster/apiserver/api_server.h"
+#include "localcluster/apiserver/certs.h"
+#include "localcluster/apiserver/http_server.h"
+#include "localcluster/apiserver/persistence.h"
+#include "localcluster/apiserver/store.h"
+
+namespace kubelocal {
+namespace {
+
+struct Flags {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string data_dir;
+  std::string kubeconfig_out;
+  std::string port_file;
+  std::string token;
+  std::string client_cert_out;
+  int bookmark_interval_ms = 10000;
+  int history_limit = 10000;
+  int gc_period_ms = 1000;
+  int verbosity = 0;
+};
+
+constexpr char kUsage[] =
+    "usage: kube-local [--listen HOST:PORT] [--data-dir DIR] [--kubeconfig-out FILE]\n"
+    "                  [--port-file FILE] [--token TOKEN] [--client-cert-out DIR]\n"
+    "                  [--bookmark-interval-ms N] [--history-limit N] [--gc-period-ms N] [--v N]\n";
+
+bool ParseInt(const std::string& s, int* out) {
+  try {
+    size_t used = 0;
+    *out = std::stoi(s, &used);
+    return used == s.size();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+bool ParseFlags(int argc, char** argv, Flags* f, std::string* err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string v;
+    auto eq = a.find('=');
+    if (eq != std::string::npos) {
+      v = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    } else if (a == "--help" || a == "-h") {
+      *err = "";
+      return false;
+    } else if (i + 1 < argc) {
+      v = argv[++i];
+    } else {
+      *err = "missing value for " + a;
+      return false;
+    }
+    if (a == "--listen") {
+      auto colon = v.rfind(':');
+      if (colon == std::string::npos || !ParseInt(v.substr(colon + 1), &f->port) || f->port < 0 ||
+          f->port > 65535) {
+        *err = "--listen wants HOST:PORT, got \"" + v + "\"";
+        return false;
+      }
+      f->host = v.substr(0, colon);
+    } else if (a == "--data-dir") {
+      f->data_dir = v;
+    } else if (a == "--kubeconfig-out") {
+      f->kubeconfig_out = v;
+    } else if (a == "--port-file") {
+      f->port_file = v;
+    } else if (a == "--token") {
+      f->token = v;
+    } else if (a == "--client-cert-out") {
+      f->client_cert_out = v;
+    } else if (a == "--bookmark-interval-ms" || a == "--history-limit" || a == "--gc-period-ms" ||
+               a == "--v") {
+      int n;
+      if (!ParseInt(v, &n) || n < 0) {
+        *err = a + " wants a non-negative integer, got \"" + v + "\"";
+        return false;
+      }
+      if (a == "--bookmark-interval-ms") f->bookmark_interval_ms = std::max(n, 10);
+      if (a == "--history-limit") f->history_limit = std::max(n, 1);
+      if (a == "--gc-period-ms") f->gc_period_ms = std::max(n, 10);
+      if (a == "--v") f->verbosity = n;
+    } else {
+      *err = "unknown flag " + a;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string Base64(const std::string& in) {
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()),
+                          static_cast<int>(in.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::string RandomToken() {
+  unsigned char b[24];
+  RAND_bytes(b, sizeof(b));
+  std::string s;
+  char buf[3];
+  for (unsigned char c : b) {
+    std::snprintf(buf, sizeof(buf), "%02x", c);
+    s += buf;
+  }
+  return s;
+}
+
+std::string Kubeconfig(const std::string& server, const std::string& ca_pem,
+                       const std::string& token) {
+  return "apiVersion: v1\n"
+         "kind: Config\n"
+         "clusters:\n"
+         "- name: kube-local\n"
+         "  cluster:\n"
+         "    server: " + server + "\n"
+         "    certificate-authority-data: " + Base64(ca_pem) + "\n"
+         "users:\n"
+         "- name: kube-local-admin\n"
+         "  user:\n"
+         "    token: " + token + "\n"
+         "contexts:\n"
+         "- name: kube-local\n"
+         "  context:\n"
+         "    cluster: kube-local\n"
+         "    user: kube-local-admin\n"
+         "    namespace: default\n"
+         "current-context: kube-local\n";
+}
+
+// execv after a requested restart must not leak sockets or files.
+void CloseOnExecAll() {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    int fd = std::atoi(e->d_name);
+    if (fd > 2) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  closedir(d);
+}
+
+int Run(int argc, char** argv) {
+  Flags f;
+  std::string err;
+  if (!ParseFlags(argc, argv, &f, &err)) {
+    if (!err.empty()) std::cerr << "kube-local: " << err << "\n";
+    std::cerr << kUsage;
+    return err.empty() ? 0 : 2;
+  }
+  // Signals are taken synchronously by the main thread only.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (!f.data_dir.empty()) {
+    if (auto e = MakeDirs(f.data_dir)) {
+      std::cerr << "kube-local: " << e->message << "\n";
+      return 1;
+    }
+  }
+  auto certs = LoadOrCreateServingCerts(f.data_dir);
+  if (!certs) {
+    std::cerr << "kube-local: certificates: " << certs.error().message << "\n";
+    return 1;
+  }
+  std::string token = f.token;
+  if (token.empty() && !f.data_dir.empty()) {
+    if (auto t = ReadFile(f.data_dir + "/token")) token = *t;
+    while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
+  }
+  if (token.empty()) token = RandomToken();
+  if (!f.data_dir.empty()) {
+    if (auto e = WriteFileAtomic(f.data_dir + "/token", token + "\n", 0600)) {
+      std::cerr << "kube-local: " << e->message << "\n";
+      return 1;
+    }
+  }
+  StoreOptions so;
+  so.data_dir = f.data_dir.empty() ? "" : f.data_dir + "/state";
+  so.history_limit = static_cast<size_t>(f.history_limit);
+  auto store = Store::Open(so);
+  if (!store) {
+    std::cerr << "kube-local: state: " << store.error().message << "\n";
+    return 1;
+  }
+
+  std::atomic<bool> restart{false};
+  ApiServerOptions ao;
+  ao.token = token;
+  ao.bookmark_interval = std::chrono::milliseconds(f.bookmark_interval_ms);
+  ao.gc_period = std::chrono::milliseconds(f.gc_period_ms);
+  ao.ca = certs->ca;
+  std::unique_ptr<ApiServer> api;
+
+  HttpServerOptions ho;
+  ho.host = f.host;
+  ho.port = f.port;
+  ho.server = certs->server;
+  ho.ca_pem = certs->ca.cert_pem;
+  ho.verbosity = f.verbosity;
+  // `api` is created once the port is known, before any request is accepted.
+  HttpServer http([&api](const HttpRequest& r, ResponseSink& s) { api->Handle(r, s); }, ho);
+  if (auto e = http.Listen()) {
+    std::cerr << "kube-local: " << e->message << "\n";
+    return 1;
+  }
+  const std::string address = f.host + ":" + std::to_string(http.port());
+  const std::string server = "https://" + address;
+  ao.server_address = address;
+  api = std::make_unique<ApiServer>(store->get(), ao);
+  api->SetRestartHook([&restart] { restart = true; });
+  if (auto e = api->Start()) {
+    std::cerr << "kube-local: " << e->message << "\n";
+    return 1;
+  }
+  http.Serve();
+  if (!f.kubeconfig_out.empty()) {
+    if (auto e = WriteFileAtomic(f.kubeconfig_out, Kubeconfig(server, certs->ca.cert_pem, token), 0600)) {
+      std::cerr << "kube-local: " << e->message << "\n";
+      return 1;
+    }
+  }
+  if (!f.client_cert_out.empty()) {
+    auto cc = IssueClientCert(certs->ca, "kube-local-client", {"system:masters"});
+    if (!cc || WriteFileAtomic(f.client_cert_out + "/client.crt", cc->cert_pem, 0644) ||
+        WriteFileAtomic(f.client_cert_out + "/client.key", cc->key_pem, 0600) ||
+        WriteFileAtomic(f.client_cert_out + "/ca.crt", certs->ca.cert_pem, 0644)) {
+      std::cerr << "kube-local: cannot write client certificate to " << f.client_cert_out << "\n";
+      return 1;
+    }
+  }
+  if (!f.port_file.empty()) {
+    if (auto e = WriteFileAtomic(f.port_file, std::to_string(http.port()) + "\n")) {
+      std::cerr << "kube-local: " << e->message << "\n";
+      return 1;
+    }
+  }
+  std::cout << "kube-local: serving on " << server << " (resourceVersion "
+            << (*store)->CurrentRV() << ")" << std::endl;
+
+  timespec tick{0, 200 * 1000 * 1000};
+  int sig = -1;
+  while (!restart) {
+    sig = sigtimedwait(&sigs, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) break;
+  }
+  std::cout << "kube-local: " << (restart ? "restarting" : "shutting down") << std::endl;
+  api->Stop();
+  http.Stop();
+  if (restart) {
+    std::vector<std::string> args;
+    for (int i = 0; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--listen") {
+        ++i;
+        continue;
+      }
+      if (a.rfind("--listen=", 0) == 0) continue;
+      args.push_back(a);
+    }
+    args.push_back("--listen=" + address);
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    CloseOnExecAll();
+    pthread_sigmask(SIG_UNBLOCK, &sigs, nullptr);
+    execv("/proc/self/exe", cargs.data());
+    std::cerr << "kube-local: restart failed: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kubelocal
+
+int main(int argc, char** argv) { return kubelocal::Run(argc, argv); }

@@ -1,0 +1,742 @@
+#include "localcluster/apiserver/object_ops.h"
+
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <set>
+
+#include "localcluster/apiserver/schema.h"
+
+namespace kubelocal {
+namespace {
+
+const char kNamespaces[] = "/namespaces";
+
+std::string RandomSuffix() {
+  static const char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  unsigned char b[5];
+  RAND_bytes(b, sizeof(b));
+  std::string s;
+  for (unsigned char c : b) s.push_back(kAlphabet[c % (sizeof(kAlphabet) - 1)]);
+  return s;
+}
+
+std::string MetaStr(const json& o, const char* field) {
+  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
+  const json& m = o["metadata"];
+  return m.contains(field) && m[field].is_string() ? m[field].get<std::string>() : "";
+}
+
+bool HasFinalizers(const json& o) {
+  return o.contains("/metadata/finalizers"_json_pointer) && o["metadata"]["finalizers"].is_array() &&
+         !o["metadata"]["finalizers"].empty();
+}
+
+bool Deleting(const json& o) { return o.contains("/metadata/deletionTimestamp"_json_pointer); }
+
+bool IsPods(const ResourceType& t) { return t.group.empty() && t.plural == "pods"; }
+
+FieldCause Cause(const std::string& reason, const std::string& field, const std::string& msg) {
+  return {reason, field, msg};
+}
+
+// Allocates service cluster IPs from 10.96.0.0/16 (pseudo-random, collision-checked by caller).
+std::string RandomClusterIp() {
+  unsigned char b[2];
+  RAND_bytes(b, sizeof(b));
+  int x = b[0], y = b[1] == 0 ? 1 : b[1];
+  if (x == 0 && y == 1) y = 2;  // 10.96.0.1 is the kubernetes service
+  return "10.96." + std::to_string(x) + "." + std::to_string(y);
+}
+
+}  // namespace
+
+bool IsDnsLabel(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && !(c == '-' && i > 0 && i + 1 < s.size())) return false;
+  }
+  return true;
+}
+
+bool IsDnsSubdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t pos = 0;
+  while (true) {
+    size_t dot = s.find('.', pos);
+    std::string label = s.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (!IsDnsLabel(label)) return false;
+    if (dot == std::string::npos) return true;
+    pos = dot + 1;
+  }
+}
+
+std::string NowRfc3339(int64_t offset_seconds) {
+  std::time_t t = std::time(nullptr) + offset_seconds;
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string NewUid() {
+  unsigned char b[16];
+  RAND_bytes(b, sizeof(b));
+  b[6] = (b[6] & 0x0F) | 0x40;
+  b[8] = (b[8] & 0x3F) | 0x80;
+  char buf[37];
+  std::snprintf(buf, sizeof(buf),
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return buf;
+}
+
+bool SpecChanged(const json& a, const json& b) {
+  json x = a, y = b;
+  for (json* o : {&x, &y}) {
+    if (!o->is_object()) continue;
+    o->erase("metadata");
+    o->erase("status");
+  }
+  return x != y;
+}
+
+json ObjectOps::ForVersion(const ResourceType& t, json obj) {
+  if (obj.is_object()) {
+    obj["apiVersion"] = t.api_version();
+    obj["kind"] = t.kind;
+  }
+  return obj;
+}
+
+Result<DeleteOptions> DeleteOptions::Parse(
+    const std::string& body, const std::function<std::string(const std::string&)>& query) {
+  DeleteOptions o;
+  json b = json::object();
+  if (!body.empty()) {
+    b = json::parse(body, nullptr, false);
+    if (b.is_discarded() || !b.is_object()) return BadRequest("invalid DeleteOptions body");
+  }
+  if (b.contains("gracePeriodSeconds") && b["gracePeriodSeconds"].is_number_integer()) {
+    o.grace_period_seconds = b["gracePeriodSeconds"].get<int64_t>();
+  }
+  if (std::string q = query("gracePeriodSeconds"); !q.empty()) {
+    try {
+      o.grace_period_seconds = std::stoll(q);
+    } catch (const std::exception&) {
+      return BadRequest("invalid gracePeriodSeconds: " + q);
+    }
+  }
+  o.propagation_policy = b.value("propagationPolicy", "");
+  if (std::string q = query("propagationPolicy"); !q.empty()) o.propagation_policy = q;
+  if (o.propagation_policy.empty() && b.contains("orphanDependents") &&
+      b["orphanDependents"].is_boolean()) {
+    o.propagation_policy = b["orphanDependents"].get<bool>() ? "Orphan" : "Background";
+  }
+  if (o.propagation_policy.empty()) o.propagation_policy = "Background";
+  if (o.propagation_policy != "Background" && o.propagation_policy != "Foreground" &&
+      o.propagation_policy != "Orphan") {
+    ApiError e = BadRequest("");
+    e.code = 422;
+    e.reason = "Invalid";
+    e.message = "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"" +
+                o.propagation_policy + "\": supported values: \"Foreground\", \"Background\", \"Orphan\"";
+    return e;
+  }
+  if (b.contains("preconditions") && b["preconditions"].is_object()) {
+    o.precondition_uid = b["preconditions"].value("uid", "");
+    o.precondition_rv = b["preconditions"].value("resourceVersion", "");
+  }
+  o.dry_run = query("dryRun") == "All" ||
+              (b.contains("dryRun") && b["dryRun"].is_array() && !b["dryRun"].empty());
+  return o;
+}
+
+Result<json> ObjectOps::Get(const ResourceType& t, const std::string& ns,
+                            const std::string& name) const {
+  auto o = store_->Get(t.storage_key(), t.namespaced ? ns : "", name);
+  if (!o) return NotFound(t.qualified(), name);
+  return ForVersion(t, std::move(*o));
+}
+
+MaybeError ObjectOps::CheckNamespace(const ResourceType& t, const std::string& ns,
+                                     const std::string& name) {
+  if (!t.namespaced) return std::nullopt;
+  if (ns.empty()) return BadRequest("the namespace of the object must be set for " + t.qualified());
+  auto nso = store_->Get(kNamespaces, "", ns);
+  if (!nso) return NotFound("namespaces", ns);
+  if (Deleting(*nso)) {
+    ApiError e = Forbidden(t.qualified() + " \"" + name + "\" is forbidden: unable to create new "
+                           "content in namespace " + ns + " because it is being terminated");
+    e.name = name;
+    e.kind = t.plural;
+    return e;
+  }
+  return std::nullopt;
+}
+
+MaybeError ObjectOps::Admit(const ResourceType& t, json& obj, const json& old,
+                            const WriteOptions& opts, std::vector<std::string>* warnings) {
+  const std::string name = MetaStr(obj, "name");
+  std::vector<FieldCause> causes;
+  if (t.is_crd) {
+    if (!t.schema.is_null()) {
+      auto pruned = PruneUnknownFields(obj, t.schema);
+      if (!pruned.empty()) {
+        if (opts.field_validation == "Strict") {
+          std::string msg = "strict decoding error: ";
+          for (size_t i = 0; i < pruned.size(); ++i) {
+            msg += (i ? ", " : "") + std::string("unknown field \"") + pruned[i] + "\"";
+          }
+          return BadRequest(msg);
+        }
+        if (opts.field_validation == "Warn" && warnings) {
+          for (const auto& p : pruned) warnings->push_back("unknown field \"" + p + "\"");
+        }
+      }
+      ApplyDefaults(obj, t.schema);
+      causes = ValidateAgainstSchema(obj, t.schema);
+    }
+  } else if (t.group.empty() && t.plural == "pods") {
+    json& spec = obj["spec"];
+    if (!spec.is_object()) spec = json::object();
+    if (!spec.contains("containers") || !spec["containers"].is_array() || spec["containers"].empty()) {
+      causes.push_back(Cause("FieldValueRequired", "spec.containers", "Required value"));
+    } else {
+      std::set<std::string> names;
+      for (size_t i = 0; i < spec["containers"].size(); ++i) {
+        json& c = spec["containers"][i];
+        const std::string p = "spec.containers[" + std::to_string(i) + "]";
+        if (!c.is_object() || c.value("name", "").empty()) {
+          causes.push_back(Cause("FieldValueRequired", p + ".name", "Required value"));
+        } else if (!names.insert(c["name"].get<std::string>()).second) {
+          causes.push_back(Cause("FieldValueDuplicate", p + ".name",
+                                 "Duplicate value: " + c["name"].dump()));
+        }
+        if (c.is_object() && c.value("image", "").empty() && old.is_null()) {
+          causes.push_back(Cause("FieldValueRequired", p + ".image", "Required value"));
+        }
+        if (c.is_object() && !c.contains("terminationMessagePath")) {
+          c["terminationMessagePath"] = "/dev/termination-log";
+        }
+        if (c.is_object() && !c.contains("imagePullPolicy")) c["imagePullPolicy"] = "IfNotPresent";
+        if (c.is_object() && c.contains("ports") && c["ports"].is_array()) {
+          for (auto& port : c["ports"]) {
+            if (port.is_object() && !port.contains("protocol")) port["protocol"] = "TCP";
+          }
+        }
+      }
+    }
+    if (!spec.contains("restartPolicy")) spec["restartPolicy"] = "Always";
+    if (!spec.contains("terminationGracePeriodSeconds")) spec["terminationGracePeriodSeconds"] = 30;
+    if (!spec.contains("dnsPolicy")) spec["dnsPolicy"] = "ClusterFirst";
+    if (!spec.contains("schedulerName")) spec["schedulerName"] = "default-scheduler";
+    const std::string rp = spec.value("restartPolicy", "");
+    if (rp != "Always" && rp != "OnFailure" && rp != "Never") {
+      causes.push_back(Cause("FieldValueNotSupported", "spec.restartPolicy",
+                             "Unsupported value: \"" + rp +
+                                 "\": supported values: \"Always\", \"OnFailure\", \"Never\""));
+    }
+    if (!old.is_null()) {
+      // Pod specs are immutable except images, deadlines, added tolerations,
+      // and (leniently, for local schedulers) nodeName set once.
+      json a = old.value("spec", json::object()), b = spec;
+      for (json* s : {&a, &b}) {
+        for (const char* list : {"containers", "initContainers"}) {
+          if (s->contains(list) && (*s)[list].is_array()) {
+            for (auto& c : (*s)[list]) {
+              if (c.is_object()) c.erase("image");
+            }
+          }
+        }
+        s->erase("activeDeadlineSeconds");
+        s->erase("tolerations");
+        s->erase("terminationGracePeriodSeconds");
+      }
+      if (a.value("nodeName", "").empty()) {
+        a.erase("nodeName");
+        b.erase("nodeName");
+      }
+      if (a != b) {
+        causes.push_back(Cause("FieldValueForbidden", "spec",
+                               "Forbidden: pod updates may not change fields other than "
+                               "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                               "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions "
+                               "to existing tolerations), `spec.terminationGracePeriodSeconds`"));
+      }
+    }
+  } else if (t.group.empty() && t.plural == "services") {
+    json& spec = obj["spec"];
+    if (!spec.is_object()) spec = json::object();
+    if (!spec.contains("type")) spec["type"] = "ClusterIP";
+    if (!spec.contains("sessionAffinity")) spec["sessionAffinity"] = "None";
+    if (!old.is_null() && old.contains("/spec/clusterIP"_json_pointer)) {
+      const json& oldip = old["spec"]["clusterIP"];
+      if (!spec.contains("clusterIP") || spec["clusterIP"] == "") {
+        spec["clusterIP"] = oldip;
+      } else if (spec["clusterIP"] != oldip) {
+        causes.push_back(Cause("FieldValueInvalid", "spec.clusterIP",
+                               "Invalid value: " + spec["clusterIP"].dump() +
+                                   ": field is immutable"));
+      }
+    }
+    if (!spec.contains("clusterIP") || spec["clusterIP"] == "") spec["clusterIP"] = RandomClusterIp();
+    spec["clusterIPs"] = json::array({spec["clusterIP"]});
+    if (spec.contains("ports") && spec["ports"].is_array()) {
+      for (size_t i = 0; i < spec["ports"].size(); ++i) {
+        json& p = spec["ports"][i];
+        if (!p.is_object() || !p.contains("port") || !p["port"].is_number_integer()) {
+          causes.push_back(Cause("FieldValueRequired", "spec.ports[" + std::to_string(i) + "].port",
+                                 "Required value"));
+          continue;
+        }
+        if (!p.contains("protocol")) p["protocol"] = "TCP";
+        if (!p.contains("targetPort")) p["targetPort"] = p["port"];
+      }
+    } else if (spec["clusterIP"] != "None") {
+      causes.push_back(Cause("FieldValueRequired", "spec.ports", "Required value"));
+    }
+  } else if (t.group.empty() && t.plural == "namespaces") {
+    if (!obj.contains("/spec/finalizers"_json_pointer)) obj["spec"]["finalizers"] = {"kubernetes"};
+    if (!obj.contains("/status/phase"_json_pointer)) obj["status"]["phase"] = "Active";
+  } else if (t.group == "apiextensions.k8s.io") {
+    auto types = Registry::TypesFromCrd(obj);
+    if (!types) return types.error();
+    const json versions = obj["spec"]["versions"];
+    for (size_t i = 0; i < versions.size(); ++i) {
+      const std::string p = "spec.versions[" + std::to_string(i) + "].schema.openAPIV3Schema";
+      if (versions[i].contains("/schema/openAPIV3Schema"_json_pointer)) {
+        auto c = CheckSchema(versions[i]["schema"]["openAPIV3Schema"], p);
+        causes.insert(causes.end(), c.begin(), c.end());
+      }
+    }
+    // Names must not clash with a built-in or another CRD.
+    for (const auto& other : registry_->All()) {
+      if (other.group == obj["spec"]["group"] && other.plural == obj["spec"]["names"]["plural"] &&
+          other.crd_name != name) {
+        causes.push_back(Cause("FieldValueDuplicate", "spec.names.plural",
+                               "Duplicate value: " + obj["spec"]["names"]["plural"].dump()));
+        break;
+      }
+    }
+    if (causes.empty()) {
+      json names = obj["spec"]["names"];
+      if (!names.contains("singular")) names["singular"] = (*types)[0].singular;
+      if (!names.contains("listKind")) names["listKind"] = names.value("kind", "") + "List";
+      std::string storage;
+      for (const auto& v : versions) {
+        if (v.value("storage", false)) storage = v.value("name", "");
+      }
+      json status = obj.value("status", json::object());
+      status["acceptedNames"] = names;
+      status["storedVersions"] = json::array({storage});
+      const std::string now = NowRfc3339();
+      status["conditions"] = {
+          {{"type", "NamesAccepted"}, {"status", "True"}, {"reason", "NoConflicts"},
+           {"message", "no conflicts found"}, {"lastTransitionTime", now}},
+          {{"type", "Established"}, {"status", "True"}, {"reason", "InitialNamesAccepted"},
+           {"message", "the initial names have been accepted"}, {"lastTransitionTime", now}}};
+      obj["status"] = status;
+    }
+  }
+  if (!causes.empty()) return Invalid(t.kind_group(), name, causes);
+  return std::nullopt;
+}
+
+Result<json> ObjectOps::Create(const ResourceType& t, const std::string& ns, json obj,
+                               const WriteOptions& opts, std::vector<std::string>* warnings) {
+  if (!obj.is_object()) return BadRequest("the request body must be a JSON object");
+  if (obj.contains("kind") && obj["kind"].is_string() && obj["kind"] != t.kind) {
+    return BadRequest("the kind in the data (" + obj["kind"].get<std::string>() +
+                      ") does not match the expected kind (" + t.kind + ")");
+  }
+  if (obj.contains("apiVersion") && obj["apiVersion"].is_string() &&
+      obj["apiVersion"] != t.api_version()) {
+    return BadRequest("the API version in the data (" + obj["apiVersion"].get<std::string>() +
+                      ") does not match the expected API version (" + t.api_version() + ")");
+  }
+  obj["kind"] = t.kind;
+  obj["apiVersion"] = t.api_version();
+  if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
+  json& meta = obj["metadata"];
+  if (t.namespaced) {
+    std::string body_ns = MetaStr(obj, "namespace");
+    if (!body_ns.empty() && body_ns != ns) {
+      return BadRequest("the namespace of the provided object does not match the namespace sent "
+                        "on the request");
+    }
+    meta["namespace"] = ns;
+  } else {
+    meta.erase("namespace");
+  }
+  const std::string generate = MetaStr(obj, "generateName");
+  std::string name = MetaStr(obj, "name");
+  if (name.empty() && generate.empty()) {
+    return Invalid(t.kind_group(), "",
+                   {Cause("FieldValueRequired", "metadata.name",
+                          "Required value: name or generateName is required")});
+  }
+  if (auto e = CheckNamespace(t, ns, name.empty() ? generate : name)) return *e;
+  const bool label_name = t.group.empty() && (t.plural == "namespaces" || t.plural == "services");
+  meta.erase("resourceVersion");
+  meta.erase("deletionTimestamp");
+  meta.erase("deletionGracePeriodSeconds");
+  meta.erase("managedFields");
+  meta.erase("selfLink");
+  meta["uid"] = NewUid();
+  meta["creationTimestamp"] = NowRfc3339();
+  meta["generation"] = 1;
+  if (t.has_status && t.is_crd) obj.erase("status");
+  if (IsPods(t)) obj["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
+  if (auto e = Admit(t, obj, nullptr, opts, warnings)) return *e;
+
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::string n = name.empty() ? generate + RandomSuffix() : name;
+    bool ok = label_name ? IsDnsLabel(n) : IsDnsSubdomain(n);
+    if (!ok) {
+      return Invalid(t.kind_group(), n,
+                     {Cause("FieldValueInvalid", "metadata.name",
+                            "Invalid value: \"" + n + "\": a lowercase RFC 1123 " +
+                                std::string(label_name ? "label" : "subdomain") +
+                                " must consist of lower case alphanumeric characters, '-' or '.', "
+                                "and must start and end with an alphanumeric character")});
+    }
+    obj["metadata"]["name"] = n;
+    json stored;
+    auto r = store_->Mutate(t.storage_key(), t.namespaced ? ns : "", n,
+                            [&](const std::optional<json>& cur) -> Result<Mutation> {
+                              if (cur) return AlreadyExists(t.qualified(), n);
+                              if (opts.dry_run) {
+                                stored = obj;
+                                return Mutation::None();
+                              }
+                              return Mutation::Put(obj);
+                            });
+    if (!r) {
+      if (r.error().reason == "AlreadyExists" && name.empty()) continue;
+      return r.error();
+    }
+    if (opts.dry_run) return ForVersion(t, stored);
+    AfterWrite(t, *r, false);
+    return ForVersion(t, *r);
+  }
+  return AlreadyExists(t.qualified(), generate + "*");
+}
+
+Result<Mutation> ObjectOps::FinishUpdate(const ResourceType& t, const json& cur, json next,
+                                         bool status_only, const WriteOptions& opts,
+                                         std::vector<std::string>* warnings) {
+  if (!next.is_object()) return BadRequest("the request body must be a JSON object");
+  const std::string name = MetaStr(cur, "name");
+  json out;
+  if (status_only) {
+    out = cur;
+    if (next.contains("status")) {
+      out["status"] = next["status"];
+    } else {
+      out.erase("status");
+    }
+  } else {
+    out = std::move(next);
+    if (!out.contains("metadata") || !out["metadata"].is_object()) out["metadata"] = json::object();
+    if (t.has_status) {
+      if (cur.contains("status")) {
+        out["status"] = cur["status"];
+      } else {
+        out.erase("status");
+      }
+    }
+    json& m = out["metadata"];
+    const json& cm = cur["metadata"];
+    for (const char* k : {"uid", "creationTimestamp", "deletionTimestamp",
+                          "deletionGracePeriodSeconds", "generation", "namespace", "name"}) {
+      if (cm.contains(k)) {
+        m[k] = cm[k];
+      } else {
+        m.erase(k);
+      }
+    }
+    m.erase("managedFields");
+    if (Deleting(cur)) {
+      std::set<std::string> before;
+      if (cm.contains("finalizers")) {
+        for (const auto& f : cm["finalizers"]) before.insert(f.dump());
+      }
+      if (m.contains("finalizers") && m["finalizers"].is_array()) {
+        for (const auto& f : m["finalizers"]) {
+          if (!before.count(f.dump())) {
+            return Invalid(t.kind_group(), name,
+                           {Cause("FieldValueForbidden", "metadata.finalizers",
+                                  "Forbidden: no new finalizers can be added if the object is "
+                                  "being deleted, found new finalizers [" + f.get<std::string>() +
+                                      "]")});
+          }
+        }
+      }
+    }
+  }
+  out["kind"] = t.kind;
+  out["apiVersion"] = t.api_version();
+  if (auto e = Admit(t, out, cur, opts, warnings)) return *e;
+  if (!status_only && SpecChanged(cur, out)) {
+    out["metadata"]["generation"] = cur["metadata"].value("generation", int64_t{1}) + 1;
+  }
+  out["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"];
+  if (out == cur) return Mutation::None();
+  if (Deleting(out) && !HasFinalizers(out) &&
+      out["metadata"].value("deletionGracePeriodSeconds", int64_t{0}) == 0) {
+    return Mutation::Delete();
+  }
+  return Mutation::Put(std::move(out));
+}
+
+Result<json> ObjectOps::Update(const ResourceType& t, const std::string& ns,
+                               const std::string& name, json obj, bool status_only,
+                               const WriteOptions& opts, std::vector<std::string>* warnings) {
+  if (!obj.is_object()) return BadRequest("the request body must be a JSON object");
+  const std::string body_name = MetaStr(obj, "name");
+  if (!body_name.empty() && body_name != name) {
+    return BadRequest("the name of the object (" + body_name +
+                      ") does not match the name on the URL (" + name + ")");
+  }
+  if (t.namespaced) {
+    std::string body_ns = MetaStr(obj, "namespace");
+    if (!body_ns.empty() && body_ns != ns) {
+      return BadRequest("the namespace of the provided object does not match the namespace sent "
+                        "on the request");
+    }
+  }
+  if (obj.contains("kind") && obj["kind"].is_string() && obj["kind"] != t.kind) {
+    return BadRequest("the kind in the data (" + obj["kind"].get<std::string>() +
+                      ") does not match the expected kind (" + t.kind + ")");
+  }
+  const std::string want_rv = MetaStr(obj, "resourceVersion");
+  bool removed = false;
+  json dry;
+  auto r = store_->Mutate(
+      t.storage_key(), t.namespaced ? ns : "", name,
+      [&](const std::optional<json>& cur) -> Result<Mutation> {
+        if (!cur) return NotFound(t.qualified(), name);
+        if (!want_rv.empty() && want_rv != MetaStr(*cur, "resourceVersion")) {
+          return Conflict(t.qualified(), name,
+                          "the object has been modified; please apply your changes to the "
+                          "latest version and try again");
+        }
+        auto m = FinishUpdate(t, *cur, obj, status_only, opts, warnings);
+        if (!m) return m.error();
+        removed = m->kind == Mutation::Kind::kDelete;
+        if (opts.dry_run) {
+          dry = m->kind == Mutation::Kind::kPut ? m->object : *cur;
+          return Mutation::None();
+        }
+        return m;
+      });
+  if (!r) return r.error();
+  if (opts.dry_run) return ForVersion(t, dry);
+  AfterWrite(t, *r, removed);
+  return ForVersion(t, *r);
+}
+
+Result<json> ObjectOps::Patch(const ResourceType& t, const std::string& ns,
+                              const std::string& name, PatchType type, const std::string& body,
+                              bool status_only, const WriteOptions& opts,
+                              std::vector<std::string>* warnings) {
+  if (type == PatchType::kStrategic && t.is_crd) {
+    return UnsupportedMediaType(
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml");
+  }
+  bool create = false;
+  bool removed = false;
+  json dry;
+  auto r = store_->Mutate(
+      t.storage_key(), t.namespaced ? ns : "", name,
+      [&](const std::optional<json>& cur) -> Result<Mutation> {
+        if (!cur) {
+          if (type == PatchType::kApply && !status_only) {
+            create = true;
+            return Mutation::None();
+          }
+          return NotFound(t.qualified(), name);
+        }
+        json base = ForVersion(t, *cur);
+        auto patched = ApplyPatch(base, type, body);
+        if (!patched) return patched.error();
+        const std::string want_rv = MetaStr(*patched, "resourceVersion");
+        if (!want_rv.empty() && want_rv != MetaStr(*cur, "resourceVersion")) {
+          return Conflict(t.qualified(), name,
+                          "the object has been modified; please apply your changes to the "
+                          "latest version and try again");
+        }
+        if (MetaStr(*patched, "name") != name) {
+          return BadRequest("the name of the object (" + MetaStr(*patched, "name") +
+                            ") does not match the name on the URL (" + name + ")");
+        }
+        auto m = FinishUpdate(t, *cur, std::move(*patched), status_only, opts, warnings);
+        if (!m) return m.error();
+        removed = m->kind == Mutation::Kind::kDelete;
+        if (opts.dry_run) {
+          dry = m->kind == Mutation::Kind::kPut ? m->object : *cur;
+          return Mutation::None();
+        }
+        return m;
+      });
+  if (!r) return r.error();
+  if (create) {
+    auto obj = YamlToJson(body);
+    if (!obj) return obj.error();
+    if (!obj->is_object()) return BadRequest("apply patch must be an object");
+    (*obj)["metadata"]["name"] = name;
+    return Create(t, ns, std::move(*obj), opts, warnings);
+  }
+  if (opts.dry_run) return ForVersion(t, dry);
+  AfterWrite(t, *r, removed);
+  return ForVersion(t, *r);
+}
+
+Result<ObjectOps::Deleted> ObjectOps::Delete(const ResourceType& t, const std::string& ns,
+                                             const std::string& name, const DeleteOptions& opts) {
+  if (opts.propagation_policy == "Orphan" && !opts.dry_run) {
+    // Orphan dependents first (the apiserver does this through the "orphan" finalizer).
+    auto owner = store_->Get(t.storage_key(), t.namespaced ? ns : "", name);
+    if (owner) {
+      const std::string uid = MetaStr(*owner, "uid");
+      for (auto& [res, obj] : store_->Snapshot()) {
+        if (!obj.contains("/metadata/ownerReferences"_json_pointer)) continue;
+        store_->Mutate(res, MetaStr(obj, "namespace"), MetaStr(obj, "name"),
+                       [&](const std::optional<json>& cur) -> Result<Mutation> {
+                         if (!cur || !cur->contains("/metadata/ownerReferences"_json_pointer)) {
+                           return Mutation::None();
+                         }
+                         json next = *cur;
+                         json refs = json::array();
+                         for (const auto& ref : next["metadata"]["ownerReferences"]) {
+                           if (ref.value("uid", "") != uid) refs.push_back(ref);
+                         }
+                         if (refs.size() == next["metadata"]["ownerReferences"].size()) {
+                           return Mutation::None();
+                         }
+                         if (refs.empty()) {
+                           next["metadata"].erase("ownerReferences");
+                         } else {
+                           next["metadata"]["ownerReferences"] = refs;
+                         }
+                         return Mutation::Put(std::move(next));
+                       });
+      }
+    }
+  }
+  Deleted out;
+  auto r = store_->Mutate(
+      t.storage_key(), t.namespaced ? ns : "", name,
+      [&](const std::optional<json>& cur) -> Result<Mutation> {
+        if (!cur) return NotFound(t.qualified(), name);
+        if (!opts.precondition_uid.empty() && opts.precondition_uid != MetaStr(*cur, "uid")) {
+          return Conflict(t.qualified(), name,
+                          "Precondition failed: UID in precondition: " + opts.precondition_uid +
+                              ", UID in object meta: " + MetaStr(*cur, "uid"));
+        }
+        if (!opts.precondition_rv.empty() &&
+            opts.precondition_rv != MetaStr(*cur, "resourceVersion")) {
+          return Conflict(t.qualified(), name,
+                          "Precondition failed: ResourceVersion in precondition: " +
+                              opts.precondition_rv + ", ResourceVersion in object meta: " +
+                              MetaStr(*cur, "resourceVersion"));
+        }
+        json next = *cur;
+        json& m = next["metadata"];
+        int64_t grace = 0;
+        if (IsPods(t)) {
+          grace = opts.grace_period_seconds.value_or(
+              next.value("/spec/terminationGracePeriodSeconds"_json_pointer, int64_t{30}));
+          const std::string phase = next.value("/status/phase"_json_pointer, std::string());
+          if (next.value("/spec/nodeName"_json_pointer, std::string()).empty() ||
+              phase == "Succeeded" || phase == "Failed") {
+            grace = 0;
+          }
+          if (grace < 0) grace = 0;
+          // A second delete may only shorten the grace period.
+          if (Deleting(next) && m.contains("deletionGracePeriodSeconds") &&
+              m["deletionGracePeriodSeconds"].get<int64_t>() < grace) {
+            grace = m["deletionGracePeriodSeconds"].get<int64_t>();
+          }
+        }
+        bool foreground = opts.propagation_policy == "Foreground";
+        if (foreground) {
+          json& fins = m["finalizers"];
+          if (!fins.is_array()) fins = json::array();
+          if (std::find(fins.begin(), fins.end(), "foregroundDeletion") == fins.end()) {
+            fins.push_back("foregroundDeletion");
+          }
+        }
+        // Namespaces terminate first: the GC empties them, then removes them.
+        const bool ns_terminating = t.group.empty() && t.plural == "namespaces";
+        if (ns_terminating) next["status"]["phase"] = "Terminating";
+        if (grace == 0 && !HasFinalizers(next) && !ns_terminating) {
+          out.removed = true;
+          if (opts.dry_run) return Mutation::None();
+          return Mutation::Delete();
+        }
+        if (!Deleting(next) || m.value("deletionGracePeriodSeconds", int64_t{0}) > grace) {
+          m["deletionTimestamp"] = NowRfc3339(grace);
+          m["deletionGracePeriodSeconds"] = grace;
+          if (!Deleting(*cur)) m["generation"] = m.value("generation", int64_t{1}) + 1;
+        }
+        if (opts.dry_run || next == *cur) return Mutation::None();
+        return Mutation::Put(std::move(next));
+      });
+  if (!r) return r.error();
+  out.object = ForVersion(t, *r);
+  if (!opts.dry_run) AfterWrite(t, *r, out.removed);
+  return out;
+}
+
+void ObjectOps::AfterWrite(const ResourceType& t, const json& obj, bool removed) {
+  if (t.group == "apiextensions.k8s.io" && t.plural == "customresourcedefinitions") {
+    const std::string name = MetaStr(obj, "name");
+    if (removed) {
+      // Drop every instance (finalizers on CRs do not block CRD removal here).
+      auto types = Registry::TypesFromCrd(obj);
+      if (types && !types->empty()) {
+        const std::string key = (*types)[0].storage_key();
+        for (auto& [res, o] : store_->Snapshot(key)) {
+          store_->Mutate(res, MetaStr(o, "namespace"), MetaStr(o, "name"),
+                         [](const std::optional<json>& cur) -> Result<Mutation> {
+                           return cur ? Mutation::Delete() : Mutation::None();
+                         });
+        }
+      }
+      registry_->RemoveCrd(name);
+    } else {
+      auto types = Registry::TypesFromCrd(obj);
+      if (types) registry_->SetCrd(name, std::move(*types));
+    }
+  }
+  if ((removed || Deleting(obj)) && on_delete_) on_delete_();
+}
+
+void ObjectOps::LoadCrds() {
+  for (auto& [res, obj] : store_->Snapshot("apiextensions.k8s.io/customresourcedefinitions")) {
+    auto types = Registry::TypesFromCrd(obj);
+    if (types) registry_->SetCrd(MetaStr(obj, "name"), std::move(*types));
+  }
+}
+
+MaybeError ObjectOps::EnsureDefaultNamespaces() {
+  auto t = registry_->Find("", "v1", "namespaces");
+  for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
+    if (store_->Get(kNamespaces, "", ns)) continue;
+    auto r = Create(*t, "", json{{"metadata", {{"name", ns}}}}, {}, nullptr);
+    if (!r && r.error().reason != "AlreadyExists") return r.error();
+  }
+  return std::nullopt;
+}
+
+}  // namespace kubelocal

@@ -1,0 +1,446 @@
+#include "localcluster/nodeagent/agent.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+namespace hypertrain::nodeagent {
+namespace {
+
+using kube::Json;
+namespace fs = std::filesystem;
+
+std::string Now() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string S(const Json& j, const Json::json_pointer& p) {
+  return j.contains(p) && j[p].is_string() ? j[p].get<std::string>() : "";
+}
+
+bool WriteFileAtomic(const std::string& path, const std::string& data) {
+  fs::create_directories(fs::path(path).parent_path());
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return false;
+    f << data;
+    if (!f.flush()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+Json ReadyConditions(bool ready, const std::string& now) {
+  const char* st = ready ? "True" : "False";
+  Json out = Json::array();
+  for (const char* t : {"PodScheduled", "Initialized", "ContainersReady", "Ready"}) {
+    const bool sched = std::string(t) == "PodScheduled" || std::string(t) == "Initialized";
+    out.push_back({{"type", t}, {"status", sched ? "True" : st}, {"lastTransitionTime", now}});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string TailFile(const std::string& path, int max_lines, size_t max_bytes) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return "";
+  f.seekg(0, std::ios::end);
+  const std::streamoff size = f.tellg();
+  const std::streamoff start = size > 65536 ? size - 65536 : 0;
+  f.seekg(start);
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  while (!data.empty() && data.back() == '\n') data.pop_back();
+  std::deque<std::string> lines;
+  std::istringstream in(data);
+  for (std::string l; std::getline(in, l);) {
+    lines.push_back(l);
+    if (static_cast<int>(lines.size()) > max_lines) lines.pop_front();
+  }
+  std::string out;
+  for (const auto& l : lines) out += (out.empty() ? "" : "\n") + l;
+  if (out.size() > max_bytes) out = out.substr(out.size() - max_bytes);
+  return out;
+}
+
+Agent::Agent(std::shared_ptr<kube::RestClient> client, AgentOptions opts)
+    : client_(std::move(client)),
+      opts_(std::move(opts)),
+      nodes_(client_, kube::resources::kNodes),
+      pods_(client_, kube::resources::kPods) {}
+
+Agent::~Agent() {
+  for (auto& [uid, p] : procs_) {
+    if (!p.exited && p.pid > 0) {
+      ::kill(-p.pid, SIGKILL);
+      ::waitpid(p.pid, nullptr, 0);
+    }
+  }
+}
+
+void Agent::Log(const std::string& line) const { std::cerr << "node-agent: " << line << std::endl; }
+
+std::vector<std::string> Agent::node_names() const {
+  std::vector<std::string> out;
+  for (int i = 0; i < opts_.nodes; ++i) out.push_back(opts_.node_prefix + std::to_string(i));
+  return out;
+}
+
+kube::Result<void> Agent::RegisterNodes() {
+  for (const std::string& name : node_names()) {
+    Json labels = {{"kubernetes.io/hostname", name},
+                   {"kubernetes.io/os", "linux"},
+                   {"node.kubernetes.io/instance-type", opts_.instance_type},
+                   {"sagemaker.amazonaws.com/node-health-status", "Schedulable"},
+                   {"hypertrain.dev/node-agent", "local"}};
+    for (const auto& [k, v] : opts_.extra_labels) labels[k] = v;
+    Json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}, {"labels", labels}}},
+                 {"spec", Json::object()}};
+    auto created = nodes_.Create(node);
+    if (!created.ok() && created.error().code != kube::ErrorCode::kAlreadyExists) return created.error();
+  }
+  last_heartbeat_ = {};
+  Heartbeat();
+  return {};
+}
+
+void Agent::Heartbeat() {
+  const auto now_tp = std::chrono::steady_clock::now();
+  if (now_tp - last_heartbeat_ < opts_.heartbeat) return;
+  last_heartbeat_ = now_tp;
+  const std::string now = Now();
+  Json cap = Json::object();
+  for (const auto& [k, v] : opts_.capacity) cap[k] = v;
+  for (const std::string& name : node_names()) {
+    Json status = {{"capacity", cap},
+                   {"allocatable", cap},
+                   {"addresses", Json::array({{{"type", "InternalIP"}, {"address", "127.0.0.1"}},
+                                              {{"type", "Hostname"}, {"address", name}}})},
+                   {"conditions", Json::array({{{"type", "Ready"},
+                                                {"status", "True"},
+                                                {"reason", "KubeletReady"},
+                                                {"message", "local node agent is posting ready status"},
+                                                {"lastHeartbeatTime", now},
+                                                {"lastTransitionTime", now}}})}};
+    auto r = nodes_.PatchStatus(name, {{"status", status}});
+    if (!r.ok()) Log("heartbeat " + name + ": " + r.error().ToString());
+  }
+}
+
+void Agent::Schedule(const Json& pod, const std::vector<Json>& nodes,
+                     std::map<std::string, std::map<std::string, double>>* used) {
+  const std::string ns = S(pod, "/metadata/namespace"_json_pointer);
+  const std::string name = S(pod, "/metadata/name"_json_pointer);
+  const auto req = PodRequests(pod);
+  std::string reasons;
+  // Spread: the node with the fewest pods first (a gang's pods land on
+  // different nodes, as GPU requests force on a real cluster).
+  std::vector<Json> order = nodes;
+  std::stable_sort(order.begin(), order.end(), [&](const Json& a, const Json& b) {
+    return (*used)[S(a, "/metadata/name"_json_pointer)]["pods"] < (*used)[S(b, "/metadata/name"_json_pointer)]["pods"];
+  });
+  for (const Json& node : order) {
+    const std::string nn = S(node, "/metadata/name"_json_pointer);
+    std::string why;
+    if (node.contains("/spec/unschedulable"_json_pointer) && node["spec"]["unschedulable"] == true) {
+      why = "unschedulable";
+    } else if (MatchesNode(pod, node, &why) && ToleratesTaints(pod, node, &why) && Fits(req, (*used)[nn], node, &why)) {
+      kube::Request r;
+      r.method = "POST";
+      r.path = "/api/v1/namespaces/" + ns + "/pods/" + name + "/binding";
+      r.body = Json{{"apiVersion", "v1"},
+                    {"kind", "Binding"},
+                    {"metadata", {{"name", name}, {"namespace", ns}}},
+                    {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", nn}}}}
+                   .dump();
+      auto res = client_->Send(r);
+      if (!res.ok()) {
+        Log("bind " + ns + "/" + name + " → " + nn + ": " + res.error().ToString());
+        return;
+      }
+      for (const auto& [k, v] : req) (*used)[nn][k] += v;
+      Log("bound " + ns + "/" + name + " to " + nn);
+      return;
+    }
+    reasons += (reasons.empty() ? "" : "; ") + nn + ": " + why;
+  }
+  const std::string msg = "0/" + std::to_string(nodes.size()) + " nodes are available: " + reasons;
+  if (S(pod, "/status/message"_json_pointer) != msg) {
+    Json cond = {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
+                 {"message", msg}, {"lastTransitionTime", Now()}};
+    (void)pods_.InNamespace(ns).PatchStatus(
+        name, {{"status", {{"phase", "Pending"}, {"message", msg}, {"conditions", Json::array({cond})}}}});
+  }
+}
+
+void Agent::Start(const Json& pod) {
+  const std::string ns = S(pod, "/metadata/namespace"_json_pointer);
+  const std::string name = S(pod, "/metadata/name"_json_pointer);
+  const std::string uid = S(pod, "/metadata/uid"_json_pointer);
+  Proc p;
+  p.ns = ns;
+  p.name = name;
+  p.uid = uid;
+  p.node = S(pod, "/spec/nodeName"_json_pointer);
+  if (pod.contains("/spec/containers/0/name"_json_pointer)) {
+    p.container = S(pod, "/spec/containers/0/name"_json_pointer);
+    p.image = S(pod, "/spec/containers/0/image"_json_pointer);
+  }
+  p.dir = opts_.work_dir + "/" + ns + "_" + name + "_" + uid.substr(0, 8);
+  fs::create_directories(p.dir);
+
+  // ConfigMaps the pod refers to.
+  std::map<std::string, Json> cms;
+  kube::ResourceClient cm_client(client_, kube::resources::kConfigMaps, ns);
+  auto want_cm = [&](const std::string& cm) {
+    if (cm.empty() || cms.count(cm)) return;
+    if (auto got = cm_client.Get(cm); got.ok()) cms[cm] = *got;
+  };
+  for (const Json& v : pod["spec"].value("volumes", Json::array())) {
+    if (v.contains("configMap")) want_cm(v["configMap"].value("name", ""));
+  }
+  for (const Json& c : pod["spec"].value("containers", Json::array())) {
+    for (const Json& e : c.value("env", Json::array())) {
+      if (e.contains("/valueFrom/configMapKeyRef/name"_json_pointer)) {
+        want_cm(e["valueFrom"]["configMapKeyRef"]["name"].get<std::string>());
+      }
+    }
+  }
+  ProcessOptions po;
+  po.pod_dir = p.dir;
+  po.image_map = opts_.image_map;
+  po.extra_env = opts_.extra_env;
+  if (!opts_.pod_kubeconfig.empty()) po.extra_env["KUBECONFIG"] = opts_.pod_kubeconfig;
+  for (const char* k : {"PATH", "HOME", "LANG", "TMPDIR", "LD_LIBRARY_PATH"}) {
+    if (const char* v = std::getenv(k)) po.passthrough_env.push_back(std::string(k) + "=" + v);
+  }
+  ProcessSpec ps;
+  std::string err;
+  const std::string log_path = p.dir + "/container.log";
+  bool ok = BuildProcess(pod, cms, po, &ps, &err);
+  if (ok) {
+    for (const auto& v : ps.volumes) {
+      if (!v.host_path.empty()) continue;
+      fs::create_directories(v.local_dir);
+      for (const auto& [rel, content] : v.files) {
+        if (!WriteFileAtomic(v.local_dir + "/" + rel, content)) {
+          ok = false;
+          err = "cannot write " + v.local_dir + "/" + rel;
+        }
+      }
+    }
+  }
+  if (!ok) {
+    // Kubelet reports such pods as waiting (CreateContainerConfigError); a
+    // local agent cannot be fixed from outside, so fail the pod with the reason.
+    Log(ns + "/" + name + ": " + err);
+    p.exited = true;
+    p.code = 128;
+    WriteFileAtomic(log_path, "node-agent: " + err + "\n");
+    procs_[uid] = p;
+    ReportExit(procs_[uid]);
+    return;
+  }
+  std::vector<char*> argv, envp;
+  for (auto& a : ps.argv) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : ps.env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    if (log_fd >= 0) {
+      ::dup2(log_fd, 1);
+      ::dup2(log_fd, 2);
+    }
+    if (::chdir(p.dir.c_str()) != 0) _exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
+    dprintf(2, "node-agent: exec %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  if (log_fd >= 0) ::close(log_fd);
+  if (pid < 0) {
+    Log("fork: " + std::string(std::strerror(errno)));
+    return;
+  }
+  ::setpgid(pid, pid);  // also from the parent: no race with a fast kill
+  p.pid = pid;
+  procs_[uid] = p;
+  Log("started " + ns + "/" + name + " on " + p.node + " pid " + std::to_string(pid) + " log " + log_path);
+  const std::string now = Now();
+  Json cs = {{"name", pod["spec"]["containers"][0].value("name", "main")},
+             {"image", pod["spec"]["containers"][0].value("image", "")},
+             {"ready", true},
+             {"restartCount", 0},
+             {"started", true},
+             {"containerID", "local://" + std::to_string(pid)},
+             {"state", {{"running", {{"startedAt", now}}}}}};
+  auto r = pods_.InNamespace(ns).PatchStatus(
+      name, {{"status", {{"phase", "Running"}, {"podIP", "127.0.0.1"}, {"hostIP", "127.0.0.1"},
+                         {"startTime", now}, {"conditions", ReadyConditions(true, now)},
+                         {"containerStatuses", Json::array({cs})}}}});
+  if (!r.ok()) Log("status " + ns + "/" + name + ": " + r.error().ToString());
+}
+
+void Agent::ReportExit(Proc& p) {
+  const std::string log_path = p.dir + "/container.log";
+  const std::string now = Now();
+  Json term = {{"exitCode", p.code},
+               {"reason", p.code == 0 ? "Completed" : "Error"},
+               {"message", TailFile(log_path, 20, 2048)},
+               {"finishedAt", now}};
+  if (p.code > 128) term["signal"] = p.code - 128;
+  Json cs = {{"name", p.container}, {"image", p.image}, {"ready", false}, {"restartCount", 0}, {"started", false},
+             {"state", {{"terminated", term}}}};
+  auto r = pods_.InNamespace(p.ns).PatchStatus(
+      p.name, {{"status", {{"phase", p.code == 0 ? "Succeeded" : "Failed"},
+                           {"conditions", ReadyConditions(false, now)},
+                           {"containerStatuses", Json::array({cs})}}}});
+  if (r.ok() || r.error().code == kube::ErrorCode::kNotFound) p.status_reported = true;
+  Log("exited " + p.ns + "/" + p.name + " code " + std::to_string(p.code));
+}
+
+void Agent::Reap() {
+  for (auto& [uid, p] : procs_) {
+    if (p.exited || p.pid <= 0) continue;
+    int st = 0;
+    const pid_t r = ::waitpid(p.pid, &st, WNOHANG);
+    if (r != p.pid) continue;
+    p.exited = true;
+    p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    ::kill(-p.pid, SIGKILL);  // stragglers of the group (the pod's "container" is gone)
+    ReportExit(p);
+  }
+  for (auto& [uid, p] : procs_) {
+    if (p.exited && !p.status_reported) ReportExit(p);
+  }
+}
+
+void Agent::HandleDeletion(const Json& pod) {
+  const std::string uid = S(pod, "/metadata/uid"_json_pointer);
+  const std::string ns = S(pod, "/metadata/namespace"_json_pointer);
+  const std::string name = S(pod, "/metadata/name"_json_pointer);
+  auto it = procs_.find(uid);
+  if (it != procs_.end() && !it->second.exited) {
+    Proc& p = it->second;
+    const auto now = std::chrono::steady_clock::now();
+    if (!p.term_sent) {
+      double grace = pod["spec"].value("terminationGracePeriodSeconds", 30.0);
+      grace = std::min(grace, opts_.max_grace_s);
+      ::kill(-p.pid, SIGTERM);
+      p.term_sent = true;
+      p.kill_at = now + std::chrono::milliseconds(static_cast<int64_t>(grace * 1000));
+      Log("SIGTERM " + ns + "/" + name + " pid " + std::to_string(p.pid));
+    } else if (now >= p.kill_at) {
+      ::kill(-p.pid, SIGKILL);
+      Log("SIGKILL " + ns + "/" + name + " pid " + std::to_string(p.pid) + " after grace");
+    }
+    return;
+  }
+  kube::DeleteOptions d;
+  d.grace_period_seconds = 0;
+  d.precondition_uid = uid;
+  auto r = pods_.InNamespace(ns).Delete(name, d);
+  if (r.ok() || r.error().code == kube::ErrorCode::kNotFound) {
+    if (it != procs_.end()) procs_.erase(it);
+  }
+}
+
+void Agent::Step() {
+  Heartbeat();
+  auto node_list = nodes_.List();
+  auto pod_list = pods_.List();
+  if (!node_list.ok() || !pod_list.ok()) {
+    Log("list: " + (!node_list.ok() ? node_list.error().ToString() : pod_list.error().ToString()));
+    return;
+  }
+  std::set<std::string> mine;
+  for (const auto& n : node_names()) mine.insert(n);
+  std::vector<Json> nodes;
+  for (const Json& n : node_list->items) {
+    if (mine.count(S(n, "/metadata/name"_json_pointer))) nodes.push_back(n);
+  }
+  std::map<std::string, std::map<std::string, double>> used;
+  std::set<std::string> seen;
+  for (const Json& pod : pod_list->items) {
+    const std::string phase = S(pod, "/status/phase"_json_pointer);
+    const std::string node = S(pod, "/spec/nodeName"_json_pointer);
+    seen.insert(S(pod, "/metadata/uid"_json_pointer));
+    if (!node.empty() && phase != "Succeeded" && phase != "Failed") {
+      for (const auto& [k, v] : PodRequests(pod)) used[node][k] += v;
+    }
+  }
+  for (const Json& pod : pod_list->items) {
+    const std::string node = S(pod, "/spec/nodeName"_json_pointer);
+    const std::string uid = S(pod, "/metadata/uid"_json_pointer);
+    const std::string phase = S(pod, "/status/phase"_json_pointer);
+    if (pod["metadata"].contains("deletionTimestamp")) {
+      if (node.empty() || mine.count(node)) HandleDeletion(pod);
+      continue;
+    }
+    if (node.empty()) {
+      const std::string sched = S(pod, "/spec/schedulerName"_json_pointer);
+      if (sched.empty() || sched == "default-scheduler" || sched == opts_.scheduler_name) {
+        Schedule(pod, nodes, &used);
+      }
+      continue;
+    }
+    if (!mine.count(node) || procs_.count(uid)) continue;
+    if (phase == "Succeeded" || phase == "Failed") continue;
+    if (phase == "Running") {
+      // Its process belonged to an earlier agent (restart): the container is lost.
+      Proc p;
+      p.ns = S(pod, "/metadata/namespace"_json_pointer);
+      p.name = S(pod, "/metadata/name"_json_pointer);
+      p.uid = uid;
+      if (pod.contains("/spec/containers/0/name"_json_pointer)) p.container = S(pod, "/spec/containers/0/name"_json_pointer);
+      p.exited = true;
+      p.code = 137;
+      p.dir = opts_.work_dir + "/" + p.ns + "_" + p.name + "_" + uid.substr(0, 8);
+      procs_[uid] = p;
+      ReportExit(procs_[uid]);
+      continue;
+    }
+    Start(pod);
+  }
+  Reap();
+  // Forget pods that are gone and whose process has ended.
+  for (auto it = procs_.begin(); it != procs_.end();) {
+    if (!seen.count(it->first) && it->second.exited) it = procs_.erase(it);
+    else ++it;
+  }
+}
+
+void Agent::Run(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    Step();
+    std::this_thread::sleep_for(opts_.poll);
+  }
+}
+
+}  // namespace hypertrain::nodeagent

@@ -1,0 +1,83 @@
+#pragma once
+// The local node agent: a kubelet + scheduler stand-in for one machine.
+// Registers Nodes, binds pending pods to them, runs each pod's container as a
+// local process (process group = pod), reports pod status, honours deletion.
+// See docs/NODE_AGENT.md.
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kube/resources.h"
+#include "kube/rest_client.h"
+#include "localcluster/nodeagent/pod_spec.h"
+
+namespace hypertrain::nodeagent {
+
+struct AgentOptions {
+  int nodes = 2;
+  std::string node_prefix = "local-node-";
+  std::string instance_type = "ml.local.cpu";
+  std::map<std::string, std::string> capacity = {{"cpu", "8"},  {"memory", "32Gi"},
+                                                 {"pods", "16"}, {"nvidia.com/gpu", "0"},
+                                                 {"vpc.amazonaws.com/efa", "0"}};
+  std::map<std::string, std::string> extra_labels;
+  std::string scheduler_name = "hypertrain-local";  // also binds default-scheduler pods
+  std::map<std::string, std::string> image_map;
+  std::string work_dir;          // per-pod directories and logs
+  std::map<std::string, std::string> extra_env;  // set in every process (after the pod's env)
+  std::string pod_kubeconfig;    // injected as KUBECONFIG into processes ("" = none)
+  double max_grace_s = 10;       // cap on terminationGracePeriodSeconds
+  std::chrono::milliseconds poll{200};
+  std::chrono::milliseconds heartbeat{2000};
+};
+
+class Agent {
+ public:
+  Agent(std::shared_ptr<kube::RestClient> client, AgentOptions opts);
+  ~Agent();  // kills remaining process groups (SIGKILL) and reaps them
+
+  // Creates the Nodes (or adopts existing ones, keeping their labels).
+  kube::Result<void> RegisterNodes();
+  // One pass: heartbeats, scheduling, starting, reaping, deletion.
+  void Step();
+  // Step() every opts.poll until `stop` is set.
+  void Run(const std::atomic<bool>& stop);
+
+  std::vector<std::string> node_names() const;
+
+ private:
+  struct Proc {
+    pid_t pid = -1;
+    std::string ns, name, uid, node, dir, container = "main", image;
+    bool exited = false;
+    int code = 0;
+    bool term_sent = false;
+    std::chrono::steady_clock::time_point kill_at;
+    bool status_reported = false;
+  };
+  void Heartbeat();
+  void Schedule(const kube::Json& pod, const std::vector<kube::Json>& nodes,
+                std::map<std::string, std::map<std::string, double>>* used);
+  void Start(const kube::Json& pod);
+  void Reap();
+  void ReportExit(Proc& p);
+  void HandleDeletion(const kube::Json& pod);
+  void Log(const std::string& line) const;
+
+  std::shared_ptr<kube::RestClient> client_;
+  AgentOptions opts_;
+  kube::ResourceClient nodes_, pods_;
+  std::map<std::string, Proc> procs_;  // pod uid → process
+  std::chrono::steady_clock::time_point last_heartbeat_{};
+};
+
+// Last `max_lines` lines of a file, at most `max_bytes` bytes.
+std::string TailFile(const std::string& path, int max_lines, size_t max_bytes);
+
+}  // namespace hypertrain::nodeagent

@@ -1,0 +1,131 @@
+// node-agent: runs pods of a (local) Kubernetes API server as local processes.
+//   node-agent --kubeconfig F --nodes 2 --image-map hypertrain:local=/path/hypertrain --work-dir D
+// See docs/NODE_AGENT.md.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "kube/config.h"
+#include "localcluster/nodeagent/agent.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+constexpr char kUsage[] =
+    "usage: node-agent --kubeconfig FILE [--nodes N] [--node-prefix P] [--instance-type T]\n"
+    "                  [--capacity RES=QTY]... [--label K=V]... [--image-map IMAGE=PATH]...\n"
+    "                  [--image-map-file FILE] [--work-dir DIR] [--pod-kubeconfig FILE]\n"
+    "                  [--env NAME=VALUE]... [--scheduler-name NAME] [--max-grace-s S] [--poll-ms MS] [--pid-file FILE]\n";
+
+bool SplitKV(const std::string& s, std::string* k, std::string* v) {
+  const size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  *k = s.substr(0, eq);
+  *v = s.substr(eq + 1);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using hypertrain::nodeagent::AgentOptions;
+  AgentOptions opts;
+  std::string kubeconfig, pid_file;
+  auto fail = [](const std::string& m) {
+    std::cerr << "node-agent: " << m << "\n" << kUsage;
+    return 2;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string val;
+    if (const size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      val = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    } else if (a != "--help" && a != "-h") {
+      if (i + 1 >= argc) return fail(a + " needs a value");
+      val = argv[++i];
+    }
+    std::string k, v;
+    try {
+      if (a == "--help" || a == "-h") {
+        std::cout << kUsage;
+        return 0;
+      } else if (a == "--kubeconfig") kubeconfig = val;
+      else if (a == "--nodes") {
+        opts.nodes = std::stoi(val);
+        if (opts.nodes < 1 || opts.nodes > 64) return fail("--nodes must be in [1, 64]");
+      } else if (a == "--node-prefix") opts.node_prefix = val;
+      else if (a == "--instance-type") opts.instance_type = val;
+      else if (a == "--capacity") {
+        if (!SplitKV(val, &k, &v) || !hypertrain::nodeagent::ParseQuantity(v)) return fail("bad --capacity " + val);
+        opts.capacity[k] = v;
+      } else if (a == "--label") {
+        if (!SplitKV(val, &k, &v)) return fail("bad --label " + val);
+        opts.extra_labels[k] = v;
+      } else if (a == "--env") {
+        if (!SplitKV(val, &k, &v)) return fail("bad --env " + val + " (want NAME=VALUE)");
+        opts.extra_env[k] = v;
+      } else if (a == "--image-map") {
+        if (!SplitKV(val, &k, &v)) return fail("bad --image-map " + val + " (want IMAGE=PATH)");
+        opts.image_map[k] = std::filesystem::absolute(v).string();
+      } else if (a == "--image-map-file") {
+        std::ifstream f(val);
+        if (!f) return fail("cannot read " + val);
+        for (std::string line; std::getline(f, line);) {
+          if (line.empty() || line[0] == '#') continue;
+          if (!SplitKV(line, &k, &v)) return fail("bad line in " + val + ": " + line);
+          opts.image_map[k] = std::filesystem::absolute(v).string();
+        }
+      } else if (a == "--work-dir") opts.work_dir = std::filesystem::absolute(val).string();
+      else if (a == "--pod-kubeconfig") opts.pod_kubeconfig = std::filesystem::absolute(val).string();
+      else if (a == "--scheduler-name") opts.scheduler_name = val;
+      else if (a == "--max-grace-s") opts.max_grace_s = std::stod(val);
+      else if (a == "--poll-ms") opts.poll = std::chrono::milliseconds(std::max(20, std::stoi(val)));
+      else if (a == "--pid-file") pid_file = val;
+      else return fail("unknown flag " + a);
+    } catch (const std::exception&) {
+      return fail("bad value for " + a + ": " + val);
+    }
+  }
+  if (kubeconfig.empty()) return fail("--kubeconfig is required");
+  for (const auto& [image, path] : opts.image_map) {
+    if (::access(path.c_str(), X_OK) != 0) return fail("image " + image + ": " + path + " is not executable");
+  }
+  if (opts.work_dir.empty()) {
+    char tmpl[] = "/tmp/node-agent-XXXXXX";
+    if (!mkdtemp(tmpl)) return fail("cannot create a work dir");
+    opts.work_dir = tmpl;
+  }
+  std::filesystem::create_directories(opts.work_dir);
+  auto cfg = kube::LoadKubeconfig({kubeconfig});
+  if (!cfg.ok()) return fail(cfg.error().ToString());
+  auto client = kube::RestClient::Create(*cfg);
+  if (!client.ok()) return fail(client.error().ToString());
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  hypertrain::nodeagent::Agent agent(*client, opts);
+  for (int attempt = 0;; ++attempt) {
+    auto r = agent.RegisterNodes();
+    if (r.ok()) break;
+    if (attempt >= 20 || g_stop) return fail("registering nodes: " + r.error().ToString());
+    std::this_thread::sleep_for(std::chrono::milliseconds(250 * (attempt + 1)));
+  }
+  if (!pid_file.empty()) std::ofstream(pid_file) << ::getpid() << "\n";
+  std::cerr << "node-agent: " << opts.nodes << " node(s) registered; pod logs under " << opts.work_dir
+            << "/<namespace>_<pod>_<uid>/container.log" << std::endl;
+  agent.Run(g_stop);
+  std::cerr << "node-agent: stopping; killing remaining pod processes" << std::endl;
+  return 0;
+}

@@ -1,0 +1,106 @@
+#pragma once
+// CpuBackend: the reference implementation of model::Backend.
+//
+// Compute is always fp32 on the CPU, whatever the configured precision (bf16,
+// fp16, tf32 are accepted so one config runs on both backends; fp16 still
+// drives the dynamic loss scaler). Every unit's ComputeParams is an fp32 buffer
+// and MasterParams aliases its owned range; ShardGrads aliases FullGrads when
+// the unit is owned whole, and is a separate buffer otherwise (sharded runs,
+// where the hooks reduce-scatter FullGrads into it).
+//
+// With BackendOptions::unit_pool (sharded runs) it implements the unit pool
+// of runtime/model/backend.h: per unit only the owned range of the params
+// (ComputeShard == MasterParams, fp32) persists; full-size params and grads
+// live in pool slots between acquire and release. A released param slot is
+// filled with NaN and a released grad slot too, so a use outside the
+// acquire/release window poisons the loss at once (what CI relies on).
+// BackendOptions::embedding_grad_ranks adds the split embedding gradient of
+// runtime/model/backend.h (host gather buffers, cpu::EmbeddingBackwardRange).
+#include <memory>
+#include <vector>
+
+#include "runtime/backends/cpu/model.h"
+#include "runtime/model/backend.h"
+#include "runtime/model/unit_pool.h"
+
+namespace hypertrain::cpu {
+
+class CpuBackend final : public model::Backend {
+ public:
+  // Validates options (seq_len <= max_context_width, owned ranges inside units)
+  // and initialises parameters from options.seed (runtime/model/init.h).
+  static StatusOr<std::unique_ptr<CpuBackend>> Create(const model::ModelConfig& config,
+                                                      const model::BackendOptions& options);
+
+  std::string name() const override { return "cpu"; }
+  const model::ParamLayout& layout() const override { return layout_; }
+  const model::BackendOptions& options() const override { return options_; }
+  model::Range Owned(int unit) const override { return owned_.at(unit); }
+
+  model::UnitBuffer ComputeParams(int unit) override;
+  model::UnitBuffer FullGrads(int unit) override;
+  model::UnitBuffer MasterParams(int unit) override;
+  model::UnitBuffer ShardGrads(int unit) override;
+  model::UnitBuffer AdamM(int unit) override;
+  model::UnitBuffer AdamV(int unit) override;
+  Status ReadState(int unit, model::StateKind kind, float* host) override;
+  Status WriteState(int unit, model::StateKind kind, const float* host) override;
+
+  Status ZeroGrads() override;
+  StatusOr<double> ForwardBackward(const model::TokenBatch& batch, float grad_multiplier,
+                                   model::UnitHooks& hooks) override;
+  StatusOr<double> Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) override;
+  StatusOr<double> GradSumSquares(int unit) override;
+  Status OptimizerStep(int unit, const kernels::AdamWParams& p) override;
+  Status Synchronize() override { return Status::Ok(); }
+  double PeakFlops() const override { return 0.0; }
+  // Peak resident set size of the process (VmHWM).
+  int64_t PeakMemoryBytes() const override;
+
+  bool PoolsUnits() const override { return pool_; }
+  model::UnitBuffer ComputeShard(int unit) override;
+  Status AcquireParams(int unit) override;
+  Status ReleaseParams(int unit) override;
+  Status AcquireGrads(int unit) override;
+  Status ReleaseGrads(int unit) override;
+  Status DiscardGrads(int unit) override;
+  int64_t ParamsVersion(int unit) const override { return versions_.at(unit); }
+  // Split embedding gradient (BackendOptions::embedding_grad_ranks > 1):
+  // host gather buffers; the op is cpu::EmbeddingBackwardRange.
+  bool SplitsEmbeddingGrad() const override { return emb_ranks_ > 1; }
+  model::EmbeddingGradIo EmbeddingGrad() override;
+  Status AccumulateEmbeddingGrad(bool bf16_reduce) override;
+
+  int64_t activation_bytes() const { return model_->activation_bytes(); }
+
+ private:
+  CpuBackend() = default;
+  Status CheckBatch(const model::TokenBatch& batch) const;
+  float* State(int unit, model::StateKind kind);
+  // Element `i` of unit u's persistent params (full, or the owned range in
+  // pool mode).
+  float* Param(int u, int64_t i) { return params_[u].data() + (i - param_base_[u]); }
+  // Frees u's gradient slot, first adding its owned range into ShardGrads(u)
+  // when `fold`.
+  Status FreeGrads(int u, bool fold);
+
+  model::ParamLayout layout_;
+  model::BackendOptions options_;
+  std::vector<model::Range> owned_;
+  std::vector<std::vector<float>> params_, grads_, shard_grads_, m_, v_;
+  std::vector<int64_t> param_base_;  // unit element held at params_[u][0]
+  // ComputeParams/FullGrads per unit (pool mode: nullptr unless acquired).
+  std::vector<float*> param_ptrs_, grad_ptrs_;
+  bool pool_ = false;
+  // Pool slots: [0] for the embedding unit, [1] for blocks.
+  std::vector<std::vector<float>> param_slots_[2], grad_slots_[2];
+  model::UnitSlots param_pool_[2], grad_pool_[2];
+  std::unique_ptr<CpuModel<float>> model_;
+  std::vector<int64_t> versions_;  // ParamsVersion per unit
+  // Split embedding gradient: this pass's tokens, and the gathered ones.
+  int emb_ranks_ = 0;
+  std::vector<int32_t> tokens_, all_tokens_;
+  std::vector<float> all_dout_;
+};
+
+}  // namespace hypertrain::cpu

@@ -1,0 +1,265 @@
+#include "runtime/backends/cpu/model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/backends/cpu/ops.h"
+
+namespace hypertrain::cpu {
+
+using model::ActivationCheckpointing;
+using model::ParamLayout;
+
+template <typename T>
+CpuModel<T>::CpuModel(const ParamLayout& layout, int64_t batch, int64_t seq,
+                      ActivationCheckpointing checkpointing, int32_t ignore_index)
+    : layout_(layout),
+      cfg_(layout.config()),
+      B_(batch),
+      T_(seq),
+      N_(batch * seq),
+      ckpt_(checkpointing),
+      ignore_index_(ignore_index) {
+  const int64_t N = N_, C = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(),
+                F = cfg_.intermediate_size, H = cfg_.num_attention_heads;
+  const int64_t L = cfg_.num_hidden_layers;
+  const bool sel = ckpt_ == ActivationCheckpointing::kSelective;
+  const bool none = ckpt_ == ActivationCheckpointing::kNone;
+  // Two passes: sizes with a null base, then pointers into the real storage.
+  auto plan = [&](T* base) {
+    int64_t off = 0;
+    auto take = [&](int64_t n) {
+      T* p = base == nullptr ? nullptr : base + off;
+      off += n;
+      return p;
+    };
+    Acts& s = scratch_;
+    s.x = nullptr;
+    s.ln1 = take(N * C), s.rstd1 = take(N), s.q = take(N * Q), s.k = take(N * K);
+    s.v = take(N * K), s.att = take(N * Q), s.lse = take(H * N), s.h = take(N * C);
+    s.ln2 = take(N * C), s.rstd2 = take(N), s.gate = take(N * F), s.up = take(N * F);
+    s.act = take(N * F);
+    acts_.assign(L, Acts{});
+    for (Acts& a : acts_) {
+      auto keep = [&](bool kept, int64_t n, T* scratch) { return kept ? take(n) : scratch; };
+      a.x = take(N * C);
+      a.ln1 = keep(none, N * C, s.ln1);
+      a.rstd1 = keep(none, N, s.rstd1);
+      a.q = keep(none || sel, N * Q, s.q);
+      a.k = keep(none || sel, N * K, s.k);
+      a.v = keep(none || sel, N * K, s.v);
+      a.att = keep(none || sel, N * Q, s.att);
+      a.lse = keep(none || sel, H * N, s.lse);
+      a.h = keep(none || sel, N * C, s.h);
+      a.ln2 = keep(none, N * C, s.ln2);
+      a.rstd2 = keep(none, N, s.rstd2);
+      a.gate = keep(none || sel, N * F, s.gate);
+      a.up = keep(none || sel, N * F, s.up);
+      a.act = keep(none, N * F, s.act);
+    }
+    x_final_ = take(N * C), ln_f_ = take(N * C), rstd_f_ = take(N), dln_f_ = take(N * C);
+    dres_ = take(N * C), dh_ = take(N * C), dln_ = take(N * C), datt_ = take(N * Q);
+    dq_ = take(N * Q), dk_ = take(N * K), dv_ = take(N * K), dact_ = take(N * F);
+    dgate_ = take(N * F), dup_ = take(N * F);
+    return off;
+  };
+  const int64_t total = plan(nullptr);
+  store_.assign(total, T(0));
+  plan(store_.data());
+  activation_bytes_ = total * static_cast<int64_t>(sizeof(T));
+  const int64_t D = cfg_.head_dim();
+  cos_.resize(T_ * D / 2);
+  sin_.resize(T_ * D / 2);
+  RopeTables(cos_.data(), sin_.data(), T_, D, cfg_.rope_theta, cfg_.rope_scaling);
+}
+
+template <typename T>
+const T* CpuModel<T>::Tensor(const T* unit, int u, int t) const {
+  return unit + layout_.unit(u).tensors[t].offset;
+}
+template <typename T>
+T* CpuModel<T>::Tensor(T* unit, int u, int t) const {
+  return unit + layout_.unit(u).tensors[t].offset;
+}
+
+template <typename T>
+Status CpuModel<T>::CheckTokens(const int32_t* inputs, const int32_t* targets) const {
+  const int64_t V = cfg_.vocab_size;
+  for (int64_t n = 0; n < N_; ++n) {
+    if (inputs[n] < 0 || inputs[n] >= V) {
+      return InvalidArgument(fmt::format("input token {} at position {} is outside [0, {})",
+                                         inputs[n], n, V));
+    }
+    if (targets[n] != ignore_index_ && (targets[n] < 0 || targets[n] >= V)) {
+      return InvalidArgument(fmt::format("target token {} at position {} is outside [0, {})",
+                                         targets[n], n, V));
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+void CpuModel<T>::BlockForward(const Acts& a, const T* p, T* y) {
+  using namespace model;
+  const int64_t N = N_, C = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(),
+                F = cfg_.intermediate_size, H = cfg_.num_attention_heads,
+                KV = cfg_.num_key_value_heads, D = cfg_.head_dim();
+  const int u = 1;  // every block unit has the same offsets
+  RmsNormForward(a.ln1, a.rstd1, a.x, Tensor(p, u, kInputNorm), N, C, cfg_.rms_norm_eps);
+  Matmul(a.q, a.ln1, Tensor(p, u, kQProj), N, C, Q);
+  Matmul(a.k, a.ln1, Tensor(p, u, kKProj), N, C, K);
+  Matmul(a.v, a.ln1, Tensor(p, u, kVProj), N, C, K);
+  RopeForward(a.q, a.q, cos_.data(), sin_.data(), B_, T_, H, D);
+  RopeForward(a.k, a.k, cos_.data(), sin_.data(), B_, T_, KV, D);
+  AttentionForward(a.att, a.lse, a.q, a.k, a.v, B_, T_, H, KV, D);
+  Matmul(a.h, a.att, Tensor(p, u, kOProj), N, Q, C);
+  Add(a.h, a.h, a.x, N * C);
+  RmsNormForward(a.ln2, a.rstd2, a.h, Tensor(p, u, kPostNorm), N, C, cfg_.rms_norm_eps);
+  Matmul(a.gate, a.ln2, Tensor(p, u, kGateProj), N, C, F);
+  Matmul(a.up, a.ln2, Tensor(p, u, kUpProj), N, C, F);
+  SwiGluForward(a.act, a.gate, a.up, N * F);
+  if (y == nullptr) return;
+  Matmul(y, a.act, Tensor(p, u, kDownProj), N, F, C);
+  Add(y, y, a.h, N * C);
+}
+
+template <typename T>
+void CpuModel<T>::Recompute(int layer, const T* p) {
+  using namespace model;
+  const Acts& a = acts_[layer];
+  const int64_t N = N_, C = cfg_.hidden_size, F = cfg_.intermediate_size;
+  switch (ckpt_) {
+    case ActivationCheckpointing::kNone:
+      return;
+    case ActivationCheckpointing::kSelective:
+      RmsNormForward(a.ln1, a.rstd1, a.x, Tensor(p, 1, kInputNorm), N, C, cfg_.rms_norm_eps);
+      RmsNormForward(a.ln2, a.rstd2, a.h, Tensor(p, 1, kPostNorm), N, C, cfg_.rms_norm_eps);
+      SwiGluForward(a.act, a.gate, a.up, N * F);
+      return;
+    case ActivationCheckpointing::kFull:
+      BlockForward(a, p, nullptr);
+      return;
+  }
+}
+
+template <typename T>
+void CpuModel<T>::BlockBackward(const Acts& a, const T* p, T* g, T* dres) {
+  using namespace model;
+  const int64_t N = N_, C = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(),
+                F = cfg_.intermediate_size, H = cfg_.num_attention_heads,
+                KV = cfg_.num_key_value_heads, D = cfg_.head_dim();
+  const int u = 1;
+  auto zero = [](T* x, int64_t n) { std::fill(x, x + n, T(0)); };
+  // MLP half: y = h + down(silu(gate(ln2)) * up(ln2)), ln2 = norm(h).
+  std::copy(dres, dres + N * C, dh_);
+  zero(dact_, N * F);
+  MatmulBackward(dact_, Tensor(g, u, kDownProj), dres, a.act, Tensor(p, u, kDownProj), N, F, C);
+  zero(dgate_, N * F);
+  zero(dup_, N * F);
+  SwiGluBackward(dgate_, dup_, dact_, a.gate, a.up, N * F);
+  zero(dln_, N * C);
+  MatmulBackward(dln_, Tensor(g, u, kGateProj), dgate_, a.ln2, Tensor(p, u, kGateProj), N, C, F);
+  MatmulBackward(dln_, Tensor(g, u, kUpProj), dup_, a.ln2, Tensor(p, u, kUpProj), N, C, F);
+  RmsNormBackward(dh_, Tensor(g, u, kPostNorm), dln_, a.h, Tensor(p, u, kPostNorm), a.rstd2, N, C);
+  // Attention half: h = x + o(attn(rope(q(ln1)), rope(k(ln1)), v(ln1))).
+  zero(datt_, N * Q);
+  MatmulBackward(datt_, Tensor(g, u, kOProj), dh_, a.att, Tensor(p, u, kOProj), N, Q, C);
+  zero(dq_, N * Q);
+  zero(dk_, N * K);
+  zero(dv_, N * K);
+  AttentionBackward(dq_, dk_, dv_, datt_, a.q, a.k, a.v, a.att, a.lse, B_, T_, H, KV, D);
+  RopeBackward(dq_, dq_, cos_.data(), sin_.data(), B_, T_, H, D);
+  RopeBackward(dk_, dk_, cos_.data(), sin_.data(), B_, T_, KV, D);
+  zero(dln_, N * C);
+  MatmulBackward(dln_, Tensor(g, u, kQProj), dq_, a.ln1, Tensor(p, u, kQProj), N, C, Q);
+  MatmulBackward(dln_, Tensor(g, u, kKProj), dk_, a.ln1, Tensor(p, u, kKProj), N, C, K);
+  MatmulBackward(dln_, Tensor(g, u, kVProj), dv_, a.ln1, Tensor(p, u, kVProj), N, C, K);
+  std::copy(dh_, dh_ + N * C, dres);
+  RmsNormBackward(dres, Tensor(g, u, kInputNorm), dln_, a.x, Tensor(p, u, kInputNorm), a.rstd1,
+                  N, C);
+}
+
+template <typename T>
+Status CpuModel<T>::Forward(const int32_t* inputs, const std::vector<T*>& params,
+                            model::UnitHooks& hooks) {
+  using namespace model;
+  const int E = ParamLayout::kEmbeddingUnit;
+  const int64_t L = cfg_.num_hidden_layers, C = cfg_.hidden_size;
+  if (static_cast<int>(params.size()) != layout_.num_units()) {
+    return InvalidArgument(fmt::format("CpuModel: {} parameter units given, layout has {}",
+                                       params.size(), layout_.num_units()));
+  }
+  HT_RETURN_IF_ERROR(hooks.BeforeForward(E));
+  EmbeddingForward(acts_[0].x, inputs, Tensor(params[E], E, kEmbedTokens), N_, C);
+  for (int64_t l = 0; l < L; ++l) {
+    const int u = ParamLayout::BlockUnit(static_cast<int>(l));
+    HT_RETURN_IF_ERROR(hooks.BeforeForward(u));
+    BlockForward(acts_[l], params[u], l + 1 < L ? acts_[l + 1].x : x_final_);
+    HT_RETURN_IF_ERROR(hooks.AfterForward(u));
+  }
+  RmsNormForward(ln_f_, rstd_f_, x_final_, Tensor(params[E], E, kFinalNorm), N_, C,
+                 cfg_.rms_norm_eps);
+  return Status::Ok();
+}
+
+template <typename T>
+StatusOr<double> CpuModel<T>::ForwardBackward(const int32_t* inputs, const int32_t* targets,
+                                              double grad_multiplier,
+                                              const std::vector<T*>& params,
+                                              const std::vector<T*>& grads,
+                                              model::UnitHooks& hooks) {
+  using namespace model;
+  const int E = ParamLayout::kEmbeddingUnit;
+  const int64_t L = cfg_.num_hidden_layers, C = cfg_.hidden_size, V = cfg_.vocab_size;
+  HT_RETURN_IF_ERROR(CheckTokens(inputs, targets));
+  if (grads.size() != params.size()) return InvalidArgument("CpuModel: grads/params unit mismatch");
+  HT_RETURN_IF_ERROR(Forward(inputs, params, hooks));
+  HT_RETURN_IF_ERROR(hooks.AfterForward(E));
+  HT_RETURN_IF_ERROR(hooks.BeforeBackward(E));
+  const int head = cfg_.tie_word_embeddings ? kEmbedTokens : kLmHead;
+  const int64_t count = CountTargets(targets, N_, ignore_index_);
+  const double dloss = count > 0 ? grad_multiplier / static_cast<double>(count) : 0.0;
+  std::fill(dln_f_, dln_f_ + N_ * C, T(0));
+  const LossSum ls = FusedClassifier(dln_f_, Tensor(grads[E], E, head), ln_f_,
+                                     Tensor(params[E], E, head), targets, N_, C, V, ignore_index_,
+                                     dloss);
+  std::fill(dres_, dres_ + N_ * C, T(0));
+  RmsNormBackward(dres_, Tensor(grads[E], E, kFinalNorm), dln_f_, x_final_,
+                  Tensor(params[E], E, kFinalNorm), rstd_f_, N_, C);
+  HT_RETURN_IF_ERROR(hooks.AfterHeadBackward());
+  // Split: the hooks take the lookup's gradient from dres_ (FullGrads(E) may
+  // be released by the end of the backward).
+  const bool split = hooks.SplitsEmbeddingGrad();
+  for (int64_t l = L - 1; l >= 0; --l) {
+    const int u = ParamLayout::BlockUnit(static_cast<int>(l));
+    HT_RETURN_IF_ERROR(hooks.BeforeBackward(u));
+    Recompute(static_cast<int>(l), params[u]);
+    BlockBackward(acts_[l], params[u], grads[u], dres_);
+    HT_RETURN_IF_ERROR(hooks.AfterBackward(u));
+  }
+  if (!split) EmbeddingBackward(Tensor(grads[E], E, kEmbedTokens), dres_, inputs, N_, C);
+  HT_RETURN_IF_ERROR(hooks.AfterBackward(E));
+  return count > 0 ? ls.loss_sum / static_cast<double>(count) : 0.0;
+}
+
+template <typename T>
+StatusOr<double> CpuModel<T>::Loss(const int32_t* inputs, const int32_t* targets,
+                                   const std::vector<T*>& params, model::UnitHooks& hooks) {
+  using namespace model;
+  const int E = ParamLayout::kEmbeddingUnit;
+  HT_RETURN_IF_ERROR(CheckTokens(inputs, targets));
+  HT_RETURN_IF_ERROR(Forward(inputs, params, hooks));
+  const int head = cfg_.tie_word_embeddings ? kEmbedTokens : kLmHead;
+  const LossSum ls = FusedClassifier<T>(nullptr, nullptr, ln_f_, Tensor(params[E], E, head),
+                                        targets, N_, cfg_.hidden_size, cfg_.vocab_size,
+                                        ignore_index_, 0.0);
+  HT_RETURN_IF_ERROR(hooks.AfterForward(E));
+  return ls.count > 0 ? ls.loss_sum / static_cast<double>(ls.count) : 0.0;
+}
+
+template class CpuModel<float>;
+template class CpuModel<double>;
+
+}  // namespace hypertrain::cpu

@@ -1,0 +1,640 @@
+// CudaBackend: creation, state buffers, optimizer, staging (the step itself is
+// in step.cc).
+#include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "runtime/backends/cuda/accumulate.h"
+#include "runtime/backends/cuda/backend_internal.h"
+#include "runtime/kernels/cuda/adamw.h"
+#include "runtime/kernels/cuda/cast.h"
+#include "runtime/kernels/cuda/reduce.h"
+#include "runtime/model/init.h"
+
+namespace hypertrain::cuda {
+
+namespace kc = ::hypertrain::kernels::cuda;
+using model::Range;
+using model::StateKind;
+using model::UnitBuffer;
+
+class CudaBackend::PinnedAllocator final : public data::HostAllocator {
+ public:
+  void* Allocate(size_t bytes) override {
+    void* p = nullptr;
+    return cudaHostAlloc(&p, bytes, cudaHostAllocDefault) == cudaSuccess ? p : nullptr;
+  }
+  void Free(void* p) override {
+    if (p) cudaFreeHost(p);
+  }
+};
+
+// Runs on the loader's prefetch thread: copies a filled batch to the next
+// device slot on the H2D stream and records the slot's `ready` event.
+class CudaBackend::Stager final : public data::BatchStager {
+ public:
+  explicit Stager(CudaBackend* b) : b_(b) {}
+  Status Stage(data::Batch& batch) override {
+    nvtxRangePushA("data.stage");
+    Status st = DoStage(batch);
+    nvtxRangePop();
+    return st;
+  }
+
+ private:
+  Status DoStage(data::Batch& batch) {
+    HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(b_->cuda_.device));
+    const int64_t n = batch.view.batch * batch.view.seq;
+    if (n != b_->N_) {
+      return InvalidArgument(fmt::format("staged batch has {} tokens, the CUDA backend was planned "
+                                         "for {}", n, b_->N_));
+    }
+    Slot* slot = b_->slots_[next_++ % b_->slots_.size()].get();
+    // The slot's previous batch must have been consumed before overwriting.
+    HT_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(b_->h2d_stream_, slot->done, 0));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot->inputs, batch.view.inputs, n * sizeof(int32_t),
+                                            cudaMemcpyHostToDevice, b_->h2d_stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot->targets, batch.view.targets,
+                                            n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                            b_->h2d_stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot->ready, b_->h2d_stream_));
+    batch.view.staged = slot;
+    return Status::Ok();
+  }
+  CudaBackend* b_;
+  size_t next_ = 0;
+};
+
+namespace {
+
+// Dense peak FLOP/s by device and precision. Datasheet figures: H100/H200
+// SXM 989.4 TF bf16/fp16 dense, 494.7 TF tf32, 66.9 TF fp32; A100 312 / 156 /
+// 19.5; A10 125 bf16 dense / 62.5 tf32 / 31.2 fp32 (A10G runs lower clocks;
+// the A10 figure is used). Unknown devices report 0 (MFU not shown).
+double PeakFlopsFor(const std::string& name, model::Precision p) {
+  const bool half = p == model::Precision::kBF16 || p == model::Precision::kFP16;
+  const bool tf32 = p == model::Precision::kTF32;
+  auto pick = [&](double h, double t, double f) { return half ? h : (tf32 ? t : f); };
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos ||
+      name.find("GH200") != std::string::npos) {
+    return pick(989.4e12, 494.7e12, 66.9e12);
+  }
+  if (name.find("A100") != std::string::npos) return pick(312e12, 156e12, 19.5e12);
+  if (name.find("A10") != std::string::npos) return pick(125e12, 62.5e12, 31.2e12);
+  return 0.0;
+}
+
+}  // namespace
+
+std::vector<std::pair<int, model::Range>> UnwrittenGradRanges(const model::ParamLayout& layout) {
+  const int E = model::ParamLayout::kEmbeddingUnit;
+  const bool tied = layout.config().tie_word_embeddings;
+  std::vector<std::pair<int, model::Range>> out;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const auto& tensors = layout.unit(u).tensors;
+    // Ranges a pass writes (GEMM weight gradients), in offset order. Tied,
+    // the LM head's GEMM writes embed_tokens first; untied, the lookup's
+    // scatter-add is its only writer.
+    std::vector<model::Range> written;
+    for (int t = 0; t < static_cast<int>(tensors.size()); ++t) {
+      const bool norm =
+          u == E ? t == model::kFinalNorm : t == model::kInputNorm || t == model::kPostNorm;
+      const bool lookup_only = u == E && t == model::kEmbedTokens && !tied;
+      if (!norm && !lookup_only) written.push_back(tensors[t].range());
+    }
+    std::sort(written.begin(), written.end(),
+              [](const model::Range& a, const model::Range& b) { return a.begin < b.begin; });
+    const int64_t end = layout.unit(u).padded_numel;
+    written.push_back({end, end});
+    int64_t at = 0;
+    for (const model::Range& r : written) {
+      if (r.begin > at) out.push_back({u, {at, r.begin}});
+      at = std::max(at, r.end);
+    }
+  }
+  return out;
+}
+
+CudaBackend::CudaBackend() = default;
+
+PhaseTimes CudaBackend::mean_phase_times() const {
+  if (timed_passes_ == 0) return PhaseTimes{-1.0f, -1.0f, -1.0f};
+  const float n = static_cast<float>(timed_passes_);
+  return PhaseTimes{phase_sum_.data_ms / n, phase_sum_.forward_ms / n, phase_sum_.backward_ms / n};
+}
+
+CudaBackend::~CudaBackend() {
+  if (timed_passes_ > 0) {
+    const PhaseTimes m = mean_phase_times();
+    std::fprintf(stderr,
+                 "[cuda] device %d: compute stream per forward+backward pass (mean of %lld after "
+                 "the first): forward %.2f ms, backward %.2f ms, data %.2f ms (includes stalls on "
+                 "collectives)\n",
+                 cuda_.device, static_cast<long long>(timed_passes_), m.forward_ms, m.backward_ms,
+                 m.data_ms);
+  }
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (h2d_stream_) cudaStreamSynchronize(h2d_stream_);
+  if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+  for (auto& s : slots_) {
+    if (s->ready) cudaEventDestroy(s->ready);
+    if (s->done) cudaEventDestroy(s->done);
+  }
+  for (cudaEvent_t e : {ev_data_, ev_start_, ev_fwd_, ev_end_})
+    if (e) cudaEventDestroy(e);
+  gemm_.reset();
+  for (void* p : allocations_) cudaFree(p);
+  if (host_dscale_) cudaFreeHost(host_dscale_);
+  if (host_result_) cudaFreeHost(host_result_);
+  if (stream_) cudaStreamDestroy(stream_);
+  if (h2d_stream_) cudaStreamDestroy(h2d_stream_);
+}
+
+StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelConfig& config,
+                                                           const model::BackendOptions& options,
+                                                           const CudaOptions& cuda) {
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  HT_RETURN_IF_ERROR(b->Init(config, options, cuda));
+  return b;
+}
+
+Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendOptions& options,
+                         const CudaOptions& cuda) {
+  HT_ASSIGN_OR_RETURN(layout_, model::ParamLayout::Build(config, options.layout));
+  options_ = options;
+  cuda_ = cuda;
+  if (options_.seq_len == 0) options_.seq_len = config.max_context_width;
+  if (options_.seq_len < 1 || options_.seq_len > config.max_context_width) {
+    return InvalidArgument(fmt::format("sequence length {} must be in [1, model.max_context_width={}]",
+                                       options_.seq_len, config.max_context_width));
+  }
+  if (options_.micro_batch_size < 1) {
+    return InvalidArgument(
+        fmt::format("micro_batch_size must be >= 1, got {}", options_.micro_batch_size));
+  }
+  switch (options_.precision) {
+    case model::Precision::kBF16:
+      dtype_ = kc::DType::kBF16, model_dtype_ = model::DType::kBF16;
+      break;
+    case model::Precision::kFP16:
+      dtype_ = kc::DType::kF16, model_dtype_ = model::DType::kF16;
+      break;
+    case model::Precision::kFP32:
+    case model::Precision::kTF32:
+      dtype_ = kc::DType::kF32, model_dtype_ = model::DType::kF32;
+      break;
+  }
+  const int64_t D = config.head_dim();
+  if (dtype_ != kc::DType::kF32 && D != 64 && D != 128) {
+    return InvalidArgument(fmt::format(
+        "head_dim {} (hidden_size / num_attention_heads): the CUDA flash-attention kernel "
+        "(bf16/fp16) supports 64 or 128", D));
+  }
+  if (dtype_ == kc::DType::kF32 && (D % 32 != 0 || D > 256)) {
+    return InvalidArgument(fmt::format(
+        "head_dim {} (hidden_size / num_attention_heads): the CUDA fp32 attention kernel needs a "
+        "multiple of 32, at most 256", D));
+  }
+  if (cuda_.staging_slots < 1) return InvalidArgument("staging_slots must be >= 1");
+  B_ = options_.micro_batch_size;
+  S_ = options_.seq_len;
+  N_ = B_ * S_;
+  if (N_ * std::max(config.hidden_size, config.intermediate_size * 2) > (int64_t{1} << 31)) {
+    return InvalidArgument("micro-batch too large: tensors past 2^31 elements");
+  }
+
+  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  cudaDeviceProp prop{};
+  HT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, cuda_.device));
+  device_name_ = prop.name;
+  peak_flops_ = PeakFlopsFor(device_name_, options_.precision);
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&h2d_stream_, cudaStreamNonBlocking));
+  HT_ASSIGN_OR_RETURN(gemm_, kc::Gemm::Create(options_.precision == model::Precision::kTF32));
+  allocated_bytes_ += static_cast<int64_t>(kc::Gemm::kDefaultWorkspaceBytes);
+  for (cudaEvent_t* e : {&ev_data_, &ev_start_, &ev_fwd_, &ev_end_})
+    HT_CUDA_RETURN_IF_ERROR(cudaEventCreate(e));
+  HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_dscale_), sizeof(float), 0));
+  HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_result_), sizeof(double), 0));
+
+  // Which projections can run as one GEMM (weights stored back to back).
+  const auto& bt = layout_.unit(model::ParamLayout::BlockUnit(0)).tensors;
+  fused_qkv_ = bt[model::kKProj].offset == bt[model::kQProj].offset + bt[model::kQProj].numel &&
+               bt[model::kVProj].offset == bt[model::kKProj].offset + bt[model::kKProj].numel;
+  fused_gu_ = bt[model::kUpProj].offset == bt[model::kGateProj].offset + bt[model::kGateProj].numel;
+
+  // Parameter, gradient and optimizer state per unit.
+  const int U = layout_.num_units();
+  if (!options_.owned.empty() && static_cast<int>(options_.owned.size()) != U) {
+    return InvalidArgument(fmt::format("owned ranges: {} given for {} units", options_.owned.size(), U));
+  }
+  bool whole_units = true;
+  for (size_t u = 0; u < options_.owned.size(); ++u) {
+    whole_units = whole_units && options_.owned[u].begin == 0 &&
+                  options_.owned[u].end == layout_.unit(static_cast<int>(u)).padded_numel;
+  }
+  // PlanActivations places the block gradients (or allocates them if the
+  // plan's per-layer activations are too small to hold one).
+  shared_grads_ = options_.single_pass_grads && cuda_.share_grads_with_activations &&
+                  !options_.unit_pool && !cuda_.cuda_graphs && whole_units &&
+                  config.num_hidden_layers >= 2;
+  const size_t es = kc::DTypeSize(dtype_);
+  int64_t max_p = 0;
+  for (int u = 0; u < U; ++u) max_p = std::max(max_p, layout_.unit(u).padded_numel);
+  std::vector<float> host(max_p);
+  void* tmp = nullptr;
+  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(&tmp, max_p * sizeof(float)));
+  struct TmpFree {
+    void* p;
+    ~TmpFree() { cudaFree(p); }
+  } tmp_free{tmp};
+  pool_ = options_.unit_pool;
+  if (options_.embedding_grad_ranks < 0) {
+    return InvalidArgument(
+        fmt::format("embedding_grad_ranks must be >= 0, got {}", options_.embedding_grad_ranks));
+  }
+  emb_ranks_ = pool_ && options_.embedding_grad_ranks > 1 ? options_.embedding_grad_ranks : 0;
+  model::UnitPoolPlan plan;
+  if (pool_) {
+    HT_ASSIGN_OR_RETURN(plan, model::PlanUnitPool(layout_, options_));
+  }
+  compute_.assign(U, nullptr), master_.resize(U), m_.resize(U), v_.resize(U);
+  grads_.assign(U, nullptr), shard_grads_.resize(U), compute_shard_.assign(U, nullptr);
+  versions_.assign(U, 0);
+  for (int u = 0; u < U; ++u) {
+    const int64_t P = layout_.unit(u).padded_numel;
+    const Range r = options_.owned.empty() ? Range{0, P} : options_.owned[u];
+    if (r.begin < 0 || r.end > P || r.begin > r.end) {
+      return InvalidArgument(
+          fmt::format("owned range [{}, {}) of unit {} is outside [0, {})", r.begin, r.end, u, P));
+    }
+    owned_.push_back(r);
+    void* p = nullptr;
+    if (pool_) {
+      HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &p));
+      shard_grads_[u] = static_cast<float*>(p);
+      HT_RETURN_IF_ERROR(Alloc(r.size() * es, &compute_shard_[u]));
+      state_bytes_ += r.size() * (sizeof(float) + es);
+    } else {
+      // Shared block gradients get their place in PlanActivations.
+      if (!shared_grads_ || u == model::ParamLayout::kEmbeddingUnit) {
+        HT_RETURN_IF_ERROR(AllocGrads(u));
+      }
+      HT_RETURN_IF_ERROR(Alloc(P * es, &compute_[u]));
+      state_bytes_ += P * es;
+    }
+    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &master_[u]));
+    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &m_[u]));
+    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &v_[u]));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemset(m_[u], 0, r.size() * sizeof(float)));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemset(v_[u], 0, r.size() * sizeof(float)));
+    state_bytes_ += r.size() * 3 * sizeof(float);
+    // Every rank initialises the whole unit identically (counter-based init).
+    model::InitUnitParams(layout_, u, options_.seed, {0, P}, host.data());
+    // All on stream_ (non-blocking: it does not order with the legacy stream),
+    // synchronised before `tmp` and `host` are reused for the next unit.
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tmp, host.data(), P * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(master_[u], static_cast<float*>(tmp) + r.begin,
+                                            r.size() * sizeof(float), cudaMemcpyDeviceToDevice,
+                                            stream_));
+    HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      return pool_ ? kc::Cast<T, float>(static_cast<T*>(compute_shard_[u]),
+                                        static_cast<float*>(tmp) + r.begin, r.size(), stream_)
+                   : kc::Cast<T, float>(static_cast<T*>(compute_[u]), static_cast<float*>(tmp), P,
+                                        stream_);
+    }));
+    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  }
+  // The init scratch (a whole fp32 unit, ~1 GB for 1b) goes before the
+  // activation plan is allocated, so it never counts toward the peak.
+  cudaFree(tmp);
+  tmp_free.p = nullptr;
+  if (pool_) {  // slot counts and sizes: model::PlanUnitPool
+    for (int k = 0; k < 2; ++k) {
+      const int64_t n = plan.slot_numel[k];
+      for (int i = 0; i < plan.param_slots[k]; ++i) {
+        void* p = nullptr;
+        HT_RETURN_IF_ERROR(Alloc(n * es, &p));
+        param_slots_[k].push_back(p);
+        pool_bytes_ += n * es;
+      }
+      for (int i = 0; i < plan.grad_slots[k]; ++i) {
+        void* p = nullptr;
+        HT_RETURN_IF_ERROR(Alloc(n * sizeof(float), &p));
+        grad_slots_[k].push_back(static_cast<float*>(p));
+        pool_bytes_ += n * sizeof(float);
+      }
+      param_pool_[k] = plan.ParamSlots(k, U);
+      grad_pool_[k] = plan.GradSlots(k, U);
+    }
+  }
+  unwritten_grads_ = UnwrittenGradRanges(layout_);
+
+  for (int i = 0; i < cuda_.staging_slots; ++i) {
+    auto s = std::make_unique<Slot>();
+    void* p = nullptr;
+    HT_RETURN_IF_ERROR(Alloc(N_ * sizeof(int32_t), &p));
+    s->inputs = static_cast<int32_t*>(p);
+    HT_RETURN_IF_ERROR(Alloc(N_ * sizeof(int32_t), &p));
+    s->targets = static_cast<int32_t*>(p);
+    HT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming));
+    HT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
+    slots_.push_back(std::move(s));
+  }
+  stager_ = std::make_unique<Stager>(this);
+  pinned_ = std::make_unique<PinnedAllocator>();
+  HT_RETURN_IF_ERROR(PlanActivations());  // places shared block gradients
+  HT_RETURN_IF_ERROR(ZeroGrads());
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());  // cudaMalloc'd: no garbage anywhere, padding included
+  HT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  UpdatePeakMemory();
+  return Status::Ok();
+}
+
+data::HostAllocator* CudaBackend::host_allocator() { return pinned_.get(); }
+data::BatchStager* CudaBackend::stager() { return stager_.get(); }
+
+UnitBuffer CudaBackend::ComputeParams(int u) {
+  return {compute_.at(u), model_dtype_, layout_.unit(u).padded_numel};
+}
+UnitBuffer CudaBackend::FullGrads(int u) {
+  (void)MaterializeZeroGrads();  // a failed launch resurfaces at the next sync
+  return {grads_.at(u), model::DType::kF32, layout_.unit(u).padded_numel};
+}
+UnitBuffer CudaBackend::ComputeShard(int u) {
+  if (!pool_) return {};
+  return {compute_shard_.at(u), model_dtype_, owned_[u].size()};
+}
+
+// Acquire/release only re-point the unit at a slot: whoever used the slot
+// before queued that work on stream_ earlier, and the next writer (a
+// collective that waits for stream_, or a kernel on stream_) comes after it.
+Status CudaBackend::AcquireParams(int u) {
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CUDA"));
+  const int k = model::PoolKind(u);
+  HT_ASSIGN_OR_RETURN(int s, param_pool_[k].Acquire(u));
+  compute_[u] = param_slots_[k][s];
+  return Status::Ok();
+}
+
+Status CudaBackend::ReleaseParams(int u) {
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CUDA"));
+  HT_RETURN_IF_ERROR(param_pool_[model::PoolKind(u)].Release(u).status());
+  compute_[u] = nullptr;
+  return Status::Ok();
+}
+
+Status CudaBackend::AcquireGrads(int u) {
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CUDA"));
+  const int k = model::PoolKind(u);
+  HT_ASSIGN_OR_RETURN(int s, grad_pool_[k].Acquire(u));
+  grads_[u] = grad_slots_[k][s];
+  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
+  return Status::Ok();
+}
+
+Status CudaBackend::ReleaseGrads(int u) { return FreeGrads(u, /*fold=*/true); }
+Status CudaBackend::DiscardGrads(int u) { return FreeGrads(u, /*fold=*/false); }
+
+Status CudaBackend::FreeGrads(int u, bool fold) {
+  HT_RETURN_IF_ERROR(model::CheckPoolUnit(layout_, pool_, u, "CUDA"));
+  if (grads_[u] == nullptr) return FailedPrecondition(fmt::format("unit {} holds no gradient slot", u));
+  if (fold) {
+    HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+    HT_CUDA_RETURN_IF_ERROR(
+        AddInto(shard_grads_[u], grads_[u] + owned_[u].begin, owned_[u].size(), stream_));
+  }
+  HT_RETURN_IF_ERROR(grad_pool_[model::PoolKind(u)].Release(u).status());
+  grads_[u] = nullptr;
+  return Status::Ok();
+}
+
+UnitBuffer CudaBackend::MasterParams(int u) {
+  return {master_.at(u), model::DType::kF32, owned_[u].size()};
+}
+UnitBuffer CudaBackend::ShardGrads(int u) {
+  (void)MaterializeZeroGrads();
+  return {shard_grads_.at(u), model::DType::kF32, owned_[u].size()};
+}
+UnitBuffer CudaBackend::AdamM(int u) { return {m_.at(u), model::DType::kF32, owned_[u].size()}; }
+UnitBuffer CudaBackend::AdamV(int u) { return {v_.at(u), model::DType::kF32, owned_[u].size()}; }
+
+float* CudaBackend::State(int u, StateKind kind) {
+  switch (kind) {
+    case StateKind::kMasterParams: return static_cast<float*>(master_[u]);
+    case StateKind::kShardGrads: return shard_grads_[u];
+    case StateKind::kAdamM: return static_cast<float*>(m_[u]);
+    case StateKind::kAdamV: return static_cast<float*>(v_[u]);
+  }
+  return nullptr;
+}
+
+Status CudaBackend::ReadState(int u, StateKind kind, float* host) {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  if (kind == StateKind::kShardGrads) HT_RETURN_IF_ERROR(CheckGradsReadable());
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
+  HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, State(u, kind), owned_[u].size() * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream_));
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Status::Ok();
+}
+
+Status CudaBackend::WriteState(int u, StateKind kind, const float* host) {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
+  HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(State(u, kind), host, owned_[u].size() * sizeof(float),
+                                          cudaMemcpyHostToDevice, stream_));
+  if (kind == StateKind::kMasterParams) {
+    HT_RETURN_IF_ERROR(RefreshCompute(u, owned_[u]));
+    ++versions_[u];
+  }
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Status::Ok();
+}
+
+// compute[r] = cast(master[r - owned.begin]).
+Status CudaBackend::RefreshCompute(int u, Range r) {
+  if (r.empty()) return Status::Ok();
+  const float* src = static_cast<const float*>(master_[u]) + (r.begin - owned_[u].begin);
+  HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::Cast<T, float>(static_cast<T*>(OwnedCompute(u, r.begin)), src, r.size(), stream_);
+  }));
+  return Status::Ok();
+}
+
+Status CudaBackend::Alloc(size_t bytes, void** p) {
+  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(p, std::max<size_t>(bytes, 256)));
+  allocations_.push_back(*p);
+  allocated_bytes_ += static_cast<int64_t>(std::max<size_t>(bytes, 256));
+  return Status::Ok();
+}
+
+Status CudaBackend::AllocGrads(int u) {
+  const int64_t P = layout_.unit(u).padded_numel;
+  const Range r = owned_[u];
+  void* p = nullptr;
+  HT_RETURN_IF_ERROR(Alloc(P * sizeof(float), &p));
+  grads_[u] = static_cast<float*>(p);
+  state_bytes_ += P * sizeof(float);
+  if (r.size() == P) {
+    shard_grads_[u] = grads_[u] + r.begin;
+  } else {
+    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &p));
+    shard_grads_[u] = static_cast<float*>(p);
+    state_bytes_ += r.size() * sizeof(float);
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::CheckGradsReadable() const {
+  if (!grads_clobbered_) return Status::Ok();
+  return FailedPrecondition(
+      "the gradients were overwritten by a later forward-only pass (Loss): this backend keeps "
+      "block gradients in activation memory (single_pass_grads); read them before the next "
+      "forward, or create it with CudaOptions::share_grads_with_activations = false");
+}
+
+Status CudaBackend::ZeroGrads() {
+  grads_hold_pass_ = false;
+  grads_clobbered_ = false;
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    if (owned_[u].size() != layout_.unit(u).padded_numel) {  // a separate shard buffer
+      HT_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(shard_grads_[u], 0, owned_[u].size() * sizeof(float), stream_));
+    }
+  }
+  grads_zero_pending_ = true;
+  // A pooled slot is zeroed when acquired, and a captured graph must not
+  // depend on whether its pass is the first after ZeroGrads: zero now.
+  return pool_ || cuda_.cuda_graphs ? MaterializeZeroGrads() : Status::Ok();
+}
+
+Status CudaBackend::MaterializeZeroGrads() {
+  if (!grads_zero_pending_) return Status::Ok();
+  grads_zero_pending_ = false;
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    if (grads_[u] != nullptr) {  // pool: only a held slot
+      HT_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(grads_[u], 0, layout_.unit(u).padded_numel * sizeof(float), stream_));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::ZeroGradsNotWrittenByGemms(int unit) {
+  for (const auto& [u, r] : unwritten_grads_) {
+    const bool in_plan = shared_grads_ && u != model::ParamLayout::kEmbeddingUnit;
+    if (unit >= 0 ? u != unit : in_plan) continue;
+    HT_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(grads_[u] + r.begin, 0, r.size() * sizeof(float), stream_));
+  }
+  return Status::Ok();
+}
+
+StatusOr<double> CudaBackend::GradSumSquares(int u) {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_RETURN_IF_ERROR(CheckGradsReadable());
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
+  HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(), sumsq_partials_, stream_));
+  return SumPartials(kc::kSumSquaresPartials);
+}
+
+// Every unit's partials side by side, one fixed-order sum, one device sync.
+StatusOr<double> CudaBackend::TotalGradSumSquares() {
+  const int U = layout_.num_units();
+  HT_RETURN_IF_ERROR(CheckGradsReadable());
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
+  for (int u = 0; u < U; ++u) {
+    HT_LAUNCH(kc::SumSquaresPartials(shard_grads_[u], owned_[u].size(),
+                                     sumsq_partials_ + static_cast<size_t>(u) * kc::kSumSquaresPartials,
+                                     stream_));
+  }
+  return SumPartials(kc::kSumSquaresPartials * U);
+}
+
+// The first `n` of sumsq_partials_, summed in fixed order, read back.
+StatusOr<double> CudaBackend::SumPartials(int n) {
+  HT_LAUNCH(kc::SumDoubles(sumsq_partials_, n, sumsq_, stream_));
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_result_, sumsq_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return *host_result_;
+}
+
+Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
+  if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  HT_RETURN_IF_ERROR(CheckGradsReadable());
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());
+  nvtxRangePushA("optimizer");
+  ++versions_[u];
+  const Range own = owned_[u];
+  float* w = static_cast<float*>(master_[u]);
+  // One launch per run of back-to-back tensors with the same decay setting
+  // (a block unit is 4 runs: norm, attention, norm, MLP), not one per tensor.
+  const auto& tensors = layout_.unit(u).tensors;
+  Status st;
+  for (size_t t = 0; t < tensors.size() && st.ok();) {
+    const bool decay = tensors[t].weight_decay;
+    Range run = tensors[t].range();
+    size_t next = t + 1;
+    while (next < tensors.size() && tensors[next].weight_decay == decay &&
+           tensors[next].range().begin == run.end) {
+      run.end = tensors[next].range().end;
+      ++next;
+    }
+    t = next;
+    const Range r = model::Intersect(run, own);
+    if (r.empty()) continue;
+    kernels::AdamWParams q = p;
+    if (!decay) q.weight_decay = 0.0f;
+    const int64_t i = r.begin - own.begin;
+    __nv_bfloat16* bf16 = dtype_ == kc::DType::kBF16
+                              ? static_cast<__nv_bfloat16*>(OwnedCompute(u, r.begin))
+                              : nullptr;
+    kc::AdamW(w + i, shard_grads_[u] + i, static_cast<float*>(m_[u]) + i,
+              static_cast<float*>(v_[u]) + i, bf16, r.size(), q, stream_);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+      st = kc::CudaStatus(err, "AdamW");
+    } else if (dtype_ != kc::DType::kBF16) {
+      st = RefreshCompute(u, r);
+    }
+  }
+  nvtxRangePop();
+  return st;
+}
+
+Status CudaBackend::Synchronize() {
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Status::Ok();
+}
+
+void CudaBackend::UpdatePeakMemory() {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+    peak_memory_ = std::max<int64_t>(peak_memory_, static_cast<int64_t>(total_b - free_b));
+  }
+}
+
+void* CudaBackend::OwnedCompute(int u, int64_t i) const {
+  const size_t es = kc::DTypeSize(dtype_);
+  if (pool_) return static_cast<char*>(compute_shard_[u]) + (i - owned_[u].begin) * es;
+  return static_cast<char*>(compute_[u]) + i * es;
+}
+
+void* CudaBackend::W(int u, int t) const {
+  return static_cast<char*>(compute_[u]) +
+         layout_.unit(u).tensors[t].offset * kc::DTypeSize(dtype_);
+}
+float* CudaBackend::G(int u, int t) const { return grads_[u] + layout_.unit(u).tensors[t].offset; }
+
+}  // namespace hypertrain::cuda

@@ -1,0 +1,301 @@
+#pragma once
+// CudaBackend: model::Backend on one CUDA device.
+//
+// State per unit u (ParamLayout::unit(u), padded_numel elements P, owned
+// range R): fp32 full gradients [P]; fp32 master weights, m, v [|R|]; a
+// compute copy [P] in the precision's dtype (bf16 / fp16 / fp32; tf32 is
+// fp32 storage with TF32 tensor-core GEMMs). Attention: the flash kernels of
+// kernels/cuda/attention.h for bf16/fp16, the exact but slow fp32 kernels of
+// kernels/cuda/naive_attention_f32.h for fp32/tf32 (correctness runs).
+//
+// Unit pool (BackendOptions::unit_pool, sharded runs; runtime/model/backend.h):
+// per unit only the owned range persists (compute-dtype ComputeShard, fp32
+// master, m, v, ShardGrads); full-size compute params and fp32 grads live in
+// slots allocated once in Create(): one params + one grads slot for the
+// embedding unit, pool_param_slots params slots and 2 grads slots for the
+// blocks. Acquire/release only re-point ComputeParams/FullGrads; every
+// device access to a slot is queued on the compute stream (AcquireGrads'
+// memset, ReleaseGrads' fold into ShardGrads) or, for collectives, waits for
+// it, so reuse follows stream order.
+//
+// Static memory plan: every activation, gradient-of-activation and scratch
+// buffer is carved out of ONE allocation made in Create() from the config,
+// batch and checkpointing mode; ForwardBackward/Loss/OptimizerStep never
+// allocate. Per block the forward is
+//   ln1 = rmsnorm(x);  qkv = ln1 Wqkv^T;  rope(q, k);  att = attention(qkv)
+//   h = x + att Wo^T  (residual add fused into the GEMM epilogue)
+//   ln2 = rmsnorm(h);  gu = ln2 [Wg;Wu]^T;  act = silu(g) * u
+//   y = h + act Wd^T  (fused residual)
+// with the q/k/v (gate/up) GEMMs fused into one when the layout stores the
+// weights back to back. Activation checkpointing: none keeps everything;
+// selective keeps the GEMM/attention outputs (qkv, att, lse, h, gu) and
+// recomputes both norms and the SwiGLU product; full keeps each block's input
+// and re-runs its forward into shared scratch. The LM head + loss runs in
+// token chunks (kernels/cuda/lm_head_loss.h): full fp32 logits never exist.
+//
+// Streams: all compute on one stream; token batches staged by stager() go
+// host->device on a second stream, joined with events (no step waits on a
+// copy that was issued ahead). NVTX ranges mark forward/backward/optimizer/
+// data. With CudaOptions::cuda_graphs the device work of ForwardBackward is
+// captured once and replayed (only with hooks that do no work, i.e. a single
+// process).
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/backends/cuda/op_profile.h"
+#include "runtime/data/loader.h"
+#include "runtime/kernels/cuda/attention.h"
+#include "runtime/kernels/cuda/dtype.h"
+#include "runtime/kernels/cuda/gemm.h"
+#include "runtime/model/backend.h"
+#include "runtime/model/unit_pool.h"
+
+namespace hypertrain::cuda {
+
+struct CudaOptions {
+  int device = 0;
+  bool cuda_graphs = false;
+  // Token rows per LM-head chunk (0 = choose: the dead backward region, at
+  // least 1 GiB of logits, in equal chunks).
+  int64_t loss_chunk_rows = 0;
+  // Device slots for staged batches; must be >= the loader's prefetch_depth + 2.
+  int staging_slots = 16;
+  // With BackendOptions::single_pass_grads, no unit pool, no CUDA graphs and
+  // whole units: block l's gradient lives in the activations of blocks > l
+  // (dead once their backward ran), see PlanActivations. false = always a
+  // separate gradient buffer per unit (bench --share-grads 0).
+  bool share_grads_with_activations = true;
+};
+
+// Device time of the last ForwardBackward, from CUDA events (milliseconds).
+// forward: embedding .. last block; backward: LM head + loss (fused forward
+// and backward, chunked) .. embedding backward; data: the wait for the staged
+// tokens plus their copy into the step's input buffers. -1 when not timed.
+struct PhaseTimes {
+  float data_ms = 0;
+  float forward_ms = 0;
+  float backward_ms = 0;
+};
+
+// Per unit, the gradient ranges a pass leaves unwritten when its GEMMs write
+// their weight gradients with beta 0: norm weights, gaps and padding, and an
+// untied embedding (its lookup only adds). Merged, in offset order. The lazy
+// ZeroGrads zeroes exactly these at the first pass after it.
+std::vector<std::pair<int, model::Range>> UnwrittenGradRanges(const model::ParamLayout& layout);
+
+class CudaBackend final : public model::Backend {
+ public:
+  static StatusOr<std::unique_ptr<CudaBackend>> Create(const model::ModelConfig& config,
+                                                       const model::BackendOptions& options,
+                                                       const CudaOptions& cuda = {});
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  const model::ParamLayout& layout() const override { return layout_; }
+  const model::BackendOptions& options() const override { return options_; }
+  model::Range Owned(int unit) const override { return owned_.at(unit); }
+
+  model::UnitBuffer ComputeParams(int unit) override;
+  model::UnitBuffer FullGrads(int unit) override;
+  model::UnitBuffer MasterParams(int unit) override;
+  model::UnitBuffer ShardGrads(int unit) override;
+  model::UnitBuffer AdamM(int unit) override;
+  model::UnitBuffer AdamV(int unit) override;
+  Status ReadState(int unit, model::StateKind kind, float* host) override;
+  Status WriteState(int unit, model::StateKind kind, const float* host) override;
+
+  Status ZeroGrads() override;
+  StatusOr<double> ForwardBackward(const model::TokenBatch& batch, float grad_multiplier,
+                                   model::UnitHooks& hooks) override;
+  StatusOr<double> Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) override;
+  StatusOr<double> GradSumSquares(int unit) override;
+  StatusOr<double> TotalGradSumSquares() override;
+  Status OptimizerStep(int unit, const kernels::AdamWParams& p) override;
+  Status Synchronize() override;
+  void* ComputeStream() override { return stream_; }
+  bool PoolsUnits() const override { return pool_; }
+  model::UnitBuffer ComputeShard(int unit) override;
+  Status AcquireParams(int unit) override;
+  Status ReleaseParams(int unit) override;
+  Status AcquireGrads(int unit) override;
+  Status ReleaseGrads(int unit) override;
+  Status DiscardGrads(int unit) override;
+  int64_t ParamsVersion(int unit) const override { return versions_.at(unit); }
+  // Split embedding gradient (BackendOptions::embedding_grad_ranks = R > 1
+  // with a unit pool): R x micro-batch gather buffers in the activation
+  // plan; kernels::cuda::EmbeddingBackwardRange on the compute stream.
+  bool SplitsEmbeddingGrad() const override { return emb_ranks_ > 1; }
+  model::EmbeddingGradIo EmbeddingGrad() override;
+  Status AccumulateEmbeddingGrad(bool bf16_reduce) override;
+  double PeakFlops() const override { return peak_flops_; }
+  int64_t PeakMemoryBytes() const override { return peak_memory_; }
+
+  // For the data loader: pinned host buffers and the H2D stager.
+  data::HostAllocator* host_allocator();
+  data::BatchStager* stager();
+  cudaStream_t stream() const { return stream_; }
+  kernels::cuda::Gemm::TuneStats gemm_tune_stats() const { return gemm_->tune_stats(); }
+  const PhaseTimes& last_phase_times() const { return phase_; }
+  // Per-op device time of forward+backward passes (bench --profile); enable
+  // before the first pass. Disables CUDA graphs.
+  OpProfile& op_profile() { return profile_; }
+  // Mean PhaseTimes over the timed passes after the first (warm-up); the
+  // destructor prints it as a "[cuda] device N: ... per pass" line when
+  // more than one pass ran. Device time on the compute stream includes its
+  // stalls on collectives, so HSDP vs one GPU shows the device-side cost.
+  PhaseTimes mean_phase_times() const;
+  // Bytes of the static activation plan, of the persistent parameter /
+  // gradient / optimizer state, and of the unit pool's slots (0 without one).
+  int64_t activation_bytes() const { return activation_bytes_; }
+  int64_t state_bytes() const { return state_bytes_; }
+  int64_t pool_bytes() const { return pool_bytes_; }
+  // Every byte this backend holds with cudaMalloc (state, activation plan,
+  // staging slots, GEMM workspace): the analogue of PyTorch's
+  // torch.cuda.max_memory_allocated(), which excludes the CUDA context.
+  int64_t allocated_bytes() const { return allocated_bytes_; }
+  // Whether the block gradients live in the activation plan (see
+  // CudaOptions::share_grads_with_activations).
+  bool shares_grads_with_activations() const { return shared_grads_; }
+  std::string device_name() const { return device_name_; }
+
+ private:
+  struct Acts;
+  struct Slot;
+  class Stager;
+  class PinnedAllocator;
+  CudaBackend();
+
+  Status Init(const model::ModelConfig& config, const model::BackendOptions& options,
+              const CudaOptions& cuda);
+  Status PlanActivations();
+  Status CheckBatch(const model::TokenBatch& batch) const;
+  // Attention over this micro-batch's fused QKV rows, as every step calls it
+  // (and as the memory plan sizes its workspace).
+  kernels::cuda::AttentionParams StepAttentionParams() const;
+  // Tokens of `batch` into the fixed device input buffers (waits on a staged
+  // copy, or copies synchronously from the host pointers).
+  Status LoadTokens(const model::TokenBatch& batch);
+  Status ForwardPass(model::UnitHooks& hooks, bool for_backward);
+  Status BackwardPass(model::UnitHooks& hooks);
+  Status DeviceForwardBackward(model::UnitHooks& hooks);  // enqueue only
+  Status BlockForward(int layer, bool write_output);
+  Status BlockBackward(int layer);
+  Status Recompute(int layer);
+  Status HeadLoss(bool backward);
+  StatusOr<double> ReadLoss();
+  StatusOr<double> SumPartials(int n);
+  void UpdatePeakMemory();
+  // Unit u's tensor t, compute dtype / fp32 grad.
+  void* W(int u, int t) const;
+  float* G(int u, int t) const;
+  float* State(int u, model::StateKind kind);
+  Status RefreshCompute(int u, model::Range r);
+  // Element i (in unit coordinates, inside Owned(u)) of the persistent
+  // compute copy: the full compute_[u], or compute_shard_[u] with a pool.
+  void* OwnedCompute(int u, int64_t i) const;
+  Status CheckHeld(int u, bool grads) const;
+  Status FreeGrads(int u, bool fold);
+  // Lazy ZeroGrads (no unit pool, no CUDA graphs): the next pass writes every
+  // weight gradient its GEMMs produce (beta 0) and zeroes only the rest (norm
+  // weights, an untied embedding): the 4 B/param zeroing pass disappears.
+  // Anything that reads gradients before that pass zeroes them for real.
+  Status MaterializeZeroGrads();
+  // unit < 0: every unit's unwritten ranges, except shared block gradients,
+  // which the forward overwrites and which alias live activations until the
+  // next block's backward ran: BackwardPass zeroes those, unit by unit, just
+  // before the block's own backward.
+  Status ZeroGradsNotWrittenByGemms(int unit = -1);
+  // FailedPrecondition when shared gradients were overwritten by a forward.
+  Status CheckGradsReadable() const;
+  // cudaMalloc recorded in allocations_ and allocated_bytes_.
+  Status Alloc(size_t bytes, void** p);
+  // Unit u's own fp32 gradient buffer (grads_[u]) and, when the rank owns
+  // only part of the unit, a separate shard buffer (shard_grads_[u]).
+  Status AllocGrads(int u);
+
+  model::ParamLayout layout_;
+  model::BackendOptions options_;
+  CudaOptions cuda_;
+  kernels::cuda::DType dtype_ = kernels::cuda::DType::kBF16;
+  model::DType model_dtype_ = model::DType::kBF16;
+  std::vector<model::Range> owned_;
+  int64_t B_ = 0, S_ = 0, N_ = 0;
+  bool fused_qkv_ = false, fused_gu_ = false;
+
+  cudaStream_t stream_ = nullptr;
+  cudaStream_t h2d_stream_ = nullptr;
+  std::unique_ptr<kernels::cuda::Gemm> gemm_;
+  // Device allocations (freed in the destructor).
+  std::vector<void*> allocations_;
+  std::vector<void*> compute_, master_, m_, v_;
+  std::vector<float*> grads_, shard_grads_;
+  // Unit pool: compute_[u] / grads_[u] point into slots while held, else null.
+  bool pool_ = false;
+  std::vector<void*> compute_shard_;
+  std::vector<void*> param_slots_[2];   // [0] embedding, [1] blocks
+  std::vector<float*> grad_slots_[2];
+  model::UnitSlots param_pool_[2], grad_pool_[2];
+  std::vector<int64_t> versions_;  // ParamsVersion per unit
+  bool grads_zero_pending_ = false;  // ZeroGrads not carried out yet
+  bool first_write_ = false;         // this pass writes (not adds) weight gradients
+  // Block gradients inside the activation plan (CudaOptions::
+  // share_grads_with_activations): a forward overwrites them, so a pass's
+  // gradients are valid only until the next forward.
+  bool shared_grads_ = false;
+  bool grads_hold_pass_ = false;   // a pass wrote them since ZeroGrads
+  bool grads_clobbered_ = false;   // ... and a later forward overwrote them
+  // Attention backward's dout/dqkv in the layer's gate|up buffer (dead after
+  // the SwiGLU backward), so the backward region holds max(dact + dgu,
+  // attention workspace) instead of their sum.
+  bool att_grads_in_gu_ = false;
+  std::vector<std::pair<int, model::Range>> unwritten_grads_;  // UnwrittenGradRanges(layout_)
+  std::vector<std::unique_ptr<Acts>> acts_;
+  std::unique_ptr<Acts> scratch_;
+  // Non-block activations and scratch (see PlanActivations).
+  void *x_final_ = nullptr, *ln_f_ = nullptr, *dln_f_ = nullptr, *dres_ = nullptr;
+  void *dact_ = nullptr, *dgu_ = nullptr, *dln_ = nullptr, *datt_ = nullptr, *dqkv_ = nullptr;
+  void* logits_ = nullptr;
+  float *rstd_f_ = nullptr, *losses_ = nullptr, *norm_scratch_ = nullptr, *rope_table_ = nullptr;
+  float* dscale_ = nullptr;
+  double *loss_sum_ = nullptr, *sumsq_partials_ = nullptr, *sumsq_ = nullptr;
+  int32_t *tokens_ = nullptr, *targets_ = nullptr;
+  void* attn_ws_ = nullptr;
+  size_t attn_ws_bytes_ = 0;
+  void* emb_scratch_ = nullptr;
+  size_t emb_scratch_bytes_ = 0;
+  int emb_ranks_ = 0;              // split embedding gradient: shard-group size, else 0
+  int32_t* all_tokens_ = nullptr;  // [R * N]
+  void* all_dout_ = nullptr;       // [R * N, C] compute dtype
+  int64_t chunk_rows_ = 0;
+  // Pinned host scalars for per-step values.
+  float* host_dscale_ = nullptr;
+  double* host_result_ = nullptr;
+
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<Stager> stager_;
+  std::unique_ptr<PinnedAllocator> pinned_;
+  const Slot* current_slot_ = nullptr;
+
+  cudaEvent_t ev_data_ = nullptr, ev_start_ = nullptr, ev_fwd_ = nullptr, ev_end_ = nullptr;
+  PhaseTimes phase_;
+  OpProfile profile_;
+  PhaseTimes phase_sum_;
+  int64_t passes_ = 0, timed_passes_ = 0;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  bool graph_failed_ = false;
+  int64_t eager_steps_ = 0;
+
+  int64_t activation_bytes_ = 0, state_bytes_ = 0, pool_bytes_ = 0, peak_memory_ = 0,
+          allocated_bytes_ = 0;
+  double peak_flops_ = 0;
+  std::string device_name_;
+};
+
+}  // namespace hypertrain::cuda

@@ -1,0 +1,48 @@
+#pragma once
+// Private pieces of CudaBackend shared by its .cc files.
+#include <cuda_runtime.h>
+
+#include "runtime/backends/cuda/backend.h"
+#include "runtime/kernels/cuda/cuda_status.h"
+
+namespace hypertrain::cuda {
+
+// Per-block activation pointers (compute dtype unless noted). With
+// checkpointing, the ones not kept point into the shared scratch block.
+struct CudaBackend::Acts {
+  void* x = nullptr;    // block input (residual stream) [N, C]
+  void* ln1 = nullptr;  // [N, C]
+  float* rstd1 = nullptr;
+  void* qkv = nullptr;  // [N, Q + 2K], q and k rotated in place
+  void* att = nullptr;  // [N, Q]
+  float* lse = nullptr;  // [B, H, S]
+  void* h = nullptr;    // [N, C]
+  void* ln2 = nullptr;  // [N, C]
+  float* rstd2 = nullptr;
+  void* gu = nullptr;   // [N, 2F] gate | up
+  void* act = nullptr;  // [N, F]
+};
+
+// Device slot of a staged batch: tokens copied on the H2D stream; `ready`
+// is recorded after the copy, `done` after the step that consumed it.
+struct CudaBackend::Slot {
+  int32_t* inputs = nullptr;
+  int32_t* targets = nullptr;
+  cudaEvent_t ready = nullptr;
+  cudaEvent_t done = nullptr;
+};
+
+// Calls f(T{}) with T the C++ type of `t`.
+template <typename F>
+auto DispatchDType(kernels::cuda::DType t, F&& f) {
+  switch (t) {
+    case kernels::cuda::DType::kBF16: return f(__nv_bfloat16{});
+    case kernels::cuda::DType::kF16: return f(__half{});
+    case kernels::cuda::DType::kF32: break;
+  }
+  return f(float{});
+}
+
+}  // namespace hypertrain::cuda
+
+#define HT_LAUNCH(expr) HT_CUDA_RETURN_IF_ERROR(expr)

@@ -1,0 +1,141 @@
+#include "runtime/launch/env.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace hypertrain::dist {
+
+EnvLookup ProcessEnv() {
+  return [](const char* name) -> const char* { return std::getenv(name); };
+}
+
+StatusOr<int> ParseIntVar(const std::string& name, const std::string& value, int min, int max) {
+  if (value.empty()) return InvalidArgument(name + " is set but empty");
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (errno != 0 || end == value.c_str() || *end != '\0') {
+    return InvalidArgument(name + "='" + value + "' is not an integer");
+  }
+  if (v < min || v > max) {
+    return InvalidArgument(name + "=" + value + " is out of range [" + std::to_string(min) + ", " +
+                           std::to_string(max) + "]");
+  }
+  return static_cast<int>(v);
+}
+
+namespace {
+
+// Value of `name` or its alias; both set and different is an error.
+StatusOr<std::string> Lookup(const EnvLookup& env, const char* name, const char* alias) {
+  const char* a = env(name);
+  const char* b = alias ? env(alias) : nullptr;
+  if (a && b && std::string(a) != b) {
+    return InvalidArgument(std::string(name) + "='" + a + "' and " + alias + "='" + b +
+                           "' disagree");
+  }
+  if (a) return std::string(a);
+  if (b) return std::string(b);
+  return std::string();
+}
+
+StatusOr<int> LookupInt(const EnvLookup& env, const char* name, const char* alias, int dflt,
+                        int min, int max) {
+  HT_ASSIGN_OR_RETURN(std::string v, Lookup(env, name, alias));
+  if (v.empty()) return dflt;
+  return ParseIntVar(env(name) ? name : alias, v, min, max);
+}
+
+constexpr int kMaxRanks = 1 << 20;
+
+}  // namespace
+
+StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& env) {
+  NodeEnv n;
+  HT_ASSIGN_OR_RETURN(n.master_addr, Lookup(env, "MASTER_ADDR", "PET_MASTER_ADDR"));
+  HT_ASSIGN_OR_RETURN(n.master_port, LookupInt(env, "MASTER_PORT", "PET_MASTER_PORT", 29500, 1, 65535));
+  HT_ASSIGN_OR_RETURN(std::string nnodes, Lookup(env, "NNODES", "PET_NNODES"));
+  if (!nnodes.empty()) {
+    // torchrun accepts "min:max" for elastic jobs; we run a fixed size only.
+    const auto colon = nnodes.find(':');
+    if (colon != std::string::npos) {
+      const std::string lo = nnodes.substr(0, colon), hi = nnodes.substr(colon + 1);
+      if (lo != hi) {
+        return InvalidArgument("NNODES='" + nnodes +
+                               "': elastic ranges are not supported; min must equal max");
+      }
+      nnodes = lo;
+    }
+    HT_ASSIGN_OR_RETURN(n.nnodes, ParseIntVar("NNODES", nnodes, 1, kMaxRanks));
+  }
+  HT_ASSIGN_OR_RETURN(n.node_rank, LookupInt(env, "NODE_RANK", "PET_NODE_RANK", 0, 0, kMaxRanks));
+  if (n.node_rank >= n.nnodes) {
+    return InvalidArgument("NODE_RANK=" + std::to_string(n.node_rank) + " must be < NNODES=" +
+                           std::to_string(n.nnodes));
+  }
+  HT_ASSIGN_OR_RETURN(n.nproc_per_node,
+                      LookupInt(env, "NPROC_PER_NODE", "PET_NPROC_PER_NODE", 0, 1, 4096));
+  if (n.master_addr.empty()) {
+    if (n.nnodes > 1) return InvalidArgument("MASTER_ADDR (or PET_MASTER_ADDR) is required when NNODES > 1");
+    n.master_addr = "127.0.0.1";
+  }
+  const char* job = env("HT_JOB_ID");
+  n.job_id = job && *job ? job : "default";
+  if (n.job_id.find_first_of("/\n") != std::string::npos) {
+    return InvalidArgument("HT_JOB_ID='" + n.job_id + "' must not contain '/' or newlines");
+  }
+  HT_ASSIGN_OR_RETURN(n.restart_attempt, LookupInt(env, "RESTART_ATTEMPT", nullptr, 0, 0, 1 << 30));
+  return n;
+}
+
+StatusOr<RankEnv> ParseRankEnv(const EnvLookup& env, bool require_rank_vars) {
+  RankEnv r;
+  HT_ASSIGN_OR_RETURN(r.node, ParseNodeEnv(env));
+  const char* names[] = {"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
+  int present = 0;
+  for (const char* n : names) present += env(n) != nullptr;
+  if (present == 0 && !require_rank_vars) {
+    r.world_size = r.node.nnodes * (r.node.nproc_per_node > 0 ? r.node.nproc_per_node : 1);
+    if (r.world_size != 1) {
+      return InvalidArgument("NNODES/NPROC_PER_NODE describe " + std::to_string(r.world_size) +
+                             " ranks but RANK/WORLD_SIZE are unset: start ranks with `hypertrain launch`");
+    }
+    return r;
+  }
+  for (const char* n : names) {
+    if (!env(n)) {
+      return InvalidArgument(std::string(n) +
+                             " is unset (WORLD_SIZE, RANK, LOCAL_RANK and LOCAL_WORLD_SIZE go together; "
+                             "`hypertrain launch` sets them)");
+    }
+  }
+  HT_ASSIGN_OR_RETURN(r.world_size, ParseIntVar("WORLD_SIZE", env("WORLD_SIZE"), 1, kMaxRanks));
+  HT_ASSIGN_OR_RETURN(r.rank, ParseIntVar("RANK", env("RANK"), 0, kMaxRanks));
+  HT_ASSIGN_OR_RETURN(r.local_world_size,
+                      ParseIntVar("LOCAL_WORLD_SIZE", env("LOCAL_WORLD_SIZE"), 1, 4096));
+  HT_ASSIGN_OR_RETURN(r.local_rank, ParseIntVar("LOCAL_RANK", env("LOCAL_RANK"), 0, 4095));
+  auto s = [](int v) { return std::to_string(v); };
+  if (r.rank >= r.world_size) {
+    return InvalidArgument("RANK=" + s(r.rank) + " must be < WORLD_SIZE=" + s(r.world_size));
+  }
+  if (r.local_rank >= r.local_world_size) {
+    return InvalidArgument("LOCAL_RANK=" + s(r.local_rank) + " must be < LOCAL_WORLD_SIZE=" +
+                           s(r.local_world_size));
+  }
+  if (r.node.nproc_per_node > 0 && r.node.nproc_per_node != r.local_world_size) {
+    return InvalidArgument("NPROC_PER_NODE=" + s(r.node.nproc_per_node) +
+                           " disagrees with LOCAL_WORLD_SIZE=" + s(r.local_world_size));
+  }
+  if (r.world_size != r.node.nnodes * r.local_world_size) {
+    return InvalidArgument("WORLD_SIZE=" + s(r.world_size) + " must equal NNODES (" +
+                           s(r.node.nnodes) + ") x LOCAL_WORLD_SIZE (" + s(r.local_world_size) + ")");
+  }
+  if (r.rank != r.node.node_rank * r.local_world_size + r.local_rank) {
+    return InvalidArgument("RANK=" + s(r.rank) + " must equal NODE_RANK (" + s(r.node.node_rank) +
+                           ") x LOCAL_WORLD_SIZE (" + s(r.local_world_size) + ") + LOCAL_RANK (" +
+                           s(r.local_rank) + ")");
+  }
+  return r;
+}
+
+}  // namespace hypertrain::dist

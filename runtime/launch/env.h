@@ -1,0 +1,53 @@
+#pragma once
+// The rendezvous environment contract (docs/DISTRIBUTED.md). The operator
+// injects these variables into every pod; `hypertrain launch` adds the per-rank
+// ones. torchrun-style PET_* aliases are accepted where the plain name is unset.
+#include <functional>
+#include <string>
+
+#include "core/status.h"
+
+namespace hypertrain::dist {
+
+// Reads one variable; nullptr when unset. Injected so tests need no setenv.
+using EnvLookup = std::function<const char*(const char*)>;
+EnvLookup ProcessEnv();
+
+// What every pod (node) knows before any rank exists.
+struct NodeEnv {
+  std::string master_addr;
+  int master_port = 0;
+  int nnodes = 1;
+  int node_rank = 0;
+  int nproc_per_node = 0;  // 0: unset (the launcher's flag decides)
+  std::string job_id;      // HT_JOB_ID, else "default"
+  int restart_attempt = 0; // RESTART_ATTEMPT, else 0
+};
+
+// What one rank knows: NodeEnv plus its place in the world.
+struct RankEnv {
+  NodeEnv node;
+  int world_size = 1;
+  int rank = 0;
+  int local_rank = 0;
+  int local_world_size = 1;
+};
+
+// Parses NodeEnv: MASTER_ADDR|PET_MASTER_ADDR, MASTER_PORT|PET_MASTER_PORT
+// (default 29500), NNODES|PET_NNODES (default 1; "N" or "N:N", an elastic
+// range min != max is rejected), NODE_RANK|PET_NODE_RANK (default 0),
+// NPROC_PER_NODE|PET_NPROC_PER_NODE (optional), HT_JOB_ID, RESTART_ATTEMPT.
+// A variable and its alias that disagree are an error.
+StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& env);
+
+// Parses RankEnv: NodeEnv plus WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE
+// (all required, validated for consistency: WORLD_SIZE = NNODES *
+// LOCAL_WORLD_SIZE, RANK = NODE_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK).
+// Without any of them (a plain single-process run) returns world size 1
+// unless require_rank_vars is set.
+StatusOr<RankEnv> ParseRankEnv(const EnvLookup& env, bool require_rank_vars = false);
+
+// Strict integer parse with a message naming the variable.
+StatusOr<int> ParseIntVar(const std::string& name, const std::string& value, int min, int max);
+
+}  // namespace hypertrain::dist

@@ -1,0 +1,79 @@
+#include "runtime/launch/env.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace hypertrain::dist {
+namespace {
+
+EnvLookup FromMap(const std::map<std::string, std::string>& m) {
+  return [m](const char* name) -> const char* {
+    auto it = m.find(name);
+    return it == m.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(Env, PetAliasesFillNodeEnv) {
+  auto n = ParseNodeEnv(FromMap({{"PET_MASTER_ADDR", "job-node-0-0.job"},
+                                 {"PET_MASTER_PORT", "29400"},
+                                 {"PET_NNODES", "2:2"},
+                                 {"PET_NODE_RANK", "1"},
+                                 {"PET_NPROC_PER_NODE", "4"},
+                                 {"HT_JOB_ID", "j1"},
+                                 {"RESTART_ATTEMPT", "3"}}));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->master_addr, "job-node-0-0.job");
+  EXPECT_EQ(n->master_port, 29400);
+  EXPECT_EQ(n->nnodes, 2);
+  EXPECT_EQ(n->node_rank, 1);
+  EXPECT_EQ(n->nproc_per_node, 4);
+  EXPECT_EQ(n->job_id, "j1");
+  EXPECT_EQ(n->restart_attempt, 3);
+}
+
+TEST(Env, DefaultsForASingleNode) {
+  auto n = ParseNodeEnv(FromMap({}));
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->master_addr, "127.0.0.1");
+  EXPECT_EQ(n->master_port, 29500);
+  EXPECT_EQ(n->nnodes, 1);
+  auto r = ParseRankEnv(FromMap({}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->world_size, 1);
+  EXPECT_FALSE(ParseRankEnv(FromMap({}), /*require_rank_vars=*/true).ok());
+}
+
+TEST(Env, ClearErrors) {
+  auto expect_error = [](const std::map<std::string, std::string>& m, const std::string& needle) {
+    auto r = ParseRankEnv(FromMap(m));
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect_error({{"MASTER_PORT", "abc"}}, "MASTER_PORT='abc' is not an integer");
+  expect_error({{"MASTER_PORT", "70000"}}, "out of range");
+  expect_error({{"MASTER_ADDR", "a"}, {"PET_MASTER_ADDR", "b"}}, "disagree");
+  expect_error({{"NNODES", "1:4"}}, "elastic");
+  expect_error({{"NNODES", "2"}}, "MASTER_ADDR");
+  expect_error({{"NNODES", "2"}, {"NODE_RANK", "2"}, {"MASTER_ADDR", "m"}}, "NODE_RANK=2 must be < NNODES=2");
+  expect_error({{"RANK", "0"}}, "WORLD_SIZE is unset");
+  const std::map<std::string, std::string> ok = {
+      {"MASTER_ADDR", "m"}, {"NNODES", "2"}, {"NODE_RANK", "1"}, {"WORLD_SIZE", "4"},
+      {"RANK", "3"},        {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}};
+  auto r = ParseRankEnv(FromMap(ok));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rank, 3);
+  auto bad = ok;
+  bad["RANK"] = "2";
+  expect_error(bad, "RANK=2 must equal NODE_RANK (1) x LOCAL_WORLD_SIZE (2) + LOCAL_RANK (1)");
+  bad = ok;
+  bad["WORLD_SIZE"] = "6";
+  expect_error(bad, "WORLD_SIZE=6 must equal NNODES (2) x LOCAL_WORLD_SIZE (2)");
+  bad = ok;
+  bad["NPROC_PER_NODE"] = "8";
+  expect_error(bad, "NPROC_PER_NODE=8 disagrees with LOCAL_WORLD_SIZE=2");
+}
+
+}  // namespace
+}  // namespace hypertrain::dist

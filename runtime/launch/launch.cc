@@ -1,0 +1,307 @@
+#include "runtime/launch/launch.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "runtime/launch/env.h"
+#include "runtime/train/exit_codes.h"
+
+extern char** environ;
+
+namespace hypertrain::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void Log(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::fprintf(stderr, "[launch] ");
+  std::vfprintf(stderr, fmt, ap);
+  std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+  va_end(ap);
+}
+
+const char kUsage[] =
+    "usage: hypertrain launch [--nproc-per-node N] [--grace-period-s S] -- <subcommand|/path/program> [args...]";
+
+struct Rank {
+  int local = 0;
+  int global = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int code = 0;
+};
+
+// Environment for one rank: the launcher's, with the contract variables
+// replaced (PET_* aliases get the same values so they never disagree).
+std::vector<std::string> RankEnvironment(const NodeEnv& node, int nproc, int local) {
+  std::map<std::string, std::string> vars;
+  for (char** e = environ; *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq) vars[std::string(*e, eq - *e)] = eq + 1;
+  }
+  auto set = [&](const std::string& k, const std::string& v, bool pet) {
+    vars[k] = v;
+    if (pet) vars["PET_" + k] = v;
+  };
+  set("MASTER_ADDR", node.master_addr, true);
+  set("MASTER_PORT", std::to_string(node.master_port), true);
+  set("NNODES", std::to_string(node.nnodes), true);
+  set("NODE_RANK", std::to_string(node.node_rank), true);
+  set("NPROC_PER_NODE", std::to_string(nproc), true);
+  set("WORLD_SIZE", std::to_string(node.nnodes * nproc), false);
+  set("RANK", std::to_string(node.node_rank * nproc + local), false);
+  set("LOCAL_RANK", std::to_string(local), false);
+  set("LOCAL_WORLD_SIZE", std::to_string(nproc), false);
+  std::vector<std::string> out;
+  for (const auto& [k, v] : vars) out.push_back(k + "=" + v);
+  return out;
+}
+
+int CodeFromWaitStatus(int st) {
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return train::kExitInternal;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            const sigset_t& original_mask) {
+  // Build everything before fork: the child only calls async-signal-safe functions.
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  // Child.
+  ::setpgid(0, 0);                       // its own group: the launcher signals the whole tree
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);    // backstop if the launcher dies
+  if (::getppid() != parent) ::_exit(128 + SIGKILL);  // it died before prctl
+  ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+  ::execve(cargv[0], cargv.data(), cenv.data());
+  const char msg[] = "[launch] exec failed\n";
+  (void)!::write(2, msg, sizeof(msg) - 1);
+  ::_exit(127);
+}
+
+void SignalGroups(const std::vector<Rank>& ranks, int sig) {
+  for (const auto& r : ranks) {
+    if (r.running && r.pid > 0) ::kill(-r.pid, sig);  // the rank's process group
+  }
+}
+
+}  // namespace
+
+bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* c, std::string* error) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    auto value = [&](std::string* out) {
+      const auto eq = a.find('=');
+      if (eq != std::string::npos) {
+        *out = a.substr(eq + 1);
+        return true;
+      }
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a.rfind("--nproc-per-node", 0) == 0 || a.rfind("--nproc_per_node", 0) == 0) {
+      if (!value(&v)) return *error = a + " needs a value", false;
+      auto n = ParseIntVar("--nproc-per-node", v, 1, 4096);
+      if (!n.ok()) return *error = n.status().message(), false;
+      c->nproc_per_node = *n;
+    } else if (a.rfind("--grace-period-s", 0) == 0) {
+      if (!value(&v)) return *error = a + " needs a value", false;
+      char* end = nullptr;
+      c->grace_period_s = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end || !(c->grace_period_s >= 0) || c->grace_period_s > 3600) {
+        return *error = "--grace-period-s '" + v + "' must be a number of seconds in [0, 3600]", false;
+      }
+    } else if (a == "--help" || a == "-h") {
+      return *error = kUsage, false;
+    } else if (!a.empty() && a[0] == '-') {
+      return *error = "unknown launch flag '" + a + "'", false;
+    } else {
+      break;  // the command starts (a "--" is optional)
+    }
+  }
+  for (; i < argc; ++i) c->command.emplace_back(argv[i]);
+  if (c->command.empty()) return *error = "no command to launch", false;
+  return true;
+}
+
+int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
+  auto node = ParseNodeEnv(ProcessEnv());
+  if (!node.ok()) {
+    Log("%s", node.status().message().c_str());
+    return train::kExitConfigError;
+  }
+  int nproc = config.nproc_per_node;
+  if (nproc == 0) nproc = node->nproc_per_node;
+  if (nproc == 0) {
+    Log("--nproc-per-node is not given and NPROC_PER_NODE/PET_NPROC_PER_NODE are unset");
+    return train::kExitConfigError;
+  }
+  if (node->nproc_per_node != 0 && node->nproc_per_node != nproc) {
+    Log("--nproc-per-node %d overrides NPROC_PER_NODE=%d", nproc, node->nproc_per_node);
+  }
+
+  std::vector<std::string> argv = config.command;
+  if (argv[0].find('/') == std::string::npos) {
+    // A hypertrain subcommand: run this very binary.
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+      Log("cannot find this binary (/proc/self/exe): %s", std::strerror(errno));
+      return train::kExitInternal;
+    }
+    argv.insert(argv.begin(), std::string(self, n));
+  } else if (::access(argv[0].c_str(), X_OK) != 0) {
+    Log("cannot execute '%s': %s", argv[0].c_str(), std::strerror(errno));
+    return train::kExitConfigError;
+  }
+
+  // Signals are taken synchronously (sigtimedwait) on this single thread.
+  sigset_t handled, original;
+  sigemptyset(&handled);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&handled, s);
+  ::sigprocmask(SIG_BLOCK, &handled, &original);
+
+  std::vector<Rank> ranks(nproc);
+  std::vector<pid_t> pids;
+  for (int l = 0; l < nproc; ++l) {
+    Rank& r = ranks[l];
+    r.local = l;
+    r.global = node->node_rank * nproc + l;
+    r.pid = Spawn(argv, RankEnvironment(*node, nproc, l), original);
+    if (r.pid < 0) {
+      Log("fork failed for local rank %d: %s", l, std::strerror(errno));
+      SignalGroups(ranks, SIGKILL);
+      for (auto& x : ranks)
+        if (x.running) ::waitpid(x.pid, nullptr, 0);
+      ::sigprocmask(SIG_SETMASK, &original, nullptr);
+      return train::kExitRetryable;
+    }
+    r.running = true;
+    pids.push_back(r.pid);
+  }
+  Log("node %d/%d: started %d ranks (global %d..%d) of world %d: %s", node->node_rank,
+      node->nnodes, nproc, ranks.front().global, ranks.back().global, node->nnodes * nproc,
+      config.command[0].c_str());
+  if (observer) observer->OnRanksStarted(node->node_rank, pids);
+
+  int running = nproc;
+  int exit_code = 0;          // first failure (0 while none)
+  bool stopping = false;
+  Clock::time_point kill_at{};
+  bool killed = false;
+  auto last_tick = Clock::now();
+  const auto grace = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(config.grace_period_s));
+
+  auto begin_stop = [&](const char* why) {
+    if (stopping) return;
+    stopping = true;
+    kill_at = Clock::now() + grace;
+    Log("stopping %d remaining rank(s) (%s): SIGTERM, SIGKILL after %.1fs", running, why,
+        config.grace_period_s);
+    SignalGroups(ranks, SIGTERM);
+  };
+
+  while (running > 0) {
+    timespec ts{0, 100 * 1000 * 1000};
+    siginfo_t info;
+    const int sig = ::sigtimedwait(&handled, &info, &ts);
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+      Log("received signal %d; forwarding to the ranks", sig);
+      if (exit_code == 0) exit_code = 128 + sig;
+      SignalGroups(ranks, sig);
+      if (!stopping) {
+        stopping = true;
+        kill_at = Clock::now() + grace;
+      }
+    }
+    // Reap every exited rank (SIGCHLD may coalesce).
+    for (auto& r : ranks) {
+      if (!r.running) continue;
+      int st = 0;
+      const pid_t w = ::waitpid(r.pid, &st, WNOHANG);
+      if (w != r.pid) continue;
+      r.running = false;
+      r.code = CodeFromWaitStatus(st);
+      --running;
+      // Leftovers of the rank's group (its own children) go with it.
+      ::kill(-r.pid, SIGKILL);
+      if (observer) observer->OnRankExited(r.local, r.global, r.code);
+      if (r.code == 0) {
+        Log("rank %d (local %d, pid %d) finished", r.global, r.local, r.pid);
+        continue;
+      }
+      if (WIFSIGNALED(st)) {
+        Log("rank %d (local %d, pid %d) was killed by signal %d (%s) -> code %d", r.global, r.local,
+            r.pid, WTERMSIG(st), strsignal(WTERMSIG(st)), r.code);
+      } else {
+        Log("rank %d (local %d, pid %d) exited with code %d", r.global, r.local, r.pid, r.code);
+      }
+      if (exit_code == 0) {
+        exit_code = r.code;
+        begin_stop("first failure");
+      }
+    }
+    if (stopping && !killed && running > 0 && Clock::now() >= kill_at) {
+      Log("grace period over: SIGKILL to %d rank(s)", running);
+      SignalGroups(ranks, SIGKILL);
+      killed = true;
+    }
+    if (observer && Clock::now() - last_tick >= std::chrono::seconds(1)) {
+      last_tick = Clock::now();
+      observer->OnTick();
+    }
+  }
+  ::sigprocmask(SIG_SETMASK, &original, nullptr);
+  Log("all ranks exited; exit code %d", exit_code);
+  if (observer) observer->OnFinished(exit_code);
+  return exit_code;
+}
+
+namespace {
+LaunchObserverFactory g_observer_factory = nullptr;
+}  // namespace
+
+void SetLaunchObserverFactory(LaunchObserverFactory factory) { g_observer_factory = factory; }
+
+int LaunchMain(int argc, char** argv) {
+  LaunchConfig config;
+  std::string error;
+  if (!ParseLaunchArgs(argc, argv, &config, &error)) {
+    std::fprintf(stderr, "hypertrain launch: %s\n%s\n", error.c_str(), kUsage);
+    return train::kExitConfigError;
+  }
+  std::unique_ptr<LaunchObserver> observer = g_observer_factory ? g_observer_factory(config) : nullptr;
+  return RunLauncher(config, observer.get());
+}
+
+}  // namespace hypertrain::dist

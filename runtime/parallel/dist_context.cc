@@ -1,0 +1,83 @@
+#include "runtime/parallel/dist_context.h"
+
+#include <csignal>
+
+namespace hypertrain::dist {
+
+Status JoinRendezvous(const RankEnv& env, std::chrono::milliseconds deadline,
+                      std::unique_ptr<TcpStoreServer>* server,
+                      std::unique_ptr<TcpStoreClient>* client) {
+  const StoreIdentity id{env.node.job_id, env.node.restart_attempt};
+  std::string host = env.node.master_addr;
+  if (env.rank == 0) {
+    auto s = TcpStoreServer::Start("", env.node.master_port, id);
+    if (!s.ok()) {
+      return Unavailable("rank 0 cannot serve the rendezvous store on port " +
+                         std::to_string(env.node.master_port) + ": " + s.status().message());
+    }
+    *server = std::move(*s);
+    host = "127.0.0.1";
+  }
+  TcpStoreClientOptions o;
+  o.connect_deadline = deadline;
+  auto c = TcpStoreClient::Connect(host, env.node.master_port, id, o);
+  if (!c.ok()) return c.status();
+  *client = std::move(*c);
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<DistContext>> DistContext::Create(
+    const RankEnv& env, const DistOptions& options,
+    const std::function<StatusOr<GroupFactory>(DistContext&)>& make_factory) {
+  // A peer that exits closes its sockets; writing to one must come back as an
+  // error from the collective (exit 200), not kill this rank with SIGPIPE (141).
+  std::signal(SIGPIPE, SIG_IGN);
+  std::unique_ptr<DistContext> d(new DistContext());
+  d->env_ = env;
+  HT_ASSIGN_OR_RETURN(d->layout_, ComputeGroupLayout(options.strategy, options.shard_degree,
+                                                     env.world_size, env.local_world_size, env.rank));
+  if (options.collective_timeout.count() <= 0) {
+    return InvalidArgument("collective_timeout must be > 0");
+  }
+  d->watchdog_ = std::make_unique<CollectiveWatchdog>(options.collective_timeout, env.rank,
+                                                      options.hang_exit_code, options.on_hang);
+  HT_RETURN_IF_ERROR(JoinRendezvous(env, options.rendezvous_timeout, &d->server_, &d->client_));
+  HT_ASSIGN_OR_RETURN(GroupFactory make, make_factory(*d));
+  std::vector<int> all(env.world_size);
+  for (int i = 0; i < env.world_size; ++i) all[i] = i;
+  const GroupLayout& g = d->layout_;
+  // Every rank creates world, then its shard group, then its replica group:
+  // the same order everywhere, so no rank waits on a peer that waits on it.
+  HT_ASSIGN_OR_RETURN(d->world_, make("world", all));
+  HT_ASSIGN_OR_RETURN(d->shard_, make("shard" + std::to_string(g.shard_group), g.shard_ranks));
+  HT_ASSIGN_OR_RETURN(d->replica_, make("replica" + std::to_string(g.shard_rank), g.replica_ranks));
+  return d;
+}
+
+StatusOr<std::unique_ptr<DistContext>> DistContext::CreateGloo(const RankEnv& env,
+                                                               const DistOptions& options) {
+  return Create(env, options, [&options](DistContext& d) -> StatusOr<GroupFactory> {
+    GlooOptions gopts = options.gloo;
+    // Gloo's own timeout backs up the watchdog; never shorter than it.
+    gopts.timeout = std::max(gopts.timeout, options.collective_timeout * 2);
+    gopts.rendezvous_timeout = options.rendezvous_timeout;
+    HT_ASSIGN_OR_RETURN(d.gloo_device_, CreateGlooDevice(gopts));
+    DistContext* self = &d;
+    return GroupFactory([self, gopts](const std::string& name,
+                                      const std::vector<int>& ranks) {
+      return CreateGlooGroup(name, ranks, self->env_.rank, self->client_.get(), self->gloo_device_,
+                             gopts, self->watchdog_.get());
+    });
+  });
+}
+
+DistContext::~DistContext() {
+  // Groups first (their threads use the store and watchdog), store server last.
+  replica_.reset();
+  shard_.reset();
+  world_.reset();
+  client_.reset();
+  server_.reset();
+}
+
+}  // namespace hypertrain::dist

@@ -1,0 +1,74 @@
+#pragma once
+// DistContext: everything one rank needs to take part in a job: the
+// rendezvous store (served by rank 0), the collective watchdog and the world,
+// shard and replica process groups of its sharding strategy.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/parallel/collectives.h"
+#include "runtime/launch/env.h"
+#include "runtime/parallel/gloo_group.h"
+#include "runtime/parallel/groups.h"
+#include "runtime/launch/tcp_store.h"
+#include "runtime/parallel/watchdog.h"
+
+namespace hypertrain::dist {
+
+struct DistOptions {
+  ShardingStrategy strategy = ShardingStrategy::kHybridShard;
+  int shard_degree = 0;  // 0 = strategy default
+  std::chrono::milliseconds collective_timeout{std::chrono::minutes(10)};
+  // Connecting to the store (workers may start long before the master).
+  std::chrono::milliseconds rendezvous_timeout{std::chrono::minutes(5)};
+  int hang_exit_code = 201;                  // train::kExitCollectiveTimeout
+  CollectiveWatchdog::HangHandler on_hang;   // empty: log + _exit(hang_exit_code)
+  GlooOptions gloo;
+};
+
+// Makes the process group `name` of `ranks` (world ranks, group-rank order).
+using GroupFactory = std::function<StatusOr<std::unique_ptr<ProcessGroup>>(
+    const std::string& name, const std::vector<int>& ranks)>;
+
+class DistContext {
+ public:
+  // Gloo on CPU.
+  static StatusOr<std::unique_ptr<DistContext>> CreateGloo(const RankEnv& env,
+                                                           const DistOptions& options);
+  // Any backend: `make_factory` is called once the store and watchdog exist.
+  static StatusOr<std::unique_ptr<DistContext>> Create(
+      const RankEnv& env, const DistOptions& options,
+      const std::function<StatusOr<GroupFactory>(DistContext&)>& make_factory);
+  ~DistContext();
+
+  const RankEnv& env() const { return env_; }
+  const GroupLayout& layout() const { return layout_; }
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+  TcpStoreClient& store() { return *client_; }
+  CollectiveWatchdog& watchdog() { return *watchdog_; }
+  ProcessGroup& world() { return *world_; }
+  ProcessGroup& shard() { return *shard_; }
+  ProcessGroup& replica() { return *replica_; }
+
+ private:
+  DistContext() = default;
+  RankEnv env_;
+  GroupLayout layout_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<TcpStoreClient> client_;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
+  std::shared_ptr<gloo::transport::Device> gloo_device_;
+  std::unique_ptr<ProcessGroup> world_, shard_, replica_;
+};
+
+// Rank 0 serves the store on all interfaces at MASTER_PORT; every rank then
+// connects to MASTER_ADDR:MASTER_PORT (rank 0 through loopback) with the job
+// id and restart attempt as the store identity.
+Status JoinRendezvous(const RankEnv& env, std::chrono::milliseconds deadline,
+                      std::unique_ptr<TcpStoreServer>* server,
+                      std::unique_ptr<TcpStoreClient>* client);
+
+}  // namespace hypertrain::dist

@@ -1,0 +1,360 @@
+#include "runtime/parallel/gloo_group.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "runtime/parallel/bf16.h"
+
+namespace hypertrain::dist {
+
+size_t DTypeSize(DType d) { return d == DType::kF32 ? 4 : 2; }
+const char* DTypeName(DType d) { return d == DType::kF32 ? "fp32" : "bf16"; }
+
+namespace {
+
+// gloo's rendezvous store interface over our TCP store (keys namespaced per group).
+class StoreAdapter : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(TcpStoreClient* store, std::string prefix, std::chrono::milliseconds timeout)
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Check(store_->Set(prefix_ + key, std::string(data.begin(), data.end())));
+  }
+  std::vector<char> get(const std::string& key) override {
+    auto v = store_->Get(prefix_ + key, timeout_);
+    Check(v.status());
+    return std::vector<char>(v->begin(), v->end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> full;
+    for (const auto& k : keys) full.push_back(prefix_ + k);
+    Check(store_->Wait(full, timeout));
+  }
+
+ private:
+  static void Check(const Status& s) {
+    if (!s.ok()) throw std::runtime_error(s.ToString());
+  }
+  TcpStoreClient* store_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+void SumF32(void* c, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<float*>(c);
+  auto* x = static_cast<const float*>(a);
+  auto* y = static_cast<const float*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+void SumBf16(void* c, const void* a, const void* b, size_t n) {
+  Bf16Add(static_cast<uint16_t*>(c), static_cast<const uint16_t*>(a),
+          static_cast<const uint16_t*>(b), n);
+}
+
+// Old-style gloo algorithms take typed in-place reduction functions.
+void SumBf16InPlace(uint16_t* x, const uint16_t* y, size_t n) { Bf16Add(x, x, y, n); }
+const gloo::ReductionFunction<uint16_t>* Bf16SumFn() {
+  static const auto* fn = new gloo::ReductionFunction<uint16_t>(gloo::SUM, &SumBf16InPlace);
+  return fn;
+}
+
+// Converts n elements between element types (same type: copy).
+void Convert(const void* src, DType from, void* dst, DType to, size_t n) {
+  if (from == to) {
+    std::memmove(dst, src, n * DTypeSize(from));
+  } else if (from == DType::kF32) {
+    auto* s = static_cast<const float*>(src);
+    auto* d = static_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < n; ++i) d[i] = FloatToBf16(s[i]);
+  } else {
+    auto* s = static_cast<const uint16_t*>(src);
+    auto* d = static_cast<float*>(dst);
+    for (size_t i = 0; i < n; ++i) d[i] = Bf16ToFloat(s[i]);
+  }
+}
+
+void Scale(void* buf, DType d, size_t n, float factor) {
+  if (d == DType::kF32) {
+    auto* p = static_cast<float*>(buf);
+    for (size_t i = 0; i < n; ++i) p[i] *= factor;
+  } else {
+    auto* p = static_cast<uint16_t*>(buf);
+    for (size_t i = 0; i < n; ++i) p[i] = FloatToBf16(Bf16ToFloat(p[i]) * factor);
+  }
+}
+
+Status FromException(const std::string& what, const std::exception& e) {
+  const std::string msg = what + ": " + e.what();
+  if (std::strstr(e.what(), "Timed out") || std::strstr(e.what(), "timed out")) {
+    return DeadlineExceeded(msg);
+  }
+  return Unavailable(msg);
+}
+
+class FutureWork final : public Work {
+ public:
+  explicit FutureWork(std::shared_future<Status> f) : f_(std::move(f)) {}
+  Status Wait() override { return f_.get(); }
+
+ private:
+  std::shared_future<Status> f_;
+};
+
+class GlooGroup final : public ProcessGroup {
+ public:
+  GlooGroup(std::string name, std::shared_ptr<gloo::Context> ctx, CollectiveWatchdog* watchdog)
+      : name_(std::move(name)), ctx_(std::move(ctx)), watchdog_(watchdog) {
+    worker_ = std::thread([this] { Loop(); });
+  }
+
+  ~GlooGroup() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  int rank() const override { return ctx_->rank; }
+  int size() const override { return ctx_->size; }
+  const std::string& name() const override { return name_; }
+  const char* backend() const override { return "gloo"; }
+
+  std::unique_ptr<Work> AllGather(const void* shard, void* full, size_t count, DType dtype) override {
+    return Enqueue(Describe("all_gather", count, dtype), [=, this]() {
+      const size_t bytes = count * DTypeSize(dtype);
+      char* out = static_cast<char*>(full);
+      if (size() == 1) {
+        std::memmove(out, shard, bytes);
+        return;
+      }
+      // gloo copies the input into place itself; give it a private copy
+      // because the input may alias the output.
+      std::vector<char> in(static_cast<const char*>(shard), static_cast<const char*>(shard) + bytes);
+      gloo::AllgatherOptions opts(ctx_);
+      opts.setInput(in.data(), bytes);
+      opts.setOutput(out, bytes * size());
+      opts.setTag(NextTag());
+      gloo::allgather(opts);
+    });
+  }
+
+  std::unique_ptr<Work> ReduceScatter(const void* full, void* shard, size_t count, DType dtype,
+                                      ReduceOp op, DType reduce_dtype) override {
+    return Enqueue(Describe("reduce_scatter", count, dtype, reduce_dtype), [=, this]() {
+      const size_t total = count * size();
+      // The algorithm reduces in place; work on a copy in the reduce dtype.
+      std::vector<char> buf(total * DTypeSize(reduce_dtype));
+      Convert(full, dtype, buf.data(), reduce_dtype, total);
+      if (size() > 1) {
+        const std::vector<int> recv(size(), static_cast<int>(count));
+        if (reduce_dtype == DType::kF32) {
+          gloo::ReduceScatterHalvingDoubling<float> algo(
+              ctx_, {reinterpret_cast<float*>(buf.data())}, static_cast<int>(total), recv);
+          algo.run();
+        } else {
+          gloo::ReduceScatterHalvingDoubling<uint16_t> algo(
+              ctx_, {reinterpret_cast<uint16_t*>(buf.data())}, static_cast<int>(total), recv,
+              Bf16SumFn());
+          algo.run();
+        }
+      }
+      // ReduceScatterHalvingDoubling leaves this rank's block at the start of
+      // the buffer.
+      Convert(buf.data(), reduce_dtype, shard, dtype, count);
+      if (op == ReduceOp::kAvg) Scale(shard, dtype, count, 1.0f / size());
+    });
+  }
+
+  std::unique_ptr<Work> AllReduce(void* buf, size_t count, DType dtype, ReduceOp op,
+                                  DType reduce_dtype) override {
+    return Enqueue(Describe("all_reduce", count, dtype, reduce_dtype), [=, this]() {
+      std::vector<char> tmp;
+      void* work = buf;
+      if (reduce_dtype != dtype) {
+        tmp.resize(count * DTypeSize(reduce_dtype));
+        Convert(buf, dtype, tmp.data(), reduce_dtype, count);
+        work = tmp.data();
+      }
+      if (size() > 1 && count > 0) {
+        gloo::AllreduceOptions opts(ctx_);
+        if (reduce_dtype == DType::kF32) {
+          opts.setOutput(static_cast<float*>(work), count);
+          opts.setReduceFunction(&SumF32);
+        } else {
+          opts.setOutput(static_cast<uint16_t*>(work), count);
+          opts.setReduceFunction(&SumBf16);
+        }
+        opts.setTag(NextTag());
+        gloo::allreduce(opts);
+      }
+      if (work != buf) Convert(work, reduce_dtype, buf, dtype, count);
+      if (op == ReduceOp::kAvg) Scale(buf, dtype, count, 1.0f / size());
+    });
+  }
+
+  std::unique_ptr<Work> Broadcast(void* buf, size_t count, DType dtype, int root) override {
+    if (root < 0 || root >= size()) {
+      return std::make_unique<DoneWork>(InvalidArgument(
+          "broadcast root " + std::to_string(root) + " outside group '" + name_ + "' of " +
+          std::to_string(size())));
+    }
+    return Enqueue(Describe("broadcast", count, dtype), [=, this]() {
+      if (size() == 1 || count == 0) return;
+      gloo::BroadcastOptions opts(ctx_);
+      opts.setOutput(static_cast<char*>(buf), count * DTypeSize(dtype));
+      opts.setRoot(root);
+      opts.setTag(NextTag());
+      gloo::broadcast(opts);
+    });
+  }
+
+  Status Barrier() override {
+    return Enqueue(name_ + " barrier", [this]() {
+             if (size() == 1) return;
+             gloo::BarrierOptions opts(ctx_);
+             opts.setTag(NextTag());
+             gloo::barrier(opts);
+           })
+        ->Wait();
+  }
+
+ private:
+  struct Task {
+    std::string what;
+    std::function<void()> fn;
+    std::promise<Status> done;
+  };
+
+  std::string Describe(const char* op, size_t count, DType dtype) {
+    return std::string(op) + " on group '" + name_ + "' (gloo, rank " + std::to_string(rank()) +
+           " of " + std::to_string(size()) + ", " + std::to_string(count) + " x " +
+           DTypeName(dtype) + ")";
+  }
+  std::string Describe(const char* op, size_t count, DType dtype, DType reduce) {
+    return Describe(op, count, dtype) + " reduce " + DTypeName(reduce);
+  }
+
+  uint32_t NextTag() { return tag_++ & 0x00ffffffu; }
+
+  std::unique_ptr<Work> Enqueue(std::string what, std::function<void()> fn) {
+    Task t{std::move(what), std::move(fn), {}};
+    auto fut = t.done.get_future().share();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      queue_.push_back(std::move(t));
+    }
+    cv_.notify_one();
+    return std::make_unique<FutureWork>(std::move(fut));
+  }
+
+  void Loop() {
+    for (;;) {
+      Task t;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stop with nothing left
+        t = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Status s;
+      if (failed_) {
+        s = Unavailable(t.what + ": not run, an earlier collective of this group failed");
+      } else {
+        try {
+          WatchdogScope scope(watchdog_, t.what);
+          t.fn();
+        } catch (const std::exception& e) {
+          s = FromException(t.what, e);
+          failed_ = true;  // the group's streams are out of step now
+        }
+      }
+      t.done.set_value(std::move(s));
+    }
+  }
+
+  std::string name_;
+  std::shared_ptr<gloo::Context> ctx_;
+  CollectiveWatchdog* watchdog_;
+  uint32_t tag_ = 1;
+  bool failed_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(const GlooOptions& options) {
+  gloo::transport::tcp::attr attr;
+  std::string iface = options.iface;
+  if (options.hostname.empty() && iface.empty()) {
+    if (const char* e = std::getenv("GLOO_SOCKET_IFNAME"); e && *e) iface = e;
+  }
+  if (!options.hostname.empty()) {
+    attr.hostname = options.hostname;
+  } else if (!iface.empty()) {
+    attr.iface = iface;
+  } else {
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) != 0) return Internal("gethostname failed");
+    attr.hostname = host;
+  }
+  try {
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return Unavailable(std::string("cannot create the Gloo TCP device on ") +
+                       (attr.iface.empty() ? "host '" + attr.hostname + "'" : "interface '" + attr.iface + "'") +
+                       ": " + e.what());
+  }
+}
+
+StatusOr<std::unique_ptr<ProcessGroup>> CreateGlooGroup(
+    const std::string& name, const std::vector<int>& ranks, int world_rank, TcpStoreClient* store,
+    std::shared_ptr<gloo::transport::Device> device, const GlooOptions& options,
+    CollectiveWatchdog* watchdog) {
+  int group_rank = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] == world_rank) group_rank = static_cast<int>(i);
+  }
+  if (group_rank < 0) {
+    return InvalidArgument("rank " + std::to_string(world_rank) + " is not a member of group '" + name + "'");
+  }
+  auto ctx = std::make_shared<gloo::rendezvous::Context>(group_rank, static_cast<int>(ranks.size()));
+  ctx->setTimeout(options.timeout);
+  if (ranks.size() > 1) {
+    StoreAdapter adapter(store, "gloo/" + name + "/", options.rendezvous_timeout);
+    try {
+      ctx->connectFullMesh(adapter, device);
+    } catch (const std::exception& e) {
+      return Unavailable("connecting Gloo group '" + name + "' (" + std::to_string(ranks.size()) +
+                         " ranks) as group rank " + std::to_string(group_rank) + ": " + e.what());
+    }
+  }
+  return std::unique_ptr<ProcessGroup>(new GlooGroup(name, std::move(ctx), watchdog));
+}
+
+}  // namespace hypertrain::dist

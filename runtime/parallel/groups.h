@@ -1,0 +1,51 @@
+#pragma once
+// Sharding strategies (HyperPod recipe names) and the process groups they
+// need. Ranks are laid out node-major (rank = node * local_world_size + local).
+//
+//   strategy             shard group                       params kept fwd->bwd
+//   hybrid_shard         shard_degree consecutive ranks    no (re-gathered)
+//                        (default: the ranks of one node)
+//   hybrid_shard_zero2   same as hybrid_shard              yes
+//   full_shard           all ranks                         no
+//   shard_grad_op        all ranks                         yes
+//   no_shard             each rank alone (degree 1)        yes (nothing to gather)
+//
+// The replica group of a rank holds the ranks with the same position in every
+// other shard group: {r % D + k * D}. Gradients are reduce-scattered in the
+// shard group and the shards all-reduced across the replica group.
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace hypertrain::dist {
+
+enum class ShardingStrategy { kHybridShard, kHybridShardZero2, kFullShard, kShardGradOp, kNoShard };
+
+StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& s);
+const char* ShardingStrategyName(ShardingStrategy s);
+
+struct GroupLayout {
+  ShardingStrategy strategy = ShardingStrategy::kHybridShard;
+  int world_size = 1;
+  int rank = 0;
+  int shard_degree = 1;      // ranks per shard group
+  int replica_degree = 1;    // shard groups (= ranks per replica group)
+  int shard_group = 0;       // which shard group this rank is in
+  int shard_rank = 0;        // position inside it
+  std::vector<int> shard_ranks;    // world ranks of this rank's shard group
+  std::vector<int> replica_ranks;  // world ranks of this rank's replica group
+  // zero2-style strategies keep the gathered parameters from forward to backward.
+  bool reshard_after_forward = true;
+  // Data-parallel position for sampling: every rank sees distinct data.
+  int dp_rank() const { return rank; }
+  int dp_size() const { return world_size; }
+};
+
+// shard_degree 0 = the strategy's default. Errors (kInvalidArgument) name the
+// offending value: degree not dividing the world, or set for a strategy that
+// fixes it.
+StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_degree,
+                                         int world_size, int local_world_size, int rank);
+
+}  // namespace hypertrain::dist

@@ -1,0 +1,68 @@
+#pragma once
+// Test helper: runs `body(rank)` in `n` forked processes and collects their
+// exit codes. Bounded: processes still running at the deadline are killed
+// (SIGKILL, by PID) and reported as -1.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "runtime/launch/socket_util.h"
+
+namespace hypertrain::dist::testing {
+
+inline std::vector<int> RunProcesses(int n, const std::function<int(int rank)>& body,
+                                     std::chrono::milliseconds deadline = std::chrono::seconds(60)) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 1;
+      try {
+        code = body(r);
+      } catch (...) {
+        code = 99;
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(n, -1);
+  int left = n;
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  while (left > 0 && std::chrono::steady_clock::now() < end) {
+    for (int r = 0; r < n; ++r) {
+      if (pids[r] <= 0) continue;
+      int st = 0;
+      if (::waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        codes[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        pids[r] = 0;
+        --left;
+      }
+    }
+    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (int r = 0; r < n; ++r) {
+    if (pids[r] > 0) {
+      ::kill(pids[r], SIGKILL);
+      ::waitpid(pids[r], nullptr, 0);
+    }
+  }
+  return codes;
+}
+
+// A port that was free a moment ago (bind 0, read, close).
+inline int PickFreePort() {
+  int port = 0;
+  auto fd = net::Listen("127.0.0.1", 0, &port);
+  return fd.ok() ? port : 0;
+}
+
+}  // namespace hypertrain::dist::testing

@@ -1,0 +1,117 @@
+#include "runtime/parallel/parallel_runtime.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "runtime/parallel/hsdp.h"
+#include "runtime/parallel/nccl_group.h"
+#include "runtime/train/exit_codes.h"
+
+namespace hypertrain::dist {
+
+namespace {
+
+// `name`'s value when set (nullopt when unset or empty: keep the default); an
+// InvalidArgument naming the accepted values for anything else.
+StatusOr<std::optional<std::string>> EnvChoice(const EnvLookup& env, const char* name,
+                                               std::initializer_list<const char*> accepted) {
+  const char* v = env(name);
+  if (v == nullptr || *v == '\0') return std::optional<std::string>();
+  std::string list;
+  for (const char* a : accepted) {
+    if (std::strcmp(v, a) == 0) return std::optional<std::string>(v);
+    list += (list.empty() ? "" : ", ") + std::string(a);
+  }
+  return InvalidArgument(std::string(name) + "='" + v + "' is not one of " + list);
+}
+
+class DistRuntime final : public train::ParallelRuntime {
+ public:
+  DistRuntime(RankEnv env, DistOptions options, GroupLayout layout, HsdpOptions hsdp)
+      : env_(std::move(env)), options_(std::move(options)), layout_(std::move(layout)), hsdp_(hsdp) {}
+
+  int rank() const override { return env_.rank; }
+  int world_size() const override { return env_.world_size; }
+  int data_rank() const override { return layout_.dp_rank(); }
+  int data_world() const override { return layout_.dp_size(); }
+
+  StatusOr<model::BackendOptions> ShardOptions(const model::ModelConfig& m,
+                                               model::BackendOptions base) override {
+    return ShardedBackendOptions(m, std::move(base), layout_);
+  }
+
+  StatusOr<std::unique_ptr<model::UnitHooks>> MakeHooks(model::Backend& backend) override {
+    if (backend.name() == "cpu") {
+      HT_ASSIGN_OR_RETURN(ctx_, DistContext::CreateGloo(env_, options_));
+    } else {
+      HT_ASSIGN_OR_RETURN(ctx_, CreateNcclDistContext(env_, options_, env_.local_rank));
+    }
+    std::fprintf(stderr,
+                 "[dist] rank %d/%d (node %d, local %d): %s, shard group %d (%d ranks), "
+                 "replica group of %d, %s groups, reduce %s\n",
+                 env_.rank, env_.world_size, env_.node.node_rank, env_.local_rank,
+                 ShardingStrategyName(layout_.strategy), layout_.shard_group, layout_.shard_degree,
+                 layout_.replica_degree, ctx_->world().backend(), DTypeName(hsdp_.reduce_dtype));
+    HT_ASSIGN_OR_RETURN(auto hooks, HsdpHooks::Create(*ctx_, backend, hsdp_));
+    return std::unique_ptr<model::UnitHooks>(std::move(hooks));
+  }
+
+ private:
+  RankEnv env_;
+  DistOptions options_;
+  GroupLayout layout_;
+  HsdpOptions hsdp_;
+  std::unique_ptr<DistContext> ctx_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config::TrainConfig& c,
+                                                                    const EnvLookup& env) {
+  HT_ASSIGN_OR_RETURN(RankEnv r, ParseRankEnv(env));
+  HT_ASSIGN_OR_RETURN(ShardingStrategy strategy, ParseShardingStrategy(c.sharding_strategy));
+  if (c.shard_degree < 0 || c.shard_degree > (1 << 20)) {
+    return InvalidArgument("model.shard_degree must be >= 0, got " + std::to_string(c.shard_degree));
+  }
+  if (!(c.collective_timeout_s > 0)) {
+    return InvalidArgument("model.collective_timeout must be > 0 seconds");
+  }
+  auto layout = ComputeGroupLayout(strategy, static_cast<int>(c.shard_degree), r.world_size,
+                                   r.local_world_size, r.rank);
+  if (!layout.ok()) return InvalidArgument("model.shard_degree: " + layout.status().message());
+  if (r.world_size == 1) return std::unique_ptr<train::ParallelRuntime>(new train::SingleProcessRuntime());
+
+  DistOptions o;
+  o.strategy = strategy;
+  o.shard_degree = static_cast<int>(c.shard_degree);
+  o.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000));
+  o.hang_exit_code = train::kExitCollectiveTimeout;
+  if (const char* t = env("HT_RENDEZVOUS_TIMEOUT_S")) {
+    HT_ASSIGN_OR_RETURN(int s, ParseIntVar("HT_RENDEZVOUS_TIMEOUT_S", t, 1, 86400));
+    o.rendezvous_timeout = std::chrono::seconds(s);
+  }
+  if (const char* h = env("HT_GLOO_HOSTNAME"); h && *h) o.gloo.hostname = h;
+  if (const char* i = env("GLOO_SOCKET_IFNAME"); i && *i && o.gloo.hostname.empty()) o.gloo.iface = i;
+  HsdpOptions hsdp;
+  HT_ASSIGN_OR_RETURN(const auto reduce, EnvChoice(env, "HT_REDUCE_DTYPE", {"fp32", "bf16"}));
+  if (reduce) hsdp.reduce_dtype = *reduce == "bf16" ? DType::kBF16 : DType::kF32;
+  // A/B switch for the split embedding gradient (docs/DISTRIBUTED.md).
+  HT_ASSIGN_OR_RETURN(const auto split, EnvChoice(env, "HT_SPLIT_EMBEDDING_GRAD", {"0", "1"}));
+  if (split) hsdp.split_embedding_grad = *split == "1";
+  // Replica all-reduce during the backward (default) or after it.
+  HT_ASSIGN_OR_RETURN(const auto replica, EnvChoice(env, "HT_REPLICA_REDUCE", {"overlap", "after"}));
+  if (replica) hsdp.replica_reduce_during_backward = *replica == "overlap";
+  return std::unique_ptr<train::ParallelRuntime>(new DistRuntime(std::move(r), std::move(o), *layout, hsdp));
+}
+
+namespace {
+const bool kRegistered = train::SetParallelFactory([](const config::TrainConfig& c) {
+  return CreateDistRuntime(c, ProcessEnv());
+});
+}  // namespace
+
+}  // namespace hypertrain::dist

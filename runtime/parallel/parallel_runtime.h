@@ -1,0 +1,36 @@
+#pragma once
+// The trainer's ParallelRuntime (runtime/train/plugins.h) for multi-process
+// runs, registered by linking :parallel_runtime_registration (alwayslink)
+// into the hypertrain binary.
+//
+// From the env contract (env.h) and the config keys model.sharding_strategy,
+// model.shard_degree and model.collective_timeout:
+//  - world size 1 (no RANK/WORLD_SIZE, or WORLD_SIZE=1): a plain single
+//    process, no store, no-op hooks;
+//  - otherwise the group layout is fixed at creation (config errors surface
+//    before any backend memory is allocated), the backend gets padded units
+//    and this rank's owned ranges, and MakeHooks() joins the rendezvous and
+//    builds Gloo groups for the "cpu" backend or NCCL communicators on device
+//    LOCAL_RANK for a CUDA backend, then returns HsdpHooks.
+// The data-parallel coordinates are (world rank, world size): each rank reads
+// its own 1/world of every global batch.
+//
+// Environment knobs: HT_GLOO_HOSTNAME (address the Gloo device binds and
+// advertises; default: this host's name) or GLOO_SOCKET_IFNAME (interface);
+// HT_REDUCE_DTYPE=bf16 (reduce gradients in bf16; default fp32);
+// HT_SPLIT_EMBEDDING_GRAD=0|1 and HT_REPLICA_REDUCE=overlap|after (HsdpOptions;
+// any other value is an InvalidArgument); HT_RENDEZVOUS_TIMEOUT_S (default 300).
+#include <memory>
+
+#include "runtime/config/config.h"
+#include "core/status.h"
+#include "runtime/parallel/dist_context.h"
+#include "runtime/launch/env.h"
+#include "runtime/train/plugins.h"
+
+namespace hypertrain::dist {
+
+StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config::TrainConfig& c,
+                                                                    const EnvLookup& env);
+
+}  // namespace hypertrain::dist
