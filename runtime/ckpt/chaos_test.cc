@@ -20,7 +20,7 @@
 #include <random>
 #include <thread>
 
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 #include "runtime/ckpt/store.h"
 #include "runtime/launch/socket_util.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace hypertrain::ckpt {
 namespace {

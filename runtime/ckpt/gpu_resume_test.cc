@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
 #include "runtime/ckpt/resume_testing.h"

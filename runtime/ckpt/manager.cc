@@ -5,7 +5,7 @@
 #include <cstring>
 #include <unistd.h>
 
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace hypertrain::ckpt {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 #include "runtime/ckpt/test_util.h"
 
 namespace hypertrain::ckpt {

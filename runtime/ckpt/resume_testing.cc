@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 #include "runtime/ckpt/store.h"
 #include "runtime/ckpt/train_hooks.h"
 #include "runtime/train/trainer.h"

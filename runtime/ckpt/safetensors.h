@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 #include "core/status.h"
 
 namespace hypertrain::ckpt {

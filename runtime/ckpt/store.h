@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 #include "runtime/ckpt/format.h"
 #include "runtime/ckpt/log.h"
 #include "core/status.h"

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 #include "runtime/ckpt/test_util.h"
 
 namespace hypertrain::ckpt {

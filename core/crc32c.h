@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace hypertrain::ckpt {
+namespace hypertrain {
 
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size);
 inline uint32_t Crc32c(const void* data, size_t size) { return Crc32cExtend(0, data, size); }
@@ -15,4 +15,4 @@ uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t size);
 // 8 lower-case hex digits.
 std::string Crc32cHex(uint32_t crc);
 
-}  // namespace hypertrain::ckpt
+}  // namespace hypertrain

@@ -18,9 +18,9 @@
 #include <string_view>
 
 #include "core/status.h"
-#include "runtime/ckpt/crc32c.h"
+#include "core/crc32c.h"
 
-namespace hypertrain::ckpt {
+namespace hypertrain {
 
 // RAII file descriptor.
 class Fd {
@@ -98,4 +98,4 @@ StatusOr<int64_t> FileSize(const std::string& path);
 // crc32c of a whole file (streamed).
 StatusOr<uint32_t> FileCrc32c(const std::string& path);
 
-}  // namespace hypertrain::ckpt
+}  // namespace hypertrain

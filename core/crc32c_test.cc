@@ -1,11 +1,11 @@
-#include "runtime/ckpt/crc32c.h"
+#include "core/crc32c.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace hypertrain::ckpt {
+namespace hypertrain {
 namespace {
 
 TEST(Crc32c, KnownVectors) {
@@ -32,4 +32,4 @@ TEST(Crc32c, PortableMatchesAcceleratedAndExtendComposes) {
 }
 
 }  // namespace
-}  // namespace hypertrain::ckpt
+}  // namespace hypertrain

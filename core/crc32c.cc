@@ -1,4 +1,4 @@
-#include "runtime/ckpt/crc32c.h"
+#include "core/crc32c.h"
 
 #include <array>
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace hypertrain::ckpt {
+namespace hypertrain {
 namespace {
 
 constexpr uint32_t kPoly = 0x82F63B78u;  // reflected Castagnoli polynomial
@@ -89,4 +89,4 @@ std::string Crc32cHex(uint32_t crc) {
   return buf;
 }
 
-}  // namespace hypertrain::ckpt
+}  // namespace hypertrain

@@ -1,4 +1,4 @@
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <mutex>
 #include <vector>
 
-namespace hypertrain::ckpt {
+namespace hypertrain {
 namespace {
 
 // Failure-injection budget: < 0 disabled. Initialised from the environment on
@@ -256,4 +256,4 @@ StatusOr<uint32_t> FileCrc32c(const std::string& path) {
   return crc;
 }
 
-}  // namespace hypertrain::ckpt
+}  // namespace hypertrain

@@ -1,4 +1,4 @@
-#include "runtime/ckpt/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-namespace hypertrain::ckpt {
+namespace hypertrain {
 namespace {
 
 namespace fs = std::filesystem;
@@ -87,4 +87,4 @@ TEST_F(AtomicFileTest, RenameDurablyAndRemoveTree) {
 }
 
 }  // namespace
-}  // namespace hypertrain::ckpt
+}  // namespace hypertrain
