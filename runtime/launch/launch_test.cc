@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 
 std::string RankBinary() {
   char buf[PATH_MAX];
-  if (!realpath("runtime/parallel/launch_test_rank", buf)) return "runtime/parallel/launch_test_rank";
+  if (!realpath("runtime/launch/launch_test_rank", buf)) return "runtime/launch/launch_test_rank";
   return buf;
 }
 
