@@ -1,0 +1,46 @@
+// The progress annotation (kAnnotationProgress, pod.h): node 0's launcher
+// encodes, the operator decodes. The value is a JSON object, readable with
+// `kubectl get pod -o jsonpath`:
+//
+//   {"step": 120, "maxSteps": 1000, "loss": 2.31, "tokensPerSecond": 51000.0,
+//    "lastCheckpointStep": 100, "time": "2026-11-22T01:02:03Z"}
+//
+// "step" (a non-negative integer) is required; every other field is optional,
+// and decoding ignores fields it does not know (a newer launcher may add some).
+//
+// This library is the contract's one dependency beyond the standard library:
+// nlohmann/json, header-only. The format was JSON before the contract existed
+// (deployed launchers write it, users read it), and both sides already link
+// the same header; a hand-written JSON reader here would be a second parser of
+// the same format to keep correct.
+#ifndef HYPERTRAIN_CONTRACT_PROGRESS_H_
+#define HYPERTRAIN_CONTRACT_PROGRESS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hypertrain::contract {
+
+struct Progress {
+  int64_t step = -1;  // -1: no step seen yet (EncodeProgress requires >= 0)
+  std::optional<int64_t> max_steps;
+  std::optional<double> loss;
+  std::optional<double> tokens_per_second;
+  std::optional<int64_t> last_checkpoint_step;
+  std::string time;  // RFC 3339 of publication; "" = absent
+
+  bool operator==(const Progress&) const = default;
+};
+
+// The annotation value for `p` (p.step >= 0); absent fields are left out.
+std::string EncodeProgress(const Progress& p);
+
+// Parses an annotation value. nullopt with *error set (e.g. "not a JSON
+// object", "step must be a non-negative integer") when it is malformed.
+std::optional<Progress> DecodeProgress(std::string_view value, std::string* error);
+
+}  // namespace hypertrain::contract
+
+#endif  // HYPERTRAIN_CONTRACT_PROGRESS_H_

@@ -1,0 +1,82 @@
+#include "contract/progress.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace hypertrain::contract {
+namespace {
+
+Progress Full() {
+  Progress p;
+  p.step = 120;
+  p.max_steps = 1000;
+  p.loss = 2.31;
+  p.tokens_per_second = 51000.5;
+  p.last_checkpoint_step = 100;
+  p.time = "2026-11-22T01:02:03Z";
+  return p;
+}
+
+TEST(ProgressAnnotation, WireFormatIsStable) {
+  // Launchers and operators of different versions meet on this string.
+  EXPECT_EQ(EncodeProgress(Full()),
+            R"({"lastCheckpointStep":100,"loss":2.31,"maxSteps":1000,"step":120,)"
+            R"("time":"2026-11-22T01:02:03Z","tokensPerSecond":51000.5})");
+  Progress step_only;
+  step_only.step = 0;
+  EXPECT_EQ(EncodeProgress(step_only), R"({"step":0})");
+}
+
+TEST(ProgressAnnotation, RoundTrips) {
+  std::string error;
+  auto back = DecodeProgress(EncodeProgress(Full()), &error);
+  ASSERT_TRUE(back.has_value()) << error;
+  EXPECT_EQ(*back, Full());
+  Progress sparse;
+  sparse.step = 7;
+  sparse.loss = 9.5;
+  back = DecodeProgress(EncodeProgress(sparse), &error);
+  ASSERT_TRUE(back.has_value()) << error;
+  EXPECT_EQ(*back, sparse);
+}
+
+TEST(ProgressAnnotation, DecodesWhatAHandOrANewerLauncherWrites) {
+  std::string error;
+  auto p = DecodeProgress(R"({"step": 3, "maxSteps": 9, "futureField": {"x": 1}, "loss": 4})", &error);
+  ASSERT_TRUE(p.has_value()) << error;
+  EXPECT_EQ(p->step, 3);
+  EXPECT_EQ(p->max_steps, 9);
+  EXPECT_DOUBLE_EQ(*p->loss, 4.0);
+  EXPECT_FALSE(p->tokens_per_second.has_value());
+  EXPECT_EQ(p->time, "");
+  // A field of the wrong type is left out, not guessed.
+  p = DecodeProgress(R"({"step": 3, "maxSteps": "9", "lastCheckpointStep": 1.5})", &error);
+  ASSERT_TRUE(p.has_value()) << error;
+  EXPECT_FALSE(p->max_steps.has_value());
+  EXPECT_FALSE(p->last_checkpoint_step.has_value());
+}
+
+TEST(ProgressAnnotation, RejectsMalformedValues) {
+  for (const char* bad : {"", "{", "[1]", "\"step\"", "null"}) {
+    std::string error;
+    EXPECT_FALSE(DecodeProgress(bad, &error).has_value()) << bad;
+    EXPECT_EQ(error, "not a JSON object") << bad;
+  }
+  for (const char* bad : {R"({"loss": 1})", R"({"step": -1})", R"({"step": 1.5})", R"({"step": "3"})"}) {
+    std::string error;
+    EXPECT_FALSE(DecodeProgress(bad, &error).has_value()) << bad;
+    EXPECT_EQ(error, "step must be a non-negative integer") << bad;
+  }
+}
+
+TEST(ProgressAnnotation, NonFiniteNumbersAreLeftOut) {
+  Progress p;
+  p.step = 5;
+  p.loss = std::numeric_limits<double>::quiet_NaN();
+  p.tokens_per_second = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(EncodeProgress(p), R"({"step":5})");
+}
+
+}  // namespace
+}  // namespace hypertrain::contract
