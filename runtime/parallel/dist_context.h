@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/exit_codes.h"
 #include "runtime/parallel/collectives.h"
 #include "runtime/launch/env.h"
 #include "runtime/parallel/gloo_group.h"
@@ -23,7 +24,7 @@ struct DistOptions {
   std::chrono::milliseconds collective_timeout{std::chrono::minutes(10)};
   // Connecting to the store (workers may start long before the master).
   std::chrono::milliseconds rendezvous_timeout{std::chrono::minutes(5)};
-  int hang_exit_code = 201;                  // train::kExitCollectiveTimeout
+  int hang_exit_code = contract::kExitCollectiveTimeout;
   CollectiveWatchdog::HangHandler on_hang;   // empty: log + _exit(hang_exit_code)
   GlooOptions gloo;
 };

@@ -3,25 +3,9 @@
 namespace hypertrain::dist {
 
 StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& s) {
-  if (s == "hybrid_shard") return ShardingStrategy::kHybridShard;
-  if (s == "hybrid_shard_zero2" || s == "_hybrid_shard_zero2") return ShardingStrategy::kHybridShardZero2;
-  if (s == "full_shard") return ShardingStrategy::kFullShard;
-  if (s == "shard_grad_op") return ShardingStrategy::kShardGradOp;
-  if (s == "no_shard") return ShardingStrategy::kNoShard;
-  return InvalidArgument("sharding_strategy '" + s +
-                         "' is not one of hybrid_shard, hybrid_shard_zero2, full_shard, "
-                         "shard_grad_op, no_shard");
-}
-
-const char* ShardingStrategyName(ShardingStrategy s) {
-  switch (s) {
-    case ShardingStrategy::kHybridShard: return "hybrid_shard";
-    case ShardingStrategy::kHybridShardZero2: return "hybrid_shard_zero2";
-    case ShardingStrategy::kFullShard: return "full_shard";
-    case ShardingStrategy::kShardGradOp: return "shard_grad_op";
-    case ShardingStrategy::kNoShard: return "no_shard";
-  }
-  return "?";
+  std::optional<ShardingStrategy> parsed = contract::ParseShardingStrategy(s);
+  if (!parsed) return InvalidArgument("sharding_strategy " + contract::UnknownShardingStrategyMessage(s));
+  return *parsed;
 }
 
 StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_degree,
@@ -32,33 +16,15 @@ StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_de
     return InvalidArgument("invalid world: rank " + s(rank) + ", world size " + s(world_size) +
                            ", local world size " + s(local_world_size));
   }
-  if (shard_degree < 0) return InvalidArgument("shard_degree must be >= 0, got " + s(shard_degree));
+  std::string why;
+  const std::optional<int64_t> resolved =
+      contract::ResolveShardDegree(strategy, shard_degree, world_size, local_world_size, &why);
+  if (!resolved) return InvalidArgument("shard_degree " + why);
+  const int degree = static_cast<int>(*resolved);
   GroupLayout g;
   g.strategy = strategy;
   g.world_size = world_size;
   g.rank = rank;
-  int degree = 1;
-  switch (strategy) {
-    case ShardingStrategy::kHybridShard:
-    case ShardingStrategy::kHybridShardZero2:
-      degree = shard_degree > 0 ? shard_degree : local_world_size;
-      break;
-    case ShardingStrategy::kFullShard:
-    case ShardingStrategy::kShardGradOp:
-    case ShardingStrategy::kNoShard: {
-      const int fixed = strategy == ShardingStrategy::kNoShard ? 1 : world_size;
-      if (shard_degree > 0 && shard_degree != fixed) {
-        return InvalidArgument(std::string("shard_degree ") + s(shard_degree) + " conflicts with " +
-                               ShardingStrategyName(strategy) + " (which shards over " + s(fixed) +
-                               " ranks); use hybrid_shard to choose the degree");
-      }
-      degree = fixed;
-      break;
-    }
-  }
-  if (degree > world_size || world_size % degree != 0) {
-    return InvalidArgument("shard_degree " + s(degree) + " must divide the world size " + s(world_size));
-  }
   g.shard_degree = degree;
   g.replica_degree = world_size / degree;
   g.shard_group = rank / degree;

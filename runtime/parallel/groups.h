@@ -1,6 +1,7 @@
 #pragma once
-// Sharding strategies (HyperPod recipe names) and the process groups they
-// need. Ranks are laid out node-major (rank = node * local_world_size + local).
+// The process groups of a sharding strategy (the strategies and the
+// shard-degree rule are the contract's: contract/sharding.h). Ranks are laid
+// out node-major (rank = node * local_world_size + local).
 //
 //   strategy             shard group                       params kept fwd->bwd
 //   hybrid_shard         shard_degree consecutive ranks    no (re-gathered)
@@ -16,14 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "contract/sharding.h"
 #include "core/status.h"
 
 namespace hypertrain::dist {
 
-enum class ShardingStrategy { kHybridShard, kHybridShardZero2, kFullShard, kShardGradOp, kNoShard };
+using contract::ShardingStrategy;
+using contract::ShardingStrategyName;
 
+// contract::ParseShardingStrategy with an InvalidArgument naming the accepted values.
 StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& s);
-const char* ShardingStrategyName(ShardingStrategy s);
 
 struct GroupLayout {
   ShardingStrategy strategy = ShardingStrategy::kHybridShard;
@@ -42,7 +45,8 @@ struct GroupLayout {
   int dp_size() const { return world_size; }
 };
 
-// shard_degree 0 = the strategy's default. Errors (kInvalidArgument) name the
+// shard_degree 0 = the strategy's default. The degree follows the contract's
+// rule (contract::ResolveShardDegree); errors (kInvalidArgument) name the
 // offending value: degree not dividing the world, or set for a strategy that
 // fixes it.
 StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_degree,

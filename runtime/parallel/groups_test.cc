@@ -34,7 +34,7 @@ TEST(Groups, StrategiesAndDegrees) {
 TEST(Groups, ClearErrors) {
   auto bad = ComputeGroupLayout(ShardingStrategy::kHybridShard, 3, 8, 4, 0);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("shard_degree 3 must divide the world size 8"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("shard_degree 3 does not divide the world size 8"), std::string::npos);
   bad = ComputeGroupLayout(ShardingStrategy::kFullShard, 2, 8, 4, 0);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("conflicts with full_shard"), std::string::npos);

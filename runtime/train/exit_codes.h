@@ -1,30 +1,21 @@
 #pragma once
-// Process exit codes of `hypertrain` (train, launch, ...). Shared by the
-// trainer, the launcher and the operator's restart policy.
-//
-// Convention (compatible with Kubeflow's restartPolicy: ExitCode, which
-// retries codes >= 128 and fails the job on 1..127):
-//   0        success
-//   1        internal error (a bug): not retried
-//   2        configuration / command-line error: never retried
-//   3        input data missing or corrupt: never retried
-//   200      retryable fault (device error, peer lost, I/O hiccup): restart
-//   201      collective timeout / hang detected by the watchdog: restart
-//   128+sig  killed by a signal (e.g. 137 SIGKILL, 143 SIGTERM): restart
+// The runtime's side of the exit-code contract (contract/exit_codes.h: the
+// codes and how the operator retries each): which code a Status ends a
+// `hypertrain` process with. The contract's constants are re-exported here so
+// that runtime code keeps writing train::kExitConfigError.
+#include "contract/exit_codes.h"
 #include "core/status.h"
 
 namespace hypertrain::train {
 
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitInternal = 1;
-inline constexpr int kExitConfigError = 2;
-inline constexpr int kExitDataError = 3;
-inline constexpr int kExitRetryable = 200;
-inline constexpr int kExitCollectiveTimeout = 201;
+using contract::kExitCollectiveTimeout;
+using contract::kExitConfigError;
+using contract::kExitDataError;
+using contract::kExitInternal;
+using contract::kExitOk;
+using contract::kExitRetryable;
 
-inline bool IsRetryableExitCode(int code) { return code >= 128; }
-
-// Maps a Status from the runtime to the exit code above.
+// Maps a Status from the runtime to its exit code.
 inline int ExitCodeFor(const Status& s) {
   switch (s.code()) {
     case StatusCode::kOk: return kExitOk;
