@@ -30,7 +30,7 @@ hsdp() { # $1 = name, rest = args
   rm -rf /tmp/$n /tmp/$n.*.log  # a leftover checkpoint would be resumed (and the run end at once)
   watch_mem
   for node in $(seq 0 $((NN - 1))); do
-    CUDA_VISIBLE_DEVICES=$(seq -s, $((PN*node)) $((PN*node + PN - 1))) MASTER_ADDR=127.0.0.1 MASTER_PORT=$p NNODES=$NN NODE_RANK=$node HT_JOB_ID=$n HT_GLOO_HOSTNAME=127.0.0.1 \
+    CUDA_VISIBLE_DEVICES=$(seq -s, $((PN*node)) $((PN*node + PN - 1))) MASTER_ADDR=127.0.0.1 MASTER_PORT=$p NNODES=$NN NODE_RANK=$node HYPERTRAIN_JOB_NAME=$n HT_GLOO_HOSTNAME=127.0.0.1 \
       timeout 200 $B launch --nproc-per-node $PN -- train "$@" --set exp_manager.exp_dir=/tmp/$n --set exp_manager.checkpoint_dir=/tmp/$n/ck > /tmp/$n.$node.log 2>&1 &
   done
   wait $(jobs -p | grep -v "^$SMI_PID\$")

@@ -12,7 +12,7 @@ H=$R/.gpu/bin/hypertrain
 S=(--config examples/tiny-cpu.yaml --set trainer.backend=cuda --set model.shape=125m --set model.max_context_width=512
    --set model.data.use_synthetic_data=true --set model.optim.sched.name=constant --set exp_manager.every_n_train_steps=4
    --set trainer.log_every_n_steps=1)
-run() { MASTER_ADDR=127.0.0.1 MASTER_PORT=$((21000 + RANDOM % 9000)) NNODES=1 NODE_RANK=0 HT_JOB_ID=r$RANDOM \
+run() { MASTER_ADDR=127.0.0.1 MASTER_PORT=$((21000 + RANDOM % 9000)) NNODES=1 NODE_RANK=0 HYPERTRAIN_JOB_NAME=r$RANDOM \
   timeout 150 $H launch --nproc-per-node 2 -- train "${S[@]}" "$@"; }
 run --set exp_manager.exp_dir=/tmp/r-straight --set trainer.max_steps=8 > /tmp/r1.log 2>&1 || { tail -20 /tmp/r1.log; exit 1; }
 run --set exp_manager.exp_dir=/tmp/r-resumed --set trainer.max_steps=4 > /tmp/r2.log 2>&1 || { tail -20 /tmp/r2.log; exit 1; }

@@ -92,7 +92,7 @@ Job StartJob(const std::string& exp, const std::string& config, int attempt) {
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::setenv("RESTART_ATTEMPT", std::to_string(attempt).c_str(), 1);
-      ::setenv("HT_JOB_ID", "chaos", 1);
+      ::setenv("HYPERTRAIN_JOB_NAME", "chaos", 1);
       ::setenv("HT_GLOO_HOSTNAME", "127.0.0.1", 1);
       ::setenv("HT_RENDEZVOUS_TIMEOUT_S", "30", 1);
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);

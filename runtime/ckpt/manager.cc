@@ -5,6 +5,7 @@
 #include <cstring>
 #include <unistd.h>
 
+#include "contract/env.h"
 #include "core/atomic_file.h"
 
 namespace hypertrain::ckpt {
@@ -58,7 +59,7 @@ CheckpointManager::CheckpointManager(CheckpointOptions options, RankPlacement pl
       agree_(std::move(agree)),
       last_save_time_(Clock::now()) {
   if (options_.attempt.empty()) {
-    const char* a = std::getenv("RESTART_ATTEMPT");
+    const char* a = std::getenv(contract::env::kRestartAttempt);
     options_.attempt = (a != nullptr && *a != '\0') ? a : "0";
     for (char& c : options_.attempt) {
       if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';

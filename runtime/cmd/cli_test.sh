@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 set +e
 "$BIN" >/dev/null 2>&1; [ $? -eq 2 ] || fail "no command should exit 2"
 "$BIN" frobnicate >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown command should exit 2"
-"$BIN" train >/dev/null 2>&1; [ $? -eq 2 ] || fail "train without --config should exit 2"
+env -u HYPERTRAIN_CONFIG "$BIN" train >/dev/null 2>&1; [ $? -eq 2 ] || fail "train without --config should exit 2"
 set -e
 "$BIN" --help | grep -q "prepare" || fail "usage lists prepare"
 
@@ -41,6 +41,15 @@ first=$(head -1 "$TMP/exp/metrics.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/'
 last=$(tail -1 "$TMP/exp/metrics.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f - 1.0) }' || fail "loss did not fall: $first -> $last"
 echo "loss $first -> $last"
+
+# As in a TrainingJob pod (contract/env.h): the config from HYPERTRAIN_CONFIG,
+# checkpoints where HYPERTRAIN_CHECKPOINT_DIR says, not under exp_dir.
+HYPERTRAIN_CONFIG="$EXAMPLE" HYPERTRAIN_CHECKPOINT_DIR="$TMP/env-ckpt" "$BIN" train \
+  --set model.data.train_dir="$TMP/data" --set exp_manager.exp_dir="$TMP/exp-env" \
+  --set trainer.max_steps=4 --set exp_manager.every_n_train_steps=2 > "$TMP/env.log" 2>&1 \
+  || { cat "$TMP/env.log"; fail "train from the env exited $?"; }
+[ -s "$TMP/env-ckpt/step-4/manifest.json" ] || { cat "$TMP/env.log"; fail "no checkpoint in HYPERTRAIN_CHECKPOINT_DIR"; }
+[ ! -e "$TMP/exp-env/checkpoints" ] || fail "checkpoints went to exp_dir despite HYPERTRAIN_CHECKPOINT_DIR"
 
 # Config errors exit 2 and name the key; missing data exits 3.
 set +e

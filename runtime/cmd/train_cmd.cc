@@ -16,8 +16,10 @@ namespace hypertrain::cmd {
 namespace {
 
 constexpr char kTrainUsage[] =
-    "usage: hypertrain train --config job.yaml [--set key.path=value ...]\n"
-    "  Trains per the YAML (HyperPod recipe layout; see docs/TRAINER.md).\n"
+    "usage: hypertrain train [--config job.yaml] [--set key.path=value ...]\n"
+    "  Trains per the YAML (HyperPod recipe layout; see docs/TRAINER.md); without\n"
+    "  --config, the file named by $HYPERTRAIN_CONFIG. $HYPERTRAIN_CHECKPOINT_DIR,\n"
+    "  when set, replaces exp_manager.checkpoint_dir.\n"
     "  --set overrides one key (repeatable), e.g. --set model.optim.lr=1e-3\n";
 
 constexpr char kPrepareUsage[] =
@@ -68,11 +70,15 @@ int TrainMain(int argc, char** argv) {
       return train::kExitConfigError;
     }
   }
-  if (config_path.empty()) {
-    std::fprintf(stderr, "hypertrain train: --config is required\n%s", kTrainUsage);
+  // In a TrainingJob pod the config path and the checkpoint dir come from the
+  // env (contract/env.h); --config and --set win.
+  auto source = config::ResolveRunConfig(config_path, sets, [](const char* n) { return std::getenv(n); });
+  if (!source.ok()) {
+    std::fprintf(stderr, "hypertrain train: %s\n%s", source.status().message().c_str(), kTrainUsage);
     return train::kExitConfigError;
   }
-  auto config = config::LoadTrainConfig(config_path, sets);
+  config_path = source->path;
+  auto config = config::LoadTrainConfig(config_path, source->overrides);
   if (!config.ok()) {
     spdlog::error("config error: {}", config.status().message());
     return train::kExitConfigError;

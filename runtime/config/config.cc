@@ -7,6 +7,9 @@
 #include <set>
 #include <sstream>
 
+#include "contract/env.h"
+#include "contract/sharding.h"
+
 namespace hypertrain::config {
 namespace {
 
@@ -163,12 +166,6 @@ Status Check(bool ok, const std::string& key, T value, const std::string& rule) 
 
 }  // namespace
 
-const std::vector<std::string>& ShardingStrategies() {
-  static const std::vector<std::string> k = {"hybrid_shard", "full_shard", "hybrid_shard_zero2",
-                                             "shard_grad_op", "no_shard"};
-  return k;
-}
-
 StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
                                        const std::vector<std::string>& overrides,
                                        const std::string& source) {
@@ -301,10 +298,8 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
   if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda") {
     return InvalidArgument(fmt::format("trainer.backend: '{}' is not one of auto, cpu, cuda", c.backend));
   }
-  const auto& ss = ShardingStrategies();
-  if (std::find(ss.begin(), ss.end(), c.sharding_strategy) == ss.end()) {
-    return InvalidArgument(fmt::format("model.sharding_strategy: '{}' is not one of {}",
-                                       c.sharding_strategy, fmt::join(ss, ", ")));
+  if (!contract::ParseShardingStrategy(c.sharding_strategy)) {
+    return InvalidArgument("model.sharding_strategy: " + contract::UnknownShardingStrategyMessage(c.sharding_strategy));
   }
   if (o.name != "adamw" && o.name != "AdamW") {
     return InvalidArgument(fmt::format("model.optim.name: '{}' is not one of adamw", o.name));
@@ -357,6 +352,43 @@ StatusOr<TrainConfig> LoadTrainConfig(const std::string& path,
   std::stringstream ss;
   ss << f.rdbuf();
   return ParseTrainConfig(ss.str(), overrides, path);
+}
+
+namespace {
+
+// `value` as a YAML double-quoted scalar, so that any path survives ApplyOverride.
+std::string YamlQuoted(const std::string& value) {
+  std::string out = "\"";
+  for (char ch : value) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+StatusOr<RunConfigSource> ResolveRunConfig(const std::string& config_flag, const std::vector<std::string>& set_flags,
+                                           const EnvLookup& env) {
+  RunConfigSource src;
+  src.path = config_flag;
+  if (src.path.empty()) {
+    const char* from_env = env(contract::env::kConfig);
+    if (from_env == nullptr || *from_env == '\0') {
+      return InvalidArgument(fmt::format("--config is not given and {} is unset", contract::env::kConfig));
+    }
+    src.path = from_env;
+  }
+  if (const char* dir = env(contract::env::kCheckpointDir); dir != nullptr && *dir != '\0') {
+    for (const char* p = dir; *p != '\0'; ++p) {
+      if (static_cast<unsigned char>(*p) < 0x20) {
+        return InvalidArgument(fmt::format("{} holds a control character", contract::env::kCheckpointDir));
+      }
+    }
+    src.overrides.push_back("exp_manager.checkpoint_dir=" + YamlQuoted(dir));
+  }
+  src.overrides.insert(src.overrides.end(), set_flags.begin(), set_flags.end());
+  return src;
 }
 
 }  // namespace hypertrain::config

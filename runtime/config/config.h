@@ -20,6 +20,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,7 @@ struct TrainConfig {
   int64_t grad_accumulation_steps = 1;  // micro-batches per optimizer step
   double grad_clip = 1.0;               // global-norm clip; 0 = off
   model::ActivationCheckpointing activation_checkpointing = model::ActivationCheckpointing::kNone;
-  std::string sharding_strategy = "hybrid_shard";
+  std::string sharding_strategy = "hybrid_shard";  // one of contract/sharding.h
   int64_t shard_degree = 0;  // 0 = ranks of one node
   double collective_timeout_s = 600;
   uint64_t seed = 1234;
@@ -98,7 +99,20 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& yaml_text,
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path,
                                       const std::vector<std::string>& overrides);
 
-// Accepted values of model.sharding_strategy.
-const std::vector<std::string>& ShardingStrategies();
+// Reads one environment variable; nullptr when unset (tests pass their own).
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Where a `hypertrain train` run's config comes from, in the pod contract's
+// terms (contract/env.h): the file is --config, else $HYPERTRAIN_CONFIG (the
+// operator mounts the job's config there); $HYPERTRAIN_CHECKPOINT_DIR, when
+// set, becomes exp_manager.checkpoint_dir (the TrainingJob's checkpointDir wins
+// over the file); the --set overrides come last and win over both.
+struct RunConfigSource {
+  std::string path;
+  std::vector<std::string> overrides;  // for LoadTrainConfig
+};
+// InvalidArgument when there is no config path at all.
+StatusOr<RunConfigSource> ResolveRunConfig(const std::string& config_flag, const std::vector<std::string>& set_flags,
+                                           const EnvLookup& env);
 
 }  // namespace hypertrain::config

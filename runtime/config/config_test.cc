@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
 namespace hypertrain::config {
 namespace {
 
@@ -133,6 +137,60 @@ TEST(ConfigTest, ShippedExamplesParse) {
     ASSERT_TRUE(c.ok()) << f << ": " << c.status().ToString();
     EXPECT_TRUE(c->unknown_keys.empty()) << f << ": " << c->unknown_keys.front();
   }
+}
+
+// An environment of exactly `vars`.
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+constexpr char kSmall[] =
+    "trainer: {max_steps: 3}\nexp_manager: {exp_dir: /e, checkpoint_dir: /from/file}\n"
+    "model: {shape: tiny, data: {use_synthetic_data: true}}\n";
+
+StatusOr<TrainConfig> Load(const std::string& flag, const std::vector<std::string>& sets, const EnvLookup& env) {
+  HT_ASSIGN_OR_RETURN(RunConfigSource src, ResolveRunConfig(flag, sets, env));
+  return LoadTrainConfig(src.path, src.overrides);
+}
+
+TEST(RunConfigTest, ConfigPathFromTheFlagElseFromTheOperatorsEnv) {
+  const std::string a = WriteTemp("a.yaml", kSmall);
+  const std::string b = WriteTemp("b.yaml", "trainer: {max_steps: 3}\nmodel: {shape: tiny, seed: 9, data: {use_synthetic_data: true}}\n");
+  auto c = Load("", {}, Env({{"HYPERTRAIN_CONFIG", b}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->seed, 9u);  // b.yaml, found through the env
+  c = Load(a, {}, Env({{"HYPERTRAIN_CONFIG", b}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->seed, 1234u);  // --config wins
+  auto none = ResolveRunConfig("", {}, Env({{"HYPERTRAIN_CONFIG", ""}}));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("--config is not given and HYPERTRAIN_CONFIG is unset"), std::string::npos);
+}
+
+TEST(RunConfigTest, CheckpointDirFromTheEnvReplacesTheFilesAndASetWins) {
+  const std::string a = WriteTemp("ck.yaml", kSmall);
+  auto c = Load(a, {}, Env({}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->checkpoint_dir, "/from/file");
+  // Any path survives, quotes, colons and '#' included.
+  const std::string odd = "/fsx/job \"a\": #1\\x";
+  c = Load(a, {}, Env({{"HYPERTRAIN_CHECKPOINT_DIR", odd}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->checkpoint_dir, odd);
+  c = Load(a, {"exp_manager.checkpoint_dir=/from/set"}, Env({{"HYPERTRAIN_CHECKPOINT_DIR", "/from/env"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->checkpoint_dir, "/from/set");
+  EXPECT_FALSE(ResolveRunConfig(a, {}, Env({{"HYPERTRAIN_CHECKPOINT_DIR", "/x\ny"}})).ok());
 }
 
 }  // namespace

@@ -3,7 +3,11 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "contract/env.h"
+
 namespace hypertrain::dist {
+
+namespace env = contract::env;
 
 EnvLookup ProcessEnv() {
   return [](const char* name) -> const char* { return std::getenv(name); };
@@ -27,9 +31,9 @@ StatusOr<int> ParseIntVar(const std::string& name, const std::string& value, int
 namespace {
 
 // Value of `name` or its alias; both set and different is an error.
-StatusOr<std::string> Lookup(const EnvLookup& env, const char* name, const char* alias) {
-  const char* a = env(name);
-  const char* b = alias ? env(alias) : nullptr;
+StatusOr<std::string> Lookup(const EnvLookup& lookup, const char* name, const char* alias) {
+  const char* a = lookup(name);
+  const char* b = alias ? lookup(alias) : nullptr;
   if (a && b && std::string(a) != b) {
     return InvalidArgument(std::string(name) + "='" + a + "' and " + alias + "='" + b +
                            "' disagree");
@@ -39,22 +43,23 @@ StatusOr<std::string> Lookup(const EnvLookup& env, const char* name, const char*
   return std::string();
 }
 
-StatusOr<int> LookupInt(const EnvLookup& env, const char* name, const char* alias, int dflt,
+StatusOr<int> LookupInt(const EnvLookup& lookup, const char* name, const char* alias, int dflt,
                         int min, int max) {
-  HT_ASSIGN_OR_RETURN(std::string v, Lookup(env, name, alias));
+  HT_ASSIGN_OR_RETURN(std::string v, Lookup(lookup, name, alias));
   if (v.empty()) return dflt;
-  return ParseIntVar(env(name) ? name : alias, v, min, max);
+  return ParseIntVar(lookup(name) ? name : alias, v, min, max);
 }
 
 constexpr int kMaxRanks = 1 << 20;
 
 }  // namespace
 
-StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& env) {
+StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& lookup) {
   NodeEnv n;
-  HT_ASSIGN_OR_RETURN(n.master_addr, Lookup(env, "MASTER_ADDR", "PET_MASTER_ADDR"));
-  HT_ASSIGN_OR_RETURN(n.master_port, LookupInt(env, "MASTER_PORT", "PET_MASTER_PORT", 29500, 1, 65535));
-  HT_ASSIGN_OR_RETURN(std::string nnodes, Lookup(env, "NNODES", "PET_NNODES"));
+  HT_ASSIGN_OR_RETURN(n.master_addr, Lookup(lookup, env::kMasterAddr, env::kPetMasterAddr));
+  HT_ASSIGN_OR_RETURN(n.master_port,
+                      LookupInt(lookup, env::kMasterPort, env::kPetMasterPort, 29500, 1, 65535));
+  HT_ASSIGN_OR_RETURN(std::string nnodes, Lookup(lookup, env::kNnodes, env::kPetNnodes));
   if (!nnodes.empty()) {
     // torchrun accepts "min:max" for elastic jobs; we run a fixed size only.
     const auto colon = nnodes.find(':');
@@ -66,34 +71,48 @@ StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& env) {
       }
       nnodes = lo;
     }
-    HT_ASSIGN_OR_RETURN(n.nnodes, ParseIntVar("NNODES", nnodes, 1, kMaxRanks));
+    HT_ASSIGN_OR_RETURN(n.nnodes, ParseIntVar(env::kNnodes, nnodes, 1, kMaxRanks));
   }
-  HT_ASSIGN_OR_RETURN(n.node_rank, LookupInt(env, "NODE_RANK", "PET_NODE_RANK", 0, 0, kMaxRanks));
+  HT_ASSIGN_OR_RETURN(n.node_rank, LookupInt(lookup, env::kNodeRank, env::kPetNodeRank, 0, 0, kMaxRanks));
   if (n.node_rank >= n.nnodes) {
     return InvalidArgument("NODE_RANK=" + std::to_string(n.node_rank) + " must be < NNODES=" +
                            std::to_string(n.nnodes));
   }
   HT_ASSIGN_OR_RETURN(n.nproc_per_node,
-                      LookupInt(env, "NPROC_PER_NODE", "PET_NPROC_PER_NODE", 0, 1, 4096));
+                      LookupInt(lookup, env::kNprocPerNode, env::kPetNprocPerNode, 0, 1, 4096));
+  HT_ASSIGN_OR_RETURN(n.world_size, LookupInt(lookup, env::kWorldSize, nullptr, 0, 1, kMaxRanks));
   if (n.master_addr.empty()) {
     if (n.nnodes > 1) return InvalidArgument("MASTER_ADDR (or PET_MASTER_ADDR) is required when NNODES > 1");
     n.master_addr = "127.0.0.1";
   }
-  const char* job = env("HT_JOB_ID");
+  const char* job = lookup(env::kJobName);
   n.job_id = job && *job ? job : "default";
   if (n.job_id.find_first_of("/\n") != std::string::npos) {
-    return InvalidArgument("HT_JOB_ID='" + n.job_id + "' must not contain '/' or newlines");
+    return InvalidArgument(std::string(env::kJobName) + "='" + n.job_id + "' must not contain '/' or newlines");
   }
-  HT_ASSIGN_OR_RETURN(n.restart_attempt, LookupInt(env, "RESTART_ATTEMPT", nullptr, 0, 0, 1 << 30));
+  HT_ASSIGN_OR_RETURN(n.restart_attempt, LookupInt(lookup, env::kRestartAttempt, nullptr, 0, 0, 1 << 30));
   return n;
 }
 
-StatusOr<RankEnv> ParseRankEnv(const EnvLookup& env, bool require_rank_vars) {
+StatusOr<int> LocalWorldSize(const NodeEnv& node, int flag) {
+  const int nproc = flag > 0 ? flag : node.nproc_per_node;
+  if (nproc == 0) {
+    return InvalidArgument("--nproc-per-node is not given and NPROC_PER_NODE/PET_NPROC_PER_NODE are unset");
+  }
+  if (node.world_size != 0 && node.world_size != node.nnodes * nproc) {
+    return InvalidArgument("WORLD_SIZE=" + std::to_string(node.world_size) + " disagrees with NNODES (" +
+                           std::to_string(node.nnodes) + ") x " + std::to_string(nproc) + " ranks per node" +
+                           (flag > 0 ? " (--nproc-per-node)" : " (NPROC_PER_NODE)"));
+  }
+  return nproc;
+}
+
+StatusOr<RankEnv> ParseRankEnv(const EnvLookup& lookup, bool require_rank_vars) {
   RankEnv r;
-  HT_ASSIGN_OR_RETURN(r.node, ParseNodeEnv(env));
-  const char* names[] = {"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
+  HT_ASSIGN_OR_RETURN(r.node, ParseNodeEnv(lookup));
+  const char* names[] = {env::kWorldSize, env::kRank, env::kLocalRank, env::kLocalWorldSize};
   int present = 0;
-  for (const char* n : names) present += env(n) != nullptr;
+  for (const char* n : names) present += lookup(n) != nullptr;
   if (present == 0 && !require_rank_vars) {
     r.world_size = r.node.nnodes * (r.node.nproc_per_node > 0 ? r.node.nproc_per_node : 1);
     if (r.world_size != 1) {
@@ -103,17 +122,17 @@ StatusOr<RankEnv> ParseRankEnv(const EnvLookup& env, bool require_rank_vars) {
     return r;
   }
   for (const char* n : names) {
-    if (!env(n)) {
+    if (!lookup(n)) {
       return InvalidArgument(std::string(n) +
                              " is unset (WORLD_SIZE, RANK, LOCAL_RANK and LOCAL_WORLD_SIZE go together; "
                              "`hypertrain launch` sets them)");
     }
   }
-  HT_ASSIGN_OR_RETURN(r.world_size, ParseIntVar("WORLD_SIZE", env("WORLD_SIZE"), 1, kMaxRanks));
-  HT_ASSIGN_OR_RETURN(r.rank, ParseIntVar("RANK", env("RANK"), 0, kMaxRanks));
+  HT_ASSIGN_OR_RETURN(r.world_size, ParseIntVar(env::kWorldSize, lookup(env::kWorldSize), 1, kMaxRanks));
+  HT_ASSIGN_OR_RETURN(r.rank, ParseIntVar(env::kRank, lookup(env::kRank), 0, kMaxRanks));
   HT_ASSIGN_OR_RETURN(r.local_world_size,
-                      ParseIntVar("LOCAL_WORLD_SIZE", env("LOCAL_WORLD_SIZE"), 1, 4096));
-  HT_ASSIGN_OR_RETURN(r.local_rank, ParseIntVar("LOCAL_RANK", env("LOCAL_RANK"), 0, 4095));
+                      ParseIntVar(env::kLocalWorldSize, lookup(env::kLocalWorldSize), 1, 4096));
+  HT_ASSIGN_OR_RETURN(r.local_rank, ParseIntVar(env::kLocalRank, lookup(env::kLocalRank), 0, 4095));
   auto s = [](int v) { return std::to_string(v); };
   if (r.rank >= r.world_size) {
     return InvalidArgument("RANK=" + s(r.rank) + " must be < WORLD_SIZE=" + s(r.world_size));

@@ -1,7 +1,8 @@
 #pragma once
-// The rendezvous environment contract (docs/DISTRIBUTED.md). The operator
-// injects these variables into every pod; `hypertrain launch` adds the per-rank
-// ones. torchrun-style PET_* aliases are accepted where the plain name is unset.
+// Reading the rendezvous environment of contract/env.h (docs/DISTRIBUTED.md).
+// The operator injects the node variables into every pod; `hypertrain launch`
+// adds the per-rank ones. torchrun-style PET_* aliases are accepted where the
+// plain name is unset.
 #include <functional>
 #include <string>
 
@@ -20,7 +21,8 @@ struct NodeEnv {
   int nnodes = 1;
   int node_rank = 0;
   int nproc_per_node = 0;  // 0: unset (the launcher's flag decides)
-  std::string job_id;      // HT_JOB_ID, else "default"
+  int world_size = 0;      // WORLD_SIZE as the pod got it; 0: unset
+  std::string job_id;      // HYPERTRAIN_JOB_NAME, else "default"
   int restart_attempt = 0; // RESTART_ATTEMPT, else 0
 };
 
@@ -36,9 +38,16 @@ struct RankEnv {
 // Parses NodeEnv: MASTER_ADDR|PET_MASTER_ADDR, MASTER_PORT|PET_MASTER_PORT
 // (default 29500), NNODES|PET_NNODES (default 1; "N" or "N:N", an elastic
 // range min != max is rejected), NODE_RANK|PET_NODE_RANK (default 0),
-// NPROC_PER_NODE|PET_NPROC_PER_NODE (optional), HT_JOB_ID, RESTART_ATTEMPT.
-// A variable and its alias that disagree are an error.
+// NPROC_PER_NODE|PET_NPROC_PER_NODE (optional), WORLD_SIZE (optional),
+// HYPERTRAIN_JOB_NAME, RESTART_ATTEMPT. A variable and its alias that disagree
+// are an error.
 StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& env);
+
+// The ranks a pod's launcher starts: `flag` (--nproc-per-node; 0 when absent),
+// else NPROC_PER_NODE. InvalidArgument when neither is set, or when the pod's
+// WORLD_SIZE (the operator's nodes x nprocPerNode) is not NNODES x that number:
+// the job would train a world other than the one it asked for.
+StatusOr<int> LocalWorldSize(const NodeEnv& node, int flag);
 
 // Parses RankEnv: NodeEnv plus WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE
 // (all required, validated for consistency: WORLD_SIZE = NNODES *

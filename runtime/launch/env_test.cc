@@ -20,7 +20,7 @@ TEST(Env, PetAliasesFillNodeEnv) {
                                  {"PET_NNODES", "2:2"},
                                  {"PET_NODE_RANK", "1"},
                                  {"PET_NPROC_PER_NODE", "4"},
-                                 {"HT_JOB_ID", "j1"},
+                                 {"HYPERTRAIN_JOB_NAME", "j1"},
                                  {"RESTART_ATTEMPT", "3"}}));
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(n->master_addr, "job-node-0-0.job");
@@ -28,6 +28,7 @@ TEST(Env, PetAliasesFillNodeEnv) {
   EXPECT_EQ(n->nnodes, 2);
   EXPECT_EQ(n->node_rank, 1);
   EXPECT_EQ(n->nproc_per_node, 4);
+  EXPECT_EQ(n->world_size, 0);  // unset
   EXPECT_EQ(n->job_id, "j1");
   EXPECT_EQ(n->restart_attempt, 3);
 }
@@ -38,6 +39,8 @@ TEST(Env, DefaultsForASingleNode) {
   EXPECT_EQ(n->master_addr, "127.0.0.1");
   EXPECT_EQ(n->master_port, 29500);
   EXPECT_EQ(n->nnodes, 1);
+  EXPECT_EQ(n->job_id, "default");
+  EXPECT_EQ(n->restart_attempt, 0);
   auto r = ParseRankEnv(FromMap({}));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->world_size, 1);
@@ -73,6 +76,41 @@ TEST(Env, ClearErrors) {
   bad = ok;
   bad["NPROC_PER_NODE"] = "8";
   expect_error(bad, "NPROC_PER_NODE=8 disagrees with LOCAL_WORLD_SIZE=2");
+}
+
+TEST(Env, JobNameIsTheStoreIdentity) {
+  auto n = ParseNodeEnv(FromMap({{"HYPERTRAIN_JOB_NAME", "llama"}, {"RESTART_ATTEMPT", "2"}}));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->job_id, "llama");
+  EXPECT_EQ(n->restart_attempt, 2);
+  n = ParseNodeEnv(FromMap({{"HYPERTRAIN_JOB_NAME", "a/b"}}));
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("HYPERTRAIN_JOB_NAME='a/b' must not contain '/'"), std::string::npos);
+}
+
+TEST(Env, LocalWorldSizeFromTheFlagElseTheEnvAndCheckedAgainstWorldSize) {
+  auto node = [](const std::map<std::string, std::string>& m) {
+    auto n = ParseNodeEnv(FromMap(m));
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return n.ok() ? *n : NodeEnv{};
+  };
+  // What the operator sets for 2 nodes x 4 ranks.
+  const std::map<std::string, std::string> pod = {
+      {"MASTER_ADDR", "m"}, {"NNODES", "2"}, {"NODE_RANK", "1"}, {"NPROC_PER_NODE", "4"}, {"WORLD_SIZE", "8"}};
+  EXPECT_EQ(node(pod).world_size, 8);
+  EXPECT_EQ(*LocalWorldSize(node(pod), 0), 4);
+  EXPECT_EQ(*LocalWorldSize(node(pod), 4), 4);
+  auto wrong = LocalWorldSize(node(pod), 2);  // a command that starts 2 ranks in an 8-rank job
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(wrong.status().message(), "WORLD_SIZE=8 disagrees with NNODES (2) x 2 ranks per node (--nproc-per-node)");
+  auto bad = pod;
+  bad["WORLD_SIZE"] = "6";
+  EXPECT_EQ(LocalWorldSize(node(bad), 0).status().message(),
+            "WORLD_SIZE=6 disagrees with NNODES (2) x 4 ranks per node (NPROC_PER_NODE)");
+  // Local runs set neither WORLD_SIZE nor NPROC_PER_NODE: the flag decides.
+  EXPECT_EQ(*LocalWorldSize(node({}), 3), 3);
+  EXPECT_NE(LocalWorldSize(node({}), 0).status().message().find("--nproc-per-node is not given"), std::string::npos);
 }
 
 }  // namespace

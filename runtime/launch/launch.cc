@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 
+#include "contract/env.h"
 #include "runtime/launch/env.h"
 #include "runtime/train/exit_codes.h"
 
@@ -55,19 +56,20 @@ std::vector<std::string> RankEnvironment(const NodeEnv& node, int nproc, int loc
     const char* eq = std::strchr(*e, '=');
     if (eq) vars[std::string(*e, eq - *e)] = eq + 1;
   }
-  auto set = [&](const std::string& k, const std::string& v, bool pet) {
+  namespace env = contract::env;
+  auto set = [&](const char* k, const char* pet_alias, const std::string& v) {
     vars[k] = v;
-    if (pet) vars["PET_" + k] = v;
+    if (pet_alias) vars[pet_alias] = v;
   };
-  set("MASTER_ADDR", node.master_addr, true);
-  set("MASTER_PORT", std::to_string(node.master_port), true);
-  set("NNODES", std::to_string(node.nnodes), true);
-  set("NODE_RANK", std::to_string(node.node_rank), true);
-  set("NPROC_PER_NODE", std::to_string(nproc), true);
-  set("WORLD_SIZE", std::to_string(node.nnodes * nproc), false);
-  set("RANK", std::to_string(node.node_rank * nproc + local), false);
-  set("LOCAL_RANK", std::to_string(local), false);
-  set("LOCAL_WORLD_SIZE", std::to_string(nproc), false);
+  set(env::kMasterAddr, env::kPetMasterAddr, node.master_addr);
+  set(env::kMasterPort, env::kPetMasterPort, std::to_string(node.master_port));
+  set(env::kNnodes, env::kPetNnodes, std::to_string(node.nnodes));
+  set(env::kNodeRank, env::kPetNodeRank, std::to_string(node.node_rank));
+  set(env::kNprocPerNode, env::kPetNprocPerNode, std::to_string(nproc));
+  set(env::kWorldSize, nullptr, std::to_string(node.nnodes * nproc));
+  set(env::kRank, nullptr, std::to_string(node.node_rank * nproc + local));
+  set(env::kLocalRank, nullptr, std::to_string(local));
+  set(env::kLocalWorldSize, nullptr, std::to_string(nproc));
   std::vector<std::string> out;
   for (const auto& [k, v] : vars) out.push_back(k + "=" + v);
   return out;
@@ -159,12 +161,12 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     Log("%s", node.status().message().c_str());
     return train::kExitConfigError;
   }
-  int nproc = config.nproc_per_node;
-  if (nproc == 0) nproc = node->nproc_per_node;
-  if (nproc == 0) {
-    Log("--nproc-per-node is not given and NPROC_PER_NODE/PET_NPROC_PER_NODE are unset");
+  auto local_world = LocalWorldSize(*node, config.nproc_per_node);
+  if (!local_world.ok()) {
+    Log("%s", local_world.status().message().c_str());
     return train::kExitConfigError;
   }
+  const int nproc = *local_world;
   if (node->nproc_per_node != 0 && node->nproc_per_node != nproc) {
     Log("--nproc-per-node %d overrides NPROC_PER_NODE=%d", nproc, node->nproc_per_node);
   }

@@ -7,15 +7,16 @@
 // Starts N local ranks (a first word without '/' is a hypertrain subcommand
 // and runs this same binary; a path runs that program), each in its own
 // process group with PR_SET_PDEATHSIG(SIGKILL) as an orphan backstop and the
-// env contract of docs/DISTRIBUTED.md: RANK = NODE_RANK*N + LOCAL_RANK,
-// WORLD_SIZE = NNODES*N, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, NNODES,
-// NPROC_PER_NODE, MASTER_ADDR, MASTER_PORT (and the same PET_* values).
+// env of contract/env.h: RANK = NODE_RANK*N + LOCAL_RANK, WORLD_SIZE =
+// NNODES*N, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, NNODES, NPROC_PER_NODE,
+// MASTER_ADDR, MASTER_PORT (and the same PET_* values). N is --nproc-per-node,
+// else NPROC_PER_NODE; a pod WORLD_SIZE other than NNODES*N is a config error.
 //
 // Supervision: SIGTERM/SIGINT/SIGHUP to the launcher are forwarded to every
 // rank's process group. When a rank exits non-zero or is killed, the others
 // get SIGTERM, then SIGKILL after the grace period; the launcher exits with
 // the FIRST failure's code (a signal s maps to 128+s; see
-// runtime/train/exit_codes.h), or 128+sig when it was itself told to stop.
+// contract/exit_codes.h), or 128+sig when it was itself told to stop.
 // It exits 0 only when every rank exited 0.
 #include <memory>
 #include <string>

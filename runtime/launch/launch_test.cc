@@ -142,6 +142,22 @@ TEST(Launch, ExitsWithTheFirstFailuresCode) {
   EXPECT_TRUE(Exists(dir + "/rank0.term"));
 }
 
+TEST(Launch, StartsNoRankWhenThePodsWorldSizeDisagrees) {
+  // The operator's WORLD_SIZE says 2 nodes x 4 ranks; a command that starts 2
+  // per node would train another world than the job asked for.
+  const std::string dir = MakeDir();
+  const pid_t l = StartLauncher({{"NNODES", "2"}, {"NODE_RANK", "0"}, {"MASTER_ADDR", "m"}, {"WORLD_SIZE", "8"},
+                                 {"NPROC_PER_NODE", "4"}},
+                                {"--nproc-per-node", "2", "--", RankBinary(), dir, "--exit-after-ms", "50"});
+  EXPECT_EQ(WaitExit(l, 10s), 2);
+  EXPECT_FALSE(Exists(dir + "/rank0.pid"));
+  // Without the flag the launcher starts NPROC_PER_NODE ranks, which agree.
+  const pid_t ok = StartLauncher({{"NNODES", "1"}, {"WORLD_SIZE", "2"}, {"NPROC_PER_NODE", "2"}},
+                                 {"--", RankBinary(), dir, "--exit-after-ms", "50"});
+  EXPECT_EQ(WaitExit(ok, 20s), 0);
+  EXPECT_TRUE(Exists(dir + "/rank1.pid"));
+}
+
 TEST(Launch, ForwardsSigtermToEveryRank) {
   const std::string dir = MakeDir();
   const pid_t l = StartLauncher({}, {"--nproc-per-node", "2", "--", RankBinary(), dir});

@@ -62,7 +62,7 @@ start_nodes() {
   local exp="$1"; shift
   local p; p=$(port)
   for node in 0 1; do
-    env $(gpus_of_node $node) MASTER_ADDR=127.0.0.1 MASTER_PORT=$p NNODES=2 NODE_RANK=$node HT_JOB_ID=e2e HT_GLOO_HOSTNAME=127.0.0.1 \
+    env $(gpus_of_node $node) MASTER_ADDR=127.0.0.1 MASTER_PORT=$p NNODES=2 NODE_RANK=$node HYPERTRAIN_JOB_NAME=e2e HT_GLOO_HOSTNAME=127.0.0.1 \
       HT_RENDEZVOUS_TIMEOUT_S=60 \
       "$BIN" launch --nproc-per-node 2 --grace-period-s 2 -- train "${COMMON[@]}" \
       --set exp_manager.exp_dir="$exp" "$@" > "$exp.node$node.log" 2>&1 &

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "contract/env.h"
+#include "contract/pod.h"
 #include "kube/config.h"
 #include "kube/resources.h"
 #include "kube/rest_client.h"
@@ -18,10 +20,11 @@
 namespace hypertrain::progress {
 namespace {
 
-std::string Env(const char* a, const char* b = nullptr) {
-  if (const char* v = std::getenv(a); v && *v) return v;
+// The first of `a`, `b` that is set and not empty; "" when neither is.
+std::string FirstSet(const config::EnvLookup& env, const char* a, const char* b = nullptr) {
+  if (const char* v = env(a); v && *v) return v;
   if (b) {
-    if (const char* v = std::getenv(b); v && *v) return v;
+    if (const char* v = env(b); v && *v) return v;
   }
   return "";
 }
@@ -75,9 +78,11 @@ class Reporter : public dist::LaunchObserver {
       progress_.last_checkpoint_step = LatestCheckpointStep(ckpt_dir_);
       const auto now = std::chrono::steady_clock::now();
       if (progress_.step >= 0 && (stopping || now - last_time >= std::chrono::duration<double>(interval_))) {
-        std::string key = FormatAnnotation(progress_, "");
+        progress_.time.clear();
+        std::string key = contract::EncodeProgress(progress_);  // what changed, the time aside
         if (key != last_sent) {
-          auto r = pods_.PatchAnnotations(pod_, {{kAnnotation, FormatAnnotation(progress_, NowRfc3339())}});
+          progress_.time = NowRfc3339();
+          auto r = pods_.PatchAnnotations(pod_, {{contract::kAnnotationProgress, contract::EncodeProgress(progress_)}});
           if (r.ok()) {
             last_sent = key;
           } else {
@@ -104,16 +109,6 @@ class Reporter : public dist::LaunchObserver {
 };
 
 }  // namespace
-
-std::string FormatAnnotation(const Progress& p, const std::string& time_rfc3339) {
-  nlohmann::json j = {{"step", p.step}};
-  if (p.max_steps) j["maxSteps"] = *p.max_steps;
-  if (p.loss) j["loss"] = *p.loss;
-  if (p.tokens_per_second) j["tokensPerSecond"] = *p.tokens_per_second;
-  if (p.last_checkpoint_step) j["lastCheckpointStep"] = *p.last_checkpoint_step;
-  if (!time_rfc3339.empty()) j["time"] = time_rfc3339;
-  return j.dump();
-}
 
 JsonlTail::JsonlTail(std::string path, bool from_end) : path_(std::move(path)) {
   if (from_end) {
@@ -166,17 +161,22 @@ std::optional<int64_t> LatestCheckpointStep(const std::string& dir) {
   return best;
 }
 
-bool TrainPaths(const std::vector<std::string>& command, std::string* metrics_path, std::string* checkpoint_dir,
-                int64_t* max_steps) {
+bool TrainPaths(const std::vector<std::string>& command, const config::EnvLookup& env, std::string* metrics_path,
+                std::string* checkpoint_dir, int64_t* max_steps) {
   if (command.empty() || command[0] != "train") return false;
-  std::string config;
-  std::vector<std::string> overrides;
-  for (size_t i = 1; i + 1 < command.size(); ++i) {
-    if (command[i] == "--config") config = command[++i];
-    else if (command[i] == "--set") overrides.push_back(command[++i]);
+  std::string config_flag;
+  std::vector<std::string> sets;
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    const bool has_next = i + 1 < command.size();
+    if (a == "--config" && has_next) config_flag = command[++i];
+    else if (a.rfind("--config=", 0) == 0) config_flag = a.substr(9);
+    else if (a == "--set" && has_next) sets.push_back(command[++i]);
+    else if (a.rfind("--set=", 0) == 0) sets.push_back(a.substr(6));
   }
-  if (config.empty()) return false;
-  auto loaded = config::LoadTrainConfig(config, overrides);
+  auto source = config::ResolveRunConfig(config_flag, sets, env);
+  if (!source.ok()) return false;
+  auto loaded = config::LoadTrainConfig(source->path, source->overrides);
   if (!loaded.ok()) return false;
   const config::TrainConfig& tc = loaded.value();
   *metrics_path = tc.exp_dir + "/metrics.jsonl";
@@ -185,14 +185,24 @@ bool TrainPaths(const std::vector<std::string>& command, std::string* metrics_pa
   return true;
 }
 
+std::optional<PodRef> ReportingPod(const config::EnvLookup& env) {
+  namespace names = contract::env;
+  const std::string node_rank = FirstSet(env, names::kNodeRank, names::kPetNodeRank);
+  PodRef ref{FirstSet(env, names::kNamespace, names::kPodNamespaceFallback),
+             FirstSet(env, names::kPodName, names::kPodNameFallback)};
+  if ((node_rank != "0" && !node_rank.empty()) || ref.name.empty() || ref.namespace_.empty()) return std::nullopt;
+  return ref;
+}
+
 std::unique_ptr<dist::LaunchObserver> MaybeCreateReporter(const dist::LaunchConfig& config) {
-  const std::string node_rank = Env("NODE_RANK", "PET_NODE_RANK");
-  const std::string pod = Env("HYPERTRAIN_POD_NAME", "POD_NAME");
-  const std::string ns = Env("HYPERTRAIN_NAMESPACE", "POD_NAMESPACE");
-  if ((node_rank != "0" && !node_rank.empty()) || pod.empty() || ns.empty()) return nullptr;
+  const config::EnvLookup process_env = [](const char* name) -> const char* { return std::getenv(name); };
+  const std::optional<PodRef> target = ReportingPod(process_env);
+  if (!target) return nullptr;
+  const std::string& ns = target->namespace_;
+  const std::string& pod = target->name;
   std::string metrics, ckpt;
   int64_t max_steps = 0;
-  if (!TrainPaths(config.command, &metrics, &ckpt, &max_steps)) return nullptr;
+  if (!TrainPaths(config.command, process_env, &metrics, &ckpt, &max_steps)) return nullptr;
   auto cfg = kube::LoadDefault();
   if (!cfg.ok()) {
     std::fprintf(stderr, "[launch] no progress reporting: %s\n", cfg.error().ToString().c_str());
@@ -206,9 +216,11 @@ std::unique_ptr<dist::LaunchObserver> MaybeCreateReporter(const dist::LaunchConf
     return nullptr;
   }
   double interval = 10;
-  if (const std::string v = Env("HYPERTRAIN_PROGRESS_INTERVAL_S"); !v.empty()) interval = std::atof(v.c_str());
+  if (const std::string v = FirstSet(process_env, contract::env::kProgressIntervalS); !v.empty()) {
+    interval = std::atof(v.c_str());
+  }
   std::fprintf(stderr, "[launch] publishing progress of %s to pod %s/%s (annotation %s, every %.0f s)\n",
-               metrics.c_str(), ns.c_str(), pod.c_str(), kAnnotation, interval);
+               metrics.c_str(), ns.c_str(), pod.c_str(), contract::kAnnotationProgress, interval);
   return std::make_unique<Reporter>(*client, ns, pod, metrics, ckpt, max_steps, interval);
 }
 

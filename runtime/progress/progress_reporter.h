@@ -1,13 +1,14 @@
 #pragma once
 // Progress reporting from `hypertrain launch` on node 0 to the Kubernetes API:
-// the `hypertrain.dev/progress` annotation on the launcher's own pod, which the
-// operator copies to TrainingJob status.progress and uses for hang detection.
+// the progress annotation (contract/pod.h, format contract/progress.h) on the
+// launcher's own pod, which the operator copies to TrainingJob status.progress
+// and uses for hang detection.
 //
 // Source of progress: the metrics JSONL rank 0 already writes
 // (<exp_dir>/metrics.jsonl; only lines appended after the launcher started
 // count) and the complete checkpoints in the checkpoint dir (step-<N>/manifest.json).
 // Optional: active only on node rank 0 with HYPERTRAIN_POD_NAME (or POD_NAME)
-// and HYPERTRAIN_NAMESPACE (or POD_NAMESPACE) set, and a Kubernetes config
+// and HYPERTRAIN_NAMESPACE (or POD_NAMESPACE) set (contract/env.h), and a Kubernetes config
 // (in-cluster, or $KUBECONFIG, e.g. injected by the local node agent).
 // Publishing happens on a background thread, at most every
 // HYPERTRAIN_PROGRESS_INTERVAL_S seconds (default 10), so the launcher's
@@ -17,22 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "contract/progress.h"
+#include "runtime/config/config.h"
 #include "runtime/launch/launch.h"
 
 namespace hypertrain::progress {
 
-inline constexpr char kAnnotation[] = "hypertrain.dev/progress";
-
-struct Progress {
-  int64_t step = -1;
-  std::optional<int64_t> max_steps;
-  std::optional<double> loss;
-  std::optional<double> tokens_per_second;
-  std::optional<int64_t> last_checkpoint_step;
-};
-
-// The annotation value: {"step","maxSteps","loss","tokensPerSecond","lastCheckpointStep","time"}.
-std::string FormatAnnotation(const Progress& p, const std::string& time_rfc3339);
+using contract::Progress;
 
 // Reads complete lines appended to a JSONL file since the last call.
 class JsonlTail {
@@ -52,10 +44,21 @@ class JsonlTail {
 std::optional<int64_t> LatestCheckpointStep(const std::string& checkpoint_dir);
 
 // Where the trainer of `command` (["train", "--config", F, "--set", "k=v"...])
-// writes: fills metrics path, checkpoint dir and max steps. False if `command`
-// is not a train command with a loadable config.
-bool TrainPaths(const std::vector<std::string>& command, std::string* metrics_path,
+// writes, its config resolved as the trainer resolves it (--config, else
+// $HYPERTRAIN_CONFIG; $HYPERTRAIN_CHECKPOINT_DIR; see config::ResolveRunConfig)
+// with `env`: fills metrics path, checkpoint dir and max steps. False if
+// `command` is not a train command with a loadable config.
+bool TrainPaths(const std::vector<std::string>& command, const config::EnvLookup& env, std::string* metrics_path,
                 std::string* checkpoint_dir, int64_t* max_steps);
+
+// The pod node 0's launcher annotates, from HYPERTRAIN_NAMESPACE and
+// HYPERTRAIN_POD_NAME (else POD_NAMESPACE, POD_NAME); nullopt on other nodes
+// (NODE_RANK != 0) or when the env names no pod.
+struct PodRef {
+  std::string namespace_;
+  std::string name;
+};
+std::optional<PodRef> ReportingPod(const config::EnvLookup& env);
 
 // The observer for LaunchMain, or nullptr when progress reporting does not apply.
 std::unique_ptr<dist::LaunchObserver> MaybeCreateReporter(const dist::LaunchConfig& config);

@@ -5,8 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
-#include <nlohmann/json.hpp>
+#include <map>
 
 namespace hypertrain::progress {
 namespace {
@@ -48,20 +47,11 @@ TEST(Checkpoints, LatestCompleteStep) {
   EXPECT_EQ(LatestCheckpointStep(dir), 20);
 }
 
-TEST(Annotation, FormatMatchesTheOperatorsContract) {
-  Progress p;
-  p.step = 12;
-  p.max_steps = 100;
-  p.loss = 3.5;
-  p.tokens_per_second = 1000;
-  p.last_checkpoint_step = 10;
-  auto j = nlohmann::json::parse(FormatAnnotation(p, "2026-01-01T00:00:00Z"));
-  EXPECT_EQ(j["step"], 12);
-  EXPECT_EQ(j["maxSteps"], 100);
-  EXPECT_EQ(j["loss"], 3.5);
-  EXPECT_EQ(j["tokensPerSecond"], 1000.0);
-  EXPECT_EQ(j["lastCheckpointStep"], 10);
-  EXPECT_EQ(j["time"], "2026-01-01T00:00:00Z");
+config::EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
 }
 
 TEST(TrainPaths, FromTheLaunchedCommand) {
@@ -71,12 +61,45 @@ TEST(TrainPaths, FromTheLaunchedCommand) {
   std::string metrics, ckpt;
   int64_t max_steps = 0;
   ASSERT_TRUE(TrainPaths({"train", "--config", dir + "/c.yaml", "--set", "exp_manager.exp_dir=" + dir + "/e2"},
-                         &metrics, &ckpt, &max_steps));
+                         Env({}), &metrics, &ckpt, &max_steps));
   EXPECT_EQ(metrics, dir + "/e2/metrics.jsonl");
   EXPECT_EQ(ckpt, dir + "/e2/checkpoints");
   EXPECT_EQ(max_steps, 42);
-  EXPECT_FALSE(TrainPaths({"/bin/true"}, &metrics, &ckpt, &max_steps));
-  EXPECT_FALSE(TrainPaths({"train", "--config", dir + "/missing.yaml"}, &metrics, &ckpt, &max_steps));
+  EXPECT_FALSE(TrainPaths({"/bin/true"}, Env({}), &metrics, &ckpt, &max_steps));
+  EXPECT_FALSE(TrainPaths({"train", "--config", dir + "/missing.yaml"}, Env({}), &metrics, &ckpt, &max_steps));
+  EXPECT_FALSE(TrainPaths({"train"}, Env({}), &metrics, &ckpt, &max_steps));  // no config at all
+}
+
+TEST(TrainPaths, FromThePodEnvAsTheTrainerReadsIt) {
+  // The operator's default command is `hypertrain launch -- train`: the config
+  // and the checkpoint dir come from the pod env, for the reporter as for the trainer.
+  const std::string dir = TempDir();
+  std::ofstream(dir + "/c.yaml") << "trainer: {max_steps: 7}\nexp_manager: {exp_dir: " << dir
+                                 << "/exp}\nmodel: {shape: tiny, data: {use_synthetic_data: true}}\n";
+  std::string metrics, ckpt;
+  int64_t max_steps = 0;
+  ASSERT_TRUE(TrainPaths({"train"},
+                         Env({{"HYPERTRAIN_CONFIG", dir + "/c.yaml"}, {"HYPERTRAIN_CHECKPOINT_DIR", dir + "/ck"}}),
+                         &metrics, &ckpt, &max_steps));
+  EXPECT_EQ(metrics, dir + "/exp/metrics.jsonl");
+  EXPECT_EQ(ckpt, dir + "/ck");
+  EXPECT_EQ(max_steps, 7);
+  ASSERT_TRUE(TrainPaths({"train", "--set=trainer.max_steps=9"}, Env({{"HYPERTRAIN_CONFIG", dir + "/c.yaml"}}),
+                         &metrics, &ckpt, &max_steps));
+  EXPECT_EQ(ckpt, dir + "/exp/checkpoints");
+  EXPECT_EQ(max_steps, 9);
+}
+
+TEST(Reporter, ReportsOnlyFromNodeZeroOfANamedPod) {
+  auto pod = ReportingPod(Env({{"NODE_RANK", "0"}, {"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_POD_NAME", "j-node-0"}}));
+  ASSERT_TRUE(pod.has_value());
+  EXPECT_EQ(pod->namespace_, "ns");
+  EXPECT_EQ(pod->name, "j-node-0");
+  pod = ReportingPod(Env({{"POD_NAMESPACE", "ns2"}, {"POD_NAME", "p"}}));  // not the operator's pod
+  ASSERT_TRUE(pod.has_value());
+  EXPECT_EQ(pod->namespace_, "ns2");
+  EXPECT_FALSE(ReportingPod(Env({{"NODE_RANK", "1"}, {"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_POD_NAME", "p"}})));
+  EXPECT_FALSE(ReportingPod(Env({{"HYPERTRAIN_NAMESPACE", "ns"}})));
 }
 
 TEST(Reporter, AbsentWithoutKubernetesEnv) {
