@@ -7,6 +7,7 @@
 #include <regex>
 #include <set>
 
+#include "contract/env.h"
 #include "operator/api/crd_schema.h"
 #include "operator/api/status.h"
 #include "operator/api/training_job.h"
@@ -99,7 +100,8 @@ TEST_F(CrdTest, ReservedEnvRuleMatchesTheCppList) {
   for (auto it = std::sregex_iterator(rule.begin(), rule.end(), kName); it != std::sregex_iterator(); ++it) {
     in_rule.insert((*it)[1]);
   }
-  EXPECT_EQ(in_rule, std::set<std::string>(ReservedEnvNames().begin(), ReservedEnvNames().end()));
+  const auto& reserved = contract::ReservedEnvNames();
+  EXPECT_EQ(in_rule, std::set<std::string>(reserved.begin(), reserved.end()));
 }
 
 TEST_F(CrdTest, DefaultsAgreeWithTheCppDefaults) {

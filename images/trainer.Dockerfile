@@ -46,7 +46,7 @@ RUN if [ "$BUILD_OFI_NCCL" = "1" ]; then \
 ENV LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib:${LD_LIBRARY_PATH} \
     PATH=/opt/amazon/efa/bin:${PATH}
 COPY --from=build /hypertrain /usr/local/bin/hypertrain
-# The operator's default command: hypertrain launch --nproc-per-node $(NPROC_PER_NODE)
-#   -- train --config /etc/hypertrain/config.yaml
+# The operator's default command: hypertrain launch -- train (the rank count and
+# the config path come from the pod env, contract/env.h)
 ENTRYPOINT []
 CMD ["hypertrain", "--help"]

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "contract/pod.h"
+#include "contract/progress.h"
+
 namespace hypertrain::api {
 namespace {
 
@@ -231,21 +234,16 @@ Result<TrainingJobStatus> ParseStatus(const json& j) {
 }
 
 Result<Progress> ParseProgressAnnotation(std::string_view value) {
-  json j = json::parse(value, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return Error{"metadata.annotations.hypertrain.dev/progress", "not a JSON object"};
-  }
+  std::string error;
+  std::optional<contract::Progress> decoded = contract::DecodeProgress(value, &error);
+  if (!decoded) return Error{std::string("metadata.annotations.") + contract::kAnnotationProgress, error};
   Progress p;
-  auto step = j.find("step");
-  if (step == j.end() || !step->is_number_integer() || step->get<int64_t>() < 0) {
-    return Error{"metadata.annotations.hypertrain.dev/progress", "step must be a non-negative integer"};
-  }
-  p.step = step->get<int64_t>();
-  p.max_steps = GetNum<int64_t>(j, "maxSteps");
-  p.loss = GetNum<double>(j, "loss");
-  p.tokens_per_second = GetNum<double>(j, "tokensPerSecond");
-  p.last_checkpoint_step = GetNum<int64_t>(j, "lastCheckpointStep");
-  p.updated_at = GetStr(j, "time");
+  p.step = decoded->step;
+  p.max_steps = decoded->max_steps;
+  p.loss = decoded->loss;
+  p.tokens_per_second = decoded->tokens_per_second;
+  p.last_checkpoint_step = decoded->last_checkpoint_step;
+  p.updated_at = decoded->time;
   return p;
 }
 

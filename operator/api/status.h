@@ -136,10 +136,8 @@ bool SetJobCondition(TrainingJobStatus* status, std::string_view type, bool valu
 std::string ComputeState(const TrainingJobStatus& status);
 
 // Progress published by the launcher on node 0 as the pod annotation
-// hypertrain.dev/progress, a JSON object:
-//   {"step": 120, "maxSteps": 1000, "loss": 2.31, "tokensPerSecond": 5.1e4,
-//    "lastCheckpointStep": 100, "time": "2026-11-22T01:02:03Z"}
-// Every field is optional except step.
+// contract::kAnnotationProgress, decoded by the contract (contract/progress.h)
+// into status.progress ("time" becomes updatedAt).
 Result<Progress> ParseProgressAnnotation(std::string_view value);
 
 }  // namespace hypertrain::api

@@ -2,7 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <algorithm>
+#include "contract/sharding.h"
 
 namespace hypertrain::api {
 namespace {
@@ -31,12 +31,6 @@ std::optional<int64_t> OptionalInt(const YAML::Node& parent, const char* key,
 }
 
 }  // namespace
-
-const std::vector<std::string>& ShardingStrategies() {
-  static const std::vector<std::string> k = {"hybrid_shard", "full_shard", "hybrid_shard_zero2",
-                                             "shard_grad_op", "no_shard"};
-  return k;
-}
 
 Result<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int nodes,
                                                    int nproc_per_node) {
@@ -77,42 +71,25 @@ Result<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int no
                                               " (spec.nprocPerNode / spec.gpusPerNode)");
   }
 
-  out.sharding_strategy = "hybrid_shard";
+  contract::ShardingStrategy strategy = contract::kDefaultShardingStrategy;
   if (YAML::Node s = model["sharding_strategy"]) {
     if (!s.IsScalar()) return ConfigError("model.sharding_strategy", "must be a string");
-    const auto& ok = ShardingStrategies();
-    if (std::find(ok.begin(), ok.end(), s.Scalar()) == ok.end()) {
-      std::string list;
-      for (const auto& v : ok) list += (list.empty() ? "" : ", ") + v;
-      return ConfigError("model.sharding_strategy", "'" + s.Scalar() + "' is not one of " + list);
-    }
-    out.sharding_strategy = s.Scalar();
+    std::optional<contract::ShardingStrategy> parsed = contract::ParseShardingStrategy(s.Scalar());
+    if (!parsed) return ConfigError("model.sharding_strategy", contract::UnknownShardingStrategyMessage(s.Scalar()));
+    strategy = *parsed;
   }
+  out.sharding_strategy = contract::ShardingStrategyName(strategy);
 
   const int64_t world = static_cast<int64_t>(nodes) * nproc_per_node;
   std::optional<int64_t> degree = OptionalInt(model, "shard_degree", "model.shard_degree", &err);
   if (err) return *err;
-  if (degree && *degree == 0) degree.reset();  // the trainer's "0 = default"
-  if (degree) {
-    if (*degree < 0) return ConfigError("model.shard_degree", "must be >= 0 (0: the strategy's default)");
-    if (*degree > world || world % *degree != 0) {
-      return ConfigError("model.shard_degree",
-                         std::to_string(*degree) + " does not divide the world size " +
-                             std::to_string(world) + " (spec.nodes " + std::to_string(nodes) +
-                             " x " + std::to_string(nproc_per_node) + " ranks per node)");
-    }
-    if (out.sharding_strategy == "no_shard" && *degree != 1) {
-      return ConfigError("model.shard_degree", "must be 1 (or absent) with no_shard");
-    }
-    out.shard_degree = *degree;
-  } else if (out.sharding_strategy == "hybrid_shard" ||
-             out.sharding_strategy == "hybrid_shard_zero2") {
-    out.shard_degree = nproc_per_node;
-  } else if (out.sharding_strategy == "no_shard") {
-    out.shard_degree = 1;
-  } else {
-    out.shard_degree = world;
+  std::string why;
+  std::optional<int64_t> resolved = contract::ResolveShardDegree(strategy, degree.value_or(0), world, nproc_per_node, &why);
+  if (!resolved) {
+    return ConfigError("model.shard_degree", why + " (world: spec.nodes " + std::to_string(nodes) + " x " +
+                                                 std::to_string(nproc_per_node) + " ranks per node)");
   }
+  out.shard_degree = *resolved;
 
   std::optional<int64_t> batch =
       OptionalInt(model, "train_batch_size", "model.train_batch_size", &err);

@@ -16,9 +16,6 @@
 
 namespace hypertrain::api {
 
-// Sharding strategies the trainer accepts (model.sharding_strategy).
-const std::vector<std::string>& ShardingStrategies();
-
 // The trainer's default for trainer.max_steps (runtime/config/config.h).
 inline constexpr int64_t kDefaultMaxSteps = 100;
 
@@ -34,10 +31,9 @@ struct TrainerConfigSummary {
 // mappings; trainer.max_steps, when present, is a positive integer (default
 // kDefaultMaxSteps); trainer.num_nodes and
 // trainer.devices, when present, equal nodes and nproc_per_node;
-// model.sharding_strategy is one of ShardingStrategies(); model.shard_degree is
-// a positive integer dividing the world size (0 or absent: nproc_per_node for the
-// hybrid strategies, the world size for full_shard/shard_grad_op, 1 for
-// no_shard); model.train_batch_size is positive. Errors have field
+// model.sharding_strategy and model.shard_degree follow the contract's strategies
+// and shard-degree rule (contract/sharding.h), the ones the trainer applies;
+// model.train_batch_size is positive. Errors have field
 // "spec.trainerConfig.inline" and a message starting with the YAML key.
 Result<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int nodes,
                                                    int nproc_per_node);

@@ -44,6 +44,18 @@ TEST(TrainerConfigTest, DefaultShardDegreePerStrategy) {
   EXPECT_EQ(none->shard_degree, 1);
 }
 
+TEST(TrainerConfigTest, ShardDegreeThatContradictsTheStrategyIsRejectedAsTheTrainerWould) {
+  // The trainer's rule (contract/sharding.h): admitting this would crash-loop
+  // every pod with exit 2.
+  auto r = ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {sharding_strategy: full_shard, shard_degree: 8}\n",
+                                 2, 8);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("model.shard_degree: 8 conflicts with full_shard"));
+  EXPECT_TRUE(
+      ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {sharding_strategy: full_shard, shard_degree: 16}\n", 2, 8)
+          .ok());
+}
+
 TEST(TrainerConfigTest, ShardDegreeMustDivideTheWorld) {
   auto r = ValidateTrainerConfig("trainer: {max_steps: 5}\nmodel: {shard_degree: 3}\n", 2, 8);
   ASSERT_FALSE(r.ok());

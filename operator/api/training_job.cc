@@ -4,6 +4,7 @@
 #include <regex>
 #include <set>
 
+#include "contract/env.h"
 #include "operator/api/instance_types.h"
 
 namespace hypertrain::api {
@@ -149,10 +150,10 @@ EnvVar ParseEnvVar(const json& e, const std::string& path) {
   if (!name || name->empty()) Fail(Join(path, "name"), "required");
   static const std::regex kEnvName("^[-._a-zA-Z][-._a-zA-Z0-9]*$");
   if (!std::regex_match(*name, kEnvName)) Fail(Join(path, "name"), "'" + *name + "' is not a valid env name");
-  const auto& reserved = ReservedEnvNames();
+  const auto& reserved = contract::ReservedEnvNames();
   if (std::find(reserved.begin(), reserved.end(), *name) != reserved.end()) {
     Fail(Join(path, "name"), "'" + *name +
-                                 "' is reserved: the operator sets it for rendezvous (see docs/OPERATOR.md)");
+                                 "' is reserved: the operator or the launcher sets it (see docs/OPERATOR.md)");
   }
   var.name = *name;
   var.value = OptString(e, "value", path, 32768);
@@ -194,7 +195,7 @@ FaultPolicy ParseFaultPolicy(const json* v, const std::string& path) {
   if (const json* codes = Find(*v, "nonRetryableExitCodes")) {
     const std::string p = Join(path, "nonRetryableExitCodes");
     if (!codes->is_array()) Fail(p, "must be a list of integers");
-    std::set<int32_t> seen = {kExitConfigError};  // a config error never succeeds on retry
+    std::set<int32_t> seen = {contract::kExitConfigError};  // a config error never succeeds on retry
     for (size_t i = 0; i < codes->size(); ++i) {
       const json& c = (*codes)[i];
       if (!c.is_number_integer() || c.get<int64_t>() < 1 || c.get<int64_t>() > 255) {
@@ -277,7 +278,7 @@ TrainerConfigSource ParseTrainerConfig(const json* v, const std::string& path) {
     ConfigMapRef r;
     r.name = OptString(*ref, "name", p, 253).value_or("");
     if (r.name.empty()) Fail(Join(p, "name"), "required");
-    r.key = OptString(*ref, "key", p, 253).value_or(kConfigFileName);
+    r.key = OptString(*ref, "key", p, 253).value_or(contract::kConfigFileName);
     if (r.key.empty()) Fail(Join(p, "key"), "must not be empty");
     src.config_map = r;
   }
@@ -430,7 +431,7 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
       if (!volume_names.count(name)) Fail(Join(p, "name"), "'" + name + "' names no volume in spec.volumes");
       std::string path = OptString(m, "mountPath", p, 1024).value_or("");
       if (path.empty() || path[0] != '/') Fail(Join(p, "mountPath"), "must be an absolute path");
-      if (path == "/dev/shm" || path == kConfigMountDir) {
+      if (path == "/dev/shm" || path == contract::kConfigMountDir) {
         Fail(Join(p, "mountPath"), "'" + path + "' is mounted by the operator");
       }
       OptString(m, "subPath", p, 1024);
@@ -458,17 +459,6 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
 
 }  // namespace
 
-const std::vector<std::string>& ReservedEnvNames() {
-  static const std::vector<std::string> k = {
-      "MASTER_ADDR",        "MASTER_PORT",        "WORLD_SIZE",         "RANK",
-      "LOCAL_RANK",         "LOCAL_WORLD_SIZE",   "NODE_RANK",          "NNODES",
-      "NPROC_PER_NODE",     "PET_NNODES",         "PET_NODE_RANK",      "PET_NPROC_PER_NODE",
-      "PET_MASTER_ADDR",    "PET_MASTER_PORT",    "RESTART_ATTEMPT",    "HYPERTRAIN_JOB_NAME",
-      "HYPERTRAIN_NAMESPACE", "HYPERTRAIN_POD_NAME", "HYPERTRAIN_NODE_NAME", "HYPERTRAIN_CHECKPOINT_DIR",
-      "HYPERTRAIN_CONFIG",  "HYPERTRAIN_RESTART_ATTEMPT"};
-  return k;
-}
-
 const char* CleanPodPolicyName(CleanPodPolicy p) {
   switch (p) {
     case CleanPodPolicy::kNone:
@@ -482,8 +472,9 @@ const char* CleanPodPolicyName(CleanPodPolicy p) {
 }
 
 std::vector<std::string> DefaultCommand() {
-  return {"hypertrain", "launch", "--nproc-per-node", "$(NPROC_PER_NODE)", "--",
-          "train",      "--config", kConfigPath};
+  // The launcher takes its rank count from NPROC_PER_NODE and the trainer its
+  // config from HYPERTRAIN_CONFIG (contract/env.h): the pod env says it once.
+  return {"hypertrain", "launch", "--", "train"};
 }
 
 Result<ObjectMeta> ParseObjectMeta(const json& metadata) {

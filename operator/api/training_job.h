@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "contract/exit_codes.h"
+#include "contract/pod.h"
 #include "operator/api/result.h"
 #include "operator/api/trainer_config.h"
 
@@ -27,36 +29,17 @@ inline constexpr char kPlural[] = "trainingjobs";
 // Pod hostnames are "<name>-node-<rank>" (rank < 2048) and must fit a 63-char label.
 inline constexpr size_t kMaxJobNameLength = 53;
 
-// Labels the operator puts on every pod it creates.
-inline constexpr char kLabelJobName[] = "hypertrain.dev/job-name";
-inline constexpr char kLabelNodeRank[] = "hypertrain.dev/node-rank";
-inline constexpr char kLabelRestartAttempt[] = "hypertrain.dev/restart-attempt";
-// Annotation the launcher on node 0 writes on its own pod (JSON, see
-// ParseProgressAnnotation in progress.h).
-inline constexpr char kAnnotationProgress[] = "hypertrain.dev/progress";
+// Pod labels and the progress annotation are the contract's (contract/pod.h);
+// these names stay for the controller's existing callers.
+using contract::kAnnotationProgress;
+using contract::kLabelJobName;
+using contract::kLabelNodeRank;
+using contract::kLabelRestartAttempt;
 
 // Node labels and taints on HyperPod.
 inline constexpr char kInstanceTypeLabel[] = "node.kubernetes.io/instance-type";
 inline constexpr char kHostnameLabel[] = "kubernetes.io/hostname";
 inline constexpr char kHyperPodHealthLabel[] = "sagemaker.amazonaws.com/node-health-status";
-
-// Paths inside the trainer container.
-inline constexpr char kConfigMountDir[] = "/etc/hypertrain";
-inline constexpr char kConfigFileName[] = "config.yaml";
-inline constexpr char kConfigPath[] = "/etc/hypertrain/config.yaml";
-
-// The trainer's exit codes (runtime/train/exit_codes.h defines them; these
-// mirror the numbers, the operator does not depend on runtime/). 1-3 are not
-// retried by default; a config error is never retried.
-inline constexpr int kExitInternal = 1;
-inline constexpr int kExitConfigError = 2;
-inline constexpr int kExitDataError = 3;
-inline constexpr int kExitRetryable = 200;
-inline constexpr int kExitCollectiveTimeout = 201;
-
-// Env names the operator sets for rendezvous; a user env entry with one of
-// these names is rejected.
-const std::vector<std::string>& ReservedEnvNames();
 
 enum class CleanPodPolicy { kNone, kRunning, kAll };
 const char* CleanPodPolicyName(CleanPodPolicy p);
@@ -81,7 +64,7 @@ struct EnvVar {
 
 struct ConfigMapRef {
   std::string name;
-  std::string key = kConfigFileName;
+  std::string key = contract::kConfigFileName;
 };
 
 struct TrainerConfigSource {
@@ -101,7 +84,8 @@ struct RunPolicy {
 };
 
 struct FaultPolicy {
-  std::vector<int32_t> non_retryable_exit_codes = {kExitInternal, kExitConfigError, kExitDataError};
+  std::vector<int32_t> non_retryable_exit_codes{contract::kDefaultNonRetryableExitCodes.begin(),
+                                                contract::kDefaultNonRetryableExitCodes.end()};
   int32_t hang_timeout_seconds = 0;  // 0: hang detection off
   int32_t startup_timeout_seconds = 1800;
   int32_t max_repeat_offenders = 2;  // 0: never exclude nodes
@@ -153,7 +137,8 @@ struct TrainingJobSpec {
   int64_t TotalGpus() const { return static_cast<int64_t>(nodes) * gpus_per_node; }
 };
 
-// The default container command: the trainer launcher.
+// The default container command: `hypertrain launch -- train`, which reads the
+// rank count and the config path from the pod env.
 std::vector<std::string> DefaultCommand();
 
 // Parses metadata (name, namespace, uid, generation, ...). Errors name the field.

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "contract/env.h"
+
 namespace hypertrain::api {
 namespace {
 
@@ -47,8 +49,7 @@ TEST(ParseSpecTest, DefaultsFromTheInstanceType) {
   EXPECT_EQ(s.master_port, 29500);
   EXPECT_EQ(s.image_pull_policy, "IfNotPresent");
   EXPECT_EQ(s.command, DefaultCommand());
-  EXPECT_EQ(s.command[0], "hypertrain");
-  EXPECT_EQ(s.command.back(), "/etc/hypertrain/config.yaml");
+  EXPECT_THAT(s.command, ElementsAre("hypertrain", "launch", "--", "train"));
   EXPECT_EQ(s.run_policy.backoff_limit, 3);
   EXPECT_EQ(s.run_policy.clean_pod_policy, CleanPodPolicy::kRunning);
   EXPECT_FALSE(s.run_policy.suspend);
@@ -162,7 +163,7 @@ TEST(ParseSpecTest, CheckpointDirFromConfigOrSpecMustAgree) {
 }
 
 TEST(ParseSpecTest, ReservedEnvNamesAreRejected) {
-  for (const std::string& name : ReservedEnvNames()) {
+  for (const std::string& name : contract::ReservedEnvNames()) {
     json spec = BaseSpec();
     spec["env"] = json::array({{{"name", "NCCL_DEBUG"}, {"value", "INFO"}}, {{"name", name}, {"value", "x"}}});
     Error e = SpecError(spec);

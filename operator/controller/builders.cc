@@ -5,10 +5,14 @@
 #include <functional>
 #include <set>
 
+#include "contract/env.h"
+#include "contract/pod.h"
+
 namespace hypertrain::controller {
 namespace {
 
 using nlohmann::json;
+namespace env = contract::env;
 
 json EnvValue(const std::string& name, const std::string& value) {
   return {{"name", name}, {"value", value}};
@@ -20,7 +24,7 @@ json EnvField(const std::string& name, const std::string& path) {
 json ObjectMetaFor(const api::ObjectMeta& job, const std::string& name) {
   return {{"name", name},
           {"namespace", job.namespace_},
-          {"labels", {{"app.kubernetes.io/managed-by", kManagedBy}, {api::kLabelJobName, job.name}}},
+          {"labels", {{"app.kubernetes.io/managed-by", kManagedBy}, {contract::kLabelJobName, job.name}}},
           {"ownerReferences", json::array({OwnerReference(job)})}};
 }
 
@@ -33,7 +37,7 @@ std::string MasterAddr(const api::ObjectMeta& job) {
   return PodName(job.name, 0) + "." + ServiceName(job.name) + "." + job.namespace_ + ".svc";
 }
 
-json JobSelector(const std::string& job) { return {{api::kLabelJobName, job}}; }
+json JobSelector(const std::string& job) { return {{contract::kLabelJobName, job}}; }
 
 json OwnerReference(const api::ObjectMeta& job) {
   return {{"apiVersion", api::kApiVersion}, {"kind", api::kKind},       {"name", job.name},
@@ -58,60 +62,60 @@ api::Result<json> BuildConfigMap(const api::ObjectMeta& job, const api::Training
                                                 "'; the operator builds none"};
   }
   json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", ObjectMetaFor(job, ConfigMapName(job.name))}};
-  cm["data"] = {{api::kConfigFileName, *spec.trainer_config.inline_yaml}};
+  cm["data"] = {{contract::kConfigFileName, *spec.trainer_config.inline_yaml}};
   return cm;
 }
 
 json DefaultEnv(const api::TrainingJobSpec& spec) {
-  json env = json::array();
-  if (spec.gpus_per_node == 0) return env;
+  json out = json::array();
+  if (spec.gpus_per_node == 0) return out;
   if (spec.efa_per_node > 0) {
-    env.push_back(EnvValue("FI_PROVIDER", "efa"));
-    env.push_back(EnvValue("FI_EFA_FORK_SAFE", "1"));
-    if (spec.gpudirect_rdma) env.push_back(EnvValue("FI_EFA_USE_DEVICE_RDMA", "1"));
+    out.push_back(EnvValue(env::kFiProvider, "efa"));
+    out.push_back(EnvValue(env::kFiEfaForkSafe, "1"));
+    if (spec.gpudirect_rdma) out.push_back(EnvValue(env::kFiEfaUseDeviceRdma, "1"));
   }
-  env.push_back(EnvValue("NCCL_SOCKET_IFNAME", "^lo"));
-  env.push_back(EnvValue("NCCL_DEBUG", "WARN"));
-  return env;
+  out.push_back(EnvValue(env::kNcclSocketIfname, "^lo"));
+  out.push_back(EnvValue(env::kNcclDebug, "WARN"));
+  return out;
 }
 
 json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int rank, int attempt) {
   std::set<std::string> user_names;
   for (const api::EnvVar& e : spec.env) user_names.insert(e.name);
-  json env = json::array();
+  json out = json::array();
   for (const json& d : DefaultEnv(spec)) {
-    if (!user_names.count(d["name"].get<std::string>())) env.push_back(d);
+    if (!user_names.count(d["name"].get<std::string>())) out.push_back(d);
   }
   for (const api::EnvVar& e : spec.env) {
     json v = {{"name", e.name}};
     if (e.value) v["value"] = *e.value;
     if (!e.value_from.is_null()) v["valueFrom"] = e.value_from;
-    env.push_back(std::move(v));
+    out.push_back(std::move(v));
   }
   const std::string master = MasterAddr(job);
   const std::string port = std::to_string(spec.master_port);
   const std::string nnodes = std::to_string(spec.nodes);
   const std::string node_rank = std::to_string(rank);
   const std::string nproc = std::to_string(spec.nproc_per_node);
-  env.push_back(EnvValue("MASTER_ADDR", master));
-  env.push_back(EnvValue("MASTER_PORT", port));
-  env.push_back(EnvValue("WORLD_SIZE", std::to_string(spec.WorldSize())));
-  env.push_back(EnvValue("NNODES", nnodes));
-  env.push_back(EnvValue("NODE_RANK", node_rank));
-  env.push_back(EnvValue("NPROC_PER_NODE", nproc));
-  env.push_back(EnvValue("PET_NNODES", nnodes));
-  env.push_back(EnvValue("PET_NODE_RANK", node_rank));
-  env.push_back(EnvValue("PET_NPROC_PER_NODE", nproc));
-  env.push_back(EnvValue("PET_MASTER_ADDR", master));
-  env.push_back(EnvValue("PET_MASTER_PORT", port));
-  env.push_back(EnvValue("RESTART_ATTEMPT", std::to_string(attempt)));
-  env.push_back(EnvValue("HYPERTRAIN_CONFIG", api::kConfigPath));
-  if (!spec.checkpoint_dir.empty()) env.push_back(EnvValue("HYPERTRAIN_CHECKPOINT_DIR", spec.checkpoint_dir));
-  env.push_back(EnvField("HYPERTRAIN_JOB_NAME", std::string("metadata.labels['") + api::kLabelJobName + "']"));
-  env.push_back(EnvField("HYPERTRAIN_NAMESPACE", "metadata.namespace"));
-  env.push_back(EnvField("HYPERTRAIN_POD_NAME", "metadata.name"));
-  env.push_back(EnvField("HYPERTRAIN_NODE_NAME", "spec.nodeName"));
-  return env;
+  // Every name is the contract's (contract/env.h says who reads each).
+  out.push_back(EnvValue(env::kMasterAddr, master));
+  out.push_back(EnvValue(env::kMasterPort, port));
+  out.push_back(EnvValue(env::kWorldSize, std::to_string(spec.WorldSize())));
+  out.push_back(EnvValue(env::kNnodes, nnodes));
+  out.push_back(EnvValue(env::kNodeRank, node_rank));
+  out.push_back(EnvValue(env::kNprocPerNode, nproc));
+  out.push_back(EnvValue(env::kPetNnodes, nnodes));
+  out.push_back(EnvValue(env::kPetNodeRank, node_rank));
+  out.push_back(EnvValue(env::kPetNprocPerNode, nproc));
+  out.push_back(EnvValue(env::kPetMasterAddr, master));
+  out.push_back(EnvValue(env::kPetMasterPort, port));
+  out.push_back(EnvValue(env::kRestartAttempt, std::to_string(attempt)));
+  out.push_back(EnvValue(env::kConfig, contract::kConfigPath));
+  if (!spec.checkpoint_dir.empty()) out.push_back(EnvValue(env::kCheckpointDir, spec.checkpoint_dir));
+  out.push_back(EnvField(env::kJobName, std::string("metadata.labels['") + contract::kLabelJobName + "']"));
+  out.push_back(EnvField(env::kNamespace, "metadata.namespace"));
+  out.push_back(EnvField(env::kPodName, "metadata.name"));
+  return out;
 }
 
 json BuildResources(const api::TrainingJobSpec& spec) {
@@ -183,9 +187,9 @@ api::Result<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpe
   for (const auto& [k, v] : spec.pod_labels) labels[k] = v;
   labels["app.kubernetes.io/name"] = "hypertrain";
   labels["app.kubernetes.io/managed-by"] = kManagedBy;
-  labels[api::kLabelJobName] = job.name;
-  labels[api::kLabelNodeRank] = std::to_string(opts.rank);
-  labels[api::kLabelRestartAttempt] = std::to_string(opts.restart_attempt);
+  labels[contract::kLabelJobName] = job.name;
+  labels[contract::kLabelNodeRank] = std::to_string(opts.rank);
+  labels[contract::kLabelRestartAttempt] = std::to_string(opts.restart_attempt);
   json metadata = {{"name", name},
                    {"namespace", job.namespace_},
                    {"labels", labels},
@@ -200,13 +204,13 @@ api::Result<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpe
   } else {
     config_source = {{"name", spec.trainer_config.config_map->name},
                      {"items", json::array({{{"key", spec.trainer_config.config_map->key},
-                                             {"path", api::kConfigFileName}}})}};
+                                             {"path", contract::kConfigFileName}}})}};
   }
   json volumes = json::array({{{"name", kShmVolume}, {"emptyDir", shm}},
                               {{"name", kConfigVolume}, {"configMap", config_source}}});
   for (const json& v : spec.volumes) volumes.push_back(v);
   json mounts = json::array({{{"name", kShmVolume}, {"mountPath", "/dev/shm"}},
-                             {{"name", kConfigVolume}, {"mountPath", api::kConfigMountDir}, {"readOnly", true}}});
+                             {{"name", kConfigVolume}, {"mountPath", contract::kConfigMountDir}, {"readOnly", true}}});
   for (const json& m : spec.volume_mounts) mounts.push_back(m);
 
   json container = {{"name", kContainerName},
