@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <nlohmann/json.hpp>
 
 #include "runtime/data/tokenizer/byte_level.h"
@@ -14,6 +15,7 @@ namespace {
 
 constexpr size_t kMaxCachedPieceBytes = 256;
 constexpr size_t kMaxCacheEntries = size_t{1} << 18;
+constexpr size_t kShortWord = 48;  // symbols merged by rank scan (below) or heap
 
 constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 "▁"
 
@@ -22,11 +24,11 @@ std::atomic<uint64_t> g_next_serial{1};
 // Per-thread memo of pre-token -> ids for one model at a time.
 struct Cache {
   uint64_t serial = 0;
-  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, StringHash, std::equal_to<>> index;
+  StringMap<std::pair<uint32_t, uint32_t>> index;  // piece -> (offset, count) in pool
   std::vector<int32_t> pool;
   void Reset(uint64_t s) {
     serial = s;
-    index.clear();
+    index.Clear();
     pool.clear();
   }
 };
@@ -55,7 +57,6 @@ struct Candidate {
   bool operator<(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 struct MergeScratch {
-  std::vector<int32_t> ids;
   std::vector<Symbol> symbols;
   std::vector<Candidate> heap;
 };
@@ -98,7 +99,7 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& mod
     max_id = std::max(max_id, id.get<int32_t>());
   }
   m->id_to_token_.resize(static_cast<size_t>(max_id + 1));
-  m->vocab_.reserve(model["vocab"].size());
+  m->vocab_.Reserve(model["vocab"].size());
   m->shown_vocab_.reserve(model["vocab"].size());
   std::string raw;
   for (const auto& [token, id_json] : model["vocab"].items()) {
@@ -106,9 +107,9 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& mod
     m->id_to_token_[id] = token;
     m->shown_vocab_.emplace(token, id);
     if (!byte_level) {
-      m->vocab_.emplace(token, id);
+      m->vocab_.Insert(token, id);
     } else if (DecodeByteLevel(token, &raw)) {
-      m->vocab_.emplace(raw, id);
+      m->vocab_.Insert(raw, id);
     }  // else: not reachable from bytes (kept for decoding)
   }
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
@@ -123,8 +124,8 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& mod
     m->byte_ids_[b] = -1;
     m->fallback_ids_[b] = -1;
     if (byte_level) {
-      auto it = m->vocab_.find(std::string(1, static_cast<char>(b)));
-      if (it != m->vocab_.end()) m->byte_ids_[b] = it->second;
+      const char c = static_cast<char>(b);
+      if (const int32_t* id = m->vocab_.Find(std::string_view(&c, 1))) m->byte_ids_[b] = *id;
     }
     auto f = m->shown_vocab_.find(fmt::format("<0x{:02X}>", b));
     if (f != m->shown_vocab_.end()) m->fallback_ids_[b] = f->second;
@@ -134,7 +135,7 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& mod
     return InvalidArgument("tokenizer: BPE model has no \"merges\" array");
   }
   const auto& merges = model["merges"];
-  m->merges_.reserve(merges.size() * 2);
+  m->merges_.Reserve(merges.size());
   const size_t prefix_len = m->continuing_subword_prefix_.size();
   for (size_t r = 0; r < merges.size(); ++r) {
     std::string a, b;
@@ -164,9 +165,17 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& mod
     if (in == m->shown_vocab_.end()) {
       return InvalidArgument(fmt::format("tokenizer: merge {} '{} {}' makes '{}', which is not in the vocab", r, a, b, merged));
     }
-    m->merges_.emplace(PairKey(ia->second, ib->second), Merge{static_cast<int32_t>(r), in->second});
+    // A repeated pair keeps its last rank, as in HF tokenizers.
+    m->merges_.Insert(PairKey(ia->second, ib->second), Merge{static_cast<int32_t>(r), in->second});
   }
+  m->plain_symbols_ = m->continuing_subword_prefix_.empty() && m->end_of_word_suffix_.empty();
   if (!byte_level) {
+    for (const std::string& t : m->id_to_token_) {
+      uint32_t cp;
+      if (!t.empty() && DecodeUtf8(t.data(), t.size(), &cp) == static_cast<int>(t.size())) {
+        m->char_ids_.Insert(cp, *m->vocab_.Find(t));
+      }
+    }
     m->metaspace_splittable_ = true;
     for (const std::string& t : m->id_to_token_) {
       if (HasCharBeforeMetaspace(t)) {
@@ -186,7 +195,38 @@ std::optional<int32_t> BpeModel::TokenToId(std::string_view token) const {
 
 void BpeModel::InitialSymbols(std::string_view piece, std::vector<int32_t>* ids) const {
   ids->clear();
-  if (byte_level_ && continuing_subword_prefix_.empty() && end_of_word_suffix_.empty()) {
+  if (!byte_level_ && plain_symbols_) {
+    // One symbol per character, found by code point.
+    bool last_unk = false;
+    size_t i = 0;
+    while (i < piece.size()) {
+      uint32_t cp;
+      int len = DecodeUtf8(piece.data() + i, piece.size() - i, &cp);
+      if (len == 0) len = 1, cp = ~0u;  // not reachable: Encode repairs UTF-8
+      const std::string_view ch = piece.substr(i, len);
+      i += len;
+      if (const int32_t* id = char_ids_.Find(cp)) {
+        ids->push_back(*id);
+        last_unk = false;
+        continue;
+      }
+      if (byte_fallback_) {
+        bool all = true;
+        for (unsigned char c : ch) all = all && fallback_ids_[c] >= 0;
+        if (all) {
+          for (unsigned char c : ch) ids->push_back(fallback_ids_[c]);
+          last_unk = false;
+          continue;
+        }
+      }
+      if (unk_id_) {
+        if (!(fuse_unk_ && last_unk)) ids->push_back(*unk_id_);
+        last_unk = true;
+      }
+    }
+    return;
+  }
+  if (byte_level_ && plain_symbols_) {
     for (unsigned char c : piece) {
       if (byte_ids_[c] >= 0) {
         ids->push_back(byte_ids_[c]);
@@ -211,9 +251,8 @@ void BpeModel::InitialSymbols(std::string_view piece, std::vector<int32_t>* ids)
       lookup = key;
     }
     i += len;
-    auto it = vocab_.find(lookup);
-    if (it != vocab_.end()) {
-      ids->push_back(it->second);
+    if (const int32_t* id = vocab_.Find(lookup)) {
+      ids->push_back(*id);
       last_unk = false;
       continue;
     }
@@ -233,23 +272,48 @@ void BpeModel::InitialSymbols(std::string_view piece, std::vector<int32_t>* ids)
   }
 }
 
-void BpeModel::EncodeUncached(std::string_view piece, std::vector<int32_t>* out) const {
-  thread_local MergeScratch s;
-  InitialSymbols(piece, &s.ids);
-  const int32_t n = static_cast<int32_t>(s.ids.size());
-  if (n <= 1) {
-    out->insert(out->end(), s.ids.begin(), s.ids.end());
-    return;
+void BpeModel::MergeShort(std::vector<int32_t>* ids) const {
+  constexpr int32_t kNone = INT32_MAX;
+  int32_t rank[kShortWord], merged[kShortWord];
+  int32_t n = static_cast<int32_t>(ids->size());
+  int32_t* id = ids->data();
+  auto pair = [&](int32_t i) {
+    const Merge* m = merges_.Find(PairKey(id[i], id[i + 1]));
+    rank[i] = m ? m->rank : kNone;
+    merged[i] = m ? m->new_id : -1;
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) pair(i);
+  while (n > 1) {
+    int32_t best = -1, best_rank = kNone;
+    for (int32_t i = 0; i + 1 < n; ++i) {
+      if (rank[i] < best_rank) best_rank = rank[i], best = i;
+    }
+    if (best < 0) break;
+    id[best] = merged[best];
+    for (int32_t i = best + 1; i + 1 < n; ++i) {
+      id[i] = id[i + 1];
+      rank[i] = rank[i + 1];
+      merged[i] = merged[i + 1];
+    }
+    --n;
+    if (best > 0) pair(best - 1);
+    if (best + 1 < n) pair(best);
   }
+  ids->resize(n);
+}
+
+void BpeModel::MergeLong(std::vector<int32_t>* ids) const {
+  thread_local MergeScratch s;
+  const int32_t n = static_cast<int32_t>(ids->size());
   s.symbols.resize(n);
   s.heap.clear();
-  for (int32_t i = 0; i < n; ++i) s.symbols[i] = {s.ids[i], i - 1, i + 1 < n ? i + 1 : -1, true};
+  for (int32_t i = 0; i < n; ++i) s.symbols[i] = {(*ids)[i], i - 1, i + 1 < n ? i + 1 : -1, true};
   auto consider = [&](int32_t pos) {
     const int32_t next = s.symbols[pos].next;
     if (next < 0) return;
-    auto it = merges_.find(PairKey(s.symbols[pos].id, s.symbols[next].id));
-    if (it == merges_.end()) return;
-    s.heap.push_back({it->second.rank, pos, it->second.new_id});
+    const Merge* m = merges_.Find(PairKey(s.symbols[pos].id, s.symbols[next].id));
+    if (m == nullptr) return;
+    s.heap.push_back({m->rank, pos, m->new_id});
     std::push_heap(s.heap.begin(), s.heap.end());
   };
   for (int32_t i = 0; i + 1 < n; ++i) consider(i);
@@ -260,8 +324,9 @@ void BpeModel::EncodeUncached(std::string_view piece, std::vector<int32_t>* out)
     Symbol& left = s.symbols[top.pos];
     if (!left.alive || left.next < 0) continue;
     Symbol& right = s.symbols[left.next];
-    auto it = merges_.find(PairKey(left.id, right.id));
-    if (it == merges_.end() || it->second.new_id != top.new_id) continue;  // stale
+    // A stale entry (its pair has changed since) no longer matches.
+    const Merge* m = merges_.Find(PairKey(left.id, right.id));
+    if (m == nullptr || m->new_id != top.new_id) continue;
     left.id = top.new_id;
     right.alive = false;
     left.next = right.next;
@@ -269,15 +334,23 @@ void BpeModel::EncodeUncached(std::string_view piece, std::vector<int32_t>* out)
     if (left.prev >= 0) consider(left.prev);
     consider(top.pos);
   }
-  for (int32_t i = 0; i >= 0; i = s.symbols[i].next) out->push_back(s.symbols[i].id);
+  ids->clear();
+  for (int32_t i = 0; i >= 0; i = s.symbols[i].next) ids->push_back(s.symbols[i].id);
+}
+
+void BpeModel::EncodeUncached(std::string_view piece, std::vector<int32_t>* out) const {
+  thread_local std::vector<int32_t> ids;
+  InitialSymbols(piece, &ids);
+  if (ids.size() <= kShortWord) MergeShort(&ids);
+  else MergeLong(&ids);
+  out->insert(out->end(), ids.begin(), ids.end());
 }
 
 void BpeModel::Encode(std::string_view piece, std::vector<int32_t>* out) const {
   if (piece.empty()) return;
   if (ignore_merges_) {
-    auto it = vocab_.find(piece);
-    if (it != vocab_.end()) {
-      out->push_back(it->second);
+    if (const int32_t* id = vocab_.Find(piece)) {
+      out->push_back(*id);
       return;
     }
   }
@@ -286,17 +359,15 @@ void BpeModel::Encode(std::string_view piece, std::vector<int32_t>* out) const {
     return;
   }
   Cache& cache = ThreadCache(serial_);
-  auto it = cache.index.find(piece);
-  if (it != cache.index.end()) {
-    out->insert(out->end(), cache.pool.begin() + it->second.first,
-                cache.pool.begin() + it->second.first + it->second.second);
+  if (const auto* hit = cache.index.Find(piece)) {
+    out->insert(out->end(), cache.pool.begin() + hit->first, cache.pool.begin() + hit->first + hit->second);
     return;
   }
   const size_t before = out->size();
   EncodeUncached(piece, out);
   const uint32_t at = static_cast<uint32_t>(cache.pool.size());
   cache.pool.insert(cache.pool.end(), out->begin() + before, out->end());
-  cache.index.emplace(std::string(piece), std::make_pair(at, static_cast<uint32_t>(out->size() - before)));
+  cache.index.Insert(piece, std::make_pair(at, static_cast<uint32_t>(out->size() - before)));
 }
 
 }  // namespace hypertrain::tokenizer

@@ -20,6 +20,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/status.h"
+#include "runtime/data/tokenizer/flat_map.h"
 
 namespace hypertrain::tokenizer {
 
@@ -54,6 +55,10 @@ class BpeModel {
   // The uncached merge of one pre-token.
   void EncodeUncached(std::string_view piece, std::vector<int32_t>* out) const;
   void InitialSymbols(std::string_view piece, std::vector<int32_t>* ids) const;
+  // Merges ids in place: short words by scanning pair ranks, long ones with a
+  // heap (both merge the leftmost lowest-rank pair first).
+  void MergeShort(std::vector<int32_t>* ids) const;
+  void MergeLong(std::vector<int32_t>* ids) const;
   static uint64_t PairKey(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
@@ -71,11 +76,13 @@ class BpeModel {
   std::string continuing_subword_prefix_;
   std::string end_of_word_suffix_;
   std::vector<std::string> id_to_token_;  // alphabet form
-  TokenIndex vocab_;                      // internal form (raw bytes if byte_level) -> id
+  StringMap<int32_t> vocab_;              // internal form (raw bytes if byte_level) -> id
   TokenIndex shown_vocab_;                // alphabet form -> id
-  std::unordered_map<uint64_t, Merge> merges_;
+  U64Map<Merge> merges_;
   int32_t byte_ids_[256];                 // byte-level: id of each single byte
   int32_t fallback_ids_[256];             // byte_fallback: id of <0xXX>, -1 if absent
+  U64Map<int32_t> char_ids_;              // char-level: code point -> id of that one character
+  bool plain_symbols_ = false;            // no continuing_subword_prefix / end_of_word_suffix
   uint64_t serial_ = 0;                   // identifies this model in per-thread caches
 };
 
