@@ -6,6 +6,8 @@
 #include <chrono>
 #include <filesystem>
 
+#include "runtime/data/arrow/hf_dataset.h"
+#include "runtime/data/manifest.h"
 #include "runtime/model/init.h"
 
 namespace hypertrain::data {
@@ -53,31 +55,46 @@ StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(const LoaderOptions& o,
     if (!fs::is_directory(o.train_dir, ec)) {
       return NotFound(fmt::format("model.data.train_dir '{}' is not a directory", o.train_dir));
     }
-    std::vector<std::string> bins;
-    for (const auto& e : fs::directory_iterator(o.train_dir, ec)) {
-      if (e.path().extension() == ".bin") bins.push_back(e.path().string());
-    }
-    std::sort(bins.begin(), bins.end());
-    if (bins.empty()) {
-      return NotFound(fmt::format("model.data.train_dir '{}' has no *.bin token files (make them "
-                                  "with `hypertrain prepare`)",
-                                  o.train_dir));
-    }
-    for (const std::string& bin : bins) {
-      const std::string prefix = bin.substr(0, bin.size() - 4);
-      std::unique_ptr<TokenFile> f;
-      if (fs::exists(prefix + ".idx", ec)) {
-        HT_ASSIGN_OR_RETURN(f, TokenFile::OpenMegatron(prefix));
-      } else {
-        HT_ASSIGN_OR_RETURN(f, TokenFile::OpenShard(bin));
-      }
-      if (f->vocab_size() > o.vocab_size) {
-        return InvalidArgument(fmt::format("{} was tokenized for vocab_size {} but model.vocab_size is {}",
-                                           bin, f->vocab_size(), o.vocab_size));
-      }
+    auto add = [&](std::unique_ptr<TokenFile> f) {
       d->file_starts_.push_back(d->num_tokens_);
       d->num_tokens_ += f->num_tokens();
       d->files_.push_back(std::move(f));
+    };
+    if (arrow::IsHfDatasetDir(o.train_dir)) {
+      HT_ASSIGN_OR_RETURN(std::vector<std::string> arrows, arrow::HfDatasetArrowFiles(o.train_dir, "train"));
+      for (const std::string& a : arrows) {
+        HT_ASSIGN_OR_RETURN(std::unique_ptr<TokenFile> f, TokenFile::OpenArrow(a, "input_ids"));
+        add(std::move(f));
+      }
+    } else {
+      std::vector<std::string> bins;
+      for (const auto& e : fs::directory_iterator(o.train_dir, ec)) {
+        if (e.path().extension() == ".bin") bins.push_back(e.path().string());
+      }
+      std::sort(bins.begin(), bins.end());
+      if (bins.empty()) {
+        return NotFound(fmt::format("model.data.train_dir '{}' has no *.bin token files or Hugging Face dataset "
+                                    "(make them with `hypertrain prepare`)",
+                                    o.train_dir));
+      }
+      HT_ASSIGN_OR_RETURN(std::optional<DataManifest> manifest, ReadManifest(o.train_dir));
+      if (manifest) {
+        HT_RETURN_IF_ERROR(CheckManifestForModel(*manifest, o.train_dir, o.vocab_size, o.tokenizer_sha256, bins));
+      }
+      for (const std::string& bin : bins) {
+        const std::string prefix = bin.substr(0, bin.size() - 4);
+        std::unique_ptr<TokenFile> f;
+        if (fs::exists(prefix + ".idx", ec)) {
+          HT_ASSIGN_OR_RETURN(f, TokenFile::OpenMegatron(prefix));
+        } else {
+          HT_ASSIGN_OR_RETURN(f, TokenFile::OpenShard(bin));
+        }
+        if (f->vocab_size() > o.vocab_size) {
+          return InvalidArgument(fmt::format("{} was tokenized for vocab_size {} but model.vocab_size is {}",
+                                             bin, f->vocab_size(), o.vocab_size));
+        }
+        add(std::move(f));
+      }
     }
     d->num_samples_ = (d->num_tokens_ - 1) / o.seq;
     if (d->num_samples_ < 1) {

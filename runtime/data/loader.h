@@ -48,7 +48,13 @@ class BatchStager {
 };
 
 struct LoaderOptions {
-  std::string train_dir;        // *.bin shards and/or Megatron *.idx/*.bin pairs
+  // *.bin shards (with their manifest.json when `hypertrain prepare` made
+  // them) and/or Megatron *.idx/*.bin pairs, or a Hugging Face save_to_disk
+  // dataset with an `input_ids` column (its "train" split for a DatasetDict).
+  std::string train_dir;
+  // SHA-256 of the model's tokenizer.json (model.data.tokenizer); when set, a
+  // manifest naming another tokenizer is refused.
+  std::string tokenizer_sha256;
   bool synthetic = false;       // random tokens, no files
   int64_t vocab_size = 256;     // synthetic range; real tokens are checked < vocab
   int64_t micro_batch = 1;

@@ -155,6 +155,10 @@ StatusOr<std::unique_ptr<TokenFile>> TokenFile::OpenMegatron(const std::string& 
 }
 
 void TokenFile::Read(int64_t begin, int64_t n, int32_t* out) const {
+  if (!segments_.empty()) {
+    ReadSegments(begin, n, out);
+    return;
+  }
   if (bytes_per_token_ == 2) {
     for (int64_t i = 0; i < n; ++i) out[i] = Load<uint16_t>(tokens_ + (begin + i) * 2);
   } else {

@@ -41,16 +41,31 @@ class TokenFile {
   static StatusOr<std::unique_ptr<TokenFile>> OpenShard(const std::string& path);
   // Opens a Megatron dataset given its prefix (path without .bin/.idx).
   static StatusOr<std::unique_ptr<TokenFile>> OpenMegatron(const std::string& prefix);
+  // Opens the list-of-integers column (e.g. input_ids) of an Arrow IPC
+  // stream file (a Hugging Face save_to_disk shard): its rows concatenated.
+  static StatusOr<std::unique_ptr<TokenFile>> OpenArrow(const std::string& path, const std::string& column);
 
   const std::string& path() const { return path_; }
   int64_t num_tokens() const { return num_tokens_; }
   int bytes_per_token() const { return bytes_per_token_; }
   uint32_t vocab_size() const { return vocab_size_; }
-  // Copies tokens [begin, begin + n) into out (as int32).
+  // Copies tokens [begin, begin + n) into out (as int32; an id that does not
+  // fit reads as -1, which the loader reports).
   void Read(int64_t begin, int64_t n, int32_t* out) const;
 
  private:
   TokenFile() = default;
+  // Arrow: the stream is several runs of values (one per record batch).
+  struct Segment {
+    const uint8_t* values;
+    int64_t start;  // first stream position
+    int64_t n;
+    int width;      // bytes per value
+    bool is_signed;
+  };
+  std::vector<Segment> segments_;
+  void ReadSegments(int64_t begin, int64_t n, int32_t* out) const;
+  std::shared_ptr<void> owner_;  // keeps the Arrow mapping alive
   std::string path_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
