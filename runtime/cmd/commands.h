@@ -5,6 +5,8 @@
 namespace hypertrain::cmd {
 
 int TrainMain(int argc, char** argv);    // train --config X [--set k=v ...]
-int PrepareMain(int argc, char** argv);  // prepare --out DIR [--tokens-per-shard N] FILE...
+int PrepareMain(int argc, char** argv);  // prepare --out DIR [--tokenizer DIR] INPUT... (data_cmds.cc)
+int TokenizeMain(int argc, char** argv);    // tokenize --tokenizer DIR [--no-special]
+int DetokenizeMain(int argc, char** argv);  // detokenize --tokenizer DIR
 
 }  // namespace hypertrain::cmd

@@ -18,7 +18,9 @@ struct Command {
 // Other components add their subcommand here, one line each.
 const Command kCommands[] = {
     {"train", hypertrain::cmd::TrainMain, "train a model from a YAML config"},
-    {"prepare", hypertrain::cmd::PrepareMain, "tokenize text files into token shards"},
+    {"prepare", hypertrain::cmd::PrepareMain, "tokenize text/JSONL/HF datasets into token shards"},
+    {"tokenize", hypertrain::cmd::TokenizeMain, "print the token ids of standard input"},
+    {"detokenize", hypertrain::cmd::DetokenizeMain, "print the text of token ids on standard input"},
     {"launch", hypertrain::dist::LaunchMain, "start one rank per GPU on this node"},
     {"bench", hypertrain::bench::BenchMain, "CUDA training throughput on synthetic data"},
 };

@@ -8,7 +8,6 @@
 
 #include "runtime/cmd/commands.h"
 #include "runtime/config/config.h"
-#include "runtime/data/shard.h"
 #include "runtime/train/exit_codes.h"
 #include "runtime/train/trainer.h"
 
@@ -21,11 +20,6 @@ constexpr char kTrainUsage[] =
     "  --config, the file named by $HYPERTRAIN_CONFIG. $HYPERTRAIN_CHECKPOINT_DIR,\n"
     "  when set, replaces exp_manager.checkpoint_dir.\n"
     "  --set overrides one key (repeatable), e.g. --set model.optim.lr=1e-3\n";
-
-constexpr char kPrepareUsage[] =
-    "usage: hypertrain prepare --out DIR [--tokens-per-shard N] FILE...\n"
-    "  Tokenizes text files byte-level (vocab 256, token 0 between files) into\n"
-    "  token shards DIR/shard_00000.bin, ... (default 16777216 tokens per shard).\n";
 
 // Matches "--name value" or "--name=value" at argv[*i]; advances *i.
 bool Flag(int argc, char** argv, int* i, const char* name, std::string* value) {
@@ -93,47 +87,6 @@ int TrainMain(int argc, char** argv) {
     spdlog::error("training failed (exit {}): {}", code, summary.status().ToString());
     return code;
   }
-  return train::kExitOk;
-}
-
-int PrepareMain(int argc, char** argv) {
-  SetupLogging();
-  std::string out;
-  int64_t per_shard = int64_t{1} << 24;
-  std::vector<std::string> inputs;
-  for (int i = 1; i < argc; ++i) {
-    std::string v;
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fputs(kPrepareUsage, stdout);
-      return train::kExitOk;
-    } else if (Flag(argc, argv, &i, "--out", &v)) {
-      out = v;
-    } else if (Flag(argc, argv, &i, "--tokens-per-shard", &v)) {
-      char* end = nullptr;
-      per_shard = std::strtoll(v.c_str(), &end, 10);
-      if (end == v.c_str() || *end != '\0' || per_shard < 2) {
-        std::fprintf(stderr, "hypertrain prepare: --tokens-per-shard '%s' must be an integer >= 2\n",
-                     v.c_str());
-        return train::kExitConfigError;
-      }
-    } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-      std::fprintf(stderr, "hypertrain prepare: unknown flag '%s'\n%s", argv[i], kPrepareUsage);
-      return train::kExitConfigError;
-    } else {
-      inputs.emplace_back(argv[i]);
-    }
-  }
-  if (out.empty() || inputs.empty()) {
-    std::fprintf(stderr, "hypertrain prepare: --out and at least one input file are required\n%s",
-                 kPrepareUsage);
-    return train::kExitConfigError;
-  }
-  auto n = data::PrepareByteShards(inputs, out, per_shard);
-  if (!n.ok()) {
-    spdlog::error("prepare failed: {}", n.status().ToString());
-    return train::ExitCodeFor(n.status());
-  }
-  spdlog::info("prepared {} tokens from {} files into {}", *n, inputs.size(), out);
   return train::kExitOk;
 }
 

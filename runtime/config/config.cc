@@ -280,6 +280,7 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
   r.Double("model.optim.sched.min_lr", &o.min_lr);
   r.String("model.data.train_dir", &c.data.train_dir);
   r.Bool("model.data.use_synthetic_data", &c.data.use_synthetic_data);
+  r.String("model.data.tokenizer", &c.data.tokenizer);
   int64_t depth = c.data.prefetch_depth;
   r.Int("model.data.prefetch_depth", &depth);
   r.String("exp_manager.exp_dir", &c.exp_dir);

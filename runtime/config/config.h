@@ -47,6 +47,9 @@ struct OptimConfig {
 struct DataConfig {
   std::string train_dir;
   bool use_synthetic_data = false;
+  // The model's tokenizer (a directory with tokenizer.json): data whose
+  // manifest names another tokenizer is refused. Empty: vocab checked only.
+  std::string tokenizer;
   int prefetch_depth = 2;
 };
 

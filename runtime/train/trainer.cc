@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "runtime/backends/cpu/ops.h"
+#include "runtime/data/manifest.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/nvtx.h"
 
@@ -173,6 +174,9 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c) {
   }
   data::LoaderOptions lo;
   lo.train_dir = c.data.train_dir;
+  if (!c.data.tokenizer.empty() && !c.data.use_synthetic_data) {
+    HT_ASSIGN_OR_RETURN(lo.tokenizer_sha256, data::TokenizerJsonSha256(c.data.tokenizer));
+  }
   lo.synthetic = c.data.use_synthetic_data;
   lo.vocab_size = c.model.vocab_size;
   lo.micro_batch = c.train_batch_size;
