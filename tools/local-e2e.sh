@@ -19,6 +19,9 @@
 #   HT_VERIFY_REFERENCE=1  afterwards also train the same config uninterrupted with
 #                    `hypertrain launch` (same 2x2 layout) and compare the final
 #                    checkpoint's shard files byte for byte
+#   HT_TOKENIZER     tokenizer directory for the data (default: the Llama-2 tokenizer
+#                    that tools/setup.sh installs, ~/.cache/hypertrain/tokenizers/llama2);
+#                    "bytes": byte tokens (vocab 256), a ~10x cheaper model for tests
 #   HT_TIMEOUT_S     overall bound for the job (default 600)
 #   HT_PROGRESS_INTERVAL_S  how often node 0's launcher publishes progress (default 2)
 #   HT_REQUIRE_PROGRESS=1   fail when status.progress stays empty
@@ -83,9 +86,22 @@ export OPENBLAS_NUM_THREADS=1
 # --- data --------------------------------------------------------------------
 inputs=(/usr/share/common-licenses/*)
 [ -e "${inputs[0]}" ] || die "no text in /usr/share/common-licenses (base-files)"
-say "preparing the data set from ${#inputs[@]} license texts"
-"$BIN/hypertrain" prepare --out "$WORK/data" --tokens-per-shard 100000 "${inputs[@]}" > "$WORK/logs/prepare.log" 2>&1 \
-  || { cat "$WORK/logs/prepare.log"; die "prepare"; }
+TOKENIZER="${HT_TOKENIZER:-$HOME/.cache/hypertrain/tokenizers/llama2}"
+prepare=("$BIN/hypertrain" prepare --out "$WORK/data" --tokens-per-shard 100000 --no-progress)
+TOKENIZER_SED="s#^##"
+if [ "$TOKENIZER" = bytes ]; then
+  say "preparing the data set from ${#inputs[@]} license texts as bytes (vocab 256)"
+  TOKENIZER_SED="/tokenizer: /d"
+else
+  [ -f "$TOKENIZER/tokenizer.json" ] || die "no tokenizer.json in $TOKENIZER (tools/setup.sh installs the Llama-2 tokenizer)"
+  mkdir -p "$WORK/tokenizer"
+  cp "$TOKENIZER"/tokenizer*.json "$WORK/tokenizer/"
+  say "preparing the data set from ${#inputs[@]} license texts with the tokenizer in $TOKENIZER"
+  prepare+=(--tokenizer "$WORK/tokenizer")
+fi
+"${prepare[@]}" "${inputs[@]}" > "$WORK/logs/prepare.log" 2>&1 || { cat "$WORK/logs/prepare.log"; die "prepare"; }
+tail -n 1 "$WORK/logs/prepare.log"
+VOCAB="$(sed -n 's/^ *"vocab_size": \([0-9]*\).*/\1/p' "$WORK/data/manifest.json")"
 
 # --- control plane, node agent, operator ---------------------------------------
 say "starting kube-local"
@@ -114,6 +130,7 @@ kubectl get nodes -L node.kubernetes.io/instance-type -L sagemaker.amazonaws.com
 sed -e "s#/tmp/hypertrain-local/#$WORK/#g" \
     -e "s#max_steps: 40#max_steps: $MAX_STEPS#" \
     -e "s#every_n_train_steps: 4#every_n_train_steps: $CKPT_EVERY#" \
+    -e "s#vocab_size: 32000#vocab_size: $VOCAB#" -e "$TOKENIZER_SED" \
     "$ROOT/examples/local-tiny.yaml" > "$WORK/local-tiny.yaml"
 say "kubectl apply -f examples/local-tiny.yaml (max_steps $MAX_STEPS, checkpoint every $CKPT_EVERY steps)"
 kubectl apply -f "$WORK/local-tiny.yaml"
