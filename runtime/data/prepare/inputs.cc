@@ -114,7 +114,7 @@ class TextReader final : public DocumentReader {
 class JsonlReader final : public DocumentReader {
  public:
   JsonlReader(std::unique_ptr<ByteStream> in, bool gz, const InputOptions& o)
-      : in_(std::move(in)), gz_(gz), field_(o.text_field), max_bytes_(o.max_document_bytes) {}
+      : in_(std::move(in)), gz_(gz), max_bytes_(o.max_document_bytes) {}
   StatusOr<bool> Next(Document* doc) override {
     std::string line;
     while (true) {
@@ -122,23 +122,10 @@ class JsonlReader final : public DocumentReader {
       if (!got) return false;
       ++line_no_;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      json j;
-      try {
-        j = json::parse(line);
-      } catch (const std::exception& e) {
-        return InvalidArgument(fmt::format("{}:{}: not a JSON object: {}", in_->path(), line_no_, e.what()));
-      }
-      if (!j.is_object() || !j.contains(field_) || !j[field_].is_string()) {
-        std::vector<std::string> keys;
-        if (j.is_object()) {
-          for (const auto& [k, v] : j.items()) keys.push_back(k);
-        }
-        return InvalidArgument(fmt::format("{}:{}: no string field '{}' (fields: {}); choose one with --text-field",
-                                           in_->path(), line_no_, field_, fmt::join(keys, ", ")));
-      }
       doc->pretokenized = false;
       doc->ids.clear();
-      doc->text = j[field_].get<std::string>();
+      doc->text = std::move(line);
+      doc->json_line = line_no_;
       return true;
     }
   }
@@ -169,7 +156,6 @@ class JsonlReader final : public DocumentReader {
   }
   std::unique_ptr<ByteStream> in_;
   bool gz_;
-  std::string field_;
   int64_t max_bytes_;
   std::string buf_;
   size_t pos_ = 0;
@@ -276,6 +262,27 @@ bool IsArrowInput(const std::string& path) {
 }
 
 }  // namespace
+
+Status ExtractJsonText(const std::string& path, const std::string& field, Document* doc) {
+  if (doc->json_line == 0) return Status::Ok();
+  json j;
+  try {
+    j = json::parse(doc->text);
+  } catch (const std::exception& e) {
+    return InvalidArgument(fmt::format("{}:{}: not a JSON object: {}", path, doc->json_line, e.what()));
+  }
+  if (!j.is_object() || !j.contains(field) || !j[field].is_string()) {
+    std::vector<std::string> keys;
+    if (j.is_object()) {
+      for (const auto& [k, v] : j.items()) keys.push_back(k);
+    }
+    return InvalidArgument(fmt::format("{}:{}: no string field '{}' (fields: {}); choose one with --text-field",
+                                       path, doc->json_line, field, fmt::join(keys, ", ")));
+  }
+  doc->text = j[field].get<std::string>();
+  doc->json_line = 0;
+  return Status::Ok();
+}
 
 StatusOr<int64_t> InputBytes(const std::string& path, const InputOptions& o) {
   std::error_code ec;

@@ -30,7 +30,15 @@ struct Document {
   std::string text;
   std::vector<int32_t> ids;   // pre-tokenized rows (then text is empty)
   bool pretokenized = false;
+  // JSONL: text holds the raw line (number json_line, 1-based) until
+  // ExtractJsonText replaces it by the field, so that parsing runs on the
+  // tokenizer threads rather than on the one reader thread.
+  int64_t json_line = 0;
 };
+
+// Replaces a JSONL document's raw line by its text field; errors name
+// path:line and the fields present.
+Status ExtractJsonText(const std::string& path, const std::string& field, Document* doc);
 
 class DocumentReader {
  public:

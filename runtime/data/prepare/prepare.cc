@@ -201,7 +201,11 @@ StatusOr<DataManifest> Prepare(const PrepareOptions& o) {
           p.cv.notify_all();
         }
         TokenBatch t{b.input, b.bytes_done, static_cast<int64_t>(b.docs.size()), 0, {}};
-        for (const Document& d : b.docs) {
+        for (Document& d : b.docs) {
+          if (d.json_line > 0) {
+            Status s = ExtractJsonText(o.inputs[b.input], o.input.text_field, &d);
+            if (!s.ok()) return p.Fail(s);
+          }
           if (d.pretokenized) {
             for (int32_t id : d.ids) {
               if (id >= vocab) {
