@@ -92,244 +92,295 @@ Status CheckOutDir(const PrepareOptions& o) {
   return Status::Ok();
 }
 
-}  // namespace
+// One run of prepare: setup, then the reader / tokenizer threads / writer,
+// then the move into place.
+class Run {
+ public:
+  explicit Run(const PrepareOptions& o) : o_(o), t0_(std::chrono::steady_clock::now()) {}
+  StatusOr<DataManifest> Execute();
 
-StatusOr<DataManifest> Prepare(const PrepareOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (o.inputs.empty()) return InvalidArgument("prepare: no inputs given");
-  if (o.out_dir.empty()) return InvalidArgument("prepare: --out is required");
-  if (o.tokens_per_shard < 2) return InvalidArgument(fmt::format("prepare: --tokens-per-shard {} must be >= 2", o.tokens_per_shard));
-  HT_RETURN_IF_ERROR(CheckOutDir(o));
+ private:
+  Status Setup();
+  Status LoadTokenizer();
+  void Reader();
+  void Worker();
+  Status Tokenize(WorkBatch& b, TokenBatch* t, std::vector<int32_t>* ids) const;
+  Status Writer();
+  Status WriteShard(size_t n);
+  void Report(int64_t bytes_done, bool final);
+  Status Commit();
 
+  const PrepareOptions& o_;
+  const std::chrono::steady_clock::time_point t0_;
+  DataManifest manifest_;
+  int64_t total_bytes_ = 0;
+  std::unique_ptr<Tokenizer> tok_;
+  std::vector<uint32_t> prefix_, suffix_;  // around each document
+  int64_t vocab_ = 0;
+  int workers_ = 1;
+  int64_t window_ = 8;  // batches in flight
+  fs::path out_, parent_;
+  TempDir tmp_;
+  Pipeline p_;
+  std::vector<uint32_t> pending_;  // tokens of the shard being filled
+  std::chrono::steady_clock::time_point last_report_ = t0_;
+};
+
+Status Run::Setup() {
+  if (o_.inputs.empty()) return InvalidArgument("prepare: no inputs given");
+  if (o_.out_dir.empty()) return InvalidArgument("prepare: --out is required");
+  if (o_.tokens_per_shard < 2) {
+    return InvalidArgument(fmt::format("prepare: --tokens-per-shard {} must be >= 2", o_.tokens_per_shard));
+  }
+  HT_RETURN_IF_ERROR(CheckOutDir(o_));
   // Every input must exist and be readable before any work starts.
-  DataManifest manifest;
-  int64_t total_bytes = 0;
-  for (const std::string& in : o.inputs) {
-    HT_ASSIGN_OR_RETURN(int64_t bytes, InputBytes(in, o.input));
-    HT_ASSIGN_OR_RETURN(auto probe, OpenDocuments(in, o.input));
-    manifest.inputs.push_back({in, probe->format(), bytes, 0, 0});
-    total_bytes += bytes;
+  for (const std::string& in : o_.inputs) {
+    HT_ASSIGN_OR_RETURN(int64_t bytes, InputBytes(in, o_.input));
+    HT_ASSIGN_OR_RETURN(auto probe, OpenDocuments(in, o_.input));
+    manifest_.inputs.push_back({in, probe->format(), bytes, 0, 0});
+    total_bytes_ += bytes;
   }
+  HT_RETURN_IF_ERROR(LoadTokenizer());
+  vocab_ = manifest_.tokenizer.vocab_size;
+  manifest_.bytes_per_token = vocab_ <= 65536 ? 2 : 4;
+  workers_ = o_.workers > 0 ? o_.workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  window_ = 4 * workers_ + 4;
+  // The temporary directory beside the output.
+  out_ = fs::absolute(o_.out_dir).lexically_normal();
+  parent_ = out_.parent_path();
+  HT_RETURN_IF_ERROR(MakeDirs(parent_.string()));
+  tmp_.path = (parent_ / fmt::format(".{}.tmp-{}", out_.filename().string(), ::getpid())).string();
+  (void)RemoveTree(tmp_.path);
+  return MakeDirs(tmp_.path);
+}
 
-  std::unique_ptr<Tokenizer> tok;
-  std::vector<uint32_t> prefix, suffix;
-  if (!o.tokenizer_dir.empty()) {
-    HT_ASSIGN_OR_RETURN(tok, Tokenizer::FromDir(o.tokenizer_dir));
-    if (!tok->eos_id()) {
-      return InvalidArgument(fmt::format("tokenizer {} has no eos_token (tokenizer_config.json) to end documents with",
-                                         o.tokenizer_dir));
-    }
-    const bool bos = o.bos == BosPolicy::kAlways || (o.bos == BosPolicy::kAuto && tok->add_bos());
-    if (bos && !tok->bos_id()) return InvalidArgument(fmt::format("tokenizer {} has no bos_token", o.tokenizer_dir));
-    if (bos) prefix.push_back(static_cast<uint32_t>(*tok->bos_id()));
-    suffix.push_back(static_cast<uint32_t>(*tok->eos_id()));
-    manifest.tokenizer = {"hf", fs::absolute(o.tokenizer_dir).string(), tok->sha256(), tok->vocab_size(),
-                          tok->bos_id(), tok->eos_id(), bos, tok->Describe()};
-  } else {
-    suffix.push_back(0);
-    manifest.tokenizer = {"bytes", "", "", 256, std::nullopt, int64_t{0}, false, "bytes (token b = byte b), 0 ends a document"};
-  }
-  const int64_t vocab = manifest.tokenizer.vocab_size;
-  manifest.bytes_per_token = vocab <= 65536 ? 2 : 4;
-
-  // Temporary directory beside the output.
-  const fs::path out = fs::absolute(o.out_dir).lexically_normal();
-  const fs::path parent = out.parent_path();
-  HT_RETURN_IF_ERROR(MakeDirs(parent.string()));
-  TempDir tmp{(parent / fmt::format(".{}.tmp-{}", out.filename().string(), ::getpid())).string()};
-  (void)RemoveTree(tmp.path);
-  HT_RETURN_IF_ERROR(MakeDirs(tmp.path));
-
-  const int workers = o.workers > 0 ? o.workers : std::max(1u, std::thread::hardware_concurrency());
-  const int64_t window = 4 * workers + 4;  // batches in flight
-  Pipeline p;
-
-  std::thread reader([&] {
-    int64_t seq = 0, done_bytes = 0;
-    for (size_t i = 0; i < o.inputs.size(); ++i) {
-      auto r = OpenDocuments(o.inputs[i], o.input);
-      if (!r.ok()) return p.Fail(r.status());
-      WorkBatch batch{seq, i, 0, {}};
-      size_t batch_bytes = 0;
-      auto push = [&]() -> bool {
-        batch.bytes_done = done_bytes + (*r)->bytes_read();
-        std::unique_lock<std::mutex> l(p.mu);
-        p.cv.wait(l, [&] { return p.stop || static_cast<int64_t>(p.work.size()) < window; });
-        if (p.stop) return false;
-        p.work.push_back(std::move(batch));
-        p.cv.notify_all();
-        batch = WorkBatch{++seq, i, 0, {}};
-        batch_bytes = 0;
-        return true;
-      };
-      while (true) {
-        Document d;
-        auto more = (*r)->Next(&d);
-        if (!more.ok()) return p.Fail(more.status());
-        if (!*more) break;
-        batch_bytes += d.text.size() + d.ids.size() * 4;
-        batch.docs.push_back(std::move(d));
-        if ((batch_bytes >= kBatchBytes || batch.docs.size() >= kBatchDocs) && !push()) return;
-      }
-      if (!batch.docs.empty() && !push()) return;
-      manifest.inputs[i].bytes = (*r)->bytes_total();
-      done_bytes += (*r)->bytes_total();
-      if ((*r)->skipped() > 0) {
-        std::fprintf(stderr, "prepare: %s: skipped %lld rows with a null text\n", o.inputs[i].c_str(),
-                     static_cast<long long>((*r)->skipped()));
-      }
-    }
-    std::lock_guard<std::mutex> l(p.mu);
-    p.reading_done = true;
-    p.batches = seq;
-    p.cv.notify_all();
-  });
-
-  std::vector<std::thread> pool;
-  for (int w = 0; w < workers; ++w) {
-    pool.emplace_back([&] {
-      std::vector<int32_t> ids;
-      std::string repaired;
-      while (true) {
-        WorkBatch b;
-        {
-          std::unique_lock<std::mutex> l(p.mu);
-          p.cv.wait(l, [&] { return p.stop || !p.work.empty() || p.reading_done; });
-          if (p.stop || (p.work.empty() && p.reading_done)) return;
-          b = std::move(p.work.front());
-          p.work.pop_front();
-          p.cv.notify_all();
-        }
-        TokenBatch t{b.input, b.bytes_done, static_cast<int64_t>(b.docs.size()), 0, {}};
-        for (Document& d : b.docs) {
-          if (d.json_line > 0) {
-            Status s = ExtractJsonText(o.inputs[b.input], o.input.text_field, &d);
-            if (!s.ok()) return p.Fail(s);
-          }
-          if (d.pretokenized) {
-            for (int32_t id : d.ids) {
-              if (id >= vocab) {
-                return p.Fail(DataLoss(fmt::format("{}: token id {} is outside the tokenizer's vocab of {}",
-                                                   o.inputs[b.input], id, vocab)));
-              }
-              t.tokens.push_back(static_cast<uint32_t>(id));
-            }
-            continue;
-          }
-          t.tokens.insert(t.tokens.end(), prefix.begin(), prefix.end());
-          if (tok) {
-            if (!tokenizer::IsValidUtf8(d.text)) t.invalid_utf8 += static_cast<int64_t>(tokenizer::RepairUtf8(d.text, &repaired));
-            ids.clear();
-            Status s = tok->EncodeTo(d.text, {.add_special = false}, &ids);
-            if (!s.ok()) return p.Fail(s);
-            t.tokens.insert(t.tokens.end(), ids.begin(), ids.end());
-          } else {
-            for (unsigned char c : d.text) t.tokens.push_back(c);
-          }
-          t.tokens.insert(t.tokens.end(), suffix.begin(), suffix.end());
-        }
-        std::unique_lock<std::mutex> l(p.mu);
-        p.cv.wait(l, [&] { return p.stop || b.seq < p.next_to_write + window; });
-        if (p.stop) return;
-        p.results.emplace(b.seq, std::move(t));
-        p.cv.notify_all();
-      }
-    });
-  }
-
-  // Writer: this thread, in input order.
-  std::vector<uint32_t> pending;
-  auto write_shard = [&](size_t n) -> Status {
-    const std::string name = fmt::format("shard_{:05d}.bin", manifest.shards.size());
-    std::vector<uint32_t> chunk(pending.begin(), pending.begin() + n);
-    HT_RETURN_IF_ERROR(WriteShard((fs::path(tmp.path) / name).string(), chunk, manifest.bytes_per_token,
-                                  static_cast<uint32_t>(vocab)));
-    manifest.shards.push_back({name, static_cast<int64_t>(n)});
-    pending.erase(pending.begin(), pending.begin() + n);
+Status Run::LoadTokenizer() {
+  if (o_.tokenizer_dir.empty()) {
+    suffix_.push_back(0);
+    manifest_.tokenizer = {"bytes", "", "", 256, std::nullopt, int64_t{0}, false,
+                           "bytes (token b = byte b), 0 ends a document"};
     return Status::Ok();
-  };
-  const bool tty = ::isatty(2);
-  auto last_report = std::chrono::steady_clock::now();
-  auto report = [&](int64_t bytes_done, bool final) {
-    const auto now = std::chrono::steady_clock::now();
-    const double since = std::chrono::duration<double>(now - last_report).count();
-    if (!o.progress || (!final && since < (tty ? 0.5 : 10.0))) return;
-    last_report = now;
-    const double s = std::chrono::duration<double>(now - t0).count();
-    const double mbps = bytes_done / 1e6 / std::max(s, 1e-9);
-    const double eta = mbps > 0 ? (total_bytes - bytes_done) / 1e6 / mbps : 0;
-    std::fprintf(stderr, "%sprepare: %.1f/%.1f MB (%.0f%%), %.1f MB/s, %lld tokens, %lld documents, ETA %s%s",
-                 tty ? "\r" : "", bytes_done / 1e6, total_bytes / 1e6,
-                 total_bytes > 0 ? 100.0 * bytes_done / total_bytes : 100.0, mbps,
-                 static_cast<long long>(manifest.tokens), static_cast<long long>(manifest.documents),
-                 Duration(eta).c_str(), tty && !final ? "   " : "\n");
-  };
-  Status status;
+  }
+  HT_ASSIGN_OR_RETURN(tok_, Tokenizer::FromDir(o_.tokenizer_dir));
+  if (!tok_->eos_id()) {
+    return InvalidArgument(fmt::format("tokenizer {} has no eos_token (tokenizer_config.json) to end documents with",
+                                       o_.tokenizer_dir));
+  }
+  const bool bos = o_.bos == BosPolicy::kAlways || (o_.bos == BosPolicy::kAuto && tok_->add_bos());
+  if (bos && !tok_->bos_id()) return InvalidArgument(fmt::format("tokenizer {} has no bos_token", o_.tokenizer_dir));
+  if (bos) prefix_.push_back(static_cast<uint32_t>(*tok_->bos_id()));
+  suffix_.push_back(static_cast<uint32_t>(*tok_->eos_id()));
+  manifest_.tokenizer = {"hf", fs::absolute(o_.tokenizer_dir).string(), tok_->sha256(), tok_->vocab_size(),
+                         tok_->bos_id(), tok_->eos_id(), bos, tok_->Describe()};
+  return Status::Ok();
+}
+
+// Cuts the inputs, in order, into batches of documents.
+void Run::Reader() {
+  int64_t seq = 0, done_bytes = 0;
+  for (size_t i = 0; i < o_.inputs.size(); ++i) {
+    auto r = OpenDocuments(o_.inputs[i], o_.input);
+    if (!r.ok()) return p_.Fail(r.status());
+    WorkBatch batch{seq, i, 0, {}};
+    size_t batch_bytes = 0;
+    auto push = [&]() -> bool {
+      batch.bytes_done = done_bytes + (*r)->bytes_read();
+      std::unique_lock<std::mutex> l(p_.mu);
+      p_.cv.wait(l, [&] { return p_.stop || static_cast<int64_t>(p_.work.size()) < window_; });
+      if (p_.stop) return false;
+      p_.work.push_back(std::move(batch));
+      p_.cv.notify_all();
+      batch = WorkBatch{++seq, i, 0, {}};
+      batch_bytes = 0;
+      return true;
+    };
+    while (true) {
+      Document d;
+      auto more = (*r)->Next(&d);
+      if (!more.ok()) return p_.Fail(more.status());
+      if (!*more) break;
+      batch_bytes += d.text.size() + d.ids.size() * 4;
+      batch.docs.push_back(std::move(d));
+      if ((batch_bytes >= kBatchBytes || batch.docs.size() >= kBatchDocs) && !push()) return;
+    }
+    if (!batch.docs.empty() && !push()) return;
+    manifest_.inputs[i].bytes = (*r)->bytes_total();
+    done_bytes += (*r)->bytes_total();
+    if ((*r)->skipped() > 0) {
+      std::fprintf(stderr, "prepare: %s: skipped %lld rows with a null text\n", o_.inputs[i].c_str(),
+                   static_cast<long long>((*r)->skipped()));
+    }
+  }
+  std::lock_guard<std::mutex> l(p_.mu);
+  p_.reading_done = true;
+  p_.batches = seq;
+  p_.cv.notify_all();
+}
+
+// [BOS] ids EOS per document; pre-tokenized rows as they are.
+Status Run::Tokenize(WorkBatch& b, TokenBatch* t, std::vector<int32_t>* ids) const {
+  std::string repaired;
+  for (Document& d : b.docs) {
+    if (d.json_line > 0) HT_RETURN_IF_ERROR(ExtractJsonText(o_.inputs[b.input], o_.input.text_field, &d));
+    if (d.pretokenized) {
+      for (int32_t id : d.ids) {
+        if (id >= vocab_) {
+          return DataLoss(fmt::format("{}: token id {} is outside the tokenizer's vocab of {}", o_.inputs[b.input],
+                                      id, vocab_));
+        }
+        t->tokens.push_back(static_cast<uint32_t>(id));
+      }
+      continue;
+    }
+    t->tokens.insert(t->tokens.end(), prefix_.begin(), prefix_.end());
+    if (tok_) {
+      if (!tokenizer::IsValidUtf8(d.text)) {
+        t->invalid_utf8 += static_cast<int64_t>(tokenizer::RepairUtf8(d.text, &repaired));
+      }
+      ids->clear();
+      HT_RETURN_IF_ERROR(tok_->EncodeTo(d.text, {.add_special = false}, ids));
+      t->tokens.insert(t->tokens.end(), ids->begin(), ids->end());
+    } else {
+      for (unsigned char c : d.text) t->tokens.push_back(c);
+    }
+    t->tokens.insert(t->tokens.end(), suffix_.begin(), suffix_.end());
+  }
+  return Status::Ok();
+}
+
+void Run::Worker() {
+  std::vector<int32_t> ids;
+  while (true) {
+    WorkBatch b;
+    {
+      std::unique_lock<std::mutex> l(p_.mu);
+      p_.cv.wait(l, [&] { return p_.stop || !p_.work.empty() || p_.reading_done; });
+      if (p_.stop || (p_.work.empty() && p_.reading_done)) return;
+      b = std::move(p_.work.front());
+      p_.work.pop_front();
+      p_.cv.notify_all();
+    }
+    TokenBatch t{b.input, b.bytes_done, static_cast<int64_t>(b.docs.size()), 0, {}};
+    Status s = Tokenize(b, &t, &ids);
+    if (!s.ok()) return p_.Fail(s);
+    std::unique_lock<std::mutex> l(p_.mu);
+    p_.cv.wait(l, [&] { return p_.stop || b.seq < p_.next_to_write + window_; });
+    if (p_.stop) return;
+    p_.results.emplace(b.seq, std::move(t));
+    p_.cv.notify_all();
+  }
+}
+
+Status Run::WriteShard(size_t n) {
+  const std::string name = fmt::format("shard_{:05d}.bin", manifest_.shards.size());
+  std::vector<uint32_t> chunk(pending_.begin(), pending_.begin() + n);
+  HT_RETURN_IF_ERROR(data::WriteShard((fs::path(tmp_.path) / name).string(), chunk, manifest_.bytes_per_token,
+                                      static_cast<uint32_t>(vocab_)));
+  manifest_.shards.push_back({name, static_cast<int64_t>(n)});
+  pending_.erase(pending_.begin(), pending_.begin() + n);
+  return Status::Ok();
+}
+
+void Run::Report(int64_t bytes_done, bool final) {
+  static const bool tty = ::isatty(2);
+  const auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - last_report_).count();
+  if (!o_.progress || (!final && since < (tty ? 0.5 : 10.0))) return;
+  last_report_ = now;
+  const double s = std::chrono::duration<double>(now - t0_).count();
+  const double mbps = bytes_done / 1e6 / std::max(s, 1e-9);
+  const double eta = mbps > 0 ? (total_bytes_ - bytes_done) / 1e6 / mbps : 0;
+  std::fprintf(stderr, "%sprepare: %.1f/%.1f MB (%.0f%%), %.1f MB/s, %lld tokens, %lld documents, ETA %s%s",
+               tty ? "\r" : "", bytes_done / 1e6, total_bytes_ / 1e6,
+               total_bytes_ > 0 ? 100.0 * bytes_done / total_bytes_ : 100.0, mbps,
+               static_cast<long long>(manifest_.tokens), static_cast<long long>(manifest_.documents),
+               Duration(eta).c_str(), tty && !final ? "   " : "\n");
+}
+
+// Takes token batches in input order into shards until all are written or
+// a thread failed.
+Status Run::Writer() {
   while (true) {
     TokenBatch t;
     {
-      std::unique_lock<std::mutex> l(p.mu);
-      p.cv.wait(l, [&] {
-        return p.stop || p.results.count(p.next_to_write) || (p.reading_done && p.next_to_write >= p.batches);
+      std::unique_lock<std::mutex> l(p_.mu);
+      p_.cv.wait(l, [&] {
+        return p_.stop || p_.results.count(p_.next_to_write) || (p_.reading_done && p_.next_to_write >= p_.batches);
       });
-      if (p.stop) break;
-      auto it = p.results.find(p.next_to_write);
-      if (it == p.results.end()) break;  // all written
+      if (p_.stop) return Status::Ok();
+      auto it = p_.results.find(p_.next_to_write);
+      if (it == p_.results.end()) return Status::Ok();  // all written
       t = std::move(it->second);
-      p.results.erase(it);
-      ++p.next_to_write;
-      p.cv.notify_all();
+      p_.results.erase(it);
+      ++p_.next_to_write;
+      p_.cv.notify_all();
     }
-    manifest.documents += t.documents;
-    manifest.tokens += static_cast<int64_t>(t.tokens.size());
-    manifest.invalid_utf8 += t.invalid_utf8;
-    manifest.inputs[t.input].documents += t.documents;
-    manifest.inputs[t.input].tokens += static_cast<int64_t>(t.tokens.size());
-    pending.insert(pending.end(), t.tokens.begin(), t.tokens.end());
-    while (static_cast<int64_t>(pending.size()) >= o.tokens_per_shard && status.ok()) {
-      status = write_shard(static_cast<size_t>(o.tokens_per_shard));
+    manifest_.documents += t.documents;
+    manifest_.tokens += static_cast<int64_t>(t.tokens.size());
+    manifest_.invalid_utf8 += t.invalid_utf8;
+    manifest_.inputs[t.input].documents += t.documents;
+    manifest_.inputs[t.input].tokens += static_cast<int64_t>(t.tokens.size());
+    pending_.insert(pending_.end(), t.tokens.begin(), t.tokens.end());
+    while (static_cast<int64_t>(pending_.size()) >= o_.tokens_per_shard) {
+      HT_RETURN_IF_ERROR(WriteShard(static_cast<size_t>(o_.tokens_per_shard)));
     }
-    if (!status.ok()) {
-      p.Fail(status);
-      break;
-    }
-    report(t.bytes_done, false);
+    Report(t.bytes_done, false);
   }
-  reader.join();
-  for (auto& th : pool) th.join();
-  if (!p.error.ok()) return p.error;
-  if (!pending.empty()) HT_RETURN_IF_ERROR(write_shard(pending.size()));
-  if (manifest.tokens < 2) {
-    return InvalidArgument(fmt::format("prepare: the inputs hold {} tokens; nothing to train on", manifest.tokens));
-  }
-  report(total_bytes, true);
-  manifest.created = FormatRfc3339(std::chrono::system_clock::now());
-  HT_RETURN_IF_ERROR(WriteFileAtomically((fs::path(tmp.path) / kManifestFile).string(), manifest.ToJson()));
+}
 
-  // Into place: an existing OUT moves aside first and goes only after the
-  // new directory is in its place.
+// manifest.json, then into place: an existing output moves aside first and
+// goes only after the new directory is in its place.
+Status Run::Commit() {
+  if (!pending_.empty()) HT_RETURN_IF_ERROR(WriteShard(pending_.size()));
+  if (manifest_.tokens < 2) {
+    return InvalidArgument(fmt::format("prepare: the inputs hold {} tokens; nothing to train on", manifest_.tokens));
+  }
+  Report(total_bytes_, true);
+  manifest_.created = FormatRfc3339(std::chrono::system_clock::now());
+  HT_RETURN_IF_ERROR(WriteFileAtomically((fs::path(tmp_.path) / kManifestFile).string(), manifest_.ToJson()));
   std::error_code ec;
-  const bool replace = fs::exists(out, ec);
-  const std::string old = (parent / fmt::format(".{}.old-{}", out.filename().string(), ::getpid())).string();
-  if (replace) HT_RETURN_IF_ERROR(RenameDurably(out.string(), old));
-  Status moved = RenameDurably(tmp.path, out.string());
+  const bool replace = fs::exists(out_, ec);
+  const std::string old = (parent_ / fmt::format(".{}.old-{}", out_.filename().string(), ::getpid())).string();
+  if (replace) HT_RETURN_IF_ERROR(RenameDurably(out_.string(), old));
+  Status moved = RenameDurably(tmp_.path, out_.string());
   if (!moved.ok()) {
-    if (replace) (void)RenameDurably(old, out.string());
+    if (replace) (void)RenameDurably(old, out_.string());
     return moved;
   }
-  tmp.keep = true;
+  tmp_.keep = true;
   if (replace) (void)RemoveTree(old);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
+}
+
+StatusOr<DataManifest> Run::Execute() {
+  HT_RETURN_IF_ERROR(Setup());
+  std::thread reader([this] { Reader(); });
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers_; ++w) pool.emplace_back([this] { Worker(); });
+  Status written = Writer();
+  if (!written.ok()) p_.Fail(written);
+  reader.join();
+  for (auto& th : pool) th.join();
+  if (!p_.error.ok()) return p_.error;
+  HT_RETURN_IF_ERROR(Commit());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   std::fprintf(stderr, "prepare: %lld tokens from %lld documents (%zu inputs, %.1f MB) into %s: %zu shards, "
                "%.1f s, %.1f MB/s with %d tokenizer threads\n",
-               static_cast<long long>(manifest.tokens), static_cast<long long>(manifest.documents),
-               o.inputs.size(), total_bytes / 1e6, o.out_dir.c_str(), manifest.shards.size(), secs,
-               total_bytes / 1e6 / std::max(secs, 1e-9), workers);
-  if (manifest.invalid_utf8 > 0) {
+               static_cast<long long>(manifest_.tokens), static_cast<long long>(manifest_.documents),
+               o_.inputs.size(), total_bytes_ / 1e6, o_.out_dir.c_str(), manifest_.shards.size(), secs,
+               total_bytes_ / 1e6 / std::max(secs, 1e-9), workers_);
+  if (manifest_.invalid_utf8 > 0) {
     std::fprintf(stderr, "prepare: %lld invalid UTF-8 sequences were read as U+FFFD\n",
-                 static_cast<long long>(manifest.invalid_utf8));
+                 static_cast<long long>(manifest_.invalid_utf8));
   }
-  return manifest;
+  return manifest_;
+}
+
+}  // namespace
+
+StatusOr<DataManifest> Prepare(const PrepareOptions& options) {
+  Run run(options);
+  return run.Execute();
 }
 
 }  // namespace hypertrain::data::prepare
