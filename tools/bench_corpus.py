@@ -8,7 +8,7 @@ German/French/Russian man pages (accented Latin, Cyrillic), Korean, Japanese
 and Chinese man pages (Hangul, kana, CJK), and the tokenizer test corpus
 (emoji, whitespace runs, digits).
 
-usage: tools/bench_corpus.py OUT.jsonl [--mb 32]   (about 30 MB of text)
+usage: tools/bench_corpus.py OUT.jsonl [--mb 35]   (about 30 MB of text)
 """
 import argparse
 import glob
@@ -45,7 +45,7 @@ def take(paths, budget):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("--mb", type=float, default=32)
+    ap.add_argument("--mb", type=float, default=35)
     args = ap.parse_args()
     mb = int(args.mb * 1e6)
     groups = {
