@@ -234,10 +234,9 @@ Status Tokenizer::EncodeSegment(std::string_view text, bool first_section, bool 
     view = normalized;
   }
   if (!parse_special || normalized_matcher_ == nullptr) return EncodePieces(view, first_section, out);
-  thread_local std::vector<Segment> segments;
-  segments.clear();
+  std::vector<Segment> segments;
   normalized_matcher_->Split(view, &segments);
-  for (const Segment& s : std::vector<Segment>(segments)) {
+  for (const Segment& s : segments) {
     if (s.token >= 0) {
       out->push_back(s.token);
     } else {
