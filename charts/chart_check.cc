@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
 
   auto docs = hypertrain::api::YamlDocumentsToJson(ReadFile(argv[1]));
   if (!docs.ok()) {
-    std::cerr << "chart_check: rendered output is not YAML: " << docs.error().ToString() << "\n";
+    std::cerr << "chart_check: rendered output is not YAML: " << docs.status().ToString() << "\n";
     return 1;
   }
   std::map<std::string, std::vector<json>> by_kind;

@@ -25,7 +25,7 @@ class CrdTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto crd = YamlFileToJson(kCrdPath);
-    ASSERT_TRUE(crd.ok()) << crd.error().ToString();
+    ASSERT_TRUE(crd.ok()) << crd.status().ToString();
     crd_ = *crd;
     ASSERT_EQ(crd_["spec"]["versions"].size(), 1u);
     version_ = crd_["spec"]["versions"][0];
@@ -113,7 +113,7 @@ TEST_F(CrdTest, DefaultsAgreeWithTheCppDefaults) {
   meta.name = "j";
   meta.namespace_ = "ns";
   auto defaulted = ParseSpec(s, meta);
-  ASSERT_TRUE(defaulted.ok()) << defaulted.error().ToString();
+  ASSERT_TRUE(defaulted.ok()) << defaulted.status().ToString();
   json raw = MinimalSpec();
   raw["nprocPerNode"] = 1;
   auto cpp = ParseSpec(raw, meta);

@@ -66,11 +66,11 @@ TEST(ExampleJobsTest, AllExamplesAreValidEverywhere) {
     json defaulted = obj;
     EXPECT_THAT(api::ValidateAgainstSchema(schema, &defaulted), IsEmpty());
     auto meta = api::ParseObjectMeta(defaulted["metadata"]);
-    ASSERT_TRUE(meta.ok()) << meta.error().ToString();
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
     api::ObjectMeta m = *meta;
     m.uid = "uid";
     auto spec = api::ParseSpec(defaulted["spec"], m);
-    ASSERT_TRUE(spec.ok()) << spec.error().ToString();
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
 
     // The trainer accepts the inline config as it is.
     ASSERT_TRUE(spec->trainer_config.inline_yaml.has_value());
@@ -83,7 +83,7 @@ TEST(ExampleJobsTest, AllExamplesAreValidEverywhere) {
 
     for (int rank = 0; rank < spec->nodes; ++rank) {
       auto pod = controller::BuildPod(m, *spec, controller::PodOptions{rank, 0, {}});
-      ASSERT_TRUE(pod.ok()) << pod.error().ToString();
+      ASSERT_TRUE(pod.ok()) << pod.status().ToString();
       auto env = Env(*pod);
       EXPECT_EQ(env["NODE_RANK"], std::to_string(rank));
       EXPECT_EQ(env["WORLD_SIZE"], std::to_string(spec->WorldSize()));

@@ -50,7 +50,7 @@ Json YamlToJson(const YAML::Node& n) {
 }
 
 // Decodes standard base64 (used by *-data fields).
-Result<std::string> Base64Decode(const std::string& in, const std::string& field) {
+StatusOr<std::string> Base64Decode(const std::string& in, const std::string& field) {
   static const std::string kAlpha =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
@@ -59,7 +59,7 @@ Result<std::string> Base64Decode(const std::string& in, const std::string& field
     if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
     auto pos = kAlpha.find(c);
     if (pos == std::string::npos)
-      return MakeError(ErrorCode::kConfig, field + " is not valid base64");
+      return hypertrain::InvalidArgument(field + " is not valid base64");
     val = (val << 6) + static_cast<int>(pos);
     bits += 6;
     if (bits >= 0) {
@@ -87,34 +87,34 @@ struct Merged {
   std::string current_context;
 };
 
-Result<void> MergeDoc(const Json& doc, const std::string& dir, Merged* m) {
-  if (!doc.is_object()) return MakeError(ErrorCode::kConfig, "kubeconfig is not a YAML mapping");
+Status MergeDoc(const Json& doc, const std::string& dir, Merged* m) {
+  if (!doc.is_object()) return hypertrain::InvalidArgument("kubeconfig is not a YAML mapping");
   auto merge = [&](const char* list, const char* inner,
-                   std::map<std::string, Entry>* out) -> Result<void> {
+                   std::map<std::string, Entry>* out) -> Status {
     auto it = doc.find(list);
     if (it == doc.end() || it->is_null()) return {};
     if (!it->is_array())
-      return MakeError(ErrorCode::kConfig, std::string("kubeconfig: ") + list + " is not a list");
+      return hypertrain::InvalidArgument(std::string("kubeconfig: ") + list + " is not a list");
     for (const auto& e : *it) {
       std::string name = Str(e, "name");
       if (name.empty())
-        return MakeError(ErrorCode::kConfig,
-                         std::string("kubeconfig: ") + list + " entry without name");
+        return hypertrain::InvalidArgument(std::string("kubeconfig: ") + list +
+                                           " entry without name");
       if (out->count(name)) continue;  // first definition wins
       Json body = e.contains(inner) && e[inner].is_object() ? e[inner] : Json::object();
       (*out)[name] = Entry{body, dir};
     }
     return {};
   };
-  KUBE_RETURN_IF_ERROR(merge("clusters", "cluster", &m->clusters));
-  KUBE_RETURN_IF_ERROR(merge("users", "user", &m->users));
-  KUBE_RETURN_IF_ERROR(merge("contexts", "context", &m->contexts));
+  HT_RETURN_IF_ERROR(merge("clusters", "cluster", &m->clusters));
+  HT_RETURN_IF_ERROR(merge("users", "user", &m->users));
+  HT_RETURN_IF_ERROR(merge("contexts", "context", &m->contexts));
   if (m->current_context.empty()) m->current_context = Str(doc, "current-context");
   return {};
 }
 
-Result<std::string> DataOrFile(const Json& o, const char* data_key, const char* file_key,
-                               const std::string& dir) {
+StatusOr<std::string> DataOrFile(const Json& o, const char* data_key, const char* file_key,
+                                 const std::string& dir) {
   std::string data = Str(o, data_key);
   if (!data.empty()) return Base64Decode(data, data_key);
   std::string file = Str(o, file_key);
@@ -122,31 +122,31 @@ Result<std::string> DataOrFile(const Json& o, const char* data_key, const char* 
   return std::string();
 }
 
-Result<Config> Resolve(const Merged& m, const std::string& context_override) {
+StatusOr<Config> Resolve(const Merged& m, const std::string& context_override) {
   std::string ctx_name = context_override.empty() ? m.current_context : context_override;
-  if (ctx_name.empty()) return MakeError(ErrorCode::kConfig, "kubeconfig: no current-context set");
+  if (ctx_name.empty()) return hypertrain::InvalidArgument("kubeconfig: no current-context set");
   auto ctx_it = m.contexts.find(ctx_name);
   if (ctx_it == m.contexts.end())
-    return MakeError(ErrorCode::kConfig, "kubeconfig: context \"" + ctx_name + "\" not found");
+    return hypertrain::InvalidArgument("kubeconfig: context \"" + ctx_name + "\" not found");
   const Json& ctx = ctx_it->second.body;
   std::string cluster_name = Str(ctx, "cluster");
   auto cl_it = m.clusters.find(cluster_name);
   if (cl_it == m.clusters.end())
-    return MakeError(ErrorCode::kConfig, "kubeconfig: cluster \"" + cluster_name +
-                                             "\" (context \"" + ctx_name + "\") not found");
+    return hypertrain::InvalidArgument("kubeconfig: cluster \"" + cluster_name + "\" (context \"" +
+                                       ctx_name + "\") not found");
   Config c;
   const Json& cl = cl_it->second.body;
   c.server = Str(cl, "server");
   if (c.server.empty())
-    return MakeError(ErrorCode::kConfig,
-                     "kubeconfig: cluster \"" + cluster_name + "\" has no server");
+    return hypertrain::InvalidArgument("kubeconfig: cluster \"" + cluster_name +
+                                       "\" has no server");
   if (cl.contains("insecure-skip-tls-verify") && cl["insecure-skip-tls-verify"].is_boolean())
     c.insecure_skip_tls_verify = cl["insecure-skip-tls-verify"].get<bool>();
   c.tls_server_name = Str(cl, "tls-server-name");
   {
     auto ca =
         DataOrFile(cl, "certificate-authority-data", "certificate-authority", cl_it->second.dir);
-    if (!ca.ok()) return ca.error();
+    if (!ca.ok()) return ca.status();
     c.ca_pem = *ca;
   }
   std::string ns = Str(ctx, "namespace");
@@ -156,33 +156,32 @@ Result<Config> Resolve(const Merged& m, const std::string& context_override) {
   if (!user_name.empty()) {
     auto u_it = m.users.find(user_name);
     if (u_it == m.users.end())
-      return MakeError(ErrorCode::kConfig, "kubeconfig: user \"" + user_name + "\" not found");
+      return hypertrain::InvalidArgument("kubeconfig: user \"" + user_name + "\" not found");
     const Json& u = u_it->second.body;
     const std::string& dir = u_it->second.dir;
     c.token = Str(u, "token");
     std::string tf = Str(u, "tokenFile");
     if (!tf.empty()) c.token_file = JoinPath(dir, tf);
     auto cert = DataOrFile(u, "client-certificate-data", "client-certificate", dir);
-    if (!cert.ok()) return cert.error();
+    if (!cert.ok()) return cert.status();
     auto key = DataOrFile(u, "client-key-data", "client-key", dir);
-    if (!key.ok()) return key.error();
+    if (!key.ok()) return key.status();
     c.client_cert_pem = *cert;
     c.client_key_pem = *key;
     if (c.client_cert_pem.empty() != c.client_key_pem.empty())
-      return MakeError(ErrorCode::kConfig,
-                       "kubeconfig: user \"" + user_name +
-                           "\" has a client certificate without a key or vice versa");
+      return hypertrain::InvalidArgument("kubeconfig: user \"" + user_name +
+                                         "\" has a client certificate without a key or vice versa");
     if (u.contains("exec") && u["exec"].is_object()) {
       const Json& e = u["exec"];
       ExecConfig ex;
       ex.api_version = Str(e, "apiVersion");
       if (ex.api_version != "client.authentication.k8s.io/v1beta1" &&
           ex.api_version != "client.authentication.k8s.io/v1")
-        return MakeError(ErrorCode::kConfig, "kubeconfig: exec plugin apiVersion \"" +
-                                                 ex.api_version + "\" is not supported");
+        return hypertrain::InvalidArgument("kubeconfig: exec plugin apiVersion \"" +
+                                           ex.api_version + "\" is not supported");
       ex.command = Str(e, "command");
       if (ex.command.empty())
-        return MakeError(ErrorCode::kConfig, "kubeconfig: exec without command");
+        return hypertrain::InvalidArgument("kubeconfig: exec without command");
       // A relative command with a slash resolves against the kubeconfig directory.
       if (ex.command.find('/') != std::string::npos) ex.command = JoinPath(dir, ex.command);
       if (e.contains("args") && e["args"].is_array())
@@ -195,62 +194,60 @@ Result<Config> Resolve(const Merged& m, const std::string& context_override) {
       c.exec = ex;
     }
     if (u.contains("auth-provider"))
-      return MakeError(ErrorCode::kConfig,
-                       "kubeconfig: auth-provider plugins are not supported; use exec");
+      return hypertrain::InvalidArgument(
+          "kubeconfig: auth-provider plugins are not supported; use exec");
   }
   return c;
 }
 
 }  // namespace
 
-Result<std::string> ReadFileToString(const std::string& path) {
+StatusOr<std::string> ReadFileToString(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return MakeError(ErrorCode::kConfig, "cannot read " + path);
+  if (!f) return hypertrain::InvalidArgument("cannot read " + path);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
 }
 
-Result<Config> LoadKubeconfigText(const std::string& yaml, const std::string& base_dir,
-                                  const std::string& context) {
+StatusOr<Config> LoadKubeconfigText(const std::string& yaml, const std::string& base_dir,
+                                    const std::string& context) {
   Merged m;
   try {
-    KUBE_RETURN_IF_ERROR(MergeDoc(YamlToJson(YAML::Load(yaml)), base_dir, &m));
+    HT_RETURN_IF_ERROR(MergeDoc(YamlToJson(YAML::Load(yaml)), base_dir, &m));
   } catch (const YAML::Exception& e) {
-    return MakeError(ErrorCode::kConfig, std::string("kubeconfig: invalid YAML: ") + e.what());
+    return hypertrain::InvalidArgument(std::string("kubeconfig: invalid YAML: ") + e.what());
   }
   return Resolve(m, context);
 }
 
-Result<Config> LoadKubeconfig(const std::vector<std::string>& paths, const std::string& context) {
+StatusOr<Config> LoadKubeconfig(const std::vector<std::string>& paths, const std::string& context) {
   Merged m;
   int loaded = 0;
   for (const auto& p : paths) {
     if (p.empty()) continue;
     std::ifstream probe(p);
     if (!probe) {
-      if (paths.size() == 1) return MakeError(ErrorCode::kConfig, "cannot read kubeconfig " + p);
+      if (paths.size() == 1) return hypertrain::InvalidArgument("cannot read kubeconfig " + p);
       continue;  // like kubectl: missing entries of a KUBECONFIG list are skipped
     }
     auto text = ReadFileToString(p);
-    if (!text.ok()) return text.error();
+    if (!text.ok()) return text.status();
     try {
       auto r = MergeDoc(YamlToJson(YAML::Load(*text)), DirName(p), &m);
       if (!r.ok()) {
-        Error e = r.error();
-        e.message = p + ": " + e.message;
-        return e;
+        return r.WithMessage(p + ": " + r.message());
       }
     } catch (const YAML::Exception& e) {
-      return MakeError(ErrorCode::kConfig, p + ": invalid YAML: " + e.what());
+      return hypertrain::InvalidArgument(p + ": invalid YAML: " + e.what());
     }
     ++loaded;
   }
-  if (loaded == 0) return MakeError(ErrorCode::kConfig, "no readable kubeconfig file");
+  if (loaded == 0) return hypertrain::InvalidArgument("no readable kubeconfig file");
   return Resolve(m, context);
 }
 
-Result<Config> LoadKubeconfigFromEnv(const std::string& context) {
+StatusOr<Config> LoadKubeconfigFromEnv(const std::string& context) {
   std::vector<std::string> paths;
   if (const char* kc = std::getenv("KUBECONFIG"); kc && *kc) {
     std::string s(kc);
@@ -264,26 +261,26 @@ Result<Config> LoadKubeconfigFromEnv(const std::string& context) {
   } else if (const char* home = std::getenv("HOME"); home && *home) {
     paths.push_back(std::string(home) + "/.kube/config");
   } else {
-    return MakeError(ErrorCode::kConfig, "neither KUBECONFIG nor HOME is set");
+    return hypertrain::InvalidArgument("neither KUBECONFIG nor HOME is set");
   }
   return LoadKubeconfig(paths, context);
 }
 
-Result<Config> LoadInCluster(const std::string& sa_dir) {
+StatusOr<Config> LoadInCluster(const std::string& sa_dir) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (!host || !*host || !port || !*port)
-    return MakeError(ErrorCode::kConfig,
-                     "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
+    return hypertrain::InvalidArgument(
+        "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
   Config c;
   std::string h(host);
   if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6 literal
   c.server = "https://" + h + ":" + port;
   c.token_file = sa_dir + "/token";
   auto tok = ReadFileToString(c.token_file);
-  if (!tok.ok()) return tok.error();
+  if (!tok.ok()) return tok.status();
   auto ca = ReadFileToString(sa_dir + "/ca.crt");
-  if (!ca.ok()) return ca.error();
+  if (!ca.ok()) return ca.status();
   c.ca_pem = *ca;
   auto ns = ReadFileToString(sa_dir + "/namespace");
   if (ns.ok()) {
@@ -294,7 +291,7 @@ Result<Config> LoadInCluster(const std::string& sa_dir) {
   return c;
 }
 
-Result<Config> LoadDefault() {
+StatusOr<Config> LoadDefault() {
   if (const char* h = std::getenv("KUBERNETES_SERVICE_HOST"); h && *h) return LoadInCluster();
   return LoadKubeconfigFromEnv();
 }

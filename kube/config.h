@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "kube/error.h"
+#include "kube/status.h"
 
 namespace kube {
 
@@ -58,23 +58,23 @@ struct Config {
 
 // Parses one or more kubeconfig files (merged as described above).
 // `context` empty → current-context.
-Result<Config> LoadKubeconfig(const std::vector<std::string>& paths,
-                              const std::string& context = "");
+StatusOr<Config> LoadKubeconfig(const std::vector<std::string>& paths,
+                                const std::string& context = "");
 // Parses kubeconfig YAML text (relative paths resolve against `base_dir`).
-Result<Config> LoadKubeconfigText(const std::string& yaml, const std::string& base_dir,
-                                  const std::string& context = "");
+StatusOr<Config> LoadKubeconfigText(const std::string& yaml, const std::string& base_dir,
+                                    const std::string& context = "");
 // $KUBECONFIG (':'-separated) or ~/.kube/config.
-Result<Config> LoadKubeconfigFromEnv(const std::string& context = "");
+StatusOr<Config> LoadKubeconfigFromEnv(const std::string& context = "");
 
 // In-cluster: KUBERNETES_SERVICE_HOST/PORT and the service-account directory
 // (token, ca.crt, namespace).
-Result<Config> LoadInCluster(
+StatusOr<Config> LoadInCluster(
     const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 
 // In-cluster when KUBERNETES_SERVICE_HOST is set, else kubeconfig from the environment.
-Result<Config> LoadDefault();
+StatusOr<Config> LoadDefault();
 
 // Reads a whole file; kConfig error naming the file on failure.
-Result<std::string> ReadFileToString(const std::string& path);
+StatusOr<std::string> ReadFileToString(const std::string& path);
 
 }  // namespace kube

@@ -37,7 +37,7 @@ users:
     token: abc
 )");
   auto c = LoadKubeconfig({dir + "/config"});
-  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->server, "https://127.0.0.1:6443");
   EXPECT_EQ(c->ca_pem, "PEM-CA");
   EXPECT_EQ(c->namespace_name, "team-a");
@@ -76,7 +76,7 @@ contexts:
   setenv("KUBECONFIG", (dir + "/a:" + dir + "/missing:" + dir + "/b").c_str(), 1);
   auto c = LoadKubeconfigFromEnv();
   unsetenv("KUBECONFIG");
-  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->server, "https://first:1");  // first definition of "shared" wins
   EXPECT_TRUE(c->insecure_skip_tls_verify);
   EXPECT_EQ(c->namespace_name, "default");
@@ -92,15 +92,15 @@ contexts:
 TEST(ConfigTest, KubeconfigErrorsAreClear) {
   auto missing_ctx = LoadKubeconfigText("current-context: nope\n", "/tmp");
   ASSERT_FALSE(missing_ctx.ok());
-  EXPECT_EQ(missing_ctx.error().code, ErrorCode::kConfig);
-  EXPECT_NE(missing_ctx.error().message.find("\"nope\" not found"), std::string::npos);
+  EXPECT_EQ(missing_ctx.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing_ctx.status().message().find("\"nope\" not found"), std::string::npos);
   auto bad_b64 = LoadKubeconfigText(R"(current-context: x
 contexts: [{name: x, context: {cluster: c}}]
 clusters: [{name: c, cluster: {server: "https://h", certificate-authority-data: "!!!"}}]
 )",
                                     "/tmp");
   ASSERT_FALSE(bad_b64.ok());
-  EXPECT_NE(bad_b64.error().message.find("base64"), std::string::npos);
+  EXPECT_NE(bad_b64.status().message().find("base64"), std::string::npos);
   auto bad_exec = LoadKubeconfigText(R"(current-context: x
 contexts: [{name: x, context: {cluster: c, user: u}}]
 clusters: [{name: c, cluster: {server: "https://h"}}]
@@ -108,10 +108,10 @@ users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1alpha
 )",
                                      "/tmp");
   ASSERT_FALSE(bad_exec.ok());
-  EXPECT_NE(bad_exec.error().message.find("v1alpha1"), std::string::npos);
+  EXPECT_NE(bad_exec.status().message().find("v1alpha1"), std::string::npos);
   auto bad_yaml = LoadKubeconfigText("clusters: [", "/tmp");
   ASSERT_FALSE(bad_yaml.ok());
-  EXPECT_NE(bad_yaml.error().message.find("invalid YAML"), std::string::npos);
+  EXPECT_NE(bad_yaml.status().message().find("invalid YAML"), std::string::npos);
   auto no_file = LoadKubeconfig({"/nonexistent/kubeconfig"});
   ASSERT_FALSE(no_file.ok());
 }
@@ -128,7 +128,7 @@ TEST(ConfigTest, InCluster) {
   auto c = LoadInCluster(dir);
   unsetenv("KUBERNETES_SERVICE_HOST");
   unsetenv("KUBERNETES_SERVICE_PORT");
-  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->server, "https://10.0.0.1:443");
   EXPECT_EQ(c->token_file, dir + "/token");
   EXPECT_EQ(c->ca_pem, "CA");
@@ -140,7 +140,7 @@ TEST(ExecCredentialTest, ParsesAndValidates) {
       R"({"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1",
     "status":{"token":"k8s-aws-v1.abc","expirationTimestamp":"2030-01-02T03:04:05Z"}})",
       "client.authentication.k8s.io/v1beta1");
-  ASSERT_TRUE(ok.ok()) << ok.error().ToString();
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->token, "k8s-aws-v1.abc");
   ASSERT_TRUE(ok->expiration.has_value());
   EXPECT_EQ(FormatRfc3339(*ok->expiration), "2030-01-02T03:04:05Z");

@@ -3,7 +3,7 @@
 namespace kube {
 
 Controller::Controller(WorkQueue* queue, Reconciler reconcile, int workers,
-                       std::function<void(const std::string&, const Error&)> on_error)
+                       std::function<void(const std::string&, const Status&)> on_error)
     : queue_(queue),
       reconcile_(std::move(reconcile)),
       workers_(std::max(1, workers)),
@@ -25,14 +25,14 @@ void Controller::Stop() {
 
 void Controller::Work() {
   while (auto key = queue_->Get()) {
-    Result<ReconcileResult> r = MakeError(ErrorCode::kUnknown, "reconciler threw");
+    StatusOr<ReconcileResult> r = hypertrain::Unknown("reconciler threw");
     try {
       r = reconcile_(*key);
     } catch (const std::exception& e) {
-      r = MakeError(ErrorCode::kUnknown, std::string("reconciler threw: ") + e.what());
+      r = hypertrain::Unknown(std::string("reconciler threw: ") + e.what());
     }
     if (!r.ok()) {
-      if (on_error_) on_error_(*key, r.error());
+      if (on_error_) on_error_(*key, r.status());
       queue_->AddRateLimited(*key);
     } else if (r->requeue_after.count() > 0) {
       queue_->Forget(*key);

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "kube/error.h"
+#include "kube/status.h"
 #include "kube/workqueue.h"
 
 namespace kube {
@@ -22,13 +22,13 @@ struct ReconcileResult {
   std::chrono::milliseconds requeue_after{0};
 };
 
-using Reconciler = std::function<Result<ReconcileResult>(const std::string& key)>;
+using Reconciler = std::function<StatusOr<ReconcileResult>(const std::string& key)>;
 
 class Controller {
  public:
   // `queue` must outlive the controller. `on_error` (optional) sees each failure.
   Controller(WorkQueue* queue, Reconciler reconcile, int workers,
-             std::function<void(const std::string& key, const Error&)> on_error = nullptr);
+             std::function<void(const std::string& key, const Status&)> on_error = nullptr);
   ~Controller();
   void Start();
   // Shuts the queue down and joins the workers (in-flight reconciles finish).
@@ -39,7 +39,7 @@ class Controller {
   WorkQueue* queue_;
   Reconciler reconcile_;
   int workers_;
-  std::function<void(const std::string&, const Error&)> on_error_;
+  std::function<void(const std::string&, const Status&)> on_error_;
   std::vector<std::thread> threads_;
 };
 

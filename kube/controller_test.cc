@@ -35,12 +35,14 @@ TEST(ControllerTest, ErrorsBackOffThenForgetOnSuccess) {
   std::mutex mu;
   Controller c(
       &q,
-      [&](const std::string&) -> Result<ReconcileResult> {
-        if (calls.fetch_add(1) < 2) return MakeError(ErrorCode::kConflict, "try again");
+      [&](const std::string&) -> StatusOr<ReconcileResult> {
+        // A Conflict as a watch ERROR event carries it (no HTTP status).
+        if (calls.fetch_add(1) < 2)
+          return ErrorFromStatusObject(0, Json{{"reason", "Conflict"}, {"message", "try again"}});
         return ReconcileResult{};
       },
       2,
-      [&](const std::string& k, const Error& e) {
+      [&](const std::string& k, const Status& e) {
         std::lock_guard<std::mutex> l(mu);
         errors.push_back(k + ": " + e.ToString());
       });
@@ -62,7 +64,7 @@ TEST(ControllerTest, RequeueAfterAndExceptions) {
   std::map<std::string, std::vector<std::chrono::steady_clock::time_point>> seen;
   Controller c(
       &q,
-      [&](const std::string& k) -> Result<ReconcileResult> {
+      [&](const std::string& k) -> StatusOr<ReconcileResult> {
         size_t n;
         {
           std::lock_guard<std::mutex> l(mu);

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "kube/config.h"
-#include "kube/error.h"
+#include "kube/status.h"
 
 namespace kube {
 
@@ -20,7 +20,7 @@ class Credentials {
   explicit Credentials(const Config& config);
 
   // "Bearer <token>", or "" when the config has no token source.
-  Result<std::string> AuthorizationHeader();
+  StatusOr<std::string> AuthorizationHeader();
   // A request got 401: drop cached tokens. True if a fresh credential may
   // differ (exec plugin or token file), i.e. one retry is worthwhile.
   bool OnUnauthorized();
@@ -28,8 +28,8 @@ class Credentials {
   int exec_runs() const { return exec_runs_.load(); }
 
  private:
-  Result<std::string> FileToken();
-  Result<std::string> ExecToken();
+  StatusOr<std::string> FileToken();
+  StatusOr<std::string> ExecToken();
 
   const std::string server_;
   const std::string static_token_;

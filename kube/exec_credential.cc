@@ -49,38 +49,38 @@ std::string FormatRfc3339(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-Result<ExecCredential> ParseExecCredential(const std::string& text,
-                                           const std::string& api_version) {
+StatusOr<ExecCredential> ParseExecCredential(const std::string& text,
+                                             const std::string& api_version) {
   Json j = Json::parse(text, nullptr, false);
-  if (!j.is_object()) return MakeError(ErrorCode::kAuth, "exec plugin output is not a JSON object");
+  if (!j.is_object()) return hypertrain::Unauthenticated("exec plugin output is not a JSON object");
   if (j.value("kind", "") != "ExecCredential")
-    return MakeError(ErrorCode::kAuth, "exec plugin output kind is not ExecCredential");
+    return hypertrain::Unauthenticated("exec plugin output kind is not ExecCredential");
   if (!api_version.empty() && j.value("apiVersion", "") != api_version)
-    return MakeError(ErrorCode::kAuth, "exec plugin returned apiVersion \"" +
-                                           j.value("apiVersion", "") + "\", want \"" + api_version +
-                                           "\"");
+    return hypertrain::Unauthenticated("exec plugin returned apiVersion \"" +
+                                       j.value("apiVersion", "") + "\", want \"" + api_version +
+                                       "\"");
   auto st = j.find("status");
   if (st == j.end() || !st->is_object())
-    return MakeError(ErrorCode::kAuth, "exec plugin output has no status");
+    return hypertrain::Unauthenticated("exec plugin output has no status");
   ExecCredential c;
   c.token = st->value("token", "");
   if (c.token.empty()) {
     if (st->contains("clientCertificateData"))
-      return MakeError(ErrorCode::kAuth,
-                       "exec plugin returned a client certificate; only tokens are supported");
-    return MakeError(ErrorCode::kAuth, "exec plugin output has no status.token");
+      return hypertrain::Unauthenticated(
+          "exec plugin returned a client certificate; only tokens are supported");
+    return hypertrain::Unauthenticated("exec plugin output has no status.token");
   }
   std::string exp = st->value("expirationTimestamp", "");
   if (!exp.empty()) {
     c.expiration = ParseRfc3339(exp);
     if (!c.expiration)
-      return MakeError(ErrorCode::kAuth,
-                       "exec plugin expirationTimestamp \"" + exp + "\" is not RFC 3339");
+      return hypertrain::Unauthenticated("exec plugin expirationTimestamp \"" + exp +
+                                         "\" is not RFC 3339");
   }
   return c;
 }
 
-Result<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string& server) {
+StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string& server) {
   Json info = {{"apiVersion", exec.api_version},
                {"kind", "ExecCredential"},
                {"spec", {{"interactive", false}}}};
@@ -105,16 +105,16 @@ Result<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string& 
   envp.push_back(nullptr);
 
   int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return MakeError(ErrorCode::kAuth, "pipe failed");
+  if (pipe2(out, O_CLOEXEC) != 0) return hypertrain::Unauthenticated("pipe failed");
   if (pipe2(err, O_CLOEXEC) != 0) {
     close(out[0]);
     close(out[1]);
-    return MakeError(ErrorCode::kAuth, "pipe failed");
+    return hypertrain::Unauthenticated("pipe failed");
   }
   pid_t pid = fork();
   if (pid < 0) {
     for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
-    return MakeError(ErrorCode::kAuth, std::string("fork failed: ") + std::strerror(errno));
+    return hypertrain::Unauthenticated(std::string("fork failed: ") + std::strerror(errno));
   }
   if (pid == 0) {
     int devnull = open("/dev/null", O_RDONLY);
@@ -161,14 +161,14 @@ Result<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string& 
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out)
-    return MakeError(ErrorCode::kAuth, "exec plugin " + exec.command + " timed out after " +
-                                           std::to_string(exec.timeout.count()) + " ms (killed)");
+    return hypertrain::Unauthenticated("exec plugin " + exec.command + " timed out after " +
+                                       std::to_string(exec.timeout.count()) + " ms (killed)");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::string why = WIFEXITED(status) ? "exited with " + std::to_string(WEXITSTATUS(status))
                                         : "killed by signal " + std::to_string(WTERMSIG(status));
     if (stderr_s.size() > 300) stderr_s = stderr_s.substr(0, 300) + "...";
-    return MakeError(ErrorCode::kAuth, "exec plugin " + exec.command + " " + why +
-                                           (stderr_s.empty() ? "" : ": " + stderr_s));
+    return hypertrain::Unauthenticated("exec plugin " + exec.command + " " + why +
+                                       (stderr_s.empty() ? "" : ": " + stderr_s));
   }
   return ParseExecCredential(stdout_s, exec.api_version);
 }

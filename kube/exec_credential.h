@@ -6,7 +6,7 @@
 #include <string>
 
 #include "kube/config.h"
-#include "kube/error.h"
+#include "kube/status.h"
 
 namespace kube {
 
@@ -20,10 +20,11 @@ struct ExecCredential {
 // process's plus exec.env plus KUBERNETES_EXEC_INFO. stdin is /dev/null.
 // A plugin exceeding exec.timeout is killed by PID. The plugin's stderr is
 // passed through truncated in error messages; its stdout (the token) never is.
-Result<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string& server = "");
+StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string& server = "");
 
 // Parses an ExecCredential JSON document (checks kind/apiVersion).
-Result<ExecCredential> ParseExecCredential(const std::string& json, const std::string& api_version);
+StatusOr<ExecCredential> ParseExecCredential(const std::string& json,
+                                             const std::string& api_version);
 
 // RFC 3339 ("2024-01-02T03:04:05Z", fractional seconds and offsets allowed).
 std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& s);

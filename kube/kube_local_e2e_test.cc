@@ -50,16 +50,16 @@ class KubeLocalTest : public ::testing::Test {
     ASSERT_FALSE(bin.empty()) << "kube-local binary not in runfiles";
     kl_ = new KubeLocal(bin, testing::MakeTempDir("kube-local"));
     auto r = kl_->Start();
-    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_TRUE(r.ok()) << r.ToString();
     auto cfg = kl_->LoadConfig();
-    ASSERT_TRUE(cfg.ok()) << cfg.error().ToString();
+    ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
     cfg->retry_base = 20ms;
     cfg->retry_max = 200ms;
     cfg->qps = 0;
     client_ = new std::shared_ptr<RestClient>(*RestClient::Create(*cfg));
     ResourceClient ns(*client_, resources::kNamespaces);
     auto created = ns.Create({{"metadata", {{"name", kNs}}}});
-    ASSERT_TRUE(created.ok() || IsAlreadyExists(created.error())) << created.error().ToString();
+    ASSERT_TRUE(created.ok() || IsAlreadyExists(created.status())) << created.status().ToString();
   }
   static void TearDownTestSuite() {
     delete client_;
@@ -70,7 +70,7 @@ class KubeLocalTest : public ::testing::Test {
     ASSERT_NE(*client_, nullptr);
   }
   ResourceClient Pods() { return ResourceClient(*client_, resources::kPods, kNs); }
-  Result<Json> Admin(const std::string& what,
+  StatusOr<Json> Admin(const std::string& what,
                      std::vector<std::pair<std::string, std::string>> q = {}) {
     Request r;
     r.method = "POST";
@@ -88,80 +88,80 @@ TEST_F(KubeLocalTest, CrudConflictsAndDelete) {
   gen["metadata"].erase("name");
   gen["metadata"]["generateName"] = "crud-";
   auto created = pods.Create(gen);
-  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
   std::string name = NameOf(*created);
   EXPECT_EQ(name.rfind("crud-", 0), 0u);
   EXPECT_FALSE(UidOf(*created).empty());
 
   auto dup = pods.Create(*created);
   ASSERT_FALSE(dup.ok());
-  EXPECT_EQ(dup.error().code, ErrorCode::kAlreadyExists) << dup.error().ToString();
+  EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists) << dup.status().ToString();
 
   // Update with the current resourceVersion succeeds; replaying the stale one conflicts.
   Json stale = *created;
   Json upd = *created;
   upd["metadata"]["labels"]["tier"] = "a";
   auto u1 = pods.Update(upd);
-  ASSERT_TRUE(u1.ok()) << u1.error().ToString();
+  ASSERT_TRUE(u1.ok()) << u1.status().ToString();
   EXPECT_NE(ResourceVersionOf(*u1), ResourceVersionOf(stale));
   stale["metadata"]["labels"]["tier"] = "b";
   auto u2 = pods.Update(stale);
   ASSERT_FALSE(u2.ok());
-  EXPECT_EQ(u2.error().code, ErrorCode::kConflict) << u2.error().ToString();
-  EXPECT_EQ(u2.error().http_status, 409);
+  EXPECT_EQ(u2.status().code(), StatusCode::kAborted) << u2.status().ToString();
+  EXPECT_EQ(u2.status().http_status(), 409);
 
   // Conflict-retrying read-modify-write.
-  auto u3 = pods.UpdateWithRetry(name, [](Json& o) -> Result<void> {
+  auto u3 = pods.UpdateWithRetry(name, [](Json& o) -> Status {
     o["metadata"]["labels"]["tier"] = "c";
     return {};
   });
-  ASSERT_TRUE(u3.ok()) << u3.error().ToString();
+  ASSERT_TRUE(u3.ok()) << u3.status().ToString();
   EXPECT_EQ((*u3)["metadata"]["labels"]["tier"], "c");
 
   // Merge patch (how the launcher publishes progress).
   auto p =
       pods.Patch(name, {{"metadata", {{"annotations", {{"hypertrain.io/progress", "step=10"}}}}}});
-  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ((*p)["metadata"]["annotations"]["hypertrain.io/progress"], "step=10");
   EXPECT_EQ((*p)["metadata"]["labels"]["tier"], "c");
 
   // Annotation helper (set one, remove one) and an Event about the pod.
   auto ann = pods.PatchAnnotations(
       name, {{"hypertrain.io/step", "20"}, {"hypertrain.io/progress", std::nullopt}});
-  ASSERT_TRUE(ann.ok()) << ann.error().ToString();
+  ASSERT_TRUE(ann.ok()) << ann.status().ToString();
   EXPECT_EQ((*ann)["metadata"]["annotations"]["hypertrain.io/step"], "20");
   EXPECT_FALSE((*ann)["metadata"]["annotations"].contains("hypertrain.io/progress"));
   auto ev = RecordEvent(**client_, *ann, "Warning", "NodeFault", "rank 3 lost", "e2e-test");
-  ASSERT_TRUE(ev.ok()) << ev.error().ToString();
+  ASSERT_TRUE(ev.ok()) << ev.status().ToString();
   ResourceClient events(*client_, resources::kEvents, kNs);
   ListOptions eo;
   eo.field_selector = "involvedObject.name=" + name;
   auto evs = events.List(eo);
-  ASSERT_TRUE(evs.ok()) << evs.error().ToString();
+  ASSERT_TRUE(evs.ok()) << evs.status().ToString();
   ASSERT_EQ(evs->items.size(), 1u);
   EXPECT_EQ(evs->items[0]["reason"], "NodeFault");
 
   auto nf = pods.Get("does-not-exist");
   ASSERT_FALSE(nf.ok());
-  EXPECT_EQ(nf.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(nf.status().code(), StatusCode::kNotFound);
 
   // Delete preconditions: wrong uid → Conflict; right uid → gone.
   DeleteOptions bad;
   bad.precondition_uid = "not-the-uid";
   auto d1 = pods.Delete(name, bad);
   ASSERT_FALSE(d1.ok());
-  EXPECT_EQ(d1.error().code, ErrorCode::kConflict) << d1.error().ToString();
+  EXPECT_EQ(d1.status().code(), StatusCode::kAborted) << d1.status().ToString();
   DeleteOptions good;
   good.precondition_uid = UidOf(*created);
   good.propagation_policy = "Background";
   good.grace_period_seconds = 0;
   auto d2 = pods.Delete(name, good);
-  ASSERT_TRUE(d2.ok()) << d2.error().ToString();
+  ASSERT_TRUE(d2.ok()) << d2.status().ToString();
   for (int i = 0; i < 200; ++i) {
     if (!pods.Get(name).ok()) break;
     std::this_thread::sleep_for(10ms);
   }
-  EXPECT_EQ(pods.Get(name).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(pods.Get(name).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(KubeLocalTest, SelectorsAndPaging) {
@@ -171,14 +171,14 @@ TEST_F(KubeLocalTest, SelectorsAndPaging) {
   ListOptions o;
   o.label_selector = "app=db";
   auto db = pods.List(o);
-  ASSERT_TRUE(db.ok()) << db.error().ToString();
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
   size_t db_count = 0;
   for (const auto& it : db->items) db_count += NameOf(it).rfind("page-", 0) == 0;
   EXPECT_EQ(db_count, 4u);
   ListOptions f;
   f.field_selector = "metadata.name=page-7";
   auto one = pods.List(f);
-  ASSERT_TRUE(one.ok()) << one.error().ToString();
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
   ASSERT_EQ(one->items.size(), 1u);
   EXPECT_EQ(NameOf(one->items[0]), "page-7");
   ListOptions page;
@@ -189,7 +189,7 @@ TEST_F(KubeLocalTest, SelectorsAndPaging) {
   EXPECT_FALSE(first->continue_token.empty());
   int64_t before = (*client_)->attempts();
   auto all = pods.ListAll(page);
-  ASSERT_TRUE(all.ok()) << all.error().ToString();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
   size_t paged = 0;
   for (const auto& it : all->items) paged += NameOf(it).rfind("page-", 0) == 0;
   EXPECT_EQ(paged, 12u);
@@ -200,14 +200,14 @@ TEST_F(KubeLocalTest, StatusSubresource) {
   auto pods = Pods();
   ASSERT_TRUE(pods.Create(Pod("status-1")).ok());
   auto s = pods.PatchStatus("status-1", {{"status", {{"phase", "Running"}}}});
-  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
   auto got = pods.GetStatus("status-1");
-  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ((*got)["status"]["phase"], "Running");
   Json obj = *got;
   obj["status"]["phase"] = "Succeeded";
   auto put = pods.UpdateStatus(obj);
-  ASSERT_TRUE(put.ok()) << put.error().ToString();
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
   EXPECT_EQ((*pods.Get("status-1"))["status"]["phase"], "Succeeded");
 }
 
@@ -216,19 +216,19 @@ TEST_F(KubeLocalTest, LeasesAndServerSideApply) {
   Json lease = {{"metadata", {{"name", "leader"}}},
                 {"spec", {{"holderIdentity", "op-1"}, {"leaseDurationSeconds", 15}}}};
   auto c = leases.Create(lease);
-  ASSERT_TRUE(c.ok()) << c.error().ToString();
-  auto u = leases.UpdateWithRetry("leader", [](Json& o) -> Result<void> {
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto u = leases.UpdateWithRetry("leader", [](Json& o) -> Status {
     o["spec"]["holderIdentity"] = "op-2";
     return {};
   });
-  ASSERT_TRUE(u.ok()) << u.error().ToString();
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
   EXPECT_EQ((*u)["spec"]["holderIdentity"], "op-2");
   auto a = Pods().Apply(Pod("applied"), "e2e-manager", true);
-  if (!a.ok() && (a.error().code == ErrorCode::kUnknown || a.error().http_status == 415 ||
-                  a.error().code == ErrorCode::kMethodNotAllowed)) {
-    GTEST_SKIP() << "server-side apply not served by kube-local: " << a.error().ToString();
+  if (!a.ok() && (a.status().code() == StatusCode::kUnknown || a.status().http_status() == 415 ||
+                  a.status().http_status() == 405)) {
+    GTEST_SKIP() << "server-side apply not served by kube-local: " << a.status().ToString();
   }
-  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(NameOf(*a), "applied");
 }
 
@@ -243,14 +243,15 @@ TEST_F(KubeLocalTest, AuthTokenClientCertExecPluginAndBadCa) {
   wrong.token = "not-the-token";
   auto w = (*RestClient::Create(wrong))->Send(ver);
   ASSERT_FALSE(w.ok());
-  EXPECT_EQ(w.error().code, ErrorCode::kUnauthorized) << w.error().ToString();
+  EXPECT_EQ(w.status().code(), StatusCode::kUnauthenticated) << w.status().ToString();
+  EXPECT_EQ(w.status().http_status(), 401);
   // Client certificate instead of a token.
   Config cert = *base;
   cert.token.clear();
   cert.client_cert_pem = testing::ReadFile(kl_->client_cert_dir() + "/client.crt");
   cert.client_key_pem = testing::ReadFile(kl_->client_cert_dir() + "/client.key");
   auto c = (*RestClient::Create(cert))->Send(ver);
-  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
   // Exec plugin printing the real token.
   std::string dir = testing::MakeTempDir("exec");
   testing::WriteFile(dir + "/plugin.sh",
@@ -266,7 +267,7 @@ TEST_F(KubeLocalTest, AuthTokenClientCertExecPluginAndBadCa) {
   ex.exec = e;
   auto exec_client = *RestClient::Create(ex);
   auto x = exec_client->Send(ver);
-  ASSERT_TRUE(x.ok()) << x.error().ToString();
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
   EXPECT_EQ(exec_client->exec_runs(), 1);
   // A CA that did not sign the server certificate → clear TLS error.
   std::string pki_dir = testing::MakeTempDir("pki");
@@ -277,7 +278,8 @@ TEST_F(KubeLocalTest, AuthTokenClientCertExecPluginAndBadCa) {
   bad.ca_pem = testing::ReadFile(pki.ca_crt);
   auto b = (*RestClient::Create(bad))->Send(ver);
   ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.error().code, ErrorCode::kTls) << b.error().ToString();
+  EXPECT_EQ(b.status().code(), StatusCode::kUnauthenticated) << b.status().ToString();
+  EXPECT_EQ(b.status().http_status(), 0);  // a TLS failure, not an HTTP 401
 }
 
 TEST_F(KubeLocalTest, RetriesInjectedFaults) {
@@ -286,13 +288,13 @@ TEST_F(KubeLocalTest, RetriesInjectedFaults) {
   ASSERT_TRUE(Admin("fail", {{"count", "2"}, {"code", "500"}}).ok());
   int64_t a0 = (*client_)->attempts();
   auto r = (*client_)->Send(get);
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*client_)->attempts() - a0, 3);
   ASSERT_TRUE(Admin("fail", {{"count", "1"}, {"code", "429"}, {"retryAfterSeconds", "1"}}).ok());
   auto t0 = std::chrono::steady_clock::now();
   Json pod = Pod("after-429");
   auto c = Pods().Create(pod);  // POST: 429 is safe to retry
-  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 900ms);
   ASSERT_TRUE(Admin("reset-faults").ok());
 }
@@ -321,7 +323,7 @@ TEST_F(KubeLocalTest, LeaderElectionSingleLeaderExpiryAndHandover) {
   ASSERT_TRUE(a.ok() && b.ok());
   // One round each: a creates the lease, b is refused, a renews.
   auto ra = (*a)->TryAcquireOrRenew();
-  ASSERT_TRUE(ra.ok()) << ra.error().ToString();
+  ASSERT_TRUE(ra.ok()) << ra.status().ToString();
   EXPECT_TRUE(*ra);
   EXPECT_FALSE(*(*b)->TryAcquireOrRenew());
   EXPECT_TRUE(*(*a)->TryAcquireOrRenew());
@@ -331,7 +333,7 @@ TEST_F(KubeLocalTest, LeaderElectionSingleLeaderExpiryAndHandover) {
   bool b_won = false;
   while (std::chrono::steady_clock::now() - t0 < 5s) {
     auto r = (*b)->TryAcquireOrRenew();
-    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
     if (*r) {
       b_won = true;
       break;
@@ -383,7 +385,7 @@ TEST_F(KubeLocalTest, CustomResourceWithStatusSubresourceAndWatch) {
                                            {"schema", {{"openAPIV3Schema", schema}}},
                                            {"subresources", {{"status", Json::object()}}}}})}}}};
   auto c = crds.Create(crd);
-  ASSERT_TRUE(c.ok() || IsAlreadyExists(c.error())) << c.error().ToString();
+  ASSERT_TRUE(c.ok() || IsAlreadyExists(c.status())) << c.status().ToString();
   ResourceClient widgets(*client_,
                          resources::Custom("e2e.hypertrain.io", "v1", "widgets", "Widget"), kNs);
   bool served = false;
@@ -395,7 +397,8 @@ TEST_F(KubeLocalTest, CustomResourceWithStatusSubresourceAndWatch) {
   // Schema validation errors come back as Invalid with the server's message.
   auto bad = widgets.Create({{"metadata", {{"name", "bad"}}}, {"spec", {{"replicas", 0}}}});
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().code, ErrorCode::kInvalid) << bad.error().ToString();
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad.status().ToString();
+  EXPECT_TRUE(IsInvalid(bad.status())) << bad.status().ToString();
 
   // Watch the collection while the object goes through create / status / delete.
   CancelToken stop;
@@ -417,18 +420,18 @@ TEST_F(KubeLocalTest, CustomResourceWithStatusSubresourceAndWatch) {
         &stop);
   });
   auto w = widgets.Create({{"metadata", {{"name", "w1"}}}, {"spec", {{"replicas", 2}}}});
-  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
   // The status subresource ignores spec changes and the main resource ignores status.
   Json with_status = *w;
   with_status["status"] = {{"phase", "Ready"}};
   with_status["spec"]["replicas"] = 9;
   auto st = widgets.UpdateStatus(with_status);
-  ASSERT_TRUE(st.ok()) << st.error().ToString();
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
   EXPECT_EQ((*st)["status"]["phase"], "Ready");
   EXPECT_EQ((*st)["spec"]["replicas"], 2);
   auto gen_before = (*st)["metadata"].value("generation", 0);
   auto sp = widgets.Patch("w1", {{"spec", {{"replicas", 3}}}, {"status", {{"phase", "Ignored"}}}});
-  ASSERT_TRUE(sp.ok()) << sp.error().ToString();
+  ASSERT_TRUE(sp.ok()) << sp.status().ToString();
   EXPECT_EQ((*sp)["status"]["phase"], "Ready");
   EXPECT_GT((*sp)["metadata"].value("generation", 0), gen_before);
   ASSERT_TRUE(widgets.Delete("w1").ok());
@@ -502,7 +505,7 @@ TEST_F(KubeLocalTest, ZInformerConvergesThroughDropsCompactionAndRestart) {
   // Control-plane restart (state kept in --data-dir), with writes before and after.
   ASSERT_TRUE(touch("inf-5", "1"));
   auto rr = kl_->Restart();
-  ASSERT_TRUE(rr.ok()) << rr.error().ToString();
+  ASSERT_TRUE(rr.ok()) << rr.ToString();
   ASSERT_TRUE(pods.Delete("inf-6", {}).ok());
   ASSERT_TRUE(pods.Create(Pod("inf-new-2", "inf")).ok());
   ASSERT_TRUE(touch("inf-7", "1"));

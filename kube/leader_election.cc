@@ -27,15 +27,15 @@ LeaderElector::LeaderElector(std::shared_ptr<RestClient> client, LeaderElectionC
       cfg_(std::move(c)),
       cb_(std::move(cb)) {}
 
-Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(std::shared_ptr<RestClient> client,
-                                                             LeaderElectionConfig c,
-                                                             LeaderCallbacks cb) {
+StatusOr<std::unique_ptr<LeaderElector>> LeaderElector::Create(std::shared_ptr<RestClient> client,
+                                                               LeaderElectionConfig c,
+                                                               LeaderCallbacks cb) {
   if (c.lease_namespace.empty() || c.lease_name.empty() || c.identity.empty())
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "leader election needs lease namespace, lease name and identity");
+    return hypertrain::InvalidArgument(
+        "leader election needs lease namespace, lease name and identity");
   if (!(c.retry_period < c.renew_deadline && c.renew_deadline < c.lease_duration))
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "leader election needs retry_period < renew_deadline < lease_duration");
+    return hypertrain::InvalidArgument(
+        "leader election needs retry_period < renew_deadline < lease_duration");
   return std::unique_ptr<LeaderElector>(
       new LeaderElector(std::move(client), std::move(c), std::move(cb)));
 }
@@ -45,12 +45,12 @@ std::string LeaderElector::ObservedHolder() const {
   return observed_holder_;
 }
 
-Result<bool> LeaderElector::TryAcquireOrRenew() {
+StatusOr<bool> LeaderElector::TryAcquireOrRenew() {
   const std::string now = MicroTimeNow();
   const int64_t duration_s = std::max<int64_t>(1, cfg_.lease_duration.count() / 1000);
   auto cur = leases_.Get(cfg_.lease_name);
   if (!cur.ok()) {
-    if (!IsNotFound(cur.error())) return cur.error();
+    if (!IsNotFound(cur.status())) return cur.status();
     Json lease = {{"metadata", {{"name", cfg_.lease_name}}},
                   {"spec",
                    {{"holderIdentity", cfg_.identity},
@@ -60,8 +60,8 @@ Result<bool> LeaderElector::TryAcquireOrRenew() {
                     {"leaseTransitions", 0}}}};
     auto c = leases_.Create(lease);
     if (!c.ok()) {
-      if (IsAlreadyExists(c.error())) return false;  // another candidate was faster
-      return c.error();
+      if (IsAlreadyExists(c.status())) return false;  // another candidate was faster
+      return c.status();
     }
     std::lock_guard<std::mutex> l(mu_);
     observed_holder_ = cfg_.identity;
@@ -95,8 +95,8 @@ Result<bool> LeaderElector::TryAcquireOrRenew() {
   }
   auto u = leases_.Update(lease);  // resourceVersion precondition from the read
   if (!u.ok()) {
-    if (IsConflict(u.error())) return false;
-    return u.error();
+    if (IsConflict(u.status())) return false;
+    return u.status();
   }
   std::lock_guard<std::mutex> l(mu_);
   observed_holder_ = cfg_.identity;
@@ -105,15 +105,15 @@ Result<bool> LeaderElector::TryAcquireOrRenew() {
   return true;
 }
 
-Result<void> LeaderElector::Release() {
+Status LeaderElector::Release() {
   auto cur = leases_.Get(cfg_.lease_name);
-  if (!cur.ok()) return IsNotFound(cur.error()) ? Result<void>() : Result<void>(cur.error());
+  if (!cur.ok()) return IsNotFound(cur.status()) ? Status() : Status(cur.status());
   Json lease = std::move(*cur);
   if (lease.value("spec", Json::object()).value("holderIdentity", "") != cfg_.identity) return {};
   lease["spec"]["holderIdentity"] = "";
   lease["spec"]["renewTime"] = MicroTimeNow();
   auto u = leases_.Update(lease);
-  if (!u.ok()) return u.error();
+  if (!u.ok()) return u.status();
   return {};
 }
 

@@ -40,16 +40,16 @@ struct LeaderCallbacks {
 
 class LeaderElector {
  public:
-  static Result<std::unique_ptr<LeaderElector>> Create(std::shared_ptr<RestClient> client,
-                                                       LeaderElectionConfig config,
-                                                       LeaderCallbacks callbacks);
+  static StatusOr<std::unique_ptr<LeaderElector>> Create(std::shared_ptr<RestClient> client,
+                                                         LeaderElectionConfig config,
+                                                         LeaderCallbacks callbacks);
   // Campaigns until leadership is won, leads until it is lost or `cancel`
   // fires, then returns (callers usually exit the process to restart clean).
   void Run(CancelToken* cancel);
   // One acquire-or-renew round: true if this candidate holds the lease afterwards.
-  Result<bool> TryAcquireOrRenew();
+  StatusOr<bool> TryAcquireOrRenew();
   // Gives the lease up if held (empty holderIdentity).
-  Result<void> Release();
+  Status Release();
   bool IsLeader() const { return leader_.load(); }
   std::string ObservedHolder() const;
 

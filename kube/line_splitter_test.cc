@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "kube/error.h"
+#include "kube/status.h"
 
 namespace kube {
 namespace {

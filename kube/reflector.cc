@@ -23,14 +23,14 @@ void Reflector::SetRv(const std::string& rv) {
   rv_ = rv;
 }
 
-Result<void> Reflector::ListAndReplace(CancelToken* cancel) {
+Status Reflector::ListAndReplace(CancelToken* cancel) {
   ListOptions lo;
   lo.label_selector = opts_.label_selector;
   lo.field_selector = opts_.field_selector;
   lo.limit = opts_.page_size;
   auto list = client_.ListAll(lo);
-  if (cancel && cancel->cancelled()) return MakeError(ErrorCode::kCancelled, "cancelled");
-  if (!list.ok()) return list.error();
+  if (cancel && cancel->cancelled()) return hypertrain::Cancelled("cancelled");
+  if (!list.ok()) return list.status();
   std::vector<Json> items;
   items.reserve(list->items.size());
   for (auto& it : list->items) items.push_back(std::move(it));
@@ -45,7 +45,7 @@ Result<void> Reflector::ListAndReplace(CancelToken* cancel) {
   return {};
 }
 
-Result<void> Reflector::WatchOnce(CancelToken* cancel) {
+Status Reflector::WatchOnce(CancelToken* cancel) {
   WatchOptions wo;
   wo.label_selector = opts_.label_selector;
   wo.field_selector = opts_.field_selector;
@@ -56,7 +56,7 @@ Result<void> Reflector::WatchOnce(CancelToken* cancel) {
     std::lock_guard<std::mutex> l(mu_);
     ++stats_.watches;
   }
-  std::optional<Error> in_stream;
+  std::optional<Status> in_stream;
   auto res = client_.Watch(
       wo,
       [&](const WatchEvent& e) {
@@ -103,7 +103,7 @@ void Reflector::Run(CancelToken* cancel) {
   Backoff backoff(opts_.backoff_base, opts_.backoff_max);
   int failures = 0;
   bool need_list = true;
-  auto fail = [&](const Error& e, const char* what) {
+  auto fail = [&](const Status& e, const char* what) {
     {
       std::lock_guard<std::mutex> l(mu_);
       ++stats_.errors;
@@ -115,8 +115,8 @@ void Reflector::Run(CancelToken* cancel) {
     if (need_list) {
       auto r = ListAndReplace(cancel);
       if (!r.ok()) {
-        if (r.error().code == ErrorCode::kCancelled) break;
-        fail(r.error(), "list");
+        if (r.code() == StatusCode::kCancelled) break;
+        fail(r, "list");
         continue;
       }
       need_list = false;
@@ -139,7 +139,7 @@ void Reflector::Run(CancelToken* cancel) {
       }
       continue;
     }
-    if (IsGone(w.error())) {
+    if (IsGone(w)) {
       {
         std::lock_guard<std::mutex> l(mu_);
         ++stats_.relists_after_gone;
@@ -147,7 +147,7 @@ void Reflector::Run(CancelToken* cancel) {
       need_list = true;  // history compacted: re-list, diff, re-watch
       continue;
     }
-    fail(w.error(), "watch");
+    fail(w, "watch");
   }
 }
 

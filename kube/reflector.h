@@ -52,13 +52,13 @@ class Reflector {
   bool HasSynced() const { return synced_.load(); }
   std::string LastResourceVersion() const;
   ReflectorStats stats() const;
-  // Receives one line per failure (no secrets: messages come from kube::Error).
+  // Receives one line per failure (no secrets: messages come from the client's Status).
   void SetErrorLogger(std::function<void(const std::string&)> log) { log_ = std::move(log); }
 
  private:
-  Result<void> ListAndReplace(CancelToken* cancel);
+  Status ListAndReplace(CancelToken* cancel);
   // Returns OK on a normal close, kGone when a re-list is needed.
-  Result<void> WatchOnce(CancelToken* cancel);
+  Status WatchOnce(CancelToken* cancel);
   void SetRv(const std::string& rv);
 
   ResourceClient client_;

@@ -85,38 +85,37 @@ ResourceClient::ResourceClient(std::shared_ptr<RestClient> client, ResourceType 
       type_(std::move(type)),
       ns_(type_.namespaced ? std::move(ns) : "") {}
 
-Result<std::string> ResourceClient::NamespaceFor(const Json* obj) const {
+StatusOr<std::string> ResourceClient::NamespaceFor(const Json* obj) const {
   if (!type_.namespaced) return std::string();
   std::string ns = obj ? NamespaceOf(*obj) : "";
   if (!ns.empty() && !ns_.empty() && ns != ns_)
-    return MakeError(
-        ErrorCode::kInvalidArgument,
-        "object namespace \"" + ns + "\" does not match client namespace \"" + ns_ + "\"");
+    return hypertrain::InvalidArgument("object namespace \"" + ns +
+                                       "\" does not match client namespace \"" + ns_ + "\"");
   if (ns.empty()) ns = ns_;
   if (ns.empty())
-    return MakeError(ErrorCode::kInvalidArgument,
-                     type_.plural + " are namespaced: this call needs a namespace");
+    return hypertrain::InvalidArgument(type_.plural +
+                                       " are namespaced: this call needs a namespace");
   return ns;
 }
 
-static Result<void> CheckName(const std::string& name) {
-  if (name.empty()) return MakeError(ErrorCode::kInvalidArgument, "empty object name");
+static Status CheckName(const std::string& name) {
+  if (name.empty()) return hypertrain::InvalidArgument("empty object name");
   if (name.find('/') != std::string::npos || name.find('?') != std::string::npos ||
       name.find('%') != std::string::npos || name == "." || name == "..")
-    return MakeError(ErrorCode::kInvalidArgument, "invalid object name \"" + name + "\"");
+    return hypertrain::InvalidArgument("invalid object name \"" + name + "\"");
   return {};
 }
 
-Result<Json> ResourceClient::Get(const std::string& name) const {
-  KUBE_RETURN_IF_ERROR(CheckName(name));
+StatusOr<Json> ResourceClient::Get(const std::string& name) const {
+  HT_RETURN_IF_ERROR(CheckName(name));
   auto ns = NamespaceFor(nullptr);
-  if (!ns.ok()) return ns.error();
+  if (!ns.ok()) return ns.status();
   Request r;
   r.path = type_.ObjectPath(*ns, name);
   return client_->SendJson(r);
 }
 
-Result<ListResult> ResourceClient::List(const ListOptions& o) const {
+StatusOr<ListResult> ResourceClient::List(const ListOptions& o) const {
   Request r;
   r.path = type_.CollectionPath(ns_);
   if (!o.label_selector.empty()) r.query.emplace_back("labelSelector", o.label_selector);
@@ -125,10 +124,10 @@ Result<ListResult> ResourceClient::List(const ListOptions& o) const {
   if (!o.continue_token.empty()) r.query.emplace_back("continue", o.continue_token);
   if (!o.resource_version.empty()) r.query.emplace_back("resourceVersion", o.resource_version);
   auto j = client_->SendJson(r);
-  if (!j.ok()) return j.error();
+  if (!j.ok()) return j.status();
   if (!j->is_object() || !j->contains("items") ||
       !((*j)["items"].is_array() || (*j)["items"].is_null()))
-    return MakeError(ErrorCode::kBadResponse, "list " + r.path + ": response has no items array");
+    return hypertrain::Internal("list " + r.path + ": response has no items array");
   ListResult out;
   if ((*j)["items"].is_array()) out.items = std::move((*j)["items"]);
   const Json& m = Meta(*j);
@@ -142,7 +141,7 @@ Result<ListResult> ResourceClient::List(const ListOptions& o) const {
   return out;
 }
 
-Result<ListResult> ResourceClient::ListAll(ListOptions o) const {
+StatusOr<ListResult> ResourceClient::ListAll(ListOptions o) const {
   if (o.limit <= 0) o.limit = 500;
   for (int restart = 0; restart < 4; ++restart) {
     ListResult all;
@@ -152,32 +151,30 @@ Result<ListResult> ResourceClient::ListAll(ListOptions o) const {
     for (int pages = 0;; ++pages) {
       auto r = List(page);
       if (!r.ok()) {
-        if (IsGone(r.error()) && !page.continue_token.empty()) {
+        if (IsGone(r.status()) && !page.continue_token.empty()) {
           expired = true;  // the continue token outlived the server's history
           break;
         }
-        return r.error();
+        return r.status();
       }
       for (auto& it : r->items) all.items.push_back(std::move(it));
       all.resource_version = r->resource_version;  // every page reports the snapshot's RV
       if (r->continue_token.empty()) return all;
       page.continue_token = r->continue_token;
       page.resource_version.clear();  // continue implies the first page's snapshot
-      if (pages > 100000) return MakeError(ErrorCode::kBadResponse, "list never ends");
+      if (pages > 100000) return hypertrain::Internal("list never ends");
     }
     if (!expired) break;
   }
-  return MakeError(ErrorCode::kGone, "list continue token expired repeatedly");
+  return hypertrain::Expired("list continue token expired repeatedly");
 }
 
-Result<Json> ResourceClient::Create(const Json& obj) const {
-  if (!obj.is_object())
-    return MakeError(ErrorCode::kInvalidArgument, "create: object is not a JSON object");
+StatusOr<Json> ResourceClient::Create(const Json& obj) const {
+  if (!obj.is_object()) return hypertrain::InvalidArgument("create: object is not a JSON object");
   auto ns = NamespaceFor(&obj);
-  if (!ns.ok()) return ns.error();
+  if (!ns.ok()) return ns.status();
   if (NameOf(obj).empty() && MetaStr(obj, "generateName").empty())
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "create: metadata.name or metadata.generateName required");
+    return hypertrain::InvalidArgument("create: metadata.name or metadata.generateName required");
   Json body = obj;
   if (!body.contains("apiVersion")) body["apiVersion"] = type_.ApiVersion();
   if (!body.contains("kind")) body["kind"] = type_.kind;
@@ -189,11 +186,11 @@ Result<Json> ResourceClient::Create(const Json& obj) const {
   return client_->SendJson(r);
 }
 
-Result<Json> ResourceClient::Update(const Json& obj) const {
+StatusOr<Json> ResourceClient::Update(const Json& obj) const {
   std::string name = obj.is_object() ? NameOf(obj) : "";
-  KUBE_RETURN_IF_ERROR(CheckName(name));
+  HT_RETURN_IF_ERROR(CheckName(name));
   auto ns = NamespaceFor(&obj);
-  if (!ns.ok()) return ns.error();
+  if (!ns.ok()) return ns.status();
   Json body = obj;
   if (!body.contains("apiVersion")) body["apiVersion"] = type_.ApiVersion();
   if (!body.contains("kind")) body["kind"] = type_.kind;
@@ -204,10 +201,11 @@ Result<Json> ResourceClient::Update(const Json& obj) const {
   return client_->SendJson(r);
 }
 
-Result<Json> ResourceClient::Patch(const std::string& name, const Json& patch, PatchType t) const {
-  KUBE_RETURN_IF_ERROR(CheckName(name));
+StatusOr<Json> ResourceClient::Patch(const std::string& name, const Json& patch,
+                                     PatchType t) const {
+  HT_RETURN_IF_ERROR(CheckName(name));
   auto ns = NamespaceFor(nullptr);
-  if (!ns.ok()) return ns.error();
+  if (!ns.ok()) return ns.status();
   Request r;
   r.method = "PATCH";
   r.path = type_.ObjectPath(*ns, name);
@@ -216,14 +214,14 @@ Result<Json> ResourceClient::Patch(const std::string& name, const Json& patch, P
   return client_->SendJson(r);
 }
 
-Result<Json> ResourceClient::Apply(const Json& obj, const std::string& field_manager,
-                                   bool force) const {
+StatusOr<Json> ResourceClient::Apply(const Json& obj, const std::string& field_manager,
+                                     bool force) const {
   std::string name = obj.is_object() ? NameOf(obj) : "";
-  KUBE_RETURN_IF_ERROR(CheckName(name));
+  HT_RETURN_IF_ERROR(CheckName(name));
   if (field_manager.empty())
-    return MakeError(ErrorCode::kInvalidArgument, "server-side apply needs a fieldManager");
+    return hypertrain::InvalidArgument("server-side apply needs a fieldManager");
   auto ns = NamespaceFor(&obj);
-  if (!ns.ok()) return ns.error();
+  if (!ns.ok()) return ns.status();
   Json body = obj;
   if (!body.contains("apiVersion")) body["apiVersion"] = type_.ApiVersion();
   if (!body.contains("kind")) body["kind"] = type_.kind;
@@ -237,10 +235,10 @@ Result<Json> ResourceClient::Apply(const Json& obj, const std::string& field_man
   return client_->SendJson(r);
 }
 
-Result<Json> ResourceClient::Delete(const std::string& name, const DeleteOptions& o) const {
-  KUBE_RETURN_IF_ERROR(CheckName(name));
+StatusOr<Json> ResourceClient::Delete(const std::string& name, const DeleteOptions& o) const {
+  HT_RETURN_IF_ERROR(CheckName(name));
   auto ns = NamespaceFor(nullptr);
-  if (!ns.ok()) return ns.error();
+  if (!ns.ok()) return ns.status();
   Json body = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}};
   if (!o.propagation_policy.empty()) body["propagationPolicy"] = o.propagation_policy;
   if (o.grace_period_seconds) body["gracePeriodSeconds"] = *o.grace_period_seconds;
@@ -254,21 +252,20 @@ Result<Json> ResourceClient::Delete(const std::string& name, const DeleteOptions
   return client_->SendJson(r);
 }
 
-Result<Json> ResourceClient::PatchAnnotations(
+StatusOr<Json> ResourceClient::PatchAnnotations(
     const std::string& name, const std::map<std::string, std::optional<std::string>>& kv) const {
   Json ann = Json::object();
   for (const auto& [k, v] : kv) ann[k] = v ? Json(*v) : Json(nullptr);
   return Patch(name, {{"metadata", {{"annotations", ann}}}}, PatchType::kMerge);
 }
 
-Result<Json> RecordEvent(RestClient& client, const Json& involved, const std::string& type,
-                         const std::string& reason, const std::string& message,
-                         const std::string& component) {
+StatusOr<Json> RecordEvent(RestClient& client, const Json& involved, const std::string& type,
+                           const std::string& reason, const std::string& message,
+                           const std::string& component) {
   if (type != "Normal" && type != "Warning")
-    return MakeError(ErrorCode::kInvalidArgument, "event type must be Normal or Warning");
+    return hypertrain::InvalidArgument("event type must be Normal or Warning");
   std::string name = NameOf(involved), ns = NamespaceOf(involved);
-  if (name.empty())
-    return MakeError(ErrorCode::kInvalidArgument, "event: involved object has no name");
+  if (name.empty()) return hypertrain::InvalidArgument("event: involved object has no name");
   if (ns.empty()) ns = "default";  // events about cluster-scoped objects live in default
   std::string now = FormatRfc3339(std::chrono::system_clock::now());
   Json ev = {{"apiVersion", "v1"},
@@ -296,20 +293,20 @@ Result<Json> RecordEvent(RestClient& client, const Json& involved, const std::st
   return client.SendJson(r);
 }
 
-Result<Json> ResourceClient::GetStatus(const std::string& name) const {
-  KUBE_RETURN_IF_ERROR(CheckName(name));
+StatusOr<Json> ResourceClient::GetStatus(const std::string& name) const {
+  HT_RETURN_IF_ERROR(CheckName(name));
   auto ns = NamespaceFor(nullptr);
-  if (!ns.ok()) return ns.error();
+  if (!ns.ok()) return ns.status();
   Request r;
   r.path = type_.ObjectPath(*ns, name) + "/status";
   return client_->SendJson(r);
 }
 
-Result<Json> ResourceClient::UpdateStatus(const Json& obj) const {
+StatusOr<Json> ResourceClient::UpdateStatus(const Json& obj) const {
   std::string name = obj.is_object() ? NameOf(obj) : "";
-  KUBE_RETURN_IF_ERROR(CheckName(name));
+  HT_RETURN_IF_ERROR(CheckName(name));
   auto ns = NamespaceFor(&obj);
-  if (!ns.ok()) return ns.error();
+  if (!ns.ok()) return ns.status();
   Json body = obj;
   if (!body.contains("apiVersion")) body["apiVersion"] = type_.ApiVersion();
   if (!body.contains("kind")) body["kind"] = type_.kind;
@@ -320,11 +317,11 @@ Result<Json> ResourceClient::UpdateStatus(const Json& obj) const {
   return client_->SendJson(r);
 }
 
-Result<Json> ResourceClient::PatchStatus(const std::string& name, const Json& patch,
-                                         PatchType t) const {
-  KUBE_RETURN_IF_ERROR(CheckName(name));
+StatusOr<Json> ResourceClient::PatchStatus(const std::string& name, const Json& patch,
+                                           PatchType t) const {
+  HT_RETURN_IF_ERROR(CheckName(name));
   auto ns = NamespaceFor(nullptr);
-  if (!ns.ok()) return ns.error();
+  if (!ns.ok()) return ns.status();
   Request r;
   r.method = "PATCH";
   r.path = type_.ObjectPath(*ns, name) + "/status";
@@ -333,26 +330,26 @@ Result<Json> ResourceClient::PatchStatus(const std::string& name, const Json& pa
   return client_->SendJson(r);
 }
 
-Result<Json> ResourceClient::UpdateWithRetry(const std::string& name,
-                                             const std::function<Result<void>(Json&)>& mutate,
-                                             int attempts) const {
-  Error last = MakeError(ErrorCode::kConflict, "no attempt made");
+StatusOr<Json> ResourceClient::UpdateWithRetry(const std::string& name,
+                                               const std::function<Status(Json&)>& mutate,
+                                               int attempts) const {
+  Status last = hypertrain::Aborted("no attempt made");
   for (int i = 0; i < std::max(1, attempts); ++i) {
     auto cur = Get(name);
-    if (!cur.ok()) return cur.error();
+    if (!cur.ok()) return cur.status();
     Json obj = std::move(*cur);
-    KUBE_RETURN_IF_ERROR(mutate(obj));
+    HT_RETURN_IF_ERROR(mutate(obj));
     auto r = Update(obj);  // carries the read resourceVersion: a precondition
-    if (r.ok() || !IsConflict(r.error())) return r;
-    last = r.error();
+    if (r.ok() || !IsConflict(r.status())) return r;
+    last = r.status();
   }
-  last.message += " (gave up after " + std::to_string(attempts) + " conflicting updates)";
-  return last;
+  return last.WithMessage(last.message() + " (gave up after " + std::to_string(attempts) +
+                          " conflicting updates)");
 }
 
-Result<void> ResourceClient::Watch(const WatchOptions& o,
-                                   const std::function<bool(const WatchEvent&)>& on_event,
-                                   CancelToken* cancel) const {
+Status ResourceClient::Watch(const WatchOptions& o,
+                             const std::function<bool(const WatchEvent&)>& on_event,
+                             CancelToken* cancel) const {
   Request r;
   r.path = type_.CollectionPath(ns_);
   r.query.emplace_back("watch", "1");
@@ -366,15 +363,14 @@ Result<void> ResourceClient::Watch(const WatchOptions& o,
   r.timeout = std::chrono::milliseconds((ts + 30) * 1000LL);
 
   LineSplitter splitter;
-  std::optional<Error> decode_error;
+  std::optional<Status> decode_error;
   bool stopped = false;
   auto on_line = [&](std::string_view line) -> bool {
     Json ev = Json::parse(line, nullptr, false);
     if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string() ||
         !ev.contains("object")) {
-      decode_error =
-          MakeError(ErrorCode::kBadResponse, "watch " + r.path + ": undecodable event (" +
-                                                 std::to_string(line.size()) + " bytes)");
+      decode_error = hypertrain::Internal("watch " + r.path + ": undecodable event (" +
+                                          std::to_string(line.size()) + " bytes)");
       return false;
     }
     const std::string t = ev["type"].get<std::string>();
@@ -390,7 +386,7 @@ Result<void> ResourceClient::Watch(const WatchOptions& o,
     else if (t == "ERROR")
       e.type = WatchEvent::Type::kError;
     else {
-      decode_error = MakeError(ErrorCode::kBadResponse, "watch: unknown event type \"" + t + "\"");
+      decode_error = hypertrain::Internal("watch: unknown event type \"" + t + "\"");
       return false;
     }
     e.object = std::move(ev["object"]);
@@ -405,16 +401,14 @@ Result<void> ResourceClient::Watch(const WatchOptions& o,
       [&](std::string_view data) {
         if (!splitter.Feed(data, on_line)) {
           if (!stopped && !decode_error)
-            decode_error =
-                MakeError(ErrorCode::kBadResponse, "watch: event exceeds the line limit");
+            decode_error = hypertrain::Internal("watch: event exceeds the line limit");
           return false;
         }
         return true;
       },
       cancel);
   if (decode_error) return *decode_error;
-  if (!res.ok()) return res.error();
-  return {};
+  return res;
 }
 
 }  // namespace kube

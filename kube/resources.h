@@ -4,7 +4,7 @@
 // A ResourceClient is bound to one resource type and (for namespaced types)
 // one namespace; an empty namespace on a namespaced type means "all
 // namespaces" and only allows List/Watch. All calls go through RestClient
-// (limits, retries, timeouts, Status → Error mapping).
+// (limits, retries, timeouts, response → Status mapping).
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -13,8 +13,8 @@
 #include <string>
 
 #include "kube/cancel.h"
-#include "kube/error.h"
 #include "kube/rest_client.h"
+#include "kube/status.h"
 
 namespace kube {
 
@@ -91,52 +91,51 @@ class ResourceClient {
   const std::string& ns() const { return ns_; }
   ResourceClient InNamespace(const std::string& ns) const { return {client_, type_, ns}; }
 
-  Result<Json> Get(const std::string& name) const;
+  StatusOr<Json> Get(const std::string& name) const;
   // One page (honours limit/continue).
-  Result<ListResult> List(const ListOptions& opts = {}) const;
+  StatusOr<ListResult> List(const ListOptions& opts = {}) const;
   // Every page: follows continue tokens (page size opts.limit, default 500). If
   // a continue token expires (410) the whole list restarts (at most 3 times).
-  Result<ListResult> ListAll(ListOptions opts = {}) const;
+  StatusOr<ListResult> ListAll(ListOptions opts = {}) const;
   // Fills apiVersion/kind (and metadata.namespace) when absent; metadata.generateName works.
-  Result<Json> Create(const Json& obj) const;
+  StatusOr<Json> Create(const Json& obj) const;
   // PUT. With metadata.resourceVersion set the server rejects a stale object with 409 (kConflict).
-  Result<Json> Update(const Json& obj) const;
-  Result<Json> Patch(const std::string& name, const Json& patch,
-                     PatchType type = PatchType::kMerge) const;
+  StatusOr<Json> Update(const Json& obj) const;
+  StatusOr<Json> Patch(const std::string& name, const Json& patch,
+                       PatchType type = PatchType::kMerge) const;
   // Server-side apply (application/apply-patch+yaml; JSON is YAML).
-  Result<Json> Apply(const Json& obj, const std::string& field_manager, bool force = false) const;
+  StatusOr<Json> Apply(const Json& obj, const std::string& field_manager, bool force = false) const;
   // Returns the server's answer (the object with deletionTimestamp, or a Status).
-  Result<Json> Delete(const std::string& name, const DeleteOptions& opts = {}) const;
+  StatusOr<Json> Delete(const std::string& name, const DeleteOptions& opts = {}) const;
 
   // Merge-patches metadata.annotations: a value sets the key, nullopt removes it.
   // (The trainer's launcher publishes progress this way.)
-  Result<Json> PatchAnnotations(const std::string& name,
-                                const std::map<std::string, std::optional<std::string>>& kv) const;
+  StatusOr<Json> PatchAnnotations(
+      const std::string& name, const std::map<std::string, std::optional<std::string>>& kv) const;
 
   // status subresource
-  Result<Json> GetStatus(const std::string& name) const;
-  Result<Json> UpdateStatus(const Json& obj) const;
-  Result<Json> PatchStatus(const std::string& name, const Json& patch,
-                           PatchType type = PatchType::kMerge) const;
+  StatusOr<Json> GetStatus(const std::string& name) const;
+  StatusOr<Json> UpdateStatus(const Json& obj) const;
+  StatusOr<Json> PatchStatus(const std::string& name, const Json& patch,
+                             PatchType type = PatchType::kMerge) const;
 
   // GET, mutate, PUT with the read resourceVersion; on 409 re-read and retry
   // (at most `attempts` times). `mutate` returning an error aborts.
-  Result<Json> UpdateWithRetry(const std::string& name,
-                               const std::function<Result<void>(Json&)>& mutate,
-                               int attempts = 5) const;
+  StatusOr<Json> UpdateWithRetry(const std::string& name,
+                                 const std::function<Status(Json&)>& mutate,
+                                 int attempts = 5) const;
 
   // One watch request. `on_event` gets each event in order (return false to
   // stop). Returns OK when the server closed the stream normally, kGone on
   // HTTP 410, kCancelled on cancel, or the transport/HTTP error. ERROR events
   // inside the stream are delivered to `on_event` (type kError), not returned.
-  Result<void> Watch(const WatchOptions& opts,
-                     const std::function<bool(const WatchEvent&)>& on_event,
-                     CancelToken* cancel = nullptr) const;
+  Status Watch(const WatchOptions& opts, const std::function<bool(const WatchEvent&)>& on_event,
+               CancelToken* cancel = nullptr) const;
 
   RestClient& rest() const { return *client_; }
 
  private:
-  Result<std::string> NamespaceFor(const Json* obj) const;
+  StatusOr<std::string> NamespaceFor(const Json* obj) const;
   std::shared_ptr<RestClient> client_;
   ResourceType type_;
   std::string ns_;
@@ -145,9 +144,9 @@ class ResourceClient {
 // Records a core/v1 Event about `involved` (an object with apiVersion, kind and
 // metadata). `type` is "Normal" or "Warning"; `reason` is UpperCamelCase.
 // Events are not aggregated (each call creates one Event named <name>.<random>).
-Result<Json> RecordEvent(RestClient& client, const Json& involved, const std::string& type,
-                         const std::string& reason, const std::string& message,
-                         const std::string& component);
+StatusOr<Json> RecordEvent(RestClient& client, const Json& involved, const std::string& type,
+                           const std::string& reason, const std::string& message,
+                           const std::string& component);
 
 // metadata helpers
 std::string NameOf(const Json& obj);

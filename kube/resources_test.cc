@@ -103,15 +103,15 @@ TEST(ResourceClientTest, BadInputsAreRejectedLocally) {
   Recorder rec;
   FakeServer srv(rec.Handler());
   ResourceClient all(Client(srv.url()), resources::kPods, "");  // all namespaces
-  EXPECT_EQ(all.Get("p").error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(all.Get("p").status().code(), StatusCode::kInvalidArgument);
   ResourceClient pods(Client(srv.url()), resources::kPods, "ns");
-  EXPECT_EQ(pods.Get("").error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(pods.Get("a/b").error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(pods.Create(Json::object()).error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(pods.Create({{"metadata", {{"name", "x"}, {"namespace", "other"}}}}).error().code,
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(pods.Apply({{"metadata", {{"name", "x"}}}}, "").error().code,
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(pods.Get("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pods.Get("a/b").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pods.Create(Json::object()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pods.Create({{"metadata", {{"name", "x"}, {"namespace", "other"}}}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(pods.Apply({{"metadata", {{"name", "x"}}}}, "").status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(srv.requests(), 0);
 }
 
@@ -139,7 +139,7 @@ TEST(ResourceClientTest, ListAllFollowsContinueAndRestartsOnExpiry) {
   o.limit = 2;
   o.label_selector = "pool=gpu";
   auto all = nodes.ListAll(o);
-  ASSERT_TRUE(all.ok()) << all.error().ToString();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
   ASSERT_EQ(all->items.size(), 5u);
   EXPECT_EQ(all->items[4]["metadata"]["name"], "n4");
   EXPECT_EQ(all->items[0]["kind"], "Node");  // restored on list items
@@ -178,11 +178,11 @@ TEST(ResourceClientTest, UpdateWithRetryRereadsOnConflict) {
   ResourceClient jobs(Client(srv.url()),
                       resources::Custom("hypertrain.io", "v1", "trainingjobs", "TrainingJob"),
                       "ns");
-  auto r = jobs.UpdateWithRetry("j", [](Json& o) -> Result<void> {
+  auto r = jobs.UpdateWithRetry("j", [](Json& o) -> Status {
     o["spec"]["replicas"] = 4;
     return {};
   });
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(puts.load(), 2);
   EXPECT_EQ((*r)["spec"]["replicas"], 4);
 }

@@ -56,7 +56,7 @@ bool IdempotentVerb(const std::string& m) { return m != "POST"; }
 
 struct Attempt {
   std::optional<Response> response;  // set when an HTTP response arrived
-  std::optional<Error> error;        // set when no response (or stream failure)
+  std::optional<Status> error;       // set when no response (or stream failure)
   bool refused = false;              // nothing was sent
   bool retryable_transport = false;
   bool stream_started = false;  // body bytes may have been delivered: never retry
@@ -126,8 +126,8 @@ struct RestClient::Impl {
 
   Attempt Once(const Request& req, CancelToken* cancel,
                const std::function<bool(std::string_view)>* on_data);
-  Result<Response> Run(const Request& req, CancelToken* cancel,
-                       const std::function<bool(std::string_view)>* on_data);
+  StatusOr<Response> Run(const Request& req, CancelToken* cancel,
+                         const std::function<bool(std::string_view)>* on_data);
 };
 
 Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
@@ -136,7 +136,7 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
   auto timeout = req.timeout.count() > 0 ? req.timeout : config.request_timeout;
   auto auth = creds.AuthorizationHeader();
   if (!auth.ok()) {
-    a.error = auth.error();
+    a.error = auth.status();
     return a;
   }
   web::uri_builder ub(utility::conversions::to_string_t(req.path));
@@ -179,7 +179,7 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
         }
       }
       if (cancel && cancel->cancelled()) {
-        a.error = MakeError(ErrorCode::kCancelled, "stream cancelled");
+        a.error = hypertrain::Cancelled("stream cancelled");
         return a;
       }
     } else {
@@ -190,59 +190,60 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
     std::string what = e.what();
     auto ec = e.error_code();
     if (cancel && cancel->cancelled()) {
-      a.error = MakeError(ErrorCode::kCancelled, "request cancelled");
+      a.error = hypertrain::Cancelled("request cancelled");
     } else if (ec == std::errc::timed_out || Contains(what, "timed out")) {
-      a.error = MakeError(ErrorCode::kTimeout,
-                          line + ": timed out after " + std::to_string(timeout.count()) + " ms");
+      a.error = hypertrain::DeadlineExceeded(line + ": timed out after " +
+                                             std::to_string(timeout.count()) + " ms");
       a.retryable_transport = true;
     } else if (Contains(what, "ssl") || Contains(what, "certificate") ||
                Contains(what, "handshake") || Contains(ec.category().name(), "ssl")) {
-      a.error = MakeError(ErrorCode::kTls, line + ": TLS error: " + what +
-                                               " (check certificate-authority, server name and "
-                                               "client certificate)");
+      a.error = hypertrain::Unauthenticated(line + ": TLS error: " + what +
+                                            " (check certificate-authority, server name and "
+                                            "client certificate)");
     } else {
       a.refused = ec == std::errc::connection_refused || Contains(what, "refused");
       a.retryable_transport = true;
-      a.error = MakeError(ErrorCode::kTransport, line + ": " + what);
+      a.error = hypertrain::Unavailable(line + ": " + what);
     }
     Log(line + " -> " + a.error->ToString());
   } catch (const pplx::task_canceled&) {
-    a.error = MakeError(ErrorCode::kCancelled, "request cancelled");
+    a.error = hypertrain::Cancelled("request cancelled");
   } catch (const std::exception& e) {
     if (cancel && cancel->cancelled()) {
-      a.error = MakeError(ErrorCode::kCancelled, "request cancelled");
+      a.error = hypertrain::Cancelled("request cancelled");
     } else {
-      a.error = MakeError(ErrorCode::kTransport, line + ": " + e.what());
+      a.error = hypertrain::Unavailable(line + ": " + e.what());
       a.retryable_transport = true;
     }
   }
   return a;
 }
 
-Result<Response> RestClient::Impl::Run(const Request& req, CancelToken* cancel,
-                                       const std::function<bool(std::string_view)>* on_data) {
+StatusOr<Response> RestClient::Impl::Run(const Request& req, CancelToken* cancel,
+                                         const std::function<bool(std::string_view)>* on_data) {
   bool auth_retried = false;
   for (int attempt = 0;; ++attempt) {
-    if (cancel && cancel->cancelled()) return MakeError(ErrorCode::kCancelled, "request cancelled");
+    if (cancel && cancel->cancelled()) return hypertrain::Cancelled("request cancelled");
     {
       std::atomic<bool> never{false};
       while (!bucket.Acquire(&never,
                              std::chrono::steady_clock::now() + std::chrono::milliseconds(50))) {
-        if (cancel && cancel->cancelled())
-          return MakeError(ErrorCode::kCancelled, "request cancelled");
+        if (cancel && cancel->cancelled()) return hypertrain::Cancelled("request cancelled");
       }
     }
     Attempt a = Once(req, cancel, on_data);
-    Error err;
+    Status err;
     bool retry = false;
     int retry_after = -1;
     if (a.response) {
       const Response& r = *a.response;
       if (r.status >= 200 && r.status < 300) return std::move(*a.response);
       err = ErrorFromStatus(r.status, r.body);
+      hypertrain::ApiErrorDetail detail = *err.api_detail();
       retry_after = ParseRetryAfter(r.headers);
-      if (retry_after < 0) retry_after = err.retry_after_seconds;
-      err.retry_after_seconds = retry_after;
+      if (retry_after < 0) retry_after = detail.retry_after_seconds;
+      detail.retry_after_seconds = retry_after;
+      err = Status(err.code(), err.message(), std::move(detail));
       if (r.status == 401 && !auth_retried && creds.OnUnauthorized()) {
         auth_retried = true;
         --attempt;  // a credential refresh does not consume the retry budget
@@ -256,13 +257,15 @@ Result<Response> RestClient::Impl::Run(const Request& req, CancelToken* cancel,
       }
     } else {
       err = *a.error;
-      if (err.code == ErrorCode::kCancelled) return err;
+      if (err.code() == StatusCode::kCancelled) return err;
       // A stream that broke after it started is the caller's to resume.
       retry =
           !a.stream_started && a.retryable_transport && (IdempotentVerb(req.method) || a.refused);
     }
     if (!retry || attempt >= config.max_retries) {
-      if (attempt > 0) err.message += " (after " + std::to_string(attempt + 1) + " attempts)";
+      if (attempt > 0)
+        return err.WithMessage(err.message() + " (after " + std::to_string(attempt + 1) +
+                               " attempts)");
       return err;
     }
     auto delay = backoff.Delay(attempt);
@@ -271,7 +274,7 @@ Result<Response> RestClient::Impl::Run(const Request& req, CancelToken* cancel,
                                                   std::chrono::seconds(std::min(retry_after, 60)));
     retries.fetch_add(1);
     if (cancel) {
-      if (!cancel->SleepFor(delay)) return MakeError(ErrorCode::kCancelled, "request cancelled");
+      if (!cancel->SleepFor(delay)) return hypertrain::Cancelled("request cancelled");
     } else {
       std::this_thread::sleep_for(delay);
     }
@@ -281,47 +284,44 @@ Result<Response> RestClient::Impl::Run(const Request& req, CancelToken* cancel,
 RestClient::RestClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RestClient::~RestClient() = default;
 
-Result<std::shared_ptr<RestClient>> RestClient::Create(Config config) {
+StatusOr<std::shared_ptr<RestClient>> RestClient::Create(Config config) {
   if (config.server.rfind("https://", 0) != 0 && config.server.rfind("http://", 0) != 0)
-    return MakeError(ErrorCode::kConfig, "server \"" + config.server + "\" is not an http(s) URL");
+    return hypertrain::InvalidArgument("server \"" + config.server + "\" is not an http(s) URL");
   if (!config.tls_server_name.empty())
-    return MakeError(ErrorCode::kConfig, "tls-server-name is not supported by this client");
+    return hypertrain::InvalidArgument("tls-server-name is not supported by this client");
   try {
     web::uri u(utility::conversions::to_string_t(config.server));
     if (u.host().empty()) throw std::runtime_error("no host");
   } catch (const std::exception& e) {
-    return MakeError(ErrorCode::kConfig, "server \"" + config.server + "\" is not a valid URL");
+    return hypertrain::InvalidArgument("server \"" + config.server + "\" is not a valid URL");
   }
   // Fail early, with a clear message, on unusable TLS material.
   try {
     boost::asio::ssl::context ctx(boost::asio::ssl::context::sslv23);
     ConfigureSsl(config, ctx);
   } catch (const std::exception& e) {
-    return MakeError(ErrorCode::kConfig,
-                     std::string("invalid TLS material in config: ") + e.what());
+    return hypertrain::InvalidArgument(std::string("invalid TLS material in config: ") + e.what());
   }
   return std::shared_ptr<RestClient>(new RestClient(std::make_unique<Impl>(std::move(config))));
 }
 
-Result<Response> RestClient::Send(const Request& req, CancelToken* cancel) {
+StatusOr<Response> RestClient::Send(const Request& req, CancelToken* cancel) {
   return impl_->Run(req, cancel, nullptr);
 }
 
-Result<Json> RestClient::SendJson(const Request& req, CancelToken* cancel) {
+StatusOr<Json> RestClient::SendJson(const Request& req, CancelToken* cancel) {
   auto r = Send(req, cancel);
-  if (!r.ok()) return r.error();
+  if (!r.ok()) return r.status();
   Json j = Json::parse(r->body, nullptr, false);
   if (j.is_discarded())
-    return MakeError(ErrorCode::kBadResponse,
-                     req.method + " " + req.path + ": response is not JSON");
+    return hypertrain::Internal(req.method + " " + req.path + ": response is not JSON");
   return j;
 }
 
-Result<void> RestClient::Stream(const Request& req,
-                                const std::function<bool(std::string_view)>& on_data,
-                                CancelToken* cancel) {
+Status RestClient::Stream(const Request& req, const std::function<bool(std::string_view)>& on_data,
+                          CancelToken* cancel) {
   auto r = impl_->Run(req, cancel, &on_data);
-  if (!r.ok()) return r.error();
+  if (!r.ok()) return r.status();
   return {};
 }
 

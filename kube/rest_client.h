@@ -9,7 +9,7 @@
 //      GET/HEAD/PUT/PATCH/DELETE; for POST only when the connection was refused
 //      (nothing was sent). Retry-After (header or Status.details) is honoured.
 //  - 401 → Credentials::OnUnauthorized() and one immediate retry (exec plugins re-run).
-//  - Non-2xx responses map to kube::Error from the Status body.
+//  - Non-2xx responses map to a Status (kube/status.h) from the Status body.
 //  - Tokens never appear in errors or debug logs (Authorization is redacted).
 //  - TLS: Config::ca_pem replaces the trust store; the host name is verified;
 //    client certificate/key are presented when configured.
@@ -25,7 +25,7 @@
 
 #include "kube/cancel.h"
 #include "kube/config.h"
-#include "kube/error.h"
+#include "kube/status.h"
 
 namespace kube {
 
@@ -47,21 +47,21 @@ struct Response {
 class RestClient {
  public:
   // Validates the TLS material (clear kConfig error for a bad PEM).
-  static Result<std::shared_ptr<RestClient>> Create(Config config);
+  static StatusOr<std::shared_ptr<RestClient>> Create(Config config);
   ~RestClient();
 
-  // Sends with limiting and retries. 2xx → Response, else the mapped Error.
-  Result<Response> Send(const Request& req, CancelToken* cancel = nullptr);
+  // Sends with limiting and retries. 2xx → Response, else the mapped Status.
+  StatusOr<Response> Send(const Request& req, CancelToken* cancel = nullptr);
   // Send + parse the body as JSON.
-  Result<Json> SendJson(const Request& req, CancelToken* cancel = nullptr);
+  StatusOr<Json> SendJson(const Request& req, CancelToken* cancel = nullptr);
 
   // Opens a streaming GET (watch). `on_data` receives body bytes as they
   // arrive (one call per received piece); returning false closes the stream.
   // Returns OK when the server ended the stream normally, kCancelled when
-  // `cancel` fired, or the error (non-200 status → Error from Status). The
+  // `cancel` fired, or the error (non-200 status → Status from the response). The
   // initial request is retried like a GET; a broken stream is not (the caller re-watches).
-  Result<void> Stream(const Request& req, const std::function<bool(std::string_view)>& on_data,
-                      CancelToken* cancel = nullptr);
+  Status Stream(const Request& req, const std::function<bool(std::string_view)>& on_data,
+                CancelToken* cancel = nullptr);
 
   const Config& config() const;
   // Sink for one-line debug records of each attempt (method, URL, status,

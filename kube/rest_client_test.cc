@@ -34,7 +34,7 @@ Config TestConfig(const std::string& url) {
 
 std::shared_ptr<RestClient> MustClient(const Config& c) {
   auto r = RestClient::Create(c);
-  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().ToString());
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.status().ToString());
   return r.ok() ? *r : nullptr;
 }
 
@@ -55,7 +55,7 @@ TEST(RestClientTest, GetSendsHeadersAndEncodesQuery) {
   req.path = "/api/v1/namespaces/ns1/pods";
   req.query = {{"labelSelector", "app=a,tier!=x"}, {"limit", "5"}};
   auto r = client->SendJson(req);
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)["kind"], "PodList");
   std::lock_guard<std::mutex> l(mu);
   EXPECT_EQ(seen.path, "/api/v1/namespaces/ns1/pods");
@@ -86,16 +86,18 @@ TEST(RestClientTest, MapsStatusObjects) {
   };
   auto nf = get("/nf");
   ASSERT_FALSE(nf.ok());
-  EXPECT_EQ(nf.error().code, ErrorCode::kNotFound);
-  EXPECT_EQ(nf.error().http_status, 404);
-  EXPECT_EQ(nf.error().reason, "NotFound");
-  EXPECT_EQ(nf.error().message, "pods \"x\" not found");
-  EXPECT_EQ(get("/conflict").error().code, ErrorCode::kConflict);
-  EXPECT_EQ(get("/exists").error().code, ErrorCode::kAlreadyExists);
-  EXPECT_EQ(get("/gone").error().code, ErrorCode::kGone);
+  EXPECT_EQ(nf.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(nf.status().http_status(), 404);
+  EXPECT_EQ(Reason(nf.status()), "NotFound");
+  EXPECT_EQ(nf.status().message(), "pods \"x\" not found");
+  EXPECT_EQ(get("/conflict").status().code(), StatusCode::kAborted);
+  EXPECT_EQ(get("/exists").status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(get("/gone").status().code(), StatusCode::kExpired);
   auto inv = get("/other");
-  EXPECT_EQ(inv.error().code, ErrorCode::kInvalid);
-  EXPECT_EQ(inv.error().message, "not json at all");
+  EXPECT_EQ(inv.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(inv.status().http_status(), 422);
+  EXPECT_TRUE(IsInvalid(inv.status()));
+  EXPECT_EQ(inv.status().message(), "not json at all");
   EXPECT_EQ(client->retries(), 0);  // none of these is retryable
 }
 
@@ -115,7 +117,7 @@ TEST(RestClientTest, RetriesTooManyRequestsHonouringRetryAfter) {
   auto t0 = Clock::now();
   auto r = client->Send(q);
   auto dt = Clock::now() - t0;
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(n.load(), 2);
   EXPECT_GE(dt, std::chrono::milliseconds(950));
   EXPECT_LT(dt, std::chrono::seconds(5));
@@ -140,8 +142,9 @@ TEST(RestClientTest, RetriesServerErrorForGetNotForPost) {
   post.body = "{}";
   auto r = client->Send(post);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kServerError);
-  EXPECT_EQ(r.error().message, "boom");
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(r.status().http_status(), 500);
+  EXPECT_EQ(r.status().message(), "boom");
   EXPECT_EQ(n.load(), 3);
 }
 
@@ -158,9 +161,10 @@ TEST(RestClientTest, RetriesAreBounded) {
   q.path = "/x";
   auto r = client->Send(q);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kServerError);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().http_status(), 503);
   EXPECT_EQ(n.load(), 4);
-  EXPECT_NE(r.error().message.find("after 4 attempts"), std::string::npos);
+  EXPECT_NE(r.status().message().find("after 4 attempts"), std::string::npos);
 }
 
 TEST(RestClientTest, ConnectionRefusedIsTransportErrorAfterRetries) {
@@ -176,7 +180,8 @@ TEST(RestClientTest, ConnectionRefusedIsTransportErrorAfterRetries) {
   q.path = "/x";
   auto r = client->Send(q);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kTransport) << r.error().ToString();
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_EQ(r.status().http_status(), 0);  // a transport failure, not a 503
   EXPECT_EQ(client->attempts(), 3);
 }
 
@@ -198,7 +203,8 @@ TEST(RestClientTest, EveryRequestHasATimeout) {
   auto t0 = Clock::now();
   auto r = client->Send(q);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kTimeout) << r.error().ToString();
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
+  EXPECT_EQ(r.status().http_status(), 0);  // the client timed out, not a 504
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(3));
   {
     std::lock_guard<std::mutex> l(mu);
@@ -282,7 +288,7 @@ TEST(RestClientTest, ExecPluginCachedAndReRunOn401) {
   Request q;
   q.path = "/x";
   auto r = client->Send(q);
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(unauthorized.load(), 1);
   EXPECT_EQ(client->exec_runs(), 2);
   ASSERT_TRUE(client->Send(q).ok());  // cached: no third run
@@ -304,7 +310,7 @@ TEST(RestClientTest, ExecPluginReRunAfterExpiry) {
   q.path = "/x";
   for (int i = 0; i < 3; ++i) {
     auto r = client->Send(q);
-    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
   EXPECT_EQ(client->exec_runs(), 3);  // an expired token is never reused
 }
@@ -323,14 +329,15 @@ TEST(RestClientTest, ExecPluginFailureAndTimeoutAreClear) {
   q.path = "/x";
   auto r = MustClient(cfg)->Send(q);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kAuth);
-  EXPECT_NE(r.error().message.find("exited with 7: no creds configured"), std::string::npos);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(r.status().http_status(), 0);  // the credential plugin failed: nothing was sent
+  EXPECT_NE(r.status().message().find("exited with 7: no creds configured"), std::string::npos);
   cfg.exec->command = dir + "/hang.sh";
   cfg.exec->timeout = std::chrono::milliseconds(300);
   auto t0 = Clock::now();
   r = MustClient(cfg)->Send(q);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("timed out"), std::string::npos) << r.error().ToString();
+  EXPECT_NE(r.status().message().find("timed out"), std::string::npos) << r.status().ToString();
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
   EXPECT_EQ(srv.requests(), 0);
 }
@@ -352,8 +359,9 @@ TEST(RestClientTest, TokensNeverLogged) {
   q.path = "/x";
   auto r = client->Send(q);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kUnauthorized);
-  EXPECT_EQ(r.error().ToString().find("TOPSECRET"), std::string::npos);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(r.status().http_status(), 401);
+  EXPECT_EQ(r.status().ToString().find("TOPSECRET"), std::string::npos);
   std::lock_guard<std::mutex> g(mu);
   ASSERT_FALSE(lines.empty());
   bool saw_redacted = false;
@@ -391,7 +399,7 @@ TEST(RestClientTest, StreamDeliversChunksAndCancelsPromptly) {
     got.append(d);
     return true;
   });
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.ToString();
   EXPECT_EQ(got, "hello world\n");
 
   // An open stream is closed promptly by the cancel token.
@@ -420,7 +428,7 @@ TEST(RestClientTest, StreamDeliversChunksAndCancelsPromptly) {
       &cancel);
   t.join();
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kCancelled);
+  EXPECT_EQ(r.code(), StatusCode::kCancelled);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
   {
     std::lock_guard<std::mutex> l(mu);

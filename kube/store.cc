@@ -160,11 +160,11 @@ size_t Store::Size() const {
   return items_.size();
 }
 
-Result<std::vector<ObjectPtr>> Store::ByIndex(const std::string& index,
-                                              const std::string& value) const {
+StatusOr<std::vector<ObjectPtr>> Store::ByIndex(const std::string& index,
+                                                const std::string& value) const {
   std::lock_guard<std::mutex> l(mu_);
   if (!index_funcs_.count(index))
-    return MakeError(ErrorCode::kInvalidArgument, "no index named \"" + index + "\"");
+    return hypertrain::InvalidArgument("no index named \"" + index + "\"");
   std::vector<ObjectPtr> out;
   auto idx = indexes_.find(index);
   if (idx == indexes_.end()) return out;

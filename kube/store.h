@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kube/error.h"
+#include "kube/status.h"
 
 namespace kube {
 
@@ -58,7 +58,8 @@ class Store {
   std::vector<std::string> Keys() const;
   size_t Size() const;
   // Objects whose index `index` maps to `value`; kInvalidArgument for an unknown index.
-  Result<std::vector<ObjectPtr>> ByIndex(const std::string& index, const std::string& value) const;
+  StatusOr<std::vector<ObjectPtr>> ByIndex(const std::string& index,
+                                           const std::string& value) const;
 
  private:
   void IndexLocked(const std::string& key, const Json& obj);

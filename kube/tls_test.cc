@@ -32,9 +32,9 @@ class TlsTest : public ::testing::Test {
     if (!ca_file.empty()) c.ca_pem = testing::ReadFile(ca_file);
     return c;
   }
-  Result<Response> Get(const Config& c) {
+  StatusOr<Response> Get(const Config& c) {
     auto client = RestClient::Create(c);
-    if (!client.ok()) return client.error();
+    if (!client.ok()) return client.status();
     Request q;
     q.path = "/version";
     return (*client)->Send(q);
@@ -49,7 +49,7 @@ void Ok(const HttpRequest&, Conn& c) { c.Respond(200, R"({"gitVersion":"v1.30.0"
 TEST_F(TlsTest, TrustedCaSucceeds) {
   FakeServer srv(Ok, testing::TlsOptions{pki_->server_crt, pki_->server_key, ""});
   auto r = Get(Cfg(srv.url(), pki_->ca_crt));
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, 200);
 }
 
@@ -57,20 +57,23 @@ TEST_F(TlsTest, WrongCaIsAClearTlsError) {
   FakeServer srv(Ok, testing::TlsOptions{pki_->server_crt, pki_->server_key, ""});
   auto r = Get(Cfg(srv.url(), pki_->other_ca_crt));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kTls) << r.error().ToString();
-  EXPECT_NE(r.error().message.find("certificate-authority"), std::string::npos);
-  std::cout << "wrong CA → " << r.error().ToString() << "\n";
+  EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status().ToString();
+  EXPECT_EQ(r.status().http_status(), 0);  // a TLS failure, not an HTTP 401
+  EXPECT_NE(r.status().message().find("certificate-authority"), std::string::npos);
+  std::cout << "wrong CA → " << r.status().ToString() << "\n";
   // No CA configured: the system roots do not know the test CA either.
   r = Get(Cfg(srv.url(), ""));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kTls) << r.error().ToString();
+  EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status().ToString();
+  EXPECT_EQ(r.status().http_status(), 0);  // a TLS failure, not an HTTP 401
 }
 
 TEST_F(TlsTest, HostNameIsVerified) {
   FakeServer srv(Ok, testing::TlsOptions{pki_->wrong_host_crt, pki_->wrong_host_key, ""});
   auto r = Get(Cfg(srv.url(), pki_->ca_crt));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kTls) << r.error().ToString();
+  EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status().ToString();
+  EXPECT_EQ(r.status().http_status(), 0);  // a TLS failure, not an HTTP 401
 }
 
 TEST_F(TlsTest, InsecureSkipVerifyAcceptsAnyServer) {
@@ -78,7 +81,7 @@ TEST_F(TlsTest, InsecureSkipVerifyAcceptsAnyServer) {
   Config c = Cfg(srv.url(), "");
   c.insecure_skip_tls_verify = true;
   auto r = Get(c);
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
 }
 
 TEST_F(TlsTest, ClientCertificateAuth) {
@@ -89,7 +92,7 @@ TEST_F(TlsTest, ClientCertificateAuth) {
   c.client_cert_pem = testing::ReadFile(pki_->client_crt);
   c.client_key_pem = testing::ReadFile(pki_->client_key);
   auto with = Get(c);
-  ASSERT_TRUE(with.ok()) << with.error().ToString();
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
 }
 
 TEST_F(TlsTest, BadPemIsAConfigError) {
@@ -97,13 +100,13 @@ TEST_F(TlsTest, BadPemIsAConfigError) {
   c.ca_pem = "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n";
   auto r = RestClient::Create(c);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kConfig);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   c.ca_pem.clear();
   c.client_cert_pem = testing::ReadFile(pki_->client_crt);
   c.client_key_pem = "garbage";
   r = RestClient::Create(c);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kConfig);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kube/error.h"
+#include "kube/status.h"
 #include "kube/testing/fake_server.h"
 
 namespace kube::testing {

@@ -31,8 +31,8 @@ KubeLocal::~KubeLocal() { Stop(); }
 
 std::string KubeLocal::log() const { return ReadFile(dir_ + "/kube-local.log"); }
 
-Result<void> KubeLocal::Start() {
-  if (pid_ > 0) return MakeError(ErrorCode::kInvalidArgument, "kube-local already running");
+Status KubeLocal::Start() {
+  if (pid_ > 0) return hypertrain::InvalidArgument("kube-local already running");
   mkdir((dir_ + "/client").c_str(), 0755);
   std::remove((dir_ + "/port").c_str());
   std::remove(kubeconfig_path().c_str());
@@ -54,7 +54,7 @@ Result<void> KubeLocal::Start() {
   argv.push_back(nullptr);
   std::string log = dir_ + "/kube-local.log";
   pid_t pid = fork();
-  if (pid < 0) return MakeError(ErrorCode::kUnknown, "fork failed");
+  if (pid < 0) return hypertrain::Unknown("fork failed");
   if (pid == 0) {
     FILE* f = std::fopen(log.c_str(), starts_ == 0 ? "w" : "a");
     if (f) {
@@ -71,7 +71,7 @@ Result<void> KubeLocal::Start() {
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return MakeError(ErrorCode::kUnknown, "kube-local exited at start:\n" + this->log());
+      return hypertrain::Unknown("kube-local exited at start:\n" + this->log());
     }
     std::string p = ReadFile(dir_ + "/port");
     if (!p.empty() && p.back() == '\n' && access(kubeconfig_path().c_str(), R_OK) == 0) {
@@ -81,7 +81,7 @@ Result<void> KubeLocal::Start() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   Stop();
-  return MakeError(ErrorCode::kTimeout, "kube-local did not start in 30 s:\n" + this->log());
+  return hypertrain::DeadlineExceeded("kube-local did not start in 30 s:\n" + this->log());
 }
 
 void KubeLocal::Stop() {
@@ -100,10 +100,10 @@ void KubeLocal::Stop() {
   pid_ = -1;
 }
 
-Result<void> KubeLocal::Restart() {
+Status KubeLocal::Restart() {
   Stop();
   // The port may linger briefly; retry the bind a few times.
-  Result<void> r;
+  Status r;
   for (int i = 0; i < 20; ++i) {
     r = Start();
     if (r.ok()) return r;
@@ -112,6 +112,6 @@ Result<void> KubeLocal::Restart() {
   return r;
 }
 
-Result<Config> KubeLocal::LoadConfig() const { return LoadKubeconfig({kubeconfig_path()}); }
+StatusOr<Config> KubeLocal::LoadConfig() const { return LoadKubeconfig({kubeconfig_path()}); }
 
 }  // namespace kube::testing

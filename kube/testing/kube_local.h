@@ -6,7 +6,7 @@
 #include <string>
 
 #include "kube/config.h"
-#include "kube/error.h"
+#include "kube/status.h"
 
 namespace kube::testing {
 
@@ -17,15 +17,15 @@ class KubeLocal {
   ~KubeLocal();
   // Starts the process (port 0 the first time, the same port afterwards) and
   // waits (bounded) for its kubeconfig. Returns an error with its log on failure.
-  Result<void> Start();
+  Status Start();
   // SIGTERM by PID, then SIGKILL after 10 s; waits for exit.
   void Stop();
-  Result<void> Restart();
+  Status Restart();
 
   int port() const { return port_; }
   std::string kubeconfig_path() const { return dir_ + "/kubeconfig"; }
   std::string client_cert_dir() const { return dir_ + "/client"; }
-  Result<Config> LoadConfig() const;
+  StatusOr<Config> LoadConfig() const;
   std::string log() const;
 
  private:

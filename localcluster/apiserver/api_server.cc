@@ -29,12 +29,8 @@ std::vector<std::string> SplitPath(const std::string& path) {
   return parts;
 }
 
-ApiError PathNotFound() {
-  ApiError e = NotFound("", "");
-  e.message = "the server could not find the requested resource";
-  e.name.clear();
-  e.kind.clear();
-  return e;
+Status PathNotFound() {
+  return MakeApiError(404, "NotFound", "the server could not find the requested resource");
 }
 
 bool Truthy(const std::string& v) { return v == "1" || v == "true" || v == "True"; }
@@ -68,7 +64,7 @@ std::map<std::string, std::string> WarningHeaders(const std::vector<std::string>
   return h;
 }
 
-Result<json> ParseBody(const HttpRequest& req) {
+StatusOr<json> ParseBody(const HttpRequest& req) {
   if (req.body.size() > kMaxBody) return RequestEntityTooLarge("request entity too large");
   std::string ct = req.Header("content-type");
   if (ct.find("application/vnd.kubernetes.protobuf") != std::string::npos) {
@@ -80,7 +76,7 @@ Result<json> ParseBody(const HttpRequest& req) {
   }
   if (ct.find("yaml") != std::string::npos) {
     auto j = YamlToJson(req.body);
-    if (!j) return j.error();
+    if (!j.ok()) return j.status();
     return *j;
   }
   json j = json::parse(req.body, nullptr, false);
@@ -109,10 +105,10 @@ void SendJson(ResponseSink& sink, int code, const json& body,
   sink.Send(code, "application/json", body.dump(), headers);
 }
 
-void SendError(ResponseSink& sink, const ApiError& e) {
+void SendError(ResponseSink& sink, const Status& e) {
   std::map<std::string, std::string> h;
-  if (e.retry_after_seconds > 0) h["Retry-After"] = std::to_string(e.retry_after_seconds);
-  SendJson(sink, e.code, e.ToStatus(), h);
+  if (int ra = RetryAfterSeconds(e); ra > 0) h["Retry-After"] = std::to_string(ra);
+  SendJson(sink, HttpCode(e), ToStatusJson(e), h);
 }
 
 ApiServer::ApiServer(Store* store, ApiServerOptions options)
@@ -125,11 +121,11 @@ ApiServer::ApiServer(Store* store, ApiServerOptions options)
 
 ApiServer::~ApiServer() { Stop(); }
 
-MaybeError ApiServer::Start() {
+Status ApiServer::Start() {
   ops_.LoadCrds();
-  if (auto e = ops_.EnsureDefaultNamespaces()) return e;
+  if (Status e = ops_.EnsureDefaultNamespaces(); !e.ok()) return e;
   gc_.Start();
-  return std::nullopt;
+  return Status();
 }
 
 void ApiServer::Stop() {
@@ -155,7 +151,7 @@ void ApiServer::Handle(const HttpRequest& req, ResponseSink& sink) {
                             p.rfind("/healthz/", 0) == 0 || p.rfind("/readyz/", 0) == 0 ||
                             p.rfind("/livez/", 0) == 0;
   if (!anonymous_ok && !Authenticated(req)) return SendError(sink, Unauthorized());
-  if (auto e = faults_.OnRequest(p)) return SendError(sink, *e);
+  if (Status e = faults_.OnRequest(p); !e.ok()) return SendError(sink, e);
   if (p.rfind("/_local/", 0) == 0) return HandleAdmin(req, sink);
   if (HandleNonResource(req, sink)) return;
 
@@ -212,13 +208,13 @@ void ApiServer::HandleResource(const HttpRequest& req, ResponseSink& sink, const
     }
     if (needs_ns) return SendError(sink, PathNotFound());
     auto r = ops_.Get(type, t.ns, t.name);
-    if (!r) return SendError(sink, r.error());
+    if (!r.ok()) return SendError(sink, r.status());
     return reply(200, *r);
   }
   if (req.method == "POST") {
     if (!t.name.empty() && t.sub == "binding") {
       auto body = ParseBody(req);
-      if (!body) return SendError(sink, body.error());
+      if (!body.ok()) return SendError(sink, body.status());
       std::string node = body->value("/target/name"_json_pointer, std::string());
       if (node.empty()) {
         return SendError(sink, Invalid("Binding", t.name,
@@ -227,23 +223,23 @@ void ApiServer::HandleResource(const HttpRequest& req, ResponseSink& sink, const
       }
       json patch = {{"spec", {{"nodeName", node}}}};
       auto cur = ops_.Get(type, t.ns, t.name);
-      if (!cur) return SendError(sink, cur.error());
+      if (!cur.ok()) return SendError(sink, cur.status());
       if (!cur->value("/spec/nodeName"_json_pointer, std::string()).empty()) {
         return SendError(sink, Conflict("pods/binding", t.name,
                                         "pod " + t.name + " is already assigned to node \"" +
                                             (*cur)["spec"]["nodeName"].get<std::string>() + "\""));
       }
       auto r = ops_.Patch(type, t.ns, t.name, PatchType::kMerge, patch.dump(), false, {}, nullptr);
-      if (!r) return SendError(sink, r.error());
+      if (!r.ok()) return SendError(sink, r.status());
       return SendJson(sink, 201, {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
                                   {"status", "Success"}, {"code", 201}});
     }
     if (!t.name.empty()) return SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
     if (needs_ns) return SendError(sink, PathNotFound());
     auto body = ParseBody(req);
-    if (!body) return SendError(sink, body.error());
+    if (!body.ok()) return SendError(sink, body.status());
     auto r = ops_.Create(type, t.ns, std::move(*body), WriteOptionsFrom(req), &warnings);
-    if (!r) return SendError(sink, r.error());
+    if (!r.ok()) return SendError(sink, r.status());
     return reply(201, *r);
   }
   if (req.method == "PUT") {
@@ -251,9 +247,9 @@ void ApiServer::HandleResource(const HttpRequest& req, ResponseSink& sink, const
       return SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
     }
     auto body = ParseBody(req);
-    if (!body) return SendError(sink, body.error());
+    if (!body.ok()) return SendError(sink, body.status());
     auto r = ops_.Update(type, t.ns, t.name, std::move(*body), status, WriteOptionsFrom(req), &warnings);
-    if (!r) return SendError(sink, r.error());
+    if (!r.ok()) return SendError(sink, r.status());
     return reply(200, *r);
   }
   if (req.method == "PATCH") {
@@ -261,30 +257,30 @@ void ApiServer::HandleResource(const HttpRequest& req, ResponseSink& sink, const
       return SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
     }
     auto pt = PatchTypeFromContentType(req.Header("content-type"));
-    if (!pt) return SendError(sink, pt.error());
+    if (!pt.ok()) return SendError(sink, pt.status());
     if (req.body.size() > kMaxBody) return SendError(sink, RequestEntityTooLarge("request entity too large"));
     const bool existed = store_->Get(type.storage_key(), type.namespaced ? t.ns : "", t.name).has_value();
     auto r = ops_.Patch(type, t.ns, t.name, *pt, req.body, status, WriteOptionsFrom(req), &warnings);
-    if (!r) return SendError(sink, r.error());
+    if (!r.ok()) return SendError(sink, r.status());
     return reply(existed ? 200 : 201, *r);
   }
   if (req.method == "DELETE") {
     auto opts = DeleteOptions::Parse(req.body, [&](const std::string& k) { return req.Query(k); });
-    if (!opts) return SendError(sink, opts.error());
+    if (!opts.ok()) return SendError(sink, opts.status());
     if (!t.sub.empty()) return SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
     if (t.name.empty()) {
       // deletecollection
       auto ls = LabelSelector::Parse(req.Query("labelSelector"));
-      if (!ls) return SendError(sink, ls.error());
+      if (!ls.ok()) return SendError(sink, ls.status());
       auto fs = FieldSelector::Parse(req.Query("fieldSelector"));
-      if (!fs) return SendError(sink, fs.error());
+      if (!fs.ok()) return SendError(sink, fs.status());
       auto page = store_->List(type.storage_key(), type.namespaced ? t.ns : "",
                                [&](const json& o) { return ls->Matches(o) && fs->Matches(o); }, 0, "");
-      if (!page) return SendError(sink, page.error());
+      if (!page.ok()) return SendError(sink, page.status());
       json items = json::array();
       for (const auto& o : page->items) {
         auto r = ops_.Delete(type, MetaStr(o, "namespace"), MetaStr(o, "name"), *opts);
-        if (r) items.push_back(r->object);
+        if (r.ok()) items.push_back(r->object);
       }
       return SendJson(sink, 200, {{"kind", type.kind + "List"}, {"apiVersion", type.api_version()},
                                   {"metadata", {{"resourceVersion", std::to_string(store_->CurrentRV())}}},
@@ -292,7 +288,7 @@ void ApiServer::HandleResource(const HttpRequest& req, ResponseSink& sink, const
     }
     if (needs_ns) return SendError(sink, PathNotFound());
     auto r = ops_.Delete(type, t.ns, t.name, *opts);
-    if (!r) return SendError(sink, r.error());
+    if (!r.ok()) return SendError(sink, r.status());
     return SendJson(sink, 200, r->object);
   }
   SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
@@ -300,14 +296,14 @@ void ApiServer::HandleResource(const HttpRequest& req, ResponseSink& sink, const
 
 namespace {
 // Builds the predicate of a list/watch from its selectors.
-Result<ObjectPredicate> SelectorPredicate(const HttpRequest& req, const ResourceType& type) {
+StatusOr<ObjectPredicate> SelectorPredicate(const HttpRequest& req, const ResourceType& type) {
   auto ls = LabelSelector::Parse(req.Query("labelSelector"));
-  if (!ls) return ls.error();
+  if (!ls.ok()) return ls.status();
   auto fs = FieldSelector::Parse(req.Query("fieldSelector"));
-  if (!fs) return fs.error();
+  if (!fs.ok()) return fs.status();
   std::vector<std::string> allowed = {"metadata.name", "metadata.namespace"};
   allowed.insert(allowed.end(), type.field_selectors.begin(), type.field_selectors.end());
-  if (auto e = fs->CheckAllowed(allowed, type.kind)) return *e;
+  if (Status e = fs->CheckAllowed(allowed, type.kind); !e.ok()) return e;
   LabelSelector l = *ls;
   FieldSelector f = *fs;
   return ObjectPredicate([l, f](const json& o) { return l.Matches(o) && f.Matches(o); });
@@ -316,7 +312,7 @@ Result<ObjectPredicate> SelectorPredicate(const HttpRequest& req, const Resource
 
 void ApiServer::HandleList(const HttpRequest& req, ResponseSink& sink, const Target& t) {
   auto pred = SelectorPredicate(req, t.type);
-  if (!pred) return SendError(sink, pred.error());
+  if (!pred.ok()) return SendError(sink, pred.status());
   int64_t limit = 0;
   if (!req.Query("limit").empty()) {
     try {
@@ -327,7 +323,7 @@ void ApiServer::HandleList(const HttpRequest& req, ResponseSink& sink, const Tar
   }
   auto page = store_->List(t.type.storage_key(), t.type.namespaced ? t.ns : "", *pred, limit,
                            req.Query("continue"));
-  if (!page) return SendError(sink, page.error());
+  if (!page.ok()) return SendError(sink, page.status());
   std::vector<json> items;
   items.reserve(page->items.size());
   for (auto& o : page->items) items.push_back(ObjectOps::ForVersion(t.type, std::move(o)));
@@ -348,7 +344,7 @@ void ApiServer::HandleList(const HttpRequest& req, ResponseSink& sink, const Tar
 
 void ApiServer::HandleWatch(const HttpRequest& req, ResponseSink& sink, const Target& t) {
   auto pred = SelectorPredicate(req, t.type);
-  if (!pred) return SendError(sink, pred.error());
+  if (!pred.ok()) return SendError(sink, pred.status());
   std::optional<uint64_t> from;
   const std::string rv = req.Query("resourceVersion");
   if (!rv.empty() && rv != "0") {
@@ -402,19 +398,19 @@ void ApiServer::HandleWatch(const HttpRequest& req, ResponseSink& sink, const Ta
 
   if (faults_.TakeWatchExpiry()) {
     if (!sink.StartStream("application/json")) return;
-    write_event("ERROR", Expired("too old resource version: " + (rv.empty() ? "0" : rv) +
-                                 " (injected fault)").ToStatus());
+    write_event("ERROR", ToStatusJson(Expired("too old resource version: " +
+                                              (rv.empty() ? "0" : rv) + " (injected fault)")));
     return sink.EndStream();
   }
   auto w = store_->Watch(t.type.storage_key(), t.type.namespaced ? t.ns : "", from, *pred);
-  if (!w) {
+  if (!w.ok()) {
     // The apiserver reports an expired start point inside a 200 stream.
-    if (w.error().code == 410 && sink.StartStream("application/json")) {
-      write_event("ERROR", w.error().ToStatus());
+    if (HttpCode(w.status()) == 410 && sink.StartStream("application/json")) {
+      write_event("ERROR", ToStatusJson(w.status()));
       sink.EndStream();
       return;
     }
-    return SendError(sink, w.error());
+    return SendError(sink, w.status());
   }
   std::shared_ptr<Watcher> watcher = *w;
   if (!sink.StartStream("application/json")) {
@@ -580,8 +576,10 @@ void ApiServer::HandleAdmin(const HttpRequest& req, ResponseSink& sink) {
   }
   if (req.method != "POST") return SendError(sink, MethodNotAllowed("admin endpoints take POST"));
   if (what == "fail") {
-    if (auto e = faults_.FailNext(int_q("count", 1), int_q("code", 500), int_q("retryAfterSeconds", 1))) {
-      return SendError(sink, *e);
+    if (Status e =
+            faults_.FailNext(int_q("count", 1), int_q("code", 500), int_q("retryAfterSeconds", 1));
+        !e.ok()) {
+      return SendError(sink, e);
     }
     return SendJson(sink, 200, faults_.State());
   }
@@ -613,7 +611,7 @@ void ApiServer::HandleAdmin(const HttpRequest& req, ResponseSink& sink) {
       if (!g.empty()) groups.push_back(g);
     }
     auto cert = IssueClientCert(options_.ca, req.Query("user"), groups);
-    if (!cert) return SendError(sink, cert.error());
+    if (!cert.ok()) return SendError(sink, cert.status());
     return SendJson(sink, 200, {{"certificate", cert->cert_pem}, {"key", cert->key_pem},
                                 {"ca", options_.ca.cert_pem}});
   }

@@ -34,7 +34,7 @@ class ApiServer {
   ApiServer(Store* store, ApiServerOptions options);
   ~ApiServer();
   // Registers stored CRDs, creates default namespaces, starts the GC.
-  MaybeError Start();
+  Status Start();
   // Ends watches and the GC; in-flight handlers finish.
   void Stop();
 
@@ -69,6 +69,6 @@ class ApiServer {
 
 void SendJson(ResponseSink& sink, int code, const json& body,
               const std::map<std::string, std::string>& headers = {});
-void SendError(ResponseSink& sink, const ApiError& e);
+void SendError(ResponseSink& sink, const Status& e);
 
 }  // namespace kubelocal

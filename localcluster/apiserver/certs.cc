@@ -38,27 +38,27 @@ std::string BioString(BIO* b) {
   return std::string(data, static_cast<size_t>(n));
 }
 
-Result<PKey> NewKey() {
+StatusOr<PKey> NewKey() {
   PKey k(EVP_EC_gen("P-256"));
   if (!k) return InternalError(OpenSslError("EVP_EC_gen"));
   return k;
 }
 
-Result<PKey> ParseKey(const std::string& pem) {
+StatusOr<PKey> ParseKey(const std::string& pem) {
   Bio b(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   PKey k(PEM_read_bio_PrivateKey(b.get(), nullptr, nullptr, nullptr));
   if (!k) return InternalError(OpenSslError("parse private key"));
   return k;
 }
 
-Result<Cert> ParseCert(const std::string& pem) {
+StatusOr<Cert> ParseCert(const std::string& pem) {
   Bio b(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   Cert c(PEM_read_bio_X509(b.get(), nullptr, nullptr, nullptr));
   if (!c) return InternalError(OpenSslError("parse certificate"));
   return c;
 }
 
-MaybeError AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
+Status AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
@@ -66,7 +66,7 @@ MaybeError AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
   if (!ext || X509_add_ext(cert, ext.get(), -1) != 1) {
     return InternalError(OpenSslError("add extension " + value));
   }
-  return std::nullopt;
+  return Status();
 }
 
 struct Spec {
@@ -78,9 +78,9 @@ struct Spec {
   long days = 3650;
 };
 
-Result<CertKey> Issue(const Spec& spec, X509* ca_cert, EVP_PKEY* ca_key) {
+StatusOr<CertKey> Issue(const Spec& spec, X509* ca_cert, EVP_PKEY* ca_key) {
   auto key = NewKey();
-  if (!key) return key.error();
+  if (!key.ok()) return key.status();
   Cert cert(X509_new());
   X509_set_version(cert.get(), 2);
   unsigned char serial[16];
@@ -102,18 +102,28 @@ Result<CertKey> Issue(const Spec& spec, X509* ca_cert, EVP_PKEY* ca_key) {
   X509_set_issuer_name(cert.get(), X509_get_subject_name(issuer));
   X509_set_pubkey(cert.get(), key->get());
   if (spec.is_ca) {
-    if (auto e = AddExt(cert.get(), issuer, NID_basic_constraints, "critical,CA:TRUE")) return *e;
-    if (auto e = AddExt(cert.get(), issuer, NID_key_usage, "critical,keyCertSign,cRLSign,digitalSignature"))
-      return *e;
-    if (auto e = AddExt(cert.get(), issuer, NID_subject_key_identifier, "hash")) return *e;
+    if (Status e = AddExt(cert.get(), issuer, NID_basic_constraints, "critical,CA:TRUE"); !e.ok())
+      return e;
+    if (Status e = AddExt(cert.get(), issuer, NID_key_usage,
+                          "critical,keyCertSign,cRLSign,digitalSignature");
+        !e.ok())
+      return e;
+    if (Status e = AddExt(cert.get(), issuer, NID_subject_key_identifier, "hash"); !e.ok())
+      return e;
   } else {
-    if (auto e = AddExt(cert.get(), issuer, NID_basic_constraints, "critical,CA:FALSE")) return *e;
-    if (auto e = AddExt(cert.get(), issuer, NID_key_usage, "critical,digitalSignature,keyEncipherment"))
-      return *e;
-    if (auto e = AddExt(cert.get(), issuer, NID_ext_key_usage, spec.ext_key_usage)) return *e;
-    if (auto e = AddExt(cert.get(), issuer, NID_authority_key_identifier, "keyid:always")) return *e;
+    if (Status e = AddExt(cert.get(), issuer, NID_basic_constraints, "critical,CA:FALSE"); !e.ok())
+      return e;
+    if (Status e =
+            AddExt(cert.get(), issuer, NID_key_usage, "critical,digitalSignature,keyEncipherment");
+        !e.ok())
+      return e;
+    if (Status e = AddExt(cert.get(), issuer, NID_ext_key_usage, spec.ext_key_usage); !e.ok())
+      return e;
+    if (Status e = AddExt(cert.get(), issuer, NID_authority_key_identifier, "keyid:always");
+        !e.ok())
+      return e;
     if (!spec.san.empty()) {
-      if (auto e = AddExt(cert.get(), issuer, NID_subject_alt_name, spec.san)) return *e;
+      if (Status e = AddExt(cert.get(), issuer, NID_subject_alt_name, spec.san); !e.ok()) return e;
     }
   }
   if (X509_sign(cert.get(), ca_key ? ca_key : key->get(), EVP_sha256()) == 0) {
@@ -128,25 +138,25 @@ Result<CertKey> Issue(const Spec& spec, X509* ca_cert, EVP_PKEY* ca_key) {
   return CertKey{BioString(cb.get()), BioString(kb.get())};
 }
 
-Result<CertKey> IssueWithCa(const CertKey& ca, const Spec& spec) {
+StatusOr<CertKey> IssueWithCa(const CertKey& ca, const Spec& spec) {
   auto cert = ParseCert(ca.cert_pem);
-  if (!cert) return cert.error();
+  if (!cert.ok()) return cert.status();
   auto key = ParseKey(ca.key_pem);
-  if (!key) return key.error();
+  if (!key.ok()) return key.status();
   return Issue(spec, cert->get(), key->get());
 }
 
 }  // namespace
 
-Result<CertKey> MakeCA(const std::string& common_name) {
+StatusOr<CertKey> MakeCA(const std::string& common_name) {
   Spec s;
   s.cn = common_name;
   s.is_ca = true;
   return Issue(s, nullptr, nullptr);
 }
 
-Result<CertKey> IssueServerCert(const CertKey& ca, const std::vector<std::string>& dns_names,
-                                const std::vector<std::string>& ips) {
+StatusOr<CertKey> IssueServerCert(const CertKey& ca, const std::vector<std::string>& dns_names,
+                                  const std::vector<std::string>& ips) {
   Spec s;
   s.cn = "kube-apiserver";
   s.ext_key_usage = "serverAuth";
@@ -155,8 +165,8 @@ Result<CertKey> IssueServerCert(const CertKey& ca, const std::vector<std::string
   return IssueWithCa(ca, s);
 }
 
-Result<CertKey> IssueClientCert(const CertKey& ca, const std::string& user,
-                                const std::vector<std::string>& groups) {
+StatusOr<CertKey> IssueClientCert(const CertKey& ca, const std::string& user,
+                                  const std::vector<std::string>& groups) {
   if (user.empty()) return BadRequest("client certificate needs a user name");
   Spec s;
   s.cn = user;
@@ -166,36 +176,36 @@ Result<CertKey> IssueClientCert(const CertKey& ca, const std::string& user,
   return IssueWithCa(ca, s);
 }
 
-Result<ServingCerts> LoadOrCreateServingCerts(const std::string& dir) {
+StatusOr<ServingCerts> LoadOrCreateServingCerts(const std::string& dir) {
   ServingCerts sc;
   auto ca_crt = ReadFile(dir + "/ca.crt");
   auto ca_key = ReadFile(dir + "/ca.key");
   auto srv_crt = ReadFile(dir + "/server.crt");
   auto srv_key = ReadFile(dir + "/server.key");
-  if (ca_crt && ca_key && srv_crt && srv_key) {
+  if (ca_crt.ok() && ca_key.ok() && srv_crt.ok() && srv_key.ok()) {
     sc.ca = {*ca_crt, *ca_key};
     sc.server = {*srv_crt, *srv_key};
     return sc;
   }
   auto ca = MakeCA("kube-local-ca");
-  if (!ca) return ca.error();
+  if (!ca.ok()) return ca.status();
   auto srv = IssueServerCert(*ca, {"localhost", "kubernetes", "kubernetes.default"},
                              {"127.0.0.1", "::1"});
-  if (!srv) return srv.error();
+  if (!srv.ok()) return srv.status();
   sc.ca = *ca;
   sc.server = *srv;
   if (!dir.empty()) {
-    if (auto e = WriteFileAtomic(dir + "/ca.key", ca->key_pem, 0600)) return *e;
-    if (auto e = WriteFileAtomic(dir + "/ca.crt", ca->cert_pem, 0644)) return *e;
-    if (auto e = WriteFileAtomic(dir + "/server.key", srv->key_pem, 0600)) return *e;
-    if (auto e = WriteFileAtomic(dir + "/server.crt", srv->cert_pem, 0644)) return *e;
+    if (Status e = WriteFileAtomic(dir + "/ca.key", ca->key_pem, 0600); !e.ok()) return e;
+    if (Status e = WriteFileAtomic(dir + "/ca.crt", ca->cert_pem, 0644); !e.ok()) return e;
+    if (Status e = WriteFileAtomic(dir + "/server.key", srv->key_pem, 0600); !e.ok()) return e;
+    if (Status e = WriteFileAtomic(dir + "/server.crt", srv->cert_pem, 0644); !e.ok()) return e;
   }
   return sc;
 }
 
-Result<std::string> CertificateCommonName(const std::string& cert_pem) {
+StatusOr<std::string> CertificateCommonName(const std::string& cert_pem) {
   auto cert = ParseCert(cert_pem);
-  if (!cert) return cert.error();
+  if (!cert.ok()) return cert.status();
   char buf[256] = {0};
   X509_NAME_get_text_by_NID(X509_get_subject_name(cert->get()), NID_commonName, buf, sizeof(buf));
   return std::string(buf);

@@ -17,20 +17,20 @@ struct CertKey {
   std::string key_pem;
 };
 
-Result<CertKey> MakeCA(const std::string& common_name);
-Result<CertKey> IssueServerCert(const CertKey& ca, const std::vector<std::string>& dns_names,
-                                const std::vector<std::string>& ips);
-Result<CertKey> IssueClientCert(const CertKey& ca, const std::string& user,
-                                const std::vector<std::string>& groups);
+StatusOr<CertKey> MakeCA(const std::string& common_name);
+StatusOr<CertKey> IssueServerCert(const CertKey& ca, const std::vector<std::string>& dns_names,
+                                  const std::vector<std::string>& ips);
+StatusOr<CertKey> IssueClientCert(const CertKey& ca, const std::string& user,
+                                  const std::vector<std::string>& groups);
 
 // Loads ca/server certs from `dir` or creates and stores them (mode 0600 keys).
 struct ServingCerts {
   CertKey ca;
   CertKey server;
 };
-Result<ServingCerts> LoadOrCreateServingCerts(const std::string& dir);
+StatusOr<ServingCerts> LoadOrCreateServingCerts(const std::string& dir);
 
 // Subject CN of a PEM certificate (for tests and logging).
-Result<std::string> CertificateCommonName(const std::string& cert_pem);
+StatusOr<std::string> CertificateCommonName(const std::string& cert_pem);
 
 }  // namespace kubelocal

@@ -41,9 +41,9 @@ bool Verifies(const std::string& ca, const std::string& leaf, const char* host, 
 
 TEST(Certs, ServerAndClientCertificatesChainToTheCa) {
   auto ca = MakeCA("test-ca");
-  ASSERT_TRUE(ca.ok()) << ca.error().message;
+  ASSERT_TRUE(ca.ok()) << ca.status().message();
   auto srv = IssueServerCert(*ca, {"localhost"}, {"127.0.0.1"});
-  ASSERT_TRUE(srv.ok()) << srv.error().message;
+  ASSERT_TRUE(srv.ok()) << srv.status().message();
   EXPECT_TRUE(Verifies(ca->cert_pem, srv->cert_pem, "127.0.0.1", X509_PURPOSE_SSL_SERVER));
   EXPECT_TRUE(Verifies(ca->cert_pem, srv->cert_pem, "localhost", X509_PURPOSE_SSL_SERVER));
   EXPECT_FALSE(Verifies(ca->cert_pem, srv->cert_pem, "10.0.0.1", X509_PURPOSE_SSL_SERVER));
@@ -60,7 +60,7 @@ TEST(Certs, ServingCertsPersistInTheDataDir) {
   std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/certs_test";
   ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
   auto a = LoadOrCreateServingCerts(dir);
-  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(a.ok()) << a.status().message();
   auto b = LoadOrCreateServingCerts(dir);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(a->ca.cert_pem, b->ca.cert_pem);

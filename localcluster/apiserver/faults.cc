@@ -5,7 +5,7 @@
 
 namespace kubelocal {
 
-MaybeError FaultInjector::FailNext(int count, int code, int retry_after_seconds) {
+Status FaultInjector::FailNext(int count, int code, int retry_after_seconds) {
   if (count < 0) return BadRequest("count must be >= 0");
   if (code != 429 && code != 500 && code != 503 && code != 504) {
     return BadRequest("code must be one of 429, 500, 503, 504");
@@ -14,7 +14,7 @@ MaybeError FaultInjector::FailNext(int count, int code, int retry_after_seconds)
   fail_count_ = count;
   fail_code_ = code;
   retry_after_ = retry_after_seconds < 0 ? 0 : retry_after_seconds;
-  return std::nullopt;
+  return Status();
 }
 
 void FaultInjector::SetLatencyMs(int ms) {
@@ -34,10 +34,10 @@ void FaultInjector::Reset() {
   expire_watches_ = 0;
 }
 
-MaybeError FaultInjector::OnRequest(const std::string& path) {
-  if (path.rfind("/_local/", 0) == 0) return std::nullopt;
+Status FaultInjector::OnRequest(const std::string& path) {
+  if (path.rfind("/_local/", 0) == 0) return Status();
   int latency;
-  std::optional<ApiError> err;
+  Status err;
   {
     std::lock_guard<std::mutex> l(mu_);
     latency = latency_ms_;
@@ -46,18 +46,13 @@ MaybeError FaultInjector::OnRequest(const std::string& path) {
       if (fail_code_ == 429) {
         err = TooManyRequests("Too many requests, please try again later.", retry_after_);
       } else if (fail_code_ == 503) {
-        ApiError e = InternalError("");
-        e.code = 503;
-        e.reason = "ServiceUnavailable";
-        e.message = "the server is currently unable to handle the request (injected fault)";
-        e.retry_after_seconds = retry_after_;
-        err = e;
+        err = MakeApiError(503, "ServiceUnavailable",
+                           "the server is currently unable to handle the request (injected fault)",
+                           retry_after_);
       } else if (fail_code_ == 504) {
-        ApiError e = InternalError("");
-        e.code = 504;
-        e.reason = "Timeout";
-        e.message = "the server was unable to return a response in the time allotted (injected fault)";
-        err = e;
+        err = MakeApiError(
+            504, "Timeout",
+            "the server was unable to return a response in the time allotted (injected fault)");
       } else {
         err = InternalError("injected fault");
       }

@@ -13,14 +13,14 @@ namespace kubelocal {
 class FaultInjector {
  public:
   // Next `count` requests answer `code` (429, 500 or 503).
-  MaybeError FailNext(int count, int code, int retry_after_seconds);
+  Status FailNext(int count, int code, int retry_after_seconds);
   void SetLatencyMs(int ms);
   // The next `count` watch requests get an ERROR 410 event and close.
   void ExpireNextWatches(int count);
   void Reset();
 
   // Per request: sleeps for the latency, then maybe returns an error.
-  MaybeError OnRequest(const std::string& path);
+  Status OnRequest(const std::string& path);
   // Per watch request: true if it must be answered with 410.
   bool TakeWatchExpiry();
   json State() const;

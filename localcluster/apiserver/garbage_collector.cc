@@ -86,7 +86,7 @@ int GarbageCollector::RunOnce() {
       auto t = types.find(res);
       if (t == types.end()) continue;
       auto r = ops_->Delete(t->second, Meta(o, "namespace"), Meta(o, "name"), background);
-      if (r) ++actions;
+      if (r.ok()) ++actions;
     }
   }
   // Foreground owners whose dependents are all gone lose their finalizer.
@@ -94,7 +94,7 @@ int GarbageCollector::RunOnce() {
     if (!Deleting(o) || !HasFinalizer(o, "foregroundDeletion")) continue;
     if (referenced.count(Meta(o, "uid"))) continue;
     auto r = store->Mutate(res, Meta(o, "namespace"), Meta(o, "name"),
-                           [](const std::optional<json>& cur) -> Result<Mutation> {
+                           [](const std::optional<json>& cur) -> StatusOr<Mutation> {
                              if (!cur || !cur->contains("/metadata/finalizers"_json_pointer)) {
                                return Mutation::None();
                              }
@@ -114,7 +114,7 @@ int GarbageCollector::RunOnce() {
                              }
                              return Mutation::Put(std::move(next));
                            });
-    if (r) ++actions;
+    if (r.ok()) ++actions;
   }
   // Terminating namespaces.
   for (const auto& [res, o] : all) {
@@ -127,11 +127,11 @@ int GarbageCollector::RunOnce() {
       if (Deleting(o2)) continue;
       auto t = types.find(r2);
       if (t == types.end() || !t->second.namespaced) continue;
-      if (ops_->Delete(t->second, ns, Meta(o2, "name"), background)) ++actions;
+      if (ops_->Delete(t->second, ns, Meta(o2, "name"), background).ok()) ++actions;
     }
     if (!empty) continue;
     auto r = store->Mutate("/namespaces", "", ns,
-                           [](const std::optional<json>& cur) -> Result<Mutation> {
+                           [](const std::optional<json>& cur) -> StatusOr<Mutation> {
                              if (!cur) return Mutation::None();
                              if (cur->contains("/metadata/finalizers"_json_pointer) &&
                                  !(*cur)["metadata"]["finalizers"].empty()) {
@@ -139,7 +139,7 @@ int GarbageCollector::RunOnce() {
                              }
                              return Mutation::Delete();
                            });
-    if (r && !r->is_null()) ++actions;
+    if (r.ok() && !r->is_null()) ++actions;
   }
   return actions;
 }

@@ -214,7 +214,7 @@ HttpServer::HttpServer(Handler handler, HttpServerOptions options) : impl_(new I
 
 HttpServer::~HttpServer() { Stop(); }
 
-MaybeError HttpServer::Listen() {
+Status HttpServer::Listen() {
   auto& o = impl_->options;
   try {
     impl_->ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
@@ -239,7 +239,7 @@ MaybeError HttpServer::Listen() {
     return InternalError(std::string("cannot listen on ") + o.host + ":" + std::to_string(o.port) +
                          ": " + e.what());
   }
-  return std::nullopt;
+  return Status();
 }
 
 void HttpServer::Serve() {

@@ -34,7 +34,7 @@ class HttpServer {
   HttpServer(Handler handler, HttpServerOptions options);
   ~HttpServer();
   // Binds and listens (port() is valid afterwards); Serve() starts accepting.
-  MaybeError Listen();
+  Status Listen();
   void Serve();
   int port() const { return port_; }
   // Stops accepting, shuts down every open connection and waits for them.

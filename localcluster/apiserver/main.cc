@@ -177,25 +177,25 @@ int Run(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   if (!f.data_dir.empty()) {
-    if (auto e = MakeDirs(f.data_dir)) {
-      std::cerr << "kube-local: " << e->message << "\n";
+    if (Status e = MakeDirs(f.data_dir); !e.ok()) {
+      std::cerr << "kube-local: " << e.message() << "\n";
       return 1;
     }
   }
   auto certs = LoadOrCreateServingCerts(f.data_dir);
-  if (!certs) {
-    std::cerr << "kube-local: certificates: " << certs.error().message << "\n";
+  if (!certs.ok()) {
+    std::cerr << "kube-local: certificates: " << certs.status().message() << "\n";
     return 1;
   }
   std::string token = f.token;
   if (token.empty() && !f.data_dir.empty()) {
-    if (auto t = ReadFile(f.data_dir + "/token")) token = *t;
+    if (auto t = ReadFile(f.data_dir + "/token"); t.ok()) token = *t;
     while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
   }
   if (token.empty()) token = RandomToken();
   if (!f.data_dir.empty()) {
-    if (auto e = WriteFileAtomic(f.data_dir + "/token", token + "\n", 0600)) {
-      std::cerr << "kube-local: " << e->message << "\n";
+    if (Status e = WriteFileAtomic(f.data_dir + "/token", token + "\n", 0600); !e.ok()) {
+      std::cerr << "kube-local: " << e.message() << "\n";
       return 1;
     }
   }
@@ -203,8 +203,8 @@ int Run(int argc, char** argv) {
   so.data_dir = f.data_dir.empty() ? "" : f.data_dir + "/state";
   so.history_limit = static_cast<size_t>(f.history_limit);
   auto store = Store::Open(so);
-  if (!store) {
-    std::cerr << "kube-local: state: " << store.error().message << "\n";
+  if (!store.ok()) {
+    std::cerr << "kube-local: state: " << store.status().message() << "\n";
     return 1;
   }
 
@@ -224,8 +224,8 @@ int Run(int argc, char** argv) {
   ho.verbosity = f.verbosity;
   // `api` is created once the port is known, before any request is accepted.
   HttpServer http([&api](const HttpRequest& r, ResponseSink& s) { api->Handle(r, s); }, ho);
-  if (auto e = http.Listen()) {
-    std::cerr << "kube-local: " << e->message << "\n";
+  if (Status e = http.Listen(); !e.ok()) {
+    std::cerr << "kube-local: " << e.message() << "\n";
     return 1;
   }
   const std::string address = f.host + ":" + std::to_string(http.port());
@@ -233,29 +233,31 @@ int Run(int argc, char** argv) {
   ao.server_address = address;
   api = std::make_unique<ApiServer>(store->get(), ao);
   api->SetRestartHook([&restart] { restart = true; });
-  if (auto e = api->Start()) {
-    std::cerr << "kube-local: " << e->message << "\n";
+  if (Status e = api->Start(); !e.ok()) {
+    std::cerr << "kube-local: " << e.message() << "\n";
     return 1;
   }
   http.Serve();
   if (!f.kubeconfig_out.empty()) {
-    if (auto e = WriteFileAtomic(f.kubeconfig_out, Kubeconfig(server, certs->ca.cert_pem, token), 0600)) {
-      std::cerr << "kube-local: " << e->message << "\n";
+    if (Status e =
+            WriteFileAtomic(f.kubeconfig_out, Kubeconfig(server, certs->ca.cert_pem, token), 0600);
+        !e.ok()) {
+      std::cerr << "kube-local: " << e.message() << "\n";
       return 1;
     }
   }
   if (!f.client_cert_out.empty()) {
     auto cc = IssueClientCert(certs->ca, "kube-local-client", {"system:masters"});
-    if (!cc || WriteFileAtomic(f.client_cert_out + "/client.crt", cc->cert_pem, 0644) ||
-        WriteFileAtomic(f.client_cert_out + "/client.key", cc->key_pem, 0600) ||
-        WriteFileAtomic(f.client_cert_out + "/ca.crt", certs->ca.cert_pem, 0644)) {
+    if (!cc.ok() || !WriteFileAtomic(f.client_cert_out + "/client.crt", cc->cert_pem, 0644).ok() ||
+        !WriteFileAtomic(f.client_cert_out + "/client.key", cc->key_pem, 0600).ok() ||
+        !WriteFileAtomic(f.client_cert_out + "/ca.crt", certs->ca.cert_pem, 0644).ok()) {
       std::cerr << "kube-local: cannot write client certificate to " << f.client_cert_out << "\n";
       return 1;
     }
   }
   if (!f.port_file.empty()) {
-    if (auto e = WriteFileAtomic(f.port_file, std::to_string(http.port()) + "\n")) {
-      std::cerr << "kube-local: " << e->message << "\n";
+    if (Status e = WriteFileAtomic(f.port_file, std::to_string(http.port()) + "\n"); !e.ok()) {
+      std::cerr << "kube-local: " << e.message() << "\n";
       return 1;
     }
   }

@@ -116,7 +116,7 @@ json ObjectOps::ForVersion(const ResourceType& t, json obj) {
   return obj;
 }
 
-Result<DeleteOptions> DeleteOptions::Parse(
+StatusOr<DeleteOptions> DeleteOptions::Parse(
     const std::string& body, const std::function<std::string(const std::string&)>& query) {
   DeleteOptions o;
   json b = json::object();
@@ -143,12 +143,11 @@ Result<DeleteOptions> DeleteOptions::Parse(
   if (o.propagation_policy.empty()) o.propagation_policy = "Background";
   if (o.propagation_policy != "Background" && o.propagation_policy != "Foreground" &&
       o.propagation_policy != "Orphan") {
-    ApiError e = BadRequest("");
-    e.code = 422;
-    e.reason = "Invalid";
-    e.message = "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"" +
-                o.propagation_policy + "\": supported values: \"Foreground\", \"Background\", \"Orphan\"";
-    return e;
+    return MakeApiError(
+        422, "Invalid",
+        "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"" +
+            o.propagation_policy +
+            "\": supported values: \"Foreground\", \"Background\", \"Orphan\"");
   }
   if (b.contains("preconditions") && b["preconditions"].is_object()) {
     o.precondition_uid = b["preconditions"].value("uid", "");
@@ -159,31 +158,29 @@ Result<DeleteOptions> DeleteOptions::Parse(
   return o;
 }
 
-Result<json> ObjectOps::Get(const ResourceType& t, const std::string& ns,
-                            const std::string& name) const {
+StatusOr<json> ObjectOps::Get(const ResourceType& t, const std::string& ns,
+                              const std::string& name) const {
   auto o = store_->Get(t.storage_key(), t.namespaced ? ns : "", name);
   if (!o) return NotFound(t.qualified(), name);
   return ForVersion(t, std::move(*o));
 }
 
-MaybeError ObjectOps::CheckNamespace(const ResourceType& t, const std::string& ns,
-                                     const std::string& name) {
-  if (!t.namespaced) return std::nullopt;
+Status ObjectOps::CheckNamespace(const ResourceType& t, const std::string& ns,
+                                 const std::string& name) {
+  if (!t.namespaced) return Status();
   if (ns.empty()) return BadRequest("the namespace of the object must be set for " + t.qualified());
   auto nso = store_->Get(kNamespaces, "", ns);
   if (!nso) return NotFound("namespaces", ns);
   if (Deleting(*nso)) {
-    ApiError e = Forbidden(t.qualified() + " \"" + name + "\" is forbidden: unable to create new "
-                           "content in namespace " + ns + " because it is being terminated");
-    e.name = name;
-    e.kind = t.plural;
-    return e;
+    const std::string why =
+        "unable to create new content in namespace " + ns + " because it is being terminated";
+    return Forbidden(t.qualified() + " \"" + name + "\" is forbidden: " + why, t.plural, name);
   }
-  return std::nullopt;
+  return Status();
 }
 
-MaybeError ObjectOps::Admit(const ResourceType& t, json& obj, const json& old,
-                            const WriteOptions& opts, std::vector<std::string>* warnings) {
+Status ObjectOps::Admit(const ResourceType& t, json& obj, const json& old, const WriteOptions& opts,
+                        std::vector<std::string>* warnings) {
   const std::string name = MetaStr(obj, "name");
   std::vector<FieldCause> causes;
   if (t.is_crd) {
@@ -308,7 +305,7 @@ MaybeError ObjectOps::Admit(const ResourceType& t, json& obj, const json& old,
     if (!obj.contains("/status/phase"_json_pointer)) obj["status"]["phase"] = "Active";
   } else if (t.group == "apiextensions.k8s.io") {
     auto types = Registry::TypesFromCrd(obj);
-    if (!types) return types.error();
+    if (!types.ok()) return types.status();
     const json versions = obj["spec"]["versions"];
     for (size_t i = 0; i < versions.size(); ++i) {
       const std::string p = "spec.versions[" + std::to_string(i) + "].schema.openAPIV3Schema";
@@ -347,11 +344,11 @@ MaybeError ObjectOps::Admit(const ResourceType& t, json& obj, const json& old,
     }
   }
   if (!causes.empty()) return Invalid(t.kind_group(), name, causes);
-  return std::nullopt;
+  return Status();
 }
 
-Result<json> ObjectOps::Create(const ResourceType& t, const std::string& ns, json obj,
-                               const WriteOptions& opts, std::vector<std::string>* warnings) {
+StatusOr<json> ObjectOps::Create(const ResourceType& t, const std::string& ns, json obj,
+                                 const WriteOptions& opts, std::vector<std::string>* warnings) {
   if (!obj.is_object()) return BadRequest("the request body must be a JSON object");
   if (obj.contains("kind") && obj["kind"].is_string() && obj["kind"] != t.kind) {
     return BadRequest("the kind in the data (" + obj["kind"].get<std::string>() +
@@ -383,7 +380,7 @@ Result<json> ObjectOps::Create(const ResourceType& t, const std::string& ns, jso
                    {Cause("FieldValueRequired", "metadata.name",
                           "Required value: name or generateName is required")});
   }
-  if (auto e = CheckNamespace(t, ns, name.empty() ? generate : name)) return *e;
+  if (Status e = CheckNamespace(t, ns, name.empty() ? generate : name); !e.ok()) return e;
   const bool label_name = t.group.empty() && (t.plural == "namespaces" || t.plural == "services");
   meta.erase("resourceVersion");
   meta.erase("deletionTimestamp");
@@ -395,7 +392,7 @@ Result<json> ObjectOps::Create(const ResourceType& t, const std::string& ns, jso
   meta["generation"] = 1;
   if (t.has_status && t.is_crd) obj.erase("status");
   if (IsPods(t)) obj["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
-  if (auto e = Admit(t, obj, nullptr, opts, warnings)) return *e;
+  if (Status e = Admit(t, obj, nullptr, opts, warnings); !e.ok()) return e;
 
   for (int attempt = 0; attempt < 8; ++attempt) {
     std::string n = name.empty() ? generate + RandomSuffix() : name;
@@ -411,7 +408,7 @@ Result<json> ObjectOps::Create(const ResourceType& t, const std::string& ns, jso
     obj["metadata"]["name"] = n;
     json stored;
     auto r = store_->Mutate(t.storage_key(), t.namespaced ? ns : "", n,
-                            [&](const std::optional<json>& cur) -> Result<Mutation> {
+                            [&](const std::optional<json>& cur) -> StatusOr<Mutation> {
                               if (cur) return AlreadyExists(t.qualified(), n);
                               if (opts.dry_run) {
                                 stored = obj;
@@ -419,9 +416,9 @@ Result<json> ObjectOps::Create(const ResourceType& t, const std::string& ns, jso
                               }
                               return Mutation::Put(obj);
                             });
-    if (!r) {
-      if (r.error().reason == "AlreadyExists" && name.empty()) continue;
-      return r.error();
+    if (!r.ok()) {
+      if (Reason(r.status()) == "AlreadyExists" && name.empty()) continue;
+      return r.status();
     }
     if (opts.dry_run) return ForVersion(t, stored);
     AfterWrite(t, *r, false);
@@ -430,9 +427,9 @@ Result<json> ObjectOps::Create(const ResourceType& t, const std::string& ns, jso
   return AlreadyExists(t.qualified(), generate + "*");
 }
 
-Result<Mutation> ObjectOps::FinishUpdate(const ResourceType& t, const json& cur, json next,
-                                         bool status_only, const WriteOptions& opts,
-                                         std::vector<std::string>* warnings) {
+StatusOr<Mutation> ObjectOps::FinishUpdate(const ResourceType& t, const json& cur, json next,
+                                           bool status_only, const WriteOptions& opts,
+                                           std::vector<std::string>* warnings) {
   if (!next.is_object()) return BadRequest("the request body must be a JSON object");
   const std::string name = MetaStr(cur, "name");
   json out;
@@ -484,7 +481,7 @@ Result<Mutation> ObjectOps::FinishUpdate(const ResourceType& t, const json& cur,
   }
   out["kind"] = t.kind;
   out["apiVersion"] = t.api_version();
-  if (auto e = Admit(t, out, cur, opts, warnings)) return *e;
+  if (Status e = Admit(t, out, cur, opts, warnings); !e.ok()) return e;
   if (!status_only && SpecChanged(cur, out)) {
     out["metadata"]["generation"] = cur["metadata"].value("generation", int64_t{1}) + 1;
   }
@@ -497,9 +494,9 @@ Result<Mutation> ObjectOps::FinishUpdate(const ResourceType& t, const json& cur,
   return Mutation::Put(std::move(out));
 }
 
-Result<json> ObjectOps::Update(const ResourceType& t, const std::string& ns,
-                               const std::string& name, json obj, bool status_only,
-                               const WriteOptions& opts, std::vector<std::string>* warnings) {
+StatusOr<json> ObjectOps::Update(const ResourceType& t, const std::string& ns,
+                                 const std::string& name, json obj, bool status_only,
+                                 const WriteOptions& opts, std::vector<std::string>* warnings) {
   if (!obj.is_object()) return BadRequest("the request body must be a JSON object");
   const std::string body_name = MetaStr(obj, "name");
   if (!body_name.empty() && body_name != name) {
@@ -522,7 +519,7 @@ Result<json> ObjectOps::Update(const ResourceType& t, const std::string& ns,
   json dry;
   auto r = store_->Mutate(
       t.storage_key(), t.namespaced ? ns : "", name,
-      [&](const std::optional<json>& cur) -> Result<Mutation> {
+      [&](const std::optional<json>& cur) -> StatusOr<Mutation> {
         if (!cur) return NotFound(t.qualified(), name);
         if (!want_rv.empty() && want_rv != MetaStr(*cur, "resourceVersion")) {
           return Conflict(t.qualified(), name,
@@ -530,7 +527,7 @@ Result<json> ObjectOps::Update(const ResourceType& t, const std::string& ns,
                           "latest version and try again");
         }
         auto m = FinishUpdate(t, *cur, obj, status_only, opts, warnings);
-        if (!m) return m.error();
+        if (!m.ok()) return m.status();
         removed = m->kind == Mutation::Kind::kDelete;
         if (opts.dry_run) {
           dry = m->kind == Mutation::Kind::kPut ? m->object : *cur;
@@ -538,16 +535,16 @@ Result<json> ObjectOps::Update(const ResourceType& t, const std::string& ns,
         }
         return m;
       });
-  if (!r) return r.error();
+  if (!r.ok()) return r.status();
   if (opts.dry_run) return ForVersion(t, dry);
   AfterWrite(t, *r, removed);
   return ForVersion(t, *r);
 }
 
-Result<json> ObjectOps::Patch(const ResourceType& t, const std::string& ns,
-                              const std::string& name, PatchType type, const std::string& body,
-                              bool status_only, const WriteOptions& opts,
-                              std::vector<std::string>* warnings) {
+StatusOr<json> ObjectOps::Patch(const ResourceType& t, const std::string& ns,
+                                const std::string& name, PatchType type, const std::string& body,
+                                bool status_only, const WriteOptions& opts,
+                                std::vector<std::string>* warnings) {
   if (type == PatchType::kStrategic && t.is_crd) {
     return UnsupportedMediaType(
         "the body of the request was in an unknown format - accepted media types include: "
@@ -558,7 +555,7 @@ Result<json> ObjectOps::Patch(const ResourceType& t, const std::string& ns,
   json dry;
   auto r = store_->Mutate(
       t.storage_key(), t.namespaced ? ns : "", name,
-      [&](const std::optional<json>& cur) -> Result<Mutation> {
+      [&](const std::optional<json>& cur) -> StatusOr<Mutation> {
         if (!cur) {
           if (type == PatchType::kApply && !status_only) {
             create = true;
@@ -568,7 +565,7 @@ Result<json> ObjectOps::Patch(const ResourceType& t, const std::string& ns,
         }
         json base = ForVersion(t, *cur);
         auto patched = ApplyPatch(base, type, body);
-        if (!patched) return patched.error();
+        if (!patched.ok()) return patched.status();
         const std::string want_rv = MetaStr(*patched, "resourceVersion");
         if (!want_rv.empty() && want_rv != MetaStr(*cur, "resourceVersion")) {
           return Conflict(t.qualified(), name,
@@ -580,7 +577,7 @@ Result<json> ObjectOps::Patch(const ResourceType& t, const std::string& ns,
                             ") does not match the name on the URL (" + name + ")");
         }
         auto m = FinishUpdate(t, *cur, std::move(*patched), status_only, opts, warnings);
-        if (!m) return m.error();
+        if (!m.ok()) return m.status();
         removed = m->kind == Mutation::Kind::kDelete;
         if (opts.dry_run) {
           dry = m->kind == Mutation::Kind::kPut ? m->object : *cur;
@@ -588,10 +585,10 @@ Result<json> ObjectOps::Patch(const ResourceType& t, const std::string& ns,
         }
         return m;
       });
-  if (!r) return r.error();
+  if (!r.ok()) return r.status();
   if (create) {
     auto obj = YamlToJson(body);
-    if (!obj) return obj.error();
+    if (!obj.ok()) return obj.status();
     if (!obj->is_object()) return BadRequest("apply patch must be an object");
     (*obj)["metadata"]["name"] = name;
     return Create(t, ns, std::move(*obj), opts, warnings);
@@ -601,8 +598,8 @@ Result<json> ObjectOps::Patch(const ResourceType& t, const std::string& ns,
   return ForVersion(t, *r);
 }
 
-Result<ObjectOps::Deleted> ObjectOps::Delete(const ResourceType& t, const std::string& ns,
-                                             const std::string& name, const DeleteOptions& opts) {
+StatusOr<ObjectOps::Deleted> ObjectOps::Delete(const ResourceType& t, const std::string& ns,
+                                               const std::string& name, const DeleteOptions& opts) {
   if (opts.propagation_policy == "Orphan" && !opts.dry_run) {
     // Orphan dependents first (the apiserver does this through the "orphan" finalizer).
     auto owner = store_->Get(t.storage_key(), t.namespaced ? ns : "", name);
@@ -610,33 +607,34 @@ Result<ObjectOps::Deleted> ObjectOps::Delete(const ResourceType& t, const std::s
       const std::string uid = MetaStr(*owner, "uid");
       for (auto& [res, obj] : store_->Snapshot()) {
         if (!obj.contains("/metadata/ownerReferences"_json_pointer)) continue;
-        store_->Mutate(res, MetaStr(obj, "namespace"), MetaStr(obj, "name"),
-                       [&](const std::optional<json>& cur) -> Result<Mutation> {
-                         if (!cur || !cur->contains("/metadata/ownerReferences"_json_pointer)) {
-                           return Mutation::None();
-                         }
-                         json next = *cur;
-                         json refs = json::array();
-                         for (const auto& ref : next["metadata"]["ownerReferences"]) {
-                           if (ref.value("uid", "") != uid) refs.push_back(ref);
-                         }
-                         if (refs.size() == next["metadata"]["ownerReferences"].size()) {
-                           return Mutation::None();
-                         }
-                         if (refs.empty()) {
-                           next["metadata"].erase("ownerReferences");
-                         } else {
-                           next["metadata"]["ownerReferences"] = refs;
-                         }
-                         return Mutation::Put(std::move(next));
-                       });
+        (void)store_->Mutate(
+            res, MetaStr(obj, "namespace"), MetaStr(obj, "name"),  // best effort
+            [&](const std::optional<json>& cur) -> StatusOr<Mutation> {
+              if (!cur || !cur->contains("/metadata/ownerReferences"_json_pointer)) {
+                return Mutation::None();
+              }
+              json next = *cur;
+              json refs = json::array();
+              for (const auto& ref : next["metadata"]["ownerReferences"]) {
+                if (ref.value("uid", "") != uid) refs.push_back(ref);
+              }
+              if (refs.size() == next["metadata"]["ownerReferences"].size()) {
+                return Mutation::None();
+              }
+              if (refs.empty()) {
+                next["metadata"].erase("ownerReferences");
+              } else {
+                next["metadata"]["ownerReferences"] = refs;
+              }
+              return Mutation::Put(std::move(next));
+            });
       }
     }
   }
   Deleted out;
   auto r = store_->Mutate(
       t.storage_key(), t.namespaced ? ns : "", name,
-      [&](const std::optional<json>& cur) -> Result<Mutation> {
+      [&](const std::optional<json>& cur) -> StatusOr<Mutation> {
         if (!cur) return NotFound(t.qualified(), name);
         if (!opts.precondition_uid.empty() && opts.precondition_uid != MetaStr(*cur, "uid")) {
           return Conflict(t.qualified(), name,
@@ -692,7 +690,7 @@ Result<ObjectOps::Deleted> ObjectOps::Delete(const ResourceType& t, const std::s
         if (opts.dry_run || next == *cur) return Mutation::None();
         return Mutation::Put(std::move(next));
       });
-  if (!r) return r.error();
+  if (!r.ok()) return r.status();
   out.object = ForVersion(t, *r);
   if (!opts.dry_run) AfterWrite(t, *r, out.removed);
   return out;
@@ -704,19 +702,19 @@ void ObjectOps::AfterWrite(const ResourceType& t, const json& obj, bool removed)
     if (removed) {
       // Drop every instance (finalizers on CRs do not block CRD removal here).
       auto types = Registry::TypesFromCrd(obj);
-      if (types && !types->empty()) {
+      if (types.ok() && !types->empty()) {
         const std::string key = (*types)[0].storage_key();
         for (auto& [res, o] : store_->Snapshot(key)) {
-          store_->Mutate(res, MetaStr(o, "namespace"), MetaStr(o, "name"),
-                         [](const std::optional<json>& cur) -> Result<Mutation> {
-                           return cur ? Mutation::Delete() : Mutation::None();
-                         });
+          (void)store_->Mutate(res, MetaStr(o, "namespace"), MetaStr(o, "name"),
+                               [](const std::optional<json>& cur) -> StatusOr<Mutation> {
+                                 return cur ? Mutation::Delete() : Mutation::None();
+                               });
         }
       }
       registry_->RemoveCrd(name);
     } else {
       auto types = Registry::TypesFromCrd(obj);
-      if (types) registry_->SetCrd(name, std::move(*types));
+      if (types.ok()) registry_->SetCrd(name, std::move(*types));
     }
   }
   if ((removed || Deleting(obj)) && on_delete_) on_delete_();
@@ -725,18 +723,18 @@ void ObjectOps::AfterWrite(const ResourceType& t, const json& obj, bool removed)
 void ObjectOps::LoadCrds() {
   for (auto& [res, obj] : store_->Snapshot("apiextensions.k8s.io/customresourcedefinitions")) {
     auto types = Registry::TypesFromCrd(obj);
-    if (types) registry_->SetCrd(MetaStr(obj, "name"), std::move(*types));
+    if (types.ok()) registry_->SetCrd(MetaStr(obj, "name"), std::move(*types));
   }
 }
 
-MaybeError ObjectOps::EnsureDefaultNamespaces() {
+Status ObjectOps::EnsureDefaultNamespaces() {
   auto t = registry_->Find("", "v1", "namespaces");
   for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
     if (store_->Get(kNamespaces, "", ns)) continue;
     auto r = Create(*t, "", json{{"metadata", {{"name", ns}}}}, {}, nullptr);
-    if (!r && r.error().reason != "AlreadyExists") return r.error();
+    if (!r.ok() && Reason(r.status()) != "AlreadyExists") return r.status();
   }
-  return std::nullopt;
+  return Status();
 }
 
 }  // namespace kubelocal

@@ -29,35 +29,35 @@ struct DeleteOptions {
   std::string precondition_rv;
   bool dry_run = false;
   // Parses a DeleteOptions body plus query parameters.
-  static Result<DeleteOptions> Parse(const std::string& body,
-                                     const std::function<std::string(const std::string&)>& query);
+  static StatusOr<DeleteOptions> Parse(const std::string& body,
+                                       const std::function<std::string(const std::string&)>& query);
 };
 
 class ObjectOps {
  public:
   ObjectOps(Store* store, Registry* registry) : store_(store), registry_(registry) {}
 
-  Result<json> Get(const ResourceType& t, const std::string& ns, const std::string& name) const;
-  Result<json> Create(const ResourceType& t, const std::string& ns, json obj,
-                      const WriteOptions& opts, std::vector<std::string>* warnings);
-  Result<json> Update(const ResourceType& t, const std::string& ns, const std::string& name,
-                      json obj, bool status_only, const WriteOptions& opts,
-                      std::vector<std::string>* warnings);
+  StatusOr<json> Get(const ResourceType& t, const std::string& ns, const std::string& name) const;
+  StatusOr<json> Create(const ResourceType& t, const std::string& ns, json obj,
+                        const WriteOptions& opts, std::vector<std::string>* warnings);
+  StatusOr<json> Update(const ResourceType& t, const std::string& ns, const std::string& name,
+                        json obj, bool status_only, const WriteOptions& opts,
+                        std::vector<std::string>* warnings);
   // For apply patches, a missing object is created (server-side apply).
-  Result<json> Patch(const ResourceType& t, const std::string& ns, const std::string& name,
-                     PatchType type, const std::string& body, bool status_only,
-                     const WriteOptions& opts, std::vector<std::string>* warnings);
+  StatusOr<json> Patch(const ResourceType& t, const std::string& ns, const std::string& name,
+                       PatchType type, const std::string& body, bool status_only,
+                       const WriteOptions& opts, std::vector<std::string>* warnings);
   struct Deleted {
     json object;
     bool removed = false;  // false: still there (finalizers / graceful)
   };
-  Result<Deleted> Delete(const ResourceType& t, const std::string& ns, const std::string& name,
-                         const DeleteOptions& opts);
+  StatusOr<Deleted> Delete(const ResourceType& t, const std::string& ns, const std::string& name,
+                           const DeleteOptions& opts);
 
   // Registers the CRDs found in the store (at startup).
   void LoadCrds();
   // Creates default, kube-system, kube-public, kube-node-lease if missing.
-  MaybeError EnsureDefaultNamespaces();
+  Status EnsureDefaultNamespaces();
   // Called after anything is removed or starts deleting (wakes the GC).
   void SetDeletionHook(std::function<void()> hook) { on_delete_ = std::move(hook); }
 
@@ -68,15 +68,15 @@ class ObjectOps {
   Store* store() { return store_; }
 
  private:
-  MaybeError CheckNamespace(const ResourceType& t, const std::string& ns, const std::string& name);
+  Status CheckNamespace(const ResourceType& t, const std::string& ns, const std::string& name);
   // Type-specific defaults and validation of a full object; `old` is null on create.
-  MaybeError Admit(const ResourceType& t, json& obj, const json& old, const WriteOptions& opts,
-                   std::vector<std::string>* warnings);
+  Status Admit(const ResourceType& t, json& obj, const json& old, const WriteOptions& opts,
+               std::vector<std::string>* warnings);
   // Merges an incoming full object with the current one (status rules,
   // immutable metadata, generation) and decides put / delete / no-op.
-  Result<Mutation> FinishUpdate(const ResourceType& t, const json& cur, json next,
-                                bool status_only, const WriteOptions& opts,
-                                std::vector<std::string>* warnings);
+  StatusOr<Mutation> FinishUpdate(const ResourceType& t, const json& cur, json next,
+                                  bool status_only, const WriteOptions& opts,
+                                  std::vector<std::string>* warnings);
   void AfterWrite(const ResourceType& t, const json& obj, bool removed);
 
   Store* store_;

@@ -25,7 +25,7 @@ class ObjectOpsTest : public ::testing::Test {
   void SetUp() override {
     store_ = std::move(*Store::Open({}));
     ops_ = std::make_unique<ObjectOps>(store_.get(), &registry_);
-    ASSERT_FALSE(ops_->EnsureDefaultNamespaces());
+    ASSERT_TRUE(ops_->EnsureDefaultNamespaces().ok());
   }
   ResourceType Type(const std::string& g, const std::string& plural) {
     auto t = registry_.Find(g, "v1", plural);
@@ -41,7 +41,7 @@ class ObjectOpsTest : public ::testing::Test {
   void InstallCrd() {
     auto r = ops_->Create(Type("apiextensions.k8s.io", "customresourcedefinitions"), "",
                           json::parse(kCrd), {}, nullptr);
-    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_TRUE(r.ok()) << r.status().message();
   }
   std::unique_ptr<Store> store_;
   Registry registry_;
@@ -51,26 +51,26 @@ class ObjectOpsTest : public ::testing::Test {
 TEST_F(ObjectOpsTest, CreateStampsMetadataAndRejectsDuplicates) {
   auto pods = Type("", "pods");
   auto p = ops_->Create(pods, "default", Pod("a"), {}, nullptr);
-  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ((*p)["kind"], "Pod");
   EXPECT_EQ((*p)["metadata"]["generation"], 1);
   EXPECT_EQ((*p)["metadata"]["uid"].get<std::string>().size(), 36u);
   EXPECT_FALSE((*p)["metadata"]["creationTimestamp"].get<std::string>().empty());
   EXPECT_EQ((*p)["status"]["phase"], "Pending");
   auto dup = ops_->Create(pods, "default", Pod("a"), {}, nullptr);
-  EXPECT_EQ(dup.error().code, 409);
-  EXPECT_EQ(dup.error().reason, "AlreadyExists");
+  EXPECT_EQ(HttpCode(dup.status()), 409);
+  EXPECT_EQ(Reason(dup.status()), "AlreadyExists");
   auto gen = ops_->Create(pods, "default", json::parse(R"({"metadata":{"generateName":"w-"},
       "spec":{"containers":[{"name":"c","image":"i"}]}})"), {}, nullptr);
   ASSERT_TRUE(gen.ok());
   EXPECT_EQ((*gen)["metadata"]["name"].get<std::string>().rfind("w-", 0), 0u);
   EXPECT_EQ((*gen)["metadata"]["name"].get<std::string>().size(), 7u);
-  EXPECT_EQ(ops_->Create(pods, "nope", Pod("b"), {}, nullptr).error().code, 404);
+  EXPECT_EQ(HttpCode(ops_->Create(pods, "nope", Pod("b"), {}, nullptr).status()), 404);
   auto bad = ops_->Create(pods, "default", Pod("Bad_Name"), {}, nullptr);
-  EXPECT_EQ(bad.error().code, 422);
+  EXPECT_EQ(HttpCode(bad.status()), 422);
   auto nocontainers = ops_->Create(pods, "default", json{{"metadata", {{"name", "x"}}}}, {}, nullptr);
-  ASSERT_EQ(nocontainers.error().code, 422);
-  EXPECT_EQ(nocontainers.error().causes[0].field, "spec.containers");
+  ASSERT_EQ(HttpCode(nocontainers.status()), 422);
+  EXPECT_EQ(Causes(nocontainers.status())[0].field, "spec.containers");
 }
 
 TEST_F(ObjectOpsTest, UpdateConflictsOnStaleResourceVersion) {
@@ -83,13 +83,13 @@ TEST_F(ObjectOpsTest, UpdateConflictsOnStaleResourceVersion) {
   stale["data"]["a"] = "3";
   auto r = ops_->Update(cms, "default", "c", stale, false, {}, nullptr);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, 409);
-  EXPECT_EQ(r.error().reason, "Conflict");
+  EXPECT_EQ(HttpCode(r.status()), 409);
+  EXPECT_EQ(Reason(r.status()), "Conflict");
   stale["metadata"].erase("resourceVersion");  // unconditional update
   EXPECT_TRUE(ops_->Update(cms, "default", "c", stale, false, {}, nullptr).ok());
-  EXPECT_EQ(ops_->Update(cms, "default", "zz", stale, false, {}, nullptr).error().code, 400);  // name mismatch
+  EXPECT_EQ(HttpCode(ops_->Update(cms, "default", "zz", stale, false, {}, nullptr).status()), 400);  // name mismatch
   stale["metadata"]["name"] = "zz";
-  EXPECT_EQ(ops_->Update(cms, "default", "zz", stale, false, {}, nullptr).error().code, 404);
+  EXPECT_EQ(HttpCode(ops_->Update(cms, "default", "zz", stale, false, {}, nullptr).status()), 404);
 }
 
 TEST_F(ObjectOpsTest, CustomResourcesValidateDefaultAndSplitStatus) {
@@ -98,14 +98,14 @@ TEST_F(ObjectOpsTest, CustomResourcesValidateDefaultAndSplitStatus) {
   ASSERT_TRUE(w.has_value());
   EXPECT_TRUE(w->has_status);
   auto bad = ops_->Create(*w, "default", json::parse(R"({"metadata":{"name":"b"},"spec":{"size":0}})"), {}, nullptr);
-  ASSERT_EQ(bad.error().code, 422);
-  EXPECT_EQ(bad.error().causes[0].field, "spec.size");
-  EXPECT_EQ(bad.error().message,
+  ASSERT_EQ(HttpCode(bad.status()), 422);
+  EXPECT_EQ(Causes(bad.status())[0].field, "spec.size");
+  EXPECT_EQ(bad.status().message(),
             "Widget.example.com \"b\" is invalid: spec.size: Invalid value: 0: spec.size in body "
             "should be greater than or equal to 1");
   auto ok = ops_->Create(*w, "default",
                          json::parse(R"({"metadata":{"name":"a"},"spec":{"size":1},"status":{"phase":"X"}})"), {}, nullptr);
-  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ((*ok)["spec"]["color"], "red");       // defaulted
   EXPECT_FALSE(ok->contains("status"));           // dropped on create
   // Main-resource writes ignore status; spec changes bump generation.
@@ -126,13 +126,13 @@ TEST_F(ObjectOpsTest, CustomResourcesValidateDefaultAndSplitStatus) {
   auto m = ops_->Patch(*w, "default", "a", PatchType::kMerge, R"({"metadata":{"labels":{"l":"v"}}})", false, {}, nullptr);
   EXPECT_EQ((*m)["metadata"]["generation"], 2);
   // Strategic merge patches are refused for custom resources, as upstream.
-  EXPECT_EQ(ops_->Patch(*w, "default", "a", PatchType::kStrategic, "{}", false, {}, nullptr).error().code, 415);
+  EXPECT_EQ(HttpCode(ops_->Patch(*w, "default", "a", PatchType::kStrategic, "{}", false, {}, nullptr).status()), 415);
   // Strict field validation reports unknown fields.
   WriteOptions strict;
   strict.field_validation = "Strict";
   auto unk = ops_->Create(*w, "default", json::parse(R"({"metadata":{"name":"u"},"spec":{"size":1,"zzz":1}})"), strict, nullptr);
-  EXPECT_EQ(unk.error().code, 400);
-  EXPECT_NE(unk.error().message.find("spec.zzz"), std::string::npos);
+  EXPECT_EQ(HttpCode(unk.status()), 400);
+  EXPECT_NE(unk.status().message().find("spec.zzz"), std::string::npos);
 }
 
 TEST_F(ObjectOpsTest, FinalizersHoldDeletionUntilRemoved) {
@@ -143,10 +143,10 @@ TEST_F(ObjectOpsTest, FinalizersHoldDeletionUntilRemoved) {
   EXPECT_FALSE(d->removed);
   EXPECT_TRUE(d->object["metadata"].contains("deletionTimestamp"));
   auto add = ops_->Patch(cms, "default", "f", PatchType::kMerge, R"({"metadata":{"finalizers":["x/y","new"]}})", false, {}, nullptr);
-  EXPECT_EQ(add.error().code, 422);
+  EXPECT_EQ(HttpCode(add.status()), 422);
   auto rm = ops_->Patch(cms, "default", "f", PatchType::kMerge, R"({"metadata":{"finalizers":null}})", false, {}, nullptr);
   ASSERT_TRUE(rm.ok());
-  EXPECT_EQ(ops_->Get(cms, "default", "f").error().code, 404);
+  EXPECT_EQ(HttpCode(ops_->Get(cms, "default", "f").status()), 404);
 }
 
 TEST_F(ObjectOpsTest, PodsOnNodesDeleteGracefully) {
@@ -164,8 +164,8 @@ TEST_F(ObjectOpsTest, PodsOnNodesDeleteGracefully) {
   ASSERT_TRUE(ops_->Create(pods, "default", Pod("q"), {}, nullptr).ok());
   DeleteOptions pre;
   pre.precondition_uid = "not-the-uid";
-  EXPECT_EQ(ops_->Delete(pods, "default", "q", pre).error().code, 409);
-  EXPECT_EQ(ops_->Delete(pods, "default", "zz", {}).error().code, 404);
+  EXPECT_EQ(HttpCode(ops_->Delete(pods, "default", "q", pre).status()), 409);
+  EXPECT_EQ(HttpCode(ops_->Delete(pods, "default", "zz", {}).status()), 404);
 }
 
 TEST_F(ObjectOpsTest, GarbageCollectorCascades) {
@@ -180,7 +180,7 @@ TEST_F(ObjectOpsTest, GarbageCollectorCascades) {
     json o = {{"metadata", {{"name", name}}}};
     o.merge_patch(extra);
     auto r = ops_->Create(cms, "default", o, {}, nullptr);
-    EXPECT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE(r.ok()) << r.status().message();
     return *r;
   };
   // Background: owner gone -> dependent collected.
@@ -188,7 +188,7 @@ TEST_F(ObjectOpsTest, GarbageCollectorCascades) {
   mk("d1", owner_of(o1));
   ASSERT_TRUE(ops_->Delete(cms, "default", "o1", {})->removed);
   gc.RunOnce();
-  EXPECT_EQ(ops_->Get(cms, "default", "d1").error().code, 404);
+  EXPECT_EQ(HttpCode(ops_->Get(cms, "default", "d1").status()), 404);
   // Orphan: dependent survives without the owner reference.
   json o2 = mk("o2", json::object());
   mk("d2", owner_of(o2));
@@ -209,8 +209,8 @@ TEST_F(ObjectOpsTest, GarbageCollectorCascades) {
   EXPECT_EQ(r->object["metadata"]["finalizers"], json({"foregroundDeletion"}));
   for (int i = 0; i < 3 && gc.RunOnce() > 0; ++i) {
   }
-  EXPECT_EQ(ops_->Get(cms, "default", "d3").error().code, 404);
-  EXPECT_EQ(ops_->Get(cms, "default", "o3").error().code, 404);
+  EXPECT_EQ(HttpCode(ops_->Get(cms, "default", "d3").status()), 404);
+  EXPECT_EQ(HttpCode(ops_->Get(cms, "default", "o3").status()), 404);
 }
 
 TEST_F(ObjectOpsTest, NamespaceDeletionEmptiesItFirst) {
@@ -222,11 +222,11 @@ TEST_F(ObjectOpsTest, NamespaceDeletionEmptiesItFirst) {
   auto d = ops_->Delete(nss, "", "team", {});
   ASSERT_FALSE(d->removed);
   EXPECT_EQ(d->object["status"]["phase"], "Terminating");
-  EXPECT_EQ(ops_->Create(cms, "team", json{{"metadata", {{"name", "late"}}}}, {}, nullptr).error().code, 403);
+  EXPECT_EQ(HttpCode(ops_->Create(cms, "team", json{{"metadata", {{"name", "late"}}}}, {}, nullptr).status()), 403);
   for (int i = 0; i < 3 && gc.RunOnce() > 0; ++i) {
   }
-  EXPECT_EQ(ops_->Get(cms, "team", "c").error().code, 404);
-  EXPECT_EQ(ops_->Get(nss, "", "team").error().code, 404);
+  EXPECT_EQ(HttpCode(ops_->Get(cms, "team", "c").status()), 404);
+  EXPECT_EQ(HttpCode(ops_->Get(nss, "", "team").status()), 404);
 }
 
 TEST_F(ObjectOpsTest, CrdValidationAndRemoval) {
@@ -235,8 +235,8 @@ TEST_F(ObjectOpsTest, CrdValidationAndRemoval) {
   bad["metadata"]["name"] = "wrong.example.com";
   bad["spec"]["versions"][0]["storage"] = false;
   auto r = ops_->Create(crds, "", bad, {}, nullptr);
-  ASSERT_EQ(r.error().code, 422);
-  EXPECT_EQ(r.error().causes.size(), 2u);
+  ASSERT_EQ(HttpCode(r.status()), 422);
+  EXPECT_EQ(Causes(r.status()).size(), 2u);
   InstallCrd();
   auto crd = ops_->Get(crds, "", "widgets.example.com");
   EXPECT_EQ((*crd)["status"]["conditions"][1]["type"], "Established");

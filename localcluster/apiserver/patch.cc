@@ -33,9 +33,9 @@ std::string MergeKeyFor(const json& a, const json& b) {
   return "";
 }
 
-Result<json> Strategic(const json& target, const json& patch);
+StatusOr<json> Strategic(const json& target, const json& patch);
 
-Result<json> MergeLists(const json& target, const json& patch, const json* order) {
+StatusOr<json> MergeLists(const json& target, const json& patch, const json* order) {
   std::string key = MergeKeyFor(target.is_array() ? target : json::array(), patch);
   if (key.empty()) {
     json out = json::array();
@@ -58,7 +58,7 @@ Result<json> MergeLists(const json& target, const json& patch, const json* order
       json fresh = pe;
       fresh.erase("$patch");
       auto merged = Strategic(json::object(), fresh);
-      if (!merged) return merged.error();
+      if (!merged.ok()) return merged.status();
       out.push_back(*merged);
     } else if (directive == "replace") {
       json fresh = pe;
@@ -66,7 +66,7 @@ Result<json> MergeLists(const json& target, const json& patch, const json* order
       *it = fresh;
     } else {
       auto merged = Strategic(*it, pe);
-      if (!merged) return merged.error();
+      if (!merged.ok()) return merged.status();
       *it = *merged;
     }
   }
@@ -88,7 +88,7 @@ Result<json> MergeLists(const json& target, const json& patch, const json* order
   return out;
 }
 
-Result<json> Strategic(const json& target, const json& patch) {
+StatusOr<json> Strategic(const json& target, const json& patch) {
   if (!patch.is_object()) return patch;
   json out = target.is_object() ? target : json::object();
   if (patch.value("$patch", "") == "replace") {
@@ -126,7 +126,7 @@ Result<json> Strategic(const json& target, const json& patch) {
       out.erase(k);
     } else if (v.is_object()) {
       auto m = Strategic(out.value(k, json::object()), v);
-      if (!m) return m.error();
+      if (!m.ok()) return m.status();
       if (m->is_null()) {
         out.erase(k);
       } else {
@@ -137,7 +137,7 @@ Result<json> Strategic(const json& target, const json& patch) {
       std::string ok = "$setElementOrder/" + k;
       if (patch.contains(ok)) order = &patch[ok];
       auto m = MergeLists(out.value(k, json::array()), v, order);
-      if (!m) return m.error();
+      if (!m.ok()) return m.status();
       out[k] = *m;
     } else {
       out[k] = v;
@@ -177,7 +177,7 @@ json YamlNodeToJson(const YAML::Node& n) {
 
 }  // namespace
 
-Result<PatchType> PatchTypeFromContentType(const std::string& content_type) {
+StatusOr<PatchType> PatchTypeFromContentType(const std::string& content_type) {
   std::string ct = content_type.substr(0, content_type.find(';'));
   ct.erase(std::remove_if(ct.begin(), ct.end(), ::isspace), ct.end());
   if (ct == "application/merge-patch+json") return PatchType::kMerge;
@@ -202,12 +202,12 @@ json MergePatch(const json& target, const json& patch) {
   return out;
 }
 
-Result<json> StrategicMergePatch(const json& target, const json& patch) {
+StatusOr<json> StrategicMergePatch(const json& target, const json& patch) {
   if (!patch.is_object()) return BadRequest("strategic merge patch must be a JSON object");
   return Strategic(target, patch);
 }
 
-Result<json> YamlToJson(const std::string& text) {
+StatusOr<json> YamlToJson(const std::string& text) {
   json j = json::parse(text, nullptr, false);
   if (!j.is_discarded()) return j;
   try {
@@ -217,10 +217,10 @@ Result<json> YamlToJson(const std::string& text) {
   }
 }
 
-Result<json> ApplyPatch(const json& target, PatchType type, const std::string& patch_body) {
+StatusOr<json> ApplyPatch(const json& target, PatchType type, const std::string& patch_body) {
   if (type == PatchType::kApply) {
     auto p = YamlToJson(patch_body);
-    if (!p) return p.error();
+    if (!p.ok()) return p.status();
     if (!p->is_object()) return BadRequest("apply patch must be an object");
     return MergePatch(target, *p);
   }
@@ -244,17 +244,13 @@ Result<json> ApplyPatch(const json& target, PatchType type, const std::string& p
         // A failed "test" op is a conflict in Kubernetes; others are invalid patches.
         std::string what = e.what();
         if (what.find("unsuccessful") != std::string::npos) {
-          ApiError err = InternalError("");
-          err.code = 422;
-          err.reason = "Invalid";
-          err.message = "the server rejected our request due to an error in our request: " + what;
-          return err;
+          return MakeApiError(
+              422, "Invalid",
+              "the server rejected our request due to an error in our request: " + what);
         }
-        ApiError err = InternalError("");
-        err.code = 422;
-        err.reason = "Invalid";
-        err.message = "the server rejected our request due to an error in our request: " + what;
-        return err;
+        return MakeApiError(
+            422, "Invalid",
+            "the server rejected our request due to an error in our request: " + what);
       }
     case PatchType::kApply:
       break;

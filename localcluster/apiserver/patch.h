@@ -21,16 +21,16 @@ namespace kubelocal {
 enum class PatchType { kMerge, kJson, kStrategic, kApply };
 
 // Maps a Content-Type to a patch type; 415 for anything else.
-Result<PatchType> PatchTypeFromContentType(const std::string& content_type);
+StatusOr<PatchType> PatchTypeFromContentType(const std::string& content_type);
 
 // Applies `patch_body` to `target`; 400/422-style errors for bad patches.
-Result<json> ApplyPatch(const json& target, PatchType type, const std::string& patch_body);
+StatusOr<json> ApplyPatch(const json& target, PatchType type, const std::string& patch_body);
 
 // RFC 7386 merge patch.
 json MergePatch(const json& target, const json& patch);
 // Strategic merge patch subset described above.
-Result<json> StrategicMergePatch(const json& target, const json& patch);
+StatusOr<json> StrategicMergePatch(const json& target, const json& patch);
 // YAML (1.2 subset handled by yaml-cpp) or JSON text to JSON.
-Result<json> YamlToJson(const std::string& text);
+StatusOr<json> YamlToJson(const std::string& text);
 
 }  // namespace kubelocal

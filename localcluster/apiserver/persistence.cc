@@ -23,7 +23,7 @@ std::string DirOf(const std::string& path) {
 
 }  // namespace
 
-MaybeError MakeDirs(const std::string& dir) {
+Status MakeDirs(const std::string& dir) {
   std::string cur;
   size_t pos = 0;
   while (pos != std::string::npos) {
@@ -34,10 +34,10 @@ MaybeError MakeDirs(const std::string& dir) {
     }
     pos = next;
   }
-  return std::nullopt;
+  return Status();
 }
 
-MaybeError WriteFileAtomic(const std::string& path, const std::string& data, int mode) {
+Status WriteFileAtomic(const std::string& path, const std::string& data, int mode) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return InternalError(Errno("open", tmp));
@@ -64,10 +64,10 @@ MaybeError WriteFileAtomic(const std::string& path, const std::string& data, int
     ::fsync(dfd);
     ::close(dfd);
   }
-  return std::nullopt;
+  return Status();
 }
 
-Result<std::string> ReadFile(const std::string& path) {
+StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("files", path);
   std::stringstream ss;
@@ -75,10 +75,10 @@ Result<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-Result<std::unique_ptr<Persistence>> Persistence::Open(const std::string& dir) {
-  if (auto e = MakeDirs(dir)) return *e;
+StatusOr<std::unique_ptr<Persistence>> Persistence::Open(const std::string& dir) {
+  if (Status e = MakeDirs(dir); !e.ok()) return e;
   std::unique_ptr<Persistence> p(new Persistence(dir));
-  if (auto e = p->OpenLog(false)) return *e;
+  if (Status e = p->OpenLog(false); !e.ok()) return e;
   return p;
 }
 
@@ -86,19 +86,19 @@ Persistence::~Persistence() {
   if (wal_fd_ >= 0) ::close(wal_fd_);
 }
 
-MaybeError Persistence::OpenLog(bool truncate) {
+Status Persistence::OpenLog(bool truncate) {
   if (wal_fd_ >= 0) ::close(wal_fd_);
   std::string path = dir_ + "/wal.log";
   wal_fd_ = ::open(path.c_str(),
                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
   if (wal_fd_ < 0) return InternalError(Errno("open", path));
-  return std::nullopt;
+  return Status();
 }
 
-Result<LoadedState> Persistence::Load() {
+StatusOr<LoadedState> Persistence::Load() {
   LoadedState st;
   auto snap = ReadFile(dir_ + "/snapshot.json");
-  if (snap) {
+  if (snap.ok()) {
     json j = json::parse(*snap, nullptr, false);
     if (j.is_discarded() || !j.contains("rv")) {
       return InternalError("corrupt snapshot " + dir_ + "/snapshot.json");
@@ -109,7 +109,7 @@ Result<LoadedState> Persistence::Load() {
     }
   }
   auto wal = ReadFile(dir_ + "/wal.log");
-  if (wal) {
+  if (wal.ok()) {
     std::istringstream in(*wal);
     std::string line;
     while (std::getline(in, line)) {
@@ -132,7 +132,7 @@ Result<LoadedState> Persistence::Load() {
   return st;
 }
 
-MaybeError Persistence::Append(const std::string& line) {
+Status Persistence::Append(const std::string& line) {
   size_t off = 0;
   while (off < line.size()) {
     ssize_t n = ::write(wal_fd_, line.data() + off, line.size() - off);
@@ -143,29 +143,28 @@ MaybeError Persistence::Append(const std::string& line) {
     off += static_cast<size_t>(n);
   }
   if (::fdatasync(wal_fd_) != 0) return InternalError(Errno("fdatasync", dir_ + "/wal.log"));
-  return std::nullopt;
+  return Status();
 }
 
-MaybeError Persistence::AppendPut(uint64_t rv, const std::string& resource,
-                                  const std::string& key, const json& object) {
+Status Persistence::AppendPut(uint64_t rv, const std::string& resource, const std::string& key,
+                              const json& object) {
   json r = {{"rv", rv}, {"op", "put"}, {"r", resource}, {"k", key}, {"o", object}};
   return Append(r.dump() + "\n");
 }
 
-MaybeError Persistence::AppendDelete(uint64_t rv, const std::string& resource,
-                                     const std::string& key) {
+Status Persistence::AppendDelete(uint64_t rv, const std::string& resource, const std::string& key) {
   json r = {{"rv", rv}, {"op", "del"}, {"r", resource}, {"k", key}};
   return Append(r.dump() + "\n");
 }
 
-MaybeError Persistence::Compact(uint64_t rv, const StateMap& state) {
+Status Persistence::Compact(uint64_t rv, const StateMap& state) {
   json j = {{"rv", rv}, {"resources", json::object()}};
   for (const auto& [res, objs] : state) {
     json m = json::object();
     for (const auto& [key, obj] : objs) m[key] = obj;
     j["resources"][res] = std::move(m);
   }
-  if (auto e = WriteFileAtomic(dir_ + "/snapshot.json", j.dump(), 0600)) return e;
+  if (Status e = WriteFileAtomic(dir_ + "/snapshot.json", j.dump(), 0600); !e.ok()) return e;
   return OpenLog(true);
 }
 

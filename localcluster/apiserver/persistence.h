@@ -28,32 +28,32 @@ struct LoadedState {
 class Persistence {
  public:
   // Creates `dir` if needed and opens the log for appending.
-  static Result<std::unique_ptr<Persistence>> Open(const std::string& dir);
+  static StatusOr<std::unique_ptr<Persistence>> Open(const std::string& dir);
   ~Persistence();
   Persistence(const Persistence&) = delete;
   Persistence& operator=(const Persistence&) = delete;
 
-  Result<LoadedState> Load();
+  StatusOr<LoadedState> Load();
   // Appends one record; `object` is ignored for deletes.
-  MaybeError AppendPut(uint64_t rv, const std::string& resource, const std::string& key,
-                       const json& object);
-  MaybeError AppendDelete(uint64_t rv, const std::string& resource, const std::string& key);
+  Status AppendPut(uint64_t rv, const std::string& resource, const std::string& key,
+                   const json& object);
+  Status AppendDelete(uint64_t rv, const std::string& resource, const std::string& key);
   // Snapshot of the full state at `rv`; truncates the log afterwards.
-  MaybeError Compact(uint64_t rv, const StateMap& state);
+  Status Compact(uint64_t rv, const StateMap& state);
 
  private:
   explicit Persistence(std::string dir) : dir_(std::move(dir)) {}
-  MaybeError Append(const std::string& line);
-  MaybeError OpenLog(bool truncate);
+  Status Append(const std::string& line);
+  Status OpenLog(bool truncate);
 
   std::string dir_;
   int wal_fd_ = -1;
 };
 
 // Writes `data` to `path` atomically (temp file, fsync, rename, fsync dir).
-MaybeError WriteFileAtomic(const std::string& path, const std::string& data, int mode = 0644);
-Result<std::string> ReadFile(const std::string& path);
+Status WriteFileAtomic(const std::string& path, const std::string& data, int mode = 0644);
+StatusOr<std::string> ReadFile(const std::string& path);
 // mkdir -p with mode 0700.
-MaybeError MakeDirs(const std::string& dir);
+Status MakeDirs(const std::string& dir);
 
 }  // namespace kubelocal

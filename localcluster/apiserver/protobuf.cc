@@ -111,9 +111,9 @@ bool ObjectMeta(const std::string& bytes, json* meta) {
 
 }  // namespace
 
-Result<json> DecodeKubernetesProtobuf(const std::string& body) {
+StatusOr<json> DecodeKubernetesProtobuf(const std::string& body) {
   const std::string magic("k8s\0", 4);
-  ApiError bad = UnsupportedMediaType(
+  Status bad = UnsupportedMediaType(
       "kube-local decodes protobuf only for v1 Namespace, ConfigMap, Secret and ServiceAccount; "
       "send application/json");
   if (body.compare(0, 4, magic) != 0) return BadRequest("protobuf body without the k8s envelope");

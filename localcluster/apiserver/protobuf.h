@@ -11,6 +11,6 @@
 
 namespace kubelocal {
 
-Result<json> DecodeKubernetesProtobuf(const std::string& body);
+StatusOr<json> DecodeKubernetesProtobuf(const std::string& body);
 
 }  // namespace kubelocal

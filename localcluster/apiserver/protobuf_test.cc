@@ -30,7 +30,7 @@ std::string Envelope(const std::string& kind, const std::string& raw) {
 TEST(Protobuf, NamespaceAndConfigMapAndSecret) {
   std::string meta = Bytes(1, "team") + Entry(11, "a", "b") + Bytes(14, "f1");
   auto ns = DecodeKubernetesProtobuf(Envelope("Namespace", Bytes(1, meta) + Bytes(2, Bytes(1, "kubernetes"))));
-  ASSERT_TRUE(ns.ok()) << ns.error().message;
+  ASSERT_TRUE(ns.ok()) << ns.status().message();
   EXPECT_EQ((*ns)["kind"], "Namespace");
   EXPECT_EQ((*ns)["metadata"]["name"], "team");
   EXPECT_EQ((*ns)["metadata"]["labels"]["a"], "b");
@@ -51,9 +51,9 @@ TEST(Protobuf, NamespaceAndConfigMapAndSecret) {
 TEST(Protobuf, RejectsUnknownKindsAndGarbage) {
   auto pod = DecodeKubernetesProtobuf(Envelope("Pod", Bytes(1, Bytes(1, "p")) + Bytes(2, "x")));
   ASSERT_FALSE(pod.ok());
-  EXPECT_EQ(pod.error().code, 415);
-  EXPECT_EQ(DecodeKubernetesProtobuf("not protobuf").error().code, 400);
-  EXPECT_EQ(DecodeKubernetesProtobuf(std::string("k8s\0\x0a\xff", 6)).error().code, 400);
+  EXPECT_EQ(HttpCode(pod.status()), 415);
+  EXPECT_EQ(HttpCode(DecodeKubernetesProtobuf("not protobuf").status()), 400);
+  EXPECT_EQ(HttpCode(DecodeKubernetesProtobuf(std::string("k8s\0\x0a\xff", 6)).status()), 400);
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ std::vector<ResourceType> Registry::All() const {
   return out;
 }
 
-Result<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
+StatusOr<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
   std::vector<FieldCause> causes;
   const std::string name = crd.value("/metadata/name"_json_pointer, std::string());
   const json spec = crd.value("spec", json::object());
@@ -101,9 +101,9 @@ Result<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
   if (plural.empty()) causes.push_back(Required("spec.names.plural"));
   if (kind.empty()) causes.push_back(Required("spec.names.kind"));
   if (scope != "Namespaced" && scope != "Cluster") {
-    causes.push_back({"FieldValueNotSupported", "spec.scope",
-                      "Unsupported value: \"" + scope +
-                          "\": supported values: \"Cluster\", \"Namespaced\""});
+    causes.push_back(FieldCause{
+        "FieldValueNotSupported", "spec.scope",
+        "Unsupported value: \"" + scope + "\": supported values: \"Cluster\", \"Namespaced\""});
   }
   if (!plural.empty() && !group.empty() && name != plural + "." + group) {
     causes.push_back(BadValue("metadata.name", name,
@@ -134,8 +134,8 @@ Result<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
       schema = &spec["validation"]["openAPIV3Schema"];
     }
     if (!schema) {
-      causes.push_back({"FieldValueRequired", p + ".schema.openAPIV3Schema",
-                        "Required value: schemas are required"});
+      causes.push_back(FieldCause{"FieldValueRequired", p + ".schema.openAPIV3Schema",
+                                  "Required value: schemas are required"});
     } else if (!schema->is_object() || (schema->contains("type") && (*schema)["type"] != "object")) {
       causes.push_back(BadValue(p + ".schema.openAPIV3Schema.type", schema->value("type", json()),
                                 "must be object at the root"));
@@ -175,19 +175,19 @@ Result<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
       static const std::set<std::string> kTypes = {"integer", "number", "string", "boolean",
                                                    "date"};
       if (!kTypes.count(pc.type)) {
-        causes.push_back({"FieldValueNotSupported", cp + ".type",
-                          "Unsupported value: \"" + pc.type +
-                              "\": supported values: \"boolean\", \"date\", \"integer\", "
-                              "\"number\", \"string\""});
+        causes.push_back(FieldCause{"FieldValueNotSupported", cp + ".type",
+                                    "Unsupported value: \"" + pc.type +
+                                        "\": supported values: \"boolean\", \"date\", \"integer\", "
+                                        "\"number\", \"string\""});
       }
       t.columns.push_back(pc);
     }
     out.push_back(std::move(t));
   }
   if (versions.is_array() && !versions.empty() && storage != 1) {
-    causes.push_back({"FieldValueInvalid", "spec.versions",
-                      "Invalid value: " + versions.dump().substr(0, 80) +
-                          ": must have exactly one version marked as storage version"});
+    causes.push_back(FieldCause{"FieldValueInvalid", "spec.versions",
+                                "Invalid value: " + versions.dump().substr(0, 80) +
+                                    ": must have exactly one version marked as storage version"});
   }
   if (!causes.empty()) return Invalid("CustomResourceDefinition.apiextensions.k8s.io", name, causes);
   return out;

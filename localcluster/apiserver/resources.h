@@ -49,7 +49,7 @@ class Registry {
 
   // Validates a CRD object and returns the types it defines (one per served
   // version) or a 422 Invalid error.
-  static Result<std::vector<ResourceType>> TypesFromCrd(const json& crd);
+  static StatusOr<std::vector<ResourceType>> TypesFromCrd(const json& crd);
   // Installs (replacing) the types of CRD `crd_name`. Conflicts with another
   // CRD's or a built-in's names are rejected by the caller's validation.
   void SetCrd(const std::string& crd_name, std::vector<ResourceType> types);

@@ -13,7 +13,7 @@ std::string Trim(const std::string& s) {
 }
 
 // Splits on commas that are not inside parentheses.
-Result<std::vector<std::string>> SplitTopLevel(const std::string& text) {
+StatusOr<std::vector<std::string>> SplitTopLevel(const std::string& text) {
   std::vector<std::string> out;
   int depth = 0;
   std::string cur;
@@ -71,11 +71,11 @@ std::string FieldValueAt(const json& object, const std::string& dotted_path) {
   return cur->dump();
 }
 
-Result<LabelSelector> LabelSelector::Parse(const std::string& text) {
+StatusOr<LabelSelector> LabelSelector::Parse(const std::string& text) {
   LabelSelector sel;
   if (Trim(text).empty()) return sel;
   auto parts = SplitTopLevel(text);
-  if (!parts) return parts.error();
+  if (!parts.ok()) return parts.status();
   for (const auto& raw : *parts) {
     std::string p = Trim(raw);
     if (p.empty()) return BadRequest("unable to parse requirement: empty requirement in \"" + text + "\"");
@@ -170,7 +170,7 @@ bool LabelSelector::Matches(const json& object) const {
   return true;
 }
 
-Result<FieldSelector> FieldSelector::Parse(const std::string& text) {
+StatusOr<FieldSelector> FieldSelector::Parse(const std::string& text) {
   FieldSelector sel;
   if (Trim(text).empty()) return sel;
   size_t pos = 0;
@@ -201,8 +201,8 @@ Result<FieldSelector> FieldSelector::Parse(const std::string& text) {
   return sel;
 }
 
-MaybeError FieldSelector::CheckAllowed(const std::vector<std::string>& allowed,
-                                       const std::string& kind) const {
+Status FieldSelector::CheckAllowed(const std::vector<std::string>& allowed,
+                                   const std::string& kind) const {
   for (const auto& r : reqs_) {
     bool ok = false;
     for (const auto& a : allowed) ok = ok || a == r.field;
@@ -210,7 +210,7 @@ MaybeError FieldSelector::CheckAllowed(const std::vector<std::string>& allowed,
       return BadRequest("field label not supported: " + r.field + " (kind " + kind + ")");
     }
   }
-  return std::nullopt;
+  return Status();
 }
 
 bool FieldSelector::Matches(const json& object) const {

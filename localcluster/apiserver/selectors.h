@@ -23,7 +23,7 @@ class LabelSelector {
   };
 
   // Parses `text`; an empty string selects everything.
-  static Result<LabelSelector> Parse(const std::string& text);
+  static StatusOr<LabelSelector> Parse(const std::string& text);
   // Matches the object's metadata.labels (absent labels = empty map).
   bool Matches(const json& object) const;
   bool Empty() const { return reqs_.empty(); }
@@ -40,9 +40,9 @@ class FieldSelector {
     bool equals;        // false = !=
     std::string value;
   };
-  static Result<FieldSelector> Parse(const std::string& text);
+  static StatusOr<FieldSelector> Parse(const std::string& text);
   // Checks every field against `allowed` (empty list = anything goes).
-  MaybeError CheckAllowed(const std::vector<std::string>& allowed, const std::string& kind) const;
+  Status CheckAllowed(const std::vector<std::string>& allowed, const std::string& kind) const;
   bool Matches(const json& object) const;
   bool Empty() const { return reqs_.empty(); }
   const std::vector<Requirement>& requirements() const { return reqs_; }

@@ -58,14 +58,14 @@ bool DecodeContinue(const std::string& token, uint64_t* rv, std::string* last_ke
   return true;
 }
 
-Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   std::unique_ptr<Store> s(new Store(options));
   if (!options.data_dir.empty()) {
     auto p = Persistence::Open(options.data_dir);
-    if (!p) return p.error();
+    if (!p.ok()) return p.status();
     s->persistence_ = std::move(*p);
     auto st = s->persistence_->Load();
-    if (!st) return st.error();
+    if (!st.ok()) return st.status();
     s->objects_ = std::move(st->objects);
     s->rv_ = std::max<uint64_t>(1, st->resource_version);
     s->wal_records_ = st->wal_records;
@@ -90,9 +90,9 @@ std::optional<json> Store::Get(const std::string& resource, const std::string& n
   return o->second;
 }
 
-Result<ListPage> Store::List(const std::string& resource, const std::string& ns,
-                             const ObjectPredicate& pred, int64_t limit,
-                             const std::string& continue_token) const {
+StatusOr<ListPage> Store::List(const std::string& resource, const std::string& ns,
+                               const ObjectPredicate& pred, int64_t limit,
+                               const std::string& continue_token) const {
   std::lock_guard<std::mutex> l(mu_);
   ListPage page;
   page.resource_version = rv_;
@@ -136,8 +136,8 @@ Result<ListPage> Store::List(const std::string& resource, const std::string& ns,
   return page;
 }
 
-Result<json> Store::Mutate(const std::string& resource, const std::string& ns,
-                           const std::string& name, const MutateFn& fn) {
+StatusOr<json> Store::Mutate(const std::string& resource, const std::string& ns,
+                             const std::string& name, const MutateFn& fn) {
   std::lock_guard<std::mutex> l(mu_);
   auto& objs = objects_[resource];
   const std::string key = Key(ns, name);
@@ -145,7 +145,7 @@ Result<json> Store::Mutate(const std::string& resource, const std::string& ns,
   std::optional<json> current;
   if (it != objs.end()) current = it->second;
   auto m = fn(current);
-  if (!m) return m.error();
+  if (!m.ok()) return m.status();
   if (m->kind == Mutation::Kind::kNone) return current ? *current : json(nullptr);
   if (m->kind == Mutation::Kind::kDelete && !current) return json(nullptr);
 
@@ -159,7 +159,7 @@ Result<json> Store::Mutate(const std::string& resource, const std::string& ns,
     json obj = std::move(m->object);
     obj["metadata"]["resourceVersion"] = std::to_string(rv);
     if (persistence_) {
-      if (auto e = persistence_->AppendPut(rv, resource, key, obj)) return *e;
+      if (Status e = persistence_->AppendPut(rv, resource, key, obj); !e.ok()) return e;
     }
     ev.type = current ? "MODIFIED" : "ADDED";
     if (current) ev.prev = *current;
@@ -168,7 +168,7 @@ Result<json> Store::Mutate(const std::string& resource, const std::string& ns,
     result = std::move(obj);
   } else {
     if (persistence_) {
-      if (auto e = persistence_->AppendDelete(rv, resource, key)) return *e;
+      if (Status e = persistence_->AppendDelete(rv, resource, key); !e.ok()) return e;
     }
     json obj = *current;
     obj["metadata"]["resourceVersion"] = std::to_string(rv);
@@ -180,7 +180,7 @@ Result<json> Store::Mutate(const std::string& resource, const std::string& ns,
   rv_ = rv;
   hub_.Publish(ev);
   if (persistence_ && ++wal_records_ >= options_.snapshot_every) {
-    if (auto e = persistence_->Compact(rv_, objects_)) return *e;
+    if (Status e = persistence_->Compact(rv_, objects_); !e.ok()) return e;
     wal_records_ = 0;
   }
   return result;
@@ -196,9 +196,9 @@ std::vector<std::pair<std::string, json>> Store::Snapshot(const std::string& res
   return out;
 }
 
-Result<std::shared_ptr<Watcher>> Store::Watch(const std::string& resource, const std::string& ns,
-                                              std::optional<uint64_t> from_rv,
-                                              ObjectPredicate pred) {
+StatusOr<std::shared_ptr<Watcher>> Store::Watch(const std::string& resource, const std::string& ns,
+                                                std::optional<uint64_t> from_rv,
+                                                ObjectPredicate pred) {
   std::lock_guard<std::mutex> l(mu_);
   std::vector<WatchEvent> initial;
   if (!from_rv) {

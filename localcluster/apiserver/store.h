@@ -45,7 +45,7 @@ struct ListPage {
 
 class Store {
  public:
-  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  static StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
 
   uint64_t CurrentRV() const;
   std::optional<json> Get(const std::string& resource, const std::string& ns,
@@ -53,24 +53,24 @@ class Store {
 
   // Lists `resource` (one namespace or all when ns is empty) filtered by `pred`,
   // ordered by namespace/name. `limit` 0 = no limit.
-  Result<ListPage> List(const std::string& resource, const std::string& ns,
-                        const ObjectPredicate& pred, int64_t limit,
-                        const std::string& continue_token) const;
+  StatusOr<ListPage> List(const std::string& resource, const std::string& ns,
+                          const ObjectPredicate& pred, int64_t limit,
+                          const std::string& continue_token) const;
 
   // Atomic read-modify-write of one object. `fn` sees the current object (or
   // nullopt) and returns what to do or an error. Returns the stored object for
   // a put, the last state for a delete, the current object (or null) for none.
-  using MutateFn = std::function<Result<Mutation>(const std::optional<json>& current)>;
-  Result<json> Mutate(const std::string& resource, const std::string& ns, const std::string& name,
-                      const MutateFn& fn);
+  using MutateFn = std::function<StatusOr<Mutation>(const std::optional<json>& current)>;
+  StatusOr<json> Mutate(const std::string& resource, const std::string& ns, const std::string& name,
+                        const MutateFn& fn);
 
   // Copy of all objects of `resource` ("" = every resource) as (resource, object).
   std::vector<std::pair<std::string, json>> Snapshot(const std::string& resource = "") const;
 
   // Starts a watch. from_rv unset: synthetic ADDED events for the current state
   // first. 410 when from_rv is older than the history.
-  Result<std::shared_ptr<Watcher>> Watch(const std::string& resource, const std::string& ns,
-                                         std::optional<uint64_t> from_rv, ObjectPredicate pred);
+  StatusOr<std::shared_ptr<Watcher>> Watch(const std::string& resource, const std::string& ns,
+                                           std::optional<uint64_t> from_rv, ObjectPredicate pred);
 
   // Forgets all history up to now.
   void CompactHistory();

@@ -14,8 +14,8 @@ json Obj(const std::string& ns, const std::string& name, json labels = json::obj
   return {{"metadata", {{"namespace", ns}, {"name", name}, {"labels", labels}}}};
 }
 
-Result<json> Put(Store& s, const std::string& ns, const std::string& name, json o) {
-  return s.Mutate("/pods", ns, name, [&](const std::optional<json>&) -> Result<Mutation> {
+StatusOr<json> Put(Store& s, const std::string& ns, const std::string& name, json o) {
+  return s.Mutate("/pods", ns, name, [&](const std::optional<json>&) -> StatusOr<Mutation> {
     return Mutation::Put(o);
   });
 }
@@ -41,12 +41,12 @@ TEST(Store, ResourceVersionsAreMonotonicAndStamped) {
   EXPECT_EQ(a->at("metadata").at("resourceVersion"), std::to_string(rv0 + 1));
   EXPECT_EQ(b->at("metadata").at("resourceVersion"), std::to_string(rv0 + 2));
   // An error from the callback changes nothing.
-  auto err = (*s)->Mutate("/pods", "ns", "a", [](const std::optional<json>&) -> Result<Mutation> {
+  auto err = (*s)->Mutate("/pods", "ns", "a", [](const std::optional<json>&) -> StatusOr<Mutation> {
     return Conflict("pods", "a", "nope");
   });
   EXPECT_FALSE(err.ok());
   EXPECT_EQ((*s)->CurrentRV(), rv0 + 2);
-  auto gone = (*s)->Mutate("/pods", "ns", "a", [](const std::optional<json>&) -> Result<Mutation> {
+  auto gone = (*s)->Mutate("/pods", "ns", "a", [](const std::optional<json>&) -> StatusOr<Mutation> {
     return Mutation::Delete();
   });
   EXPECT_EQ(gone->at("metadata").at("resourceVersion"), std::to_string(rv0 + 3));
@@ -57,8 +57,8 @@ TEST(Store, PagedListsAndExpiredContinue) {
   StoreOptions o;
   o.history_limit = 3;
   auto s = Store::Open(o);
-  for (int i = 0; i < 5; ++i) Put(**s, "ns", "p" + std::to_string(i), Obj("ns", "p" + std::to_string(i), {{"i", std::to_string(i % 2)}}));
-  Put(**s, "other", "z", Obj("other", "z"));
+  for (int i = 0; i < 5; ++i) (void)Put(**s, "ns", "p" + std::to_string(i), Obj("ns", "p" + std::to_string(i), {{"i", std::to_string(i % 2)}}));
+  (void)Put(**s, "other", "z", Obj("other", "z"));
   auto p1 = (*s)->List("/pods", "ns", nullptr, 2, "");
   ASSERT_TRUE(p1.ok());
   ASSERT_EQ(p1->items.size(), 2u);
@@ -71,12 +71,12 @@ TEST(Store, PagedListsAndExpiredContinue) {
   EXPECT_EQ(all->items.size(), 3u);
   EXPECT_TRUE(all->continue_token.empty());
   // Writes push the continue token's revision out of the (3-event) history.
-  for (int i = 0; i < 4; ++i) Put(**s, "ns", "q" + std::to_string(i), Obj("ns", "q"));
+  for (int i = 0; i < 4; ++i) (void)Put(**s, "ns", "q" + std::to_string(i), Obj("ns", "q"));
   auto stale = (*s)->List("/pods", "ns", nullptr, 2, p2->continue_token);
   ASSERT_FALSE(stale.ok());
-  EXPECT_EQ(stale.error().code, 410);
-  EXPECT_EQ(stale.error().reason, "Expired");
-  EXPECT_EQ((*s)->List("/pods", "ns", nullptr, 2, "garbage!").error().code, 400);
+  EXPECT_EQ(HttpCode(stale.status()), 410);
+  EXPECT_EQ(Reason(stale.status()), "Expired");
+  EXPECT_EQ(HttpCode((*s)->List("/pods", "ns", nullptr, 2, "garbage!").status()), 400);
 }
 
 TEST(Store, WatchFromResourceVersionWithFilterTranslation) {
@@ -86,10 +86,10 @@ TEST(Store, WatchFromResourceVersionWithFilterTranslation) {
   auto pred = [](const json& o) { return o["metadata"]["labels"].value("app", "") == "x"; };
   auto w = (*s)->Watch("/pods", "ns", start, pred);
   ASSERT_TRUE(w.ok());
-  Put(**s, "ns", "b", Obj("ns", "b", {{"app", "y"}}));  // filtered out
-  Put(**s, "ns", "a", Obj("ns", "a", {{"app", "y"}}));  // stops matching -> DELETED
-  Put(**s, "ns", "b", Obj("ns", "b", {{"app", "x"}}));  // starts matching -> ADDED
-  Put(**s, "other", "c", Obj("other", "c", {{"app", "x"}}));  // other namespace
+  (void)Put(**s, "ns", "b", Obj("ns", "b", {{"app", "y"}}));  // filtered out
+  (void)Put(**s, "ns", "a", Obj("ns", "a", {{"app", "y"}}));  // stops matching -> DELETED
+  (void)Put(**s, "ns", "b", Obj("ns", "b", {{"app", "x"}}));  // starts matching -> ADDED
+  (void)Put(**s, "other", "c", Obj("other", "c", {{"app", "x"}}));  // other namespace
   auto e1 = Next(**w);
   EXPECT_EQ(e1.type, "DELETED");
   EXPECT_EQ(e1.object["metadata"]["name"], "a");
@@ -114,11 +114,11 @@ TEST(Store, CompactionExpiresOldWatchStarts) {
   auto s = Store::Open(o);
   auto a = Put(**s, "ns", "a", Obj("ns", "a"));
   uint64_t old = std::stoull(a->at("metadata").at("resourceVersion").get<std::string>());
-  for (int i = 0; i < 3; ++i) Put(**s, "ns", "a", Obj("ns", "a"));
+  for (int i = 0; i < 3; ++i) (void)Put(**s, "ns", "a", Obj("ns", "a"));
   auto w = (*s)->Watch("/pods", "ns", old, nullptr);
   ASSERT_FALSE(w.ok());
-  EXPECT_EQ(w.error().code, 410);
-  EXPECT_EQ(w.error().reason, "Expired");
+  EXPECT_EQ(HttpCode(w.status()), 410);
+  EXPECT_EQ(Reason(w.status()), "Expired");
   // Within history: fine; after an explicit compaction: expired.
   uint64_t recent = (*s)->CurrentRV() - 1;
   EXPECT_TRUE((*s)->Watch("/pods", "ns", recent, nullptr).ok());
@@ -141,9 +141,9 @@ TEST(Store, DurableAcrossReopenWithSnapshotsAndTornLog) {
   uint64_t last;
   {
     auto s = Store::Open(o);
-    ASSERT_TRUE(s.ok()) << s.error().message;
-    for (int i = 0; i < 7; ++i) Put(**s, "ns", "p" + std::to_string(i), Obj("ns", "p" + std::to_string(i)));
-    (*s)->Mutate("/pods", "ns", "p0", [](const std::optional<json>&) -> Result<Mutation> { return Mutation::Delete(); });
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    for (int i = 0; i < 7; ++i) (void)Put(**s, "ns", "p" + std::to_string(i), Obj("ns", "p" + std::to_string(i)));
+    (void)(*s)->Mutate("/pods", "ns", "p0", [](const std::optional<json>&) -> StatusOr<Mutation> { return Mutation::Delete(); });
     last = (*s)->CurrentRV();
   }
   {
@@ -151,13 +151,13 @@ TEST(Store, DurableAcrossReopenWithSnapshotsAndTornLog) {
     wal << "{\"rv\": 999, \"op\": \"put\", \"r\"";  // crash mid-append
   }
   auto s = Store::Open(o);
-  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ((*s)->CurrentRV(), last);
   EXPECT_FALSE((*s)->Get("/pods", "ns", "p0").has_value());
   EXPECT_TRUE((*s)->Get("/pods", "ns", "p6").has_value());
   EXPECT_EQ((*s)->List("/pods", "ns", nullptr, 0, "")->items.size(), 6u);
   // History did not survive: watching from before the restart is 410.
-  EXPECT_EQ((*s)->Watch("/pods", "ns", last - 1, nullptr).error().code, 410);
+  EXPECT_EQ(HttpCode((*s)->Watch("/pods", "ns", last - 1, nullptr).status()), 410);
   auto next = Put(**s, "ns", "new", Obj("ns", "new"));
   EXPECT_EQ(next->at("metadata").at("resourceVersion"), std::to_string(last + 1));
 }

@@ -139,7 +139,7 @@ void CrdRow(const ResourceType& t, const json& o, std::vector<Col>* cols, json* 
     cols->push_back({c.name, c.type == "date" ? "string" : c.type, c.format, c.description,
                      c.priority});
     auto found = JsonPathFind(o, c.json_path);
-    if (!found || found->empty() || found->front().is_null()) {
+    if (!found.ok() || found->empty() || found->front().is_null()) {
       cells->push_back(nullptr);
       continue;
     }
@@ -156,7 +156,7 @@ void CrdRow(const ResourceType& t, const json& o, std::vector<Col>* cols, json* 
 
 }  // namespace
 
-Result<std::vector<json>> JsonPathFind(const json& object, const std::string& raw) {
+StatusOr<std::vector<json>> JsonPathFind(const json& object, const std::string& raw) {
   std::string path = raw;
   if (path.size() >= 2 && path.front() == '{' && path.back() == '}') path = path.substr(1, path.size() - 2);
   if (!path.empty() && path[0] == '$') path = path.substr(1);

@@ -13,7 +13,7 @@ namespace kubelocal {
 
 // Evaluates a simple JSONPath (`.a.b`, `[0]`, `[-1:]`, `[*]`,
 // `[?(@.type=="Ready")]`) and returns all matches.
-Result<std::vector<json>> JsonPathFind(const json& object, const std::string& path);
+StatusOr<std::vector<json>> JsonPathFind(const json& object, const std::string& path);
 
 // "5s", "3m10s", "2d4h" like kubectl's HumanDuration.
 std::string HumanAge(const std::string& rfc3339_timestamp);

@@ -8,7 +8,7 @@ namespace {
 constexpr size_t kMaxQueued = 200000;
 }  // namespace
 
-ApiError TooOldResourceVersion(uint64_t requested, uint64_t oldest) {
+Status TooOldResourceVersion(uint64_t requested, uint64_t oldest) {
   return Expired("too old resource version: " + std::to_string(requested) + " (" +
                  std::to_string(oldest) + ")");
 }
@@ -103,11 +103,11 @@ void WatchHub::Publish(const WatchEvent& e) {
   Prune();
 }
 
-Result<std::shared_ptr<Watcher>> WatchHub::Subscribe(const std::string& resource,
-                                                     const std::string& ns,
-                                                     std::optional<uint64_t> from_rv,
-                                                     ObjectPredicate pred,
-                                                     const std::vector<WatchEvent>& initial) {
+StatusOr<std::shared_ptr<Watcher>> WatchHub::Subscribe(const std::string& resource,
+                                                       const std::string& ns,
+                                                       std::optional<uint64_t> from_rv,
+                                                       ObjectPredicate pred,
+                                                       const std::vector<WatchEvent>& initial) {
   std::lock_guard<std::mutex> l(mu_);
   if (from_rv && *from_rv < compacted_rv_) {
     return TooOldResourceVersion(*from_rv, compacted_rv_ + 1);
@@ -144,7 +144,7 @@ void WatchHub::ExpireAll() {
   for (auto& w : watchers_) {
     WatchEvent e;
     e.type = "ERROR";
-    e.object = TooOldResourceVersion(0, compacted_rv_ + 1).ToStatus();
+    e.object = ToStatusJson(TooOldResourceVersion(0, compacted_rv_ + 1));
     e.object["message"] = "too old resource version (history compacted by the test harness)";
     w->Push(std::move(e));
     w->Close();

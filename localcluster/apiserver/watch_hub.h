@@ -83,10 +83,10 @@ class WatchHub {
   // Registers a watcher that first gets `initial` (already filtered), then the
   // history after `from_rv` (if set) and then live events. 410 if `from_rv`
   // is older than the compaction point.
-  Result<std::shared_ptr<Watcher>> Subscribe(const std::string& resource, const std::string& ns,
-                                             std::optional<uint64_t> from_rv,
-                                             ObjectPredicate pred,
-                                             const std::vector<WatchEvent>& initial);
+  StatusOr<std::shared_ptr<Watcher>> Subscribe(const std::string& resource, const std::string& ns,
+                                               std::optional<uint64_t> from_rv,
+                                               ObjectPredicate pred,
+                                               const std::vector<WatchEvent>& initial);
   // Drops history up to and including `rv`.
   void Compact(uint64_t rv);
   // Closes every watcher normally.
@@ -108,6 +108,6 @@ class WatchHub {
 };
 
 // The Status object of a 410 for a watch that starts too far back.
-ApiError TooOldResourceVersion(uint64_t requested, uint64_t oldest);
+Status TooOldResourceVersion(uint64_t requested, uint64_t oldest);
 
 }  // namespace kubelocal

@@ -105,7 +105,7 @@ std::vector<std::string> Agent::node_names() const {
   return out;
 }
 
-kube::Result<void> Agent::RegisterNodes() {
+Status Agent::RegisterNodes() {
   for (const std::string& name : node_names()) {
     Json labels = {{"kubernetes.io/hostname", name},
                    {"kubernetes.io/os", "linux"},
@@ -116,7 +116,7 @@ kube::Result<void> Agent::RegisterNodes() {
     Json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}, {"labels", labels}}},
                  {"spec", Json::object()}};
     auto created = nodes_.Create(node);
-    if (!created.ok() && created.error().code != kube::ErrorCode::kAlreadyExists) return created.error();
+    if (!created.ok() && !kube::IsAlreadyExists(created.status())) return created.status();
   }
   last_heartbeat_ = {};
   Heartbeat();
@@ -142,7 +142,7 @@ void Agent::Heartbeat() {
                                                 {"lastHeartbeatTime", now},
                                                 {"lastTransitionTime", now}}})}};
     auto r = nodes_.PatchStatus(name, {{"status", status}});
-    if (!r.ok()) Log("heartbeat " + name + ": " + r.error().ToString());
+    if (!r.ok()) Log("heartbeat " + name + ": " + r.status().ToString());
   }
 }
 
@@ -174,7 +174,7 @@ void Agent::Schedule(const Json& pod, const std::vector<Json>& nodes,
                    .dump();
       auto res = client_->Send(r);
       if (!res.ok()) {
-        Log("bind " + ns + "/" + name + " → " + nn + ": " + res.error().ToString());
+        Log("bind " + ns + "/" + name + " → " + nn + ": " + res.status().ToString());
         return;
       }
       for (const auto& [k, v] : req) (*used)[nn][k] += v;
@@ -304,7 +304,7 @@ void Agent::Start(const Json& pod) {
       name, {{"status", {{"phase", "Running"}, {"podIP", "127.0.0.1"}, {"hostIP", "127.0.0.1"},
                          {"startTime", now}, {"conditions", ReadyConditions(true, now)},
                          {"containerStatuses", Json::array({cs})}}}});
-  if (!r.ok()) Log("status " + ns + "/" + name + ": " + r.error().ToString());
+  if (!r.ok()) Log("status " + ns + "/" + name + ": " + r.status().ToString());
 }
 
 void Agent::ReportExit(Proc& p) {
@@ -321,7 +321,7 @@ void Agent::ReportExit(Proc& p) {
       p.name, {{"status", {{"phase", p.code == 0 ? "Succeeded" : "Failed"},
                            {"conditions", ReadyConditions(false, now)},
                            {"containerStatuses", Json::array({cs})}}}});
-  if (r.ok() || r.error().code == kube::ErrorCode::kNotFound) p.status_reported = true;
+  if (r.ok() || kube::IsNotFound(r.status())) p.status_reported = true;
   Log("exited " + p.ns + "/" + p.name + " code " + std::to_string(p.code));
 }
 
@@ -366,7 +366,7 @@ void Agent::HandleDeletion(const Json& pod) {
   d.grace_period_seconds = 0;
   d.precondition_uid = uid;
   auto r = pods_.InNamespace(ns).Delete(name, d);
-  if (r.ok() || r.error().code == kube::ErrorCode::kNotFound) {
+  if (r.ok() || kube::IsNotFound(r.status())) {
     if (it != procs_.end()) procs_.erase(it);
   }
 }
@@ -376,7 +376,7 @@ void Agent::Step() {
   auto node_list = nodes_.List();
   auto pod_list = pods_.List();
   if (!node_list.ok() || !pod_list.ok()) {
-    Log("list: " + (!node_list.ok() ? node_list.error().ToString() : pod_list.error().ToString()));
+    Log("list: " + (!node_list.ok() ? node_list.status().ToString() : pod_list.status().ToString()));
     return;
   }
   std::set<std::string> mine;

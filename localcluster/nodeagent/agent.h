@@ -43,7 +43,7 @@ class Agent {
   ~Agent();  // kills remaining process groups (SIGKILL) and reaps them
 
   // Creates the Nodes (or adopts existing ones, keeping their labels).
-  kube::Result<void> RegisterNodes();
+  Status RegisterNodes();
   // One pass: heartbeats, scheduling, starting, reaping, deletion.
   void Step();
   // Step() every opts.poll until `stop` is set.

@@ -106,9 +106,9 @@ int main(int argc, char** argv) {
   }
   std::filesystem::create_directories(opts.work_dir);
   auto cfg = kube::LoadKubeconfig({kubeconfig});
-  if (!cfg.ok()) return fail(cfg.error().ToString());
+  if (!cfg.ok()) return fail(cfg.status().ToString());
   auto client = kube::RestClient::Create(*cfg);
-  if (!client.ok()) return fail(client.error().ToString());
+  if (!client.ok()) return fail(client.status().ToString());
 
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   for (int attempt = 0;; ++attempt) {
     auto r = agent.RegisterNodes();
     if (r.ok()) break;
-    if (attempt >= 20 || g_stop) return fail("registering nodes: " + r.error().ToString());
+    if (attempt >= 20 || g_stop) return fail("registering nodes: " + r.ToString());
     std::this_thread::sleep_for(std::chrono::milliseconds(250 * (attempt + 1)));
   }
   if (!pid_file.empty()) std::ofstream(pid_file) << ::getpid() << "\n";

@@ -173,16 +173,16 @@ json ToJson(const TrainingJobStatus& s) {
   return j;
 }
 
-Result<TrainingJobStatus> ParseStatus(const json& j) {
+StatusOr<TrainingJobStatus> ParseStatus(const json& j) {
   TrainingJobStatus s;
   if (j.is_null()) return s;
-  if (!j.is_object()) return Error{"status", "must be an object"};
+  if (!j.is_object()) return InvalidField("status", "must be an object");
   s.state = GetStr(j, "state");
   s.observed_generation = GetNum<int64_t>(j, "observedGeneration").value_or(0);
   if (auto it = j.find("conditions"); it != j.end() && !it->is_null()) {
-    if (!it->is_array()) return Error{"status.conditions", "must be a list"};
+    if (!it->is_array()) return InvalidField("status.conditions", "must be a list");
     for (const json& c : *it) {
-      if (!c.is_object()) return Error{"status.conditions", "items must be objects"};
+      if (!c.is_object()) return InvalidField("status.conditions", "items must be objects");
       s.conditions.push_back(Condition{GetStr(c, "type"), GetStr(c, "status"), GetStr(c, "reason"),
                                        GetStr(c, "message"), GetStr(c, "lastTransitionTime"),
                                        GetNum<int64_t>(c, "observedGeneration").value_or(0)});
@@ -233,10 +233,10 @@ Result<TrainingJobStatus> ParseStatus(const json& j) {
   return s;
 }
 
-Result<Progress> ParseProgressAnnotation(std::string_view value) {
+StatusOr<Progress> ParseProgressAnnotation(std::string_view value) {
   std::string error;
   std::optional<contract::Progress> decoded = contract::DecodeProgress(value, &error);
-  if (!decoded) return Error{std::string("metadata.annotations.") + contract::kAnnotationProgress, error};
+  if (!decoded) return InvalidField(std::string("metadata.annotations.") + contract::kAnnotationProgress, error);
   Progress p;
   p.step = decoded->step;
   p.max_steps = decoded->max_steps;

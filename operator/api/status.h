@@ -14,14 +14,13 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "operator/api/result.h"
+#include "core/status.h"
 
 namespace hypertrain::api {
 
@@ -118,7 +117,7 @@ struct TrainingJobStatus {
 
 nlohmann::json ToJson(const TrainingJobStatus& status);
 // Parses status JSON (as written by ToJson or by hand); absent means empty.
-Result<TrainingJobStatus> ParseStatus(const nlohmann::json& status);
+StatusOr<TrainingJobStatus> ParseStatus(const nlohmann::json& status);
 
 const Condition* FindCondition(const TrainingJobStatus& status, std::string_view type);
 bool IsConditionTrue(const TrainingJobStatus& status, std::string_view type);
@@ -138,7 +137,7 @@ std::string ComputeState(const TrainingJobStatus& status);
 // Progress published by the launcher on node 0 as the pod annotation
 // contract::kAnnotationProgress, decoded by the contract (contract/progress.h)
 // into status.progress ("time" becomes updatedAt).
-Result<Progress> ParseProgressAnnotation(std::string_view value);
+StatusOr<Progress> ParseProgressAnnotation(std::string_view value);
 
 }  // namespace hypertrain::api
 

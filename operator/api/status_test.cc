@@ -113,14 +113,14 @@ TEST(StatusJsonTest, RoundTrips) {
 TEST(ProgressAnnotationTest, ParsesTheLauncherFormat) {
   auto p = ParseProgressAnnotation(
       R"({"step": 120, "maxSteps": 1000, "loss": 2.31, "tokensPerSecond": 51000, "lastCheckpointStep": 100, "time": "2026-11-22T01:02:03Z"})");
-  ASSERT_TRUE(p.ok()) << p.error().ToString();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->step, 120);
   EXPECT_EQ(p->max_steps, 1000);
   EXPECT_DOUBLE_EQ(*p->loss, 2.31);
   EXPECT_EQ(p->last_checkpoint_step, 100);
   EXPECT_EQ(p->updated_at, "2026-11-22T01:02:03Z");
-  EXPECT_THAT(ParseProgressAnnotation("{").error().message, HasSubstr("JSON"));
-  EXPECT_THAT(ParseProgressAnnotation(R"({"loss": 1})").error().message, HasSubstr("step"));
+  EXPECT_THAT(ParseProgressAnnotation("{").status().message(), HasSubstr("JSON"));
+  EXPECT_THAT(ParseProgressAnnotation(R"({"loss": 1})").status().message(), HasSubstr("step"));
 }
 
 }  // namespace

@@ -9,13 +9,13 @@ namespace {
 
 constexpr char kField[] = "spec.trainerConfig.inline";
 
-Error ConfigError(const std::string& key, const std::string& message) {
-  return Error{kField, key.empty() ? message : key + ": " + message};
+Status ConfigError(const std::string& key, const std::string& message) {
+  return InvalidField(kField, key.empty() ? message : key + ": " + message);
 }
 
 // Reads an optional integer at node[key]; sets *err on a non-integer.
 std::optional<int64_t> OptionalInt(const YAML::Node& parent, const char* key,
-                                   const std::string& path, std::optional<Error>* err) {
+                                   const std::string& path, std::optional<Status>* err) {
   YAML::Node n = parent[key];
   if (!n) return std::nullopt;
   if (!n.IsScalar()) {
@@ -32,8 +32,8 @@ std::optional<int64_t> OptionalInt(const YAML::Node& parent, const char* key,
 
 }  // namespace
 
-Result<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int nodes,
-                                                   int nproc_per_node) {
+StatusOr<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int nodes,
+                                                     int nproc_per_node) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));
@@ -48,7 +48,7 @@ Result<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int no
   }
   const YAML::Node trainer = root["trainer"];
   const YAML::Node model = root["model"];
-  std::optional<Error> err;
+  std::optional<Status> err;
   TrainerConfigSummary out;
 
   std::optional<int64_t> max_steps = OptionalInt(trainer, "max_steps", "trainer.max_steps", &err);

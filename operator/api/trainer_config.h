@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "operator/api/result.h"
+#include "core/status.h"
 
 namespace hypertrain::api {
 
@@ -35,8 +35,8 @@ struct TrainerConfigSummary {
 // and shard-degree rule (contract/sharding.h), the ones the trainer applies;
 // model.train_batch_size is positive. Errors have field
 // "spec.trainerConfig.inline" and a message starting with the YAML key.
-Result<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int nodes,
-                                                   int nproc_per_node);
+StatusOr<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int nodes,
+                                                     int nproc_per_node);
 
 }  // namespace hypertrain::api
 

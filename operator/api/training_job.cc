@@ -13,13 +13,14 @@ namespace {
 using nlohmann::json;
 
 // Parsing inside this file throws FieldError; the public functions catch it
-// and return an Error, so no exception crosses the module boundary.
+// and return its Status (InvalidArgument "field: message"), so no exception
+// crosses the module boundary.
 struct FieldError {
-  Error error;
+  Status error;
 };
 
-[[noreturn]] void Fail(std::string field, std::string message) {
-  throw FieldError{Error{std::move(field), std::move(message)}};
+[[noreturn]] void Fail(const std::string& field, const std::string& message) {
+  throw FieldError{InvalidField(field, message)};
 }
 
 std::string Join(const std::string& path, const std::string& key) {
@@ -389,9 +390,9 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
 
   s.trainer_config = ParseTrainerConfig(Find(spec, "trainerConfig"), "spec.trainerConfig");
   if (s.trainer_config.inline_yaml) {
-    Result<TrainerConfigSummary> summary =
+    StatusOr<TrainerConfigSummary> summary =
         ValidateTrainerConfig(*s.trainer_config.inline_yaml, s.nodes, s.nproc_per_node);
-    if (!summary.ok()) throw FieldError{summary.error()};
+    if (!summary.ok()) throw FieldError{summary.status()};
     s.trainer_config.summary = summary.value();
   }
   std::optional<std::string> ckpt = OptString(spec, "checkpointDir", P, 1024);
@@ -477,7 +478,7 @@ std::vector<std::string> DefaultCommand() {
   return {"hypertrain", "launch", "--", "train"};
 }
 
-Result<ObjectMeta> ParseObjectMeta(const json& metadata) {
+StatusOr<ObjectMeta> ParseObjectMeta(const json& metadata) {
   try {
     RequireObject(metadata, "metadata");
     ObjectMeta m;
@@ -498,7 +499,7 @@ Result<ObjectMeta> ParseObjectMeta(const json& metadata) {
   }
 }
 
-Result<TrainingJobSpec> ParseSpec(const json& spec, const ObjectMeta& meta) {
+StatusOr<TrainingJobSpec> ParseSpec(const json& spec, const ObjectMeta& meta) {
   try {
     return ParseSpecOrThrow(spec, meta);
   } catch (const FieldError& e) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,7 +17,7 @@
 
 #include "contract/exit_codes.h"
 #include "contract/pod.h"
-#include "operator/api/result.h"
+#include "core/status.h"
 #include "operator/api/trainer_config.h"
 
 namespace hypertrain::api {
@@ -142,11 +143,11 @@ struct TrainingJobSpec {
 std::vector<std::string> DefaultCommand();
 
 // Parses metadata (name, namespace, uid, generation, ...). Errors name the field.
-Result<ObjectMeta> ParseObjectMeta(const nlohmann::json& metadata);
+StatusOr<ObjectMeta> ParseObjectMeta(const nlohmann::json& metadata);
 
 // Parses and validates `spec` of the TrainingJob named in `meta`, applying
 // defaults. Any error names the offending field (e.g. "spec.env[3].name").
-Result<TrainingJobSpec> ParseSpec(const nlohmann::json& spec, const ObjectMeta& meta);
+StatusOr<TrainingJobSpec> ParseSpec(const nlohmann::json& spec, const ObjectMeta& meta);
 
 }  // namespace hypertrain::api
 

@@ -54,14 +54,14 @@ json Convert(const YAML::Node& n) {
   return nullptr;
 }
 
-Error ParseError(const YAML::Exception& e) {
-  return Error{"", "not valid YAML: " + e.msg + " (line " + std::to_string(e.mark.line + 1) + ", column " +
-                       std::to_string(e.mark.column + 1) + ")"};
+Status ParseError(const YAML::Exception& e) {
+  return InvalidArgument("not valid YAML: " + e.msg + " (line " + std::to_string(e.mark.line + 1) +
+                         ", column " + std::to_string(e.mark.column + 1) + ")");
 }
 
 }  // namespace
 
-Result<json> YamlToJson(std::string_view yaml) {
+StatusOr<json> YamlToJson(std::string_view yaml) {
   try {
     return Convert(YAML::Load(std::string(yaml)));
   } catch (const YAML::Exception& e) {
@@ -69,7 +69,7 @@ Result<json> YamlToJson(std::string_view yaml) {
   }
 }
 
-Result<std::vector<json>> YamlDocumentsToJson(std::string_view yaml) {
+StatusOr<std::vector<json>> YamlDocumentsToJson(std::string_view yaml) {
   try {
     std::vector<json> out;
     for (const YAML::Node& doc : YAML::LoadAll(std::string(yaml))) {
@@ -82,13 +82,13 @@ Result<std::vector<json>> YamlDocumentsToJson(std::string_view yaml) {
   }
 }
 
-Result<json> YamlFileToJson(const std::string& path) {
+StatusOr<json> YamlFileToJson(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Error{path, "cannot open"};
+  if (!in) return InvalidField(path, "cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
-  Result<json> r = YamlToJson(ss.str());
-  if (!r.ok()) return Error{path, r.error().message};
+  StatusOr<json> r = YamlToJson(ss.str());
+  if (!r.ok()) return InvalidField(path, r.status().message());
   return r;
 }
 

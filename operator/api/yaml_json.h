@@ -4,22 +4,21 @@
 #ifndef HYPERTRAIN_OPERATOR_API_YAML_JSON_H_
 #define HYPERTRAIN_OPERATOR_API_YAML_JSON_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "operator/api/result.h"
+#include "core/status.h"
 
 namespace hypertrain::api {
 
 // Parses one YAML document.
-Result<nlohmann::json> YamlToJson(std::string_view yaml);
+StatusOr<nlohmann::json> YamlToJson(std::string_view yaml);
 // Parses every document of a multi-document stream ("---"); empty documents are skipped.
-Result<std::vector<nlohmann::json>> YamlDocumentsToJson(std::string_view yaml);
+StatusOr<std::vector<nlohmann::json>> YamlDocumentsToJson(std::string_view yaml);
 // Reads and parses a file with one document.
-Result<nlohmann::json> YamlFileToJson(const std::string& path);
+StatusOr<nlohmann::json> YamlFileToJson(const std::string& path);
 
 }  // namespace hypertrain::api
 

@@ -27,7 +27,7 @@ quantity: 64Gi
 list: [1, "2", x]
 map: {a: {b: 1}}
 )");
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   const json& j = *r;
   EXPECT_EQ(j["i"], 42);
   EXPECT_TRUE(j["i"].is_number_integer());
@@ -61,7 +61,7 @@ TEST(YamlJsonTest, MultiDocumentAndErrors) {
   EXPECT_EQ((*docs)[1]["b"], 2);
   auto bad = YamlToJson("a: [1, 2\n");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.error().message, ::testing::HasSubstr("not valid YAML"));
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("not valid YAML"));
   EXPECT_FALSE(YamlFileToJson("/nonexistent/x.yaml").ok());
 }
 

@@ -240,7 +240,7 @@ class Controller {
             Log(kDebug, "reconciled", "job=" + *key);
           } else {
             ++metrics_->reconcile_errors;
-            Log(kWarn, "reconcile failed; retrying with backoff", "job=" + *key + " err=\"" + r.error().ToString() + "\"");
+            Log(kWarn, "reconcile failed; retrying with backoff", "job=" + *key + " err=\"" + r.status().ToString() + "\"");
             queue.AddRateLimited(*key);
           }
           queue.Done(*key);
@@ -285,14 +285,14 @@ int Main(int argc, char** argv) {
 
   auto cfg = flags.kubeconfig.empty() ? kube::LoadDefault() : kube::LoadKubeconfig({flags.kubeconfig});
   if (!cfg.ok()) {
-    Log(kError, "cannot load Kubernetes config", "err=\"" + cfg.error().ToString() + "\"");
+    Log(kError, "cannot load Kubernetes config", "err=\"" + cfg.status().ToString() + "\"");
     return 2;
   }
   cfg->qps = flags.kube_api_qps;
   cfg->burst = flags.kube_api_burst;
   auto client = kube::RestClient::Create(*cfg);
   if (!client.ok()) {
-    Log(kError, "cannot create the API client", "err=\"" + client.error().ToString() + "\"");
+    Log(kError, "cannot create the API client", "err=\"" + client.status().ToString() + "\"");
     return 2;
   }
   const char* pod = std::getenv("POD_NAME");
@@ -353,7 +353,7 @@ int Main(int argc, char** argv) {
     cb.on_new_leader = [](const std::string& who) { Log(kInfo, "leader observed", "holder=" + who); };
     auto elector = kube::LeaderElector::Create(*client, lc, cb);
     if (!elector.ok()) {
-      Log(kError, "leader election setup failed", "err=\"" + elector.error().ToString() + "\"");
+      Log(kError, "leader election setup failed", "err=\"" + elector.status().ToString() + "\"");
       return 2;
     }
     (*elector)->Run(&cancel);

@@ -165,7 +165,7 @@ TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   const std::string dir = kube::testing::MakeTempDir("operator-e2e");
   kube::testing::KubeLocal kl(kl_bin, dir);
   auto started = kl.Start();
-  ASSERT_TRUE(started.ok()) << started.error().ToString();
+  ASSERT_TRUE(started.ok()) << started.ToString();
   auto cfg = kl.LoadConfig();
   ASSERT_TRUE(cfg.ok());
   cfg->qps = 0;
@@ -192,7 +192,7 @@ TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
                   {"trainerConfig", {{"inline", "trainer: {max_steps: 5}\nmodel: {}\n"}}},
                   {"faultPolicy", {{"healthyNodeValues", Json::array()}}}}}};
     auto r = jobs.Create(job);
-    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
   };
   auto pod_count = [&](const std::string& job) -> int {
     kube::ListOptions lo;

@@ -56,10 +56,10 @@ json BuildService(const api::ObjectMeta& job, const api::TrainingJobSpec& spec) 
   return svc;
 }
 
-api::Result<json> BuildConfigMap(const api::ObjectMeta& job, const api::TrainingJobSpec& spec) {
+StatusOr<json> BuildConfigMap(const api::ObjectMeta& job, const api::TrainingJobSpec& spec) {
   if (!spec.trainer_config.inline_yaml) {
-    return api::Error{"spec.trainerConfig", "refers to ConfigMap '" + spec.trainer_config.config_map->name +
-                                                "'; the operator builds none"};
+    return InvalidField("spec.trainerConfig", "refers to ConfigMap '" + spec.trainer_config.config_map->name +
+                                                  "'; the operator builds none");
   }
   json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", ObjectMetaFor(job, ConfigMapName(job.name))}};
   cm["data"] = {{contract::kConfigFileName, *spec.trainer_config.inline_yaml}};
@@ -176,11 +176,11 @@ json BuildAffinity(const api::TrainingJobSpec& spec, const std::vector<std::stri
   return affinity;
 }
 
-api::Result<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const PodOptions& opts) {
+StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const PodOptions& opts) {
   if (opts.rank < 0 || opts.rank >= spec.nodes) {
-    return api::Error{"rank", std::to_string(opts.rank) + " is outside [0, " + std::to_string(spec.nodes) + ")"};
+    return InvalidField("rank", std::to_string(opts.rank) + " is outside [0, " + std::to_string(spec.nodes) + ")");
   }
-  if (opts.restart_attempt < 0) return api::Error{"restart_attempt", "must be >= 0"};
+  if (opts.restart_attempt < 0) return InvalidField("restart_attempt", "must be >= 0");
   const std::string name = PodName(job.name, opts.rank);
 
   json labels = json::object();

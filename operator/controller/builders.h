@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "operator/api/result.h"
+#include "core/status.h"
 #include "operator/api/training_job.h"
 
 namespace hypertrain::controller {
@@ -43,7 +43,7 @@ nlohmann::json BuildService(const api::ObjectMeta& job, const api::TrainingJobSp
 
 // The ConfigMap holding the inline trainer config. Error when the spec refers
 // to a user ConfigMap instead (nothing to build).
-api::Result<nlohmann::json> BuildConfigMap(const api::ObjectMeta& job, const api::TrainingJobSpec& spec);
+StatusOr<nlohmann::json> BuildConfigMap(const api::ObjectMeta& job, const api::TrainingJobSpec& spec);
 
 // EFA/NCCL defaults for the spec's hardware (user env overrides each):
 //   GPU jobs:     NCCL_SOCKET_IFNAME=^lo, NCCL_DEBUG=WARN
@@ -75,7 +75,7 @@ struct PodOptions {
 };
 
 // The pod for node `opts.rank`. Error when the rank is out of range.
-api::Result<nlohmann::json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& spec,
+StatusOr<nlohmann::json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& spec,
                                      const PodOptions& opts);
 
 enum class EventType { kNormal, kWarning };

@@ -86,7 +86,7 @@ std::vector<std::string> Violations(const json& env, const api::TrainingJobSpec&
 TEST(BuildersContract, EveryPodEnvNameIsDefinedByTheContract) {
   for (const Case& c : Cases()) {
     auto spec = api::ParseSpec(c.spec, Meta());
-    ASSERT_TRUE(spec.ok()) << c.name << ": " << spec.error().ToString();
+    ASSERT_TRUE(spec.ok()) << c.name << ": " << spec.status().ToString();
     for (int rank : {0, spec->nodes - 1}) {
       for (int attempt : {0, 3}) {
         auto pod = BuildPod(Meta(), *spec, PodOptions{rank, attempt, {}});

@@ -32,13 +32,13 @@ json P5Spec() {
 
 api::TrainingJobSpec Spec(const json& j) {
   auto r = api::ParseSpec(j, Meta());
-  EXPECT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? r.value() : api::TrainingJobSpec{};
 }
 
 json Pod(const json& spec_json, int rank = 0, int attempt = 0, std::vector<std::string> excluded = {}) {
   auto pod = BuildPod(Meta(), Spec(spec_json), PodOptions{rank, attempt, std::move(excluded)});
-  EXPECT_TRUE(pod.ok()) << pod.error().ToString();
+  EXPECT_TRUE(pod.ok()) << pod.status().ToString();
   return pod.ok() ? pod.value() : json();
 }
 
@@ -92,7 +92,7 @@ TEST(ConfigMapTest, HoldsTheInlineConfig) {
   EXPECT_EQ((*cm)["metadata"]["ownerReferences"][0]["controller"], true);
   json spec = P5Spec();
   spec["trainerConfig"] = {{"configMapRef", {{"name", "mine"}, {"key", "job.yaml"}}}};
-  EXPECT_THAT(BuildConfigMap(Meta(), Spec(spec)).error().message, HasSubstr("mine"));
+  EXPECT_THAT(BuildConfigMap(Meta(), Spec(spec)).status().message(), HasSubstr("mine"));
 }
 
 TEST(PodTest, IdentityLabelsAndOwner) {

@@ -132,7 +132,7 @@ Reconciler::Reconciler(ReconcilerOptions opts) : o_(std::move(opts)) {}
 
 std::string Reconciler::Now() const { return FormatTime(o_.now()); }
 
-kube::Error Reconciler::Count(kube::Error e) {
+Status Reconciler::Count(Status e) {
   if (o_.counters) ++o_.counters->api_errors;
   return e;
 }
@@ -147,9 +147,9 @@ Clock::time_point Reconciler::FirstSeen(const std::string& uid, Clock::time_poin
   return first_seen_.emplace(uid, now).first->second;
 }
 
-kube::Result<ReconcileResult> Reconciler::Reconcile(const std::string& key) {
+StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& key) {
   auto slash = key.find('/');
-  if (slash == std::string::npos) return kube::MakeError(kube::ErrorCode::kInvalidArgument, "bad key " + key);
+  if (slash == std::string::npos) return InvalidArgument("bad key " + key);
   kube::ObjectPtr job = o_.jobs->Get(key);
   if (!job) return ReconcileResult{};  // deleted: owner references let the GC remove the rest
   Ctx c{key.substr(0, slash),
@@ -174,9 +174,9 @@ void Reconciler::Emit(Ctx& c) {
   kube::ResourceClient events(o_.client, kube::resources::kEvents, c.ns);
   auto send = [&](EventType type, const std::string& reason, const std::string& message) {
     auto r = events.Create(BuildEvent(c.meta, type, reason, message, c.now_str, o_.instance));
-    if (!r.ok() && !kube::IsAlreadyExists(r.error())) {
-      Count(r.error());
-      o_.log("event " + reason + " for " + c.ns + "/" + c.name + " not recorded: " + r.error().ToString());
+    if (!r.ok() && !kube::IsAlreadyExists(r.status())) {
+      (void)Count(r.status());  // counted; events are best effort
+      o_.log("event " + reason + " for " + c.ns + "/" + c.name + " not recorded: " + r.status().ToString());
     }
   };
   // One event per condition that changed status: the transition's reason and message.
@@ -192,7 +192,7 @@ void Reconciler::Emit(Ctx& c) {
   c.extra_events.clear();
 }
 
-kube::Result<bool> Reconciler::WriteStatus(Ctx& c) {
+StatusOr<bool> Reconciler::WriteStatus(Ctx& c) {
   auto parsed_old = api::ParseStatus(c.job_obj.value("status", Json()));
   const Json current = parsed_old.ok() ? api::ToJson(*parsed_old) : Json();
   const Json next = api::ToJson(c.status);
@@ -200,7 +200,7 @@ kube::Result<bool> Reconciler::WriteStatus(Ctx& c) {
   Json obj = c.job_obj;
   obj["status"] = next;
   auto r = c.jobs.UpdateStatus(obj);
-  if (!r.ok()) return Count(r.error());
+  if (!r.ok()) return Count(r.status());
   c.job_obj = *r;
   if (o_.counters) {
     auto became = [&](const char* t) { return api::IsConditionTrue(c.status, t) && !api::IsConditionTrue(c.old_status, t); };
@@ -214,26 +214,26 @@ kube::Result<bool> Reconciler::WriteStatus(Ctx& c) {
   return true;
 }
 
-kube::Result<void> Reconciler::DeletePods(Ctx& c, const std::function<bool(const Json&)>& which) {
+Status Reconciler::DeletePods(Ctx& c, const std::function<bool(const Json&)>& which) {
   for (const kube::ObjectPtr& p : c.pods) {
     if (Deleting(*p) || !which(*p)) continue;
     auto r = c.pod_client.Delete(kube::NameOf(*p), PreconditionUid(*p));
-    if (!r.ok() && !kube::IsNotFound(r.error()) && !kube::IsConflict(r.error())) return Count(r.error());
+    if (!r.ok() && !kube::IsNotFound(r.status()) && !kube::IsConflict(r.status())) return Count(r.status());
   }
   return {};
 }
 
-kube::Result<void> Reconciler::EnsureObject(const kube::ResourceClient& client, const Json& obj) {
+Status Reconciler::EnsureObject(const kube::ResourceClient& client, const Json& obj) {
   auto r = client.Create(obj);
-  if (!r.ok() && !kube::IsAlreadyExists(r.error())) return Count(r.error());
+  if (!r.ok() && !kube::IsAlreadyExists(r.status())) return Count(r.status());
   return {};
 }
 
-kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
+StatusOr<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
   ReconcileResult result;
   auto meta = api::ParseObjectMeta(c.job_obj.value("metadata", Json()));
   if (!meta.ok()) {
-    o_.log("skipping " + c.ns + "/" + c.name + ": " + meta.error().ToString());
+    o_.log("skipping " + c.ns + "/" + c.name + ": " + meta.status().message());
     return result;
   }
   c.meta = *meta;
@@ -247,10 +247,10 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
   c.status.observed_generation = c.meta.generation;
   if (!spec.ok()) {
     // Nothing is created for an invalid spec; the reason names the field.
-    api::SetJobCondition(&c.status, api::kCondFailed, true, api::reason::kInvalidSpec, spec.error().ToString(),
+    api::SetJobCondition(&c.status, api::kCondFailed, true, api::reason::kInvalidSpec, spec.status().message(),
                          c.now_str, c.meta.generation);
     if (c.status.completion_time.empty()) c.status.completion_time = c.now_str;
-    if (auto w = WriteStatus(c); !w.ok()) return w.error();
+    if (auto w = WriteStatus(c); !w.ok()) return w.status();
     return result;
   }
   c.spec = *spec;
@@ -258,7 +258,7 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
   c.status.gpus = static_cast<int32_t>(s.TotalGpus());
   c.status.world_size = static_cast<int32_t>(s.WorldSize());
   auto keep_running = [](const Json& p) { return !Terminated(p); };
-  auto clean_pods = [&](Ctx& cx) -> kube::Result<void> {
+  auto clean_pods = [&](Ctx& cx) -> Status {
     switch (s.run_policy.clean_pod_policy) {
       case api::CleanPodPolicy::kNone:
         return {};
@@ -276,8 +276,8 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
 
   // Finished: clean up, then TTL.
   if (api::IsFinished(c.status)) {
-    if (auto w = WriteStatus(c); !w.ok()) return w.error();
-    if (auto d = clean_pods(c); !d.ok()) return d.error();
+    if (auto w = WriteStatus(c); !w.ok()) return w.status();
+    if (auto d = clean_pods(c); !d.ok()) return d;
     if (s.run_policy.ttl_seconds_after_finished) {
       auto done = ParseTime(c.status.completion_time).value_or(c.now);
       auto expiry = done + std::chrono::seconds(*s.run_policy.ttl_seconds_after_finished);
@@ -285,7 +285,7 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
         kube::DeleteOptions o = PreconditionUid(c.job_obj);
         o.propagation_policy = "Background";
         auto r = c.jobs.Delete(c.name, o);
-        if (!r.ok() && !kube::IsNotFound(r.error())) return Count(r.error());
+        if (!r.ok() && !kube::IsNotFound(r.status())) return Count(r.status());
       } else {
         result.requeue_after = std::chrono::duration_cast<std::chrono::milliseconds>(expiry - c.now);
       }
@@ -300,8 +300,8 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
     if (c.now >= deadline) {
       finish(api::kCondFailed, api::reason::kDeadlineExceeded,
              "the job ran past activeDeadlineSeconds=" + std::to_string(*s.run_policy.active_deadline_seconds));
-      if (auto w = WriteStatus(c); !w.ok()) return w.error();
-      if (auto d = clean_pods(c); !d.ok()) return d.error();
+      if (auto w = WriteStatus(c); !w.ok()) return w.status();
+      if (auto d = clean_pods(c); !d.ok()) return d;
       return result;
     }
     result.requeue_after = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - c.now);
@@ -312,8 +312,8 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
     api::SetJobCondition(&c.status, api::kCondSuspended, true, api::reason::kJobSuspended,
                          "the job is suspended: its pods are deleted", c.now_str, c.meta.generation);
     c.status.pods = {};
-    if (auto w = WriteStatus(c); !w.ok()) return w.error();
-    if (auto d = DeletePods(c, [](const Json&) { return true; }); !d.ok()) return d.error();
+    if (auto w = WriteStatus(c); !w.ok()) return w.status();
+    if (auto d = DeletePods(c, [](const Json&) { return true; }); !d.ok()) return d;
     return result;
   }
   if (api::IsConditionTrue(c.status, api::kCondSuspended)) {
@@ -346,13 +346,13 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
   }
   c.status.pods = counts;
   if (stale) {
-    if (auto w = WriteStatus(c); !w.ok()) return w.error();
+    if (auto w = WriteStatus(c); !w.ok()) return w.status();
     if (auto d = DeletePods(c, [&](const Json& p) {
           const int rank = IntLabel(p, api::kLabelNodeRank);
           return IntLabel(p, api::kLabelRestartAttempt) != attempt || rank < 0 || rank >= s.nodes;
         });
         !d.ok()) {
-      return d.error();
+      return d;
     }
     result.requeue_after = std::chrono::milliseconds(1000);
     return result;
@@ -361,7 +361,7 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
   // A fault: fail the job or restart the whole gang (one budget for every fault path).
   auto handle_fault = [&](const std::string& reason, const std::string& what, const std::string& pod_name,
                           const std::string& node, std::optional<int32_t> rank,
-                          std::optional<int> exit_code) -> kube::Result<ReconcileResult> {
+                          std::optional<int> exit_code) -> StatusOr<ReconcileResult> {
     c.status.last_fault = api::Fault{reason, what, pod_name, node, rank, exit_code, c.now_str};
     if (!node.empty()) {
       const int n = ++c.status.node_faults[node];
@@ -389,15 +389,15 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
       }
       api::SetJobCondition(&c.status, api::kCondRestarting, true, reason, msg, c.now_str, c.meta.generation);
     }
-    if (auto w = WriteStatus(c); !w.ok()) return w.error();
+    if (auto w = WriteStatus(c); !w.ok()) return w.status();
     auto d = api::IsFinished(c.status) ? clean_pods(c) : DeletePods(c, [](const Json&) { return true; });
-    if (!d.ok()) return d.error();
+    if (!d.ok()) return d;
     return result;
   };
   // Node health: a running pod's node lost its health label, vanished, or has
   // been NotReady for podPendingOrLostGraceSeconds. Returns the fault's outcome
   // when there is one; else requeues for the end of a NotReady grace.
-  auto node_fault = [&]() -> std::optional<kube::Result<ReconcileResult>> {
+  auto node_fault = [&]() -> std::optional<StatusOr<ReconcileResult>> {
     if (!o_.nodes) return std::nullopt;
     const auto& fp = s.fault_policy;
     for (const auto& [rank, p] : current) {
@@ -473,7 +473,7 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
       o_.log("job " + c.ns + "/" + c.name + ": pod " + kube::NameOf(*culprit) + " exited " +
              std::to_string(*f.exit_code) + " (a peer's failure); waiting " + std::to_string(left.count()) +
              " ms for the root cause's status before restarting");
-      if (auto w = WriteStatus(c); !w.ok()) return w.error();
+      if (auto w = WriteStatus(c); !w.ok()) return w.status();
       return result;
     }
   }
@@ -494,8 +494,8 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
   if (static_cast<int>(current.size()) == s.nodes && counts.succeeded == s.nodes) {
     finish(api::kCondSucceeded, api::reason::kAllPodsSucceeded,
            "all " + std::to_string(s.nodes) + " pods exited 0");
-    if (auto w = WriteStatus(c); !w.ok()) return w.error();
-    if (auto d = clean_pods(c); !d.ok()) return d.error();
+    if (auto w = WriteStatus(c); !w.ok()) return w.status();
+    if (auto d = clean_pods(c); !d.ok()) return d;
     if (s.run_policy.ttl_seconds_after_finished) {
       result.requeue_after = std::chrono::seconds(*s.run_policy.ttl_seconds_after_finished);
     }
@@ -504,10 +504,10 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
 
   // Create what is missing.
   kube::ResourceClient services(o_.client, kube::resources::kServices, c.ns);
-  if (auto e = EnsureObject(services, BuildService(c.meta, s)); !e.ok()) return e.error();
+  if (auto e = EnsureObject(services, BuildService(c.meta, s)); !e.ok()) return e;
   if (s.trainer_config.inline_yaml) {
     kube::ResourceClient cms(o_.client, kube::resources::kConfigMaps, c.ns);
-    if (auto e = EnsureObject(cms, *BuildConfigMap(c.meta, s)); !e.ok()) return e.error();
+    if (auto e = EnsureObject(cms, *BuildConfigMap(c.meta, s)); !e.ok()) return e;
   }
   std::vector<int> missing;
   for (int r = 0; r < s.nodes; ++r) {
@@ -516,7 +516,7 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
   if (!missing.empty()) {
     // Never act on a stale cache: the attempt number must be the server's.
     auto fresh = c.jobs.Get(c.name);
-    if (!fresh.ok()) return Count(fresh.error());
+    if (!fresh.ok()) return Count(fresh.status());
     if (kube::ResourceVersionOf(*fresh) != kube::ResourceVersionOf(*c.job)) {
       result.requeue_after = std::chrono::milliseconds(100);
       return result;
@@ -528,12 +528,12 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
     }
     if (c.status.start_time.empty()) c.status.start_time = c.now_str;
     c.status.pods.active += static_cast<int32_t>(missing.size());
-    if (auto w = WriteStatus(c); !w.ok()) return w.error();
+    if (auto w = WriteStatus(c); !w.ok()) return w.status();
     for (int r : missing) {
       auto pod = BuildPod(c.meta, s, PodOptions{r, attempt, c.status.excluded_nodes});
-      if (!pod.ok()) return kube::MakeError(kube::ErrorCode::kInvalidArgument, pod.error().ToString());
+      if (!pod.ok()) return pod.status();
       auto created = c.pod_client.Create(*pod);
-      if (!created.ok() && !kube::IsAlreadyExists(created.error())) return Count(created.error());
+      if (!created.ok() && !kube::IsAlreadyExists(created.status())) return Count(created.status());
       if (created.ok() && o_.counters) ++o_.counters->pods_created;
     }
     return result;
@@ -588,7 +588,7 @@ kube::Result<ReconcileResult> Reconciler::ReconcileJob(Ctx& c) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - c.now);
     if (!result.requeue_after || left < *result.requeue_after) result.requeue_after = left;
   }
-  if (auto w = WriteStatus(c); !w.ok()) return w.error();
+  if (auto w = WriteStatus(c); !w.ok()) return w.status();
   return result;
 }
 

@@ -38,7 +38,7 @@
 #include <optional>
 #include <string>
 
-#include "kube/error.h"
+#include "kube/status.h"
 #include "kube/resources.h"
 #include "kube/store.h"
 
@@ -88,17 +88,17 @@ class Reconciler {
   explicit Reconciler(ReconcilerOptions opts);
   // `key` is "namespace/name". Errors are API failures; the caller requeues
   // with backoff.
-  kube::Result<ReconcileResult> Reconcile(const std::string& key);
+  StatusOr<ReconcileResult> Reconcile(const std::string& key);
 
  private:
   struct Ctx;
-  kube::Result<ReconcileResult> ReconcileJob(Ctx& c);
-  kube::Result<bool> WriteStatus(Ctx& c);
-  kube::Result<void> DeletePods(Ctx& c, const std::function<bool(const kube::Json&)>& which);
-  kube::Result<void> EnsureObject(const kube::ResourceClient& client, const kube::Json& obj);
+  StatusOr<ReconcileResult> ReconcileJob(Ctx& c);
+  StatusOr<bool> WriteStatus(Ctx& c);
+  Status DeletePods(Ctx& c, const std::function<bool(const kube::Json&)>& which);
+  Status EnsureObject(const kube::ResourceClient& client, const kube::Json& obj);
   void Emit(Ctx& c);
   std::string Now() const;
-  kube::Error Count(kube::Error e);
+  Status Count(Status e);
   // When this reconciler first saw the failed pod `uid` (recorded on first
   // call); old entries are dropped. Only a fallback for a missing or skewed
   // finishedAt: after an operator restart the wait starts over, still bounded.

@@ -37,9 +37,9 @@ class ReconcilerTest : public ::testing::Test {
     ASSERT_FALSE(bin.empty()) << "kube-local binary not in runfiles";
     kl_ = new kube::testing::KubeLocal(bin, kube::testing::MakeTempDir("reconciler"));
     auto started = kl_->Start();
-    ASSERT_TRUE(started.ok()) << started.error().ToString();
+    ASSERT_TRUE(started.ok()) << started.ToString();
     auto cfg = kl_->LoadConfig();
-    ASSERT_TRUE(cfg.ok()) << cfg.error().ToString();
+    ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
     cfg->qps = 0;
     cfg->retry_base = 20ms;
     cfg->retry_max = 200ms;
@@ -47,9 +47,9 @@ class ReconcilerTest : public ::testing::Test {
     kube::ResourceClient ns(*client_, kube::resources::kNamespaces);
     ASSERT_TRUE(ns.Create({{"metadata", {{"name", kNs}}}}).ok());
     auto crd = api::YamlFileToJson("crds/trainingjobs.hypertrain.dev.yaml");
-    ASSERT_TRUE(crd.ok()) << crd.error().ToString();
+    ASSERT_TRUE(crd.ok()) << crd.status().ToString();
     auto installed = kube::ResourceClient(*client_, kCrdType).Create(*crd);
-    ASSERT_TRUE(installed.ok()) << installed.error().ToString();
+    ASSERT_TRUE(installed.ok()) << installed.status().ToString();
     kube::ResourceClient jobs(*client_, TrainingJobType(), kNs);
     for (int i = 0; i < 100 && !jobs.List().ok(); ++i) std::this_thread::sleep_for(50ms);
     ASSERT_TRUE(jobs.List().ok()) << "the TrainingJob API is not served";
@@ -96,7 +96,7 @@ class ReconcilerTest : public ::testing::Test {
   kube::ResourceClient Nodes() const { return kube::ResourceClient(*client_, kube::resources::kNodes); }
   void CreateNode(const std::string& name, const std::string& health) {
     auto r = Nodes().Create({{"metadata", {{"name", name}, {"labels", {{api::kHyperPodHealthLabel, health}}}}}});
-    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
     SetNodeReady(name, true, "2027-01-15T08:00:00Z");
   }
   void SetNodeReady(const std::string& name, bool ready, const std::string& since) {
@@ -104,7 +104,7 @@ class ReconcilerTest : public ::testing::Test {
         name, {{"status", {{"conditions", Json::array({{{"type", "Ready"},
                                                          {"status", ready ? "True" : "False"},
                                                          {"lastTransitionTime", since}}})}}}});
-    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
 
   Json CpuSpec(int nodes = 2) const {
@@ -119,7 +119,7 @@ class ReconcilerTest : public ::testing::Test {
                             {"kind", api::kKind},
                             {"metadata", {{"name", name}, {"namespace", kNs}}},
                             {"spec", spec}});
-    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
 
   // name → resourceVersion of the job and its pods, on the server.
@@ -160,7 +160,7 @@ class ReconcilerTest : public ::testing::Test {
       WaitCaches(job);
       auto before = ServerState(job);
       auto res = r->Reconcile(std::string(kNs) + "/" + job);
-      ASSERT_TRUE(res.ok()) << res.error().ToString();
+      ASSERT_TRUE(res.ok()) << res.status().ToString();
       FinalizeDeletions(job);
       if (ServerState(job) == before) return;
     }
@@ -200,7 +200,7 @@ class ReconcilerTest : public ::testing::Test {
             {"state", {{"terminated", {{"exitCode", *exit_code}, {"message", message}, {"reason", "Error"}}}}}}});
     }
     auto r = Pods().PatchStatus(pod, {{"status", status}});
-    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
   // A failed trainer container with its termination time (RFC 3339).
   void SetFailedAt(const std::string& pod, int exit_code, const std::string& finished_at) {
@@ -209,7 +209,7 @@ class ReconcilerTest : public ::testing::Test {
     status["containerStatuses"] =
         Json::array({{{"name", "trainer"}, {"state", {{"terminated", terminated}}}}});
     auto r = Pods().PatchStatus(pod, {{"status", status}});
-    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
   void SetAllPhases(const std::string& job, const std::string& phase, std::optional<int> code = std::nullopt) {
     for (const Json& p : JobPods(job)) SetPhase(kube::NameOf(p), phase, code);
@@ -239,7 +239,7 @@ class ReconcilerTest : public ::testing::Test {
                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}}
                  .dump();
     auto res = (*client_)->SendJson(r);
-    ASSERT_TRUE(res.ok()) << res.error().ToString();
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
   }
   // The kubelet confirms graceful deletions at once.
   void FinalizeDeletions(const std::string& job) {
@@ -248,7 +248,7 @@ class ReconcilerTest : public ::testing::Test {
       kube::DeleteOptions o;
       o.grace_period_seconds = 0;
       auto r = Pods().Delete(kube::NameOf(p), o);
-      ASSERT_TRUE(r.ok() || kube::IsNotFound(r.error())) << r.error().ToString();
+      ASSERT_TRUE(r.ok() || kube::IsNotFound(r.status())) << r.status().ToString();
     }
   }
   std::vector<std::string> EventReasons(const std::string& job) const {
@@ -446,11 +446,11 @@ TEST_F(ReconcilerTest, RestartMidCreateMakesNoDuplicates) {
   auto other = MakeReconciler();
   WaitCaches("crash");
   auto first = other->Reconcile(std::string(kNs) + "/crash");
-  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
   // The second works from the same (now stale) cache: it may only requeue or
   // lose the status write with a 409; it must not create anything twice.
   auto second = reconciler_->Reconcile(std::string(kNs) + "/crash");
-  EXPECT_TRUE(second.ok() || kube::IsConflict(second.error())) << second.error().ToString();
+  EXPECT_TRUE(second.ok() || kube::IsConflict(second.status())) << second.status().ToString();
   Converge("crash");
   auto pods = JobPods("crash");
   ASSERT_EQ(pods.size(), 3u);
@@ -527,7 +527,7 @@ TEST_F(ReconcilerTest, FollowOnExitWaitsForTheRootCause) {
   SetFailedAt("settle-node-0", 200, FormatTime(now_));  // the peer noticed first
   WaitCaches("settle");
   auto r = reconciler_->Reconcile(std::string(kNs) + "/settle");
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->requeue_after.value_or(0ms), ReconcilerOptions{}.fault_settle_window) << "waiting must requeue";
   now_ += 1s;
   Converge("settle");
@@ -581,7 +581,7 @@ TEST_F(ReconcilerTest, SettleWindowExpiresThenTheFollowOnPodIsBlamed) {
   now_ += window - 2s;
   auto fresh = MakeReconciler();
   auto r = fresh->Reconcile(std::string(kNs) + "/expire");
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->requeue_after.value_or(0ms), 1000ms) << "the rest of the window since finishedAt";
   EXPECT_EQ(Job("expire")["status"].value("restartCount", 0), 0);
   now_ += 1s;
@@ -622,13 +622,14 @@ TEST_F(ReconcilerTest, ControlPlaneValidatesAndDefaultsThroughTheCrd) {
   spec["nodes"] = 0;
   auto bad = create("v-nodes", spec);
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().code, kube::ErrorCode::kInvalid);
-  EXPECT_THAT(bad.error().message, HasSubstr("spec.nodes"));
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(kube::IsInvalid(bad.status())) << bad.status().ToString();
+  EXPECT_THAT(bad.status().message(), HasSubstr("spec.nodes"));
   spec = CpuSpec();
   spec["runPolicy"] = {{"cleanPodPolicy", "Sometimes"}};
   auto bad2 = create("v-policy", spec);
   ASSERT_FALSE(bad2.ok());
-  EXPECT_THAT(bad2.error().message, HasSubstr("spec.runPolicy.cleanPodPolicy"));
+  EXPECT_THAT(bad2.status().message(), HasSubstr("spec.runPolicy.cleanPodPolicy"));
   spec = CpuSpec();
   spec.erase("image");
   EXPECT_FALSE(create("v-image", spec).ok());
@@ -636,7 +637,7 @@ TEST_F(ReconcilerTest, ControlPlaneValidatesAndDefaultsThroughTheCrd) {
   spec = CpuSpec();
   spec["gpusPerNod"] = 8;  // a typo: pruned, as by kube-apiserver
   auto ok = create("v-ok", spec);
-  ASSERT_TRUE(ok.ok()) << ok.error().ToString();
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   const Json& s = (*ok)["spec"];
   EXPECT_FALSE(s.contains("gpusPerNod"));
   EXPECT_EQ(s["masterPort"], 29500);

@@ -86,7 +86,7 @@ class Reporter : public dist::LaunchObserver {
           if (r.ok()) {
             last_sent = key;
           } else {
-            std::fprintf(stderr, "[launch] progress annotation: %s\n", r.error().ToString().c_str());
+            std::fprintf(stderr, "[launch] progress annotation: %s\n", r.status().ToString().c_str());
           }
           last_time = now;
         }
@@ -205,14 +205,14 @@ std::unique_ptr<dist::LaunchObserver> MaybeCreateReporter(const dist::LaunchConf
   if (!TrainPaths(config.command, process_env, &metrics, &ckpt, &max_steps)) return nullptr;
   auto cfg = kube::LoadDefault();
   if (!cfg.ok()) {
-    std::fprintf(stderr, "[launch] no progress reporting: %s\n", cfg.error().ToString().c_str());
+    std::fprintf(stderr, "[launch] no progress reporting: %s\n", cfg.status().ToString().c_str());
     return nullptr;
   }
   cfg->request_timeout = std::chrono::seconds(5);
   cfg->max_retries = 2;
   auto client = kube::RestClient::Create(*cfg);
   if (!client.ok()) {
-    std::fprintf(stderr, "[launch] no progress reporting: %s\n", client.error().ToString().c_str());
+    std::fprintf(stderr, "[launch] no progress reporting: %s\n", client.status().ToString().c_str());
     return nullptr;
   }
   double interval = 10;

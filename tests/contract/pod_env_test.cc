@@ -122,7 +122,7 @@ std::string TempDir() {
 TEST(PodEnvContract, TheRuntimeReadsEveryVariableTheOperatorSets) {
   for (const Case& c : Cases()) {
     auto spec = api::ParseSpec(c.spec, Meta());
-    ASSERT_TRUE(spec.ok()) << c.name << ": " << spec.error().ToString();
+    ASSERT_TRUE(spec.ok()) << c.name << ": " << spec.status().ToString();
     auto config_map = controller::BuildConfigMap(Meta(), *spec);
     ASSERT_TRUE(config_map.ok());
     for (int rank = 0; rank < spec->nodes; ++rank) {
