@@ -1,0 +1,96 @@
+#include "operator/controller/observed.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "operator/api/training_job.h"
+#include "operator/controller/builders.h"
+
+namespace hypertrain::controller {
+namespace {
+
+using nlohmann::json;
+
+const json& Field(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+std::string Str(const json& obj, const char* key, const std::string& fallback = "") {
+  const json& v = Field(obj, key);
+  return v.is_string() ? v.get<std::string>() : fallback;
+}
+
+std::map<std::string, std::string> StringMap(const json& obj) {
+  std::map<std::string, std::string> out;
+  if (!obj.is_object()) return out;
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+// A label holding a small non-negative integer, else -1.
+int IntLabel(const json& labels, const char* key) {
+  const std::string v = Str(labels, key);
+  if (v.empty() || v.size() > 9 || !std::all_of(v.begin(), v.end(), ::isdigit)) return -1;
+  return std::stoi(v);
+}
+
+PodFault FaultOf(const json& status) {
+  PodFault f;
+  if (Str(status, "reason") == "Evicted") {
+    f.reason = api::reason::kPodEvicted;
+    f.message = Str(status, "message", "evicted");
+    return f;
+  }
+  const json& statuses = Field(status, "containerStatuses");
+  for (const json& cs : statuses.is_array() ? statuses : json::array()) {
+    if (Str(cs, "name") != kContainerName) continue;
+    const json& term = Field(Field(cs, "state"), "terminated");
+    const json& code = Field(term, "exitCode");
+    if (code.is_number_integer()) f.exit_code = code.get<int>();
+    f.message = Str(term, "message", Str(term, "reason"));
+    f.finished_at = Str(term, "finishedAt");
+  }
+  if (f.message.empty()) f.message = Str(status, "message", Str(status, "reason"));
+  return f;
+}
+
+}  // namespace
+
+ObservedPod PodFromJson(const json& pod) {
+  ObservedPod p;
+  const json& meta = Field(pod, "metadata");
+  const json& labels = Field(meta, "labels");
+  const json& status = Field(pod, "status");
+  p.name = Str(meta, "name");
+  p.uid = Str(meta, "uid");
+  p.node_rank = IntLabel(labels, api::kLabelNodeRank);
+  p.restart_attempt = IntLabel(labels, api::kLabelRestartAttempt);
+  p.phase = Str(status, "phase", "Pending");
+  p.deleting = meta.is_object() && meta.contains("deletionTimestamp");
+  p.node_name = Str(Field(pod, "spec"), "nodeName");
+  p.fault = FaultOf(status);
+  const json& progress = Field(Field(meta, "annotations"), api::kAnnotationProgress);
+  if (progress.is_string()) p.progress = progress.get<std::string>();
+  return p;
+}
+
+ObservedNode NodeFromJson(const json& node) {
+  ObservedNode n;
+  const json& meta = Field(node, "metadata");
+  n.name = Str(meta, "name");
+  n.labels = StringMap(Field(meta, "labels"));
+  const json& conditions = Field(Field(node, "status"), "conditions");
+  for (const json& c : conditions.is_array() ? conditions : json::array()) {
+    if (Str(c, "type") != "Ready" || Str(c, "status") == "True") continue;
+    n.not_ready_since = Str(c, "lastTransitionTime");
+    break;
+  }
+  return n;
+}
+
+}  // namespace hypertrain::controller

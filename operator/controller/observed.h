@@ -1,0 +1,62 @@
+// What the reconciler observed, as plain structs: the job's pods and the nodes
+// they run on, read from the informer caches. PodFromJson and NodeFromJson are
+// the only code that reads their JSON; the fault classification (faults.h) and
+// the decision (plan.h) work on these, so they are tested without a server.
+#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_OBSERVED_H_
+#define HYPERTRAIN_OPERATOR_CONTROLLER_OBSERVED_H_
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/status.h"
+
+namespace hypertrain::controller {
+
+using Clock = std::chrono::system_clock;
+
+// What the kubelet reported about a failed pod: the trainer container's exit
+// code and termination message, or the pod's own reason (eviction).
+struct PodFault {
+  std::string reason = api::reason::kPodFailed;  // or kPodEvicted
+  std::string message;
+  std::optional<int> exit_code;
+  std::string finished_at;  // the container's RFC 3339 finishedAt, "" if unknown
+
+  bool operator==(const PodFault&) const = default;
+};
+
+struct ObservedPod {
+  std::string name;
+  std::string uid;
+  int node_rank = -1;        // label hypertrain.dev/node-rank; -1 when absent or not a number
+  int restart_attempt = -1;  // label hypertrain.dev/restart-attempt; likewise
+  std::string phase = "Pending";
+  bool deleting = false;   // metadata.deletionTimestamp is set
+  std::string node_name;   // spec.nodeName, "" while unscheduled
+  PodFault fault;          // read whatever the phase; used when Failed
+  std::optional<std::string> progress;  // annotation hypertrain.dev/progress
+
+  bool Failed() const { return phase == "Failed"; }
+  bool Terminated() const { return phase == "Succeeded" || phase == "Failed"; }
+};
+
+struct ObservedNode {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  // The Ready condition's lastTransitionTime ("" when missing) while that
+  // condition is not True; nullopt when the node is Ready or reports nothing.
+  std::optional<std::string> not_ready_since;
+};
+
+// A pod or node object (core/v1 JSON) as a plain struct. Fields that are
+// absent or of the wrong type read as their defaults.
+ObservedPod PodFromJson(const nlohmann::json& pod);
+ObservedNode NodeFromJson(const nlohmann::json& node);
+
+}  // namespace hypertrain::controller
+
+#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_OBSERVED_H_

@@ -1,0 +1,400 @@
+#include "operator/controller/plan.h"
+
+#include <algorithm>
+
+#include "core/time.h"
+
+namespace hypertrain::controller {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Pods of an older attempt: looked at again this long after their deletion.
+constexpr milliseconds kStalePodsRequeue{1000};
+
+// One pass: the input, the spec once it is valid, and the plan being built.
+struct Pass {
+  const Observed& in;
+  const api::TrainingJobSpec* spec = nullptr;
+  Clock::time_point now;
+  std::string now_str;
+  DecideOptions opts;
+  Plan plan;
+  std::vector<Event> extra_events;  // follow the condition events
+  Status error;
+
+  api::TrainingJobStatus& status() { return *plan.status; }
+  const api::TrainingJobSpec& s() const { return *spec; }
+  void SetCondition(const char* type, bool value, const std::string& reason, const std::string& message) {
+    api::SetJobCondition(&status(), type, value, reason, message, now_str, in.job.generation);
+  }
+  void RequeueAtMost(milliseconds d) {
+    if (!plan.requeue_after || d < *plan.requeue_after) plan.requeue_after = d;
+  }
+};
+
+void Finish(Pass& p, const char* type, const char* reason, const std::string& message) {
+  p.SetCondition(type, true, reason, message);
+  if (p.status().completion_time.empty()) p.status().completion_time = p.now_str;
+}
+
+// Deletes the job's pods (any attempt) that `which` selects, except those
+// already being deleted.
+template <typename Pred>
+void DeletePods(Pass& p, Pred which) {
+  for (const ObservedPod& pod : p.in.pods) {
+    if (pod.deleting || !which(pod)) continue;
+    p.plan.actions.push_back(Action{Action::Kind::kDeletePod, pod.name, pod.uid, nullptr});
+  }
+}
+void DeleteAllPods(Pass& p) {
+  DeletePods(p, [](const ObservedPod&) { return true; });
+}
+
+// cleanPodPolicy of a finished job: None keeps the pods, All deletes them,
+// Running deletes those that have not terminated.
+void CleanPods(Pass& p) {
+  switch (p.s().run_policy.clean_pod_policy) {
+    case api::CleanPodPolicy::kNone:
+      return;
+    case api::CleanPodPolicy::kAll:
+      return DeleteAllPods(p);
+    case api::CleanPodPolicy::kRunning:
+      return DeletePods(p, [](const ObservedPod& pod) { return !pod.Terminated(); });
+  }
+}
+
+// Row "invalid spec": Failed/InvalidSpec naming the field; nothing is created.
+void InvalidSpec(Pass& p, const Status& error) {
+  p.plan.decision = Case::kInvalidSpec;
+  Finish(p, api::kCondFailed, api::reason::kInvalidSpec, error.message());
+}
+
+// Row "finished": cleanPodPolicy, then the job's deletion once
+// ttlSecondsAfterFinished has passed since completionTime.
+void Finished(Pass& p) {
+  p.plan.decision = Case::kFinished;
+  CleanPods(p);
+  const auto& ttl = p.s().run_policy.ttl_seconds_after_finished;
+  if (!ttl) return;
+  const auto done = ParseRfc3339(p.status().completion_time).value_or(p.now);
+  const auto expiry = done + std::chrono::seconds(*ttl);
+  if (p.now >= expiry) {
+    p.plan.actions.push_back(Action{Action::Kind::kDeleteJob, p.in.job.name, p.in.job.uid, nullptr});
+  } else {
+    p.plan.requeue_after = std::chrono::duration_cast<milliseconds>(expiry - p.now);
+  }
+}
+
+// Row "deadline passed", counted from the first start: true when it decided
+// the pass; otherwise the pass looks again at the deadline.
+bool DeadlineExceeded(Pass& p) {
+  const auto& limit = p.s().run_policy.active_deadline_seconds;
+  if (!limit || p.status().start_time.empty()) return false;
+  const auto start = ParseRfc3339(p.status().start_time).value_or(p.now);
+  const auto deadline = start + std::chrono::seconds(*limit);
+  if (p.now < deadline) {
+    p.plan.requeue_after = std::chrono::duration_cast<milliseconds>(deadline - p.now);
+    return false;
+  }
+  p.plan.decision = Case::kDeadlineExceeded;
+  Finish(p, api::kCondFailed, api::reason::kDeadlineExceeded,
+         "the job ran past activeDeadlineSeconds=" + std::to_string(*limit));
+  CleanPods(p);
+  return true;
+}
+
+// Row "suspend": the pods go, the rest of the status stays.
+void Suspend(Pass& p) {
+  p.plan.decision = Case::kSuspended;
+  p.SetCondition(api::kCondSuspended, true, api::reason::kJobSuspended, "the job is suspended: its pods are deleted");
+  p.status().pods = {};
+  DeleteAllPods(p);
+}
+
+void ResumeIfSuspended(Pass& p) {
+  if (!api::IsConditionTrue(p.status(), api::kCondSuspended)) return;
+  p.SetCondition(api::kCondSuspended, false, api::reason::kJobResumed, "the job is resumed: its pods are recreated");
+}
+
+bool OfCurrentAttempt(const ObservedPod& pod, int attempt, int nodes) {
+  return pod.restart_attempt == attempt && pod.node_rank >= 0 && pod.node_rank < nodes;
+}
+
+// The current attempt's pods by rank (the first of a rank) and their counts in
+// status.pods; `stale` tells whether other pods (older attempts) exist.
+Gang CurrentGang(Pass& p, bool* stale) {
+  Gang gang;
+  const int attempt = p.status().restart_attempt;
+  for (const ObservedPod& pod : p.in.pods) {
+    if (!OfCurrentAttempt(pod, attempt, p.s().nodes)) {
+      *stale = true;
+    } else {
+      gang.emplace(pod.node_rank, &pod);
+    }
+  }
+  api::PodCounts counts;
+  for (const auto& [rank, pod] : gang) {
+    if (pod->phase == "Succeeded") {
+      ++counts.succeeded;
+    } else if (pod->phase == "Failed") {
+      ++counts.failed;
+    } else {
+      ++counts.active;
+    }
+  }
+  p.status().pods = counts;
+  return gang;
+}
+
+// Row "pods of an older attempt": delete them and wait until they are gone
+// (their GPUs and EFA devices must be free before the next attempt starts).
+void StalePods(Pass& p) {
+  p.plan.decision = Case::kStalePods;
+  const int attempt = p.status().restart_attempt;
+  DeletePods(p, [&](const ObservedPod& pod) { return !OfCurrentAttempt(pod, attempt, p.s().nodes); });
+  p.plan.requeue_after = kStalePodsRequeue;
+}
+
+// Counts a fault against its node; maxRepeatOffenders faults exclude the node
+// from later attempts.
+void CountNodeFault(Pass& p, const std::string& node) {
+  if (node.empty()) return;
+  const int n = ++p.status().node_faults[node];
+  const int limit = p.s().fault_policy.max_repeat_offenders;
+  auto& excluded = p.status().excluded_nodes;
+  if (limit <= 0 || n < limit || std::find(excluded.begin(), excluded.end(), node) != excluded.end()) return;
+  excluded.push_back(node);
+  p.extra_events.push_back(Event{EventType::kWarning, "NodeFault",
+                                 "node " + node + " caused " + std::to_string(n) +
+                                     " faults; excluded from later attempts"});
+}
+
+// Row "a pod failed" and every other fault: Failed at once for a
+// non-retryable exit code, Failed/BackoffLimitExceeded without budget, else a
+// gang restart (the next attempt). One budget for every fault path.
+void Fault(Pass& p, const DetectedFault& f) {
+  p.plan.decision = Case::kFault;
+  p.status().last_fault = api::Fault{f.reason, f.message, f.pod, f.node, f.rank, f.exit_code, p.now_str};
+  CountNodeFault(p, f.node);
+  const auto& codes = p.s().fault_policy.non_retryable_exit_codes;
+  const int32_t budget = p.s().run_policy.backoff_limit;
+  if (f.exit_code && std::find(codes.begin(), codes.end(), *f.exit_code) != codes.end()) {
+    Finish(p, api::kCondFailed, api::reason::kNonRetryableExitCode, f.message);
+  } else if (p.status().restart_count >= budget) {
+    Finish(p, api::kCondFailed, api::reason::kBackoffLimitExceeded,
+           "restart budget backoffLimit=" + std::to_string(budget) + " exhausted; last fault: " + f.message);
+  } else {
+    ++p.status().restart_count;
+    ++p.status().restart_attempt;
+    const std::string msg = "gang restart " + std::to_string(p.status().restart_attempt) + " after " + f.message;
+    // Already Restarting (no condition transition): still one event per restart.
+    if (api::IsConditionTrue(p.status(), api::kCondRestarting)) {
+      p.extra_events.push_back(Event{EventType::kWarning, f.reason, msg});
+    }
+    p.SetCondition(api::kCondRestarting, true, f.reason, msg);
+  }
+  if (api::IsFinished(p.status())) {
+    CleanPods(p);
+  } else {
+    DeleteAllPods(p);
+  }
+}
+
+// Rows "node unhealthy / NotReady past grace / gone": true when a live pod's
+// node failed (handled as a fault); otherwise the pass looks again when the
+// earliest NotReady grace ends.
+bool NodeFault(Pass& p, const Gang& gang) {
+  if (!p.in.nodes) return false;
+  const NodeCheck check = CheckNodes(gang, *p.in.nodes, p.s().fault_policy, p.now);
+  if (check.recheck_after) p.RequeueAtMost(*check.recheck_after);
+  if (!check.fault) return false;
+  Fault(p, *check.fault);
+  return true;
+}
+
+// Row "only follow-on exits so far": true while the pass waits for the root
+// cause's status (or acted on a running peer's node fault meanwhile).
+bool Settling(Pass& p, const Gang& gang, const Culprit& culprit) {
+  const Settle settle = SettleWindow(gang, culprit, p.in.first_seen, p.now, p.opts.fault_settle_window);
+  p.plan.first_seen = settle.consulted;
+  if (!settle.wait_until) return false;
+  // A running peer's node fault is a root cause that will not show as an exit.
+  if (NodeFault(p, gang)) return true;
+  p.plan.decision = Case::kSettling;
+  const auto left = std::chrono::ceil<milliseconds>(*settle.wait_until - p.now);
+  p.RequeueAtMost(left);
+  p.plan.log.push_back("job " + p.in.job.namespace_ + "/" + p.in.job.name + ": pod " + culprit.pod->name + " exited " +
+                       std::to_string(culprit.pod->fault.exit_code.value_or(0)) +
+                       " (a peer's failure); waiting " + std::to_string(left.count()) +
+                       " ms for the root cause's status before restarting");
+  return true;
+}
+
+// Row "every node's pod exited 0".
+void Succeeded(Pass& p) {
+  p.plan.decision = Case::kSucceeded;
+  Finish(p, api::kCondSucceeded, api::reason::kAllPodsSucceeded,
+         "all " + std::to_string(p.s().nodes) + " pods exited 0");
+  CleanPods(p);
+  const auto& ttl = p.s().run_policy.ttl_seconds_after_finished;
+  if (ttl) p.plan.requeue_after = std::chrono::seconds(*ttl);
+}
+
+// The headless Service and the inline config's ConfigMap (created every pass
+// the gang is not finished: AlreadyExists is success).
+void EnsureServiceAndConfig(Pass& p) {
+  p.plan.actions.push_back(Action{Action::Kind::kCreateService, ServiceName(p.in.job.name), "",
+                                  BuildService(p.in.job, p.s())});
+  if (!p.s().trainer_config.inline_yaml) return;
+  auto cm = BuildConfigMap(p.in.job, p.s());
+  if (!cm.ok()) {
+    p.error = Internal("ConfigMap of " + p.in.job.name + ": " + cm.error().ToString());
+    return;
+  }
+  p.plan.actions.push_back(Action{Action::Kind::kCreateConfigMap, ConfigMapName(p.in.job.name), "", *cm});
+}
+
+// Row "otherwise", pods missing: create them (on a current cache only).
+void CreatePods(Pass& p, const std::vector<int>& missing) {
+  p.plan.decision = Case::kCreating;
+  p.plan.needs_current_cache = true;
+  if (!api::IsConditionTrue(p.status(), api::kCondCreated)) {
+    p.SetCondition(api::kCondCreated, true, api::reason::kJobCreated,
+                   "created the headless Service and " + std::to_string(p.s().nodes) + " pods");
+  }
+  if (p.status().start_time.empty()) p.status().start_time = p.now_str;
+  p.status().pods.active += static_cast<int32_t>(missing.size());
+  for (int rank : missing) {
+    auto pod = BuildPod(p.in.job, p.s(), PodOptions{rank, p.status().restart_attempt, p.status().excluded_nodes});
+    if (!pod.ok()) {
+      p.error = InvalidArgument(pod.error().ToString());
+      return;
+    }
+    p.plan.actions.push_back(Action{Action::Kind::kCreatePod, PodName(p.in.job.name, rank), "", *pod});
+  }
+}
+
+// status.progress from node 0's annotation; maxSteps from the inline config
+// when the report has none; updatedAt kept while the step stays the same.
+void UpdateProgress(Pass& p, const Gang& gang) {
+  auto it = gang.find(0);
+  if (it == gang.end() || !it->second->progress) return;
+  auto parsed = api::ParseProgressAnnotation(*it->second->progress);
+  if (!parsed.ok()) return;
+  api::Progress next = *parsed;
+  const auto& summary = p.s().trainer_config.summary;
+  if (!next.max_steps && summary) next.max_steps = summary->max_steps;
+  if (next.updated_at.empty()) {
+    const auto& prev = p.status().progress;
+    next.updated_at = prev && prev->step == next.step ? prev->updated_at : p.now_str;
+  }
+  p.status().progress = next;
+}
+
+// Row "otherwise", every pod exists: Running once all run, progress, and the
+// hang deadline.
+void Running(Pass& p, const Gang& gang) {
+  p.plan.decision = Case::kRunning;
+  const bool all_running =
+      std::all_of(gang.begin(), gang.end(), [](const auto& rp) { return rp.second->phase == "Running"; });
+  if (all_running) {
+    p.SetCondition(api::kCondRunning, true, api::reason::kPodsRunning,
+                   "all " + std::to_string(p.s().nodes) + " pods are running");
+  }
+  UpdateProgress(p, gang);
+  const HangCheck hang = CheckHang(p.in.job.name, p.status(), p.s().fault_policy, all_running, p.now);
+  if (hang.fault) return Fault(p, *hang.fault);
+  if (hang.recheck_after) p.RequeueAtMost(*hang.recheck_after);
+}
+
+// The table of reconciler.h, top to bottom, for a valid spec.
+void DecideValid(Pass& p) {
+  p.status().gpus = static_cast<int32_t>(p.s().TotalGpus());
+  p.status().world_size = static_cast<int32_t>(p.s().WorldSize());
+  if (api::IsFinished(p.status())) return Finished(p);
+  if (DeadlineExceeded(p)) return;
+  if (p.s().run_policy.suspend) return Suspend(p);
+  ResumeIfSuspended(p);
+  bool stale = false;
+  const Gang gang = CurrentGang(p, &stale);
+  if (stale) return StalePods(p);
+  if (auto culprit = FindCulprit(gang)) {
+    if (Settling(p, gang, *culprit)) return;
+    return Fault(p, CulpritFault(*culprit));
+  }
+  if (NodeFault(p, gang)) return;
+  const int nodes = p.s().nodes;
+  if (static_cast<int>(gang.size()) == nodes && p.status().pods.succeeded == nodes) return Succeeded(p);
+  EnsureServiceAndConfig(p);
+  std::vector<int> missing;
+  for (int rank = 0; rank < nodes; ++rank) {
+    if (!gang.count(rank)) missing.push_back(rank);
+  }
+  if (!missing.empty()) return CreatePods(p, missing);
+  Running(p, gang);
+}
+
+// One event per condition that became True (or Suspended that became False).
+std::vector<Event> ConditionEvents(const api::TrainingJobStatus& before, const api::TrainingJobStatus& after) {
+  std::vector<Event> out;
+  for (const api::Condition& cond : after.conditions) {
+    const api::Condition* was = api::FindCondition(before, cond.type);
+    const bool became_true = cond.status == "True" && (!was || was->status != "True");
+    const bool resumed = cond.type == api::kCondSuspended && cond.status == "False" && was && was->status == "True";
+    if (!became_true && !resumed) continue;
+    const bool warn = cond.type == api::kCondFailed || cond.type == api::kCondRestarting;
+    out.push_back(Event{warn ? EventType::kWarning : EventType::kNormal, cond.reason, cond.message});
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* CaseName(Case c) {
+  switch (c) {
+    case Case::kIgnored: return "Ignored";
+    case Case::kInvalidSpec: return "InvalidSpec";
+    case Case::kFinished: return "Finished";
+    case Case::kDeadlineExceeded: return "DeadlineExceeded";
+    case Case::kSuspended: return "Suspended";
+    case Case::kStalePods: return "StalePods";
+    case Case::kFault: return "Fault";
+    case Case::kSettling: return "Settling";
+    case Case::kSucceeded: return "Succeeded";
+    case Case::kCreating: return "Creating";
+    case Case::kRunning: return "Running";
+  }
+  return "?";
+}
+
+std::string Describe(const Action& a) {
+  switch (a.kind) {
+    case Action::Kind::kCreateService: return "create Service " + a.name;
+    case Action::Kind::kCreateConfigMap: return "create ConfigMap " + a.name;
+    case Action::Kind::kCreatePod: return "create Pod " + a.name;
+    case Action::Kind::kDeletePod: return "delete Pod " + a.name;
+    case Action::Kind::kDeleteJob: return "delete TrainingJob " + a.name;
+  }
+  return "?";
+}
+
+StatusOr<Plan> Decide(const Observed& in, const StatusOr<api::TrainingJobSpec>& spec, Clock::time_point now,
+                      const DecideOptions& opts) {
+  Pass p{in, nullptr, now, FormatRfc3339(now), opts};
+  if (in.job.deletion_timestamp) return std::move(p.plan);  // the GC removes the rest
+  p.plan.status = in.status;
+  p.status().observed_generation = in.job.generation;
+  if (spec.ok()) {
+    p.spec = &spec.value();
+    DecideValid(p);
+  } else {
+    InvalidSpec(p, spec.status());
+  }
+  if (!p.error.ok()) return p.error;
+  p.plan.events = ConditionEvents(in.status, p.status());
+  for (Event& e : p.extra_events) p.plan.events.push_back(std::move(e));
+  return std::move(p.plan);
+}
+
+}  // namespace hypertrain::controller

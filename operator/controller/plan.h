@@ -1,0 +1,111 @@
+// The reconcile decision, pure: what the reconciler observed (the job, its
+// pods, their nodes) in; the next status, the actions and events that follow
+// from it, and when to look again out. No I/O and no clock: the reconciler
+// (reconciler.h) reads the caches, calls Decide, writes the status once, then
+// acts. One function per case of the table in reconciler.h decides that case.
+#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_H_
+#define HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_H_
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "operator/api/status.h"
+#include "operator/api/training_job.h"
+#include "operator/controller/builders.h"
+#include "operator/controller/faults.h"
+#include "operator/controller/observed.h"
+
+namespace hypertrain::controller {
+
+// The job as observed: its metadata and cached status, every pod it owns (any
+// attempt), and the nodes those pods run on.
+struct Observed {
+  api::ObjectMeta job;
+  api::TrainingJobStatus status;  // the cached status; empty when unreadable
+  std::vector<ObservedPod> pods;
+  // The nodes of `pods` that exist, by name; nullopt turns node checks off.
+  std::optional<std::map<std::string, ObservedNode>> nodes;
+  FirstSeen first_seen;  // the reconciler's memory of failed pods (see faults.h)
+};
+
+struct DecideOptions {
+  // See Settle in faults.h; 0 never waits.
+  std::chrono::milliseconds fault_settle_window{5000};
+};
+
+// Which row of the table the decision took.
+enum class Case {
+  kIgnored,           // being deleted: owner references let the GC remove the rest
+  kInvalidSpec,       // Failed/InvalidSpec, nothing created
+  kFinished,          // cleanPodPolicy, then TTL deletion
+  kDeadlineExceeded,  // Failed/DeadlineExceeded
+  kSuspended,         // pods deleted, Suspended
+  kStalePods,         // pods of an older attempt are deleted first
+  kFault,             // a fault: gang restart, or Failed when not retryable or out of budget
+  kSettling,          // a follow-on exit: waiting for the root cause's status
+  kSucceeded,         // every node's pod exited 0
+  kCreating,          // Service, ConfigMap and the missing pods
+  kRunning,           // all pods exist: Running, progress, hang detection
+};
+const char* CaseName(Case c);
+
+struct Action {
+  enum class Kind { kCreateService, kCreateConfigMap, kCreatePod, kDeletePod, kDeleteJob };
+  Kind kind;
+  std::string name;
+  // Deletes: the uid precondition (only this very object is deleted). A job's
+  // deletion propagates in the background.
+  std::string uid;
+  nlohmann::json object;  // creates: the object; AlreadyExists counts as done
+
+  bool operator==(const Action&) const = default;
+};
+// "create Pod j-node-0", "delete Pod j-node-1", "delete TrainingJob j".
+std::string Describe(const Action& a);
+
+struct Event {
+  EventType type = EventType::kNormal;
+  std::string reason;
+  std::string message;
+
+  bool operator==(const Event&) const = default;
+};
+
+// A pass that creates pods only acts on a current cache: when the server's job
+// has another resourceVersion, the reconciler writes nothing, does nothing and
+// looks again after this long.
+inline constexpr std::chrono::milliseconds kStaleCacheRequeue{100};
+
+struct Plan {
+  Case decision = Case::kIgnored;
+  // The next status; nullopt leaves the job's status alone. The reconciler
+  // writes it when it differs from the cached one, before any action.
+  std::optional<api::TrainingJobStatus> status;
+  // The actions create pods: act only on a current cache (kStaleCacheRequeue).
+  bool needs_current_cache = false;
+  std::vector<Action> actions;  // in order; stop at the first error
+  // One per condition that became True (or Suspended that became False), with
+  // its reason and message, then node exclusions and repeated restarts.
+  // Emitted only after the status write that recorded them.
+  std::vector<Event> events;
+  std::optional<std::chrono::milliseconds> requeue_after;
+  std::vector<std::string> log;  // warnings worth a log line
+  // Failed pods whose first-seen time the settle window consulted; the
+  // reconciler records those it has not seen before at `now`.
+  std::vector<std::string> first_seen;
+};
+
+// Decides one reconcile pass. `spec` is the parsed and validated spec, or the
+// error that names the offending field. Errors are a pod that cannot be built.
+StatusOr<Plan> Decide(const Observed& in, const StatusOr<api::TrainingJobSpec>& spec, Clock::time_point now,
+                      const DecideOptions& opts = {});
+
+}  // namespace hypertrain::controller
+
+#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_H_
