@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "operator/api/training_job.h"
+#include "contract/pod.h"
 #include "operator/controller/builders.h"
 
 namespace hypertrain::controller {
@@ -68,13 +68,13 @@ ObservedPod PodFromJson(const json& pod) {
   const json& status = Field(pod, "status");
   p.name = Str(meta, "name");
   p.uid = Str(meta, "uid");
-  p.node_rank = IntLabel(labels, api::kLabelNodeRank);
-  p.restart_attempt = IntLabel(labels, api::kLabelRestartAttempt);
+  p.node_rank = IntLabel(labels, contract::kLabelNodeRank);
+  p.restart_attempt = IntLabel(labels, contract::kLabelRestartAttempt);
   p.phase = Str(status, "phase", "Pending");
   p.deleting = meta.is_object() && meta.contains("deletionTimestamp");
   p.node_name = Str(Field(pod, "spec"), "nodeName");
   p.fault = FaultOf(status);
-  const json& progress = Field(Field(meta, "annotations"), api::kAnnotationProgress);
+  const json& progress = Field(Field(meta, "annotations"), contract::kAnnotationProgress);
   if (progress.is_string()) p.progress = progress.get<std::string>();
   return p;
 }
