@@ -249,7 +249,7 @@ void EnsureServiceAndConfig(Pass& p) {
   if (!p.s().trainer_config.inline_yaml) return;
   auto cm = BuildConfigMap(p.in.job, p.s());
   if (!cm.ok()) {
-    p.error = Internal("ConfigMap of " + p.in.job.name + ": " + cm.error().ToString());
+    p.error = cm.status();
     return;
   }
   p.plan.actions.push_back(Action{Action::Kind::kCreateConfigMap, ConfigMapName(p.in.job.name), "", *cm});
@@ -268,7 +268,7 @@ void CreatePods(Pass& p, const std::vector<int>& missing) {
   for (int rank : missing) {
     auto pod = BuildPod(p.in.job, p.s(), PodOptions{rank, p.status().restart_attempt, p.status().excluded_nodes});
     if (!pod.ok()) {
-      p.error = InvalidArgument(pod.error().ToString());
+      p.error = pod.status();
       return;
     }
     p.plan.actions.push_back(Action{Action::Kind::kCreatePod, PodName(p.in.job.name, rank), "", *pod});
