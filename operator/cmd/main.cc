@@ -202,7 +202,6 @@ class Controller {
       o.instance = identity_;
       o.fault_settle_window = std::chrono::milliseconds(flags_.fault_settle_ms);
       o.counters = &metrics_->counters;
-      o.log = [](const std::string& m) { Log(kWarn, m); };
       s.reconciler = std::make_unique<controller::Reconciler>(std::move(o));
       s.jobs->Start();
       s.pods->Start();

@@ -19,13 +19,15 @@
 //   otherwise                          → Service, ConfigMap, missing pods; Running
 //                                        once every pod runs
 //
-// Objects have deterministic names, so a crash between steps or a second
-// reconcile of a stale cache creates no duplicates (AlreadyExists is success).
-// Status is written only through /status, only when it changed, with the
-// cached resourceVersion (a stale cache gets 409 and is retried), and before
-// any destructive step, so a fault is counted once. Pods are created only after
-// a fresh GET shows the cache is current. Events are emitted after the status
-// write that recorded the transition.
+// Each pass: read the caches (observed.h) → Decide (plan.h, pure: one function
+// per row above; faults.h classifies faults) → write the status once → act →
+// emit events. Objects have deterministic names, so a crash between steps or a
+// second reconcile of a stale cache creates no duplicates (AlreadyExists is
+// success). Status is written only through /status, only when it changed, with
+// the cached resourceVersion (a stale cache gets 409 and is retried), and
+// before any action, so a fault is counted once. Pods are created only after a
+// fresh GET shows the cache is current. Events are emitted after the status
+// write that recorded the transition (even when an action then fails).
 #ifndef HYPERTRAIN_OPERATOR_CONTROLLER_RECONCILER_H_
 #define HYPERTRAIN_OPERATOR_CONTROLLER_RECONCILER_H_
 
@@ -37,10 +39,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "kube/status.h"
+#include "core/status.h"
 #include "kube/resources.h"
 #include "kube/store.h"
+#include "operator/controller/plan.h"
 
 namespace hypertrain::controller {
 
@@ -63,19 +67,12 @@ struct ReconcilerOptions {
   const kube::Store* pods = nullptr;  // Pod informer cache (owner-uid index)
   // Node informer cache (keys are node names); null disables node-health checks.
   const kube::Store* nodes = nullptr;
-  std::function<std::chrono::system_clock::time_point()> now = [] {
-    return std::chrono::system_clock::now();
-  };
-  // When the only failed pods of a gang exited 200/201 (a peer's failure seen
-  // by its collectives) while other pods still run, the root cause's own
-  // status (e.g. 137 from another node) may just not have arrived yet: wait
-  // this long after the earliest such exit (container finishedAt; the time
-  // this process first saw it when that is missing or in the future) before
-  // blaming a follow-on pod. 0 disables the wait.
+  std::function<Clock::time_point()> now = [] { return Clock::now(); };
+  // See Settle in faults.h: how long a follow-on exit (200/201) waits for the
+  // root cause's status while other pods run. 0 disables the wait.
   std::chrono::milliseconds fault_settle_window{5000};
   std::string instance = "hypertrain-operator";  // Event reportingInstance
-  std::function<void(const std::string&)> log = [](const std::string&) {};
-  ReconcilerCounters* counters = nullptr;  // optional
+  ReconcilerCounters* counters = nullptr;        // optional
 };
 
 struct ReconcileResult {
@@ -91,27 +88,24 @@ class Reconciler {
   StatusOr<ReconcileResult> Reconcile(const std::string& key);
 
  private:
-  struct Ctx;
-  StatusOr<ReconcileResult> ReconcileJob(Ctx& c);
-  StatusOr<bool> WriteStatus(Ctx& c);
-  Status DeletePods(Ctx& c, const std::function<bool(const kube::Json&)>& which);
-  Status EnsureObject(const kube::ResourceClient& client, const kube::Json& obj);
-  void Emit(Ctx& c);
-  std::string Now() const;
+  Observed Observe(const api::ObjectMeta& meta, const kube::Json& job, Clock::time_point now);
+  StatusOr<bool> CacheIsCurrent(const kube::ResourceClient& jobs, const kube::Json& job);
+  StatusOr<bool> WriteStatus(const kube::ResourceClient& jobs, const kube::Json& job,
+                             const api::TrainingJobStatus& before, const api::TrainingJobStatus& next);
+  Status Act(const std::string& ns, const std::vector<Action>& actions);
+  void Emit(const api::ObjectMeta& meta, const std::vector<Event>& events, const std::string& now);
   Status Count(Status e);
-  // When this reconciler first saw the failed pod `uid` (recorded on first
-  // call); old entries are dropped. Only a fallback for a missing or skewed
+  // The first-seen times of `pods` that this reconciler remembers (failed pods
+  // it saw before; entries long past any settle window are dropped first), and
+  // the recording of those it sees now. Only a fallback for a missing or skewed
   // finishedAt: after an operator restart the wait starts over, still bounded.
-  std::chrono::system_clock::time_point FirstSeen(const std::string& uid, std::chrono::system_clock::time_point now);
+  FirstSeen FirstSeenOf(const std::vector<ObservedPod>& pods, Clock::time_point now);
+  void RememberFirstSeen(const std::vector<std::string>& uids, Clock::time_point now);
 
   ReconcilerOptions o_;
   std::mutex seen_mu_;
-  std::map<std::string, std::chrono::system_clock::time_point> first_seen_;
+  std::map<std::string, Clock::time_point> first_seen_;
 };
-
-// RFC 3339 (UTC, seconds) and back; ParseTime returns nullopt on bad input.
-std::string FormatTime(std::chrono::system_clock::time_point t);
-std::optional<std::chrono::system_clock::time_point> ParseTime(const std::string& s);
 
 }  // namespace hypertrain::controller
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "core/time.h"
 #include "operator/api/training_job.h"
 #include "operator/api/yaml_json.h"
 #include "operator/controller/builders.h"
@@ -524,7 +525,7 @@ TEST_F(ReconcilerTest, FollowOnExitWaitsForTheRootCause) {
   StartTwoNodeJob("settle", 1);
   ASSERT_EQ(Job("settle")["status"]["state"], "Running");
 
-  SetFailedAt("settle-node-0", 200, FormatTime(now_));  // the peer noticed first
+  SetFailedAt("settle-node-0", 200, FormatRfc3339(now_));  // the peer noticed first
   WaitCaches("settle");
   auto r = reconciler_->Reconcile(std::string(kNs) + "/settle");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -538,7 +539,7 @@ TEST_F(ReconcilerTest, FollowOnExitWaitsForTheRootCause) {
   EXPECT_EQ(st["pods"]["failed"], 1);
   EXPECT_EQ(JobPods("settle").size(), 2u) << "no pod is deleted while settling";
 
-  SetFailedAt("settle-node-1", 137, FormatTime(now_));  // the killed rank's status lands
+  SetFailedAt("settle-node-1", 137, FormatRfc3339(now_));  // the killed rank's status lands
   Converge("settle");
   st = Job("settle")["status"];
   EXPECT_EQ(st["restartCount"], 1);
@@ -555,7 +556,7 @@ TEST_F(ReconcilerTest, FollowOnExitWaitsForTheRootCause) {
   Bind("settle-node-1", "settle-a");
   SetAllPhases("settle", "Running");
   Converge("settle");
-  SetFailedAt("settle-node-1", 201, FormatTime(now_));
+  SetFailedAt("settle-node-1", 201, FormatRfc3339(now_));
   Converge("settle");
   EXPECT_EQ(Job("settle")["status"]["restartCount"], 1);
   ASSERT_TRUE(Nodes().Delete("settle-a").ok());
@@ -574,7 +575,7 @@ TEST_F(ReconcilerTest, FollowOnExitWaitsForTheRootCause) {
 TEST_F(ReconcilerTest, SettleWindowExpiresThenTheFollowOnPodIsBlamed) {
   StartTwoNodeJob("expire", 0);
   const auto window = ReconcilerOptions{}.fault_settle_window;
-  SetFailedAt("expire-node-1", 200, FormatTime(now_ - 1s));
+  SetFailedAt("expire-node-1", 200, FormatRfc3339(now_ - 1s));
   Converge("expire", MakeReconciler().get());
   EXPECT_EQ(Job("expire")["status"].value("restartCount", 0), 0);
   WaitCaches("expire");
@@ -598,7 +599,7 @@ TEST_F(ReconcilerTest, SettleWindowExpiresThenTheFollowOnPodIsBlamed) {
   Bind("expire-node-1", "expire-b");
   SetAllPhases("expire", "Running");
   Converge("expire");
-  SetFailedAt("expire-node-0", 201, FormatTime(now_));
+  SetFailedAt("expire-node-0", 201, FormatRfc3339(now_));
   ReconcilerOptions o = TestOptions();
   o.fault_settle_window = 0ms;
   Reconciler no_wait(std::move(o));
@@ -713,7 +714,7 @@ TEST_F(ReconcilerTest, UnhealthyOrLostNodeRestartsTheGang) {
   Bind("health-node-1", "hp-1");
   SetAllPhases("health", "Running");
   Converge("health");
-  SetNodeReady("hp-1", false, FormatTime(now_));
+  SetNodeReady("hp-1", false, FormatRfc3339(now_));
   now_ += 60s;
   Converge("health");
   EXPECT_EQ(Job("health")["status"]["state"], "Running");
