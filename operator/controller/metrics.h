@@ -1,6 +1,7 @@
-// Prometheus text exposition of the operator's metrics.
-#ifndef HYPERTRAIN_OPERATOR_CMD_METRICS_H_
-#define HYPERTRAIN_OPERATOR_CMD_METRICS_H_
+// The controller's metrics (the reconciler's counters, the work queue, reconcile
+// latency, leadership) and their Prometheus text exposition.
+#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_METRICS_H_
+#define HYPERTRAIN_OPERATOR_CONTROLLER_METRICS_H_
 
 #include <atomic>
 #include <array>
@@ -10,7 +11,7 @@
 
 #include "operator/controller/reconciler.h"
 
-namespace hypertrain::operatorcmd {
+namespace hypertrain::controller {
 
 // Reconcile latency histogram (seconds), cumulative buckets.
 class LatencyHistogram {
@@ -26,17 +27,17 @@ class LatencyHistogram {
   double sum_ = 0;
 };
 
-struct OperatorMetrics {
-  controller::ReconcilerCounters counters;
+struct Metrics {
+  ReconcilerCounters counters;
   LatencyHistogram reconcile_latency;
   std::atomic<int64_t> reconcile_errors{0};
   std::atomic<int64_t> queue_depth{0};
-  std::atomic<int64_t> is_leader{0};
+  std::atomic<int64_t> is_leader{0};  // set by main
   std::atomic<int64_t> jobs_cached{0};
 
   std::string Render() const;
 };
 
-}  // namespace hypertrain::operatorcmd
+}  // namespace hypertrain::controller
 
-#endif  // HYPERTRAIN_OPERATOR_CMD_METRICS_H_
+#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_METRICS_H_

@@ -1,8 +1,8 @@
-#include "operator/cmd/metrics.h"
+#include "operator/controller/metrics.h"
 
 #include <sstream>
 
-namespace hypertrain::operatorcmd {
+namespace hypertrain::controller {
 namespace {
 
 void Counter(std::ostringstream& o, const char* name, const char* help, int64_t v, const char* type = "counter") {
@@ -32,7 +32,7 @@ std::string LatencyHistogram::Render(const std::string& name) const {
   return o.str();
 }
 
-std::string OperatorMetrics::Render() const {
+std::string Metrics::Render() const {
   std::ostringstream o;
   Counter(o, "hypertrain_jobs_created_total", "TrainingJobs whose pods were first created.", counters.jobs_created);
   Counter(o, "hypertrain_jobs_succeeded_total", "TrainingJobs that succeeded.", counters.jobs_succeeded);
@@ -48,4 +48,4 @@ std::string OperatorMetrics::Render() const {
   return o.str();
 }
 
-}  // namespace hypertrain::operatorcmd
+}  // namespace hypertrain::controller

@@ -1,0 +1,162 @@
+#include "operator/controller/manager.h"
+
+#include <map>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "kube/informer.h"
+#include "kube/workqueue.h"
+#include "operator/api/training_job.h"
+#include "operator/controller/reconciler.h"
+
+namespace hypertrain::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using kube::Json;
+
+// How often an idle worker looks at `stop`.
+constexpr auto kWorkerPoll = 200ms;
+
+// A node change that can turn a job's pod unhealthy or lost.
+bool NodeHealthChanged(const Json& before, const Json& after) {
+  auto labels = [](const Json& n) { return n["metadata"].value("labels", Json::object()); };
+  auto conditions = [](const Json& n) {
+    return n.value("status", Json::object()).value("conditions", Json::array());
+  };
+  return labels(before) != labels(after) || conditions(before) != conditions(after);
+}
+
+void LogWatchErrors(kube::Informer& informer, const std::string& what) {
+  informer.SetErrorLogger([what](const std::string& e) { spdlog::warn("watch error ({}): {}", what, e); });
+}
+
+std::string NamespaceName(const std::string& ns) { return ns.empty() ? "*" : ns; }
+
+}  // namespace
+
+// One leadership term: the queue, the informers and their caches.
+struct Manager::Term {
+  // One namespace's informers and reconciler.
+  struct Scope {
+    std::unique_ptr<kube::Informer> jobs, pods;
+    std::unique_ptr<Reconciler> reconciler;
+  };
+  explicit Term(const std::shared_ptr<kube::RestClient>& client)
+      : nodes(kube::ResourceClient(client, kube::resources::kNodes)) {}
+  kube::WorkQueue queue;
+  kube::Informer nodes;                 // cluster-scoped, read-only
+  std::map<std::string, Scope> scopes;  // by namespace ("" for all)
+};
+
+Manager::Manager(ManagerOptions opts) : o_(std::move(opts)) {}
+
+void Manager::StartInformers(Term& t) {
+  LogWatchErrors(t.nodes, "nodes");
+  t.nodes.Start();
+  const std::vector<std::string> nss = o_.namespaces.empty() ? std::vector<std::string>{""} : o_.namespaces;
+  for (const std::string& ns : nss) {
+    Term::Scope s;
+    s.jobs = std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, TrainingJobType(), ns));
+    kube::ReflectorOptions only_ours;
+    only_ours.label_selector = api::kLabelJobName;
+    s.pods = std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, kube::resources::kPods, ns), only_ours);
+    s.jobs->AddEventHandlers(kube::EnqueueKeyHandlers(&t.queue));
+    s.pods->AddEventHandlers(kube::EnqueueOwnerHandlers(&t.queue, api::kKind));
+    LogWatchErrors(*s.jobs, "trainingjobs in " + NamespaceName(ns));
+    LogWatchErrors(*s.pods, "pods in " + NamespaceName(ns));
+    ReconcilerOptions ro;
+    ro.client = o_.client;
+    ro.jobs = &s.jobs->store();
+    ro.pods = &s.pods->store();
+    ro.nodes = &t.nodes.store();
+    ro.instance = o_.identity;
+    ro.fault_settle_window = o_.fault_settle_window;
+    ro.counters = o_.metrics ? &o_.metrics->counters : nullptr;
+    s.reconciler = std::make_unique<Reconciler>(std::move(ro));
+    s.jobs->Start();
+    s.pods->Start();
+    t.scopes[ns] = std::move(s);
+  }
+  // After the scopes exist: the handler reads them. A node change re-checks every job.
+  auto enqueue_all = [&t] {
+    for (auto& [_, s] : t.scopes) {
+      for (const std::string& key : s.jobs->store().Keys()) t.queue.Add(key);
+    }
+  };
+  kube::EventHandlers on_node;
+  on_node.on_update = [enqueue_all](const Json& before, const Json& after) {
+    if (NodeHealthChanged(before, after)) enqueue_all();
+  };
+  on_node.on_delete = [enqueue_all](const Json&) { enqueue_all(); };
+  t.nodes.AddEventHandlers(on_node);
+}
+
+bool Manager::WaitForCaches(Term& t, kube::CancelToken* stop) {
+  while (!stop->cancelled() && !t.nodes.WaitForSync(1s)) spdlog::info("waiting for the node cache");
+  for (auto& [ns, s] : t.scopes) {
+    while (!stop->cancelled() && !(s.jobs->WaitForSync(1s) && s.pods->WaitForSync(1s))) {
+      spdlog::info("waiting for the caches of namespace {}", NamespaceName(ns));
+    }
+  }
+  return !stop->cancelled();
+}
+
+void Manager::ReconcileKey(Term& t, const std::string& key) {
+  const std::string ns = key.substr(0, key.find('/'));
+  auto it = t.scopes.find(o_.namespaces.empty() ? "" : ns);
+  if (it == t.scopes.end()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  StatusOr<ReconcileResult> r = it->second.reconciler->Reconcile(key);
+  if (o_.metrics) {
+    o_.metrics->reconcile_latency.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (r.ok()) {
+    t.queue.Forget(key);
+    if (r->requeue_after) t.queue.AddAfter(key, *r->requeue_after);
+    spdlog::debug("reconciled {}", key);
+  } else {
+    if (o_.metrics) ++o_.metrics->reconcile_errors;
+    spdlog::warn("reconcile of {} failed; retrying with backoff: {}", key, r.status().ToString());
+    t.queue.AddRateLimited(key);
+  }
+}
+
+void Manager::Work(Term& t, kube::CancelToken* stop) {
+  while (!stop->cancelled()) {
+    auto key = t.queue.GetFor(kWorkerPoll);
+    if (o_.metrics) o_.metrics->queue_depth = static_cast<int64_t>(t.queue.Len());
+    if (!key) continue;
+    ReconcileKey(t, *key);
+    t.queue.Done(*key);
+    if (o_.metrics) {
+      int64_t n = 0;
+      for (auto& [_, s] : t.scopes) n += static_cast<int64_t>(s.jobs->store().Size());
+      o_.metrics->jobs_cached = n;
+    }
+  }
+}
+
+void Manager::Run(kube::CancelToken* stop) {
+  Term t(o_.client);
+  StartInformers(t);
+  if (WaitForCaches(t, stop)) {
+    synced_ = true;
+    spdlog::info("caches synced; reconciling with {} workers", o_.workers);
+    std::vector<std::thread> workers;
+    for (int w = 0; w < o_.workers; ++w) workers.emplace_back([&] { Work(t, stop); });
+    for (auto& w : workers) w.join();
+  }
+  t.queue.ShutDown();
+  t.nodes.Stop();
+  for (auto& [_, s] : t.scopes) {
+    s.jobs->Stop();
+    s.pods->Stop();
+  }
+  synced_ = false;
+  spdlog::info("controller stopped");
+}
+
+}  // namespace hypertrain::controller

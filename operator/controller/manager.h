@@ -1,0 +1,61 @@
+// The controller's wiring, in the shape of sample-controller: per watched
+// namespace a TrainingJob informer and a Pod informer (only the operator's
+// pods, those labelled hypertrain.dev/job-name) enqueue job keys; one
+// cluster-wide Node informer re-queues every job when a node's labels or
+// conditions change or it goes away; `workers` threads take keys from the
+// queue (never one key on two workers at once) and reconcile them:
+// success forgets the key's backoff (and re-adds it after requeue_after),
+// an error re-adds it with per-key exponential backoff.
+//
+// Run is one leadership term: main calls it while it holds the Lease.
+#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_MANAGER_H_
+#define HYPERTRAIN_OPERATOR_CONTROLLER_MANAGER_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kube/cancel.h"
+#include "kube/rest_client.h"
+#include "operator/controller/metrics.h"
+
+namespace hypertrain::controller {
+
+struct ManagerOptions {
+  std::shared_ptr<kube::RestClient> client;
+  std::vector<std::string> namespaces;  // empty: every namespace
+  int workers = 2;
+  std::string identity = "hypertrain-operator";  // the Events' reportingInstance
+  std::chrono::milliseconds fault_settle_window{5000};  // see ReconcilerOptions
+  Metrics* metrics = nullptr;  // optional; must outlive the manager
+};
+
+class Manager {
+ public:
+  explicit Manager(ManagerOptions opts);
+
+  // True while a term's caches are synced (the operator's readiness).
+  bool synced() const { return synced_.load(); }
+
+  // Starts the informers, waits for their first LIST, then reconciles until
+  // `stop` fires; then stops the workers (an in-flight reconcile finishes,
+  // queued keys are dropped: the next leader relists) and the informers.
+  // Blocks; a later call starts a new term from empty caches.
+  void Run(kube::CancelToken* stop);
+
+ private:
+  struct Term;
+  void StartInformers(Term& t);
+  bool WaitForCaches(Term& t, kube::CancelToken* stop);
+  void Work(Term& t, kube::CancelToken* stop);
+  void ReconcileKey(Term& t, const std::string& key);
+
+  ManagerOptions o_;
+  std::atomic<bool> synced_{false};
+};
+
+}  // namespace hypertrain::controller
+
+#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_MANAGER_H_
