@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cmath>
 
-#include "runtime/backends/cpu/ops.h"
 #include "runtime/data/manifest.h"
+#include "runtime/model/math.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/nvtx.h"
 
@@ -75,7 +75,7 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
       grad_norm = std::sqrt(sumsq) / loss_scale;
       applied = scaler.Update(std::isfinite(grad_norm));
       if (applied) {
-        const double clip = cpu::ClipFactor(grad_norm, c.grad_clip);
+        const double clip = model::ClipFactor(grad_norm, c.grad_clip);
         kernels::AdamWParams p;
         p.lr = static_cast<float>(lr);
         p.beta1 = static_cast<float>(c.optim.beta1);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "runtime/backends/cpu/ops.h"
+#include "runtime/model/math.h"
 
 namespace hypertrain::cpu {
 
@@ -219,7 +220,7 @@ StatusOr<double> CpuModel<T>::ForwardBackward(const int32_t* inputs, const int32
   HT_RETURN_IF_ERROR(hooks.AfterForward(E));
   HT_RETURN_IF_ERROR(hooks.BeforeBackward(E));
   const int head = cfg_.tie_word_embeddings ? kEmbedTokens : kLmHead;
-  const int64_t count = CountTargets(targets, N_, ignore_index_);
+  const int64_t count = model::CountTargets(targets, N_, ignore_index_);
   const double dloss = count > 0 ? grad_multiplier / static_cast<double>(count) : 0.0;
   std::fill(dln_f_, dln_f_ + N_ * C, T(0));
   const LossSum ls = FusedClassifier(dln_f_, Tensor(grads[E], E, head), ln_f_,

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/model/math.h"
+
 namespace hypertrain::cpu {
 namespace {
 
@@ -150,30 +152,10 @@ void RmsNormBackward(T* dx, T* dw, const T* dout, const T* x, const T* w, const 
   }
 }
 
-void RopeInvFreq(double* inv_freq, int64_t D, double theta, const model::RopeScaling& s) {
-  for (int64_t i = 0; i < D / 2; ++i) {
-    double f = 1.0 / std::pow(theta, static_cast<double>(2 * i) / D);
-    if (s.type == model::RopeScalingType::kLlama3) {
-      const double old_ctx = static_cast<double>(s.original_max_position_embeddings);
-      const double low_wavelen = old_ctx / s.low_freq_factor;
-      const double high_wavelen = old_ctx / s.high_freq_factor;
-      const double wavelen = 2.0 * M_PI / f;
-      if (wavelen > low_wavelen) {
-        f = f / s.factor;  // low frequency: fully scaled
-      } else if (wavelen >= high_wavelen) {
-        const double smooth =
-            (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-        f = (1.0 - smooth) * f / s.factor + smooth * f;
-      }  // high frequency: unchanged
-    }
-    inv_freq[i] = f;
-  }
-}
-
 template <typename T>
 void RopeTables(T* cos, T* sin, int64_t seq, int64_t D, double theta, const model::RopeScaling& s) {
   std::vector<double> inv(D / 2);
-  RopeInvFreq(inv.data(), D, theta, s);
+  model::RopeInvFreq(inv.data(), D, theta, s);
   for (int64_t t = 0; t < seq; ++t) {
     for (int64_t i = 0; i < D / 2; ++i) {
       const double a = static_cast<double>(t) * inv[i];
@@ -332,12 +314,6 @@ void Add(T* out, const T* a, const T* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
-int64_t CountTargets(const int32_t* targets, int64_t N, int32_t ignore_index) {
-  int64_t c = 0;
-  for (int64_t n = 0; n < N; ++n) c += targets[n] != ignore_index;
-  return c;
-}
-
 namespace {
 // Loss of one row; when grad != nullptr writes dloss * (softmax - onehot)
 // into it (grad may alias logits).
@@ -412,11 +388,6 @@ double SumSquares(const T* x, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return s;
-}
-
-double ClipFactor(double norm, double max_norm) {
-  if (max_norm <= 0 || !std::isfinite(norm)) return 1.0;
-  return std::min(1.0, max_norm / (norm + 1e-6));
 }
 
 #define HT_INSTANTIATE(T)                                                                        \

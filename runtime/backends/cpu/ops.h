@@ -62,12 +62,8 @@ void RmsNormBackward(T* dx, T* dw, const T* dout, const T* x, const T* w, const 
                      int64_t N, int64_t C);
 
 // ---- RoPE (rotate-half, HF layout) ----------------------------------------
-// inv_freq[i], i < head_dim/2: theta^(-2i/head_dim), then Llama-3 frequency
-// scaling when scaling.type == kLlama3 (wavelengths longer than
-// original/low_freq_factor divided by factor, shorter than
-// original/high_freq_factor kept, smooth interpolation between). In fp64.
-void RopeInvFreq(double* inv_freq, int64_t head_dim, double theta, const model::RopeScaling& s);
-// cos/sin tables [seq, head_dim/2] for positions 0..seq-1 (computed in fp64).
+// cos/sin tables [seq, head_dim/2] for positions 0..seq-1 (computed in fp64
+// from model::RopeInvFreq, runtime/model/math.h).
 template <typename T>
 void RopeTables(T* cos, T* sin, int64_t seq, int64_t head_dim, double theta,
                 const model::RopeScaling& s);
@@ -113,8 +109,6 @@ struct LossSum {
   double loss_sum = 0;  // sum of per-token cross-entropy (nats)
   int64_t count = 0;    // tokens whose target != ignore_index
 };
-// Number of targets != ignore_index.
-int64_t CountTargets(const int32_t* targets, int64_t N, int32_t ignore_index);
 // Plain cross-entropy over materialised logits [N, V]: losses[n] = -log
 // softmax(logits[n])[target] (0 for ignored rows; losses may be null).
 // dlogits (if non-null) += dloss * (softmax - onehot) per non-ignored row.
@@ -134,8 +128,5 @@ LossSum FusedClassifier(T* dh, T* dw, const T* h, const T* w, const int32_t* tar
 // Sum of squares in fp64 (inf/nan propagate).
 template <typename T>
 double SumSquares(const T* x, int64_t n);
-// Global-norm clipping factor: min(1, max_norm / (norm + 1e-6)); 1 when
-// max_norm <= 0 (clipping off) or norm is not finite.
-double ClipFactor(double global_norm, double max_norm);
 
 }  // namespace hypertrain::cpu

@@ -166,27 +166,6 @@ TEST(OpsGradTest, RopeWithLlama3Scaling) {
   ExpectGradMatches("dx", x, dx, f);
 }
 
-TEST(OpsTest, RopeLlama3FrequencyRegimes) {
-  // Llama-3.2-1B: D 64, theta 5e5, factor 32, low 1, high 4, original 8192.
-  model::RopeScaling s{model::RopeScalingType::kLlama3, 32.0, 1.0, 4.0, 8192};
-  const int64_t D = 64;
-  double plain[32], scaled[32];
-  RopeInvFreq(plain, D, 500000.0, {});
-  RopeInvFreq(scaled, D, 500000.0, s);
-  for (int i = 0; i < 32; ++i) {
-    const double wavelen = 2 * M_PI / plain[i];
-    EXPECT_DOUBLE_EQ(plain[i], std::pow(500000.0, -2.0 * i / D));
-    if (wavelen < 8192 / 4.0) {
-      EXPECT_DOUBLE_EQ(scaled[i], plain[i]) << i;  // high frequency kept
-    } else if (wavelen > 8192) {
-      EXPECT_DOUBLE_EQ(scaled[i], plain[i] / 32) << i;  // low frequency scaled
-    } else {
-      EXPECT_LT(scaled[i], plain[i]);
-      EXPECT_GT(scaled[i], plain[i] / 32);
-    }
-  }
-}
-
 TEST(OpsGradTest, CausalGqaAttention) {
   std::mt19937_64 rng(5);
   const int64_t B = 2, T = 4, H = 4, KV = 2, D = 3;
@@ -243,7 +222,6 @@ TEST(OpsGradTest, CrossEntropyWithIgnoreIndex) {
   Vec dl(N * V, 0.0);
   LossSum r = CrossEntropy<double>(nullptr, dl.data(), logits.data(), t.data(), N, V, -100, 1.0);
   EXPECT_EQ(r.count, 3);
-  EXPECT_EQ(CountTargets(t.data(), N, -100), 3);
   for (int j = 0; j < V; ++j) EXPECT_EQ(dl[V + j], 0.0);
   ExpectGradMatches("dlogits", logits, dl, f);
 }
@@ -280,13 +258,6 @@ TEST(OpsTest, FloatAndDoubleAgree) {
   RmsNormForward(outf.data(), static_cast<float*>(nullptr), xf.data(), wf.data(), N, C, 1e-5);
   for (int64_t i = 0; i < N * C; ++i) EXPECT_NEAR(out[i], outf[i], 1e-5);
   EXPECT_NEAR(SumSquares(x.data(), N * C), Dot(x, x), 1e-9);
-}
-
-TEST(OpsTest, ClipFactor) {
-  EXPECT_EQ(ClipFactor(0.5, 1.0), 1.0);
-  EXPECT_NEAR(ClipFactor(4.0, 1.0), 0.25, 1e-6);
-  EXPECT_EQ(ClipFactor(4.0, 0.0), 1.0);
-  EXPECT_EQ(ClipFactor(INFINITY, 1.0), 1.0);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/backends/cpu/ops.h"
+#include "runtime/model/math.h"
 #include "runtime/backends/cuda/backend_internal.h"
 #include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/embedding.h"
@@ -200,7 +200,7 @@ Status CudaBackend::PlanActivations() {
   activation_bytes_ = static_cast<int64_t>(total);
 
   std::vector<double> inv_freq(D / 2);
-  cpu::RopeInvFreq(inv_freq.data(), D, cfg.rope_theta, cfg.rope_scaling);
+  model::RopeInvFreq(inv_freq.data(), D, cfg.rope_theta, cfg.rope_scaling);
   const std::vector<float> table = kc::RopeCosSinTable(inv_freq, static_cast<int>(S_));
   HT_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(rope_table_, table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice));
@@ -700,7 +700,7 @@ StatusOr<double> CudaBackend::ReadLoss() {
 StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
                                               float grad_multiplier, model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(CheckBatch(batch));
-  const int64_t count = cpu::CountTargets(batch.targets, N_, options_.ignore_index);
+  const int64_t count = model::CountTargets(batch.targets, N_, options_.ignore_index);
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
   HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_data_, stream_));
   HT_RETURN_IF_ERROR(LoadTokens(batch));
@@ -773,7 +773,7 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
 
 StatusOr<double> CudaBackend::Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(CheckBatch(batch));
-  const int64_t count = cpu::CountTargets(batch.targets, N_, options_.ignore_index);
+  const int64_t count = model::CountTargets(batch.targets, N_, options_.ignore_index);
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
   HT_RETURN_IF_ERROR(LoadTokens(batch));
   if (shared_grads_) {  // the forward below overwrites the block gradients

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/backends/cpu/ops.h"
+#include "runtime/model/math.h"
 #include "runtime/kernels/cuda/reduce.h"
 #include "runtime/kernels/cuda/test_util.h"
 #include "runtime/testing/cuda_device.h"
@@ -38,7 +39,7 @@ TYPED_TEST(LmHeadLossTest, LossAndGradientsMatchReference) {
   std::vector<int32_t> targets(N);
   std::uniform_int_distribution<int> tok(0, V - 1);
   for (int i = 0; i < N; ++i) targets[i] = (i % 17 == 5) ? ignore : tok(rng);
-  const int64_t count = cpu::CountTargets(targets.data(), N, ignore);
+  const int64_t count = model::CountTargets(targets.data(), N, ignore);
   const float dscale = 3.0f / count;  // grad multiplier 3, mean loss
 
   auto gemm_or = Gemm::Create(false);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/backends/cpu/ops.h"
+#include "runtime/model/math.h"
 #include "runtime/kernels/cuda/test_util.h"
 #include "runtime/testing/cuda_device.h"
 
@@ -34,7 +35,7 @@ TYPED_TEST(RopeTest, StridedForwardAndBackwardMatchReference) {
   sc.high_freq_factor = 4;
   sc.original_max_position_embeddings = 64;  // so all three regimes occur
   std::vector<double> inv_freq(D / 2);
-  cpu::RopeInvFreq(inv_freq.data(), D, 500000.0, sc);
+  model::RopeInvFreq(inv_freq.data(), D, 500000.0, sc);
   const auto table = RopeCosSinTable(inv_freq, S);
   std::vector<double> cos(size_t(S) * D / 2), sin(cos.size());
   cpu::RopeTables<double>(cos.data(), sin.data(), S, D, 500000.0, sc);
