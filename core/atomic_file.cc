@@ -77,31 +77,6 @@ Status WriteAll(int fd, const void* data, size_t size, const std::string& path) 
 
 }  // namespace
 
-Fd& Fd::operator=(Fd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.release();
-  }
-  return *this;
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-int Fd::release() {
-  const int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
-Status Fd::Close(const std::string& path_for_errors) {
-  if (fd_ < 0) return Status::Ok();
-  const int fd = release();
-  if (::close(fd) != 0) return ErrnoStatus("close", path_for_errors, errno);
-  return Status::Ok();
-}
-
 void SetWriteFailureBudget(int64_t bytes) {
   InitBudgetFromEnv();
   g_budget.store(bytes < 0 ? -1 : bytes);

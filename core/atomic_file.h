@@ -19,28 +19,9 @@
 
 #include "core/status.h"
 #include "core/crc32c.h"
+#include "core/fd.h"
 
 namespace hypertrain {
-
-// RAII file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd();
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release();
-  // close(2) with its error reported (a deferred write error can surface here).
-  Status Close(const std::string& path_for_errors);
-
- private:
-  int fd_ = -1;
-};
 
 // Failure injection: after `bytes` more bytes written through this module in
 // this process, every write fails with ENOSPC. Negative disables it.

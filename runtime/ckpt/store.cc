@@ -10,6 +10,8 @@
 #include <regex>
 #include <thread>
 
+#include "core/time.h"
+
 namespace hypertrain::ckpt {
 namespace {
 
@@ -20,15 +22,6 @@ using Clock = std::chrono::steady_clock;
 std::string RankFileName(int rank) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "rank-%05d.json", rank);
-  return buf;
-}
-
-std::string UtcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
 
@@ -154,7 +147,7 @@ StatusOr<std::string> CommitCheckpoint(const SaveTarget& t, Manifest m, const Lo
     sleep = std::min(sleep * 2, std::chrono::milliseconds(100));
   }
   m.step = t.step;
-  m.created_utc = UtcNow();
+  m.created_utc = FormatRfc3339(std::chrono::system_clock::now());
   m.ranks.clear();
   m.files.assign(m.world.shard_degree, ShardFileRecord{});
   std::vector<bool> seen(m.world.shard_degree, false);

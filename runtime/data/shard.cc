@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/atomic_file.h"
+
 namespace hypertrain::data {
 namespace {
 
@@ -189,36 +191,8 @@ Status WriteShard(const std::string& path, const std::vector<uint32_t>& tokens, 
       std::memcpy(buf.data() + kShardHeaderBytes + i * 4, &tokens[i], 4);
     }
   }
-  // Atomic: temp file in the same directory, fsync, rename, fsync the dir.
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError(fmt::format("{}: create failed: {}", tmp, std::strerror(errno)));
-  size_t off = 0;
-  while (off < buf.size()) {
-    const ssize_t w = ::write(fd, buf.data() + off, buf.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return IoError(fmt::format("{}: write failed: {}", tmp, std::strerror(e)));
-    }
-    off += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return IoError(fmt::format("{}: fsync/close failed: {}", tmp, std::strerror(errno)));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return IoError(fmt::format("rename {} -> {} failed: {}", tmp, path, std::strerror(errno)));
-  }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
+  // Atomic: temporary file, fsync, rename, fsync of the directory.
+  return WriteFileAtomically(path, buf);
 }
 
 std::vector<uint32_t> ByteTokenize(const std::string& text) {

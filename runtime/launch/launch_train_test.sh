@@ -7,7 +7,7 @@
 # launchers exit non-zero within the grace period, leaving no process behind.
 #
 # GPU (NCCL) variant, on a machine with 4 GPUs (2 "nodes" x 2, one GPU each):
-#   bazel test //runtime/parallel:launch_train_test --test_env=LAUNCH_TRAIN_BACKEND=cuda
+#   bazel test //runtime/launch:launch_train_test --test_env=LAUNCH_TRAIN_BACKEND=cuda
 # Node 0 sees GPUs 0,1 and node 1 GPUs 2,3 (CUDA_VISIBLE_DEVICES); the single
 # process runs on GPU 0. LOSS_RTOL / NORM_RTOL override the tolerances. The
 # CUDA flash-attention kernel needs head_dim 64 or 128, so the tiny shape runs

@@ -14,11 +14,6 @@
 
 namespace hypertrain::dist::net {
 
-void Fd::Reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 namespace {
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }

@@ -5,37 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "core/fd.h"
 #include "core/status.h"
 
 namespace hypertrain::dist::net {
 
 using Clock = std::chrono::steady_clock;
-
-// RAII file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(Fd&& o) noexcept : fd_(o.Release()) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = o.Release();
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  int Release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void Reset();
-
- private:
-  int fd_ = -1;
-};
 
 // Numeric addresses for host (IPv4 and IPv6), via getaddrinfo.
 StatusOr<std::vector<std::string>> ResolveHost(const std::string& host);

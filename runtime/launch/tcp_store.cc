@@ -35,7 +35,7 @@ std::string StoreIdentity::ToString() const {
 
 class TcpStoreServer::Impl {
  public:
-  Impl(net::Fd listen_fd, int port, StoreIdentity id)
+  Impl(Fd listen_fd, int port, StoreIdentity id)
       : listen_(std::move(listen_fd)), port_(port), id_(std::move(id)) {
     accept_thread_ = std::thread([this] { AcceptLoop(); });
   }
@@ -145,7 +145,7 @@ class TcpStoreServer::Impl {
     return net::EncodeMessage(kError, {"bad arguments for op " + std::to_string(op)});
   }
 
-  net::Fd listen_;
+  Fd listen_;
   int port_;
   StoreIdentity id_;
   std::atomic<bool> stopping_{false};
@@ -212,7 +212,7 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::str
         }
         if (msg->first == kOk) {
           return std::unique_ptr<TcpStoreClient>(
-              new TcpStoreClient(fd->Release(), address, identity, options));
+              new TcpStoreClient(fd->release(), address, identity, options));
         }
         if (msg->first == kStale && msg->second.size() == 2) {
           last_error = "stale store at " + ip + " serves job '" + msg->second[0] + "' attempt " +

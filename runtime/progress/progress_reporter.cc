@@ -3,7 +3,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -12,6 +11,7 @@
 
 #include "contract/env.h"
 #include "contract/pod.h"
+#include "core/time.h"
 #include "kube/config.h"
 #include "kube/resources.h"
 #include "kube/rest_client.h"
@@ -27,15 +27,6 @@ std::string FirstSet(const config::EnvLookup& env, const char* a, const char* b 
     if (const char* v = env(b); v && *v) return v;
   }
   return "";
-}
-
-std::string NowRfc3339() {
-  char buf[32];
-  std::time_t t = std::time(nullptr);
-  std::tm tm;
-  gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 class Reporter : public dist::LaunchObserver {
@@ -81,7 +72,7 @@ class Reporter : public dist::LaunchObserver {
         progress_.time.clear();
         std::string key = contract::EncodeProgress(progress_);  // what changed, the time aside
         if (key != last_sent) {
-          progress_.time = NowRfc3339();
+          progress_.time = FormatRfc3339(std::chrono::system_clock::now());
           auto r = pods_.PatchAnnotations(pod_, {{contract::kAnnotationProgress, contract::EncodeProgress(progress_)}});
           if (r.ok()) {
             last_sent = key;

@@ -9,20 +9,10 @@
 #include <fstream>
 #include <memory>
 
+#include "core/crc32c.h"
+
 namespace hypertrain::train {
 namespace {
-
-// --- crc32c (reflected polynomial 0x82F63B78), table-driven ---------------
-struct Crc32cTable {
-  uint32_t t[256];
-  Crc32cTable() {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-      t[i] = c;
-    }
-  }
-};
 
 // --- protobuf wire format ---------------------------------------------------
 void PutVarint(std::string& out, uint64_t v) {
@@ -92,16 +82,8 @@ class ProtoReader {
 
 }  // namespace
 
-uint32_t Crc32c(const void* data, size_t n) {
-  static const Crc32cTable table;
-  uint32_t c = 0xFFFFFFFFu;
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) c = table.t[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
-
 uint32_t MaskedCrc32c(const void* data, size_t n) {
-  const uint32_t c = Crc32c(data, n);
+  const uint32_t c = hypertrain::Crc32c(data, n);
   return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 

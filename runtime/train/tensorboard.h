@@ -22,7 +22,7 @@
 
 namespace hypertrain::train {
 
-uint32_t Crc32c(const void* data, size_t n);
+// TFRecord framing: the CRC-32C (core/crc32c.h) rotated and offset.
 uint32_t MaskedCrc32c(const void* data, size_t n);
 
 class TfEventsWriter {

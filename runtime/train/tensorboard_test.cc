@@ -19,9 +19,11 @@ std::string TempDir(const std::string& name) {
   return p.string();
 }
 
-TEST(Crc32cTest, KnownVectors) {
-  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);  // the CRC-32C check value
-  EXPECT_EQ(Crc32c("", 0), 0u);
+TEST(MaskedCrc32cTest, KnownVectors) {
+  // crc 0xE3069283 of the CRC-32C check string, rotated right by 15, plus
+  // TFRecord's 0xa282ead8.
+  EXPECT_EQ(MaskedCrc32c("123456789", 9), ((0xE3069283u >> 15) | (0xE3069283u << 17)) + 0xa282ead8u);
+  EXPECT_EQ(MaskedCrc32c("", 0), 0xa282ead8u);
 }
 
 TEST(TensorBoardTest, WrittenEventsParseBack) {
