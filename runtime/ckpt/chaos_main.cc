@@ -9,7 +9,7 @@
 #include "runtime/launch/launch.h"
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "launch") == 0) return hypertrain::dist::LaunchMain(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "launch") == 0) return hypertrain::launch::LaunchMain(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "train") == 0) return hypertrain::cmd::TrainMain(argc - 1, argv + 1);
   std::fprintf(stderr, "usage: %s launch|train ...\n", argv[0]);
   return 2;

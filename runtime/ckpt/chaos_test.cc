@@ -70,7 +70,7 @@ std::string WriteConfig(const std::string& exp) {
 
 int FreePort() {
   int port = 0;
-  auto fd = dist::net::Listen("127.0.0.1", 0, &port);
+  auto fd = launch::net::Listen("127.0.0.1", 0, &port);
   return fd.ok() ? port : 0;
 }
 

@@ -88,10 +88,10 @@ StatusOr<RankPlacement> PlacementFor(const config::TrainConfig& c, int rank, int
   p.rank = rank;
   p.world.world_size = world_size;
   if (world_size == 1) return p;
-  HT_ASSIGN_OR_RETURN(dist::RankEnv env, dist::ParseRankEnv(dist::ProcessEnv()));
-  HT_ASSIGN_OR_RETURN(dist::ShardingStrategy strategy, dist::ParseShardingStrategy(c.sharding_strategy));
-  HT_ASSIGN_OR_RETURN(dist::GroupLayout g,
-                      dist::ComputeGroupLayout(strategy, static_cast<int>(c.shard_degree), world_size,
+  HT_ASSIGN_OR_RETURN(launch::RankEnv env, launch::ParseRankEnv(launch::ProcessEnv()));
+  HT_ASSIGN_OR_RETURN(parallel::ShardingStrategy strategy, parallel::ParseShardingStrategy(c.sharding_strategy));
+  HT_ASSIGN_OR_RETURN(parallel::GroupLayout g,
+                      parallel::ComputeGroupLayout(strategy, static_cast<int>(c.shard_degree), world_size,
                                                env.local_world_size, rank));
   p.world.nnodes = env.node.nnodes;
   p.world.shard_degree = g.shard_degree;

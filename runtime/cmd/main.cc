@@ -21,7 +21,7 @@ const Command kCommands[] = {
     {"prepare", hypertrain::cmd::PrepareMain, "tokenize text/JSONL/HF datasets into token shards"},
     {"tokenize", hypertrain::cmd::TokenizeMain, "print the token ids of standard input"},
     {"detokenize", hypertrain::cmd::DetokenizeMain, "print the text of token ids on standard input"},
-    {"launch", hypertrain::dist::LaunchMain, "start one rank per GPU on this node"},
+    {"launch", hypertrain::launch::LaunchMain, "start one rank per GPU on this node"},
     {"bench", hypertrain::bench::BenchMain, "CUDA training throughput on synthetic data"},
 };
 

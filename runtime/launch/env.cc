@@ -5,7 +5,7 @@
 
 #include "contract/env.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::launch {
 
 namespace env = contract::env;
 
@@ -157,4 +157,4 @@ StatusOr<RankEnv> ParseRankEnv(const EnvLookup& lookup, bool require_rank_vars) 
   return r;
 }
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::launch

@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::launch {
 
 // Reads one variable; nullptr when unset. Injected so tests need no setenv.
 using EnvLookup = std::function<const char*(const char*)>;
@@ -59,4 +59,4 @@ StatusOr<RankEnv> ParseRankEnv(const EnvLookup& env, bool require_rank_vars = fa
 // Strict integer parse with a message naming the variable.
 StatusOr<int> ParseIntVar(const std::string& name, const std::string& value, int min, int max);
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::launch

@@ -4,7 +4,7 @@
 
 #include <map>
 
-namespace hypertrain::dist {
+namespace hypertrain::launch {
 namespace {
 
 EnvLookup FromMap(const std::map<std::string, std::string>& m) {
@@ -114,4 +114,4 @@ TEST(Env, LocalWorldSizeFromTheFlagElseTheEnvAndCheckedAgainstWorldSize) {
 }
 
 }  // namespace
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::launch

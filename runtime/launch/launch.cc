@@ -20,7 +20,7 @@
 
 extern char** environ;
 
-namespace hypertrain::dist {
+namespace hypertrain::launch {
 
 namespace {
 
@@ -306,4 +306,4 @@ int LaunchMain(int argc, char** argv) {
   return RunLauncher(config, observer.get());
 }
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::launch

@@ -23,7 +23,7 @@
 #include <sys/types.h>
 #include <vector>
 
-namespace hypertrain::dist {
+namespace hypertrain::launch {
 
 // Hook for whoever watches the node (issue 8: on node 0 the operator's
 // progress reporter publishes a pod annotation). Called on the launcher's
@@ -59,4 +59,4 @@ void SetLaunchObserverFactory(LaunchObserverFactory factory);
 // Entry point for the `launch` subcommand (argv[0] is "launch").
 int LaunchMain(int argc, char** argv);
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::launch

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-namespace hypertrain::dist {
+namespace hypertrain::launch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -225,4 +225,4 @@ TEST(Launch, ParsesArgs) {
 }
 
 }  // namespace
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::launch

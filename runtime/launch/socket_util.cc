@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace hypertrain::dist::net {
+namespace hypertrain::launch::net {
 
 namespace {
 
@@ -194,4 +194,4 @@ StatusOr<std::pair<uint8_t, std::vector<std::string>>> DecodeMessage(const std::
   return out;
 }
 
-}  // namespace hypertrain::dist::net
+}  // namespace hypertrain::launch::net

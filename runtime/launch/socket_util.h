@@ -8,7 +8,7 @@
 #include "core/fd.h"
 #include "core/status.h"
 
-namespace hypertrain::dist::net {
+namespace hypertrain::launch::net {
 
 using Clock = std::chrono::steady_clock;
 
@@ -32,4 +32,4 @@ StatusOr<std::string> RecvFrame(int fd, Clock::time_point deadline, size_t max_b
 std::string EncodeMessage(uint8_t tag, const std::vector<std::string>& args);
 StatusOr<std::pair<uint8_t, std::vector<std::string>>> DecodeMessage(const std::string& body);
 
-}  // namespace hypertrain::dist::net
+}  // namespace hypertrain::launch::net

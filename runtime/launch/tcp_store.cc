@@ -10,7 +10,7 @@
 
 #include "runtime/launch/socket_util.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::launch {
 
 using net::Clock;
 
@@ -329,4 +329,4 @@ Status TcpStoreClient::Barrier(const std::string& name, int n, std::chrono::mill
   return Status::Ok();
 }
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::launch

@@ -19,7 +19,7 @@
 
 #include "core/status.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::launch {
 
 struct StoreIdentity {
   std::string job_id = "default";
@@ -99,4 +99,4 @@ class TcpStoreClient {
   std::unique_ptr<std::mutex> mu_;
 };
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::launch

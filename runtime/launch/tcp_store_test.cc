@@ -7,7 +7,7 @@
 
 #include "runtime/launch/socket_util.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::launch {
 namespace {
 
 using namespace std::chrono_literals;
@@ -147,4 +147,4 @@ TEST(TcpStore, StaleAttemptIsRejectedAndTheNewMasterIsJoined) {
 }
 
 }  // namespace
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::launch

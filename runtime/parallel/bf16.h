@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 inline uint16_t FloatToBf16(float f) {
   uint32_t u;
@@ -28,4 +28,4 @@ inline void Bf16Add(uint16_t* out, const uint16_t* a, const uint16_t* b, size_t 
   for (size_t i = 0; i < n; ++i) out[i] = FloatToBf16(Bf16ToFloat(a[i]) + Bf16ToFloat(b[i]));
 }
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -27,7 +27,7 @@
 
 #include "core/status.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 enum class DType { kF32, kBF16 };
 enum class ReduceOp { kSum, kAvg };
@@ -84,4 +84,4 @@ class DoneWork final : public Work {
   Status status_;
 };
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -11,7 +11,7 @@
 #include "runtime/parallel/dist_context.h"
 #include "runtime/parallel/multiprocess_testing.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 namespace {
 
 #define CHILD_CHECK(cond, ...)                                   \
@@ -29,8 +29,8 @@ namespace {
     CHILD_CHECK(s_.ok(), "%s", s_.ToString().c_str());                          \
   } while (0)
 
-RankEnv EnvFor(int rank, int world, int local, int port) {
-  RankEnv e;
+launch::RankEnv EnvFor(int rank, int world, int local, int port) {
+  launch::RankEnv e;
   e.node.master_addr = "127.0.0.1";
   e.node.master_port = port;
   e.node.nnodes = world / local;
@@ -188,4 +188,4 @@ TEST(GlooCollectives, WatchdogExitsWithHangCodeNamingCollectiveRankAndStep) {
 }
 
 }  // namespace
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -2,15 +2,15 @@
 
 #include <csignal>
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
-Status JoinRendezvous(const RankEnv& env, std::chrono::milliseconds deadline,
-                      std::unique_ptr<TcpStoreServer>* server,
-                      std::unique_ptr<TcpStoreClient>* client) {
-  const StoreIdentity id{env.node.job_id, env.node.restart_attempt};
+Status JoinRendezvous(const launch::RankEnv& env, std::chrono::milliseconds deadline,
+                      std::unique_ptr<launch::TcpStoreServer>* server,
+                      std::unique_ptr<launch::TcpStoreClient>* client) {
+  const launch::StoreIdentity id{env.node.job_id, env.node.restart_attempt};
   std::string host = env.node.master_addr;
   if (env.rank == 0) {
-    auto s = TcpStoreServer::Start("", env.node.master_port, id);
+    auto s = launch::TcpStoreServer::Start("", env.node.master_port, id);
     if (!s.ok()) {
       return Unavailable("rank 0 cannot serve the rendezvous store on port " +
                          std::to_string(env.node.master_port) + ": " + s.status().message());
@@ -18,16 +18,16 @@ Status JoinRendezvous(const RankEnv& env, std::chrono::milliseconds deadline,
     *server = std::move(*s);
     host = "127.0.0.1";
   }
-  TcpStoreClientOptions o;
+  launch::TcpStoreClientOptions o;
   o.connect_deadline = deadline;
-  auto c = TcpStoreClient::Connect(host, env.node.master_port, id, o);
+  auto c = launch::TcpStoreClient::Connect(host, env.node.master_port, id, o);
   if (!c.ok()) return c.status();
   *client = std::move(*c);
   return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<DistContext>> DistContext::Create(
-    const RankEnv& env, const DistOptions& options,
+    const launch::RankEnv& env, const DistOptions& options,
     const std::function<StatusOr<GroupFactory>(DistContext&)>& make_factory) {
   // A peer that exits closes its sockets; writing to one must come back as an
   // error from the collective (exit 200), not kill this rank with SIGPIPE (141).
@@ -54,7 +54,7 @@ StatusOr<std::unique_ptr<DistContext>> DistContext::Create(
   return d;
 }
 
-StatusOr<std::unique_ptr<DistContext>> DistContext::CreateGloo(const RankEnv& env,
+StatusOr<std::unique_ptr<DistContext>> DistContext::CreateGloo(const launch::RankEnv& env,
                                                                const DistOptions& options) {
   return Create(env, options, [&options](DistContext& d) -> StatusOr<GroupFactory> {
     GlooOptions gopts = options.gloo;
@@ -80,4 +80,4 @@ DistContext::~DistContext() {
   server_.reset();
 }
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -16,7 +16,7 @@
 #include "runtime/launch/tcp_store.h"
 #include "runtime/parallel/watchdog.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 struct DistOptions {
   ShardingStrategy strategy = ShardingStrategy::kHybridShard;
@@ -36,19 +36,19 @@ using GroupFactory = std::function<StatusOr<std::unique_ptr<ProcessGroup>>(
 class DistContext {
  public:
   // Gloo on CPU.
-  static StatusOr<std::unique_ptr<DistContext>> CreateGloo(const RankEnv& env,
+  static StatusOr<std::unique_ptr<DistContext>> CreateGloo(const launch::RankEnv& env,
                                                            const DistOptions& options);
   // Any backend: `make_factory` is called once the store and watchdog exist.
   static StatusOr<std::unique_ptr<DistContext>> Create(
-      const RankEnv& env, const DistOptions& options,
+      const launch::RankEnv& env, const DistOptions& options,
       const std::function<StatusOr<GroupFactory>(DistContext&)>& make_factory);
   ~DistContext();
 
-  const RankEnv& env() const { return env_; }
+  const launch::RankEnv& env() const { return env_; }
   const GroupLayout& layout() const { return layout_; }
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
-  TcpStoreClient& store() { return *client_; }
+  launch::TcpStoreClient& store() { return *client_; }
   CollectiveWatchdog& watchdog() { return *watchdog_; }
   ProcessGroup& world() { return *world_; }
   ProcessGroup& shard() { return *shard_; }
@@ -56,10 +56,10 @@ class DistContext {
 
  private:
   DistContext() = default;
-  RankEnv env_;
+  launch::RankEnv env_;
   GroupLayout layout_;
-  std::unique_ptr<TcpStoreServer> server_;
-  std::unique_ptr<TcpStoreClient> client_;
+  std::unique_ptr<launch::TcpStoreServer> server_;
+  std::unique_ptr<launch::TcpStoreClient> client_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;
   std::shared_ptr<gloo::transport::Device> gloo_device_;
   std::unique_ptr<ProcessGroup> world_, shard_, replica_;
@@ -68,8 +68,8 @@ class DistContext {
 // Rank 0 serves the store on all interfaces at MASTER_PORT; every rank then
 // connects to MASTER_ADDR:MASTER_PORT (rank 0 through loopback) with the job
 // id and restart attempt as the store identity.
-Status JoinRendezvous(const RankEnv& env, std::chrono::milliseconds deadline,
-                      std::unique_ptr<TcpStoreServer>* server,
-                      std::unique_ptr<TcpStoreClient>* client);
+Status JoinRendezvous(const launch::RankEnv& env, std::chrono::milliseconds deadline,
+                      std::unique_ptr<launch::TcpStoreServer>* server,
+                      std::unique_ptr<launch::TcpStoreClient>* client);
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -22,7 +22,7 @@
 
 #include "runtime/parallel/bf16.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 size_t DTypeSize(DType d) { return d == DType::kF32 ? 4 : 2; }
 const char* DTypeName(DType d) { return d == DType::kF32 ? "fp32" : "bf16"; }
@@ -32,7 +32,7 @@ namespace {
 // gloo's rendezvous store interface over our TCP store (keys namespaced per group).
 class StoreAdapter : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(TcpStoreClient* store, std::string prefix, std::chrono::milliseconds timeout)
+  StoreAdapter(launch::TcpStoreClient* store, std::string prefix, std::chrono::milliseconds timeout)
       : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
   void set(const std::string& key, const std::vector<char>& data) override {
     Check(store_->Set(prefix_ + key, std::string(data.begin(), data.end())));
@@ -53,7 +53,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
   static void Check(const Status& s) {
     if (!s.ok()) throw std::runtime_error(s.ToString());
   }
-  TcpStoreClient* store_;
+  launch::TcpStoreClient* store_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
 };
@@ -333,7 +333,7 @@ StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(const GlooOp
 }
 
 StatusOr<std::unique_ptr<ProcessGroup>> CreateGlooGroup(
-    const std::string& name, const std::vector<int>& ranks, int world_rank, TcpStoreClient* store,
+    const std::string& name, const std::vector<int>& ranks, int world_rank, launch::TcpStoreClient* store,
     std::shared_ptr<gloo::transport::Device> device, const GlooOptions& options,
     CollectiveWatchdog* watchdog) {
   int group_rank = -1;
@@ -357,4 +357,4 @@ StatusOr<std::unique_ptr<ProcessGroup>> CreateGlooGroup(
   return std::unique_ptr<ProcessGroup>(new GlooGroup(name, std::move(ctx), watchdog));
 }
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

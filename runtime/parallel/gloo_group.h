@@ -20,7 +20,7 @@ namespace gloo::transport {
 class Device;
 }
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 struct GlooOptions {
   // The address this rank's Gloo device listens on and advertises. Empty:
@@ -41,7 +41,7 @@ StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(const GlooOp
 // must be one of them. Every member must call this concurrently.
 StatusOr<std::unique_ptr<ProcessGroup>> CreateGlooGroup(
     const std::string& name, const std::vector<int>& ranks, int world_rank,
-    TcpStoreClient* store, std::shared_ptr<gloo::transport::Device> device,
+    launch::TcpStoreClient* store, std::shared_ptr<gloo::transport::Device> device,
     const GlooOptions& options, CollectiveWatchdog* watchdog);
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -1,6 +1,6 @@
 #include "runtime/parallel/groups.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& s) {
   std::optional<ShardingStrategy> parsed = contract::ParseShardingStrategy(s);
@@ -36,4 +36,4 @@ StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_de
   return g;
 }
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

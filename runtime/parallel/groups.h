@@ -20,7 +20,7 @@
 #include "contract/sharding.h"
 #include "core/status.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 using contract::ShardingStrategy;
 using contract::ShardingStrategyName;
@@ -52,4 +52,4 @@ struct GroupLayout {
 StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_degree,
                                          int world_size, int local_world_size, int rank);
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 namespace {
 
 TEST(Groups, HybridShardDefaultsToTheNode) {
@@ -45,4 +45,4 @@ TEST(Groups, ClearErrors) {
 }
 
 }  // namespace
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

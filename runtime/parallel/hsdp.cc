@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 using model::ParamLayout;
 using model::Range;
@@ -533,4 +533,4 @@ StatusOr<double> HsdpHooks::MeanAcrossDataParallel(double local) {
   return SumScalar(ctx_.world(), local, ReduceOp::kAvg);
 }
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

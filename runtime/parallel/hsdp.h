@@ -98,7 +98,7 @@
 #include "runtime/parallel/dist_context.h"
 #include "runtime/model/backend.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 // Element alignment of each shard (keeps shards vector-aligned on GPU).
 inline constexpr int64_t kShardAlignment = 64;
@@ -260,4 +260,4 @@ class HsdpHooks final : public model::UnitHooks {
   HsdpStats stats_;
 };
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

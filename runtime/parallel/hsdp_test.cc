@@ -25,7 +25,7 @@
 #include "runtime/backends/cpu/backend.h"
 #include "runtime/parallel/multiprocess_testing.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 namespace {
 
 constexpr int kWorld = 4, kLocal = 2;
@@ -213,7 +213,7 @@ struct Case {
 
 int Rank(int rank, int port, const Case& c, const std::string& dir) {
   const ShardingStrategy strategy = c.strategy;
-  RankEnv e;
+  launch::RankEnv e;
   e.node.master_addr = "127.0.0.1";
   e.node.master_port = port;
   e.node.nnodes = kWorld / kLocal;
@@ -465,4 +465,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -14,7 +14,7 @@
 
 #include "runtime/launch/socket_util.h"
 
-namespace hypertrain::dist::testing {
+namespace hypertrain::parallel::testing {
 
 inline std::vector<int> RunProcesses(int n, const std::function<int(int rank)>& body,
                                      std::chrono::milliseconds deadline = std::chrono::seconds(60)) {
@@ -61,8 +61,8 @@ inline std::vector<int> RunProcesses(int n, const std::function<int(int rank)>& 
 // A port that was free a moment ago (bind 0, read, close).
 inline int PickFreePort() {
   int port = 0;
-  auto fd = net::Listen("127.0.0.1", 0, &port);
+  auto fd = launch::net::Listen("127.0.0.1", 0, &port);
   return fd.ok() ? port : 0;
 }
 
-}  // namespace hypertrain::dist::testing
+}  // namespace hypertrain::parallel::testing

@@ -12,7 +12,7 @@
 #include "runtime/parallel/dist_context.h"
 #include "runtime/kernels/cuda/cast.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 namespace {
 
@@ -299,7 +299,7 @@ StatusOr<NcclGroupTuning> NcclGroupTuningFromEnv(const std::string& group_name) 
 
 StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
     const std::string& name, const std::vector<int>& ranks, int world_rank, int cuda_device,
-    TcpStoreClient* store, std::chrono::milliseconds rendezvous_timeout,
+    launch::TcpStoreClient* store, std::chrono::milliseconds rendezvous_timeout,
     CollectiveWatchdog* watchdog) {
   int grank = -1;
   for (size_t i = 0; i < ranks.size(); ++i)
@@ -334,7 +334,7 @@ StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
                                                      cuda_device, std::move(owned), stream, watchdog));
 }
 
-StatusOr<std::unique_ptr<DistContext>> CreateNcclDistContext(const RankEnv& env,
+StatusOr<std::unique_ptr<DistContext>> CreateNcclDistContext(const launch::RankEnv& env,
                                                              const DistOptions& options,
                                                              int cuda_device) {
   return DistContext::Create(env, options, [&](DistContext& d) -> StatusOr<GroupFactory> {
@@ -348,4 +348,4 @@ StatusOr<std::unique_ptr<DistContext>> CreateNcclDistContext(const RankEnv& env,
   });
 }
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -24,7 +24,7 @@
 #include "runtime/launch/tcp_store.h"
 #include "runtime/parallel/watchdog.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 // Per-group NCCL knobs from the environment, by group kind (the group name
 // without digits, upper-cased: SHARD, REPLICA, WORLD):
@@ -41,13 +41,13 @@ StatusOr<NcclGroupTuning> NcclGroupTuningFromEnv(const std::string& group_name);
 
 StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
     const std::string& name, const std::vector<int>& ranks, int world_rank, int cuda_device,
-    TcpStoreClient* store, std::chrono::milliseconds rendezvous_timeout,
+    launch::TcpStoreClient* store, std::chrono::milliseconds rendezvous_timeout,
     CollectiveWatchdog* watchdog);
 
 // DistContext whose world/shard/replica groups are NCCL communicators on
 // `cuda_device` (normally LOCAL_RANK).
-StatusOr<std::unique_ptr<DistContext>> CreateNcclDistContext(const RankEnv& env,
+StatusOr<std::unique_ptr<DistContext>> CreateNcclDistContext(const launch::RankEnv& env,
                                                              const DistOptions& options,
                                                              int cuda_device);
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -14,7 +14,7 @@
 #include "runtime/parallel/multiprocess_testing.h"
 #include "runtime/parallel/nccl_group.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 namespace {
 
 #define CHILD_CHECK(cond, ...)                                            \
@@ -55,7 +55,7 @@ struct DeviceBuf {
 };
 
 int Body(int rank, int world, int port) {
-  RankEnv e;
+  launch::RankEnv e;
   e.node.master_addr = "127.0.0.1";
   e.node.master_port = port;
   e.node.nnodes = world / 2;
@@ -162,4 +162,4 @@ TEST(NcclCollectives, OneProcessPerGpu) {
 }
 
 }  // namespace
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

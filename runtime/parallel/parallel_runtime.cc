@@ -11,13 +11,13 @@
 #include "runtime/parallel/nccl_group.h"
 #include "runtime/train/exit_codes.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 namespace {
 
 // `name`'s value when set (nullopt when unset or empty: keep the default); an
 // InvalidArgument naming the accepted values for anything else.
-StatusOr<std::optional<std::string>> EnvChoice(const EnvLookup& env, const char* name,
+StatusOr<std::optional<std::string>> EnvChoice(const launch::EnvLookup& env, const char* name,
                                                std::initializer_list<const char*> accepted) {
   const char* v = env(name);
   if (v == nullptr || *v == '\0') return std::optional<std::string>();
@@ -31,7 +31,7 @@ StatusOr<std::optional<std::string>> EnvChoice(const EnvLookup& env, const char*
 
 class DistRuntime final : public train::ParallelRuntime {
  public:
-  DistRuntime(RankEnv env, DistOptions options, GroupLayout layout, HsdpOptions hsdp)
+  DistRuntime(launch::RankEnv env, DistOptions options, GroupLayout layout, HsdpOptions hsdp)
       : env_(std::move(env)), options_(std::move(options)), layout_(std::move(layout)), hsdp_(hsdp) {}
 
   int rank() const override { return env_.rank; }
@@ -61,7 +61,7 @@ class DistRuntime final : public train::ParallelRuntime {
   }
 
  private:
-  RankEnv env_;
+  launch::RankEnv env_;
   DistOptions options_;
   GroupLayout layout_;
   HsdpOptions hsdp_;
@@ -71,8 +71,8 @@ class DistRuntime final : public train::ParallelRuntime {
 }  // namespace
 
 StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config::TrainConfig& c,
-                                                                    const EnvLookup& env) {
-  HT_ASSIGN_OR_RETURN(RankEnv r, ParseRankEnv(env));
+                                                                    const launch::EnvLookup& env) {
+  HT_ASSIGN_OR_RETURN(launch::RankEnv r, launch::ParseRankEnv(env));
   HT_ASSIGN_OR_RETURN(ShardingStrategy strategy, ParseShardingStrategy(c.sharding_strategy));
   if (c.shard_degree < 0 || c.shard_degree > (1 << 20)) {
     return InvalidArgument("model.shard_degree must be >= 0, got " + std::to_string(c.shard_degree));
@@ -91,7 +91,7 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config
   o.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000));
   o.hang_exit_code = train::kExitCollectiveTimeout;
   if (const char* t = env("HT_RENDEZVOUS_TIMEOUT_S")) {
-    HT_ASSIGN_OR_RETURN(int s, ParseIntVar("HT_RENDEZVOUS_TIMEOUT_S", t, 1, 86400));
+    HT_ASSIGN_OR_RETURN(int s, launch::ParseIntVar("HT_RENDEZVOUS_TIMEOUT_S", t, 1, 86400));
     o.rendezvous_timeout = std::chrono::seconds(s);
   }
   if (const char* h = env("HT_GLOO_HOSTNAME"); h && *h) o.gloo.hostname = h;
@@ -110,8 +110,8 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config
 
 namespace {
 const bool kRegistered = train::SetParallelFactory([](const config::TrainConfig& c) {
-  return CreateDistRuntime(c, ProcessEnv());
+  return CreateDistRuntime(c, launch::ProcessEnv());
 });
 }  // namespace
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

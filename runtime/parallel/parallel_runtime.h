@@ -28,9 +28,9 @@
 #include "runtime/launch/env.h"
 #include "runtime/train/plugins.h"
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config::TrainConfig& c,
-                                                                    const EnvLookup& env);
+                                                                    const launch::EnvLookup& env);
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

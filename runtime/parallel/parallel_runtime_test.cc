@@ -8,10 +8,10 @@
 #include <map>
 #include <string>
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 namespace {
 
-EnvLookup FromMap(const std::map<std::string, std::string>& m) {
+launch::EnvLookup FromMap(const std::map<std::string, std::string>& m) {
   return [m](const char* name) -> const char* {
     auto it = m.find(name);
     return it == m.end() ? nullptr : it->second.c_str();
@@ -54,4 +54,4 @@ TEST(ParallelRuntime, HsdpKnobsAcceptTheirValuesAndNameBadOnes) {
 }
 
 }  // namespace
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

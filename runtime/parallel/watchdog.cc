@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 CollectiveWatchdog::CollectiveWatchdog(std::chrono::milliseconds timeout, int rank,
                                        int hang_exit_code, HangHandler on_hang)
@@ -77,4 +77,4 @@ void CollectiveWatchdog::Loop() {
   }
 }
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-namespace hypertrain::dist {
+namespace hypertrain::parallel {
 
 class CollectiveWatchdog {
  public:
@@ -80,4 +80,4 @@ class WatchdogScope {
   uint64_t id_;
 };
 
-}  // namespace hypertrain::dist
+}  // namespace hypertrain::parallel

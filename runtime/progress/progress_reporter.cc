@@ -29,7 +29,7 @@ std::string FirstSet(const config::EnvLookup& env, const char* a, const char* b 
   return "";
 }
 
-class Reporter : public dist::LaunchObserver {
+class Reporter : public launch::LaunchObserver {
  public:
   Reporter(std::shared_ptr<kube::RestClient> client, std::string ns, std::string pod, std::string metrics,
            std::string ckpt_dir, int64_t max_steps, double interval_s)
@@ -185,7 +185,7 @@ std::optional<PodRef> ReportingPod(const config::EnvLookup& env) {
   return ref;
 }
 
-std::unique_ptr<dist::LaunchObserver> MaybeCreateReporter(const dist::LaunchConfig& config) {
+std::unique_ptr<launch::LaunchObserver> MaybeCreateReporter(const launch::LaunchConfig& config) {
   const config::EnvLookup process_env = [](const char* name) -> const char* { return std::getenv(name); };
   const std::optional<PodRef> target = ReportingPod(process_env);
   if (!target) return nullptr;
@@ -218,7 +218,7 @@ std::unique_ptr<dist::LaunchObserver> MaybeCreateReporter(const dist::LaunchConf
 namespace {
 // Registers the reporter with `hypertrain launch` (linked with alwayslink).
 const bool kRegistered = [] {
-  dist::SetLaunchObserverFactory(&MaybeCreateReporter);
+  launch::SetLaunchObserverFactory(&MaybeCreateReporter);
   return true;
 }();
 }  // namespace

@@ -61,6 +61,6 @@ struct PodRef {
 std::optional<PodRef> ReportingPod(const config::EnvLookup& env);
 
 // The observer for LaunchMain, or nullptr when progress reporting does not apply.
-std::unique_ptr<dist::LaunchObserver> MaybeCreateReporter(const dist::LaunchConfig& config);
+std::unique_ptr<launch::LaunchObserver> MaybeCreateReporter(const launch::LaunchConfig& config);
 
 }  // namespace hypertrain::progress

@@ -105,7 +105,7 @@ TEST(Reporter, ReportsOnlyFromNodeZeroOfANamedPod) {
 TEST(Reporter, AbsentWithoutKubernetesEnv) {
   unsetenv("HYPERTRAIN_POD_NAME");
   unsetenv("POD_NAME");
-  dist::LaunchConfig c;
+  launch::LaunchConfig c;
   c.command = {"train", "--config", "/nonexistent.yaml"};
   EXPECT_EQ(MaybeCreateReporter(c), nullptr);
 }

@@ -137,10 +137,10 @@ TEST(PodEnvContract, TheRuntimeReadsEveryVariableTheOperatorSets) {
       std::vector<std::string> args(command.begin() + 1, command.end());
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());
-      dist::LaunchConfig launch;
+      launch::LaunchConfig launch;
       std::string error;
-      ASSERT_TRUE(dist::ParseLaunchArgs(static_cast<int>(argv.size()), argv.data(), &launch, &error)) << error;
-      auto node = dist::ParseNodeEnv(env.Lookup());
+      ASSERT_TRUE(launch::ParseLaunchArgs(static_cast<int>(argv.size()), argv.data(), &launch, &error)) << error;
+      auto node = launch::ParseNodeEnv(env.Lookup());
       ASSERT_TRUE(node.ok()) << node.status().ToString();
       EXPECT_EQ(node->master_addr, controller::MasterAddr(Meta()));
       EXPECT_EQ(node->master_port, spec->master_port);
@@ -148,7 +148,7 @@ TEST(PodEnvContract, TheRuntimeReadsEveryVariableTheOperatorSets) {
       EXPECT_EQ(node->node_rank, rank);
       EXPECT_EQ(node->job_id, Meta().name);
       EXPECT_EQ(node->restart_attempt, attempt);
-      auto ranks = dist::LocalWorldSize(*node, launch.nproc_per_node);
+      auto ranks = launch::LocalWorldSize(*node, launch.nproc_per_node);
       ASSERT_TRUE(ranks.ok()) << ranks.status().ToString();
       EXPECT_EQ(*ranks, spec->nproc_per_node);
 
