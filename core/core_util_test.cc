@@ -56,6 +56,12 @@ TEST(Log, RejectsUnknownFormatAndLevel) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("loud"), std::string::npos);
   EXPECT_TRUE(log::Init("text", "warning").ok());
+  // Every level the error message lists is accepted.
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    EXPECT_TRUE(log::ParseLevel(level).ok()) << level;
+  }
+  EXPECT_EQ(*log::ParseLevel("warn"), spdlog::level::warn);
+  EXPECT_EQ(*log::ParseLevel("error"), spdlog::level::err);
 }
 
 TEST(Log, JsonLinesAreValidJsonWithContextFields) {

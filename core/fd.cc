@@ -28,7 +28,8 @@ void Fd::reset() {
 
 Status Fd::Close(const std::string& path_for_errors) {
   if (fd_ < 0) return Status::Ok();
-  if (::close(release()) != 0) return IoError("close " + path_for_errors + ": " + std::strerror(errno));
+  if (::close(release()) != 0)
+    return IoError("close " + path_for_errors + ": " + std::strerror(errno));
   return Status::Ok();
 }
 

@@ -55,8 +55,10 @@ StatusOr<spdlog::level::level_enum> ParseLevel(std::string_view s) {
     const auto name = spdlog::level::to_string_view(l);
     if (s == std::string_view(name.data(), name.size())) return l;
   }
-  if (s == "warning") return spdlog::level::warn;
-  if (s == "error") return spdlog::level::err;
+  // spdlog names these "warning" and "error"; the short forms are what the
+  // flags document.
+  if (s == "warn" || s == "warning") return spdlog::level::warn;
+  if (s == "error" || s == "err") return spdlog::level::err;
   return InvalidArgument("log level '" + std::string(s) +
                          "' is not one of trace, debug, info, warn, error, critical, off");
 }

@@ -8,9 +8,9 @@
 # 4-GPU run: HSDP loss parity on 125m (2x2 vs 1 GPU accumulating 4 micro-batches;
 # bf16, then fp16 with the dynamic loss scaler), then HSDP throughput for 125m
 # and 1b as 2 nodes x 2 vs one GPU. For every run it prints the backend's
-# planned bytes ([cuda] lines: state + activations + unit pool), the peak
+# planned bytes ("CUDA device N (...): planned" lines: state + activations + unit pool), the peak
 # memory per GPU (nvidia-smi, sampled every 200 ms) and each rank's HSDP
-# summary ([hsdp] lines: collectives, host time blocked on them per step).
+# summary ("hsdp:" lines: collectives, host time blocked on them per step).
 set -u
 R=$(pwd); export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 [ -d .gpu ] || tar -xJf .gpu-pack/bundle.tar.xz
@@ -35,7 +35,7 @@ hsdp() { # $1 = name, rest = args
   done
   wait $(jobs -p | grep -v "^$SMI_PID\$")
   peak_mem
-  grep -h "^\[cuda\]\|^\[hsdp\]" /tmp/$n.*.log
+  grep -h "\] CUDA device\|\] hsdp: " /tmp/$n.*.log
 }
 one() { # $1 = name, rest = args: one process on GPU 0
   local n=$1; shift
@@ -43,12 +43,12 @@ one() { # $1 = name, rest = args: one process on GPU 0
   watch_mem
   CUDA_VISIBLE_DEVICES=0 timeout 150 $B train "$@" --set exp_manager.exp_dir=/tmp/$n --set exp_manager.checkpoint_dir=/tmp/$n/ck > /tmp/$n.log 2>&1
   peak_mem
-  grep -h "^\[cuda\]" /tmp/$n.log
+  grep -h "\] CUDA device" /tmp/$n.log
 }
 MODE=${1:-all}
 if [ "$MODE" = hsdp1b ]; then  # one 1b HSDP run; extra args after the mode go to train (for sweeps)
   shift; S=(--config examples/llama3-1b-gpu.yaml --set model.shape=1b --set model.train_batch_size=4 --set trainer.max_steps=20 --set trainer.log_every_n_steps=5)
-  hsdp sweep_1b "${S[@]}" --set model.sharding_strategy=hybrid_shard "$@" | grep -E "peak|\[cuda\] device 0: compute"
+  hsdp sweep_1b "${S[@]}" --set model.sharding_strategy=hybrid_shard "$@" | grep -E "peak|CUDA device 0: compute"
   tail -1 /tmp/sweep_1b/metrics.jsonl | sed 's/.*"tokens_per_s_per_device":\([0-9.]*\).*/tokens\/s\/GPU \1/'
   exit 0
 fi

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/bench/bench.h"
 #include "runtime/backends/cuda/backend.h"
 #include "runtime/model/config.h"
@@ -55,7 +57,7 @@ double Median(std::vector<double> v) {
 int Run(const RunSpec& r, const std::string& json_path) {
   auto cfg_or = model::NamedModelConfig(r.model);
   if (!cfg_or.ok()) {
-    std::fprintf(stderr, "bench: %s\n", cfg_or.status().ToString().c_str());
+    spdlog::error("bench: {}", cfg_or.status().ToString());
     return 2;
   }
   model::ModelConfig cfg = *cfg_or;
@@ -73,14 +75,14 @@ int Run(const RunSpec& r, const std::string& json_path) {
   co.loss_chunk_rows = r.loss_chunk_rows;
   auto b_or = cuda::CudaBackend::Create(cfg, o, co);
   if (!b_or.ok()) {
-    std::fprintf(stderr, "bench: %s\n", b_or.status().ToString().c_str());
+    spdlog::error("bench: {}", b_or.status().ToString());
     return 1;
   }
   cuda::CudaBackend& b = **b_or;
   if (r.profile) {
     const Status st = b.op_profile().Enable();
     if (!st.ok()) {
-      std::fprintf(stderr, "bench: %s\n", st.ToString().c_str());
+      spdlog::error("bench: {}", st.ToString());
       return 1;
     }
   }
@@ -95,7 +97,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
     batch.inputs = static_cast<int32_t*>(b.host_allocator()->Allocate(n * sizeof(int32_t)));
     batch.targets = static_cast<int32_t*>(b.host_allocator()->Allocate(n * sizeof(int32_t)));
     if (!batch.inputs || !batch.targets) {
-      std::fprintf(stderr, "bench: pinned allocation failed\n");
+      spdlog::error("bench: pinned allocation failed");
       return 1;
     }
     for (int64_t i = 0; i < n; ++i) batch.inputs[i] = tok(rng), batch.targets[i] = tok(rng);
@@ -114,7 +116,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
     if (st.ok()) st = b.ZeroGrads();
     StatusOr<double> loss = st.ok() ? b.ForwardBackward(batch.view, 1.0f, hooks) : StatusOr<double>(st);
     if (!loss.ok()) {
-      std::fprintf(stderr, "bench: step %d: %s\n", step, loss.status().ToString().c_str());
+      spdlog::error("bench: step {}: {}", step, loss.status().ToString());
       return 1;
     }
     last_loss = *loss;
@@ -134,7 +136,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
     cudaEventRecord(opt1, b.stream());
     if (st.ok()) st = b.Synchronize();
     if (!st.ok()) {
-      std::fprintf(stderr, "bench: step %d: %s\n", step, st.ToString().c_str());
+      spdlog::error("bench: step {}: {}", step, st.ToString());
       return 1;
     }
     const auto t1 = std::chrono::steady_clock::now();
@@ -214,7 +216,7 @@ int BenchMain(int argc, char** argv) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
       if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench: %s needs a value\n", a.c_str());
+        spdlog::error("bench: {} needs a value", a);
         std::exit(2);
       }
       return argv[++i];
@@ -223,7 +225,7 @@ int BenchMain(int argc, char** argv) {
       char* end = nullptr;
       const long long x = std::strtoll(v.c_str(), &end, 10);
       if (end == v.c_str() || *end != '\0' || x < 0) {
-        std::fprintf(stderr, "bench: %s expects a non-negative integer, got '%s'\n", a.c_str(), v.c_str());
+        spdlog::error("bench: {} expects a non-negative integer, got '{}'", a, v);
         std::exit(2);
       }
       return x;
@@ -245,19 +247,20 @@ int BenchMain(int argc, char** argv) {
     else if (a == "--json") json = next();
     else if (a == "--precision") {
       auto p = model::ParsePrecision(next());
-      if (!p.ok()) { std::fprintf(stderr, "bench: %s\n", p.status().ToString().c_str()); return 2; }
+      if (!p.ok()) { spdlog::error("bench: {}", p.status().ToString()); return 2; }
       spec.precision = *p;
     } else if (a == "--checkpointing") {
       auto c = model::ParseCheckpointing(next());
-      if (!c.ok()) { std::fprintf(stderr, "bench: %s\n", c.status().ToString().c_str()); return 2; }
+      if (!c.ok()) { spdlog::error("bench: {}", c.status().ToString()); return 2; }
       spec.checkpointing = *c;
     } else {
-      std::fprintf(stderr, "bench: unknown argument '%s'\n%s", a.c_str(), kUsage);
+      spdlog::error("bench: unknown argument '{}'", a);
+      std::fputs(kUsage, stderr);
       return 2;
     }
   }
   if (spec.steps < 1) {
-    std::fprintf(stderr, "bench: --steps must be >= 1\n");
+    spdlog::error("bench: --steps must be >= 1");
     return 2;
   }
   if (explicit_model) return Run(spec, json);

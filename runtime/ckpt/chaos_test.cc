@@ -79,7 +79,7 @@ struct Job {
 };
 
 Job StartJob(const std::string& exp, const std::string& config, int attempt) {
-  const std::string bin = fs::absolute("runtime/ckpt/chaos_hypertrain").string();
+  const std::string bin = fs::absolute("runtime/cmd/hypertrain_cpu").string();
   const int port = FreePort();
   Job job;
   for (int node = 0; node < 2; ++node) {

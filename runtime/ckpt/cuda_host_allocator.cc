@@ -29,8 +29,4 @@ HostAllocator* CudaPinnedHostAllocator() {
   return &alloc;
 }
 
-namespace {
-const bool kRegistered = RegisterDeviceSnapshotHostAllocator(CudaPinnedHostAllocator());
-}  // namespace
-
 }  // namespace hypertrain::ckpt

@@ -39,15 +39,13 @@ using testing::ShardBytes;
 TEST(GpuResumeTest, Resume125mOnOneGpuIsBitIdentical) {
   HT_SKIP_WITHOUT_GPU();
   const std::string straight = TempDir("straight");
-  testing::SetStopAfterStep(-1);
-  auto a = train::RunTrainJob(Config(straight));
+  auto a = testing::RunJob(Config(straight));
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_EQ(a->losses.size(), 8u);
   const std::string stopped = TempDir("stopped");
-  testing::SetStopAfterStep(4);  // last save: step 3
-  ASSERT_EQ(train::RunTrainJob(Config(stopped)).status().code(), StatusCode::kUnavailable);
-  testing::SetStopAfterStep(-1);
-  auto b = train::RunTrainJob(Config(stopped));
+  // Last save: step 3.
+  ASSERT_EQ(testing::RunJob(Config(stopped), /*stop_after_step=*/4).status().code(), StatusCode::kUnavailable);
+  auto b = testing::RunJob(Config(stopped));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   ASSERT_EQ(b->losses.size(), 5u);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(b->losses[i], a->losses[3 + i]) << "step " << 4 + i;

@@ -1,6 +1,5 @@
 #include "runtime/ckpt/host_allocator.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -24,20 +23,6 @@ class Pageable final : public HostAllocator {
 HostAllocator* PageableHostAllocator() {
   static Pageable alloc;
   return &alloc;
-}
-
-namespace {
-std::atomic<HostAllocator*> g_device_snapshot_alloc{nullptr};
-}  // namespace
-
-HostAllocator* DeviceSnapshotHostAllocator() {
-  HostAllocator* a = g_device_snapshot_alloc.load();
-  return a != nullptr ? a : PageableHostAllocator();
-}
-
-bool RegisterDeviceSnapshotHostAllocator(HostAllocator* alloc) {
-  g_device_snapshot_alloc.store(alloc);
-  return true;
 }
 
 StatusOr<HostBuffer> HostBuffer::Make(HostAllocator* alloc, size_t bytes) {

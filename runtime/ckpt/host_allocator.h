@@ -1,8 +1,9 @@
 #pragma once
 // Host memory for checkpoint snapshots. The default allocator returns
-// page-aligned pageable memory; a CUDA build passes the pinned allocator
-// (cuda_host_allocator.h, cudaHostAlloc) so device-to-host snapshot copies run
-// at full PCIe/NVLink-C2C speed. CPU builds never link CUDA.
+// page-aligned pageable memory; for a CUDA backend the assembly (runtime/cmd)
+// passes the pinned allocator (cuda_host_allocator.h, cudaHostAlloc) so
+// device-to-host snapshot copies run at full PCIe/NVLink-C2C speed. CPU
+// builds never link CUDA.
 #include <cstddef>
 #include <memory>
 
@@ -21,12 +22,6 @@ class HostAllocator {
 
 // Process-wide pageable allocator (aligned_alloc, 4 KiB).
 HostAllocator* PageableHostAllocator();
-
-// The allocator for snapshots of DEVICE state: the pinned one when a CUDA
-// build linked :cuda_host_allocator (it registers itself), else pageable.
-HostAllocator* DeviceSnapshotHostAllocator();
-// Called by cuda_host_allocator.cc at static initialisation; returns true.
-bool RegisterDeviceSnapshotHostAllocator(HostAllocator* alloc);
 
 // RAII buffer from an allocator.
 class HostBuffer {

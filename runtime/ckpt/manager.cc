@@ -1,5 +1,7 @@
 #include "runtime/ckpt/manager.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -49,13 +51,12 @@ Status CheckpointOptions::Validate() const {
 }
 
 CheckpointManager::CheckpointManager(CheckpointOptions options, RankPlacement placement, ModelLayoutDesc layout,
-                                     HostAllocator* allocator, LogFn log,
+                                     HostAllocator* allocator,
                                      std::function<StatusOr<bool>(bool)> agree)
     : options_(std::move(options)),
       placement_(placement),
       layout_(std::move(layout)),
       allocator_(allocator != nullptr ? allocator : PageableHostAllocator()),
-      log_(log ? std::move(log) : StderrLog()),
       agree_(std::move(agree)),
       last_save_time_(Clock::now()) {
   if (options_.attempt.empty()) {
@@ -76,10 +77,10 @@ StatusOr<std::optional<FoundCheckpoint>> CheckpointManager::Start() {
   HT_RETURN_IF_ERROR(options_.Validate());
   if (!options_.dir.empty()) {
     HT_RETURN_IF_ERROR(MakeDirs(options_.dir));
-    if (placement_.rank == 0) HT_RETURN_IF_ERROR(CleanStaleTemporaries(options_.dir, log_));
+    if (placement_.rank == 0) HT_RETURN_IF_ERROR(CleanStaleTemporaries(options_.dir));
   }
   if (options_.start_fresh) {
-    log_(LogLevel::kInfo, "start_fresh: ignoring any existing checkpoint");
+    spdlog::info("start_fresh: ignoring any existing checkpoint");
     return std::optional<FoundCheckpoint>();
   }
   if (!options_.resume_from_checkpoint.empty()) {
@@ -91,10 +92,10 @@ StatusOr<std::optional<FoundCheckpoint>> CheckpointManager::Start() {
     return std::optional<FoundCheckpoint>(FoundCheckpoint{options_.resume_from_checkpoint, std::move(m).value()});
   }
   if (options_.dir.empty()) return std::optional<FoundCheckpoint>();
-  StatusOr<FoundCheckpoint> f = FindLatestCheckpoint(options_.dir, options_.verify_checksums, log_);
+  StatusOr<FoundCheckpoint> f = FindLatestCheckpoint(options_.dir, options_.verify_checksums);
   if (!f.ok()) {
     if (f.status().code() == StatusCode::kNotFound) {
-      log_(LogLevel::kInfo, "no checkpoint in " + options_.dir + ": starting from initialisation");
+      spdlog::info("no checkpoint in {}: starting from initialisation", options_.dir);
       return std::optional<FoundCheckpoint>();
     }
     return f.status();
@@ -106,19 +107,17 @@ Status CheckpointManager::Load(const FoundCheckpoint& found, StateAccess& state,
   const auto t0 = Clock::now();
   const Manifest& m = found.manifest;
   if (!config_hash.empty() && m.config_hash != config_hash) {
-    log_(LogLevel::kWarning, "resuming " + found.path + " written with config hash " + m.config_hash +
-                                 ", current config hash is " + config_hash);
+    spdlog::warn("resuming {} written with config hash {}, current config hash is {}", found.path, m.config_hash,
+                 config_hash);
   }
   HT_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::Open(found.path, m));
   HT_RETURN_IF_ERROR(reader.CheckCompatible(layout_));
   const WorldLayout& old = m.world;
   const WorldLayout& now = placement_.world;
   if (old.world_size != now.world_size || old.shard_degree != now.shard_degree) {
-    log_(LogLevel::kWarning, "resharding " + found.path + " from world " + std::to_string(old.world_size) +
-                                 " (shard degree " + std::to_string(old.shard_degree) + ") to world " +
-                                 std::to_string(now.world_size) + " (shard degree " +
-                                 std::to_string(now.shard_degree) +
-                                 "): parameters and optimizer state are exact, data order is not");
+    spdlog::warn("resharding {} from world {} (shard degree {}) to world {} (shard degree {}): parameters and "
+                 "optimizer state are exact, data order is not",
+                 found.path, old.world_size, old.shard_degree, now.world_size, now.shard_degree);
   }
   int64_t bytes = 0;
   std::vector<float> buf;
@@ -133,8 +132,7 @@ Status CheckpointManager::Load(const FoundCheckpoint& found, StateAccess& state,
   }
   last_saved_step_ = m.step;
   const double secs = SecondsSince(t0);
-  log_(LogLevel::kInfo, "resumed from " + found.path + " (step " + std::to_string(m.step) + "): read " + Mb(bytes) +
-                            " in " + std::to_string(secs) + " s");
+  spdlog::info("resumed from {} (step {}): read {} in {:.3f} s", found.path, m.step, Mb(bytes), secs);
   return Status::Ok();
 }
 
@@ -205,7 +203,7 @@ Status CheckpointManager::WaitAndReport() {
                           "; earlier checkpoints are intact" +
                           (options_.failure_policy == FailurePolicy::kStop ? " (failure_policy=stop: stopping)"
                                                                            : " (failure_policy=continue: training goes on)");
-  log_(LogLevel::kError, msg);
+  spdlog::error("{}", msg);
   if (options_.failure_policy == FailurePolicy::kStop) return Status(s.code(), msg);
   return Status::Ok();
 }
@@ -224,10 +222,10 @@ void CheckpointManager::WriteInBackground(SaveTarget target, RankRecord record, 
   if (!s.ok()) ReportRankFailure(target, s);
   std::string committed;
   if (s.ok() && placement_.rank == 0) {
-    StatusOr<std::string> dir = CommitCheckpoint(target, std::move(base), log_);
+    StatusOr<std::string> dir = CommitCheckpoint(target, std::move(base));
     if (dir.ok()) {
       committed = *dir;
-      s = ApplyRetention(target.root, options_.save_top_k, target.step, log_);
+      s = ApplyRetention(target.root, options_.save_top_k, target.step);
     } else {
       s = dir.status();
     }
@@ -240,11 +238,9 @@ void CheckpointManager::WriteInBackground(SaveTarget target, RankRecord record, 
     stats_.last_write_s = secs;
     stats_.last_bytes = ws.bytes;
     stats_.last_committed_step = target.step;
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%.3f s (%.1f MB/s)", secs, secs > 0 ? ws.bytes / 1e6 / secs : 0.0);
-    log_(LogLevel::kInfo, "checkpoint step " + std::to_string(target.step) + ": rank " +
-                              std::to_string(placement_.rank) + " wrote " + Mb(ws.bytes) + " in " + buf +
-                              (committed.empty() ? "" : "; committed " + committed));
+    spdlog::info("checkpoint step {}: rank {} wrote {} in {:.3f} s ({:.1f} MB/s){}", target.step, placement_.rank,
+                 Mb(ws.bytes), secs, secs > 0 ? ws.bytes / 1e6 / secs : 0.0,
+                 committed.empty() ? "" : "; committed " + committed);
   } else {
     ++stats_.saves_failed;
   }
@@ -298,10 +294,8 @@ Status CheckpointManager::Save(const SaveRequest& req, StateAccess& state) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.last_stall_s = stall;
   }
-  char buf[128];
-  std::snprintf(buf, sizeof(buf), "training stall %.3f s (snapshot of %s%s)", stall, Mb(snap_bytes).c_str(),
-                options_.async_save ? ", written in background" : ", written synchronously");
-  log_(LogLevel::kInfo, "checkpoint step " + std::to_string(req.step) + ": " + buf);
+  spdlog::info("checkpoint step {}: training stall {:.3f} s (snapshot of {}{})", req.step, stall, Mb(snap_bytes),
+               options_.async_save ? ", written in background" : ", written synchronously");
   return result;
 }
 

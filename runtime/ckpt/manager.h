@@ -32,7 +32,6 @@
 
 #include "runtime/ckpt/format.h"
 #include "runtime/ckpt/host_allocator.h"
-#include "runtime/ckpt/log.h"
 #include "runtime/ckpt/store.h"
 #include "core/status.h"
 
@@ -102,7 +101,7 @@ class CheckpointManager {
   // rank 0's boolean). nullptr: single process decides alone; several ranks
   // agree through request files in the checkpoint directory (see .cc).
   CheckpointManager(CheckpointOptions options, RankPlacement placement, ModelLayoutDesc layout,
-                    HostAllocator* allocator = nullptr, LogFn log = nullptr,
+                    HostAllocator* allocator = nullptr,
                     std::function<StatusOr<bool>(bool)> agree = nullptr);
   // Abandons an in-flight save that is still waiting for other ranks (the
   // run is ending after an error; a normal end calls Finish() first), then
@@ -147,7 +146,6 @@ class CheckpointManager {
   RankPlacement placement_;
   ModelLayoutDesc layout_;
   HostAllocator* allocator_;
-  LogFn log_;
   std::function<StatusOr<bool>(bool)> agree_;
 
   std::vector<ElemRange> snap_ranges_;

@@ -6,6 +6,7 @@
 
 #include "core/atomic_file.h"
 #include "runtime/ckpt/test_util.h"
+#include "runtime/testing/log_capture.h"
 
 namespace hypertrain::ckpt {
 namespace {
@@ -45,7 +46,6 @@ class ManagerTest : public ::testing::Test {
     root_ = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/mgr_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(root_);
-    log_ = [this](LogLevel, const std::string& m) { logs_ += m + "\n"; };
     opts_.dir = root_;
     opts_.every_n_train_steps = 2;
     opts_.save_top_k = 2;
@@ -63,15 +63,14 @@ class ManagerTest : public ::testing::Test {
     return r;
   }
   std::string root_;
-  std::string logs_;
-  LogFn log_;
+  hypertrain::testing::LogCapture logs_;
   CheckpointOptions opts_;
   ModelLayoutDesc layout_ = MakeLayout(3, 4, 4);
 };
 
 TEST_F(ManagerTest, AsyncSavesRetentionAndAutomaticResume) {
   {
-    CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);
+    CheckpointManager mgr(opts_, {}, layout_);
     auto start = mgr.Start();
     ASSERT_TRUE(start.ok());
     EXPECT_FALSE(start->has_value());
@@ -92,10 +91,10 @@ TEST_F(ManagerTest, AsyncSavesRetentionAndAutomaticResume) {
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].first, 4);
   EXPECT_EQ(all[1].first, 6);
-  EXPECT_NE(logs_.find("training stall"), std::string::npos);
-  EXPECT_NE(logs_.find("MB/s"), std::string::npos);
+  EXPECT_NE(logs_.text().find("training stall"), std::string::npos);
+  EXPECT_NE(logs_.text().find("MB/s"), std::string::npos);
 
-  CheckpointManager again(opts_, {}, layout_, nullptr, log_);
+  CheckpointManager again(opts_, {}, layout_);
   auto found = again.Start();
   ASSERT_TRUE(found.ok());
   ASSERT_TRUE(found->has_value());
@@ -112,7 +111,7 @@ TEST_F(ManagerTest, AsyncSavesRetentionAndAutomaticResume) {
 
 TEST_F(ManagerTest, ResumeOntoOtherShardingIsExact) {
   {
-    CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);
+    CheckpointManager mgr(opts_, {}, layout_);
     ASSERT_TRUE(mgr.Start().ok());
     FakeState st(layout_, 0, 1, 3);
     ASSERT_TRUE(mgr.Save(Request(2), st).ok());
@@ -125,7 +124,7 @@ TEST_F(ManagerTest, ResumeOntoOtherShardingIsExact) {
       p.world.world_size = shards;
       p.world.shard_degree = shards;
       p.shard_rank = s;
-      CheckpointManager mgr(opts_, p, layout_, nullptr, log_);
+      CheckpointManager mgr(opts_, p, layout_);
       auto found = mgr.Start();
       ASSERT_TRUE(found.ok() && found->has_value());
       FakeState st(layout_, s, shards, -1);
@@ -133,12 +132,12 @@ TEST_F(ManagerTest, ResumeOntoOtherShardingIsExact) {
       EXPECT_EQ(st.values, FakeState(layout_, s, shards, 3).values);
     }
   }
-  EXPECT_NE(logs_.find("resharding"), std::string::npos);
+  EXPECT_NE(logs_.text().find("warning: resharding"), std::string::npos);
 }
 
 TEST_F(ManagerTest, DiskFullWithPolicyContinueKeepsTrainingAndPreviousCheckpoint) {
   opts_.failure_policy = FailurePolicy::kContinue;
-  CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);
+  CheckpointManager mgr(opts_, {}, layout_);
   ASSERT_TRUE(mgr.Start().ok());
   FakeState st(layout_, 0, 1, 1);
   ASSERT_TRUE(mgr.Save(Request(2), st).ok());
@@ -148,22 +147,22 @@ TEST_F(ManagerTest, DiskFullWithPolicyContinueKeepsTrainingAndPreviousCheckpoint
   EXPECT_TRUE(mgr.Finish().ok());              // continue: reported, not returned
   SetWriteFailureBudget(-1);
   EXPECT_EQ(mgr.stats().saves_failed, 1);
-  EXPECT_NE(logs_.find("checkpoint of step 4 FAILED"), std::string::npos) << logs_;
-  EXPECT_NE(logs_.find("No space left on device"), std::string::npos) << logs_;
-  EXPECT_NE(logs_.find(".step-4.tmp-0/shard-00000-of-00001.bin"), std::string::npos) << logs_;
-  auto found = FindLatestCheckpoint(root_, true, nullptr);
+  EXPECT_NE(logs_.text().find("error: checkpoint of step 4 FAILED"), std::string::npos) << logs_.text();
+  EXPECT_NE(logs_.text().find("No space left on device"), std::string::npos) << logs_.text();
+  EXPECT_NE(logs_.text().find(".step-4.tmp-0/shard-00000-of-00001.bin"), std::string::npos) << logs_.text();
+  auto found = FindLatestCheckpoint(root_, true);
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(found->manifest.step, 2);
   // The next save works again.
   ASSERT_TRUE(mgr.Save(Request(6), st).ok());
   ASSERT_TRUE(mgr.Finish().ok());
-  EXPECT_EQ(FindLatestCheckpoint(root_, true, nullptr)->manifest.step, 6);
+  EXPECT_EQ(FindLatestCheckpoint(root_, true)->manifest.step, 6);
 }
 
 TEST_F(ManagerTest, DiskFullWithPolicyStopReturnsTheError) {
   opts_.failure_policy = FailurePolicy::kStop;
   opts_.async_save = false;
-  CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);
+  CheckpointManager mgr(opts_, {}, layout_);
   ASSERT_TRUE(mgr.Start().ok());
   FakeState st(layout_, 0, 1, 1);
   SetWriteFailureBudget(0);
@@ -185,7 +184,7 @@ TEST_F(ManagerTest, TimeBasedSavesAgreeAcrossRanksThroughRequestFiles) {
     p.world.world_size = 2;
     p.world.replica_degree = 2;
     p.replica_rank = r;
-    ranks.push_back(std::make_unique<CheckpointManager>(opts_, p, layout_, nullptr, log_));
+    ranks.push_back(std::make_unique<CheckpointManager>(opts_, p, layout_));
     ASSERT_TRUE(ranks.back()->Start().ok());
   }
   std::vector<std::vector<int64_t>> saved(2);
@@ -205,7 +204,7 @@ TEST_F(ManagerTest, TimeBasedSavesAgreeAcrossRanksThroughRequestFiles) {
 
 TEST_F(ManagerTest, StartOptions) {
   {
-    CheckpointManager mgr(opts_, {}, layout_, nullptr, log_);
+    CheckpointManager mgr(opts_, {}, layout_);
     ASSERT_TRUE(mgr.Start().ok());
     FakeState st(layout_, 0, 1, 1);
     ASSERT_TRUE(mgr.Save(Request(2), st).ok());
@@ -215,7 +214,7 @@ TEST_F(ManagerTest, StartOptions) {
   fs::create_directories(root_ + "/.step-6.tmp-0");
   auto o = opts_;
   o.start_fresh = true;
-  CheckpointManager fresh(o, {}, layout_, nullptr, log_);
+  CheckpointManager fresh(o, {}, layout_);
   auto f = fresh.Start();
   ASSERT_TRUE(f.ok());
   EXPECT_FALSE(f->has_value());
@@ -223,19 +222,19 @@ TEST_F(ManagerTest, StartOptions) {
 
   o = opts_;
   o.resume_from_checkpoint = root_ + "/step-2";
-  CheckpointManager forced(o, {}, layout_, nullptr, log_);
+  CheckpointManager forced(o, {}, layout_);
   f = forced.Start();
   ASSERT_TRUE(f.ok());
   EXPECT_EQ((*f)->manifest.step, 2);
 
   o.resume_from_checkpoint = root_ + "/step-3";
-  CheckpointManager missing(o, {}, layout_, nullptr, log_);
+  CheckpointManager missing(o, {}, layout_);
   EXPECT_NE(missing.Start().status().message().find("resume_from_checkpoint " + root_ + "/step-3 is not usable"),
             std::string::npos);
 
   o = opts_;
   o.save_top_k = 0;
-  CheckpointManager bad(o, {}, layout_, nullptr, log_);
+  CheckpointManager bad(o, {}, layout_);
   EXPECT_EQ(bad.Start().status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(ParseFailurePolicy("maybe").ok());
 }

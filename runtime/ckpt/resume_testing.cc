@@ -5,6 +5,7 @@
 
 #include "core/atomic_file.h"
 #include "runtime/ckpt/store.h"
+#include "runtime/cmd/assemble.h"
 #include "runtime/ckpt/train_hooks.h"
 #include "runtime/train/trainer.h"
 
@@ -13,11 +14,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int64_t g_stop_at = -1;
-
 class StoppingHooks final : public train::CheckpointHooks {
  public:
-  StoppingHooks(std::unique_ptr<TrainCheckpointHooks> inner, int64_t stop_at)
+  StoppingHooks(std::unique_ptr<train::CheckpointHooks> inner, int64_t stop_at)
       : inner_(std::move(inner)), stop_at_(stop_at) {}
   StatusOr<bool> Restore(model::Backend& b, train::TrainState& s) override { return inner_->Restore(b, s); }
   Status AfterStep(model::Backend& b, const train::TrainState& s) override {
@@ -28,21 +27,17 @@ class StoppingHooks final : public train::CheckpointHooks {
   Status Finish(model::Backend& b, const train::TrainState& s) override { return inner_->Finish(b, s); }
 
  private:
-  std::unique_ptr<TrainCheckpointHooks> inner_;
+  std::unique_ptr<train::CheckpointHooks> inner_;
   int64_t stop_at_;
 };
 
-const bool kFactory = train::SetCheckpointFactory(
-    [](const config::TrainConfig& c, train::ParallelRuntime& p) -> StatusOr<std::unique_ptr<train::CheckpointHooks>> {
-      HT_ASSIGN_OR_RETURN(CheckpointOptions o, OptionsFromConfig(c));
-      HT_ASSIGN_OR_RETURN(RankPlacement placement, PlacementFor(c, p.rank(), p.world_size()));
-      auto inner = std::make_unique<TrainCheckpointHooks>(c, std::move(o), placement);
-      return std::unique_ptr<train::CheckpointHooks>(std::make_unique<StoppingHooks>(std::move(inner), g_stop_at));
-    });
-
 }  // namespace
 
-void SetStopAfterStep(int64_t step) { g_stop_at = step; }
+StatusOr<train::TrainSummary> RunJob(const config::TrainConfig& c, int64_t stop_after_step) {
+  HT_ASSIGN_OR_RETURN(train::TrainParts parts, cmd::AssembleTrainJob(c, launch::ProcessEnv()));
+  parts.checkpoint = std::make_unique<StoppingHooks>(std::move(parts.checkpoint), stop_after_step);
+  return train::RunTrainJob(c, std::move(parts));
+}
 
 std::string FreshTempDir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");

@@ -10,6 +10,8 @@
 #include <regex>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "core/time.h"
 
 namespace hypertrain::ckpt {
@@ -101,7 +103,7 @@ void ReportRankFailure(const SaveTarget& t, const Status& error) {
   (void)WriteFileAtomically(dir + "/" + RankFileName(t.rank) + ".failed", error.ToString());
 }
 
-StatusOr<std::string> CommitCheckpoint(const SaveTarget& t, Manifest m, const LogFn& log) {
+StatusOr<std::string> CommitCheckpoint(const SaveTarget& t, Manifest m) {
   const std::string dir = t.root + "/" + TempDirName(t.step, t.attempt);
   const std::string final_dir = t.root + "/" + StepDirName(t.step);
   // Barrier through the file system: wait for every rank's rank file.
@@ -180,7 +182,7 @@ StatusOr<std::string> CommitCheckpoint(const SaveTarget& t, Manifest m, const Lo
     const std::string trash = t.root + "/.trash-" + StepDirName(t.step) + "-" + t.attempt;
     HT_RETURN_IF_ERROR(RemoveTree(trash));
     HT_RETURN_IF_ERROR(RenameDurably(final_dir, trash));
-    if (log) log(LogLevel::kWarning, "replacing existing checkpoint " + final_dir);
+    spdlog::warn("replacing existing checkpoint {}", final_dir);
     HT_RETURN_IF_ERROR(RenameDurably(dir, final_dir));
     HT_RETURN_IF_ERROR(RemoveTree(trash));
   } else {
@@ -241,7 +243,7 @@ StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, bool full_checksums)
   return m;
 }
 
-StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool full_checksums, const LogFn& log) {
+StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool full_checksums) {
   auto all = ListCheckpoints(root);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     StatusOr<Manifest> m = VerifyCheckpoint(it->second, full_checksums);
@@ -249,15 +251,13 @@ StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool ful
       m = DataLoss("manifest step " + std::to_string(m->step) + " does not match the directory name");
     }
     if (m.ok()) return FoundCheckpoint{it->second, std::move(m).value()};
-    if (log) {
-      log(LogLevel::kWarning, "skipping checkpoint " + it->second + ": " + m.status().ToString() +
-                                  (std::next(it) != all.rend() ? "; falling back to an older one" : ""));
-    }
+    spdlog::warn("skipping checkpoint {}: {}{}", it->second, m.status().ToString(),
+                 std::next(it) != all.rend() ? "; falling back to an older one" : "");
   }
   return NotFound("no complete checkpoint under " + root);
 }
 
-Status CleanStaleTemporaries(const std::string& root, const LogFn& log) {
+Status CleanStaleTemporaries(const std::string& root) {
   std::error_code ec;
   static const std::regex kStale(R"(\.(step-[0-9]+\.tmp-.*|trash-.*|save-request-[0-9]+))");
   std::vector<std::string> doomed;
@@ -265,13 +265,13 @@ Status CleanStaleTemporaries(const std::string& root, const LogFn& log) {
     if (std::regex_match(it->path().filename().string(), kStale)) doomed.push_back(it->path().string());
   }
   for (const std::string& d : doomed) {
-    if (log) log(LogLevel::kInfo, "removing unfinished checkpoint temporary " + d);
+    spdlog::info("removing unfinished checkpoint temporary {}", d);
     HT_RETURN_IF_ERROR(RemoveTree(d));
   }
   return Status::Ok();
 }
 
-Status ApplyRetention(const std::string& root, int keep, int64_t protect_step, const LogFn& log) {
+Status ApplyRetention(const std::string& root, int keep, int64_t protect_step) {
   if (keep < 0) return Status::Ok();
   auto all = ListCheckpoints(root);
   const int n = static_cast<int>(all.size());
@@ -281,7 +281,7 @@ Status ApplyRetention(const std::string& root, int keep, int64_t protect_step, c
     HT_RETURN_IF_ERROR(RemoveTree(trash));
     HT_RETURN_IF_ERROR(RenameDurably(all[i].second, trash));
     HT_RETURN_IF_ERROR(RemoveTree(trash));
-    if (log) log(LogLevel::kInfo, "deleted old checkpoint " + all[i].second + " (save_top_k=" + std::to_string(keep) + ")");
+    spdlog::info("deleted old checkpoint {} (save_top_k={})", all[i].second, keep);
   }
   return Status::Ok();
 }

@@ -26,7 +26,6 @@
 
 #include "core/atomic_file.h"
 #include "runtime/ckpt/format.h"
-#include "runtime/ckpt/log.h"
 #include "core/status.h"
 
 namespace hypertrain::ckpt {
@@ -71,7 +70,7 @@ void ReportRankFailure(const SaveTarget& target, const Status& error);
 
 // Step 2 (rank 0 only). `base` carries everything but ranks/files, which come
 // from the rank files. Returns the committed directory's path.
-StatusOr<std::string> CommitCheckpoint(const SaveTarget& target, Manifest base, const LogFn& log);
+StatusOr<std::string> CommitCheckpoint(const SaveTarget& target, Manifest base);
 
 // Committed step directories under root, ascending by step.
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root);
@@ -88,16 +87,16 @@ struct FoundCheckpoint {
 };
 // Newest checkpoint under root that verifies; every skipped one is logged as a
 // warning with its reason. NotFound when none (or root is absent).
-StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool full_checksums, const LogFn& log);
+StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool full_checksums);
 
 // Removes temporary directories of unfinished saves (".step-*.tmp-*") and
 // half-deleted ones (".trash-*"). Rank 0, at start, before any rank saves.
-Status CleanStaleTemporaries(const std::string& root, const LogFn& log);
+Status CleanStaleTemporaries(const std::string& root);
 
 // Keeps the newest `keep` committed checkpoints (keep < 0: all) and deletes
 // older ones (renamed to .trash-* first so a crash never leaves a half-deleted
 // step-N). Never deletes `protect` (the one just committed).
-Status ApplyRetention(const std::string& root, int keep, int64_t protect_step, const LogFn& log);
+Status ApplyRetention(const std::string& root, int keep, int64_t protect_step);
 
 // Reads ranges of a checkpoint into any (new) layout: reshards by mapping each
 // tensor by name from the target's unit offsets to the checkpoint's, and

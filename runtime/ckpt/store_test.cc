@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "runtime/ckpt/test_util.h"
+#include "runtime/testing/log_capture.h"
 
 namespace hypertrain::ckpt {
 namespace {
@@ -35,12 +36,10 @@ class StoreTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(root_);
     fs::create_directories(root_);
-    log_ = [this](LogLevel, const std::string& m) { logs_ += m + "\n"; };
   }
   void TearDown() override { SetWriteFailureBudget(-1); }
   std::string root_;
-  std::string logs_;
-  LogFn log_;
+  hypertrain::testing::LogCapture logs_;
 };
 
 TEST_F(StoreTest, CommitWritesManifestAndOnlyReplicaZeroWritesShards) {
@@ -121,21 +120,21 @@ TEST_F(StoreTest, CorruptTruncatedOrIncompleteNewestFallsBackWithWarning) {
   fs::remove(root_ + "/step-2/manifest.json");
   // A never-committed temporary of step 5 is invisible.
   fs::create_directories(root_ + "/.step-5.tmp-0");
-  auto found = FindLatestCheckpoint(root_, true, log_);
+  auto found = FindLatestCheckpoint(root_, true);
   ASSERT_TRUE(found.ok()) << found.status().ToString();
   EXPECT_EQ(found->manifest.step, 1);
-  EXPECT_NE(logs_.find("step-4: DATA_LOSS"), std::string::npos) << logs_;
-  EXPECT_NE(logs_.find("corrupt"), std::string::npos) << logs_;
-  EXPECT_NE(logs_.find("truncated"), std::string::npos) << logs_;
-  EXPECT_NE(logs_.find("no manifest.json"), std::string::npos) << logs_;
+  EXPECT_NE(logs_.text().find("warning: skipping checkpoint " + root_ + "/step-4: DATA_LOSS"), std::string::npos) << logs_.text();
+  EXPECT_NE(logs_.text().find("corrupt"), std::string::npos) << logs_.text();
+  EXPECT_NE(logs_.text().find("truncated"), std::string::npos) << logs_.text();
+  EXPECT_NE(logs_.text().find("no manifest.json"), std::string::npos) << logs_.text();
   // Without full checksums the flipped byte is not seen (sizes still are).
-  auto quick = FindLatestCheckpoint(root_, false, nullptr);
+  auto quick = FindLatestCheckpoint(root_, false);
   EXPECT_EQ(quick->manifest.step, 4);
   // A garbled manifest is reported as such.
   ASSERT_TRUE(WriteFileAtomically(root_ + "/step-1/manifest.json", "{\"format\": \"hypertrain-chec").ok());
-  EXPECT_EQ(FindLatestCheckpoint(root_, true, log_).status().code(), StatusCode::kNotFound);
-  EXPECT_NE(logs_.find("not valid JSON"), std::string::npos) << logs_;
-  ASSERT_TRUE(CleanStaleTemporaries(root_, log_).ok());
+  EXPECT_EQ(FindLatestCheckpoint(root_, true).status().code(), StatusCode::kNotFound);
+  EXPECT_NE(logs_.text().find("not valid JSON"), std::string::npos) << logs_.text();
+  ASSERT_TRUE(CleanStaleTemporaries(root_).ok());
   EXPECT_FALSE(fs::exists(root_ + "/.step-5.tmp-0"));
 }
 
@@ -143,13 +142,13 @@ TEST_F(StoreTest, RetentionKeepsNewestK) {
   const auto d = MakeLayout(1, 4, 4);
   for (int step = 1; step <= 5; ++step) {
     ASSERT_TRUE(SaveAll(root_, d, World(1, 1, 1), step * 10).ok());
-    ASSERT_TRUE(ApplyRetention(root_, 2, step * 10, log_).ok());
+    ASSERT_TRUE(ApplyRetention(root_, 2, step * 10).ok());
   }
   auto all = ListCheckpoints(root_);
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].first, 40);
   EXPECT_EQ(all[1].first, 50);
-  ASSERT_TRUE(ApplyRetention(root_, -1, 0, log_).ok());
+  ASSERT_TRUE(ApplyRetention(root_, -1, 0).ok());
   EXPECT_EQ(ListCheckpoints(root_).size(), 2u);
 }
 
@@ -162,10 +161,10 @@ TEST_F(StoreTest, DiskFullDuringSaveLeavesPreviousCheckpointIntact) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find(".step-2.tmp-0/shard-00000-of-00002.bin"), std::string::npos) << s.ToString();
-  auto found = FindLatestCheckpoint(root_, true, log_);
+  auto found = FindLatestCheckpoint(root_, true);
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(found->manifest.step, 1);
-  ASSERT_TRUE(CleanStaleTemporaries(root_, log_).ok());
+  ASSERT_TRUE(CleanStaleTemporaries(root_).ok());
   EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 1);
 }
 
@@ -184,7 +183,7 @@ TEST_F(StoreTest, CoordinatorTimesOutNamingMissingRanks) {
   m.world = World(1, 3, 2);
   m.world.replica_degree = 1;
   m.world.world_size = 2;
-  auto r = CommitCheckpoint(t, m, nullptr);
+  auto r = CommitCheckpoint(t, m);
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(r.status().message().find("ranks [1,2]"), std::string::npos) << r.status().ToString();
   EXPECT_FALSE(fs::exists(root_ + "/step-7"));
@@ -192,14 +191,14 @@ TEST_F(StoreTest, CoordinatorTimesOutNamingMissingRanks) {
   std::atomic<bool> cancel{true};
   t.cancel = &cancel;
   t.coordinator_timeout_s = 600;
-  r = CommitCheckpoint(t, m, nullptr);
+  r = CommitCheckpoint(t, m);
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find("abandoned"), std::string::npos) << r.status().ToString();
   // A rank that failed is reported without waiting for the timeout.
   cancel = false;
   t.rank = 1;
   ReportRankFailure(t, IoError("write x: No space left on device"));
-  r = CommitCheckpoint(t, m, nullptr);
+  r = CommitCheckpoint(t, m);
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find("rank 1 failed to write its part: IO_ERROR: write x: No space"), std::string::npos)
       << r.status().ToString();

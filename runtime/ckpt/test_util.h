@@ -111,7 +111,7 @@ inline Status SaveAll(const std::string& root, const ModelLayoutDesc& d, const W
   m.tokens_seen = step * 1000;
   m.config_hash = "test";
   m.trainer_state = {{"lr", 0.5}};
-  HT_ASSIGN_OR_RETURN(std::string dir, CommitCheckpoint(t0, m, nullptr));
+  HT_ASSIGN_OR_RETURN(std::string dir, CommitCheckpoint(t0, m));
   (void)dir;
   return Status::Ok();
 }

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "runtime/ckpt/hf_export.h"
 #include "runtime/ckpt/layout_desc.h"
@@ -102,6 +103,13 @@ StatusOr<RankPlacement> PlacementFor(const config::TrainConfig& c, int rank, int
   return p;
 }
 
+StatusOr<std::unique_ptr<TrainCheckpointHooks>> CreateTrainCheckpointHooks(const config::TrainConfig& c, int rank,
+                                                                           int world_size) {
+  HT_ASSIGN_OR_RETURN(CheckpointOptions o, OptionsFromConfig(c));
+  HT_ASSIGN_OR_RETURN(RankPlacement placement, PlacementFor(c, rank, world_size));
+  return std::make_unique<TrainCheckpointHooks>(c, std::move(o), placement);
+}
+
 ElemRange BackendState::Owned(int unit) const {
   const model::Range r = b_.Owned(unit);
   return {r.begin, r.end};
@@ -121,10 +129,7 @@ TrainCheckpointHooks::TrainCheckpointHooks(const config::TrainConfig& c, Checkpo
 
 Status TrainCheckpointHooks::EnsureManager(model::Backend& backend) {
   if (manager_ != nullptr) return Status::Ok();
-  // Device state is snapshotted into pinned memory when a CUDA build linked it.
-  HostAllocator* alloc = allocator_ != nullptr           ? allocator_
-                         : backend.name() == "cpu"       ? PageableHostAllocator()
-                                                         : DeviceSnapshotHostAllocator();
+  HostAllocator* alloc = allocator_ != nullptr ? allocator_ : PageableHostAllocator();
   manager_ = std::make_unique<CheckpointManager>(options_, placement_, DescribeLayout(backend.layout()), alloc);
   return Status::Ok();
 }
@@ -177,7 +182,7 @@ Status TrainCheckpointHooks::InitFromHf(model::Backend& backend) {
     HT_RETURN_IF_ERROR(w.ReadRange(u, {r.begin, r.end}, buf.data()));
     HT_RETURN_IF_ERROR(backend.WriteState(u.index, model::StateKind::kMasterParams, buf.data()));
   }
-  if (placement_.rank == 0) std::fprintf(stderr, "[ckpt] INFO: initialised weights from %s\n", dir.c_str());
+  if (placement_.rank == 0) spdlog::info("initialised weights from {}", dir);
   return Status::Ok();
 }
 
@@ -234,8 +239,7 @@ Status TrainCheckpointHooks::ExportHfIfAsked() {
   HT_ASSIGN_OR_RETURN(Manifest m, VerifyCheckpoint(dir, false));
   HT_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::Open(dir, std::move(m)));
   HT_RETURN_IF_ERROR(ExportHfFromCheckpoint(reader, config_.model, out, dtype == "bf16" ? StDType::kBF16 : StDType::kF32));
-  std::fprintf(stderr, "[ckpt] INFO: exported %s as Hugging Face Llama to %s (%s)\n", dir.c_str(), out.c_str(),
-               dtype.c_str());
+  spdlog::info("exported {} as Hugging Face Llama to {} ({})", dir, out, dtype);
   return Status::Ok();
 }
 

@@ -1,7 +1,6 @@
 #pragma once
-// The trainer's CheckpointHooks (runtime/train/plugins.h) backed by
-// CheckpointManager. Registered by linking :train_hooks_registration
-// (alwayslink) into the hypertrain binary.
+// The trainer's CheckpointHooks (runtime/train/parts.h) backed by
+// CheckpointManager; runtime/cmd's assembly creates them for every job.
 //
 // Config keys (exp_manager.*; docs/CHECKPOINTS.md):
 //   checkpoint_dir, every_n_train_steps, every_n_minutes, save_top_k,
@@ -24,7 +23,7 @@
 #include "runtime/ckpt/manager.h"
 #include "runtime/config/config.h"
 #include "core/status.h"
-#include "runtime/train/plugins.h"
+#include "runtime/train/parts.h"
 
 namespace hypertrain::ckpt {
 
@@ -50,12 +49,16 @@ class BackendState final : public StateAccess {
 
 class TrainCheckpointHooks final : public train::CheckpointHooks {
  public:
+  // `allocator`: host memory for snapshots (pinned for a CUDA backend);
+  // null means pageable memory.
   TrainCheckpointHooks(const config::TrainConfig& c, CheckpointOptions options, RankPlacement placement,
                        HostAllocator* allocator = nullptr);
   StatusOr<bool> Restore(model::Backend& backend, train::TrainState& state) override;
   Status AfterStep(model::Backend& backend, const train::TrainState& state) override;
   Status Finish(model::Backend& backend, const train::TrainState& state) override;
   CheckpointManager* manager() { return manager_.get(); }
+  // Host memory for snapshots (null: pageable); before Restore().
+  void set_snapshot_allocator(HostAllocator* allocator) { allocator_ = allocator; }
 
  private:
   Status EnsureManager(model::Backend& backend);
@@ -70,5 +73,10 @@ class TrainCheckpointHooks final : public train::CheckpointHooks {
   std::string config_hash_;
   std::unique_ptr<CheckpointManager> manager_;
 };
+
+// The checkpoint hooks of rank `rank` of `world_size` from the config
+// (InvalidArgument for bad exp_manager keys).
+StatusOr<std::unique_ptr<TrainCheckpointHooks>> CreateTrainCheckpointHooks(const config::TrainConfig& c, int rank,
+                                                                           int world_size);
 
 }  // namespace hypertrain::ckpt

@@ -37,8 +37,7 @@ using testing::ShardBytes;
 
 TEST(TrainResumeTest, StopAndAutomaticResumeIsBitIdentical) {
   const std::string straight = TempDir("straight");
-  testing::SetStopAfterStep(-1);
-  auto a = train::RunTrainJob(Config(straight));
+  auto a = testing::RunJob(Config(straight));
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_EQ(a->losses.size(), 10u);
   ASSERT_EQ(ListCheckpoints(straight + "/checkpoints").back().first, 10);
@@ -46,20 +45,17 @@ TEST(TrainResumeTest, StopAndAutomaticResumeIsBitIdentical) {
   // Stop after step 7 (last save: step 6) and after step 9 (a save step: the
   // in-flight save of 9 completes), resuming each time with no flag.
   const std::string stopped = TempDir("stopped");
-  testing::SetStopAfterStep(7);
-  auto b1 = train::RunTrainJob(Config(stopped));
+  auto b1 = testing::RunJob(Config(stopped), /*stop_after_step=*/7);
   ASSERT_EQ(b1.status().code(), StatusCode::kUnavailable) << b1.status().ToString();
-  testing::SetStopAfterStep(9);
-  auto b2 = train::RunTrainJob(Config(stopped));
+  auto b2 = testing::RunJob(Config(stopped), /*stop_after_step=*/9);
   ASSERT_EQ(b2.status().code(), StatusCode::kUnavailable) << b2.status().ToString();
-  testing::SetStopAfterStep(-1);
-  auto b3 = train::RunTrainJob(Config(stopped));
+  auto b3 = testing::RunJob(Config(stopped));
   ASSERT_TRUE(b3.ok()) << b3.status().ToString();
   ASSERT_EQ(b3->losses.size(), 1u);  // resumed at 9, ran step 10
   EXPECT_EQ(b3->losses[0], a->losses[9]);
   // A forced resume_from_checkpoint into an empty experiment continues too.
   const std::string forced = TempDir("forced");
-  auto c = train::RunTrainJob(
+  auto c = testing::RunJob(
       Config(forced, {"exp_manager.resume_from_checkpoint=" + stopped + "/checkpoints/step-9"}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_EQ(c->losses.size(), 1u);
@@ -80,14 +76,11 @@ TEST(TrainResumeTest, StopAndAutomaticResumeIsBitIdentical) {
 
 TEST(TrainResumeTest, LossesAfterResumeMatchStepByStep) {
   const std::string straight = TempDir("straight2");
-  testing::SetStopAfterStep(-1);
-  auto a = train::RunTrainJob(Config(straight, {"exp_manager.every_n_train_steps=4"}));
+  auto a = testing::RunJob(Config(straight, {"exp_manager.every_n_train_steps=4"}));
   ASSERT_TRUE(a.ok());
   const std::string stopped = TempDir("stopped2");
-  testing::SetStopAfterStep(5);
-  ASSERT_FALSE(train::RunTrainJob(Config(stopped, {"exp_manager.every_n_train_steps=4"})).ok());
-  testing::SetStopAfterStep(-1);
-  auto b = train::RunTrainJob(Config(stopped, {"exp_manager.every_n_train_steps=4"}));
+  ASSERT_FALSE(testing::RunJob(Config(stopped, {"exp_manager.every_n_train_steps=4"}), /*stop_after_step=*/5).ok());
+  auto b = testing::RunJob(Config(stopped, {"exp_manager.every_n_train_steps=4"}));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   ASSERT_EQ(b->losses.size(), 6u);  // resumed from step 4
   for (int i = 0; i < 6; ++i) EXPECT_EQ(b->losses[i], a->losses[4 + i]) << "step " << 5 + i;
@@ -96,8 +89,7 @@ TEST(TrainResumeTest, LossesAfterResumeMatchStepByStep) {
 
 TEST(TrainResumeTest, ExportHfAtEndAndInitialiseANewRunFromIt) {
   const std::string first = TempDir("hf_first");
-  testing::SetStopAfterStep(-1);
-  auto a = train::RunTrainJob(Config(first, {"exp_manager.checkpoint.export_hf_dir=" + first + "/hf",
+  auto a = testing::RunJob(Config(first, {"exp_manager.checkpoint.export_hf_dir=" + first + "/hf",
                                              "exp_manager.checkpoint.export_hf_dtype=fp32"}));
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   auto st = SafetensorsReader::Open(first + "/hf/model.safetensors");
@@ -107,14 +99,14 @@ TEST(TrainResumeTest, ExportHfAtEndAndInitialiseANewRunFromIt) {
   // A new run initialised from the export starts where the first ended: its
   // first loss is well below a fresh initialisation's.
   const std::string second = TempDir("hf_second");
-  auto b = train::RunTrainJob(Config(second, {"exp_manager.hf_init_from=" + first + "/hf", "trainer.max_steps=1"}));
+  auto b = testing::RunJob(Config(second, {"exp_manager.hf_init_from=" + first + "/hf", "trainer.max_steps=1"}));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   const std::string fresh = TempDir("hf_fresh");
-  auto f = train::RunTrainJob(Config(fresh, {"trainer.max_steps=1"}));
+  auto f = testing::RunJob(Config(fresh, {"trainer.max_steps=1"}));
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f->losses[0], a->losses[0]);
   EXPECT_NE(b->losses[0], f->losses[0]);
-  auto bad = train::RunTrainJob(Config(TempDir("hf_bad"), {"exp_manager.hf_init_from=" + first + "/hf",
+  auto bad = testing::RunJob(Config(TempDir("hf_bad"), {"exp_manager.hf_init_from=" + first + "/hf",
                                                           "model.num_hidden_layers=3", "trainer.max_steps=1"}));
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("num_hidden_layers 2 vs 3"), std::string::npos) << bad.status().ToString();

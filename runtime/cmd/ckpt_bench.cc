@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
 #include "runtime/ckpt/cuda_host_allocator.h"
 #include "runtime/ckpt/hf_export.h"
 #include "runtime/ckpt/layout_desc.h"
@@ -139,4 +140,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace hypertrain::ckpt
 
-int main(int argc, char** argv) { return hypertrain::ckpt::Main(argc, argv); }
+int main(int argc, char** argv) {
+  hypertrain::log::Init(hypertrain::log::Format::kText, spdlog::level::info);
+  return hypertrain::ckpt::Main(argc, argv);
+}

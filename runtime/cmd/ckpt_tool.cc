@@ -8,6 +8,9 @@
 #include <cstring>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
+#include "core/log.h"
 #include "runtime/ckpt/hf_export.h"
 #include "runtime/ckpt/store.h"
 
@@ -23,7 +26,7 @@ int Usage() {
 }
 
 int Fail(const Status& s) {
-  std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+  spdlog::error("{}", s.ToString());
   return s.code() == StatusCode::kInvalidArgument ? 2 : 3;
 }
 
@@ -74,4 +77,8 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace hypertrain::ckpt
 
-int main(int argc, char** argv) { return hypertrain::ckpt::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // Results go to stdout; errors and the checkpoint code's warnings to stderr.
+  hypertrain::log::Init(hypertrain::log::Format::kText, spdlog::level::info);
+  return hypertrain::ckpt::Main(argc, argv);
+}

@@ -25,6 +25,18 @@ fi
 "$BIN" prepare --out "$TMP/data" --tokens-per-shard 100000 "${inputs[@]}" 2> "$TMP/prepare.log"
 ls "$TMP/data"/shard_00000.bin >/dev/null || fail "prepare wrote no shard"
 
+# Log flags: global or per command; JSON is one object per line; a bad value exits 2.
+"$BIN" --log-format=json prepare --out "$TMP/data_json" "${inputs[0]}" 2> "$TMP/prepare.json"
+python3 -c 'import json,sys; l=json.loads(open(sys.argv[1]).readline()); assert l["level"]=="info" and l["msg"].startswith("prepared "), l' \
+  "$TMP/prepare.json" || { cat "$TMP/prepare.json"; fail "JSON log line"; }
+"$BIN" prepare --log-level=warn --out "$TMP/data_quiet" "${inputs[0]}" 2> "$TMP/prepare.quiet"
+[ ! -s "$TMP/prepare.quiet" ] || fail "--log-level=warn still logged info: $(cat "$TMP/prepare.quiet")"
+set +e
+"$BIN" --log-format=yaml prepare --out "$TMP/x" "${inputs[0]}" > "$TMP/badfmt.log" 2>&1
+[ $? -eq 2 ] || fail "a bad --log-format should exit 2"
+grep -q "log format 'yaml' is not text or json" "$TMP/badfmt.log" || fail "bad --log-format message"
+set -e
+
 # Train: the quickstart config, shortened, with an unknown key to be warned about.
 "$BIN" train --config "$EXAMPLE" \
   --set model.data.train_dir="$TMP/data" --set exp_manager.exp_dir="$TMP/exp" \

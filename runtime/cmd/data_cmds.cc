@@ -1,5 +1,6 @@
 // Data subcommands: prepare, tokenize, detokenize (docs/TRAINER.md, "Data").
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -68,12 +69,13 @@ bool ParseInt(const std::string& s, int64_t min, int64_t* out) {
 }
 
 int Usage(const char* cmd, const std::string& why, const char* usage) {
-  std::fprintf(stderr, "hypertrain %s: %s\n%s", cmd, why.c_str(), usage);
+  spdlog::error("hypertrain {}: {}", cmd, why);
+  std::fputs(usage, stderr);
   return train::kExitConfigError;
 }
 
 int Fail(const char* cmd, const Status& s) {
-  std::fprintf(stderr, "hypertrain %s: %s\n", cmd, s.message().c_str());
+  spdlog::error("hypertrain {}: {}", cmd, s.message());
   return train::ExitCodeFor(s);
 }
 
@@ -84,7 +86,7 @@ StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::string&
 
 }  // namespace
 
-int PrepareMain(int argc, char** argv) {
+int PrepareMain(int argc, char** argv, const LogFlags&) {
   data::prepare::PrepareOptions o;
   for (int i = 1; i < argc; ++i) {
     std::string v;
@@ -129,7 +131,7 @@ int PrepareMain(int argc, char** argv) {
   return train::kExitOk;
 }
 
-int TokenizeMain(int argc, char** argv) {
+int TokenizeMain(int argc, char** argv, const LogFlags&) {
   std::string dir;
   tokenizer::EncodeOptions eo;
   for (int i = 1; i < argc; ++i) {
@@ -159,7 +161,7 @@ int TokenizeMain(int argc, char** argv) {
   return train::kExitOk;
 }
 
-int DetokenizeMain(int argc, char** argv) {
+int DetokenizeMain(int argc, char** argv, const LogFlags&) {
   std::string dir;
   tokenizer::DecodeOptions d;
   for (int i = 1; i < argc; ++i) {

@@ -6,16 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cmd/assemble.h"
 #include "runtime/cmd/commands.h"
 #include "runtime/config/config.h"
 #include "runtime/train/exit_codes.h"
-#include "runtime/train/trainer.h"
 
 namespace hypertrain::cmd {
 namespace {
 
 constexpr char kTrainUsage[] =
-    "usage: hypertrain train [--config job.yaml] [--set key.path=value ...]\n"
+    "usage: hypertrain train [--config job.yaml] [--set key.path=value ...] [--log-format=text|json]\n"
+    "                        [--log-level=LEVEL]\n"
     "  Trains per the YAML (HyperPod recipe layout; see docs/TRAINER.md); without\n"
     "  --config, the file named by $HYPERTRAIN_CONFIG. $HYPERTRAIN_CHECKPOINT_DIR,\n"
     "  when set, replaces exp_manager.checkpoint_dir.\n"
@@ -34,20 +35,16 @@ bool Flag(int argc, char** argv, int* i, const char* name, std::string* value) {
   return true;
 }
 
-void SetupLogging() {
-  const char* rank = std::getenv("RANK");
-  const char* world = std::getenv("WORLD_SIZE");
-  if (rank != nullptr && world != nullptr && std::atoi(world) > 1) {
-    spdlog::set_pattern(fmt::format("[%Y-%m-%d %H:%M:%S.%e] [rank {}] [%l] %v", rank));
-  } else {
-    spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
-  }
+// A command-line error: logged, then the usage on stderr; exit 2.
+int UsageError(const std::string& message, const char* usage) {
+  spdlog::error("{}", message);
+  std::fputs(usage, stderr);
+  return train::kExitConfigError;
 }
 
 }  // namespace
 
-int TrainMain(int argc, char** argv) {
-  SetupLogging();
+int TrainMain(int argc, char** argv, const LogFlags&) {
   std::string config_path;
   std::vector<std::string> sets;
   for (int i = 1; i < argc; ++i) {
@@ -60,16 +57,14 @@ int TrainMain(int argc, char** argv) {
     } else if (Flag(argc, argv, &i, "--set", &v)) {
       sets.push_back(v);
     } else {
-      std::fprintf(stderr, "hypertrain train: unexpected argument '%s'\n%s", argv[i], kTrainUsage);
-      return train::kExitConfigError;
+      return UsageError(fmt::format("hypertrain train: unexpected argument '{}'", argv[i]), kTrainUsage);
     }
   }
   // In a TrainingJob pod the config path and the checkpoint dir come from the
   // env (contract/env.h); --config and --set win.
   auto source = config::ResolveRunConfig(config_path, sets, [](const char* n) { return std::getenv(n); });
   if (!source.ok()) {
-    std::fprintf(stderr, "hypertrain train: %s\n%s", source.status().message().c_str(), kTrainUsage);
-    return train::kExitConfigError;
+    return UsageError("hypertrain train: " + source.status().message(), kTrainUsage);
   }
   config_path = source->path;
   auto config = config::LoadTrainConfig(config_path, source->overrides);
@@ -81,7 +76,7 @@ int TrainMain(int argc, char** argv) {
     spdlog::warn("{}: unknown keys (ignored): {}", config_path,
                  fmt::join(config->unknown_keys, ", "));
   }
-  auto summary = train::RunTrainJob(*config);
+  auto summary = RunTrainJob(*config, launch::ProcessEnv());
   if (!summary.ok()) {
     const int code = train::ExitCodeFor(summary.status());
     spdlog::error("training failed (exit {}): {}", code, summary.status().ToString());

@@ -29,7 +29,7 @@ const char* const kExtraKnownKeys[] = {
     "exp_manager.name", "exp_manager.create_tensorboard_logger",
     "exp_manager.create_checkpoint_callback", "exp_manager.export_full_model.*",
     "exp_manager.auto_checkpoint.*", "exp_manager.checkpoint_callback_params.*",
-    // CUDA backend (runtime/cmd/cuda_register.cc).
+    // CUDA backend (runtime/cmd/cuda_parts.cc).
     "trainer.cuda_graphs",
     // Sharding / distributed (runtime/parallel).
     "model.forward_prefetch", "model.backward_prefetch", "model.limit_all_gathers",

@@ -7,12 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdarg>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+
+#include <spdlog/spdlog.h>
 
 #include "contract/env.h"
 #include "runtime/launch/env.h"
@@ -26,19 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void Log(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::fprintf(stderr, "[launch] ");
-  std::vfprintf(stderr, fmt, ap);
-  std::fprintf(stderr, "\n");
-  std::fflush(stderr);
-  va_end(ap);
-}
-
-const char kUsage[] =
-    "usage: hypertrain launch [--nproc-per-node N] [--grace-period-s S] -- <subcommand|/path/program> [args...]";
 
 struct Rank {
   int local = 0;
@@ -98,7 +86,7 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   if (::getppid() != parent) ::_exit(128 + SIGKILL);  // it died before prctl
   ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
   ::execve(cargv[0], cargv.data(), cenv.data());
-  const char msg[] = "[launch] exec failed\n";
+  const char msg[] = "hypertrain launch: exec failed\n";  // async-signal-safe: no logger in the child
   (void)!::write(2, msg, sizeof(msg) - 1);
   ::_exit(127);
 }
@@ -110,6 +98,10 @@ void SignalGroups(const std::vector<Rank>& ranks, int sig) {
 }
 
 }  // namespace
+
+std::vector<std::string> LaunchValueFlags() {
+  return {"--nproc-per-node", "--nproc_per_node", "--grace-period-s"};
+}
 
 bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* c, std::string* error) {
   int i = 1;
@@ -143,7 +135,7 @@ bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* c, std::string* error)
         return *error = "--grace-period-s '" + v + "' must be a number of seconds in [0, 3600]", false;
       }
     } else if (a == "--help" || a == "-h") {
-      return *error = kUsage, false;
+      return *error = kLaunchUsage, false;
     } else if (!a.empty() && a[0] == '-') {
       return *error = "unknown launch flag '" + a + "'", false;
     } else {
@@ -158,17 +150,17 @@ bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* c, std::string* error)
 int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
   auto node = ParseNodeEnv(ProcessEnv());
   if (!node.ok()) {
-    Log("%s", node.status().message().c_str());
+    spdlog::error("{}", node.status().message().c_str());
     return train::kExitConfigError;
   }
   auto local_world = LocalWorldSize(*node, config.nproc_per_node);
   if (!local_world.ok()) {
-    Log("%s", local_world.status().message().c_str());
+    spdlog::error("{}", local_world.status().message());
     return train::kExitConfigError;
   }
   const int nproc = *local_world;
   if (node->nproc_per_node != 0 && node->nproc_per_node != nproc) {
-    Log("--nproc-per-node %d overrides NPROC_PER_NODE=%d", nproc, node->nproc_per_node);
+    spdlog::warn("--nproc-per-node {} overrides NPROC_PER_NODE={}", nproc, node->nproc_per_node);
   }
 
   std::vector<std::string> argv = config.command;
@@ -177,12 +169,13 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     char self[4096];
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) {
-      Log("cannot find this binary (/proc/self/exe): %s", std::strerror(errno));
+      spdlog::error("cannot find this binary (/proc/self/exe): {}", std::strerror(errno));
       return train::kExitInternal;
     }
+    argv.insert(argv.begin(), config.subcommand_prefix.begin(), config.subcommand_prefix.end());
     argv.insert(argv.begin(), std::string(self, n));
   } else if (::access(argv[0].c_str(), X_OK) != 0) {
-    Log("cannot execute '%s': %s", argv[0].c_str(), std::strerror(errno));
+    spdlog::error("cannot execute '{}': {}", argv[0].c_str(), std::strerror(errno));
     return train::kExitConfigError;
   }
 
@@ -200,7 +193,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     r.global = node->node_rank * nproc + l;
     r.pid = Spawn(argv, RankEnvironment(*node, nproc, l), original);
     if (r.pid < 0) {
-      Log("fork failed for local rank %d: %s", l, std::strerror(errno));
+      spdlog::error("fork failed for local rank {}: {}", l, std::strerror(errno));
       SignalGroups(ranks, SIGKILL);
       for (auto& x : ranks)
         if (x.running) ::waitpid(x.pid, nullptr, 0);
@@ -210,7 +203,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     r.running = true;
     pids.push_back(r.pid);
   }
-  Log("node %d/%d: started %d ranks (global %d..%d) of world %d: %s", node->node_rank,
+  spdlog::info("node {}/{}: started {} ranks (global {}..{}) of world {}: {}", node->node_rank,
       node->nnodes, nproc, ranks.front().global, ranks.back().global, node->nnodes * nproc,
       config.command[0].c_str());
   if (observer) observer->OnRanksStarted(node->node_rank, pids);
@@ -228,7 +221,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     if (stopping) return;
     stopping = true;
     kill_at = Clock::now() + grace;
-    Log("stopping %d remaining rank(s) (%s): SIGTERM, SIGKILL after %.1fs", running, why,
+    spdlog::info("stopping {} remaining rank(s) ({}): SIGTERM, SIGKILL after {:.1f}s", running, why,
         config.grace_period_s);
     SignalGroups(ranks, SIGTERM);
   };
@@ -238,7 +231,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     siginfo_t info;
     const int sig = ::sigtimedwait(&handled, &info, &ts);
     if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
-      Log("received signal %d; forwarding to the ranks", sig);
+      spdlog::info("received signal {}; forwarding to the ranks", sig);
       if (exit_code == 0) exit_code = 128 + sig;
       SignalGroups(ranks, sig);
       if (!stopping) {
@@ -259,14 +252,14 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       ::kill(-r.pid, SIGKILL);
       if (observer) observer->OnRankExited(r.local, r.global, r.code);
       if (r.code == 0) {
-        Log("rank %d (local %d, pid %d) finished", r.global, r.local, r.pid);
+        spdlog::info("rank {} (local {}, pid {}) finished", r.global, r.local, r.pid);
         continue;
       }
       if (WIFSIGNALED(st)) {
-        Log("rank %d (local %d, pid %d) was killed by signal %d (%s) -> code %d", r.global, r.local,
+        spdlog::warn("rank {} (local {}, pid {}) was killed by signal {} ({}) -> code {}", r.global, r.local,
             r.pid, WTERMSIG(st), strsignal(WTERMSIG(st)), r.code);
       } else {
-        Log("rank %d (local %d, pid %d) exited with code %d", r.global, r.local, r.pid, r.code);
+        spdlog::warn("rank {} (local {}, pid {}) exited with code {}", r.global, r.local, r.pid, r.code);
       }
       if (exit_code == 0) {
         exit_code = r.code;
@@ -274,7 +267,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       }
     }
     if (stopping && !killed && running > 0 && Clock::now() >= kill_at) {
-      Log("grace period over: SIGKILL to %d rank(s)", running);
+      spdlog::warn("grace period over: SIGKILL to {} rank(s)", running);
       SignalGroups(ranks, SIGKILL);
       killed = true;
     }
@@ -284,26 +277,9 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     }
   }
   ::sigprocmask(SIG_SETMASK, &original, nullptr);
-  Log("all ranks exited; exit code %d", exit_code);
+  spdlog::info("all ranks exited; exit code {}", exit_code);
   if (observer) observer->OnFinished(exit_code);
   return exit_code;
-}
-
-namespace {
-LaunchObserverFactory g_observer_factory = nullptr;
-}  // namespace
-
-void SetLaunchObserverFactory(LaunchObserverFactory factory) { g_observer_factory = factory; }
-
-int LaunchMain(int argc, char** argv) {
-  LaunchConfig config;
-  std::string error;
-  if (!ParseLaunchArgs(argc, argv, &config, &error)) {
-    std::fprintf(stderr, "hypertrain launch: %s\n%s\n", error.c_str(), kUsage);
-    return train::kExitConfigError;
-  }
-  std::unique_ptr<LaunchObserver> observer = g_observer_factory ? g_observer_factory(config) : nullptr;
-  return RunLauncher(config, observer.get());
 }
 
 }  // namespace hypertrain::launch

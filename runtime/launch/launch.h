@@ -43,20 +43,22 @@ struct LaunchConfig {
   int nproc_per_node = 0;
   double grace_period_s = 30;
   std::vector<std::string> command;  // after "--"
+  // Put before a hypertrain subcommand's name in each rank's argv (the
+  // launcher's own log flags, so the ranks log alike).
+  std::vector<std::string> subcommand_prefix;
 };
+
+inline constexpr char kLaunchUsage[] =
+    "usage: hypertrain launch [--nproc-per-node N] [--grace-period-s S] -- <subcommand|/path/program> [args...]";
 
 // Parses argv (argv[0] = "launch"); errors are config errors.
 bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* config, std::string* error);
+// The flags of ParseLaunchArgs that take the next argument as their value.
+std::vector<std::string> LaunchValueFlags();
 
-// Runs the launcher; returns the process exit code.
+// Runs the launcher; returns the process exit code. `observer` (may be null)
+// is told about ranks starting and exiting (runtime/cmd passes the progress
+// reporter on node 0).
 int RunLauncher(const LaunchConfig& config, LaunchObserver* observer = nullptr);
-
-// Optional observer for LaunchMain (issue 8: runtime/progress registers the
-// progress reporter, which returns nullptr when it does not apply).
-using LaunchObserverFactory = std::unique_ptr<LaunchObserver> (*)(const LaunchConfig&);
-void SetLaunchObserverFactory(LaunchObserverFactory factory);
-
-// Entry point for the `launch` subcommand (argv[0] is "launch").
-int LaunchMain(int argc, char** argv);
 
 }  // namespace hypertrain::launch

@@ -63,7 +63,10 @@ pid_t StartLauncher(const std::map<std::string, std::string>& env, std::vector<s
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  _exit(LaunchMain(static_cast<int>(args.size()), argv.data()));
+  LaunchConfig config;
+  std::string error;
+  if (!ParseLaunchArgs(static_cast<int>(args.size()), argv.data(), &config, &error)) _exit(2);
+  _exit(RunLauncher(config));
 }
 
 // Exit code of `pid` (128+sig when signalled), or -1 after `timeout` (then killed).

@@ -57,14 +57,16 @@ trajectory "$TMP/single/metrics.jsonl" > "$TMP/single.traj"
 
 port() { echo $((20000 + (RANDOM % 20000))); }
 
-# Starts both nodes' launchers in the background; $1 = exp dir, rest = extra args.
+# Starts both nodes' launchers in the background; $1 = exp dir, rest = extra
+# args of train; LAUNCH_FLAGS go before `launch` (hypertrain's global flags).
+LAUNCH_FLAGS=()
 start_nodes() {
   local exp="$1"; shift
   local p; p=$(port)
   for node in 0 1; do
     env $(gpus_of_node $node) MASTER_ADDR=127.0.0.1 MASTER_PORT=$p NNODES=2 NODE_RANK=$node HYPERTRAIN_JOB_NAME=e2e HT_GLOO_HOSTNAME=127.0.0.1 \
       HT_RENDEZVOUS_TIMEOUT_S=60 \
-      "$BIN" launch --nproc-per-node 2 --grace-period-s 2 -- train "${COMMON[@]}" \
+      "$BIN" "${LAUNCH_FLAGS[@]}" launch --nproc-per-node 2 --grace-period-s 2 -- train "${COMMON[@]}" \
       --set exp_manager.exp_dir="$exp" "$@" > "$exp.node$node.log" 2>&1 &
     eval "LAUNCHER$node=$!"
   done
@@ -88,9 +90,9 @@ for run in hybrid_shard full_shard no_shard hybrid_shard:whole; do
     cat "$exp.node0.log" "$exp.node1.log"; fail "$strategy: launchers exited $rc0 / $rc1"
   fi
   grep -q "$strategy, shard group" "$exp.node0.log" || fail "$strategy: no group line"
-  grep -h "^\[hsdp\]\|^\[cuda\]" "$exp.node0.log" | head -4 || true
-  grep -q "^\[hsdp\].*embedding gradient $want_embedding" "$exp.node0.log" ||
-    fail "$run: expected the embedding gradient $want_embedding in the [hsdp] line"
+  grep -h "\] hsdp: \|\] CUDA device" "$exp.node0.log" | head -4 || true
+  grep -q "\] hsdp: .*embedding gradient $want_embedding" "$exp.node0.log" ||
+    fail "$run: expected the embedding gradient $want_embedding in the hsdp line"
   trajectory "$exp/metrics.jsonl" > "$exp.traj"
   echo "== $run: step loss grad_norm (single | distributed)"
   paste "$TMP/single.traj" "$exp.traj"
@@ -104,7 +106,9 @@ for run in hybrid_shard full_shard no_shard hybrid_shard:whole; do
 done
 
 # A rank killed mid-run: both launchers exit non-zero within the grace period.
+# Logged as JSON: the launcher passes its log flags on to the ranks.
 exp="$TMP/killed"
+LAUNCH_FLAGS=(--log-format=json --log-level=info)
 # NCCL may block on a dead peer instead of failing: the watchdog (20 s) bounds it.
 start_nodes "$exp" --set trainer.max_steps=100000 --set model.sharding_strategy=hybrid_shard \
   --set model.collective_timeout=20
@@ -124,7 +128,16 @@ wait "$LAUNCHER1" || rc1=$?
 wait "$LAUNCHER0" || rc0=$?
 took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')  # no bc on GPU hosts
 echo "killed rank pid $victim: node1 launcher exit $rc1, node0 launcher exit $rc0 after ${took}s"
-grep "\[launch\]" "$exp.node1.log" "$exp.node0.log" | tail -12
+grep -h '"node":"[01]"' "$exp.node1.log" "$exp.node0.log" | tail -12 || true
+python3 - "$exp.node0.log" <<'PY' || fail "JSON logs"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+ranks = {l.get("rank") for l in lines if "rank" in l}
+assert {"0", "1"} <= ranks, f"ranks in the JSON lines: {ranks}"
+assert any(l.get("node") == "0" and "started 2 ranks" in l["msg"] for l in lines), "no launcher line"
+assert any("step 2/" in l["msg"] and l["level"] == "info" for l in lines), "no step line"
+print(f"{len(lines)} JSON log lines from node 0's launcher and ranks {sorted(ranks)}")
+PY
 [ $rc1 -eq 137 ] || fail "node 1 launcher should exit with the killed rank's code 137, got $rc1"
 [ $rc0 -ne 0 ] || fail "node 0 launcher should fail too"
 limit=15; [ "$BACKEND" = cuda ] && limit=40

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/log.h"
 #include "runtime/parallel/bf16.h"
 #include "runtime/parallel/dist_context.h"
 #include "runtime/parallel/multiprocess_testing.h"
@@ -157,6 +158,7 @@ TEST(GlooCollectives, WatchdogExitsWithHangCodeNamingCollectiveRankAndStep) {
   const auto start = std::chrono::steady_clock::now();
   const auto codes = testing::RunProcesses(2, [&](int rank) {
     if (rank == 0) ::dup2(fds[1], 2);  // capture rank 0's report
+    log::Init(log::Format::kText, spdlog::level::info);  // on stderr, as in hypertrain
     ::close(fds[0]);
     ::close(fds[1]);
     DistOptions o = TestOptions();

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include <spdlog/spdlog.h>
+
 namespace hypertrain::parallel {
 
 using model::ParamLayout;
@@ -135,23 +137,16 @@ HsdpHooks::~HsdpHooks() {
   if (emb_tokens_work_) (void)emb_tokens_work_->Wait();
   if (emb_dout_work_) (void)emb_dout_work_->Wait();
   if (stats_.all_gathers + stats_.reduce_scatters + stats_.all_reduces > 0) {
-    std::fprintf(
-        stderr,
-        "[hsdp] rank %d: %lld steps, %lld all-gathers (%lld prefetched), %lld "
-        "reduce-scatters, %lld all-reduces; host blocked on collectives %.3f s "
-        "(%.2f ms/step, %lld host waits, %lld stream waits, %lld replica all-reduces "
-        "overlapped); %lld gathers started during the optimizer step (%lld stale), %lld "
-        "reduce-scatters straight into the gradient shard; embedding gradient %s (%lld "
-        "gathers, %.1f MB)\n",
-        ctx_.rank(), static_cast<long long>(stats_.steps),
-        static_cast<long long>(stats_.all_gathers), static_cast<long long>(stats_.prefetch_hits),
-        static_cast<long long>(stats_.reduce_scatters), static_cast<long long>(stats_.all_reduces),
-        stats_.exposed_comm_s, stats_.steps > 0 ? 1e3 * stats_.exposed_comm_s / stats_.steps : 0.0,
-        static_cast<long long>(stats_.host_waits), static_cast<long long>(stats_.stream_waits),
-        static_cast<long long>(stats_.early_all_reduces),
-        static_cast<long long>(stats_.early_gathers), static_cast<long long>(stats_.stale_gathers),
-        static_cast<long long>(stats_.direct_reduce_scatters), split_emb_ ? "split" : "whole",
-        static_cast<long long>(stats_.embedding_grad_gathers),
+    spdlog::info(
+        "hsdp: rank {}: {} steps, {} all-gathers ({} prefetched), {} reduce-scatters, {} all-reduces; "
+        "host blocked on collectives {:.3f} s ({:.2f} ms/step, {} host waits, {} stream waits, {} "
+        "replica all-reduces overlapped); {} gathers started during the optimizer step ({} stale), {} "
+        "reduce-scatters straight into the gradient shard; embedding gradient {} ({} gathers, {:.1f} MB)",
+        ctx_.rank(), stats_.steps, stats_.all_gathers, stats_.prefetch_hits, stats_.reduce_scatters,
+        stats_.all_reduces, stats_.exposed_comm_s,
+        stats_.steps > 0 ? 1e3 * stats_.exposed_comm_s / stats_.steps : 0.0, stats_.host_waits,
+        stats_.stream_waits, stats_.early_all_reduces, stats_.early_gathers, stats_.stale_gathers,
+        stats_.direct_reduce_scatters, split_emb_ ? "split" : "whole", stats_.embedding_grad_gathers,
         1e-6 * static_cast<double>(stats_.embedding_grad_gather_bytes));
   }
 }

@@ -1,14 +1,14 @@
 #include "runtime/parallel/parallel_runtime.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <optional>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/parallel/hsdp.h"
-#include "runtime/parallel/nccl_group.h"
 #include "runtime/train/exit_codes.h"
 
 namespace hypertrain::parallel {
@@ -31,8 +31,13 @@ StatusOr<std::optional<std::string>> EnvChoice(const launch::EnvLookup& env, con
 
 class DistRuntime final : public train::ParallelRuntime {
  public:
-  DistRuntime(launch::RankEnv env, DistOptions options, GroupLayout layout, HsdpOptions hsdp)
-      : env_(std::move(env)), options_(std::move(options)), layout_(std::move(layout)), hsdp_(hsdp) {}
+  DistRuntime(launch::RankEnv env, DistOptions options, GroupLayout layout, HsdpOptions hsdp,
+              DeviceGroupsFactory device_groups)
+      : env_(std::move(env)),
+        options_(std::move(options)),
+        layout_(std::move(layout)),
+        hsdp_(hsdp),
+        device_groups_(std::move(device_groups)) {}
 
   int rank() const override { return env_.rank; }
   int world_size() const override { return env_.world_size; }
@@ -47,12 +52,14 @@ class DistRuntime final : public train::ParallelRuntime {
   StatusOr<std::unique_ptr<model::UnitHooks>> MakeHooks(model::Backend& backend) override {
     if (backend.name() == "cpu") {
       HT_ASSIGN_OR_RETURN(ctx_, DistContext::CreateGloo(env_, options_));
+    } else if (device_groups_) {
+      HT_ASSIGN_OR_RETURN(ctx_, device_groups_(env_, options_));
     } else {
-      HT_ASSIGN_OR_RETURN(ctx_, CreateNcclDistContext(env_, options_, env_.local_rank));
+      return FailedPrecondition("no process groups for the " + std::string(backend.name()) +
+                                " backend in this build");
     }
-    std::fprintf(stderr,
-                 "[dist] rank %d/%d (node %d, local %d): %s, shard group %d (%d ranks), "
-                 "replica group of %d, %s groups, reduce %s\n",
+    spdlog::info("rank {}/{} (node {}, local {}): {}, shard group {} ({} ranks), replica group of {}, "
+                 "{} groups, reduce {}",
                  env_.rank, env_.world_size, env_.node.node_rank, env_.local_rank,
                  ShardingStrategyName(layout_.strategy), layout_.shard_group, layout_.shard_degree,
                  layout_.replica_degree, ctx_->world().backend(), DTypeName(hsdp_.reduce_dtype));
@@ -65,13 +72,14 @@ class DistRuntime final : public train::ParallelRuntime {
   DistOptions options_;
   GroupLayout layout_;
   HsdpOptions hsdp_;
+  DeviceGroupsFactory device_groups_;
   std::unique_ptr<DistContext> ctx_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config::TrainConfig& c,
-                                                                    const launch::EnvLookup& env) {
+StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateParallelRuntime(
+    const config::TrainConfig& c, const launch::EnvLookup& env, DeviceGroupsFactory device_groups) {
   HT_ASSIGN_OR_RETURN(launch::RankEnv r, launch::ParseRankEnv(env));
   HT_ASSIGN_OR_RETURN(ShardingStrategy strategy, ParseShardingStrategy(c.sharding_strategy));
   if (c.shard_degree < 0 || c.shard_degree > (1 << 20)) {
@@ -105,13 +113,8 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateDistRuntime(const config
   // Replica all-reduce during the backward (default) or after it.
   HT_ASSIGN_OR_RETURN(const auto replica, EnvChoice(env, "HT_REPLICA_REDUCE", {"overlap", "after"}));
   if (replica) hsdp.replica_reduce_during_backward = *replica == "overlap";
-  return std::unique_ptr<train::ParallelRuntime>(new DistRuntime(std::move(r), std::move(o), *layout, hsdp));
+  return std::unique_ptr<train::ParallelRuntime>(
+      new DistRuntime(std::move(r), std::move(o), *layout, hsdp, std::move(device_groups)));
 }
-
-namespace {
-const bool kRegistered = train::SetParallelFactory([](const config::TrainConfig& c) {
-  return CreateDistRuntime(c, launch::ProcessEnv());
-});
-}  // namespace
 
 }  // namespace hypertrain::parallel

@@ -1,4 +1,4 @@
-// CreateDistRuntime's HSDP knobs: accepted values pass, anything else is a
+// CreateParallelRuntime's HSDP knobs: accepted values pass, anything else is a
 // clear InvalidArgument naming the variable and the accepted values (before
 // any rendezvous or backend memory).
 #include "runtime/parallel/parallel_runtime.h"
@@ -35,7 +35,7 @@ TEST(ParallelRuntime, HsdpKnobsAcceptTheirValuesAndNameBadOnes) {
   for (const auto& extra : good) {
     auto env = TwoRanks();
     env.insert(extra.begin(), extra.end());
-    auto rt = CreateDistRuntime(c, FromMap(env));
+    auto rt = CreateParallelRuntime(c, FromMap(env), nullptr);
     ASSERT_TRUE(rt.ok()) << rt.status().ToString();
     EXPECT_EQ((*rt)->world_size(), 2);
   }
@@ -46,7 +46,7 @@ TEST(ParallelRuntime, HsdpKnobsAcceptTheirValuesAndNameBadOnes) {
   for (const auto& [name, message] : bad) {
     auto env = TwoRanks();
     env[name] = "fp16";
-    auto rt = CreateDistRuntime(c, FromMap(env));
+    auto rt = CreateParallelRuntime(c, FromMap(env), nullptr);
     ASSERT_FALSE(rt.ok()) << name;
     EXPECT_EQ(rt.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(rt.status().message(), message);

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include <spdlog/spdlog.h>
+
 namespace hypertrain::parallel {
 
 CollectiveWatchdog::CollectiveWatchdog(std::chrono::milliseconds timeout, int rank,
@@ -67,8 +69,8 @@ void CollectiveWatchdog::Loop() {
       if (handler) {
         handler(report);
       } else {
-        std::fprintf(stderr, "%s; exiting with code %d\n", report.c_str(), hang_exit_code_);
-        std::fflush(stderr);
+        spdlog::critical("{}; exiting with code {}", report, hang_exit_code_);
+        spdlog::default_logger()->flush();
         ::_exit(hang_exit_code_);
       }
       l.lock();

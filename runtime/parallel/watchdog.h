@@ -3,7 +3,7 @@
 // flight; a background thread checks them and, when one has not finished
 // within `timeout` (config key `collective_timeout`), reports which
 // collective, group, rank and training step hung, then runs the hang handler.
-// The default handler logs the report to stderr and ends the process at once
+// The default handler logs the report (critical) and ends the process at once
 // with `hang_exit_code` (train/exit_codes.h kExitCollectiveTimeout): a rank
 // stuck in a collective cannot be unwound safely, and the launcher/operator
 // restart the job.

@@ -1,13 +1,13 @@
 #include "runtime/progress/progress_reporter.h"
 
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "contract/env.h"
 #include "contract/pod.h"
@@ -77,7 +77,7 @@ class Reporter : public launch::LaunchObserver {
           if (r.ok()) {
             last_sent = key;
           } else {
-            std::fprintf(stderr, "[launch] progress annotation: %s\n", r.status().ToString().c_str());
+            spdlog::warn("progress annotation: {}", r.status().ToString());
           }
           last_time = now;
         }
@@ -196,31 +196,23 @@ std::unique_ptr<launch::LaunchObserver> MaybeCreateReporter(const launch::Launch
   if (!TrainPaths(config.command, process_env, &metrics, &ckpt, &max_steps)) return nullptr;
   auto cfg = kube::LoadDefault();
   if (!cfg.ok()) {
-    std::fprintf(stderr, "[launch] no progress reporting: %s\n", cfg.status().ToString().c_str());
+    spdlog::warn("no progress reporting: {}", cfg.status().ToString());
     return nullptr;
   }
   cfg->request_timeout = std::chrono::seconds(5);
   cfg->max_retries = 2;
   auto client = kube::RestClient::Create(*cfg);
   if (!client.ok()) {
-    std::fprintf(stderr, "[launch] no progress reporting: %s\n", client.status().ToString().c_str());
+    spdlog::warn("no progress reporting: {}", client.status().ToString());
     return nullptr;
   }
   double interval = 10;
   if (const std::string v = FirstSet(process_env, contract::env::kProgressIntervalS); !v.empty()) {
     interval = std::atof(v.c_str());
   }
-  std::fprintf(stderr, "[launch] publishing progress of %s to pod %s/%s (annotation %s, every %.0f s)\n",
-               metrics.c_str(), ns.c_str(), pod.c_str(), contract::kAnnotationProgress, interval);
+  spdlog::info("publishing progress of {} to pod {}/{} (annotation {}, every {:.0f} s)", metrics, ns, pod,
+               contract::kAnnotationProgress, interval);
   return std::make_unique<Reporter>(*client, ns, pod, metrics, ckpt, max_steps, interval);
 }
-
-namespace {
-// Registers the reporter with `hypertrain launch` (linked with alwayslink).
-const bool kRegistered = [] {
-  launch::SetLaunchObserverFactory(&MaybeCreateReporter);
-  return true;
-}();
-}  // namespace
 
 }  // namespace hypertrain::progress

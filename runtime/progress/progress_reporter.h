@@ -60,7 +60,8 @@ struct PodRef {
 };
 std::optional<PodRef> ReportingPod(const config::EnvLookup& env);
 
-// The observer for LaunchMain, or nullptr when progress reporting does not apply.
+// The observer for `hypertrain launch` (runtime/cmd), or nullptr when progress
+// reporting does not apply.
 std::unique_ptr<launch::LaunchObserver> MaybeCreateReporter(const launch::LaunchConfig& config);
 
 }  // namespace hypertrain::progress

@@ -146,9 +146,7 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
   return summary;
 }
 
-StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c) {
-  HT_ASSIGN_OR_RETURN(std::unique_ptr<ParallelRuntime> par, CreateParallelRuntime(c));
-  const bool logging_rank = par->rank() == 0;
+model::BackendOptions BackendOptionsFor(const config::TrainConfig& c) {
   model::BackendOptions o;
   o.precision = c.precision;
   o.checkpointing = c.activation_checkpointing;
@@ -157,20 +155,30 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c) {
   o.seed = c.seed;
   o.single_pass_grads = c.grad_accumulation_steps == 1;
   o.deterministic = c.deterministic;
-  HT_ASSIGN_OR_RETURN(o, par->ShardOptions(c.model, o));
-  HT_ASSIGN_OR_RETURN(BackendBundle bundle, CreateBackend(c.backend, c, c.model, o));
+  return o;
+}
+
+StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts parts) {
+  if (parts.parallel == nullptr || parts.backend.backend == nullptr || parts.hooks == nullptr ||
+      parts.checkpoint == nullptr) {
+    return Internal(fmt::format("training job assembled without its {}",
+                                parts.parallel == nullptr         ? "parallel runtime"
+                                : parts.backend.backend == nullptr ? "backend"
+                                : parts.hooks == nullptr           ? "unit hooks"
+                                                                   : "checkpoint hooks"));
+  }
+  ParallelRuntime* par = parts.parallel.get();
+  const bool logging_rank = par->rank() == 0;
+  BackendBundle& bundle = parts.backend;
   model::Backend& backend = *bundle.backend;
-  HT_ASSIGN_OR_RETURN(std::unique_ptr<model::UnitHooks> hooks, par->MakeHooks(backend));
-  HT_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointHooks> ckpt, CreateCheckpointHooks(c, *par));
+  CheckpointHooks* ckpt = parts.checkpoint.get();
 
   TrainState state;
   state.data.seed = c.seed;
   state.scaler.scale = c.loss_scale.enabled ? c.loss_scale.initial_scale : 1.0;
-  if (ckpt != nullptr) {
-    HT_ASSIGN_OR_RETURN(bool resumed, ckpt->Restore(backend, state));
-    if (resumed && logging_rank) {
-      spdlog::info("resumed at step {} ({} tokens seen)", state.step, state.tokens_seen);
-    }
+  HT_ASSIGN_OR_RETURN(bool resumed, ckpt->Restore(backend, state));
+  if (resumed && logging_rank) {
+    spdlog::info("resumed at step {} ({} tokens seen)", state.step, state.tokens_seen);
   }
   data::LoaderOptions lo;
   lo.train_dir = c.data.train_dir;
@@ -216,12 +224,12 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c) {
   }
   LoopContext ctx;
   ctx.backend = &backend;
-  ctx.hooks = hooks.get();
+  ctx.hooks = parts.hooks.get();
   ctx.loader = loader.get();
   ctx.world_size = par->world_size();
   ctx.data_world = par->data_world();
   ctx.metrics = metrics.get();
-  ctx.checkpoint = ckpt.get();
+  ctx.checkpoint = ckpt;
   ctx.log = logging_rank;
   HT_ASSIGN_OR_RETURN(TrainSummary s, RunTrainingLoop(c, ctx, state));
   if (logging_rank) {

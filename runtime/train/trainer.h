@@ -23,7 +23,7 @@
 #include "runtime/data/loader.h"
 #include "runtime/model/backend.h"
 #include "runtime/train/metrics.h"
-#include "runtime/train/plugins.h"
+#include "runtime/train/parts.h"
 
 namespace hypertrain::train {
 
@@ -49,9 +49,13 @@ struct TrainSummary {
 StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& config, LoopContext& ctx,
                                        TrainState& state);
 
-// `hypertrain train`: builds the parallel runtime, backend, hooks, checkpoint
-// hooks and data loader from the config, prints the model/FLOPs summary and
-// runs the loop. Errors carry the StatusCode that ExitCodeFor maps.
-StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& config);
+// The backend options of the config (before a parallel runtime shards them).
+model::BackendOptions BackendOptionsFor(const config::TrainConfig& config);
+
+// `hypertrain train` once its parts are built (runtime/cmd AssembleTrainJob):
+// restores from the checkpoint hooks, builds the data loader, prints the
+// model/FLOPs summary and runs the loop. A missing part is an Internal error
+// before any step. Errors carry the StatusCode that ExitCodeFor maps.
+StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& config, TrainParts parts);
 
 }  // namespace hypertrain::train

@@ -47,9 +47,34 @@ config::TrainConfig Config(const std::string& exp, std::vector<std::string> extr
   return *c;
 }
 
+// Checkpoint hooks that keep nothing (the loop's tests need no files).
+class NoCheckpoint : public CheckpointHooks {
+ public:
+  StatusOr<bool> Restore(model::Backend&, TrainState&) override { return false; }
+  Status AfterStep(model::Backend&, const TrainState&) override { return Status::Ok(); }
+  Status Finish(model::Backend&, const TrainState&) override { return Status::Ok(); }
+};
+
+// A one-process CPU job's parts (runtime/cmd assembles the same for
+// trainer.backend: cpu without its checkpoint hooks).
+TrainParts CpuParts(const config::TrainConfig& c, std::unique_ptr<CheckpointHooks> checkpoint = nullptr) {
+  TrainParts p;
+  p.parallel = std::make_unique<SingleProcessRuntime>();
+  auto backend = cpu::CpuBackend::Create(c.model, BackendOptionsFor(c));
+  EXPECT_TRUE(backend.ok()) << backend.status().ToString();
+  p.backend.backend = std::move(backend).value();
+  p.hooks = std::make_unique<model::NoOpUnitHooks>();
+  p.checkpoint = checkpoint != nullptr ? std::move(checkpoint) : std::make_unique<NoCheckpoint>();
+  return p;
+}
+
+StatusOr<TrainSummary> RunCpuJob(const config::TrainConfig& c, std::unique_ptr<CheckpointHooks> checkpoint = nullptr) {
+  return RunTrainJob(c, CpuParts(c, std::move(checkpoint)));
+}
+
 TEST(TrainerTest, LossFallsAndMetricsAreWritten) {
   const std::string exp = TempDir("exp_falls");
-  auto s = RunTrainJob(Config(exp, {"trainer.max_steps=30"}));
+  auto s = RunCpuJob(Config(exp, {"trainer.max_steps=30"}));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   ASSERT_EQ(s->steps_run, 30);
   EXPECT_NEAR(s->losses.front(), std::log(256.0), 0.2);
@@ -62,8 +87,8 @@ TEST(TrainerTest, LossFallsAndMetricsAreWritten) {
 }
 
 TEST(TrainerTest, GradAccumulationMatchesOneBigBatch) {
-  auto a = RunTrainJob(Config(TempDir("exp_a1"), {"model.train_batch_size=4", "trainer.max_steps=4"}));
-  auto b = RunTrainJob(Config(TempDir("exp_a2"), {"model.train_batch_size=2",
+  auto a = RunCpuJob(Config(TempDir("exp_a1"), {"model.train_batch_size=4", "trainer.max_steps=4"}));
+  auto b = RunCpuJob(Config(TempDir("exp_a2"), {"model.train_batch_size=2",
                                                    "model.grad_accumulation_steps=2",
                                                    "trainer.max_steps=4"}));
   ASSERT_TRUE(a.ok() && b.ok());
@@ -117,17 +142,12 @@ class MemoryCheckpoint : public CheckpointHooks {
 
 TEST(TrainerTest, ResumeFromCheckpointHooksIsBitIdentical) {
   Snapshot snap;
-  SetCheckpointFactory([&](const config::TrainConfig&, ParallelRuntime&) {
-    return StatusOr<std::unique_ptr<CheckpointHooks>>(std::make_unique<MemoryCheckpoint>(&snap, 5, false));
-  });
-  auto full = RunTrainJob(Config(TempDir("exp_full"), {"model.grad_accumulation_steps=2"}));
+  auto full = RunCpuJob(Config(TempDir("exp_full"), {"model.grad_accumulation_steps=2"}),
+                        std::make_unique<MemoryCheckpoint>(&snap, 5, false));
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   ASSERT_EQ(snap.state.step, 5);
-  SetCheckpointFactory([&](const config::TrainConfig&, ParallelRuntime&) {
-    return StatusOr<std::unique_ptr<CheckpointHooks>>(std::make_unique<MemoryCheckpoint>(&snap, -1, true));
-  });
-  auto resumed = RunTrainJob(Config(TempDir("exp_resumed"), {"model.grad_accumulation_steps=2"}));
-  SetCheckpointFactory(nullptr);
+  auto resumed = RunCpuJob(Config(TempDir("exp_resumed"), {"model.grad_accumulation_steps=2"}),
+                           std::make_unique<MemoryCheckpoint>(&snap, -1, true));
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   ASSERT_EQ(resumed->steps_run, 12 - 5);
   for (int i = 0; i < 7; ++i) EXPECT_EQ(resumed->losses[i], full->losses[5 + i]) << i;
@@ -197,56 +217,26 @@ TEST(TrainerTest, RepeatedNonFiniteGradientsWithoutLossScalingStopTheRun) {
 
 TEST(TrainerTest, ConfigAndDataErrorsComeBackAsStatus) {
   auto c = Config(TempDir("exp_err"), {"model.data.train_dir=/nonexistent/dir"});
-  auto s = RunTrainJob(c);
+  auto s = RunCpuJob(c);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kNotFound);
-  // Backends are checked against the registry too.
-  auto reg = CreateBackend("cuda", c, c.model, model::BackendOptions{});
-  if (!reg.ok()) {
-    EXPECT_NE(reg.status().message().find("is not one of auto"), std::string::npos);
-  }
 }
 
-}  // namespace
-}  // namespace hypertrain::train
-
-namespace hypertrain::train {
-namespace {
-
-TEST(PluginsTest, AutoSkipsUnavailableBackends) {
-  RegisterBackend("fake-gpu", 100,
-                  [](const config::TrainConfig&, const model::ModelConfig&,
-                     const model::BackendOptions&) -> StatusOr<BackendBundle> {
-                    return Unavailable("no fake device");
-                  });
-  EXPECT_EQ(RegisteredBackends().front(), "fake-gpu");
-  auto c = config::ParseTrainConfig("", {"model.data.use_synthetic_data=true"});
-  ASSERT_TRUE(c.ok());
-  model::BackendOptions o;
-  o.seq_len = 16;
-  auto b = CreateBackend("auto", *c, c->model, o);
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
-  EXPECT_EQ(b->backend->name(), "cpu");
-  auto forced = CreateBackend("fake-gpu", *c, c->model, o);
-  ASSERT_FALSE(forced.ok());
-  EXPECT_EQ(forced.status().code(), StatusCode::kUnavailable);
-  auto unknown = CreateBackend("tpu", *c, c->model, o);
-  EXPECT_NE(unknown.status().message().find("'tpu' is not one of auto, fake-gpu, cpu"),
-            std::string::npos)
-      << unknown.status().message();
-}
-
-TEST(PluginsTest, SeveralRanksWithoutADistributedRuntimeAreRefused) {
-  auto c = config::ParseTrainConfig("", {"model.data.use_synthetic_data=true"});
-  ASSERT_TRUE(c.ok());
-  ::setenv("WORLD_SIZE", "4", 1);
-  auto p = CreateParallelRuntime(*c);
-  ::unsetenv("WORLD_SIZE");
-  ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("WORLD_SIZE=4"), std::string::npos);
-  auto single = CreateParallelRuntime(*c);
-  ASSERT_TRUE(single.ok());
-  EXPECT_EQ((*single)->world_size(), 1);
+// A job never runs with a part missing: above all not without checkpoints.
+TEST(TrainerTest, AJobWithAMissingPartIsRefusedBeforeAnyStep) {
+  const std::string exp = TempDir("exp_missing");
+  auto c = Config(exp);
+  TrainParts parts = CpuParts(c);
+  parts.checkpoint.reset();
+  auto s = RunTrainJob(c, std::move(parts));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(s.status().message(), "training job assembled without its checkpoint hooks");
+  EXPECT_FALSE(std::filesystem::exists(exp + "/metrics.jsonl"));
+  TrainParts no_backend = CpuParts(c);
+  no_backend.backend.backend.reset();
+  EXPECT_EQ(RunTrainJob(c, std::move(no_backend)).status().message(),
+            "training job assembled without its backend");
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/backends/cuda/accumulate.h"
 #include "runtime/backends/cuda/backend_internal.h"
 #include "runtime/kernels/cuda/adamw.h"
@@ -130,12 +132,9 @@ PhaseTimes CudaBackend::mean_phase_times() const {
 CudaBackend::~CudaBackend() {
   if (timed_passes_ > 0) {
     const PhaseTimes m = mean_phase_times();
-    std::fprintf(stderr,
-                 "[cuda] device %d: compute stream per forward+backward pass (mean of %lld after "
-                 "the first): forward %.2f ms, backward %.2f ms, data %.2f ms (includes stalls on "
-                 "collectives)\n",
-                 cuda_.device, static_cast<long long>(timed_passes_), m.forward_ms, m.backward_ms,
-                 m.data_ms);
+    spdlog::info("CUDA device {}: compute stream per forward+backward pass (mean of {} after the first): "
+                 "forward {:.2f} ms, backward {:.2f} ms, data {:.2f} ms (includes stalls on collectives)",
+                 cuda_.device, timed_passes_, m.forward_ms, m.backward_ms, m.data_ms);
   }
   if (stream_) cudaStreamSynchronize(stream_);
   if (h2d_stream_) cudaStreamSynchronize(h2d_stream_);

@@ -10,6 +10,8 @@
 #include <set>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/kernels/cuda/attention_cudnn.h"
 #include "runtime/kernels/cuda/attention_internal.h"
 #include "runtime/kernels/cuda/attention_kernels.h"
@@ -52,7 +54,7 @@ void LogOnce(const std::string& message) {
   static std::mutex mu;
   static std::set<std::string>* seen = new std::set<std::string>();
   std::lock_guard<std::mutex> lock(mu);
-  if (seen->insert(message).second) std::fprintf(stderr, "attention: %s\n", message.c_str());
+  if (seen->insert(message).second) spdlog::info("attention: {}", message);
 }
 
 std::string Describe(const AttentionParams& p) {

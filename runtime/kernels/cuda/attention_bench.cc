@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
 #include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/attention_cudnn.h"
 #include "runtime/kernels/cuda/attention_internal.h"
@@ -141,6 +142,7 @@ void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl, boo
 }  // namespace hypertrain::kernels::cuda
 
 int main(int argc, char** argv) {
+  hypertrain::log::Init(hypertrain::log::Format::kText, spdlog::level::info);
   using hypertrain::kernels::cuda::internal::Impl;
   namespace internal = hypertrain::kernels::cuda::internal;
   int iters = 50;

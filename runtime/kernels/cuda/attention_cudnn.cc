@@ -14,6 +14,8 @@
 #include <tuple>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/kernels/cuda/attention_cudnn_graph.h"
 
 namespace hypertrain::kernels::cuda::cudnn_attention {
@@ -419,8 +421,7 @@ size_t WorkspaceCapBytes() {
     char* end = nullptr;
     const long mb = std::strtol(env, &end, 10);
     if (*end != '\0' || mb <= 0) {
-      std::fprintf(stderr, "HT_CUDNN_BWD_WORKSPACE_MB must be a positive integer (MiB), got '%s'; "
-                   "using 2048\n", env);
+      spdlog::warn("HT_CUDNN_BWD_WORKSPACE_MB must be a positive integer (MiB), got '{}'; using 2048", env);
       return size_t{2048} << 20;
     }
     return size_t(mb) << 20;

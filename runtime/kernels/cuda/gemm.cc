@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/kernels/cuda/bit_hash.h"
 #include "runtime/kernels/cuda/cuda_status.h"
 
@@ -42,7 +44,7 @@ int AutotuneFromEnv() {
   if (env == nullptr || *env == '\0' || std::strcmp(env, "1") == 0) return 1;
   if (std::strcmp(env, "0") == 0) return 0;
   if (std::strcmp(env, "verbose") == 0) return 2;
-  std::fprintf(stderr, "HT_GEMM_AUTOTUNE must be 0, 1 or verbose, got '%s'; autotuning stays on\n", env);
+  spdlog::warn("HT_GEMM_AUTOTUNE must be 0, 1 or verbose, got '{}'; autotuning stays on", env);
   return 1;
 }
 
@@ -276,11 +278,10 @@ void Gemm::Tune(Plan* plan, const GemmShape& s, long ldc, const void* a, const v
   stats_.heuristic_us += heuristic_us;
   stats_.chosen_us += best_us;
   if (verbose_) {
-    std::fprintf(stderr,
-                 "gemm autotune m=%d n=%d k=%d ta=%d tb=%d beta=%g: %zu candidates, %d rejected "
-                 "(bits differ), heuristic %.1f us, chosen #%zu %.1f us\n",
-                 s.m, s.n, s.k, s.trans_a, s.trans_b, beta, candidates.size(), rejected,
-                 heuristic_us, best, best_us);
+    spdlog::info("gemm autotune m={} n={} k={} ta={} tb={} beta={}: {} candidates, {} rejected (bits differ), "
+                 "heuristic {:.1f} us, chosen #{} {:.1f} us",
+                 s.m, s.n, s.k, s.trans_a, s.trans_b, beta, candidates.size(), rejected, heuristic_us, best,
+                 best_us);
   }
 }
 

@@ -1,21 +1,16 @@
 #pragma once
-// Extension points of `hypertrain train`, filled in by other components with
-// static registration (link their registration library with alwayslink = 1
-// into //runtime/cmd:hypertrain):
-//  - Backends by name: "cpu" (runtime/backends/cpu:register) and "cuda"
-//    (runtime/cmd:cuda_register).
-//    trainer.backend: auto picks the highest-priority backend whose factory
-//    succeeds (a CUDA factory returns Unavailable without a GPU).
-//  - One ParallelRuntime factory (runtime/parallel): rank/world, the data-parallel
-//    split, sharded backend options and the UnitHooks. Default: one process.
-//  - One CheckpointHooks factory (checkpointing): restore at start, save after
-//    steps and at the end.
-#include <functional>
+// The parts a training job is made of, as interfaces the training loop calls
+// DOWN into. runtime/cmd (AssembleTrainJob) builds them from the config and
+// hands them to RunTrainJob; nothing in runtime/train creates or looks up an
+// implementation, so the loop never calls back up the layers.
+//  - BackendBundle: the model::Backend (cpu or cuda) and its loader helpers.
+//  - ParallelRuntime: rank/world, the data-parallel split, sharded backend
+//    options and the UnitHooks (runtime/parallel; one process: the
+//    SingleProcessRuntime below).
+//  - CheckpointHooks: restore at start, save after steps and at the end
+//    (runtime/ckpt).
 #include <memory>
-#include <string>
-#include <vector>
 
-#include "runtime/config/config.h"
 #include "core/status.h"
 #include "runtime/data/loader.h"
 #include "runtime/data/sampler.h"
@@ -41,18 +36,6 @@ struct BackendBundle {
   data::HostAllocator* allocator = nullptr;
   data::BatchStager* stager = nullptr;
 };
-
-using BackendFactory = std::function<StatusOr<BackendBundle>(
-    const config::TrainConfig&, const model::ModelConfig&, const model::BackendOptions&)>;
-// Higher priority wins under trainer.backend: auto. Returns true (for use in
-// a static initializer).
-bool RegisterBackend(const std::string& name, int priority, BackendFactory factory);
-// Registered names, highest priority first.
-std::vector<std::string> RegisteredBackends();
-// name "auto": try in priority order, skipping factories that fail with
-// Unavailable. Otherwise InvalidArgument listing the registered names.
-StatusOr<BackendBundle> CreateBackend(const std::string& name, const config::TrainConfig& c,
-                                      const model::ModelConfig& m, const model::BackendOptions& o);
 
 class ParallelRuntime {
  public:
@@ -80,13 +63,6 @@ class SingleProcessRuntime final : public ParallelRuntime {
   }
 };
 
-using ParallelFactory =
-    std::function<StatusOr<std::unique_ptr<ParallelRuntime>>(const config::TrainConfig&)>;
-bool SetParallelFactory(ParallelFactory factory);
-// The registered factory's runtime, or SingleProcessRuntime when none (an
-// InvalidArgument error when none is registered but WORLD_SIZE > 1).
-StatusOr<std::unique_ptr<ParallelRuntime>> CreateParallelRuntime(const config::TrainConfig& c);
-
 class CheckpointHooks {
  public:
   virtual ~CheckpointHooks() = default;
@@ -100,11 +76,14 @@ class CheckpointHooks {
   virtual Status Finish(model::Backend& backend, const TrainState& state) = 0;
 };
 
-using CheckpointFactory = std::function<StatusOr<std::unique_ptr<CheckpointHooks>>(
-    const config::TrainConfig&, ParallelRuntime&)>;
-bool SetCheckpointFactory(CheckpointFactory factory);
-// nullptr when no factory is registered.
-StatusOr<std::unique_ptr<CheckpointHooks>> CreateCheckpointHooks(const config::TrainConfig& c,
-                                                                 ParallelRuntime& p);
+// One job's parts, in the order they are built: the parallel runtime decides
+// the backend's sharding, the hooks need the backend, the checkpoint hooks
+// need the rank. RunTrainJob refuses a job with any part missing.
+struct TrainParts {
+  std::unique_ptr<ParallelRuntime> parallel;
+  BackendBundle backend;
+  std::unique_ptr<model::UnitHooks> hooks;
+  std::unique_ptr<CheckpointHooks> checkpoint;
+};
 
 }  // namespace hypertrain::train

@@ -1,0 +1,38 @@
+#pragma once
+// The one place a training job is put together (explicit assembly: no
+// registries, no static initialisers). From the config and the rendezvous
+// environment it builds, in order:
+//   parallel runtime  runtime/parallel (one process, or HSDP over Gloo/NCCL)
+//   checkpoint hooks  runtime/ckpt, always (a job never runs without them)
+//   backend           runtime/backends/cpu, or cuda (cuda_parts.h)
+//   unit hooks        the parallel runtime's, for that backend
+// and hands them to train::RunTrainJob, which only calls down into them.
+#include "core/status.h"
+#include "runtime/ckpt/host_allocator.h"
+#include "runtime/config/config.h"
+#include "runtime/launch/env.h"
+#include "runtime/train/parts.h"
+#include "runtime/train/trainer.h"
+
+namespace hypertrain::cmd {
+
+// The backend named by trainer.backend: "cpu"; "cuda" (InvalidArgument "not
+// built in" in a CPU-only build; Unavailable without a device); "auto": the
+// CUDA backend when it is built in and a device works, else the CPU one.
+// `snapshot_allocator` (may be null) receives the host memory checkpoint
+// snapshots of this backend should use (null: pageable).
+StatusOr<train::BackendBundle> CreateBackend(const config::TrainConfig& c,
+                                             const model::BackendOptions& o,
+                                             const launch::EnvLookup& env,
+                                             ckpt::HostAllocator** snapshot_allocator = nullptr);
+
+// Every part of the job, or the first error (config errors before any
+// device memory or rendezvous).
+StatusOr<train::TrainParts> AssembleTrainJob(const config::TrainConfig& c,
+                                             const launch::EnvLookup& env);
+
+// AssembleTrainJob, then train::RunTrainJob: `hypertrain train`.
+StatusOr<train::TrainSummary> RunTrainJob(const config::TrainConfig& c,
+                                          const launch::EnvLookup& env);
+
+}  // namespace hypertrain::cmd

@@ -1,0 +1,70 @@
+// cuda_parts.h for builds with the CUDA toolkit.
+#include "runtime/cmd/cuda_parts.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "runtime/backends/cuda/backend.h"
+#include "runtime/bench/bench.h"
+#include "runtime/ckpt/cuda_host_allocator.h"
+#include "runtime/parallel/nccl_group.h"
+
+namespace hypertrain::cmd {
+
+bool CudaBuiltIn() { return true; }
+
+StatusOr<CudaParts> CreateCudaBackend(const config::TrainConfig& c, const model::BackendOptions& o,
+                                      const launch::EnvLookup& env) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    return Unavailable(err != cudaSuccess
+                           ? fmt::format("no CUDA device ({})", cudaGetErrorString(err))
+                           : std::string("no CUDA device"));
+  }
+  cuda::CudaOptions co;
+  const char* local_rank = env("LOCAL_RANK");
+  co.device = local_rank != nullptr ? std::atoi(local_rank) : 0;
+  if (co.device < 0 || co.device >= count) {
+    return InvalidArgument(
+        fmt::format("LOCAL_RANK={} but this node has {} CUDA devices", co.device, count));
+  }
+  co.staging_slots = std::max(co.staging_slots, c.data.prefetch_depth + 2);
+  const YAML::Node graphs = c.raw["trainer"]["cuda_graphs"];
+  if (graphs.IsDefined() && !graphs.IsNull()) {
+    try {
+      co.cuda_graphs = graphs.as<bool>();
+    } catch (const YAML::Exception&) {
+      return InvalidArgument("trainer.cuda_graphs: expected true or false");
+    }
+  }
+  HT_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b,
+                      cuda::CudaBackend::Create(c.model, o, co));
+  const double gib = 1.0 / (1 << 30);
+  spdlog::info(
+      "CUDA device {} ({}): planned {:.2f} GiB = state {:.2f} + activations {:.2f} + unit pool "
+      "{:.2f}; allocated {:.2f} GiB in all",
+      co.device, b->device_name(),
+      (b->state_bytes() + b->activation_bytes() + b->pool_bytes()) * gib, b->state_bytes() * gib,
+      b->activation_bytes() * gib, b->pool_bytes() * gib, b->allocated_bytes() * gib);
+  CudaParts parts;
+  parts.backend.allocator = b->host_allocator();
+  parts.backend.stager = b->stager();
+  parts.backend.backend = std::move(b);
+  parts.snapshot_allocator = ckpt::CudaPinnedHostAllocator();
+  return parts;
+}
+
+parallel::DeviceGroupsFactory CudaProcessGroups() {
+  return [](const launch::RankEnv& env, const parallel::DistOptions& options) {
+    return parallel::CreateNcclDistContext(env, options, env.local_rank);
+  };
+}
+
+int BenchMain(int argc, char** argv) { return bench::BenchMain(argc, argv); }
+
+}  // namespace hypertrain::cmd
