@@ -3,10 +3,12 @@
 No rules_cuda offline, so nvcc runs in a genrule and the archive is wrapped in
 a cc_library; dependants use the target like any other C++ library.
 Device code is built for sm_80 (A100), sm_86 (A10G) and sm_90a (H100/H200),
-plus PTX for compute_90 so newer GPUs can JIT.
+plus PTX for compute_90 so newer GPUs can JIT. nvcc is the toolkit's that
+@cuda found ($CUDA_HOME); in a CPU-only build (no toolkit, or --config=cpu)
+these targets are incompatible and skipped.
 """
 
-NVCC = "/usr/local/cuda/bin/nvcc"
+load("@cuda//:defs.bzl", "NVCC", "cuda_compatible")
 
 CUDA_ARCH_FLAGS = [
     "-gencode=arch=compute_80,code=sm_80",
@@ -51,6 +53,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_hdrs = [], copts = [], v
         outs = [archive],
         cmd = cmd,
         message = "nvcc " + name,
+        target_compatible_with = cuda_compatible(),
     )
     native.cc_library(
         name = name,
@@ -58,7 +61,6 @@ def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_hdrs = [], copts = [], v
         hdrs = hdrs,
         deps = deps + ["@cuda//:cudart"],
         linkstatic = 1,
-        alwayslink = 1,
         visibility = visibility,
         **kwargs
     )
