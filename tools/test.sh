@@ -2,21 +2,53 @@
 # Runs every test (the README's test command): installs what is missing,
 # builds everything offline, runs all tests, and ends with one line
 # "N passed, N failed[, N skipped]" counted per test case.
+#
+# With the CUDA toolkit (at $CUDA_HOME, default /usr/local/cuda) this is the
+# CUDA build; its GPU tests skip without a GPU. It then also checks the
+# CPU-only configuration with the toolkit hidden (tools/cpu_only_check.sh).
+# Without a toolkit, or with --config=cpu, the build is CPU-only and the CUDA
+# tests are counted as skipped, with the reason.
+#   tools/test.sh [bazel test flags, e.g. --config=cpu]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh || exit 1
 export PATH="$HOME/.cache/hypertrain/bin:$PATH"
 
+. tools/cuda_detect.sh
+skip_reason=""
+if [[ " $* " == *" --config=cpu "* ]]; then
+  skip_reason="CUDA, not built: CPU-only build (--config=cpu)"
+elif [ -n "$CPU_ONLY_REASON" ]; then
+  skip_reason="CUDA, not built: CPU-only build, $CPU_ONLY_REASON"
+fi
+
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-bazel build //... 2>&1 | tee "$out/build.log" | grep -E "^(ERROR|FAIL)" || true
+bazel build //... "$@" 2>&1 | tee "$out/build.log" | grep -E "^(ERROR|FAIL)" || true
 bazel test //... --keep_going "$@" 2>&1 | tee "$out/test.log"
 status=${PIPESTATUS[0]}
-# Per-target results from Bazel's summary, e.g. "//a:b   PASSED in 1.2s".
-grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|FAILED TO BUILD|INCOMPLETE)' "$out/test.log" \
-  | sed -E 's/\(cached\) //; s/^(\/\/[^ ]+) +(PASSED|FAILED TO BUILD|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE).*/\1 \2/; s/FAILED TO BUILD/BUILD_FAILED/; s/NO STATUS/NO_STATUS/' \
+# Per-target results from Bazel's summary, e.g. "//a:b   PASSED in 1.2s";
+# SKIPPED: a target this build leaves out (the CUDA tests of a CPU-only build).
+grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|FAILED TO BUILD|INCOMPLETE|SKIPPED)' "$out/test.log" \
+  | sed -E 's/\(cached\) //; s/^(\/\/[^ ]+) +(PASSED|FAILED TO BUILD|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|SKIPPED).*/\1 \2/; s/FAILED TO BUILD/BUILD_FAILED/; s/NO STATUS/NO_STATUS/' \
   > "$out/targets"
-python3 tools/test_summary.py "$(bazel info bazel-testlogs 2>/dev/null)" "$out/targets"
+testlogs="$(bazel info bazel-testlogs "$@" 2>/dev/null)"
+
+# Layering: the trainer never depends on the operator or the local cluster.
+if path="$(bazel query 'somepath(//runtime/..., //operator/... + //localcluster/...)' 2>/dev/null)" && [ -z "$path" ]; then
+  echo "layering:runtime-not-on-operator PASSED" >> "$out/targets"
+else
+  echo "layering: a dependency path from //runtime to the operator or the local cluster:"; echo "$path"
+  echo "layering:runtime-not-on-operator FAILED" >> "$out/targets"
+fi
+
+# The CPU-only configuration, where this run was the CUDA build.
+if [ -z "$skip_reason" ]; then
+  echo "== the CPU-only configuration (CUDA toolkit hidden): tools/cpu_only_check.sh"
+  tools/cpu_only_check.sh "$out/targets" | grep -v '^[0-9]* passed, [0-9]* failed$'
+fi
+
+python3 tools/test_summary.py "$testlogs" "$out/targets" "$skip_reason"
 summary=$?
 if [ "$status" -ne 0 ] && [ "$summary" -eq 0 ]; then
   echo "bazel test exited $status (build or analysis failure)"

@@ -1,9 +1,9 @@
 """cuda_configure: the @cuda repository, from the CUDA toolkit if there is one.
 
 The toolkit is looked up at $CUDA_HOME (default /usr/local/cuda). With
-bin/nvcc and include/cuda_runtime.h there, @cuda exposes the toolkit's headers
-and libraries (toolkit.BUILD.tpl); otherwise it is a stub with the same target
-names, every one incompatible with the build (stub.BUILD.tpl), so `bazel build
+bin/nvcc and include/cuda_runtime.h there, and cudnn.h and nccl.h there or in
+/usr/include, @cuda exposes the toolkit's headers and libraries
+(toolkit.BUILD.tpl); otherwise it is a stub with the same target names, every one incompatible with the build (stub.BUILD.tpl), so `bazel build
 //...` skips the CUDA backend, kernels and tests, and `bazel test //...` lists
 the CUDA tests as SKIPPED.
 
@@ -22,19 +22,29 @@ def _impl(rctx):
     home = rctx.os.environ.get("CUDA_HOME", "") or "/usr/local/cuda"
     if home != "/" and home.endswith("/"):
         home = home[:-1]
-    found = (rctx.path(home + "/bin/nvcc").exists and
-             rctx.path(home + "/include/cuda_runtime.h").exists)
+    # Quotes would end the C string the reason becomes.
+    shown = home.replace("'", "").replace('"', "").replace("\\", "")
+    reason = ""
+    if not (rctx.path(home + "/bin/nvcc").exists and rctx.path(home + "/include/cuda_runtime.h").exists):
+        reason = "no CUDA toolkit at %s (CUDA_HOME) when it was built" % shown
+    else:
+        # cuDNN and NCCL come with the toolkit or from the distribution.
+        lacking = [
+            what
+            for what, header in [("cuDNN 9", "cudnn.h"), ("NCCL", "nccl.h")]
+            if not [d for d in [home + "/include", "/usr/include", "/usr/include/x86_64-linux-gnu"]
+                    if rctx.path(d + "/" + header).exists]
+        ]
+        if lacking:
+            reason = "the CUDA toolkit at %s lacked %s when it was built" % (shown, " and ".join(lacking))
+    found = not reason
     subs = {"%{cuda_home}": home}
     if found:
         for d in ["include", "lib64"]:
             rctx.symlink(home + "/" + d, d)
         rctx.template("BUILD", Label("//third_party/cuda:toolkit.BUILD.tpl"), subs)
-        reason = ""
     else:
         rctx.template("BUILD", Label("//third_party/cuda:stub.BUILD.tpl"), subs)
-        # Quotes would end the C string the reason becomes.
-        shown = home.replace("'", "").replace('"', "").replace("\\", "")
-        reason = "no CUDA toolkit at %s (CUDA_HOME) when it was built" % shown
     rctx.template("defs.bzl", Label("//third_party/cuda:defs.bzl.tpl"), {
         "%{found}": "True" if found else "False",
         "%{cuda_home}": home,
