@@ -26,12 +26,14 @@ fi
 ls "$TMP/data"/shard_00000.bin >/dev/null || fail "prepare wrote no shard"
 
 # Log flags: global or per command; JSON is one object per line; a bad value exits 2.
-"$BIN" --log-format=json prepare --out "$TMP/data_json" "${inputs[0]}" 2> "$TMP/prepare.json"
-python3 -c 'import json,sys; l=json.loads(open(sys.argv[1]).readline()); assert l["level"]=="info" and l["msg"].startswith("prepared "), l' \
-  "$TMP/prepare.json" || { cat "$TMP/prepare.json"; fail "JSON log line"; }
-"$BIN" prepare --log-level=warn --out "$TMP/data_quiet" "${inputs[0]}" 2> "$TMP/prepare.quiet"
-[ ! -s "$TMP/prepare.quiet" ] || fail "--log-level=warn still logged info: $(cat "$TMP/prepare.quiet")"
 set +e
+"$BIN" --log-format=json train --config "$EXAMPLE" --set model.activation_checkpointing=partial 2> "$TMP/bad.json"
+[ $? -eq 2 ] || fail "bad config should exit 2 (JSON logs)"
+python3 -c 'import json,sys; l=json.loads(open(sys.argv[1]).readline()); assert l["level"]=="error" and "partial" in l["msg"], l' \
+  "$TMP/bad.json" || { cat "$TMP/bad.json"; fail "JSON log line"; }
+"$BIN" train --log-level=critical --config "$EXAMPLE" --set model.activation_checkpointing=partial 2> "$TMP/bad.quiet"
+[ $? -eq 2 ] || fail "bad config should exit 2 (--log-level=critical)"
+[ ! -s "$TMP/bad.quiet" ] || fail "--log-level=critical still logged: $(cat "$TMP/bad.quiet")"
 "$BIN" --log-format=yaml prepare --out "$TMP/x" "${inputs[0]}" > "$TMP/badfmt.log" 2>&1
 [ $? -eq 2 ] || fail "a bad --log-format should exit 2"
 grep -q "log format 'yaml' is not text or json" "$TMP/badfmt.log" || fail "bad --log-format message"
