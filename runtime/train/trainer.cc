@@ -157,6 +157,7 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c) {
   o.seed = c.seed;
   o.single_pass_grads = c.grad_accumulation_steps == 1;
   o.deterministic = c.deterministic;
+  o.fp8 = c.fp8;
   HT_ASSIGN_OR_RETURN(o, par->ShardOptions(c.model, o));
   HT_ASSIGN_OR_RETURN(BackendBundle bundle, CreateBackend(c.backend, c, c.model, o));
   model::Backend& backend = *bundle.backend;
