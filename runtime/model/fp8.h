@@ -43,7 +43,6 @@
 
 namespace hypertrain::model {
 
-enum class Fp8Format { kE4M3, kE5M2 };
 enum class Fp8Recipe { kDelayed, kTensorwise };
 enum class AmaxComputeAlgo { kMax, kMostRecent };
 
@@ -65,7 +64,6 @@ const char* AmaxComputeAlgoName(AmaxComputeAlgo a);  // "max", "most_recent"
 StatusOr<Fp8Format> ParseFp8Format(const std::string& s);
 StatusOr<Fp8Recipe> ParseFp8Recipe(const std::string& s);
 StatusOr<AmaxComputeAlgo> ParseAmaxComputeAlgo(const std::string& s);
-inline float Fp8MaxOf(Fp8Format f) { return f == Fp8Format::kE4M3 ? kFp8E4M3Max : kFp8E5M2Max; }
 
 // The FP8 GEMMs of one block, and the roles of a GEMM's operands.
 enum class Fp8Gemm : int { kQkv = 0, kO, kGateUp, kDown };

@@ -24,6 +24,8 @@
 
 namespace hypertrain::model {
 
+enum class Fp8Format { kE4M3, kE5M2 };
+
 // Largest finite values: e4m3 (OCP "fn": no infinities) and e5m2.
 inline constexpr float kFp8E4M3Max = 448.0f;
 inline constexpr float kFp8E5M2Max = 57344.0f;
@@ -31,6 +33,10 @@ inline constexpr float kFp8E5M2Max = 57344.0f;
 // exact and finite.
 inline constexpr int kFp8MinScaleExp = -125;
 inline constexpr int kFp8MaxScaleExp = 125;
+
+HT_HOST_DEVICE inline float Fp8MaxOf(Fp8Format f) {
+  return f == Fp8Format::kE4M3 ? kFp8E4M3Max : kFp8E5M2Max;
+}
 
 HT_HOST_DEVICE inline float Fp8ScaleFromAmax(float amax, float fp8_max, int margin,
                                              float prev_scale) {

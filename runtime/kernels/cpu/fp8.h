@@ -20,7 +20,7 @@ namespace hypertrain::cpu {
 uint8_t Fp8Encode(float x, model::Fp8Format f);
 float Fp8Decode(uint8_t q, model::Fp8Format f);
 
-// max |x[i]| over n values (NaN propagates: a NaN input gives NaN).
+// max |x[i]| over n values; NaN values are skipped (as the CUDA kernels do).
 float AbsMax(const float* x, size_t n);
 // q[i] = Fp8Encode(x[i] * scale); returns AbsMax(x, n).
 float CastToFp8(uint8_t* q, const float* x, size_t n, float scale, model::Fp8Format f);

@@ -2,9 +2,11 @@
 // round-trips, ties go to even, out-of-range values saturate.
 #include "runtime/kernels/cpu/fp8.h"
 
+#include <cuda_fp8.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -121,6 +123,38 @@ TEST(Fp8Codec, CastTransposeMatchesCastOfTranspose) {
   const float am = CastTransposeToFp8(a.data(), x.data(), rows, cols, 8.0f, Fp8Format::kE4M3);
   EXPECT_EQ(am, CastToFp8(b.data(), xt.data(), xt.size(), 8.0f, Fp8Format::kE4M3));
   EXPECT_EQ(a, b);
+}
+
+// An independent implementation: the host path of CUDA's own conversion
+// (cuda_fp8.hpp, what the kernels call on the device), on random floats of
+// every magnitude, the formats' exact midpoints and the edges.
+TEST(Fp8Codec, AgreesWithCudaHostConversion) {
+  std::mt19937 rng(17);
+  std::vector<float> xs = {0.0f, -0.0f, 448.0f, 449.0f, 464.0f, 465.0f, 57344.0f, 61440.0f,
+                           1e30f, -1e30f, INFINITY, -INFINITY, 1e-30f};
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t bits = static_cast<uint32_t>(rng());
+    float x;
+    std::memcpy(&x, &bits, 4);
+    if (std::isnan(x) || std::fabs(x) > 1e6f || std::fabs(x) < 1e-8f) {
+      x = std::ldexp(static_cast<float>(static_cast<int32_t>(rng() % 2000001) - 1000000) / 1e6f,
+                     static_cast<int>(rng() % 40) - 24);
+    }
+    xs.push_back(x);
+  }
+  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+    for (int c = 0; c < 0x7F; ++c) {  // midpoints: the ties
+      const float lo = Fp8Decode(static_cast<uint8_t>(c), f), hi = Fp8Decode(static_cast<uint8_t>(c + 1), f);
+      if (std::isfinite(lo) && std::isfinite(hi)) xs.push_back(0.5f * (lo + hi));
+    }
+    const __nv_fp8_interpretation_t interp = f == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+    for (float x : xs) {
+      const uint8_t want = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, interp);
+      ASSERT_EQ(Fp8Encode(x, f), want) << model::Fp8FormatName(f) << " x=" << x;
+      const __half_raw h = __nv_cvt_fp8_to_halfraw(want, interp);
+      ASSERT_EQ(Fp8Decode(want, f), static_cast<float>(__half(h))) << int(want);
+    }
+  }
 }
 
 }  // namespace
