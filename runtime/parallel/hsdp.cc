@@ -533,4 +533,12 @@ StatusOr<double> HsdpHooks::MeanAcrossDataParallel(double local) {
   return SumScalar(ctx_.world(), local, ReduceOp::kAvg);
 }
 
+Status HsdpHooks::ReduceAmax(float* amax, size_t n) {
+  if (ctx_.world().size() == 1 || n == 0) return Status::Ok();
+  const auto t0 = std::chrono::steady_clock::now();
+  HT_RETURN_IF_ERROR(ctx_.world().AllReduceHost(amax, n, ReduceOp::kMax));
+  stats_.exposed_comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
+}
+
 }  // namespace hypertrain::dist

@@ -66,6 +66,9 @@
 //                      replica all-reduces, wait for all of them.
 //   GlobalSumSquares   sum over the shard group only (replicas hold equal
 //                      shards), so every element is counted once.
+//   ReduceAmax         FP8 backends, after each pass: max of the per-tensor
+//                      amaxes over the world, so every rank's delayed scales
+//                      (and checkpointed histories) are the same.
 //   AfterOptimizerStep(u) u = embedding, then block 0: start the next pass's
 //                      gather of u (into its slot), overlapping the optimizer
 //                      of the later units; the pass start checks
@@ -175,6 +178,8 @@ class HsdpHooks final : public model::UnitHooks {
   Status FinishGradients() override;
   StatusOr<double> GlobalSumSquares(double local) override;
   StatusOr<double> MeanAcrossDataParallel(double local) override;
+  // FP8: max of each amax over all world ranks (one host all-reduce per pass).
+  Status ReduceAmax(float* amax, size_t n) override;
   // Starts the next pass's gather of the embedding unit (after its optimizer
   // step) and of block 0 (after its own), so they overlap the optimizer of
   // the remaining units instead of opening the next pass exposed. The pass
