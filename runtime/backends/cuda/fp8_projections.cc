@@ -53,9 +53,9 @@ StatusOr<std::unique_ptr<Fp8Projections>> Fp8Projections::Create(const model::Fp
   p->profile_ = profile;
   p->state_ = model::Fp8ScalingState(
       options, model::Fp8Slots(static_cast<int>(config.num_hidden_layers), options));
-  const int n = p->state_.num_slots();
+  const size_t n = static_cast<size_t>(p->state_.num_slots()) * kSlotStride;
   void* d = nullptr;
-  HT_RETURN_IF_ERROR(alloc(3 * n * sizeof(float), &d));
+  HT_RETURN_IF_ERROR(alloc(3 * n * sizeof(float), &d));  // 256-byte aligned
   p->scale_ = static_cast<float*>(d);
   p->scale_inv_ = p->scale_ + n;
   p->amax_ = p->scale_ + 2 * n;
@@ -182,7 +182,7 @@ Status Fp8Projections::Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16
 }
 
 Status Fp8Projections::BeginPass(cudaStream_t stream) {
-  const int n = state_.num_slots();
+  const size_t n = static_cast<size_t>(state_.num_slots()) * kSlotStride;
   history_this_pass_ = state_.UsesHistory();
   PublishScales();  // the previous pass has synchronised: the buffer is free
   HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax_, 0, n * sizeof(float), stream));
@@ -193,14 +193,16 @@ Status Fp8Projections::BeginPass(cudaStream_t stream) {
 }
 
 Status Fp8Projections::QueueAmaxReadback(cudaStream_t stream) {
-  HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_amax_, amax_, state_.num_slots() * sizeof(float),
-                                          cudaMemcpyDeviceToHost, stream));
+  const size_t n = static_cast<size_t>(state_.num_slots()) * kSlotStride;
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_amax_, amax_, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
   return Status::Ok();
 }
 
 Status Fp8Projections::EndPass(model::UnitHooks& hooks) {
   const int n = state_.num_slots();
-  std::vector<float> amax(host_amax_, host_amax_ + n);
+  std::vector<float> amax(n);
+  for (int s = 0; s < n; ++s) amax[s] = host_amax_[s * kSlotStride];
   HT_RETURN_IF_ERROR(hooks.ReduceAmax(amax.data(), amax.size()));
   HT_RETURN_IF_ERROR(state_.Record(amax));
   PublishScales();  // for a replayed graph, whose copy reads the pinned buffer
@@ -209,8 +211,11 @@ Status Fp8Projections::EndPass(model::UnitHooks& hooks) {
 
 void Fp8Projections::PublishScales() {
   const int n = state_.num_slots();
-  std::memcpy(host_scales_, state_.scales().data(), n * sizeof(float));
-  std::memcpy(host_scales_ + n, state_.scale_invs().data(), n * sizeof(float));
+  const size_t inv = static_cast<size_t>(n) * kSlotStride;
+  for (int s = 0; s < n; ++s) {
+    host_scales_[s * kSlotStride] = state_.scales()[s];
+    host_scales_[inv + s * kSlotStride] = state_.scale_invs()[s];
+  }
 }
 
 }  // namespace hypertrain::cuda

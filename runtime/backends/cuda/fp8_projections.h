@@ -87,9 +87,11 @@ class Fp8Projections {
   // state_'s scales into the pinned buffer the pass's upload reads.
   void PublishScales();
   Status ComputeOwnScale(const __nv_bfloat16* x, size_t numel, int slot, cudaStream_t stream);
-  float* scale(int slot) const { return scale_ + slot; }
-  float* scale_inv(int slot) const { return scale_inv_ + slot; }
-  float* amax(int slot) const { return amax_ + slot; }
+  // One slot every 16 bytes: cuBLASLt takes only 16-byte aligned scale pointers.
+  static constexpr int kSlotStride = 4;
+  float* scale(int slot) const { return scale_ + slot * kSlotStride; }
+  float* scale_inv(int slot) const { return scale_inv_ + slot * kSlotStride; }
+  float* amax(int slot) const { return amax_ + slot * kSlotStride; }
   void Mark(Op op, cudaStream_t stream) {
     if (profile_ != nullptr) profile_->Mark(op, stream);
   }
@@ -101,7 +103,8 @@ class Fp8Projections {
   std::unique_ptr<kernels::cuda::Fp8Gemm> gemm_;
   bool history_this_pass_ = false;  // scales of inputs/grads from the history
   float *scale_ = nullptr, *scale_inv_ = nullptr, *amax_ = nullptr;  // device, per slot
-  float *host_scales_ = nullptr, *host_amax_ = nullptr;              // pinned: [2n] scale|inv, [n]
+  // Pinned mirrors with the same stride: scale | scale_inv, and amax.
+  float *host_scales_ = nullptr, *host_amax_ = nullptr;
   uint8_t *xq_ = nullptr, *wq_ = nullptr, *dyq_ = nullptr, *dyt_ = nullptr, *xt_ = nullptr,
           *wt_ = nullptr;
 };

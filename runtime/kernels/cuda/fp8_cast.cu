@@ -109,7 +109,8 @@ template <typename T, bool kE5M2>
 __global__ void CastTransposeKernel(uint8_t* __restrict__ q, uint8_t* __restrict__ qt,
                                     const T* __restrict__ x, int rows, int cols,
                                     const float* scale_p, float* amax, bool vec) {
-  __shared__ uint8_t tile[kTile][kTile + 4];
+  // Rows padded to a multiple of 8 bytes: the load phase stores 8 bytes at once.
+  __shared__ __align__(16) uint8_t tile[kTile][kTile + 8];
   const float scale = *scale_p;
   const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
   float m = 0.0f;

@@ -152,6 +152,9 @@ Status Fp8Gemm::Matmul(const Fp8GemmArgs& g, cudaStream_t stream) {
         "fp8 gemm: k={} lda={} ldb={} ldc={}: rows must be 16-byte aligned (k, lda, ldb multiples "
         "of 16; ldc of {})", g.k, lda, ldb, ldc, 16 / es));
   }
+  if (Alignment(g.a.scale_inv) < 16 || Alignment(g.b.scale_inv) < 16) {
+    return InvalidArgument("fp8 gemm: scale pointers must be 16-byte aligned");
+  }
   const void* c_in = g.c_in ? g.c_in : g.c;
   const int align = std::min({Alignment(g.a.data), Alignment(g.b.data), Alignment(g.c), Alignment(c_in)});
   if (align < 16) return InvalidArgument("fp8 gemm: operands must be 16-byte aligned");
