@@ -87,8 +87,9 @@ class Fp8Projections {
   // state_'s scales into the pinned buffer the pass's upload reads.
   void PublishScales();
   Status ComputeOwnScale(const __nv_bfloat16* x, size_t numel, int slot, cudaStream_t stream);
-  // One slot every 16 bytes: cuBLASLt takes only 16-byte aligned scale pointers.
-  static constexpr int kSlotStride = 4;
+  // One slot every 256 bytes, each scale pointer aligned like a cudaMalloc
+  // result: cuBLASLt refused (NOT_SUPPORTED) 4-byte aligned ones on an H100.
+  static constexpr int kSlotStride = 64;
   float* scale(int slot) const { return scale_ + slot * kSlotStride; }
   float* scale_inv(int slot) const { return scale_inv_ + slot * kSlotStride; }
   float* amax(int slot) const { return amax_ + slot * kSlotStride; }

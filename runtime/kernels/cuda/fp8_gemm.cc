@@ -165,9 +165,18 @@ Status Fp8Gemm::Matmul(const Fp8GemmArgs& g, cudaStream_t stream) {
       plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b.scale_inv, sizeof(void*)));
   HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.a.scale_inv, sizeof(void*)));
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b.data, plan->a, g.a.data,
+  const cublasStatus_t st = cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b.data, plan->a, g.a.data,
                                            plan->b, &g.beta, c_in, plan->c, g.c, plan->c, &plan->algo,
-                                           workspace_, workspace_bytes_, stream));
+                                           workspace_, workspace_bytes_, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    return Internal(fmt::format(
+        "fp8 gemm: cublasLtMatmul status {} for m={} n={} k={} lda={} ldb={} ldc={} a={} b={} c={} "
+        "beta={} fast_accum={} alignment {} (scales {} / {})",
+        static_cast<int>(st), g.m, g.n, g.k, lda, ldb, ldc,
+        g.a.format == model::Fp8Format::kE4M3 ? "e4m3" : "e5m2",
+        g.b.format == model::Fp8Format::kE4M3 ? "e4m3" : "e5m2", DTypeName(g.c_type), g.beta,
+        g.fast_accum, align, Alignment(g.a.scale_inv), Alignment(g.b.scale_inv)));
+  }
   return Status::Ok();
 }
 

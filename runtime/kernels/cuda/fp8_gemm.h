@@ -13,8 +13,9 @@
 // Formats: e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3 (not e5m2 x e5m2). C is
 // bf16 or fp32 (row stride ldc); C_in (same type and layout, may alias C) is
 // read when beta != 0. The scales are device pointers to fp32 (dequantization
-// factors, 1 / the cast's scale), 16-byte aligned (cuBLASLt 13 on an H100
-// answered CUBLAS_STATUS_NOT_SUPPORTED for 4-byte aligned ones). Accumulation is fp32; `fast_accum` lets
+// factors, 1 / the cast's scale), at least 16-byte aligned (an H100 with
+// cuBLASLt 13 answered CUBLAS_STATUS_NOT_SUPPORTED when they were 4-byte
+// aligned; the backend keeps them 256 bytes apart). Accumulation is fp32; `fast_accum` lets
 // the tensor cores skip the periodic promotion of partial sums (Transformer
 // Engine uses it for the forward only). K, lda, ldb and ldc must keep every
 // row 16-byte aligned. One heuristic algorithm per shape, cached.

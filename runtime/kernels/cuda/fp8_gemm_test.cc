@@ -75,13 +75,16 @@ void RunCase(Fp8Gemm& gemm, const Case& t, unsigned seed) {
   std::vector<double> c0(size_t(t.m) * t.n);
   for (double& v : c0) v = normal(rng);
   DeviceBuffer<uint8_t> da(a.q.size()), db(b.q.size());
-  // Both scales in one buffer, 16 bytes apart (as the backend's slots are).
-  DeviceBuffer<float> scales(8);
+  // Both scales in one buffer, 256 bytes apart (as the backend's slots are).
+  DeviceBuffer<float> scales(128);
   HT_CUDA_ASSERT(da.Upload(a.q));
   HT_CUDA_ASSERT(db.Upload(b.q));
-  HT_CUDA_ASSERT(scales.Upload({a.scale_inv, 0, 0, 0, b.scale_inv, 0, 0, 0}));
+  std::vector<float> hs(128, 0.0f);
+  hs[0] = a.scale_inv;
+  hs[64] = b.scale_inv;
+  HT_CUDA_ASSERT(scales.Upload(hs));
   const float* sa_ptr = scales.get();
-  const float* sb_ptr = scales.get() + 4;
+  const float* sb_ptr = scales.get() + 64;
   const size_t mn = size_t(t.m) * t.n;
   DeviceBuffer<float> c32(t.c_type == DType::kF32 ? mn : 1), cin32(mn);
   DeviceBuffer<__nv_bfloat16> c16(t.c_type == DType::kBF16 ? mn : 1), cin16(mn);
