@@ -38,6 +38,9 @@ inline constexpr char kKueuePriorityLabel[] = "kueue.x-k8s.io/priority-class";
 inline constexpr char kKueueGroupLabel[] = "kueue.x-k8s.io/pod-group-name";
 inline constexpr char kKueueTotalCountAnnotation[] = "kueue.x-k8s.io/pod-group-total-count";
 inline constexpr char kKueueAdmissionGate[] = "kueue.x-k8s.io/admission";
+// "false" on a terminated pod ends the group: Kueue releases its quota (a
+// group whose pods failed would otherwise hold it, waiting for replacements).
+inline constexpr char kKueueRetriableInGroup[] = "kueue.x-k8s.io/retriable-in-group";
 // Kueue topology-aware scheduling and its rank-based ordering (pods with
 // adjacent index land in the same domain).
 inline constexpr char kKueueRequiredTopology[] = "kueue.x-k8s.io/podset-required-topology";

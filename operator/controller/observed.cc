@@ -82,6 +82,7 @@ ObservedPod PodFromJson(const json& pod) {
   p.fault = FaultOf(status);
   const json& progress = Field(Field(meta, "annotations"), contract::kAnnotationProgress);
   if (progress.is_string()) p.progress = progress.get<std::string>();
+  p.final_in_group = Str(Field(meta, "annotations"), gang::kKueueRetriableInGroup) == "false";
   return p;
 }
 

@@ -43,6 +43,7 @@ struct ObservedPod {
   std::string unschedulable_message;
   PodFault fault;          // read whatever the phase; used when Failed
   std::optional<std::string> progress;  // annotation hypertrain.dev/progress
+  bool final_in_group = false;  // annotation kueue.x-k8s.io/retriable-in-group: "false"
 
   bool Failed() const { return phase == "Failed"; }
   bool Terminated() const { return phase == "Succeeded" || phase == "Failed"; }

@@ -71,10 +71,28 @@ void InvalidSpec(Pass& p, const Status& error) {
   Finish(p, api::kCondFailed, api::reason::kInvalidSpec, error.message());
 }
 
+// Under Kueue a failed job ends its pod group, so Kueue releases the quota that
+// the terminated pods kept would otherwise hold: one terminated pod gets
+// kueue.x-k8s.io/retriable-in-group "false" (once).
+void EndKueueGroup(Pass& p) {
+  if (p.s().scheduling.gang.provider != api::GangProvider::kKueue || !api::IsConditionTrue(p.status(), api::kCondFailed)) {
+    return;
+  }
+  const ObservedPod* mark = nullptr;
+  for (const ObservedPod& pod : p.in.pods) {
+    if (pod.final_in_group) return;
+    if (!mark && pod.Terminated() && !pod.deleting) mark = &pod;
+  }
+  if (!mark) return;  // none left: nothing holds the quota
+  p.plan.actions.push_back(Action{Action::Kind::kPatchPod, mark->name, mark->uid,
+                                  {{"metadata", {{"annotations", {{gang::kKueueRetriableInGroup, "false"}}}}}}});
+}
+
 // Row "finished": cleanPodPolicy, then the job's deletion once
 // ttlSecondsAfterFinished has passed since completionTime.
 void Finished(Pass& p) {
   p.plan.decision = Case::kFinished;
+  EndKueueGroup(p);
   CleanPods(p);
   const auto& ttl = p.s().run_policy.ttl_seconds_after_finished;
   if (!ttl) return;
@@ -500,6 +518,7 @@ std::string Describe(const Action& a) {
     case Action::Kind::kCreateConfigMap: return "create ConfigMap " + a.name;
     case Action::Kind::kCreatePodGroup: return "create PodGroup " + a.name;
     case Action::Kind::kCreatePod: return "create Pod " + a.name;
+    case Action::Kind::kPatchPod: return "patch Pod " + a.name;
     case Action::Kind::kDeletePod: return "delete Pod " + a.name;
     case Action::Kind::kDeleteJob: return "delete TrainingJob " + a.name;
   }

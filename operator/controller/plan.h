@@ -58,17 +58,17 @@ enum class Case {
 const char* CaseName(Case c);
 
 struct Action {
-  enum class Kind { kCreateService, kCreateConfigMap, kCreatePodGroup, kCreatePod, kDeletePod, kDeleteJob };
+  enum class Kind { kCreateService, kCreateConfigMap, kCreatePodGroup, kCreatePod, kPatchPod, kDeletePod, kDeleteJob };
   Kind kind;
   std::string name;
   // Deletes: the uid precondition (only this very object is deleted). A job's
   // deletion propagates in the background.
   std::string uid;
-  nlohmann::json object;  // creates: the object; AlreadyExists counts as done
+  nlohmann::json object;  // creates: the object; AlreadyExists counts as done; patches: the merge patch
 
   bool operator==(const Action&) const = default;
 };
-// "create Pod j-node-0", "create PodGroup j-1234abcd", "delete Pod j-node-1",
+// "create Pod j-node-0", "create PodGroup j-1234abcd", "patch Pod j-node-0", "delete Pod j-node-1",
 // "delete TrainingJob j".
 std::string Describe(const Action& a);
 

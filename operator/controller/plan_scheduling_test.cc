@@ -239,6 +239,32 @@ std::vector<Row> GangRows() {
          EXPECT_EQ(p.events[1].type, EventType::kWarning);
          EXPECT_THAT(p.events[1].message, HasSubstr("ml.p9.48xlarge"));
        }},
+      {"FailedKueueJobEndsItsPodGroupToReleaseTheQuota",
+       [](Input& t) {
+         Kueue(t);
+         api::SetJobCondition(&t.in.status, api::kCondFailed, true, api::reason::kNonRetryableExitCode, "x", At(10s), 3);
+         Fail(t.pod(1), 1);
+       },
+       Case::kFinished, "Failed", {"patch Pod j-node-1", "delete Pod j-node-0"}, {}, std::nullopt,
+       [](const Plan& p, const Input&) {
+         EXPECT_EQ(p.actions[0].object["metadata"]["annotations"]["kueue.x-k8s.io/retriable-in-group"], "false");
+         EXPECT_EQ(p.actions[0].uid, "j-node-1-a0");
+       }},
+      {"AnEndedKueueGroupIsNotPatchedAgain",
+       [](Input& t) {
+         Kueue(t);
+         api::SetJobCondition(&t.in.status, api::kCondFailed, true, api::reason::kNonRetryableExitCode, "x", At(10s), 3);
+         Fail(t.pod(1), 1);
+         t.pod(1).final_in_group = true;
+       },
+       Case::kFinished, "Failed", {"delete Pod j-node-0"}, {}, std::nullopt},
+      {"ASucceededKueueGroupEndsByItself",
+       [](Input& t) {
+         Kueue(t);
+         api::SetJobCondition(&t.in.status, api::kCondSucceeded, true, api::reason::kAllPodsSucceeded, "x", At(10s), 3);
+         t.pod(0).phase = t.pod(1).phase = "Succeeded";
+       },
+       Case::kFinished, "Succeeded", {}, {}, std::nullopt},
       {"SpecWarningsAreNotRepeated", [](Input& t) { t.spec.warnings = {"w"}; }, Case::kRunning, "Running", kEnsure, {},
        std::nullopt},
   };

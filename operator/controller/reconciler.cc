@@ -133,6 +133,11 @@ Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions
         if (r.ok() && a.kind == Action::Kind::kCreatePod && o_.counters) ++o_.counters->pods_created;
         break;
       }
+      case Action::Kind::kPatchPod: {
+        Status s = pods.Patch(a.name, a.object).status();
+        if (!s.ok() && !kube::IsNotFound(s)) return Count(s);
+        break;
+      }
       case Action::Kind::kDeletePod: {
         Status s = pods.Delete(a.name, PreconditionUid(a.uid)).status();
         if (!s.ok() && !kube::IsNotFound(s) && !kube::IsConflict(s)) return Count(s);
