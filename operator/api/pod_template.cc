@@ -244,67 +244,46 @@ void ParseVolumeMount(const json& mount, const std::string& p, const std::set<st
   OptBool(m, "readOnly", p);
 }
 
-void ParsePodTemplate(const json* v, const std::string& path, TrainingJobSpec* s) {
-  if (!v) return;
-  RequireObject(*v, path);
-  for (auto it = v->begin(); it != v->end(); ++it) {
-    if (it.key() != "metadata" && it.key() != "spec") Fail(Join(path, it.key()), "unknown field (metadata, spec)");
-  }
-  if (const json* meta = Find(*v, "metadata")) {
-    const std::string mp = Join(path, "metadata");
-    RequireObject(*meta, mp);
-    for (auto it = meta->begin(); it != meta->end(); ++it) {
-      if (it.key() != "labels" && it.key() != "annotations") {
-        Fail(Join(mp, it.key()), "only labels and annotations are taken from the template's metadata");
-      }
-    }
-    const auto labels = StringMap(*meta, "labels", mp);
-    const auto annotations = StringMap(*meta, "annotations", mp);
-    ValidateLabels(labels, Join(mp, "labels"));
-    ValidateAnnotations(annotations, Join(mp, "annotations"));
-    for (const auto& [k, val] : labels) {
-      const std::string f = Join(Join(mp, "labels"), k);
-      if (IsOperatorLabel(k)) Fail(f, "is set by the operator");
-      auto had = s->pod_labels.find(k);
-      if (had != s->pod_labels.end() && had->second != val) Fail(f, "conflicts with spec.podMetadata.labels");
-      s->pod_labels[k] = val;
-    }
-    for (const auto& [k, val] : annotations) {
-      const std::string f = Join(Join(mp, "annotations"), k);
-      if (IsOperatorAnnotation(k)) Fail(f, "is set by the operator");
-      auto had = s->pod_annotations.find(k);
-      if (had != s->pod_annotations.end() && had->second != val) Fail(f, "conflicts with spec.podMetadata.annotations");
-      s->pod_annotations[k] = val;
-    }
-  }
-  const json* spec = Find(*v, "spec");
-  if (!spec) return;
-  const std::string sp = Join(path, "spec");
-  RequireObject(*spec, sp);
-  for (const auto& [field, why] : OwnedPodFields()) {
-    if (Find(*spec, field.c_str())) Fail(Join(sp, field), why);
-  }
-  json rest = *spec;
+namespace {
 
-  std::set<std::string> volume_names;
-  for (const json& vol : s->volumes) volume_names.insert(vol.value("name", ""));
-  if (const json* vols = Find(*spec, "volumes")) {
-    if (!vols->is_array()) Fail(Join(sp, "volumes"), "must be a list");
-    for (size_t i = 0; i < vols->size(); ++i) {
-      const std::string p = Index(Join(sp, "volumes"), i);
-      const std::string name = ParseVolume((*vols)[i], p);
-      if (!volume_names.insert(name).second) Fail(Join(p, "name"), "duplicate volume '" + name + "' (spec.volumes has it)");
-      s->volumes.push_back((*vols)[i]);
+// The template's labels and annotations join spec.podMetadata's.
+void ParseTemplateMetadata(const json& meta, const std::string& mp, TrainingJobSpec* s) {
+  RequireObject(meta, mp);
+  for (auto it = meta.begin(); it != meta.end(); ++it) {
+    if (it.key() != "labels" && it.key() != "annotations") {
+      Fail(Join(mp, it.key()), "only labels and annotations are taken from the template's metadata");
     }
-    rest.erase("volumes");
   }
+  const auto labels = StringMap(meta, "labels", mp);
+  const auto annotations = StringMap(meta, "annotations", mp);
+  ValidateLabels(labels, Join(mp, "labels"));
+  ValidateAnnotations(annotations, Join(mp, "annotations"));
+  for (const auto& [k, val] : labels) {
+    const std::string f = Join(Join(mp, "labels"), k);
+    if (IsOperatorLabel(k)) Fail(f, "is set by the operator");
+    auto had = s->pod_labels.find(k);
+    if (had != s->pod_labels.end() && had->second != val) Fail(f, "conflicts with spec.podMetadata.labels");
+    s->pod_labels[k] = val;
+  }
+  for (const auto& [k, val] : annotations) {
+    const std::string f = Join(Join(mp, "annotations"), k);
+    if (IsOperatorAnnotation(k)) Fail(f, "is set by the operator");
+    auto had = s->pod_annotations.find(k);
+    if (had != s->pod_annotations.end() && had->second != val) Fail(f, "conflicts with spec.podMetadata.annotations");
+    s->pod_annotations[k] = val;
+  }
+}
 
-  // Containers: "trainer" is an overlay of the operator's; the rest are sidecars.
+// containers and initContainers: "trainer" is an overlay of the operator's
+// container, the rest are sidecars and init containers; every mount names a
+// volume of the pod (`volumes`).
+void ParseTemplateContainers(const json& spec, const std::string& sp, const std::set<std::string>& volumes,
+                             TrainingJobSpec* s) {
   json trainer_mounts = json::array();
   std::vector<std::pair<std::string, const json*>> others;  // path, container
   std::set<std::string> names = {kTrainerContainer};
   for (const char* list : {"containers", "initContainers"}) {
-    const json* cs = Find(*spec, list);
+    const json* cs = Find(spec, list);
     if (!cs) continue;
     if (!cs->is_array()) Fail(Join(sp, list), "must be a list");
     for (size_t i = 0; i < cs->size(); ++i) {
@@ -324,10 +303,9 @@ void ParsePodTemplate(const json* v, const std::string& path, TrainingJobSpec* s
       others.emplace_back(p, &c);
       (std::string(list) == "containers" ? s->pod_template.sidecars : s->pod_template.init_containers).push_back(c);
     }
-    rest.erase(list);
   }
   for (const json& m : trainer_mounts) {
-    ParseVolumeMount(m["mount"], m["path"].get<std::string>(), volume_names);
+    ParseVolumeMount(m["mount"], m["path"].get<std::string>(), volumes);
     s->volume_mounts.push_back(m["mount"]);
   }
   for (const auto& [p, c] : others) {
@@ -338,21 +316,25 @@ void ParsePodTemplate(const json* v, const std::string& path, TrainingJobSpec* s
       const std::string mp = Index(Join(p, "volumeMounts"), i);
       const json& m = RequireObject((*mounts)[i], mp);
       const std::string name = OptString(m, "name", mp).value_or("");
-      if (!volume_names.count(name) && !kReservedVolumes.count(name)) {
+      if (!volumes.count(name) && !kReservedVolumes.count(name)) {
         Fail(Join(mp, "name"), "'" + name + "' names no volume of the pod");
       }
       const std::string mount_path = OptString(m, "mountPath", mp, 1024).value_or("");
       if (mount_path.empty() || mount_path[0] != '/') Fail(Join(mp, "mountPath"), "must be an absolute path");
     }
   }
-  if (const json* secrets = Find(*spec, "imagePullSecrets")) {
+}
+
+// Pod-level fields checked here; the rest passes through to the API server.
+void ParseTemplatePodFields(const json& spec, const std::string& sp) {
+  if (const json* secrets = Find(spec, "imagePullSecrets")) {
     if (!secrets->is_array()) Fail(Join(sp, "imagePullSecrets"), "must be a list");
     for (size_t i = 0; i < secrets->size(); ++i) {
       const std::string p = Index(Join(sp, "imagePullSecrets"), i);
       if (OptString(RequireObject((*secrets)[i], p), "name", p, 253).value_or("").empty()) Fail(Join(p, "name"), "required");
     }
   }
-  if (const json* tsc = Find(*spec, "topologySpreadConstraints")) {
+  if (const json* tsc = Find(spec, "topologySpreadConstraints")) {
     if (!tsc->is_array()) Fail(Join(sp, "topologySpreadConstraints"), "must be a list");
     for (size_t i = 0; i < tsc->size(); ++i) {
       const std::string p = Index(Join(sp, "topologySpreadConstraints"), i);
@@ -363,10 +345,43 @@ void ParsePodTemplate(const json* v, const std::string& path, TrainingJobSpec* s
             Join(p, "whenUnsatisfiable"));
     }
   }
-  if (auto rc = OptString(*spec, "runtimeClassName", sp, 253); rc && !IsDns1123Label(*rc)) {
+  if (auto rc = OptString(spec, "runtimeClassName", sp, 253); rc && !IsDns1123Label(*rc)) {
     Fail(Join(sp, "runtimeClassName"), "'" + *rc + "' is not a valid RuntimeClass name");
   }
-  if (const json* sc = Find(*spec, "securityContext")) RequireObject(*sc, Join(sp, "securityContext"));
+  if (const json* sc = Find(spec, "securityContext")) RequireObject(*sc, Join(sp, "securityContext"));
+}
+
+}  // namespace
+
+void ParsePodTemplate(const json* v, const std::string& path, TrainingJobSpec* s) {
+  if (!v) return;
+  RequireObject(*v, path);
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    if (it.key() != "metadata" && it.key() != "spec") Fail(Join(path, it.key()), "unknown field (metadata, spec)");
+  }
+  if (const json* meta = Find(*v, "metadata")) ParseTemplateMetadata(*meta, Join(path, "metadata"), s);
+  const json* spec = Find(*v, "spec");
+  if (!spec) return;
+  const std::string sp = Join(path, "spec");
+  RequireObject(*spec, sp);
+  for (const auto& [field, why] : OwnedPodFields()) {
+    if (Find(*spec, field.c_str())) Fail(Join(sp, field), why);
+  }
+  std::set<std::string> volume_names;
+  for (const json& vol : s->volumes) volume_names.insert(vol.value("name", ""));
+  if (const json* vols = Find(*spec, "volumes")) {
+    if (!vols->is_array()) Fail(Join(sp, "volumes"), "must be a list");
+    for (size_t i = 0; i < vols->size(); ++i) {
+      const std::string p = Index(Join(sp, "volumes"), i);
+      const std::string name = ParseVolume((*vols)[i], p);
+      if (!volume_names.insert(name).second) Fail(Join(p, "name"), "duplicate volume '" + name + "' (spec.volumes has it)");
+      s->volumes.push_back((*vols)[i]);
+    }
+  }
+  ParseTemplateContainers(*spec, sp, volume_names, s);
+  ParseTemplatePodFields(*spec, sp);
+  json rest = *spec;
+  for (const char* taken : {"volumes", "containers", "initContainers"}) rest.erase(taken);
   s->pod_template.spec = rest;
 }
 
