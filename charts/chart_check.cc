@@ -4,6 +4,7 @@
 //
 // Usage: chart_check RENDERED.yaml --release-namespace=NS [--watch=a,b]
 //        [--replicas=N] [--log-level=L] [--crd=SOURCE_CRD.yaml]
+//        [--gang=coscheduling,volcano]   (gangScheduling values that are on)
 // Prints every problem and exits 1 when there is any.
 #include <cstdio>
 #include <cstdlib>
@@ -106,6 +107,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> watch = Split(opt["watch"]);
   const std::string replicas = opt.count("replicas") ? opt["replicas"] : "2";
   const std::string log_level = opt.count("log-level") ? opt["log-level"] : "info";
+  const std::vector<std::string> gang = Split(opt["gang"]);
 
   auto docs = hypertrain::api::YamlDocumentsToJson(ReadFile(argv[1]));
   if (!docs.ok()) {
@@ -178,6 +180,12 @@ int main(int argc, char** argv) {
   const std::set<Triple> node_rules = Expand("", {"nodes"}, {"get", "list", "watch"});
   const std::set<Triple> lease_rules = Expand("coordination.k8s.io", {"leases"}, {"get", "create", "update"});
   const std::set<Triple> trainer_rules = Expand("", {"pods"}, {"get", "patch"});
+  // Gang schedulers' PodGroups: create only, and only for the providers turned on.
+  std::set<Triple> gang_rules;
+  for (const std::string& g : gang) {
+    const std::string group = g == "coscheduling" ? "scheduling.x-k8s.io" : "scheduling.volcano.sh";
+    for (auto& t : Expand(group, {"podgroups"}, {"create"})) gang_rules.insert(t);
+  }
 
   std::map<std::string, std::set<Triple>> cluster_roles;
   for (const json& r : by_kind["ClusterRole"]) cluster_roles[r["metadata"]["name"]] = Rules(r);
@@ -188,18 +196,20 @@ int main(int argc, char** argv) {
     for (const auto& [g, res, v] : rules) {
       Expect(g != "*" && res != "*" && v != "*", "no wildcard in ClusterRole " + name);
     }
-    Expect(rules == node_rules || (watch.empty() && rules == operator_rules),
+    Expect(rules == node_rules || (watch.empty() && (rules == operator_rules || (!gang.empty() && rules == gang_rules))),
            "ClusterRole " + name + " grants exactly the node or (all-namespaces) operator rules:" + Show(rules));
   }
-  int op_cluster = 0, node_cluster = 0;
+  int op_cluster = 0, node_cluster = 0, gang_cluster = 0;
   for (const auto& [name, rules] : cluster_roles) {
     op_cluster += rules == operator_rules;
     node_cluster += rules == node_rules;
+    gang_cluster += !gang.empty() && rules == gang_rules;
   }
+  Expect(gang_cluster == (watch.empty() && !gang.empty() ? 1 : 0), "a PodGroup ClusterRole exactly for the gang providers on");
   Expect(node_cluster == 1, "one ClusterRole for nodes");
   Expect(op_cluster == (watch.empty() ? 1 : 0), watch.empty() ? "one operator ClusterRole" : "no operator ClusterRole");
 
-  std::set<std::string> op_role_ns, trainer_role_ns;
+  std::set<std::string> op_role_ns, trainer_role_ns, gang_role_ns;
   bool lease_role = false;
   for (const auto& [key, rules] : roles) {
     const auto& [ns, name] = key;
@@ -207,6 +217,8 @@ int main(int argc, char** argv) {
       op_role_ns.insert(ns);
     } else if (rules == trainer_rules) {
       trainer_role_ns.insert(ns);
+    } else if (!gang.empty() && rules == gang_rules) {
+      gang_role_ns.insert(ns);
     } else if (rules == lease_rules && ns == release_ns) {
       lease_role = true;
     } else {
@@ -216,6 +228,8 @@ int main(int argc, char** argv) {
   Expect(lease_role, "leader-election Role with leases get/create/update in " + release_ns);
   Expect(op_role_ns == std::set<std::string>(watch.begin(), watch.end()),
          "operator Roles exactly in the watched namespaces");
+  Expect(gang_role_ns == (gang.empty() ? std::set<std::string>{} : std::set<std::string>(watch.begin(), watch.end())),
+         "PodGroup Roles (create) in the watched namespaces when a gang provider is on");
   const std::vector<std::string> trainer_ns = watch.empty() ? std::vector<std::string>{release_ns} : watch;
   Expect(trainer_role_ns == std::set<std::string>(trainer_ns.begin(), trainer_ns.end()),
          "trainer Roles (pods get/patch) in the watched namespaces");

@@ -33,6 +33,16 @@ cp -rL charts/hypertrain-operator "$tmp/chart"
 "$check" "$tmp/namespaced.yaml" --release-namespace=ops --watch=team-a,team-b --replicas=3 --log-level=debug
 grep -q 'image: "hypertrain/operator:1.2.3"' "$tmp/namespaced.yaml" || { echo "FAIL: image tag not applied" >&2; exit 1; }
 
+# Gang providers grant create on their PodGroups, in every scope the operator watches.
+"$HELM" template ht "$tmp/chart" --namespace hypertrain-system --set gangScheduling.coscheduling=true \
+  --set gangScheduling.volcano=true > "$tmp/gang.yaml"
+"$check" "$tmp/gang.yaml" --release-namespace=hypertrain-system --gang=coscheduling,volcano
+"$HELM" template ht "$tmp/chart" --namespace ops --set 'watchNamespaces={team-a,team-b}' \
+  --set gangScheduling.volcano=true > "$tmp/gang-ns.yaml"
+"$check" "$tmp/gang-ns.yaml" --release-namespace=ops --watch=team-a,team-b --gang=volcano
+grep -q 'podgroups' "$tmp/default.yaml" && { echo "FAIL: PodGroup rules without a gang provider" >&2; exit 1; }
+"$HELM" lint --strict "$tmp/chart" --set gangScheduling.coscheduling=true
+
 # The values schema rejects bad values.
 if "$HELM" template ht "$tmp/chart" --set logLevel=loud > /dev/null 2>"$tmp/err"; then
   echo "FAIL: logLevel=loud was accepted" >&2

@@ -125,7 +125,11 @@ TEST_F(CrdTest, DefaultsAgreeWithTheCppDefaults) {
   EXPECT_EQ(s["runPolicy"]["cleanPodPolicy"], CleanPodPolicyName(cpp->run_policy.clean_pod_policy));
   EXPECT_EQ(s["runPolicy"]["suspend"], cpp->run_policy.suspend);
   const FaultPolicy& fp = cpp->fault_policy;
-  EXPECT_EQ(s["faultPolicy"]["nonRetryableExitCodes"], json(fp.non_retryable_exit_codes));
+  // Exit codes: no list by default, the policy of contract/exit_codes.h decides.
+  EXPECT_FALSE(s["faultPolicy"].contains("nonRetryableExitCodes"));
+  EXPECT_FALSE(s["faultPolicy"].contains("retryableExitCodes"));
+  EXPECT_TRUE(fp.non_retryable_exit_codes.empty());
+  EXPECT_EQ(s["faultPolicy"]["deepHealthCheck"], DeepHealthCheckName(fp.deep_health_check));
   EXPECT_EQ(s["faultPolicy"]["hangTimeoutSeconds"], fp.hang_timeout_seconds);
   EXPECT_EQ(s["faultPolicy"]["startupTimeoutSeconds"], fp.startup_timeout_seconds);
   EXPECT_EQ(s["faultPolicy"]["maxRepeatOffenders"], fp.max_repeat_offenders);
@@ -193,13 +197,46 @@ TEST_F(CrdTest, RejectsBadSpecs) {
   s["masterPort"] = 99999;
   expect_problem(s, "spec.masterPort");
   s = MinimalSpec();
-  s["faultPolicy"] = {{"nonRetryableExitCodes", {2, 2}}};
+  s["faultPolicy"] = {{"nonRetryableExitCodes", {137, 137}}};
   expect_problem(s, "duplicate set item");
+  // Garbage affinity, gang and topology are refused at admission.
+  s = MinimalSpec();
+  s["scheduling"] = {{"affinity", {{"nodeAffinity", {{"anything", 1}}}}}};
+  expect_problem(s, "spec.scheduling.affinity.nodeAffinity.anything: unknown field");
+  s["scheduling"] = json::parse(R"({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+      {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Equals"}]}]}}}})");
+  expect_problem(s, "operator");
+  s["scheduling"] = json::parse(R"({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+      [{"labelSelector": {"matchLabels": {"a": "b"}}}]}}})");
+  expect_problem(s, "topologyKey: required");
+  s["scheduling"] = {{"gang", {{"provider", "yunikorn"}}}};
+  expect_problem(s, "spec.scheduling.gang.provider");
+  s["scheduling"] = {{"gang", {{"queueName", "q"}}}};
+  expect_problem(s, "spec.scheduling.gang.provider: required");
+  s["scheduling"] = {{"topology", {{"layer", 4}}}};
+  expect_problem(s, "spec.scheduling.topology.layer");
+  s["scheduling"] = {{"nodeSelector", {{"pool", "a b"}}}};
+  expect_problem(s, "spec.scheduling.nodeSelector.pool");
+  s = MinimalSpec();
+  s["podMetadata"] = {{"labels", {{"team", "a b"}}}};
+  expect_problem(s, "spec.podMetadata.labels.team");
+  s = MinimalSpec();
+  s["podTemplate"] = {{"metadata", {{"labels", {{"team", std::string(64, 'x')}}}}}};
+  expect_problem(s, "spec.podTemplate.metadata.labels.team");
+  s["podTemplate"] = {{"spec", {{"containers", {{{"image", "x"}}}}}}};
+  expect_problem(s, "spec.podTemplate.spec.containers[0].name: required");
+  s["podTemplate"] = {{"spec", {{"volumes", {{{"name", "a"}, {"emptyDir", json::object()}}, {{"name", "a"}, {"emptyDir", json::object()}}}}}}};
+  expect_problem(s, "duplicate");
+  s = MinimalSpec();
+  s["runPolicy"] = {{"schedulingTimeoutSeconds", -5}};
+  expect_problem(s, "spec.runPolicy.schedulingTimeoutSeconds");
   // Pass-through fields keep what the core API defines.
   s = MinimalSpec();
   s["volumes"] = json::array({{{"name", "fsx"}, {"persistentVolumeClaim", {{"claimName", "c"}}}}});
-  s["scheduling"] = {{"affinity", {{"nodeAffinity", {{"anything", 1}}}}}};
-  EXPECT_THAT(Validate(Job(s)), IsEmpty());
+  s["podTemplate"] = json::parse(R"({"spec": {"runtimeClassName": "nvidia", "securityContext": {"fsGroup": 1},
+      "containers": [{"name": "side", "image": "x", "anything": {"kept": true}}]}})");
+  json obj = Job(s);
+  EXPECT_THAT(Validate(obj), IsEmpty());
 }
 
 TEST_F(CrdTest, CelRulesArePresentWhereRulesSpanFields) {
@@ -215,6 +252,17 @@ TEST_F(CrdTest, CelRulesArePresentWhereRulesSpanFields) {
   EXPECT_THAT(rules_at(".spec.scheduling.tolerations[*]"),
               ::testing::HasSubstr("sagemaker.amazonaws.com/node-health-status"));
   EXPECT_THAT(rules_at(".spec.nodes"), ::testing::HasSubstr("oldSelf"));
+  // The rules ParseSpec mirrors for a real API server (kube-local does not run CEL).
+  EXPECT_THAT(rules_at(".spec"), ::testing::HasSubstr("self.volumeMounts.all(m"));
+  EXPECT_THAT(rules_at(".spec.runPolicy"), ::testing::HasSubstr("has(self.schedulingTimeoutSeconds)"));
+  EXPECT_THAT(rules_at(".spec.faultPolicy"), ::testing::HasSubstr("self.retryableExitCodes.exists"));
+  EXPECT_THAT(rules_at(".spec.faultPolicy.retryableExitCodes"), ::testing::HasSubstr("!(2 in self)"));
+  EXPECT_THAT(rules_at(".spec.scheduling"), ::testing::HasSubstr("'volcano'"));
+  EXPECT_THAT(rules_at(".spec.scheduling.gang"), ::testing::HasSubstr("has(self.queueName)"));
+  EXPECT_THAT(rules_at(".spec.scheduling.topology"), ::testing::HasSubstr("has(self.layer) != has(self.topologyKey)"));
+  EXPECT_THAT(rules_at(".spec.podMetadata.labels"), ::testing::HasSubstr("k.matches("));
+  EXPECT_THAT(rules_at(".spec.podTemplate.spec"), ::testing::HasSubstr("!has(self.restartPolicy)"));
+  EXPECT_THAT(rules_at(".spec.podTemplate.spec.containers[*]"), ::testing::HasSubstr("!has(self.command)"));
 }
 
 }  // namespace

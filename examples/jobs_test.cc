@@ -4,12 +4,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
+
+#include <fstream>
+
 #include <filesystem>
 #include <map>
 
 #include "operator/api/crd_schema.h"
 #include "operator/api/training_job.h"
 #include "operator/api/yaml_json.h"
+#include "runtime/launch/env.h"
 #include "operator/controller/builders.h"
 #include "runtime/config/config.h"
 
@@ -57,6 +62,8 @@ TEST(ExampleJobsTest, AllExamplesAreValidEverywhere) {
   const std::map<std::string, Expected> expected = {
       {"llama3-1b-p5.yaml", {2, 8, 32, true, "ml.p5.48xlarge"}},
       {"llama3-1b-g5.yaml", {4, 8, 1, false, "ml.g5.48xlarge"}},
+      {"llama3-1b-p5en-kueue.yaml", {2, 8, 16, true, "ml.p5en.48xlarge"}},
+      {"llama3-1b-b200-volcano.yaml", {4, 8, 8, true, "ml.p6-b200.48xlarge"}},
   };
   auto jobs = Jobs();
   for (const auto& [file, _] : expected) ASSERT_TRUE(jobs.count(file)) << "missing example " << file;
@@ -107,6 +114,87 @@ TEST(ExampleJobsTest, AllExamplesAreValidEverywhere) {
     EXPECT_EQ(env["FI_PROVIDER"], "efa");
     EXPECT_EQ(env.count("FI_EFA_USE_DEVICE_RDMA"), want.rdma ? 1u : 0u);
     EXPECT_EQ((*pod)["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"], want.instance);
+  }
+}
+
+TEST(ExampleJobsTest, GangExamplesCarryTheirProvidersMarks) {
+  auto jobs = Jobs();
+  api::ObjectMeta m;
+  m.name = "j";
+  m.namespace_ = "ns";
+  m.uid = "0123456789";
+  auto spec = api::ParseSpec(jobs.at("llama3-1b-p5en-kueue.yaml")["spec"], m);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto pod = controller::BuildPod(m, *spec, controller::PodOptions{1, 0, {}});
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ((*pod)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], "hyperpod-ns-ml-team-localqueue");
+  EXPECT_EQ((*pod)["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"],
+            "topology.k8s.aws/network-node-layer-3");
+  EXPECT_EQ((*pod)["spec"]["schedulingGates"][0]["name"], "kueue.x-k8s.io/admission");
+
+  spec = api::ParseSpec(jobs.at("llama3-1b-b200-volcano.yaml")["spec"], m);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  pod = controller::BuildPod(m, *spec, controller::PodOptions{1, 0, {}});
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ((*pod)["spec"]["schedulerName"], "volcano");
+  EXPECT_EQ((*pod)["spec"]["containers"].size(), 2u);
+  EXPECT_EQ((*pod)["spec"]["imagePullSecrets"][0]["name"], "registry-credentials");
+  const json pg = controller::BuildPodGroup(m, *spec);
+  EXPECT_EQ(pg["spec"]["minMember"], 4);
+  EXPECT_EQ(pg["spec"]["queue"], "research");
+  EXPECT_EQ(pg["spec"]["minResources"]["nvidia.com/gpu"], "32");
+}
+
+// The trainer under Kubeflow's PyTorchJob: what each pod's environment makes
+// the launcher start is the world the trainer config describes.
+TEST(ExampleJobsTest, KubeflowPyTorchJobExampleIsConsistent) {
+  const std::string file = "examples/interop/kubeflow-pytorchjob.yaml";
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << file;
+  std::stringstream text;
+  text << in.rdbuf();
+  auto docs = api::YamlDocumentsToJson(text.str());
+  ASSERT_TRUE(docs.ok()) << docs.status().ToString();
+  ASSERT_EQ(docs->size(), 2u);
+  const json& cm = (*docs)[0];
+  const json& pj = (*docs)[1];
+  ASSERT_EQ(cm["kind"], "ConfigMap");
+  ASSERT_EQ(pj["kind"], "PyTorchJob");
+  auto trainer = config::ParseTrainConfig(cm["data"]["config.yaml"].get<std::string>(), {}, file);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  EXPECT_THAT(trainer->unknown_keys, IsEmpty());
+
+  const json& replicas = pj["spec"]["pytorchReplicaSpecs"];
+  const int pods = replicas["Master"]["replicas"].get<int>() + replicas["Worker"]["replicas"].get<int>();
+  EXPECT_EQ(pods, trainer->num_nodes);
+  for (const char* type : {"Master", "Worker"}) {
+    const json& c = replicas[type]["template"]["spec"]["containers"][0];
+    const std::vector<std::string> cmd = c["command"];
+    ASSERT_GE(cmd.size(), 6u);
+    EXPECT_EQ(cmd[0], "hypertrain");
+    EXPECT_EQ(cmd[1], "launch");
+    ASSERT_EQ(cmd[2], "--nproc-per-node");
+    const int nproc = std::stoi(cmd[3]);
+    EXPECT_EQ(nproc, trainer->devices);
+    EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], nproc);
+    // Kubeflow: MASTER_ADDR <job>-master-0, WORLD_SIZE = pods, RANK = pod index (master 0).
+    for (int index = 0; index < pods; ++index) {
+      const std::map<std::string, std::string> env = {{"MASTER_ADDR", pj["metadata"]["name"].get<std::string>() + "-master-0"},
+                                                      {"MASTER_PORT", "23456"},
+                                                      {"WORLD_SIZE", std::to_string(pods)},
+                                                      {"RANK", std::to_string(index)},
+                                                      {"PYTHONUNBUFFERED", "0"}};
+      auto node = launch::ParseNodeEnv([&](const char* k) -> const char* {
+        auto it = env.find(k);
+        return it == env.end() ? nullptr : it->second.c_str();
+      });
+      ASSERT_TRUE(node.ok()) << node.status().ToString();
+      EXPECT_EQ(node->nnodes, trainer->num_nodes);
+      EXPECT_EQ(node->node_rank, index);
+      auto local = launch::LocalWorldSize(*node, nproc);
+      ASSERT_TRUE(local.ok()) << local.status().ToString();
+      EXPECT_EQ(*local * node->nnodes, trainer->num_nodes * trainer->devices);
+    }
   }
 }
 

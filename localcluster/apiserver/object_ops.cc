@@ -261,12 +261,28 @@ Status ObjectOps::Admit(const ResourceType& t, json& obj, const json& old, const
         a.erase("nodeName");
         b.erase("nodeName");
       }
+      // Scheduling gates may only be removed (Kubernetes 1.27+, PodSchedulingReadiness):
+      // how Kueue releases an admitted pod group.
+      const json old_gates = a.value("schedulingGates", json::array());
+      const json new_gates = b.value("schedulingGates", json::array());
+      bool gates_removed_only = new_gates.is_array() && old_gates.is_array();
+      for (const json& g : gates_removed_only ? new_gates : json::array()) {
+        gates_removed_only = gates_removed_only && std::find(old_gates.begin(), old_gates.end(), g) != old_gates.end();
+      }
+      if (gates_removed_only) {
+        a.erase("schedulingGates");
+        b.erase("schedulingGates");
+      } else if (old_gates != new_gates) {
+        causes.push_back(Cause("FieldValueForbidden", "spec.schedulingGates",
+                               "Forbidden: only deletion is allowed, but found new scheduling gate"));
+      }
       if (a != b) {
         causes.push_back(Cause("FieldValueForbidden", "spec",
                                "Forbidden: pod updates may not change fields other than "
                                "`spec.containers[*].image`, `spec.initContainers[*].image`, "
                                "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions "
-                               "to existing tolerations), `spec.terminationGracePeriodSeconds`"));
+                               "to existing tolerations), `spec.terminationGracePeriodSeconds`, "
+                               "`spec.schedulingGates` (only deletions)"));
       }
     }
   } else if (t.group.empty() && t.plural == "services") {

@@ -168,6 +168,26 @@ TEST_F(ObjectOpsTest, PodsOnNodesDeleteGracefully) {
   EXPECT_EQ(HttpCode(ops_->Delete(pods, "default", "zz", {}).status()), 404);
 }
 
+TEST_F(ObjectOpsTest, SchedulingGatesMayOnlyBeRemoved) {
+  auto pods = Type("", "pods");
+  json gated = Pod("g");
+  gated["spec"]["schedulingGates"] = json::parse(R"([{"name": "kueue.x-k8s.io/admission"}, {"name": "other"}])");
+  ASSERT_TRUE(ops_->Create(pods, "default", gated, {}, nullptr).ok());
+  auto add = ops_->Patch(pods, "default", "g", PatchType::kMerge,
+                         R"({"spec":{"schedulingGates":[{"name":"kueue.x-k8s.io/admission"},{"name":"other"},{"name":"new"}]}})",
+                         false, {}, nullptr);
+  EXPECT_EQ(HttpCode(add.status()), 422);
+  auto rm = ops_->Patch(pods, "default", "g", PatchType::kMerge, R"({"spec":{"schedulingGates":[{"name":"other"}]}})",
+                        false, {}, nullptr);
+  ASSERT_TRUE(rm.ok()) << rm.status().ToString();
+  EXPECT_EQ((*rm)["spec"]["schedulingGates"], json::parse(R"([{"name": "other"}])"));
+  auto rest = ops_->Patch(pods, "default", "g", PatchType::kMerge, R"({"spec":{"schedulingGates":[]}})", false, {}, nullptr);
+  ASSERT_TRUE(rest.ok()) << rest.status().ToString();
+  // Other spec fields stay immutable.
+  auto cmd = ops_->Patch(pods, "default", "g", PatchType::kMerge, R"({"spec":{"hostname":"x"}})", false, {}, nullptr);
+  EXPECT_EQ(HttpCode(cmd.status()), 422);
+}
+
 TEST_F(ObjectOpsTest, GarbageCollectorCascades) {
   GarbageCollector gc(ops_.get(), std::chrono::seconds(100));
   auto cms = Type("", "configmaps");

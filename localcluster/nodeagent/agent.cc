@@ -106,13 +106,18 @@ std::vector<std::string> Agent::node_names() const {
 }
 
 Status Agent::RegisterNodes() {
-  for (const std::string& name : node_names()) {
+  const std::vector<std::string> names = node_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
     Json labels = {{"kubernetes.io/hostname", name},
                    {"kubernetes.io/os", "linux"},
                    {"node.kubernetes.io/instance-type", opts_.instance_type},
                    {"sagemaker.amazonaws.com/node-health-status", "Schedulable"},
                    {"hypertrain.dev/node-agent", "local"}};
     for (const auto& [k, v] : opts_.extra_labels) labels[k] = v;
+    if (auto it = opts_.node_labels.find(static_cast<int>(i)); it != opts_.node_labels.end()) {
+      for (const auto& [k, v] : it->second) labels[k] = v;
+    }
     Json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}, {"labels", labels}}},
                  {"spec", Json::object()}};
     auto created = nodes_.Create(node);
@@ -146,49 +151,109 @@ void Agent::Heartbeat() {
   }
 }
 
-void Agent::Schedule(const Json& pod, const std::vector<Json>& nodes,
-                     std::map<std::string, std::map<std::string, double>>* used) {
+bool Agent::Bind(const Json& pod, const std::string& node) {
   const std::string ns = S(pod, "/metadata/namespace"_json_pointer);
   const std::string name = S(pod, "/metadata/name"_json_pointer);
-  const auto req = PodRequests(pod);
+  kube::Request r;
+  r.method = "POST";
+  r.path = "/api/v1/namespaces/" + ns + "/pods/" + name + "/binding";
+  r.body = Json{{"apiVersion", "v1"},
+                {"kind", "Binding"},
+                {"metadata", {{"name", name}, {"namespace", ns}}},
+                {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}}
+               .dump();
+  auto res = client_->Send(r);
+  if (!res.ok()) {
+    Log("bind " + ns + "/" + name + " → " + node + ": " + res.status().ToString());
+    return false;
+  }
+  Log("bound " + ns + "/" + name + " to " + node);
+  return true;
+}
+
+void Agent::ReportPending(const Json& pod, const std::string& reason, const std::string& message) {
+  if (S(pod, "/status/message"_json_pointer) == message) return;
+  Json cond = {{"type", "PodScheduled"}, {"status", "False"}, {"reason", reason},
+               {"message", message}, {"lastTransitionTime", Now()}};
+  (void)pods_.InNamespace(S(pod, "/metadata/namespace"_json_pointer))
+      .PatchStatus(S(pod, "/metadata/name"_json_pointer),
+                   {{"status", {{"phase", "Pending"}, {"message", message}, {"conditions", Json::array({cond})}}}});
+}
+
+void Agent::Schedule(const Json& pod, Placement* placement) {
   std::string reasons;
-  // Spread: the node with the fewest pods first (a gang's pods land on
-  // different nodes, as GPU requests force on a real cluster).
-  std::vector<Json> order = nodes;
-  std::stable_sort(order.begin(), order.end(), [&](const Json& a, const Json& b) {
-    return (*used)[S(a, "/metadata/name"_json_pointer)]["pods"] < (*used)[S(b, "/metadata/name"_json_pointer)]["pods"];
-  });
-  for (const Json& node : order) {
-    const std::string nn = S(node, "/metadata/name"_json_pointer);
-    std::string why;
-    if (node.contains("/spec/unschedulable"_json_pointer) && node["spec"]["unschedulable"] == true) {
-      why = "unschedulable";
-    } else if (MatchesNode(pod, node, &why) && ToleratesTaints(pod, node, &why) && Fits(req, (*used)[nn], node, &why)) {
-      kube::Request r;
-      r.method = "POST";
-      r.path = "/api/v1/namespaces/" + ns + "/pods/" + name + "/binding";
-      r.body = Json{{"apiVersion", "v1"},
-                    {"kind", "Binding"},
-                    {"metadata", {{"name", name}, {"namespace", ns}}},
-                    {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", nn}}}}
-                   .dump();
-      auto res = client_->Send(r);
-      if (!res.ok()) {
-        Log("bind " + ns + "/" + name + " → " + nn + ": " + res.status().ToString());
+  const std::string node = placement->Pick(pod, &reasons);
+  if (!node.empty()) {
+    if (Bind(pod, node)) placement->Place(pod, node);
+    return;
+  }
+  ReportPending(pod, "Unschedulable",
+                "0/" + std::to_string(placement->node_count()) + " nodes are available: " + reasons);
+}
+
+void Agent::ScheduleGang(const GangRef& gang, const std::vector<const Json*>& members, Placement* placement) {
+  const auto slash = gang.api_version.find('/');
+  kube::ResourceClient groups(client_,
+                              kube::resources::Custom(gang.api_version.substr(0, slash),
+                                                      gang.api_version.substr(slash + 1), "podgroups", "PodGroup"),
+                              gang.ns);
+  auto pg = groups.Get(gang.name);
+  std::string message;
+  if (!pg.ok()) {
+    message = "PodGroup " + gang.name + " (" + gang.api_version + "): " + pg.status().message();
+  } else {
+    const int min_member = pg->value("spec", Json::object()).value("minMember", 1);
+    if (static_cast<int>(members.size()) < min_member) {
+      message = "gang " + gang.name + ": " + std::to_string(members.size()) + " of minMember " +
+                std::to_string(min_member) + " pods pending";
+    } else {
+      std::string why;
+      const std::vector<std::string> nodes = placement->PlaceAll(members, &why);
+      if (!nodes.empty()) {
+        for (size_t i = 0; i < members.size(); ++i) Bind(*members[i], nodes[i]);
         return;
       }
-      for (const auto& [k, v] : req) (*used)[nn][k] += v;
-      Log("bound " + ns + "/" + name + " to " + nn);
-      return;
+      message = "gang " + gang.name + " of " + std::to_string(members.size()) + " pods does not fit at once: " + why;
     }
-    reasons += (reasons.empty() ? "" : "; ") + nn + ": " + why;
   }
-  const std::string msg = "0/" + std::to_string(nodes.size()) + " nodes are available: " + reasons;
-  if (S(pod, "/status/message"_json_pointer) != msg) {
-    Json cond = {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
-                 {"message", msg}, {"lastTransitionTime", Now()}};
-    (void)pods_.InNamespace(ns).PatchStatus(
-        name, {{"status", {{"phase", "Pending"}, {"message", msg}, {"conditions", Json::array({cond})}}}});
+  for (const Json* m : members) ReportPending(*m, "Unschedulable", message);
+}
+
+void Agent::AdmitPodGroups(const std::vector<Json>& pods, Placement placement) {
+  // Groups admitted before whose pods wait to be bound hold their room first
+  // (Kueue keeps an admitted workload's quota).
+  std::map<std::string, std::vector<const Json*>> waiting;  // ns/group → gated pods
+  std::vector<const Json*> admitted;
+  for (const Json& pod : pods) {
+    const std::string group = S(pod, "/metadata/labels/kueue.x-k8s.io~1pod-group-name"_json_pointer);
+    const std::string phase = S(pod, "/status/phase"_json_pointer);
+    if (group.empty() || pod["metadata"].contains("deletionTimestamp") || phase == "Succeeded" || phase == "Failed" ||
+        !S(pod, "/spec/nodeName"_json_pointer).empty()) {
+      continue;
+    }
+    if (HasGate(pod, kKueueGate)) {
+      waiting[S(pod, "/metadata/namespace"_json_pointer) + "/" + group].push_back(&pod);
+    } else {
+      admitted.push_back(&pod);
+    }
+  }
+  std::string ignored;
+  placement.PlaceAll(admitted, &ignored);
+  for (auto& [group, members] : waiting) {
+    std::sort(members.begin(), members.end(), [](const Json* a, const Json* b) {
+      return S(*a, "/metadata/name"_json_pointer) < S(*b, "/metadata/name"_json_pointer);
+    });
+    const std::string total = S(*members[0], "/metadata/annotations/kueue.x-k8s.io~1pod-group-total-count"_json_pointer);
+    if (total.empty() || std::to_string(members.size()) != total) continue;  // the whole group or nothing
+    std::string why;
+    if (placement.PlaceAll(members, &why).empty()) continue;  // does not fit: stays queued
+    for (const Json* pod : members) {
+      auto r = pods_.InNamespace(S(*pod, "/metadata/namespace"_json_pointer))
+                   .Patch(S(*pod, "/metadata/name"_json_pointer),
+                          {{"spec", {{"schedulingGates", GatesWithout(*pod, kKueueGate)}}}});
+      if (!r.ok()) Log("ungate " + S(*pod, "/metadata/name"_json_pointer) + ": " + r.status().ToString());
+    }
+    Log("admitted pod group " + group + " (" + total + " pods)");
   }
 }
 
@@ -385,16 +450,11 @@ void Agent::Step() {
   for (const Json& n : node_list->items) {
     if (mine.count(S(n, "/metadata/name"_json_pointer))) nodes.push_back(n);
   }
-  std::map<std::string, std::map<std::string, double>> used;
   std::set<std::string> seen;
-  for (const Json& pod : pod_list->items) {
-    const std::string phase = S(pod, "/status/phase"_json_pointer);
-    const std::string node = S(pod, "/spec/nodeName"_json_pointer);
-    seen.insert(S(pod, "/metadata/uid"_json_pointer));
-    if (!node.empty() && phase != "Succeeded" && phase != "Failed") {
-      for (const auto& [k, v] : PodRequests(pod)) used[node][k] += v;
-    }
-  }
+  for (const Json& pod : pod_list->items) seen.insert(S(pod, "/metadata/uid"_json_pointer));
+  Placement placement(nodes, pod_list->items);
+  if (opts_.admit_pod_groups) AdmitPodGroups(pod_list->items, placement);
+  std::map<std::string, std::pair<GangRef, std::vector<const Json*>>> gangs;
   for (const Json& pod : pod_list->items) {
     const std::string node = S(pod, "/spec/nodeName"_json_pointer);
     const std::string uid = S(pod, "/metadata/uid"_json_pointer);
@@ -405,8 +465,15 @@ void Agent::Step() {
     }
     if (node.empty()) {
       const std::string sched = S(pod, "/spec/schedulerName"_json_pointer);
-      if (sched.empty() || sched == "default-scheduler" || sched == opts_.scheduler_name) {
-        Schedule(pod, nodes, &used);
+      if (!sched.empty() && sched != "default-scheduler" && sched != opts_.scheduler_name) continue;
+      if (Gated(pod)) {
+        ReportPending(pod, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates");
+      } else if (GangRef g = GangOf(pod); !g.name.empty()) {
+        auto& entry = gangs[g.key()];
+        entry.first = g;
+        entry.second.push_back(&pod);
+      } else {
+        Schedule(pod, &placement);
       }
       continue;
     }
@@ -427,6 +494,12 @@ void Agent::Step() {
       continue;
     }
     Start(pod);
+  }
+  for (auto& [key, gang] : gangs) {
+    std::sort(gang.second.begin(), gang.second.end(), [](const Json* a, const Json* b) {
+      return S(*a, "/metadata/name"_json_pointer) < S(*b, "/metadata/name"_json_pointer);
+    });
+    ScheduleGang(gang.first, gang.second, &placement);
   }
   Reap();
   // Forget pods that are gone and whose process has ended.

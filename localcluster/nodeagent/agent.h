@@ -15,6 +15,7 @@
 
 #include "kube/resources.h"
 #include "kube/rest_client.h"
+#include "localcluster/nodeagent/placement.h"
 #include "localcluster/nodeagent/pod_spec.h"
 
 namespace hypertrain::nodeagent {
@@ -27,6 +28,11 @@ struct AgentOptions {
                                                  {"pods", "16"}, {"nvidia.com/gpu", "0"},
                                                  {"vpc.amazonaws.com/efa", "0"}};
   std::map<std::string, std::string> extra_labels;
+  std::map<int, std::map<std::string, std::string>> node_labels;  // by node index (e.g. topology)
+  // Play Kueue's pod-group admission: remove the kueue.x-k8s.io/admission gate
+  // from a group's pods once all of them exist and fit at once (node capacity
+  // is the quota), never from part of a group.
+  bool admit_pod_groups = false;
   std::string scheduler_name = "hypertrain-local";  // also binds default-scheduler pods
   std::map<std::string, std::string> image_map;
   std::string work_dir;          // per-pod directories and logs
@@ -62,8 +68,13 @@ class Agent {
     bool status_reported = false;
   };
   void Heartbeat();
-  void Schedule(const kube::Json& pod, const std::vector<kube::Json>& nodes,
-                std::map<std::string, std::map<std::string, double>>* used);
+  void Schedule(const kube::Json& pod, Placement* placement);
+  // Binds the pending pods of one coscheduling/Volcano gang all at once, when
+  // its PodGroup's minMember are there and fit; `members` are the gang's pending pods.
+  void ScheduleGang(const GangRef& gang, const std::vector<const kube::Json*>& members, Placement* placement);
+  void AdmitPodGroups(const std::vector<kube::Json>& pods, Placement placement);
+  bool Bind(const kube::Json& pod, const std::string& node);
+  void ReportPending(const kube::Json& pod, const std::string& reason, const std::string& message);
   void Start(const kube::Json& pod);
   void Reap();
   void ReportExit(Proc& p);

@@ -21,9 +21,10 @@ void OnSignal(int) { g_stop = true; }
 
 constexpr char kUsage[] =
     "usage: node-agent --kubeconfig FILE [--nodes N] [--node-prefix P] [--instance-type T]\n"
-    "                  [--capacity RES=QTY]... [--label K=V]... [--image-map IMAGE=PATH]...\n"
+    "                  [--capacity RES=QTY]... [--label K=V]... [--node-label INDEX:K=V]... [--image-map IMAGE=PATH]...\n"
     "                  [--image-map-file FILE] [--work-dir DIR] [--pod-kubeconfig FILE]\n"
-    "                  [--env NAME=VALUE]... [--scheduler-name NAME] [--max-grace-s S] [--poll-ms MS] [--pid-file FILE]\n";
+    "                  [--env NAME=VALUE]... [--scheduler-name NAME] [--admit-pod-groups] [--max-grace-s S]\n"
+    "                  [--poll-ms MS] [--pid-file FILE]\n";
 
 bool SplitKV(const std::string& s, std::string* k, std::string* v) {
   const size_t eq = s.find('=');
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
     if (const size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
       val = a.substr(eq + 1);
       a = a.substr(0, eq);
-    } else if (a != "--help" && a != "-h") {
+    } else if (a != "--help" && a != "-h" && a != "--admit-pod-groups") {
       if (i + 1 >= argc) return fail(a + " needs a value");
       val = argv[++i];
     }
@@ -70,6 +71,16 @@ int main(int argc, char** argv) {
       } else if (a == "--label") {
         if (!SplitKV(val, &k, &v)) return fail("bad --label " + val);
         opts.extra_labels[k] = v;
+      } else if (a == "--node-label") {
+        const size_t colon = val.find(':');
+        if (colon == std::string::npos || !SplitKV(val.substr(colon + 1), &k, &v)) {
+          return fail("bad --node-label " + val + " (want INDEX:KEY=VALUE)");
+        }
+        const int index = std::stoi(val.substr(0, colon));
+        if (index < 0) return fail("bad --node-label index in " + val);
+        opts.node_labels[index][k] = v;
+      } else if (a == "--admit-pod-groups") {
+        opts.admit_pod_groups = val.empty() || val == "true";
       } else if (a == "--env") {
         if (!SplitKV(val, &k, &v)) return fail("bad --env " + val + " (want NAME=VALUE)");
         opts.extra_env[k] = v;

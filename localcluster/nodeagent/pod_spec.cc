@@ -115,6 +115,87 @@ bool MatchesNode(const Json& pod, const Json& node, std::string* why) {
   return false;
 }
 
+bool SelectorMatches(const Json& selector, const Json& labels) {
+  if (!selector.is_object() || selector.empty()) return false;
+  auto label = [&](const std::string& k, bool* present) {
+    *present = labels.is_object() && labels.contains(k) && labels[k].is_string();
+    return *present ? labels[k].get<std::string>() : std::string();
+  };
+  const Json& match = Field(selector, "matchLabels");
+  if (match.is_object()) {
+    for (auto it = match.begin(); it != match.end(); ++it) {
+      bool present = false;
+      if (label(it.key(), &present) != it.value().get<std::string>() || !present) return false;
+    }
+  }
+  const Json& exprs = Field(selector, "matchExpressions");
+  if (exprs.is_array()) {
+    Json fake_node = {{"metadata", {{"labels", labels.is_object() ? labels : Json::object()}}}};
+    for (const Json& e : exprs) {
+      if (!ExpressionMatches(e, fake_node)) return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+std::string LabelOf(const Json& node, const std::string& key) {
+  bool present = false;
+  return Label(node, key, &present);
+}
+
+// The placed pods a pod affinity term selects.
+std::vector<const PlacedPod*> Selected(const Json& term, const std::string& pod_ns, const std::vector<PlacedPod>& placed) {
+  std::set<std::string> namespaces;
+  if (Field(term, "namespaces").is_array()) {
+    for (const Json& n : term["namespaces"]) namespaces.insert(n.get<std::string>());
+  }
+  if (namespaces.empty()) namespaces.insert(pod_ns);
+  std::vector<const PlacedPod*> out;
+  for (const PlacedPod& p : placed) {
+    if (namespaces.count(p.ns) && SelectorMatches(Field(term, "labelSelector"), p.labels)) out.push_back(&p);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool MatchesPodAffinity(const Json& pod, const Json& node, const std::vector<PlacedPod>& placed,
+                        const std::map<std::string, Json>& nodes, std::string* why) {
+  const Json& affinity = Field(Field(pod, "spec"), "affinity");
+  const std::string ns = Str(Field(pod, "metadata"), "namespace");
+  const Json& own_labels = Field(Field(pod, "metadata"), "labels");
+  auto same_domain = [&](const PlacedPod& p, const std::string& key) {
+    auto other = nodes.find(p.node);
+    const std::string mine = LabelOf(node, key);
+    return other != nodes.end() && !mine.empty() && LabelOf(other->second, key) == mine;
+  };
+  const Json& required = Field(Field(affinity, "podAffinity"), "requiredDuringSchedulingIgnoredDuringExecution");
+  for (const Json& term : required.is_array() ? required : Json::array()) {
+    const std::string key = Str(term, "topologyKey");
+    const auto selected = Selected(term, ns, placed);
+    if (selected.empty() && SelectorMatches(Field(term, "labelSelector"), own_labels)) continue;
+    bool ok = false;
+    for (const PlacedPod* p : selected) ok = ok || same_domain(*p, key);
+    if (!ok) {
+      *why = "pod affinity (" + key + ")";
+      return false;
+    }
+  }
+  const Json& anti = Field(Field(affinity, "podAntiAffinity"), "requiredDuringSchedulingIgnoredDuringExecution");
+  for (const Json& term : anti.is_array() ? anti : Json::array()) {
+    const std::string key = Str(term, "topologyKey");
+    for (const PlacedPod* p : Selected(term, ns, placed)) {
+      if (same_domain(*p, key)) {
+        *why = "pod anti-affinity (" + key + ")";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 bool ToleratesTaints(const Json& pod, const Json& node, std::string* why) {
   const Json& taints = Field(Field(node, "spec"), "taints");
   if (!taints.is_array()) return true;

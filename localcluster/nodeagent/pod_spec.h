@@ -27,6 +27,27 @@ std::map<std::string, double> PodRequests(const Json& pod);
 bool MatchesNode(const Json& pod, const Json& node, std::string* why);
 // True when every NoSchedule/NoExecute taint of the node is tolerated.
 bool ToleratesTaints(const Json& pod, const Json& node, std::string* why);
+// A pod already placed on a node (bound or being bound, not terminated).
+struct PlacedPod {
+  std::string ns, node;
+  Json labels;
+};
+
+// Whether `labels` satisfy a LabelSelector (matchLabels and matchExpressions
+// In/NotIn/Exists/DoesNotExist); an empty or missing selector matches nothing,
+// as in pod affinity terms.
+bool SelectorMatches(const Json& selector, const Json& labels);
+
+// Required inter-pod affinity and anti-affinity of `pod` on `node`: every
+// required podAffinity term needs a placed pod of the term's namespaces (the
+// pod's own by default) matching its selector on a node with the same value
+// of the term's topologyKey, unless no such pod exists anywhere and the pod
+// matches its own term (the first pod of a group goes anywhere, as in
+// kube-scheduler); no required podAntiAffinity term may have one. `nodes` by
+// name. Preferred terms are not evaluated.
+bool MatchesPodAffinity(const Json& pod, const Json& node, const std::vector<PlacedPod>& placed,
+                        const std::map<std::string, Json>& nodes, std::string* why);
+
 // True when `requests` fit into the node's allocatable minus `used`.
 bool Fits(const std::map<std::string, double>& requests, const std::map<std::string, double>& used,
           const Json& node, std::string* why);

@@ -218,6 +218,19 @@ void Validate(const json& s, json& v, const std::string& path, std::vector<std::
         }
       }
     }
+    if (s.value("x-kubernetes-list-type", "") == "map") {
+      const json keys = s.value("x-kubernetes-list-map-keys", json::array());
+      auto key_of = [&](const json& item) {
+        json k = json::array();
+        for (const json& name : keys) k.push_back(item.is_object() ? item.value(name.get<std::string>(), json()) : json());
+        return k;
+      };
+      for (size_t i = 0; i < v.size(); ++i) {
+        for (size_t j = i + 1; j < v.size(); ++j) {
+          if (key_of(v[i]) == key_of(v[j])) out->push_back(at + ": duplicate map key " + key_of(v[j]).dump());
+        }
+      }
+    }
   }
   if (v.is_object()) {
     if (s.contains("maxProperties") && v.size() > s["maxProperties"].get<size_t>()) {

@@ -75,7 +75,7 @@ const std::vector<std::string>& ConditionReasons() {
       kPodLost,           kPodEvicted,          kNodeUnhealthy,    kHang,
       kJobRestarting,     kAllPodsSucceeded,    kBackoffLimitExceeded, kDeadlineExceeded,
       kNonRetryableExitCode, kInvalidSpec,      kJobSuspended,     kJobResumed,
-      kJobSucceeded,      kJobFailed};
+      kJobSucceeded,      kJobFailed,           kUnschedulable};
   return k;
 }
 
@@ -170,6 +170,14 @@ json ToJson(const TrainingJobStatus& s) {
   }
   if (!s.excluded_nodes.empty()) j["excludedNodes"] = s.excluded_nodes;
   if (!s.node_faults.empty()) j["nodeFaults"] = s.node_faults;
+  if (!s.scheduling.empty()) {
+    json sc = json::object();
+    PutStr(sc, "startTime", s.scheduling.start_time);
+    if (s.scheduling.timeouts > 0) sc["timeouts"] = s.scheduling.timeouts;
+    PutStr(sc, "retryTime", s.scheduling.retry_time);
+    PutStr(sc, "message", s.scheduling.message);
+    j["scheduling"] = sc;
+  }
   return j;
 }
 
@@ -229,6 +237,12 @@ StatusOr<TrainingJobStatus> ParseStatus(const json& j) {
     for (auto n = it->begin(); n != it->end(); ++n) {
       if (n.value().is_number_integer()) s.node_faults[n.key()] = n.value().get<int32_t>();
     }
+  }
+  if (auto it = j.find("scheduling"); it != j.end() && it->is_object()) {
+    s.scheduling.start_time = GetStr(*it, "startTime");
+    s.scheduling.timeouts = GetNum<int32_t>(*it, "timeouts").value_or(0);
+    s.scheduling.retry_time = GetStr(*it, "retryTime");
+    s.scheduling.message = GetStr(*it, "message");
   }
   return s;
 }

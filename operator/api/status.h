@@ -52,6 +52,9 @@ inline constexpr char kJobSuspended[] = "JobSuspended";
 inline constexpr char kJobResumed[] = "JobResumed";
 inline constexpr char kJobSucceeded[] = "JobSucceeded";
 inline constexpr char kJobFailed[] = "JobFailed";
+// A gang not all Running within runPolicy.schedulingTimeoutSeconds (Restarting
+// while schedulingRetry lasts, then Failed).
+inline constexpr char kUnschedulable[] = "Unschedulable";
 }  // namespace reason
 
 const std::vector<std::string>& ConditionTypes();
@@ -96,6 +99,20 @@ struct Fault {
   bool operator==(const Fault&) const = default;
 };
 
+// The current attempt's way to all Running (runPolicy.schedulingTimeoutSeconds).
+struct SchedulingStatus {
+  // When the timeout clock started for this attempt: the gang created and,
+  // under Kueue, admitted (no scheduling gate left). "" while not started.
+  std::string start_time;
+  int32_t timeouts = 0;    // scheduling timeouts so far (all attempts)
+  std::string retry_time;  // a torn-down gang is created again at this time
+  // Why the gang is not all Running yet: waiting for admission, or the
+  // scheduler's message about a pending pod. "" once it runs.
+  std::string message;
+  bool operator==(const SchedulingStatus&) const = default;
+  bool empty() const { return *this == SchedulingStatus{}; }
+};
+
 struct TrainingJobStatus {
   std::string state;
   int64_t observed_generation = 0;
@@ -111,6 +128,7 @@ struct TrainingJobStatus {
   std::optional<Fault> last_fault;
   std::vector<std::string> excluded_nodes;
   std::map<std::string, int32_t> node_faults;
+  SchedulingStatus scheduling;
 
   bool operator==(const TrainingJobStatus&) const = default;
 };

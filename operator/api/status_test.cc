@@ -84,6 +84,11 @@ TEST(ConditionsTest, ReasonSetHasNoDuplicates) {
   EXPECT_EQ(ConditionTypes().size(), 6u);
 }
 
+TEST(ConditionsTest, UnschedulableIsAReason) {
+  const auto& r = ConditionReasons();
+  EXPECT_NE(std::find(r.begin(), r.end(), reason::kUnschedulable), r.end());
+}
+
 TEST(StatusJsonTest, RoundTrips) {
   TrainingJobStatus s;
   SetJobCondition(&s, kCondCreated, true, reason::kJobCreated, "m", "2026-01-01T00:00:00Z", 4);
@@ -98,8 +103,12 @@ TEST(StatusJsonTest, RoundTrips) {
   s.last_fault = Fault{"PodFailed", "exit 137", "j-node-1", "ip-1", 8, 137, "2026-01-01T00:05:00Z"};
   s.excluded_nodes = {"ip-9"};
   s.node_faults = {{"ip-9", 2}};
+  s.scheduling = {"2026-01-01T00:00:02Z", 1, "2026-01-01T00:07:00Z", "pod j-node-1: 0/2 nodes are available"};
   nlohmann::json j = ToJson(s);
   EXPECT_EQ(j["state"], "Created");
+  EXPECT_EQ(j["scheduling"]["timeouts"], 1);
+  EXPECT_EQ(j["scheduling"]["retryTime"], "2026-01-01T00:07:00Z");
+  EXPECT_FALSE(ToJson(TrainingJobStatus{}).contains("scheduling"));
   EXPECT_EQ(j["conditions"][0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
   EXPECT_EQ(j["progress"]["tokensPerSecond"], 51234.5);
   EXPECT_EQ(j["lastFault"]["exitCode"], 137);

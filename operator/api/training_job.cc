@@ -6,128 +6,30 @@
 
 #include "contract/env.h"
 #include "operator/api/instance_types.h"
+#include "operator/api/parse_util.h"
+#include "operator/api/spec_parts.h"
 
 namespace hypertrain::api {
+
+int64_t SchedulingRetry::BackoffSeconds(int n) const {
+  int64_t wait = backoff_seconds;
+  for (int i = 0; i < n && wait < max_backoff_seconds; ++i) wait *= 2;
+  return std::min<int64_t>(wait, max_backoff_seconds);
+}
+
+const char* DeepHealthCheckName(DeepHealthCheck d) {
+  switch (d) {
+    case DeepHealthCheck::kIgnored: return "Ignored";
+    case DeepHealthCheck::kRequired: return "Required";
+    case DeepHealthCheck::kPreferred: break;
+  }
+  return "Preferred";
+}
+
 namespace {
 
 using nlohmann::json;
-
-// Parsing inside this file throws FieldError; the public functions catch it
-// and return its Status (InvalidArgument "field: message"), so no exception
-// crosses the module boundary.
-struct FieldError {
-  Status error;
-};
-
-[[noreturn]] void Fail(const std::string& field, const std::string& message) {
-  throw FieldError{InvalidField(field, message)};
-}
-
-std::string Join(const std::string& path, const std::string& key) {
-  return path.empty() ? key : path + "." + key;
-}
-std::string Index(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
-
-// Returns obj[key], or nullptr when absent or null.
-const json* Find(const json& obj, const char* key) {
-  if (!obj.is_object()) return nullptr;
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-const json& RequireObject(const json& v, const std::string& path) {
-  if (!v.is_object()) Fail(path, "must be an object");
-  return v;
-}
-
-std::optional<std::string> OptString(const json& obj, const char* key, const std::string& path,
-                                     size_t max_len = 4096) {
-  const json* v = Find(obj, key);
-  if (!v) return std::nullopt;
-  if (!v->is_string()) Fail(Join(path, key), "must be a string");
-  std::string s = v->get<std::string>();
-  if (s.size() > max_len) Fail(Join(path, key), "longer than " + std::to_string(max_len) + " characters");
-  return s;
-}
-
-std::optional<int64_t> OptInt(const json& obj, const char* key, const std::string& path, int64_t min,
-                              int64_t max) {
-  const json* v = Find(obj, key);
-  if (!v) return std::nullopt;
-  if (!v->is_number_integer()) Fail(Join(path, key), "must be an integer");
-  int64_t x = v->get<int64_t>();
-  if (x < min || x > max) {
-    Fail(Join(path, key), std::to_string(x) + " is out of range [" + std::to_string(min) + ", " +
-                              std::to_string(max) + "]");
-  }
-  return x;
-}
-
-std::optional<bool> OptBool(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) Fail(Join(path, key), "must be a boolean");
-  return v->get<bool>();
-}
-
-std::vector<std::string> StringList(const json& obj, const char* key, const std::string& path,
-                                    size_t max_items) {
-  std::vector<std::string> out;
-  const json* v = Find(obj, key);
-  if (!v) return out;
-  if (!v->is_array()) Fail(Join(path, key), "must be a list of strings");
-  if (v->size() > max_items) Fail(Join(path, key), "more than " + std::to_string(max_items) + " items");
-  for (size_t i = 0; i < v->size(); ++i) {
-    if (!(*v)[i].is_string()) Fail(Index(Join(path, key), i), "must be a string");
-    out.push_back((*v)[i].get<std::string>());
-  }
-  return out;
-}
-
-std::map<std::string, std::string> StringMap(const json& obj, const char* key, const std::string& path) {
-  std::map<std::string, std::string> out;
-  const json* v = Find(obj, key);
-  if (!v) return out;
-  if (!v->is_object()) Fail(Join(path, key), "must be a map of strings");
-  for (auto it = v->begin(); it != v->end(); ++it) {
-    if (!it.value().is_string()) Fail(Join(Join(path, key), it.key()), "must be a string");
-    out[it.key()] = it.value().get<std::string>();
-  }
-  return out;
-}
-
-std::string OneOf(const std::string& value, const std::vector<std::string>& allowed,
-                  const std::string& field) {
-  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return value;
-  std::string list;
-  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-  Fail(field, "'" + value + "' is not one of " + list);
-}
-
-bool IsQuantity(const std::string& s) {
-  static const std::regex kQuantity(
-      R"(^[+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$)");
-  return std::regex_match(s, kQuantity);
-}
-
-std::string QuantityValue(const json& v, const std::string& field) {
-  if (v.is_number_integer()) {
-    if (v.get<int64_t>() < 0) Fail(field, "must not be negative");
-    return std::to_string(v.get<int64_t>());
-  }
-  if (!v.is_string() || !IsQuantity(v.get<std::string>())) {
-    Fail(field, "must be a Kubernetes quantity such as 4, 500m or 64Gi");
-  }
-  std::string s = v.get<std::string>();
-  if (s[0] == '-') Fail(field, "must not be negative");
-  return s;
-}
-
-bool IsDns1035Label(const std::string& s) {
-  static const std::regex kLabel("^[a-z]([-a-z0-9]*[a-z0-9])?$");
-  return s.size() <= 63 && std::regex_match(s, kLabel);
-}
+using namespace parse;
 
 ResourceList ParseResourceList(const json& obj, const char* key, const std::string& path) {
   ResourceList out;
@@ -144,67 +46,23 @@ ResourceList ParseResourceList(const json& obj, const char* key, const std::stri
   return out;
 }
 
-EnvVar ParseEnvVar(const json& e, const std::string& path) {
-  RequireObject(e, path);
-  EnvVar var;
-  std::optional<std::string> name = OptString(e, "name", path, 256);
-  if (!name || name->empty()) Fail(Join(path, "name"), "required");
-  static const std::regex kEnvName("^[-._a-zA-Z][-._a-zA-Z0-9]*$");
-  if (!std::regex_match(*name, kEnvName)) Fail(Join(path, "name"), "'" + *name + "' is not a valid env name");
-  const auto& reserved = contract::ReservedEnvNames();
-  if (std::find(reserved.begin(), reserved.end(), *name) != reserved.end()) {
-    Fail(Join(path, "name"), "'" + *name +
-                                 "' is reserved: the operator or the launcher sets it (see docs/OPERATOR.md)");
-  }
-  var.name = *name;
-  var.value = OptString(e, "value", path, 32768);
-  if (const json* vf = Find(e, "valueFrom")) {
-    RequireObject(*vf, Join(path, "valueFrom"));
-    if (var.value) Fail(path, "value and valueFrom are mutually exclusive");
-    var.value_from = *vf;
-  }
-  return var;
-}
-
-void ValidateTolerations(const json& tolerations, const std::string& path, const FaultPolicy& fp) {
-  if (!tolerations.is_array()) Fail(path, "must be a list");
-  for (size_t i = 0; i < tolerations.size(); ++i) {
-    const std::string p = Index(path, i);
-    const json& t = RequireObject(tolerations[i], p);
-    std::string key = OptString(t, "key", p).value_or("");
-    std::string op = OptString(t, "operator", p).value_or("Equal");
-    OneOf(op, {"Exists", "Equal"}, Join(p, "operator"));
-    OneOf(OptString(t, "effect", p).value_or(""), {"", "NoSchedule", "PreferNoSchedule", "NoExecute"},
-          Join(p, "effect"));
-    OptString(t, "value", p);
-    OptInt(t, "tolerationSeconds", p, INT64_MIN, INT64_MAX);
-    if (key.empty()) {
-      Fail(Join(p, "key"), "a toleration without a key tolerates every taint, including HyperPod's "
-                           "unhealthy-node taint; name the taint key");
-    }
-    if (key == kHyperPodHealthLabel || key == fp.node_health_label) {
-      Fail(Join(p, "key"), "must not tolerate the node-health taint '" + key +
-                               "': training pods never run on unhealthy nodes");
-    }
-  }
-}
-
 FaultPolicy ParseFaultPolicy(const json* v, const std::string& path) {
   FaultPolicy fp;
   if (!v) return fp;
   RequireObject(*v, path);
-  if (const json* codes = Find(*v, "nonRetryableExitCodes")) {
-    const std::string p = Join(path, "nonRetryableExitCodes");
-    if (!codes->is_array()) Fail(p, "must be a list of integers");
-    std::set<int32_t> seen = {contract::kExitConfigError};  // a config error never succeeds on retry
-    for (size_t i = 0; i < codes->size(); ++i) {
-      const json& c = (*codes)[i];
-      if (!c.is_number_integer() || c.get<int64_t>() < 1 || c.get<int64_t>() > 255) {
-        Fail(Index(p, i), "must be an exit code in [1, 255]");
-      }
-      seen.insert(c.get<int32_t>());
+  for (int32_t c : ExitCodeList(*v, "retryableExitCodes", path)) {
+    if (c == contract::kExitConfigError) {
+      Fail(Join(path, "retryableExitCodes"), "2 (a configuration error) fails the same way on every attempt and is "
+                                             "never retried");
     }
-    fp.non_retryable_exit_codes.assign(seen.begin(), seen.end());
+    fp.retryable_exit_codes.insert(c);
+  }
+  for (int32_t c : ExitCodeList(*v, "nonRetryableExitCodes", path)) {
+    if (fp.retryable_exit_codes.count(c)) {
+      Fail(Join(path, "nonRetryableExitCodes"), "exit code " + std::to_string(c) +
+                                                   " is also in retryableExitCodes");
+    }
+    fp.non_retryable_exit_codes.insert(c);
   }
   const int64_t kMax = INT32_MAX;
   fp.hang_timeout_seconds = OptInt(*v, "hangTimeoutSeconds", path, 0, kMax).value_or(fp.hang_timeout_seconds);
@@ -218,7 +76,29 @@ FaultPolicy ParseFaultPolicy(const json* v, const std::string& path) {
     fp.node_health_label = *label;
   }
   if (Find(*v, "healthyNodeValues")) fp.healthy_node_values = StringList(*v, "healthyNodeValues", path, 16);
+  if (auto d = OptString(*v, "deepHealthCheck", path)) {
+    const std::string m = OneOf(*d, {"Ignored", "Preferred", "Required"}, Join(path, "deepHealthCheck"));
+    fp.deep_health_check = m == "Ignored"    ? DeepHealthCheck::kIgnored
+                           : m == "Required" ? DeepHealthCheck::kRequired
+                                             : DeepHealthCheck::kPreferred;
+  }
   return fp;
+}
+
+SchedulingRetry ParseSchedulingRetry(const json* v, const std::string& path) {
+  SchedulingRetry r;
+  if (!v) return r;
+  RequireObject(*v, path);
+  r.limit = static_cast<int32_t>(OptInt(*v, "limit", path, 0, 1000).value_or(r.limit));
+  r.backoff_seconds = static_cast<int32_t>(OptInt(*v, "backoffSeconds", path, 0, 86400).value_or(r.backoff_seconds));
+  r.max_backoff_seconds =
+      static_cast<int32_t>(OptInt(*v, "maxBackoffSeconds", path, 0, 86400).value_or(r.max_backoff_seconds));
+  if (r.max_backoff_seconds < r.backoff_seconds) {
+    Fail(Join(path, "maxBackoffSeconds"), std::to_string(r.max_backoff_seconds) + " is less than backoffSeconds " +
+                                              std::to_string(r.backoff_seconds));
+  }
+  r.counts_toward_backoff_limit = OptBool(*v, "countsTowardBackoffLimit", path).value_or(false);
+  return r;
 }
 
 RunPolicy ParseRunPolicy(const json* v, const std::string& path) {
@@ -235,37 +115,13 @@ RunPolicy ParseRunPolicy(const json* v, const std::string& path) {
                                        : CleanPodPolicy::kRunning;
   }
   rp.suspend = OptBool(*v, "suspend", path).value_or(false);
+  rp.scheduling_timeout_seconds =
+      static_cast<int32_t>(OptInt(*v, "schedulingTimeoutSeconds", path, 0, INT32_MAX).value_or(0));
+  rp.scheduling_retry = ParseSchedulingRetry(Find(*v, "schedulingRetry"), Join(path, "schedulingRetry"));
+  if (Find(*v, "schedulingRetry") && rp.scheduling_timeout_seconds == 0) {
+    Fail(Join(path, "schedulingRetry"), "needs schedulingTimeoutSeconds: without a timeout nothing is retried");
+  }
   return rp;
-}
-
-Scheduling ParseScheduling(const json* v, const std::string& path, const FaultPolicy& fp) {
-  Scheduling s;
-  if (!v) return s;
-  RequireObject(*v, path);
-  s.scheduler_name = OptString(*v, "schedulerName", path, 253).value_or("");
-  s.priority_class_name = OptString(*v, "priorityClassName", path, 253).value_or("");
-  s.node_selector = StringMap(*v, "nodeSelector", path);
-  if (const json* t = Find(*v, "tolerations")) {
-    ValidateTolerations(*t, Join(path, "tolerations"), fp);
-    s.tolerations = *t;
-  }
-  if (const json* a = Find(*v, "affinity")) {
-    RequireObject(*a, Join(path, "affinity"));
-    if (const json* na = Find(*a, "nodeAffinity")) {
-      RequireObject(*na, Join(path, "affinity.nodeAffinity"));
-      if (const json* req = Find(*na, "requiredDuringSchedulingIgnoredDuringExecution")) {
-        const std::string p = Join(path, "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution");
-        RequireObject(*req, p);
-        const json* terms = Find(*req, "nodeSelectorTerms");
-        if (!terms || !terms->is_array()) Fail(Join(p, "nodeSelectorTerms"), "must be a list");
-        for (size_t i = 0; i < terms->size(); ++i) RequireObject((*terms)[i], Index(Join(p, "nodeSelectorTerms"), i));
-      }
-    }
-    s.affinity = *a;
-  }
-  s.termination_grace_period_seconds =
-      OptInt(*v, "terminationGracePeriodSeconds", path, 0, 3600).value_or(s.termination_grace_period_seconds);
-  return s;
 }
 
 TrainerConfigSource ParseTrainerConfig(const json* v, const std::string& path) {
@@ -288,6 +144,70 @@ TrainerConfigSource ParseTrainerConfig(const json* v, const std::string& path) {
   }
   if (src.inline_yaml && src.inline_yaml->empty()) Fail(Join(path, "inline"), "must not be empty");
   return src;
+}
+
+// spec.instanceType, gpusPerNode, efaPerNode, nprocPerNode: the table's
+// defaults, or the user's numbers (with warnings) for a type not in the table.
+void ParseHardware(const json& spec, TrainingJobSpec& s) {
+  const std::string P = "spec";
+  std::optional<InstanceType> it;
+  if (auto t = OptString(spec, "instanceType", P, 63)) {
+    static const std::regex kType(R"(^ml\.[a-z0-9-]+\.[a-z0-9]+$)");
+    if (!std::regex_match(*t, kType)) {
+      Fail("spec.instanceType", "'" + *t + "' is not a HyperPod instance type such as ml.p5.48xlarge (ml. prefix)");
+    }
+    s.instance_type = *t;
+    it = LookupInstanceType(*t);
+  }
+  const bool unknown_type = !s.instance_type.empty() && !it;
+  std::optional<int64_t> gpus = OptInt(spec, "gpusPerNode", P, 0, 16);
+  if (gpus) {
+    if (it && *gpus > it->gpus) {
+      Fail("spec.gpusPerNode", std::to_string(*gpus) + " exceeds the " + std::to_string(it->gpus) + " GPUs of " +
+                                   it->name);
+    }
+    s.gpus_per_node = static_cast<int32_t>(*gpus);
+  } else if (unknown_type) {
+    Fail("spec.gpusPerNode", "required: instance type '" + s.instance_type +
+                                 "' is not in the operator's table (docs/USER_GUIDE.md lists it); give gpusPerNode "
+                                 "and efaPerNode");
+  } else {
+    s.gpus_per_node = it ? it->gpus : 0;
+  }
+  std::optional<int64_t> efa = OptInt(spec, "efaPerNode", P, 0, 32);
+  if (efa) {
+    if (it && *efa > it->efa_devices) {
+      Fail("spec.efaPerNode", std::to_string(*efa) + " exceeds the " + std::to_string(it->efa_devices) +
+                                  " EFA devices of " + it->name);
+    }
+    s.efa_per_node = static_cast<int32_t>(*efa);
+  } else {
+    s.efa_per_node = it ? it->efa_devices : 0;
+  }
+  s.gpudirect_rdma = it && it->gpudirect_rdma && s.efa_per_node > 0;
+  if (unknown_type) {
+    std::string w = "instance type " + s.instance_type + " is not in the operator's table: gpusPerNode " +
+                    std::to_string(s.gpus_per_node) + " comes from the spec";
+    if (!efa) {
+      w += "; efaPerNode was not given, so the pods get no EFA devices, no hugepages-2Mi and no FI_* environment "
+           "(set spec.efaPerNode if the type has EFA)";
+    } else if (s.efa_per_node > 0) {
+      w += "; FI_EFA_USE_DEVICE_RDMA is not set (GPUDirect RDMA support unknown; set it in spec.env if the type "
+           "has it)";
+    }
+    s.warnings.push_back(w);
+  }
+  if (auto np = OptInt(spec, "nprocPerNode", P, 1, 256)) {
+    if (s.gpus_per_node > 0 && *np > s.gpus_per_node) {
+      Fail("spec.nprocPerNode", std::to_string(*np) + " exceeds gpusPerNode " + std::to_string(s.gpus_per_node) +
+                                    " (one rank per GPU at most)");
+    }
+    s.nproc_per_node = static_cast<int32_t>(*np);
+  } else if (s.gpus_per_node > 0) {
+    s.nproc_per_node = s.gpus_per_node;
+  } else {
+    Fail("spec.nprocPerNode", "required when the job has no GPUs (gpusPerNode 0): the number of CPU ranks per node");
+  }
 }
 
 TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
@@ -315,51 +235,7 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
   s.args = StringList(spec, "args", P, 256);
 
   s.nodes = static_cast<int32_t>(OptInt(spec, "nodes", P, 1, 2048).value_or(1));
-
-  std::optional<InstanceType> it;
-  if (auto t = OptString(spec, "instanceType", P, 63)) {
-    static const std::regex kType(R"(^ml\.[a-z0-9-]+\.[a-z0-9]+$)");
-    if (!std::regex_match(*t, kType)) {
-      Fail("spec.instanceType", "'" + *t + "' is not a HyperPod instance type such as ml.p5.48xlarge (ml. prefix)");
-    }
-    s.instance_type = *t;
-    it = LookupInstanceType(*t);
-  }
-  std::optional<int64_t> gpus = OptInt(spec, "gpusPerNode", P, 0, 16);
-  if (gpus) {
-    if (it && *gpus > it->gpus) {
-      Fail("spec.gpusPerNode", std::to_string(*gpus) + " exceeds the " + std::to_string(it->gpus) +
-                                   " GPUs of " + it->name);
-    }
-    s.gpus_per_node = static_cast<int32_t>(*gpus);
-  } else {
-    s.gpus_per_node = it ? it->gpus : 0;
-  }
-  std::optional<int64_t> efa = OptInt(spec, "efaPerNode", P, 0, 32);
-  if (efa) {
-    if (it && *efa > it->efa_devices) {
-      Fail("spec.efaPerNode", std::to_string(*efa) + " exceeds the " + std::to_string(it->efa_devices) +
-                                  " EFA devices of " + it->name);
-    }
-    s.efa_per_node = static_cast<int32_t>(*efa);
-  } else {
-    s.efa_per_node = it ? it->efa_devices : 0;
-  }
-  s.gpudirect_rdma = it && it->gpudirect_rdma && s.efa_per_node > 0;
-  if (auto np = OptInt(spec, "nprocPerNode", P, 1, 256)) {
-    if (s.gpus_per_node > 0 && *np > s.gpus_per_node) {
-      Fail("spec.nprocPerNode", std::to_string(*np) + " exceeds gpusPerNode " +
-                                    std::to_string(s.gpus_per_node) + " (one rank per GPU at most)");
-    }
-    s.nproc_per_node = static_cast<int32_t>(*np);
-  } else if (s.gpus_per_node > 0) {
-    s.nproc_per_node = s.gpus_per_node;
-  } else {
-    Fail(it || s.instance_type.empty() ? "spec.nprocPerNode" : "spec.gpusPerNode",
-         s.instance_type.empty() || it
-             ? "required when the job has no GPUs (gpusPerNode 0): the number of CPU ranks per node"
-             : "required: instance type '" + s.instance_type + "' is not in the operator's table");
-  }
+  ParseHardware(spec, s);
 
   s.master_port = static_cast<int32_t>(OptInt(spec, "masterPort", P, 1024, 65535).value_or(29500));
   s.service_account_name = OptString(spec, "serviceAccountName", P, 253).value_or("");
@@ -368,25 +244,12 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
     RequireObject(*r, "spec.resources");
     s.requests = ParseResourceList(*r, "requests", "spec.resources");
     s.limits = ParseResourceList(*r, "limits", "spec.resources");
-    auto rq = s.requests.find("hugepages-2Mi");
-    auto lm = s.limits.find("hugepages-2Mi");
-    if (rq != s.requests.end() && lm != s.limits.end() && rq->second != lm->second) {
-      Fail("spec.resources.limits.hugepages-2Mi", "must equal the request (" + rq->second +
-                                                      "): Kubernetes requires request = limit for hugepages");
-    }
   }
   if (const json* shm = Find(spec, "shmSize")) s.shm_size = QuantityValue(*shm, "spec.shmSize");
 
   s.fault_policy = ParseFaultPolicy(Find(spec, "faultPolicy"), "spec.faultPolicy");
   s.run_policy = ParseRunPolicy(Find(spec, "runPolicy"), "spec.runPolicy");
   s.scheduling = ParseScheduling(Find(spec, "scheduling"), "spec.scheduling", s.fault_policy);
-  if (!s.instance_type.empty()) {
-    auto sel = s.scheduling.node_selector.find(kInstanceTypeLabel);
-    if (sel != s.scheduling.node_selector.end() && sel->second != s.instance_type) {
-      Fail(std::string("spec.scheduling.nodeSelector.") + kInstanceTypeLabel,
-           "'" + sel->second + "' contradicts spec.instanceType '" + s.instance_type + "'");
-    }
-  }
 
   s.trainer_config = ParseTrainerConfig(Find(spec, "trainerConfig"), "spec.trainerConfig");
   if (s.trainer_config.inline_yaml) {
@@ -408,39 +271,16 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
     s.checkpoint_dir = *summary->checkpoint_dir;
   }
 
-  std::set<std::string> volume_names;
   if (const json* vols = Find(spec, "volumes")) {
     if (!vols->is_array()) Fail("spec.volumes", "must be a list");
+    std::set<std::string> names;
     for (size_t i = 0; i < vols->size(); ++i) {
       const std::string p = Index("spec.volumes", i);
-      const json& v = RequireObject((*vols)[i], p);
-      std::string name = OptString(v, "name", p, 63).value_or("");
-      static const std::regex kVolName("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$");
-      if (!std::regex_match(name, kVolName)) Fail(Join(p, "name"), "'" + name + "' is not a DNS-1123 label");
-      if (name == "dshm" || name == "hypertrain-config") Fail(Join(p, "name"), "'" + name + "' is reserved");
-      if (!volume_names.insert(name).second) Fail(Join(p, "name"), "duplicate volume '" + name + "'");
-      if (v.size() < 2) Fail(p, "needs a volume source (e.g. persistentVolumeClaim)");
+      const std::string name = ParseVolume((*vols)[i], p);
+      if (!names.insert(name).second) Fail(Join(p, "name"), "duplicate volume '" + name + "'");
     }
     s.volumes = *vols;
   }
-  if (const json* mounts = Find(spec, "volumeMounts")) {
-    if (!mounts->is_array()) Fail("spec.volumeMounts", "must be a list");
-    for (size_t i = 0; i < mounts->size(); ++i) {
-      const std::string p = Index("spec.volumeMounts", i);
-      const json& m = RequireObject((*mounts)[i], p);
-      std::string name = OptString(m, "name", p).value_or("");
-      if (!volume_names.count(name)) Fail(Join(p, "name"), "'" + name + "' names no volume in spec.volumes");
-      std::string path = OptString(m, "mountPath", p, 1024).value_or("");
-      if (path.empty() || path[0] != '/') Fail(Join(p, "mountPath"), "must be an absolute path");
-      if (path == "/dev/shm" || path == contract::kConfigMountDir) {
-        Fail(Join(p, "mountPath"), "'" + path + "' is mounted by the operator");
-      }
-      OptString(m, "subPath", p, 1024);
-      OptBool(m, "readOnly", p);
-    }
-    s.volume_mounts = *mounts;
-  }
-
   if (const json* env = Find(spec, "env")) {
     if (!env->is_array()) Fail("spec.env", "must be a list");
     std::set<std::string> seen;
@@ -454,7 +294,33 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
     RequireObject(*pm, "spec.podMetadata");
     s.pod_labels = StringMap(*pm, "labels", "spec.podMetadata");
     s.pod_annotations = StringMap(*pm, "annotations", "spec.podMetadata");
+    ValidateLabels(s.pod_labels, "spec.podMetadata.labels");
+    ValidateAnnotations(s.pod_annotations, "spec.podMetadata.annotations");
+    for (const auto& [k, v] : s.pod_labels) {
+      if (IsOperatorLabel(k)) Fail("spec.podMetadata.labels." + k, "is set by the operator");
+    }
+    for (const auto& [k, v] : s.pod_annotations) {
+      if (IsOperatorAnnotation(k)) Fail("spec.podMetadata.annotations." + k, "is set by the operator");
+    }
   }
+  // The pod template adds volumes, so mounts are checked after it.
+  ParsePodTemplate(Find(spec, "podTemplate"), "spec.podTemplate", &s);
+  std::set<std::string> volume_names;
+  for (const json& v : s.volumes) volume_names.insert(v.value("name", ""));
+  if (const json* mounts = Find(spec, "volumeMounts")) {
+    if (!mounts->is_array()) Fail("spec.volumeMounts", "must be a list");
+    for (size_t i = 0; i < mounts->size(); ++i) ParseVolumeMount((*mounts)[i], Index("spec.volumeMounts", i), volume_names);
+    json all = *mounts;
+    for (const json& m : s.volume_mounts) all.push_back(m);
+    s.volume_mounts = all;
+  }
+  auto rq = s.requests.find("hugepages-2Mi");
+  auto lm = s.limits.find("hugepages-2Mi");
+  if (rq != s.requests.end() && lm != s.limits.end() && rq->second != lm->second) {
+    Fail("spec.resources.limits.hugepages-2Mi", "must equal the request (" + rq->second +
+                                                    "): Kubernetes requires request = limit for hugepages");
+  }
+  CheckScheduling(s);
   return s;
 }
 

@@ -8,8 +8,8 @@
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +41,11 @@ using contract::kLabelRestartAttempt;
 inline constexpr char kInstanceTypeLabel[] = "node.kubernetes.io/instance-type";
 inline constexpr char kHostnameLabel[] = "kubernetes.io/hostname";
 inline constexpr char kHyperPodHealthLabel[] = "sagemaker.amazonaws.com/node-health-status";
+inline constexpr char kDeepHealthLabel[] = "sagemaker.amazonaws.com/deep-health-check-status";
+inline constexpr char kDeepHealthPassed[] = "Passed";
+// HyperPod's network topology labels: layer 1 is the farthest network node
+// (spine side), layer 3 the one closest to the instance.
+inline constexpr char kNetworkNodeLayerLabelPrefix[] = "topology.k8s.aws/network-node-layer-";
 
 enum class CleanPodPolicy { kNone, kRunning, kAll };
 const char* CleanPodPolicyName(CleanPodPolicy p);
@@ -76,23 +81,71 @@ struct TrainerConfigSource {
   std::optional<TrainerConfigSummary> summary;
 };
 
+// What a scheduling timeout does: tear the gang down and recreate it after a
+// backoff (retries left), else fail the job with reason Unschedulable.
+struct SchedulingRetry {
+  int32_t limit = 0;                 // retries after a timeout; 0 fails at the first
+  int32_t backoff_seconds = 60;      // the first wait; doubled per retry
+  int32_t max_backoff_seconds = 900;
+  bool counts_toward_backoff_limit = false;  // each retry also spends backoffLimit
+
+  // The wait before retry `n` (0 first): backoff * 2^n, at most the maximum.
+  int64_t BackoffSeconds(int n) const;
+};
+
 struct RunPolicy {
   int32_t backoff_limit = 3;
   std::optional<int64_t> active_deadline_seconds;
   std::optional<int32_t> ttl_seconds_after_finished;
   CleanPodPolicy clean_pod_policy = CleanPodPolicy::kRunning;
   bool suspend = false;
+  // A gang not all Running this long after its pods were created (and, under
+  // Kueue, admitted) is torn down; 0 never times out.
+  int32_t scheduling_timeout_seconds = 0;
+  SchedulingRetry scheduling_retry;
 };
 
+// HyperPod's deep health check (label kDeepHealthLabel = Passed) as a
+// scheduling requirement: none, preferred (HyperPod CLI's default) or required.
+enum class DeepHealthCheck { kIgnored, kPreferred, kRequired };
+const char* DeepHealthCheckName(DeepHealthCheck d);
+
 struct FaultPolicy {
-  std::vector<int32_t> non_retryable_exit_codes{contract::kDefaultNonRetryableExitCodes.begin(),
-                                                contract::kDefaultNonRetryableExitCodes.end()};
+  // Overrides of the exit-code policy (contract/exit_codes.h): codes 1-127
+  // fail the job, 128-255 restart it, 2 never restarts.
+  std::set<int32_t> retryable_exit_codes;
+  std::set<int32_t> non_retryable_exit_codes;
+  bool Retryable(int exit_code) const {
+    return contract::IsRetryable(exit_code, retryable_exit_codes, non_retryable_exit_codes);
+  }
   int32_t hang_timeout_seconds = 0;  // 0: hang detection off
   int32_t startup_timeout_seconds = 1800;
   int32_t max_repeat_offenders = 2;  // 0: never exclude nodes
   int32_t pod_pending_or_lost_grace_seconds = 300;
   std::string node_health_label = kHyperPodHealthLabel;
   std::vector<std::string> healthy_node_values = {"Schedulable"};  // empty: no health requirement
+  DeepHealthCheck deep_health_check = DeepHealthCheck::kPreferred;
+};
+
+// Gang admission: who makes sure the whole gang starts or none of it.
+enum class GangProvider {
+  kNone,          // plain pods (the default scheduler places them one by one)
+  kKueue,         // Kueue's pod-group integration: pods gated until Kueue admits the group
+  kCoscheduling,  // scheduler-plugins coscheduling: a scheduling.x-k8s.io PodGroup
+  kVolcano,       // Volcano: a scheduling.volcano.sh PodGroup, schedulerName volcano
+};
+const char* GangProviderName(GangProvider p);
+
+struct GangScheduling {
+  GangProvider provider = GangProvider::kNone;
+  std::string queue_name;      // Kueue LocalQueue or Volcano Queue
+  std::string priority_class;  // Kueue WorkloadPriorityClass
+};
+
+// Keep the gang under one network node of a topology level.
+struct Topology {
+  std::string key;        // node label, e.g. topology.k8s.aws/network-node-layer-3; "" = off
+  bool required = true;   // Required: never split; Preferred: best effort
 };
 
 struct Scheduling {
@@ -102,6 +155,19 @@ struct Scheduling {
   nlohmann::json tolerations = nlohmann::json::array();  // core/v1 Toleration list
   nlohmann::json affinity;                                // core/v1 Affinity or null
   int64_t termination_grace_period_seconds = 60;
+  GangScheduling gang;
+  Topology topology;
+};
+
+// spec.podTemplate: what the user adds to the operator's pod. Parsed and
+// validated at admission (owned fields and conflicts are errors naming the
+// field); the builders merge it, the operator's fields winning where both speak.
+struct PodTemplate {
+  nlohmann::json spec = nlohmann::json::object();  // pod-level fields passed through verbatim
+  nlohmann::json trainer = nlohmann::json::object();  // extra fields of the trainer container
+  nlohmann::json env_from = nlohmann::json::array();  // trainer envFrom
+  nlohmann::json sidecars = nlohmann::json::array();  // containers after the trainer
+  nlohmann::json init_containers = nlohmann::json::array();
 };
 
 // Resource quantities as Kubernetes strings ("4", "64Gi").
@@ -133,6 +199,10 @@ struct TrainingJobSpec {
   RunPolicy run_policy;
   FaultPolicy fault_policy;
   Scheduling scheduling;
+  PodTemplate pod_template;
+  // Things the user should know that are not errors (e.g. an instance type
+  // not in the table): the operator reports each as a Warning event once.
+  std::vector<std::string> warnings;
 
   int64_t WorldSize() const { return static_cast<int64_t>(nodes) * nproc_per_node; }
   int64_t TotalGpus() const { return static_cast<int64_t>(nodes) * gpus_per_node; }

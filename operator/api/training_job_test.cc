@@ -66,7 +66,13 @@ TEST(ParseSpecTest, DefaultsFromTheInstanceType) {
   EXPECT_EQ(s.run_policy.backoff_limit, 3);
   EXPECT_EQ(s.run_policy.clean_pod_policy, CleanPodPolicy::kRunning);
   EXPECT_FALSE(s.run_policy.suspend);
-  EXPECT_THAT(s.fault_policy.non_retryable_exit_codes, ElementsAre(1, 2, 3));
+  EXPECT_TRUE(s.fault_policy.non_retryable_exit_codes.empty());
+  EXPECT_TRUE(s.fault_policy.retryable_exit_codes.empty());
+  EXPECT_EQ(s.fault_policy.deep_health_check, DeepHealthCheck::kPreferred);
+  EXPECT_EQ(s.run_policy.scheduling_timeout_seconds, 0);
+  EXPECT_EQ(s.scheduling.gang.provider, GangProvider::kNone);
+  EXPECT_TRUE(s.scheduling.topology.key.empty());
+  EXPECT_TRUE(s.warnings.empty());
   EXPECT_EQ(s.fault_policy.node_health_label, "sagemaker.amazonaws.com/node-health-status");
   EXPECT_THAT(s.fault_policy.healthy_node_values, ElementsAre("Schedulable"));
   EXPECT_EQ(s.scheduling.termination_grace_period_seconds, 60);
@@ -104,7 +110,32 @@ TEST(ParseSpecTest, UnknownInstanceTypeNeedsGpusPerNode) {
   EXPECT_EQ(e.field, "spec.gpusPerNode");
   EXPECT_THAT(e.message, HasSubstr("ml.p9.48xlarge"));
   spec["gpusPerNode"] = 8;
-  EXPECT_TRUE(ParseSpec(spec, Meta()).ok());
+  auto r = ParseSpec(spec, Meta());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->gpus_per_node, 8);
+  EXPECT_EQ(r->efa_per_node, 0);
+  // Accepted, with a warning that says which defaults were not applied.
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_THAT(r->warnings[0], HasSubstr("ml.p9.48xlarge is not in the operator's table"));
+  EXPECT_THAT(r->warnings[0], HasSubstr("no EFA devices, no hugepages-2Mi and no FI_* environment"));
+  spec["efaPerNode"] = 16;
+  r = ParseSpec(spec, Meta());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->efa_per_node, 16);
+  EXPECT_FALSE(r->gpudirect_rdma);
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_THAT(r->warnings[0], HasSubstr("FI_EFA_USE_DEVICE_RDMA is not set"));
+}
+
+TEST(ParseSpecTest, NewerInstanceTypesAreKnown) {
+  for (const char* t : {"ml.g6e.48xlarge", "ml.p6-b200.48xlarge", "ml.g7e.12xlarge", "ml.p6e-gb200.36xlarge"}) {
+    json spec = BaseSpec();
+    spec["instanceType"] = t;
+    auto r = ParseSpec(spec, Meta());
+    ASSERT_TRUE(r.ok()) << t << ": " << r.status().ToString();
+    EXPECT_GT(r->efa_per_node, 0) << t;
+    EXPECT_TRUE(r->warnings.empty()) << t;
+  }
 }
 
 TEST(ParseSpecTest, RangeAndShapeErrorsNameTheField) {
@@ -261,7 +292,8 @@ TEST(ParseSpecTest, PoliciesParse) {
                        {"ttlSecondsAfterFinished", 60},
                        {"cleanPodPolicy", "All"},
                        {"suspend", true}};
-  spec["faultPolicy"] = {{"nonRetryableExitCodes", {3, 1}},
+  spec["faultPolicy"] = {{"nonRetryableExitCodes", {137, 143}},
+                         {"retryableExitCodes", {3, 1}},
                          {"hangTimeoutSeconds", 600},
                          {"maxRepeatOffenders", 1},
                          {"nodeHealthLabel", "example.com/health"},
@@ -273,8 +305,13 @@ TEST(ParseSpecTest, PoliciesParse) {
   EXPECT_EQ(r->run_policy.ttl_seconds_after_finished, 60);
   EXPECT_EQ(r->run_policy.clean_pod_policy, CleanPodPolicy::kAll);
   EXPECT_TRUE(r->run_policy.suspend);
-  // The config-error code stays non-retryable even when the user lists others.
-  EXPECT_THAT(r->fault_policy.non_retryable_exit_codes, ElementsAre(1, 2, 3));
+  EXPECT_THAT(r->fault_policy.non_retryable_exit_codes, ElementsAre(137, 143));
+  EXPECT_THAT(r->fault_policy.retryable_exit_codes, ElementsAre(1, 3));
+  EXPECT_TRUE(r->fault_policy.Retryable(1));
+  EXPECT_FALSE(r->fault_policy.Retryable(2));
+  EXPECT_FALSE(r->fault_policy.Retryable(127));
+  EXPECT_FALSE(r->fault_policy.Retryable(137));
+  EXPECT_TRUE(r->fault_policy.Retryable(200));
   EXPECT_EQ(r->fault_policy.hang_timeout_seconds, 600);
   EXPECT_EQ(r->fault_policy.node_health_label, "example.com/health");
   spec["runPolicy"]["cleanPodPolicy"] = "Some";
@@ -282,6 +319,12 @@ TEST(ParseSpecTest, PoliciesParse) {
   spec = BaseSpec();
   spec["faultPolicy"] = {{"nonRetryableExitCodes", {0}}};
   EXPECT_EQ(SpecError(spec).field, "spec.faultPolicy.nonRetryableExitCodes[0]");
+  spec["faultPolicy"] = {{"retryableExitCodes", {2}}};
+  EXPECT_THAT(SpecError(spec).text, HasSubstr("never retried"));
+  spec["faultPolicy"] = {{"retryableExitCodes", {5}}, {"nonRetryableExitCodes", {5}}};
+  EXPECT_EQ(SpecError(spec).field, "spec.faultPolicy.nonRetryableExitCodes");
+  spec["faultPolicy"] = {{"retryableExitCodes", {5, 5}}};
+  EXPECT_EQ(SpecError(spec).field, "spec.faultPolicy.retryableExitCodes[1]");
 }
 
 TEST(ParseObjectMetaTest, ParsesAndRequiresNamespace) {

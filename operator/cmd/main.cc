@@ -7,6 +7,7 @@
 //     [--kube-api-qps=50 --kube-api-burst=100]   (client-side API rate limit)
 //     [--lease-duration-ms=15000 --renew-deadline-ms=10000 --retry-period-ms=2000]
 //     [--fault-settle-ms=5000]
+//   hypertrain-operator --print-instance-types   (the instance table: name GPUs EFA RDMA, one a line)
 //
 // Serves /metrics (Prometheus), /healthz and /readyz on --metrics-addr. With
 // leader election only the Lease holder runs the controller (informers and
@@ -34,6 +35,7 @@
 #include "kube/config.h"
 #include "kube/leader_election.h"
 #include "kube/rest_client.h"
+#include "operator/api/instance_types.h"
 #include "operator/cmd/http_server.h"
 #include "operator/controller/manager.h"
 #include "operator/controller/metrics.h"
@@ -192,7 +194,19 @@ int RunAsLeader(const std::shared_ptr<kube::RestClient>& client, const Flags& fl
   return cancel->cancelled() ? 0 : 1;
 }
 
+// The instance-type table the operator defaults pods from (tab-separated).
+void PrintInstanceTypes() {
+  for (const api::InstanceType& t : api::KnownInstanceTypes()) {
+    std::cout << t.name << "\t" << t.gpus << "\t" << t.efa_devices << "\t" << (t.gpudirect_rdma ? 1 : 0) << "\t"
+              << t.gpu_model << "\n";
+  }
+}
+
 int Main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--print-instance-types") {
+    PrintInstanceTypes();
+    return 0;
+  }
   Flags flags;
   std::string err;
   if (!ParseFlags(argc, argv, &flags, &err)) {

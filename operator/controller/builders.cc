@@ -33,6 +33,9 @@ json ObjectMetaFor(const api::ObjectMeta& job, const std::string& name) {
 std::string PodName(const std::string& job, int rank) { return job + "-node-" + std::to_string(rank); }
 std::string ServiceName(const std::string& job) { return job; }
 std::string ConfigMapName(const std::string& job) { return job + "-config"; }
+std::string PodGroupName(const api::ObjectMeta& job) {
+  return job.uid.empty() ? job.name : job.name + "-" + job.uid.substr(0, std::min<size_t>(8, job.uid.size()));
+}
 std::string MasterAddr(const api::ObjectMeta& job) {
   return PodName(job.name, 0) + "." + ServiceName(job.name) + "." + job.namespace_ + ".svc";
 }
@@ -149,32 +152,176 @@ json BuildResources(const api::TrainingJobSpec& spec) {
   return out;
 }
 
-json BuildAffinity(const api::TrainingJobSpec& spec, const std::vector<std::string>& excluded_nodes) {
+namespace {
+
+// The pod affinity term selecting this attempt's pods of the job (`rank` >= 0:
+// only that node rank's pod) under `key`.
+json PodTerm(const api::ObjectMeta& job, int attempt, int rank, const std::string& key) {
+  json match = {{contract::kLabelJobName, job.name}, {contract::kLabelRestartAttempt, std::to_string(attempt)}};
+  if (rank >= 0) match[contract::kLabelNodeRank] = std::to_string(rank);
+  return {{"labelSelector", {{"matchLabels", match}}}, {"topologyKey", key}};
+}
+
+void Append(json& obj, const char* key, const json& item) {
+  json& list = obj[key];
+  if (!list.is_array()) list = json::array();
+  list.push_back(item);
+}
+
+// The topology part of BuildAffinity (see builders.h).
+void AddTopology(json& affinity, const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int rank,
+                 int attempt) {
+  const api::Topology& t = spec.scheduling.topology;
+  if (t.key.empty() || spec.scheduling.gang.provider == api::GangProvider::kKueue) return;
+  json& pa = affinity["podAffinity"];
+  if (t.required) {
+    Append(pa, "requiredDuringSchedulingIgnoredDuringExecution", PodTerm(job, attempt, -1, t.key));
+  } else {
+    Append(pa, "preferredDuringSchedulingIgnoredDuringExecution",
+           {{"weight", 100}, {"podAffinityTerm", PodTerm(job, attempt, -1, t.key)}});
+  }
+  if (rank == 0) return;
+  // Consecutive ranks under the same switch: layer 3 is the closest network
+  // node, layer 2 the next; finer than the gang's own domain only.
+  const std::string prefix = api::kNetworkNodeLayerLabelPrefix;
+  const bool hyperpod = t.key.rfind(prefix, 0) == 0;
+  const int gang_layer = hyperpod ? t.key.back() - '0' : 0;
+  for (const auto& [layer, weight] : {std::pair{3, 80}, std::pair{2, 40}}) {
+    if (!hyperpod || layer <= gang_layer) continue;
+    Append(pa, "preferredDuringSchedulingIgnoredDuringExecution",
+           {{"weight", weight}, {"podAffinityTerm", PodTerm(job, attempt, rank - 1, prefix + std::to_string(layer))}});
+  }
+}
+
+}  // namespace
+
+json BuildAffinity(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int rank, int attempt,
+                   const std::vector<std::string>& excluded_nodes) {
   json exprs = json::array();
   const api::FaultPolicy& fp = spec.fault_policy;
   if (!fp.healthy_node_values.empty()) {
     exprs.push_back({{"key", fp.node_health_label}, {"operator", "In"}, {"values", fp.healthy_node_values}});
   }
+  const json deep_health = {{"key", api::kDeepHealthLabel}, {"operator", "In"}, {"values", {api::kDeepHealthPassed}}};
+  if (fp.deep_health_check == api::DeepHealthCheck::kRequired) exprs.push_back(deep_health);
   std::set<std::string> excluded(excluded_nodes.begin(), excluded_nodes.end());
   if (!excluded.empty()) {
     exprs.push_back({{"key", api::kHostnameLabel},
                      {"operator", "NotIn"},
                      {"values", std::vector<std::string>(excluded.begin(), excluded.end())}});
   }
-  json affinity = spec.scheduling.affinity.is_object() ? spec.scheduling.affinity : json();
-  if (exprs.empty()) return affinity;
-  if (affinity.is_null()) affinity = json::object();
-  json& required = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
-  json& terms = required["nodeSelectorTerms"];
-  if (!terms.is_array() || terms.empty()) terms = json::array({json::object()});
-  // Terms are ORed: the requirements must hold in each one.
-  for (json& term : terms) {
-    json& match = term["matchExpressions"];
-    if (!match.is_array()) match = json::array();
-    for (const json& e : exprs) match.push_back(e);
+  json affinity = spec.scheduling.affinity.is_object() ? spec.scheduling.affinity : json::object();
+  if (!exprs.empty()) {
+    json& required = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+    json& terms = required["nodeSelectorTerms"];
+    if (!terms.is_array() || terms.empty()) terms = json::array({json::object()});
+    // Terms are ORed: the requirements must hold in each one.
+    for (json& term : terms) {
+      json& match = term["matchExpressions"];
+      if (!match.is_array()) match = json::array();
+      for (const json& e : exprs) match.push_back(e);
+    }
   }
-  return affinity;
+  if (fp.deep_health_check == api::DeepHealthCheck::kPreferred) {
+    Append(affinity["nodeAffinity"], "preferredDuringSchedulingIgnoredDuringExecution",
+           {{"weight", 100}, {"preference", {{"matchExpressions", json::array({deep_health})}}}});
+  }
+  AddTopology(affinity, job, spec, rank, attempt);
+  return affinity.empty() ? json() : affinity;
 }
+
+json BuildPodGroup(const api::ObjectMeta& job, const api::TrainingJobSpec& spec) {
+  const api::GangScheduling& g = spec.scheduling.gang;
+  if (g.provider != api::GangProvider::kCoscheduling && g.provider != api::GangProvider::kVolcano) return json();
+  json pg = {{"kind", "PodGroup"}, {"metadata", ObjectMetaFor(job, PodGroupName(job))}};
+  if (g.provider == api::GangProvider::kCoscheduling) {
+    pg["apiVersion"] = gang::kCoschedulingApiVersion;
+    pg["spec"] = {{"minMember", spec.nodes}};
+    if (spec.run_policy.scheduling_timeout_seconds > 0) {
+      pg["spec"]["scheduleTimeoutSeconds"] = spec.run_policy.scheduling_timeout_seconds;
+    }
+    return pg;
+  }
+  pg["apiVersion"] = gang::kVolcanoApiVersion;
+  pg["spec"] = {{"minMember", spec.nodes}};
+  // What the whole gang requests: Volcano enqueues the group only when it fits.
+  json per_pod = BuildResources(spec).value("requests", json::object());
+  json min_resources = json::object();
+  for (auto it = per_pod.begin(); it != per_pod.end(); ++it) {
+    const std::string q = it.value().get<std::string>();
+    const bool integer = !q.empty() && q.find_first_not_of("0123456789") == std::string::npos;
+    // Whole numbers multiply exactly; a quantity with a unit is given per pod
+    // times nodes in its own unit when that is a plain suffix.
+    if (integer) {
+      min_resources[it.key()] = std::to_string(std::stoll(q) * spec.nodes);
+    } else {
+      const size_t digits = q.find_first_not_of("0123456789");
+      if (digits > 0 && q.find('.') == std::string::npos) {
+        min_resources[it.key()] = std::to_string(std::stoll(q.substr(0, digits)) * spec.nodes) + q.substr(digits);
+      }
+    }
+  }
+  if (!min_resources.empty()) pg["spec"]["minResources"] = min_resources;
+  if (!g.queue_name.empty()) pg["spec"]["queue"] = g.queue_name;
+  if (!spec.scheduling.priority_class_name.empty()) {
+    pg["spec"]["priorityClassName"] = spec.scheduling.priority_class_name;
+  }
+  return pg;
+}
+
+namespace {
+
+// The gang provider's marks on a pod (see builders.h, namespace gang).
+void ApplyGang(json& metadata, json& pod_spec, const api::ObjectMeta& job, const api::TrainingJobSpec& spec) {
+  const api::GangScheduling& g = spec.scheduling.gang;
+  const std::string group = PodGroupName(job);
+  json& labels = metadata["labels"];
+  json annotations = metadata.value("annotations", json::object());
+  switch (g.provider) {
+    case api::GangProvider::kNone:
+      return;
+    case api::GangProvider::kKueue: {
+      labels[gang::kKueueQueueLabel] = g.queue_name;
+      labels[gang::kKueueGroupLabel] = group;
+      if (!g.priority_class.empty()) labels[gang::kKueuePriorityLabel] = g.priority_class;
+      annotations[gang::kKueueTotalCountAnnotation] = std::to_string(spec.nodes);
+      annotations[gang::kKueuePodIndexLabelAnnotation] = contract::kLabelNodeRank;
+      const api::Topology& t = spec.scheduling.topology;
+      if (!t.key.empty()) {
+        annotations[t.required ? gang::kKueueRequiredTopology : gang::kKueuePreferredTopology] = t.key;
+      }
+      // Gated by the operator itself, so no pod of the gang is ever scheduled
+      // before Kueue admits all of them (not even when Kueue's webhook does not
+      // cover the namespace: then the gang waits, and status says for what).
+      pod_spec["schedulingGates"] = json::array({{{"name", gang::kKueueAdmissionGate}}});
+      break;
+    }
+    case api::GangProvider::kCoscheduling:
+      labels[gang::kCoschedulingGroupLabel] = group;
+      if (!pod_spec.contains("schedulerName")) pod_spec["schedulerName"] = gang::kCoschedulingScheduler;
+      break;
+    case api::GangProvider::kVolcano:
+      annotations[gang::kVolcanoGroupAnnotation] = group;
+      pod_spec["schedulerName"] = gang::kVolcanoScheduler;
+      break;
+  }
+  if (!annotations.empty()) metadata["annotations"] = annotations;
+}
+
+// The trainer container with the template's extras: every field the operator
+// does not set, plus extra ports and envFrom (parsing rejected the conflicts).
+void MergeTrainerExtras(json& container, const api::PodTemplate& t) {
+  for (auto it = t.trainer.begin(); it != t.trainer.end(); ++it) {
+    if (it.key() == "ports") {
+      for (const json& port : it.value()) container["ports"].push_back(port);
+    } else if (!container.contains(it.key())) {
+      container[it.key()] = it.value();
+    }
+  }
+  if (!t.env_from.empty()) container["envFrom"] = t.env_from;
+}
+
+}  // namespace
 
 StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const PodOptions& opts) {
   if (opts.rank < 0 || opts.rank >= spec.nodes) {
@@ -225,19 +372,26 @@ StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& 
   if (!spec.args.empty()) container["args"] = spec.args;
   json resources = BuildResources(spec);
   if (!resources.empty()) container["resources"] = resources;
+  MergeTrainerExtras(container, spec.pod_template);
 
-  json pod_spec = {{"hostname", name},
-                   {"subdomain", ServiceName(job.name)},
-                   {"restartPolicy", "Never"},
-                   {"enableServiceLinks", false},
-                   {"terminationGracePeriodSeconds", spec.scheduling.termination_grace_period_seconds},
-                   {"containers", json::array({container})},
-                   {"volumes", volumes}};
+  // The template's pod-level fields first; the operator's own fields over them
+  // (parsing rejected a template that sets one of them).
+  json pod_spec = spec.pod_template.spec;
+  pod_spec["hostname"] = name;
+  pod_spec["subdomain"] = ServiceName(job.name);
+  pod_spec["restartPolicy"] = "Never";
+  if (!pod_spec.contains("enableServiceLinks")) pod_spec["enableServiceLinks"] = false;
+  pod_spec["terminationGracePeriodSeconds"] = spec.scheduling.termination_grace_period_seconds;
+  json containers = json::array({container});
+  for (const json& c : spec.pod_template.sidecars) containers.push_back(c);
+  pod_spec["containers"] = containers;
+  if (!spec.pod_template.init_containers.empty()) pod_spec["initContainers"] = spec.pod_template.init_containers;
+  pod_spec["volumes"] = volumes;
   json node_selector = json::object();
   for (const auto& [k, v] : spec.scheduling.node_selector) node_selector[k] = v;
   if (!spec.instance_type.empty()) node_selector[api::kInstanceTypeLabel] = spec.instance_type;
   if (!node_selector.empty()) pod_spec["nodeSelector"] = node_selector;
-  json affinity = BuildAffinity(spec, opts.excluded_nodes);
+  json affinity = BuildAffinity(job, spec, opts.rank, opts.restart_attempt, opts.excluded_nodes);
   if (!affinity.is_null()) pod_spec["affinity"] = affinity;
   if (!spec.scheduling.tolerations.empty()) pod_spec["tolerations"] = spec.scheduling.tolerations;
   if (!spec.scheduling.scheduler_name.empty()) pod_spec["schedulerName"] = spec.scheduling.scheduler_name;
@@ -245,6 +399,7 @@ StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& 
     pod_spec["priorityClassName"] = spec.scheduling.priority_class_name;
   }
   if (!spec.service_account_name.empty()) pod_spec["serviceAccountName"] = spec.service_account_name;
+  ApplyGang(metadata, pod_spec, job, spec);
 
   return json{{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", pod_spec}};
 }

@@ -5,6 +5,7 @@
 // Objects per job <job> in namespace <ns>:
 //   Service   <job>              headless, publishNotReadyAddresses, selects the job's pods
 //   ConfigMap <job>-config       the inline trainer config (key config.yaml)
+//   PodGroup  <job>-<uid8>       gang provider coscheduling or volcano: minMember = nodes
 //   Pod       <job>-node-<i>     one per node, hostname <job>-node-<i>, subdomain <job>
 // Rank 0 is reachable as <job>-node-0.<job>.<ns>.svc (MASTER_ADDR).
 #ifndef HYPERTRAIN_OPERATOR_CONTROLLER_BUILDERS_H_
@@ -28,9 +29,39 @@ inline constexpr char kRendezvousPortName[] = "rendezvous";
 inline constexpr char kDefaultHugepages[] = "5120Mi";
 inline constexpr char kManagedBy[] = "hypertrain-operator";
 
+// Gang admission (spec.scheduling.gang): what each provider reads.
+namespace gang {
+// Kueue's pod-group integration (pods labelled with a queue and a group,
+// gated until Kueue admits the whole group).
+inline constexpr char kKueueQueueLabel[] = "kueue.x-k8s.io/queue-name";
+inline constexpr char kKueuePriorityLabel[] = "kueue.x-k8s.io/priority-class";
+inline constexpr char kKueueGroupLabel[] = "kueue.x-k8s.io/pod-group-name";
+inline constexpr char kKueueTotalCountAnnotation[] = "kueue.x-k8s.io/pod-group-total-count";
+inline constexpr char kKueueAdmissionGate[] = "kueue.x-k8s.io/admission";
+// "false" on a terminated pod ends the group: Kueue releases its quota (a
+// group whose pods failed would otherwise hold it, waiting for replacements).
+inline constexpr char kKueueRetriableInGroup[] = "kueue.x-k8s.io/retriable-in-group";
+// Kueue topology-aware scheduling and its rank-based ordering (pods with
+// adjacent index land in the same domain).
+inline constexpr char kKueueRequiredTopology[] = "kueue.x-k8s.io/podset-required-topology";
+inline constexpr char kKueuePreferredTopology[] = "kueue.x-k8s.io/podset-preferred-topology";
+inline constexpr char kKueuePodIndexLabelAnnotation[] = "kueue.x-k8s.io/pod-group-pod-index-label";
+// scheduler-plugins coscheduling.
+inline constexpr char kCoschedulingApiVersion[] = "scheduling.x-k8s.io/v1alpha1";
+inline constexpr char kCoschedulingGroupLabel[] = "scheduling.x-k8s.io/pod-group";
+inline constexpr char kCoschedulingScheduler[] = "scheduler-plugins-scheduler";
+// Volcano.
+inline constexpr char kVolcanoApiVersion[] = "scheduling.volcano.sh/v1beta1";
+inline constexpr char kVolcanoGroupAnnotation[] = "scheduling.k8s.io/group-name";
+inline constexpr char kVolcanoScheduler[] = "volcano";
+}  // namespace gang
 std::string PodName(const std::string& job, int rank);
 std::string ServiceName(const std::string& job);
 std::string ConfigMapName(const std::string& job);
+// The gang's group name for every provider (Kueue's pod group, the PodGroup
+// objects): "<job>-<first 8 of the uid>", so a job deleted and created again
+// under the same name never joins the old group while its pods linger.
+std::string PodGroupName(const api::ObjectMeta& job);
 // "<job>-node-0.<job>.<ns>.svc"
 std::string MasterAddr(const api::ObjectMeta& job);
 
@@ -63,10 +94,26 @@ nlohmann::json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& 
 // no cpu/memory is, a cpu request of 1 (Kubernetes requires one of them).
 nlohmann::json BuildResources(const api::TrainingJobSpec& spec);
 
-// Node affinity: the user's affinity with, ANDed into every required term, the
-// node-health requirement (faultPolicy.nodeHealthLabel In healthyNodeValues)
-// and kubernetes.io/hostname NotIn `excluded_nodes`. Null when there is nothing.
-nlohmann::json BuildAffinity(const api::TrainingJobSpec& spec, const std::vector<std::string>& excluded_nodes);
+// The PodGroup of gang provider coscheduling (scheduling.x-k8s.io/v1alpha1:
+// minMember = nodes, scheduleTimeoutSeconds from runPolicy) or volcano
+// (scheduling.volcano.sh/v1beta1: minMember, minResources = the gang's
+// requests, queue, priorityClassName), owned by the job. Null for the other
+// providers (Kueue builds its own Workload from the pods).
+nlohmann::json BuildPodGroup(const api::ObjectMeta& job, const api::TrainingJobSpec& spec);
+
+// Affinity: the user's affinity with, ANDed into every required node term,
+// the node-health requirement (faultPolicy.nodeHealthLabel In
+// healthyNodeValues), the deep health check when required, and
+// kubernetes.io/hostname NotIn `excluded_nodes`; a preferred term for the deep
+// health check when preferred. Topology (spec.scheduling.topology, not under
+// Kueue, whose topology-aware scheduling places the gang itself): every pod of
+// the attempt under one domain of the topology key (required or preferred pod
+// affinity on the job's pods of this attempt), and node rank r preferring the
+// HyperPod layer-3 then layer-2 network node of rank r-1, so the scheduler,
+// which binds the gang in rank (creation) order, puts consecutive ranks under
+// the same switch. Null when there is nothing.
+nlohmann::json BuildAffinity(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int rank, int attempt,
+                             const std::vector<std::string>& excluded_nodes);
 
 struct PodOptions {
   int rank = 0;
@@ -74,7 +121,11 @@ struct PodOptions {
   std::vector<std::string> excluded_nodes;  // status.excludedNodes
 };
 
-// The pod for node `opts.rank`. Error when the rank is out of range.
+// The pod for node `opts.rank`: the operator's pod merged with
+// spec.podTemplate (its pod-level fields, sidecars, init containers and the
+// trainer container's extras; the operator's own fields are the operator's),
+// the gang provider's labels, annotations, scheduler and scheduling gate.
+// Error when the rank is out of range.
 StatusOr<nlohmann::json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& spec,
                                      const PodOptions& opts);
 

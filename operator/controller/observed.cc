@@ -73,9 +73,16 @@ ObservedPod PodFromJson(const json& pod) {
   p.phase = Str(status, "phase", "Pending");
   p.deleting = meta.is_object() && meta.contains("deletionTimestamp");
   p.node_name = Str(Field(pod, "spec"), "nodeName");
+  const json& gates = Field(Field(pod, "spec"), "schedulingGates");
+  p.gated = gates.is_array() && !gates.empty();
+  const json& conditions = Field(status, "conditions");
+  for (const json& c : conditions.is_array() ? conditions : json::array()) {
+    if (Str(c, "type") == "PodScheduled" && Str(c, "status") == "False") p.unschedulable_message = Str(c, "message");
+  }
   p.fault = FaultOf(status);
   const json& progress = Field(Field(meta, "annotations"), contract::kAnnotationProgress);
   if (progress.is_string()) p.progress = progress.get<std::string>();
+  p.final_in_group = Str(Field(meta, "annotations"), gang::kKueueRetriableInGroup) == "false";
   return p;
 }
 

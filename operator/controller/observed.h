@@ -37,8 +37,13 @@ struct ObservedPod {
   std::string phase = "Pending";
   bool deleting = false;   // metadata.deletionTimestamp is set
   std::string node_name;   // spec.nodeName, "" while unscheduled
+  bool gated = false;      // spec.schedulingGates is not empty (e.g. waiting for Kueue)
+  // The PodScheduled=False condition's message ("0/4 nodes are available: ..."),
+  // "" when the pod is scheduled or the scheduler has not said why not.
+  std::string unschedulable_message;
   PodFault fault;          // read whatever the phase; used when Failed
   std::optional<std::string> progress;  // annotation hypertrain.dev/progress
+  bool final_in_group = false;  // annotation kueue.x-k8s.io/retriable-in-group: "false"
 
   bool Failed() const { return phase == "Failed"; }
   bool Terminated() const { return phase == "Succeeded" || phase == "Failed"; }

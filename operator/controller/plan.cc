@@ -7,6 +7,7 @@
 namespace hypertrain::controller {
 namespace {
 
+using nlohmann::json;
 using std::chrono::milliseconds;
 
 // Pods of an older attempt: looked at again this long after their deletion.
@@ -70,10 +71,28 @@ void InvalidSpec(Pass& p, const Status& error) {
   Finish(p, api::kCondFailed, api::reason::kInvalidSpec, error.message());
 }
 
+// Under Kueue a failed job ends its pod group, so Kueue releases the quota that
+// the terminated pods kept would otherwise hold: one terminated pod gets
+// kueue.x-k8s.io/retriable-in-group "false" (once).
+void EndKueueGroup(Pass& p) {
+  if (p.s().scheduling.gang.provider != api::GangProvider::kKueue || !api::IsConditionTrue(p.status(), api::kCondFailed)) {
+    return;
+  }
+  const ObservedPod* mark = nullptr;
+  for (const ObservedPod& pod : p.in.pods) {
+    if (pod.final_in_group) return;
+    if (!mark && pod.Terminated() && !pod.deleting) mark = &pod;
+  }
+  if (!mark) return;  // none left: nothing holds the quota
+  p.plan.actions.push_back(Action{Action::Kind::kPatchPod, mark->name, mark->uid,
+                                  {{"metadata", {{"annotations", {{gang::kKueueRetriableInGroup, "false"}}}}}}});
+}
+
 // Row "finished": cleanPodPolicy, then the job's deletion once
 // ttlSecondsAfterFinished has passed since completionTime.
 void Finished(Pass& p) {
   p.plan.decision = Case::kFinished;
+  EndKueueGroup(p);
   CleanPods(p);
   const auto& ttl = p.s().run_policy.ttl_seconds_after_finished;
   if (!ttl) return;
@@ -170,6 +189,14 @@ void CountNodeFault(Pass& p, const std::string& node) {
                                      " faults; excluded from later attempts"});
 }
 
+// The next attempt of the gang: its pods are created once the current ones are
+// gone; its scheduling clock starts over.
+void NewAttempt(Pass& p) {
+  ++p.status().restart_attempt;
+  p.status().scheduling.start_time.clear();
+  p.status().scheduling.message.clear();
+}
+
 // Row "a pod failed" and every other fault: Failed at once for a
 // non-retryable exit code, Failed/BackoffLimitExceeded without budget, else a
 // gang restart (the next attempt). One budget for every fault path.
@@ -177,16 +204,15 @@ void Fault(Pass& p, const DetectedFault& f) {
   p.plan.decision = Case::kFault;
   p.status().last_fault = api::Fault{f.reason, f.message, f.pod, f.node, f.rank, f.exit_code, p.now_str};
   CountNodeFault(p, f.node);
-  const auto& codes = p.s().fault_policy.non_retryable_exit_codes;
   const int32_t budget = p.s().run_policy.backoff_limit;
-  if (f.exit_code && std::find(codes.begin(), codes.end(), *f.exit_code) != codes.end()) {
+  if (f.exit_code && !p.s().fault_policy.Retryable(*f.exit_code)) {
     Finish(p, api::kCondFailed, api::reason::kNonRetryableExitCode, f.message);
   } else if (p.status().restart_count >= budget) {
     Finish(p, api::kCondFailed, api::reason::kBackoffLimitExceeded,
            "restart budget backoffLimit=" + std::to_string(budget) + " exhausted; last fault: " + f.message);
   } else {
     ++p.status().restart_count;
-    ++p.status().restart_attempt;
+    NewAttempt(p);
     const std::string msg = "gang restart " + std::to_string(p.status().restart_attempt) + " after " + f.message;
     // Already Restarting (no condition transition): still one event per restart.
     if (api::IsConditionTrue(p.status(), api::kCondRestarting)) {
@@ -241,18 +267,22 @@ void Succeeded(Pass& p) {
   if (ttl) p.plan.requeue_after = std::chrono::seconds(*ttl);
 }
 
-// The headless Service and the inline config's ConfigMap (created every pass
-// the gang is not finished: AlreadyExists is success).
+// The headless Service, the inline config's ConfigMap and the gang's PodGroup
+// (created every pass the gang is not finished: AlreadyExists is success).
 void EnsureServiceAndConfig(Pass& p) {
   p.plan.actions.push_back(Action{Action::Kind::kCreateService, ServiceName(p.in.job.name), "",
                                   BuildService(p.in.job, p.s())});
-  if (!p.s().trainer_config.inline_yaml) return;
-  auto cm = BuildConfigMap(p.in.job, p.s());
-  if (!cm.ok()) {
-    p.error = cm.status();
-    return;
+  if (p.s().trainer_config.inline_yaml) {
+    auto cm = BuildConfigMap(p.in.job, p.s());
+    if (!cm.ok()) {
+      p.error = cm.status();
+      return;
+    }
+    p.plan.actions.push_back(Action{Action::Kind::kCreateConfigMap, ConfigMapName(p.in.job.name), "", *cm});
   }
-  p.plan.actions.push_back(Action{Action::Kind::kCreateConfigMap, ConfigMapName(p.in.job.name), "", *cm});
+  if (json pg = BuildPodGroup(p.in.job, p.s()); !pg.is_null()) {
+    p.plan.actions.push_back(Action{Action::Kind::kCreatePodGroup, PodGroupName(p.in.job), "", pg});
+  }
 }
 
 // Row "otherwise", pods missing: create them (on a current cache only).
@@ -262,6 +292,15 @@ void CreatePods(Pass& p, const std::vector<int>& missing) {
   if (!api::IsConditionTrue(p.status(), api::kCondCreated)) {
     p.SetCondition(api::kCondCreated, true, api::reason::kJobCreated,
                    "created the headless Service and " + std::to_string(p.s().nodes) + " pods");
+    // What parsing could not apply (e.g. an instance type not in the table):
+    // said once, with the job's creation.
+    for (const std::string& w : p.s().warnings) p.extra_events.push_back(Event{EventType::kWarning, "SpecWarning", w});
+  }
+  p.status().scheduling.retry_time.clear();
+  // The scheduling clock starts with the gang's creation; under Kueue, when the
+  // admitted (ungated) gang is first seen (SchedulingTimedOut).
+  if (p.s().scheduling.gang.provider != api::GangProvider::kKueue && p.status().scheduling.start_time.empty()) {
+    p.status().scheduling.start_time = p.now_str;
   }
   if (p.status().start_time.empty()) p.status().start_time = p.now_str;
   p.status().pods.active += static_cast<int32_t>(missing.size());
@@ -273,6 +312,107 @@ void CreatePods(Pass& p, const std::vector<int>& missing) {
     }
     p.plan.actions.push_back(Action{Action::Kind::kCreatePod, PodName(p.in.job.name, rank), "", *pod});
   }
+}
+
+// Why the gang is not all Running: waiting for admission, or the scheduler's
+// word on the lowest pending rank.
+std::string PendingMessage(Pass& p, const Gang& gang) {
+  int gated = 0, unbound = 0;
+  const ObservedPod* first = nullptr;
+  for (const auto& [rank, pod] : gang) {
+    gated += pod->gated;
+    if (!pod->node_name.empty()) continue;
+    ++unbound;
+    if (!first && !pod->unschedulable_message.empty()) first = pod;
+  }
+  const std::string of = " of " + std::to_string(p.s().nodes) + " pods";
+  if (gated > 0) {
+    const api::GangScheduling& g = p.s().scheduling.gang;
+    return g.provider == api::GangProvider::kKueue
+               ? "waiting for admission by Kueue (LocalQueue " + g.queue_name + "): " + std::to_string(gated) + of +
+                     " gated"
+               : std::to_string(gated) + of + " have scheduling gates";
+  }
+  if (first) return "pod " + first->name + ": " + first->unschedulable_message;
+  if (unbound > 0) return std::to_string(unbound) + of + " not yet bound to a node";
+  return "";
+}
+
+// Row "a gang not all Running within runPolicy.schedulingTimeoutSeconds": torn
+// down (its pods deleted: no partial gang holds GPUs), then created again after
+// a backoff while schedulingRetry lasts, else Failed/Unschedulable. The clock
+// starts when every pod exists and none is gated (Kueue has admitted it).
+// True when it decided the pass.
+bool SchedulingTimedOut(Pass& p, const Gang& gang) {
+  api::SchedulingStatus& sc = p.status().scheduling;
+  if (std::all_of(gang.begin(), gang.end(), [](const auto& rp) { return rp.second->phase == "Running"; })) {
+    return false;
+  }
+  // Once Running in this attempt, a pod that stops running is a fault, not a
+  // scheduling matter.
+  if (api::IsConditionTrue(p.status(), api::kCondRunning)) return false;
+  sc.message = PendingMessage(p, gang);
+  const bool gated = std::any_of(gang.begin(), gang.end(), [](const auto& rp) { return rp.second->gated; });
+  if (gated) {
+    sc.start_time.clear();
+    return false;
+  }
+  if (sc.start_time.empty()) sc.start_time = p.now_str;
+  const api::RunPolicy& rp = p.s().run_policy;
+  if (rp.scheduling_timeout_seconds <= 0) return false;
+  const auto deadline = ParseRfc3339(sc.start_time).value_or(p.now) + std::chrono::seconds(rp.scheduling_timeout_seconds);
+  if (p.now < deadline) {
+    p.RequeueAtMost(std::chrono::ceil<milliseconds>(deadline - p.now));
+    return false;
+  }
+  p.plan.decision = Case::kUnschedulable;
+  int running = 0, bound = 0;
+  std::string pending_pod;
+  for (const auto& [rank, pod] : gang) {
+    running += pod->phase == "Running";
+    bound += !pod->node_name.empty();
+    if (pending_pod.empty() && pod->phase != "Running") pending_pod = pod->name;
+  }
+  const std::string nodes = std::to_string(p.s().nodes);
+  std::string msg = "the gang was not all Running within schedulingTimeoutSeconds=" +
+                    std::to_string(rp.scheduling_timeout_seconds) + " (" + std::to_string(running) + " of " + nodes +
+                    " pods Running, " + std::to_string(bound) + " bound to nodes)";
+  if (!sc.message.empty()) msg += "; " + sc.message;
+  p.status().last_fault = api::Fault{api::reason::kUnschedulable, msg, pending_pod, "", std::nullopt, std::nullopt,
+                                     p.now_str};
+  const api::SchedulingRetry& retry = rp.scheduling_retry;
+  const int done = sc.timeouts++;
+  const bool budget = !retry.counts_toward_backoff_limit || p.status().restart_count < rp.backoff_limit;
+  if (done >= retry.limit || !budget) {
+    if (done < retry.limit) msg += "; restart budget backoffLimit=" + std::to_string(rp.backoff_limit) + " exhausted";
+    Finish(p, api::kCondFailed, api::reason::kUnschedulable, msg);
+    DeletePods(p, [](const ObservedPod& pod) { return !pod.Terminated(); });
+    return true;
+  }
+  const int64_t wait = retry.BackoffSeconds(done);
+  sc.retry_time = FormatRfc3339(p.now + std::chrono::seconds(wait));
+  if (retry.counts_toward_backoff_limit) ++p.status().restart_count;
+  NewAttempt(p);
+  msg += "; torn down, retry " + std::to_string(done + 1) + " of " + std::to_string(retry.limit) + " in " +
+         std::to_string(wait) + "s";
+  if (api::IsConditionTrue(p.status(), api::kCondRestarting)) {
+    p.extra_events.push_back(Event{EventType::kWarning, api::reason::kUnschedulable, msg});
+  }
+  p.SetCondition(api::kCondRestarting, true, api::reason::kUnschedulable, msg);
+  DeleteAllPods(p);
+  return true;
+}
+
+// Row "a torn-down gang in its backoff": nothing is created before
+// status.scheduling.retryTime. True while waiting.
+bool WaitingToRetry(Pass& p) {
+  const std::string& at = p.status().scheduling.retry_time;
+  if (at.empty()) return false;
+  const auto t = ParseRfc3339(at);
+  if (!t || p.now >= *t) return false;
+  p.plan.decision = Case::kSchedulingBackoff;
+  p.RequeueAtMost(std::chrono::ceil<milliseconds>(*t - p.now));
+  return true;
 }
 
 // status.progress from node 0's annotation; maxSteps from the inline config
@@ -301,6 +441,7 @@ void Running(Pass& p, const Gang& gang) {
   if (all_running) {
     p.SetCondition(api::kCondRunning, true, api::reason::kPodsRunning,
                    "all " + std::to_string(p.s().nodes) + " pods are running");
+    p.status().scheduling.message.clear();
   }
   UpdateProgress(p, gang);
   const HangCheck hang = CheckHang(p.in.job.name, p.status(), p.s().fault_policy, all_running, p.now);
@@ -326,11 +467,12 @@ void DecideValid(Pass& p) {
   if (NodeFault(p, gang)) return;
   const int nodes = p.s().nodes;
   if (static_cast<int>(gang.size()) == nodes && p.status().pods.succeeded == nodes) return Succeeded(p);
-  EnsureServiceAndConfig(p);
   std::vector<int> missing;
   for (int rank = 0; rank < nodes; ++rank) {
     if (!gang.count(rank)) missing.push_back(rank);
   }
+  if (missing.empty() ? SchedulingTimedOut(p, gang) : WaitingToRetry(p)) return;
+  EnsureServiceAndConfig(p);
   if (!missing.empty()) return CreatePods(p, missing);
   Running(p, gang);
 }
@@ -362,7 +504,9 @@ const char* CaseName(Case c) {
     case Case::kFault: return "Fault";
     case Case::kSettling: return "Settling";
     case Case::kSucceeded: return "Succeeded";
+    case Case::kSchedulingBackoff: return "SchedulingBackoff";
     case Case::kCreating: return "Creating";
+    case Case::kUnschedulable: return "Unschedulable";
     case Case::kRunning: return "Running";
   }
   return "?";
@@ -372,7 +516,9 @@ std::string Describe(const Action& a) {
   switch (a.kind) {
     case Action::Kind::kCreateService: return "create Service " + a.name;
     case Action::Kind::kCreateConfigMap: return "create ConfigMap " + a.name;
+    case Action::Kind::kCreatePodGroup: return "create PodGroup " + a.name;
     case Action::Kind::kCreatePod: return "create Pod " + a.name;
+    case Action::Kind::kPatchPod: return "patch Pod " + a.name;
     case Action::Kind::kDeletePod: return "delete Pod " + a.name;
     case Action::Kind::kDeleteJob: return "delete TrainingJob " + a.name;
   }

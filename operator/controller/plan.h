@@ -50,23 +50,26 @@ enum class Case {
   kFault,             // a fault: gang restart, or Failed when not retryable or out of budget
   kSettling,          // a follow-on exit: waiting for the root cause's status
   kSucceeded,         // every node's pod exited 0
-  kCreating,          // Service, ConfigMap and the missing pods
+  kSchedulingBackoff, // a gang torn down after a scheduling timeout waits to be created again
+  kCreating,          // Service, ConfigMap, PodGroup and the missing pods
+  kUnschedulable,     // not all Running within schedulingTimeoutSeconds: torn down, retried or Failed
   kRunning,           // all pods exist: Running, progress, hang detection
 };
 const char* CaseName(Case c);
 
 struct Action {
-  enum class Kind { kCreateService, kCreateConfigMap, kCreatePod, kDeletePod, kDeleteJob };
+  enum class Kind { kCreateService, kCreateConfigMap, kCreatePodGroup, kCreatePod, kPatchPod, kDeletePod, kDeleteJob };
   Kind kind;
   std::string name;
   // Deletes: the uid precondition (only this very object is deleted). A job's
   // deletion propagates in the background.
   std::string uid;
-  nlohmann::json object;  // creates: the object; AlreadyExists counts as done
+  nlohmann::json object;  // creates: the object; AlreadyExists counts as done; patches: the merge patch
 
   bool operator==(const Action&) const = default;
 };
-// "create Pod j-node-0", "delete Pod j-node-1", "delete TrainingJob j".
+// "create Pod j-node-0", "create PodGroup j-1234abcd", "patch Pod j-node-0", "delete Pod j-node-1",
+// "delete TrainingJob j".
 std::string Describe(const Action& a);
 
 struct Event {

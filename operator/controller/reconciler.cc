@@ -24,6 +24,13 @@ Json CachedStatusJson(const Json& job) {
   return parsed.ok() ? api::ToJson(*parsed) : Json();
 }
 
+// The PodGroup type (scheduler-plugins or Volcano) of a built PodGroup.
+kube::ResourceType PodGroupType(const Json& pg) {
+  const std::string api_version = pg.value("apiVersion", "");
+  const auto slash = api_version.find('/');
+  return kube::resources::Custom(api_version.substr(0, slash), api_version.substr(slash + 1), "podgroups", "PodGroup");
+}
+
 }  // namespace
 
 kube::ResourceType TrainingJobType() {
@@ -102,6 +109,19 @@ Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions
   kube::ResourceClient pods(o_.client, kube::resources::kPods, ns);
   for (const Action& a : actions) {
     switch (a.kind) {
+      case Action::Kind::kCreatePodGroup: {
+        auto r = kube::ResourceClient(o_.client, PodGroupType(a.object), ns).Create(a.object);
+        if (!r.ok() && !kube::IsAlreadyExists(r.status())) {
+          if (kube::IsNotFound(r.status())) {
+            return Count(FailedPrecondition(a.object.value("apiVersion", "") +
+                                            " PodGroup is not served: install the gang scheduler that "
+                                            "spec.scheduling.gang.provider names (" +
+                                            r.status().message() + ")"));
+          }
+          return Count(r.status());
+        }
+        break;
+      }
       case Action::Kind::kCreateService:
       case Action::Kind::kCreateConfigMap:
       case Action::Kind::kCreatePod: {
@@ -111,6 +131,11 @@ Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions
         auto r = kube::ResourceClient(o_.client, type, ns).Create(a.object);
         if (!r.ok() && !kube::IsAlreadyExists(r.status())) return Count(r.status());
         if (r.ok() && a.kind == Action::Kind::kCreatePod && o_.counters) ++o_.counters->pods_created;
+        break;
+      }
+      case Action::Kind::kPatchPod: {
+        Status s = pods.Patch(a.name, a.object).status();
+        if (!s.ok() && !kube::IsNotFound(s)) return Count(s);
         break;
       }
       case Action::Kind::kDeletePod: {

@@ -645,7 +645,8 @@ TEST_F(ReconcilerTest, ControlPlaneValidatesAndDefaultsThroughTheCrd) {
   EXPECT_EQ(s["imagePullPolicy"], "IfNotPresent");
   EXPECT_EQ(s["runPolicy"]["backoffLimit"], 3);
   EXPECT_EQ(s["runPolicy"]["cleanPodPolicy"], "Running");
-  EXPECT_EQ(s["faultPolicy"]["nonRetryableExitCodes"], Json({1, 2, 3}));
+  EXPECT_FALSE(s["faultPolicy"].contains("nonRetryableExitCodes"));
+  EXPECT_EQ(s["faultPolicy"]["deepHealthCheck"], "Preferred");
   EXPECT_EQ(s["faultPolicy"]["nodeHealthLabel"], "sagemaker.amazonaws.com/node-health-status");
 }
 

@@ -2,7 +2,8 @@
 //
 //   bench                      # the two reference runs: 125m 16x2048, 1b 4x2048, bf16
 //   bench --model 1b --batch 4 --seq 2048 --steps 30 --warmup 5
-//         [--precision bf16|fp16] [--checkpointing none|selective|full]
+//         [--precision bf16|fp16|fp8] [--fp8-recipe delayed|tensorwise] [--fp8-grad e5m2|e4m3]
+//         [--checkpointing none|selective|full]
 //         [--graphs 0|1] [--share-grads 0|1] [--deterministic 0|1] [--json out.jsonl]
 //
 // Per run it prints tokens/s, MFU (model FLOPs per token = 6 * matmul params
@@ -14,6 +15,10 @@
 // times, medians over the timed steps after warm-up; the step time is the
 // host wall clock of a whole synchronised step. Tokens are random (fixed
 // seed), staged through pinned buffers and the H2D stream like the loader's.
+// --precision fp8 is bf16 training with the block GEMMs in FP8 (model.fp8);
+// MFU stays against the bf16 peak. With --profile the block GEMMs' rate
+// (TFLOP/s over their 6 * N * block-params FLOPs) and the FP8 cast time are
+// printed too.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,7 +51,14 @@ struct RunSpec {
   int64_t loss_chunk_rows = 0;  // 0 = the backend's choice (CudaOptions::loss_chunk_rows)
   bool share_grads = true;  // block gradients in freed activations (one micro-batch per step)
   bool deterministic = true;  // as trainer.deterministic; 0 = cuDNN's atomic-dQ attention backward
+  model::Fp8Options fp8;      // --precision fp8
 };
+
+std::string PrecisionLabel(const RunSpec& r) {
+  if (!r.fp8.enabled) return model::PrecisionName(r.precision);
+  return std::string("fp8-") + model::Fp8RecipeName(r.fp8.recipe) + "-" +
+         model::Fp8FormatName(r.fp8.grad_format);
+}
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -69,6 +81,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
   o.seq_len = r.seq;
   o.single_pass_grads = true;  // ZeroGrads + one ForwardBackward per step, like the trainer at A = 1
   o.deterministic = r.deterministic;
+  o.fp8 = r.fp8;
   cuda::CudaOptions co;
   co.share_grads_with_activations = r.share_grads;
   co.cuda_graphs = r.graphs;
@@ -163,7 +176,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
       "%-5s %s %lldx%lld ckpt=%s graphs=%d grads=%s det=%d | %9.0f tok/s | MFU %5.1f%% | peak mem %6.2f GiB "
       "(allocated %.2f GiB = act %.2f + state %.2f + other) | step %7.2f ms = data %.2f + fwd %.2f + bwd %.2f + "
       "opt %.2f (+host %.2f) | loss %.4f | %s\n",
-      r.model.c_str(), model::PrecisionName(r.precision), static_cast<long long>(r.batch),
+      r.model.c_str(), PrecisionLabel(r).c_str(), static_cast<long long>(r.batch),
       static_cast<long long>(r.seq), model::CheckpointingName(r.checkpointing), r.graphs ? 1 : 0,
       b.shares_grads_with_activations() ? "shared" : "own", r.deterministic ? 1 : 0, tok_s, 100 * mfu, gib,
       b.allocated_bytes() / double(1u << 30),
@@ -181,10 +194,22 @@ int Run(const RunSpec& r, const std::string& json_path) {
   if (r.profile) {
     std::printf("      per-op device time per pass (events between ops; %d passes): %s\n",
                 b.op_profile().passes(), b.op_profile().Summary().c_str());
+    const auto& t = b.op_profile().total_ms();
+    const int passes = std::max(1, b.op_profile().passes());
+    const double gemm_ms = t[static_cast<int>(cuda::Op::kGemm)] / passes;
+    const double cast_ms = t[static_cast<int>(cuda::Op::kFp8Cast)] / passes;
+    // Forward, dX and dW of the four block projections: 6 FLOPs per weight per token.
+    const int64_t C = cfg.hidden_size, Q = cfg.q_dim(), K = cfg.kv_dim(), F = cfg.intermediate_size;
+    const double block_flops = 6.0 * double(n) * double(cfg.num_hidden_layers) *
+                               double(C * (Q + 2 * K) + Q * C + 3 * C * F);
+    std::printf("      block GEMMs (%s): %.2f ms per pass = %.0f TFLOP/s; FP8 casts (amax, scales, "
+                "cast/transpose): %.2f ms per pass\n",
+                r.fp8.enabled ? "fp8" : model::PrecisionName(r.precision), gemm_ms,
+                gemm_ms > 0 ? block_flops / (gemm_ms * 1e-3) / 1e12 : 0.0, cast_ms);
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path, std::ios::app);
-    f << "{\"model\":\"" << r.model << "\",\"precision\":\"" << model::PrecisionName(r.precision)
+    f << "{\"model\":\"" << r.model << "\",\"precision\":\"" << PrecisionLabel(r)
       << "\",\"batch\":" << r.batch << ",\"seq\":" << r.seq << ",\"checkpointing\":\""
       << model::CheckpointingName(r.checkpointing) << "\",\"graphs\":" << (r.graphs ? 1 : 0)
       << ",\"shared_grads\":" << (b.shares_grads_with_activations() ? 1 : 0)
@@ -200,7 +225,8 @@ int Run(const RunSpec& r, const std::string& json_path) {
 
 constexpr char kUsage[] =
     "usage: bench [--model NAME --batch B --seq S] [--steps N] [--warmup N]\n"
-    "             [--precision bf16|fp16|fp32|tf32] [--checkpointing none|selective|full]\n"
+    "             [--precision bf16|fp16|fp32|tf32|fp8] [--checkpointing none|selective|full]\n"
+    "             [--fp8-recipe delayed|tensorwise] [--fp8-grad e5m2|e4m3]\n"
     "             [--graphs 0|1] [--profile 0|1] [--loss-chunk-rows N] [--share-grads 0|1]\n"
     "             [--deterministic 0|1]\n"
     "             [--json FILE]\n"
@@ -245,7 +271,19 @@ int BenchMain(int argc, char** argv) {
     else if (a == "--share-grads") spec.share_grads = as_int(next()) != 0;
     else if (a == "--deterministic") spec.deterministic = as_int(next()) != 0;
     else if (a == "--json") json = next();
-    else if (a == "--precision") {
+    else if (a == "--fp8-recipe") {
+      auto p = model::ParseFp8Recipe(next());
+      if (!p.ok()) { std::fprintf(stderr, "bench: %s\n", p.status().ToString().c_str()); return 2; }
+      spec.fp8.recipe = *p;
+    } else if (a == "--fp8-grad") {
+      auto p = model::ParseFp8Format(next());
+      if (!p.ok()) { std::fprintf(stderr, "bench: %s\n", p.status().ToString().c_str()); return 2; }
+      spec.fp8.grad_format = *p;
+    } else if (a == "--precision" && i + 1 < argc && std::string(argv[i + 1]) == "fp8") {
+      ++i;
+      spec.precision = model::Precision::kBF16;
+      spec.fp8.enabled = true;
+    } else if (a == "--precision") {
       auto p = model::ParsePrecision(next());
       if (!p.ok()) { spdlog::error("bench: {}", p.status().ToString()); return 2; }
       spec.precision = *p;

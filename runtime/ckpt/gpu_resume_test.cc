@@ -6,6 +6,8 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "core/atomic_file.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
@@ -50,6 +52,39 @@ TEST(GpuResumeTest, Resume125mOnOneGpuIsBitIdentical) {
   ASSERT_EQ(b->losses.size(), 5u);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(b->losses[i], a->losses[3 + i]) << "step " << 4 + i;
   EXPECT_EQ(ShardBytes(straight, 8), ShardBytes(stopped, 8));
+}
+
+// FP8 (delayed scaling, a 4-pass amax history that rolls over across the
+// resume): the manifest carries the histories, and the resumed run's losses
+// and weights equal the uninterrupted run's bit for bit.
+TEST(GpuResumeTest, Fp8ResumeRestoresAmaxHistoriesBitIdentically) {
+  HT_SKIP_WITHOUT_GPU();
+  const std::vector<std::string> fp8 = {"model.fp8=true", "model.fp8_amax_history_len=4"};
+  const std::string straight = TempDir("fp8_straight");
+  auto a = testing::RunJob(Config(straight, fp8));
+  if (!a.ok() && a.status().message().find("no FP8 tensor cores") != std::string::npos) {
+    GTEST_SKIP() << a.status().message();
+  }
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const std::string stopped = TempDir("fp8_stopped");
+  // Last save: step 3.
+  ASSERT_EQ(testing::RunJob(Config(stopped, fp8), /*stop_after_step=*/4).status().code(),
+            StatusCode::kUnavailable);
+  auto manifest = ReadFileToString(stopped + "/checkpoints/step-3/manifest.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  const auto fp8_state = nlohmann::json::parse(*manifest).at("trainer_state").at("fp8");
+  EXPECT_EQ(fp8_state.at("passes").get<int>(), 3);
+  EXPECT_EQ(fp8_state.at("rows").get<int>(), 3);
+  auto b = testing::RunJob(Config(stopped, fp8));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_EQ(b->losses.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(b->losses[i], a->losses[3 + i]) << "step " << 4 + i;
+  EXPECT_EQ(ShardBytes(straight, 8), ShardBytes(stopped, 8));
+  // And FP8 really ran: the bf16 run's losses differ.
+  const std::string bf16 = TempDir("fp8_vs_bf16");
+  auto c = testing::RunJob(Config(bf16));
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->losses.back(), a->losses.back());
 }
 
 }  // namespace

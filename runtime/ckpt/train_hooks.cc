@@ -77,6 +77,11 @@ std::string ConfigHash(const config::TrainConfig& c) {
                 static_cast<int>(c.optim.sched), c.optim.warmup_steps, c.optim.min_lr};
   j["batch"] = {c.train_batch_size, c.grad_accumulation_steps, c.seq_len(), c.grad_clip};
   j["precision"] = model::PrecisionName(c.precision);
+  if (c.fp8.enabled) {  // only then, so bf16 checkpoints keep their hash
+    j["fp8"] = {model::Fp8RecipeName(c.fp8.recipe), c.fp8.amax_history_len,
+                model::AmaxComputeAlgoName(c.fp8.amax_compute_algo), c.fp8.margin,
+                model::Fp8FormatName(c.fp8.grad_format), c.fp8.lm_head};
+  }
   j["seed"] = c.seed;
   j["max_steps"] = c.max_steps;
   char buf[17];
@@ -156,6 +161,20 @@ StatusOr<bool> TrainCheckpointHooks::Restore(model::Backend& backend, train::Tra
   } catch (const std::exception& e) {
     return DataLoss(found->path + "/manifest.json: trainer_state is incomplete: " + e.what());
   }
+  // FP8 amax histories and scales: every rank holds the same (ReduceAmax),
+  // saved once in the manifest; resuming continues them bit for bit.
+  if (model::Fp8ScalingState* fp8 = backend.Fp8Scaling()) {
+    if (t.contains("fp8")) {
+      const Status st = fp8->FromJson(t.at("fp8").dump());
+      if (!st.ok()) return DataLoss(found->path + "/manifest.json: " + st.message());
+    } else if (placement_.rank == 0) {
+      spdlog::info("{} has no FP8 scaling state (saved without model.fp8): amax histories start empty",
+                   found->path);
+    }
+  } else if (t.contains("fp8") && placement_.rank == 0) {
+    spdlog::info("{} carries FP8 scaling state; this run does not use FP8 GEMMs, so it is not used",
+                 found->path);
+  }
   // The sampler position is global (it moves past whole global batches), so
   // rank 0's record is valid for any rank of any world size; this rank's own
   // record is used when it exists.
@@ -202,6 +221,9 @@ Status TrainCheckpointHooks::SaveNow(model::Backend& backend, const train::Train
                        {"warmup_steps", config_.optim.warmup_steps},
                        {"max_steps", config_.max_steps},
                        {"next_step", state.step}}}};
+  if (const model::Fp8ScalingState* fp8 = backend.Fp8Scaling()) {
+    r.trainer_state["fp8"] = json::parse(fp8->ToJson());
+  }
   r.sampler = json::parse(state.data.ToJson());
   // The trainer has no other random state: initialisation and synthetic data
   // are counter-based on (seed, position).

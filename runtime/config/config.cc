@@ -25,7 +25,7 @@ const char* const kExtraKnownKeys[] = {
     "model.hf_model_name_or_path", "model.hf_access_token", "model.use_flash_attention",
     "model.initializer_range", "model.max_position_embeddings", "model.lr_decay_iters",
     "model.precision", "model.data.val_dir", "model.data.dataset_type", "model.viztracer.*",
-    "model.optim.sched.constant_steps", "model.rope_scaling.rope_type", "model.fp8",
+    "model.optim.sched.constant_steps", "model.rope_scaling.rope_type",
     "exp_manager.name", "exp_manager.create_tensorboard_logger",
     "exp_manager.create_checkpoint_callback", "exp_manager.export_full_model.*",
     "exp_manager.auto_checkpoint.*", "exp_manager.checkpoint_callback_params.*",
@@ -259,6 +259,15 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
   r.Double("model.collective_timeout", &c.collective_timeout_s);
   int64_t seed = static_cast<int64_t>(c.seed);
   r.Int("model.seed", &seed);
+  // FP8 (HyperPod recipe keys plus hypertrain's own; runtime/model/fp8.h).
+  std::string fp8_recipe = "delayed", fp8_algo = "max", fp8_grad = "e5m2";
+  r.Bool("model.fp8", &c.fp8.enabled);
+  r.String("model.fp8_recipe", &fp8_recipe);
+  r.Int("model.fp8_amax_history_len", &c.fp8.amax_history_len);
+  r.String("model.fp8_amax_compute_algo", &fp8_algo);
+  r.Int("model.fp8_margin", &c.fp8.margin);
+  r.String("model.fp8_grad_format", &fp8_grad);
+  r.Bool("model.fp8_lm_head", &c.fp8.lm_head);
   OptimConfig& o = c.optim;
   r.String("model.optim.name", &o.name);
   r.Double("model.optim.lr", &o.lr);
@@ -296,6 +305,15 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
   HT_ASSIGN_OR_RETURN(c.precision, model::ParsePrecision(precision));
   HT_ASSIGN_OR_RETURN(c.activation_checkpointing, model::ParseCheckpointing(ckpt));
   HT_ASSIGN_OR_RETURN(o.sched, train::ParseScheduleKind(sched));
+  HT_ASSIGN_OR_RETURN(c.fp8.recipe, model::ParseFp8Recipe(fp8_recipe));
+  HT_ASSIGN_OR_RETURN(c.fp8.amax_compute_algo, model::ParseAmaxComputeAlgo(fp8_algo));
+  HT_ASSIGN_OR_RETURN(c.fp8.grad_format, model::ParseFp8Format(fp8_grad));
+  HT_RETURN_IF_ERROR(c.fp8.Validate());
+  if (c.fp8.enabled && c.precision != model::Precision::kBF16) {
+    return InvalidArgument(fmt::format(
+        "model.fp8: FP8 GEMMs run inside bf16 training; trainer.precision is {} (use bf16)",
+        model::PrecisionName(c.precision)));
+  }
   if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda") {
     return InvalidArgument(fmt::format("trainer.backend: '{}' is not one of auto, cpu, cuda", c.backend));
   }

@@ -6,6 +6,8 @@
 //   model:       {shape, <ModelConfig fields>, train_batch_size,
 //                 grad_accumulation_steps, grad_clip, activation_checkpointing,
 //                 sharding_strategy, shard_degree, seed,
+//                 fp8, fp8_recipe, fp8_amax_history_len, fp8_amax_compute_algo,
+//                 fp8_margin, fp8_grad_format, fp8_lm_head,
 //                 optim: {name, lr, weight_decay, betas, eps,
 //                         sched: {name, warmup_steps, min_lr}},
 //                 data: {train_dir, use_synthetic_data, prefetch_depth}}
@@ -27,6 +29,7 @@
 #include "core/status.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/config.h"
+#include "runtime/model/fp8.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/loss_scaler.h"
 
@@ -77,6 +80,7 @@ struct TrainConfig {
   int64_t shard_degree = 0;  // 0 = ranks of one node
   double collective_timeout_s = 600;
   uint64_t seed = 1234;
+  model::Fp8Options fp8;  // model.fp8* (runtime/model/fp8.h)
   OptimConfig optim;
   DataConfig data;
   // exp_manager:

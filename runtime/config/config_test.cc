@@ -124,6 +124,41 @@ TEST(ConfigTest, BadValuesNameTheKeyAndAcceptedValues) {
   ExpectError({"model.data=5"}, "");  // a scalar where a map is expected still fails clearly
 }
 
+// The p5 recipes' FP8 block, as written (YAML 1.1 "True"), plus our own keys.
+TEST(ConfigTest, Fp8Keys) {
+  auto off = ParseTrainConfig(kRecipe, {});
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->fp8.enabled);
+  auto c = ParseTrainConfig(kRecipe, {"model.fp8=True", "model.fp8_amax_history_len=1024",
+                                      "model.fp8_amax_compute_algo=max"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->fp8.enabled);
+  EXPECT_EQ(c->fp8.amax_history_len, 1024);
+  EXPECT_EQ(c->fp8.amax_compute_algo, model::AmaxComputeAlgo::kMax);
+  EXPECT_EQ(c->fp8.recipe, model::Fp8Recipe::kDelayed);
+  EXPECT_EQ(c->fp8.grad_format, model::Fp8Format::kE5M2);
+  EXPECT_FALSE(c->fp8.lm_head);
+  EXPECT_TRUE(c->unknown_keys == (std::vector<std::string>{"model.frobnicate", "trainer_typo"}));
+  auto t = ParseTrainConfig(kRecipe, {"model.fp8=true", "model.fp8_recipe=tensorwise",
+                                      "model.fp8_amax_compute_algo=most_recent",
+                                      "model.fp8_grad_format=e4m3", "model.fp8_lm_head=yes",
+                                      "model.fp8_margin=1"});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->fp8.recipe, model::Fp8Recipe::kTensorwise);
+  EXPECT_EQ(t->fp8.amax_compute_algo, model::AmaxComputeAlgo::kMostRecent);
+  EXPECT_EQ(t->fp8.grad_format, model::Fp8Format::kE4M3);
+  EXPECT_TRUE(t->fp8.lm_head);
+  EXPECT_EQ(t->fp8.margin, 1);
+  ExpectError({"model.fp8_amax_compute_algo=mean"},
+              "model.fp8_amax_compute_algo: 'mean' is not one of max, most_recent");
+  ExpectError({"model.fp8_recipe=mx"}, "model.fp8_recipe: 'mx' is not one of delayed, tensorwise");
+  ExpectError({"model.fp8_grad_format=e3m4"}, "model.fp8_grad_format: 'e3m4' is not one of e5m2, e4m3");
+  ExpectError({"model.fp8_amax_history_len=0"}, "model.fp8_amax_history_len: 0 must be in");
+  ExpectError({"model.fp8=maybe"}, "model.fp8: 'maybe' is not true or false");
+  ExpectError({"model.fp8=true", "trainer.precision=fp16"},
+              "model.fp8: FP8 GEMMs run inside bf16 training; trainer.precision is fp16");
+}
+
 TEST(ConfigTest, SyntaxErrorsGiveTheLine) {
   auto c = ParseTrainConfig("trainer:\n  max_steps: [1,\n", {}, "job.yaml");
   ASSERT_FALSE(c.ok());

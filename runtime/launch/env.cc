@@ -52,6 +52,10 @@ StatusOr<int> LookupInt(const EnvLookup& lookup, const char* name, const char* a
 
 constexpr int kMaxRanks = 1 << 20;
 
+// torchrun's symbolic --nproc-per-node values (Kubeflow's nprocPerNode default
+// is "auto"): no number of ranks in them for the launcher.
+bool IsSymbolicNproc(const std::string& v) { return v == "auto" || v == "gpu" || v == "cpu"; }
+
 }  // namespace
 
 StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& lookup) {
@@ -60,6 +64,16 @@ StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& lookup) {
   HT_ASSIGN_OR_RETURN(n.master_port,
                       LookupInt(lookup, env::kMasterPort, env::kPetMasterPort, 29500, 1, 65535));
   HT_ASSIGN_OR_RETURN(std::string nnodes, Lookup(lookup, env::kNnodes, env::kPetNnodes));
+  HT_ASSIGN_OR_RETURN(std::string node_rank, Lookup(lookup, env::kNodeRank, env::kPetNodeRank));
+  // A Kubeflow PyTorchJob pod without torchrun's PET_ variables: WORLD_SIZE is
+  // the number of pods and RANK this pod's index (master 0, worker i at i+1).
+  // Only in the pod's own env: a rank's env has LOCAL_RANK from the launcher.
+  const bool pytorchjob_pod = nnodes.empty() && node_rank.empty() && !lookup(env::kLocalRank) &&
+                              lookup(env::kRank) && lookup(env::kWorldSize);
+  if (pytorchjob_pod) {
+    nnodes = lookup(env::kWorldSize);
+    node_rank = lookup(env::kRank);
+  }
   if (!nnodes.empty()) {
     // torchrun accepts "min:max" for elastic jobs; we run a fixed size only.
     const auto colon = nnodes.find(':');
@@ -71,16 +85,27 @@ StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& lookup) {
       }
       nnodes = lo;
     }
-    HT_ASSIGN_OR_RETURN(n.nnodes, ParseIntVar(env::kNnodes, nnodes, 1, kMaxRanks));
+    HT_ASSIGN_OR_RETURN(n.nnodes, ParseIntVar(pytorchjob_pod ? env::kWorldSize : env::kNnodes, nnodes, 1, kMaxRanks));
   }
-  HT_ASSIGN_OR_RETURN(n.node_rank, LookupInt(lookup, env::kNodeRank, env::kPetNodeRank, 0, 0, kMaxRanks));
+  if (!node_rank.empty()) {
+    const char* name = pytorchjob_pod ? env::kRank : lookup(env::kNodeRank) ? env::kNodeRank : env::kPetNodeRank;
+    HT_ASSIGN_OR_RETURN(n.node_rank, ParseIntVar(name, node_rank, 0, kMaxRanks));
+  }
   if (n.node_rank >= n.nnodes) {
     return InvalidArgument("NODE_RANK=" + std::to_string(n.node_rank) + " must be < NNODES=" +
                            std::to_string(n.nnodes));
   }
-  HT_ASSIGN_OR_RETURN(n.nproc_per_node,
-                      LookupInt(lookup, env::kNprocPerNode, env::kPetNprocPerNode, 0, 1, 4096));
-  HT_ASSIGN_OR_RETURN(n.world_size, LookupInt(lookup, env::kWorldSize, nullptr, 0, 1, kMaxRanks));
+  HT_ASSIGN_OR_RETURN(std::string nproc, Lookup(lookup, env::kNprocPerNode, env::kPetNprocPerNode));
+  if (IsSymbolicNproc(nproc)) {
+    n.nproc_hint = nproc;
+  } else if (!nproc.empty()) {
+    HT_ASSIGN_OR_RETURN(n.nproc_per_node,
+                        ParseIntVar(lookup(env::kNprocPerNode) ? env::kNprocPerNode : env::kPetNprocPerNode, nproc,
+                                    1, 4096));
+  }
+  if (!pytorchjob_pod) {
+    HT_ASSIGN_OR_RETURN(n.world_size, LookupInt(lookup, env::kWorldSize, nullptr, 0, 1, kMaxRanks));
+  }
   if (n.master_addr.empty()) {
     if (n.nnodes > 1) return InvalidArgument("MASTER_ADDR (or PET_MASTER_ADDR) is required when NNODES > 1");
     n.master_addr = "127.0.0.1";
@@ -97,9 +122,16 @@ StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& lookup) {
 StatusOr<int> LocalWorldSize(const NodeEnv& node, int flag) {
   const int nproc = flag > 0 ? flag : node.nproc_per_node;
   if (nproc == 0) {
+    if (!node.nproc_hint.empty()) {
+      return InvalidArgument("NPROC_PER_NODE/PET_NPROC_PER_NODE is '" + node.nproc_hint +
+                             "' (torchrun's, e.g. a PyTorchJob's nprocPerNode default): give --nproc-per-node");
+    }
     return InvalidArgument("--nproc-per-node is not given and NPROC_PER_NODE/PET_NPROC_PER_NODE are unset");
   }
-  if (node.world_size != 0 && node.world_size != node.nnodes * nproc) {
+  // Kubeflow's PyTorchJob sets WORLD_SIZE to the number of pods: a node count,
+  // not a rank count, and no contradiction.
+  const bool pod_count = node.world_size == node.nnodes;
+  if (node.world_size != 0 && !pod_count && node.world_size != node.nnodes * nproc) {
     return InvalidArgument("WORLD_SIZE=" + std::to_string(node.world_size) + " disagrees with NNODES (" +
                            std::to_string(node.nnodes) + ") x " + std::to_string(nproc) + " ranks per node" +
                            (flag > 0 ? " (--nproc-per-node)" : " (NPROC_PER_NODE)"));

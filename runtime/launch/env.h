@@ -21,6 +21,7 @@ struct NodeEnv {
   int nnodes = 1;
   int node_rank = 0;
   int nproc_per_node = 0;  // 0: unset (the launcher's flag decides)
+  std::string nproc_hint;  // torchrun's "auto"/"gpu"/"cpu" when that was the value
   int world_size = 0;      // WORLD_SIZE as the pod got it; 0: unset
   std::string job_id;      // HYPERTRAIN_JOB_NAME, else "default"
   int restart_attempt = 0; // RESTART_ATTEMPT, else 0
@@ -38,15 +39,19 @@ struct RankEnv {
 // Parses NodeEnv: MASTER_ADDR|PET_MASTER_ADDR, MASTER_PORT|PET_MASTER_PORT
 // (default 29500), NNODES|PET_NNODES (default 1; "N" or "N:N", an elastic
 // range min != max is rejected), NODE_RANK|PET_NODE_RANK (default 0),
-// NPROC_PER_NODE|PET_NPROC_PER_NODE (optional), WORLD_SIZE (optional),
-// HYPERTRAIN_JOB_NAME, RESTART_ATTEMPT. A variable and its alias that disagree
-// are an error.
+// NPROC_PER_NODE|PET_NPROC_PER_NODE (optional; torchrun's "auto", "gpu" and
+// "cpu" count as unset), WORLD_SIZE (optional), HYPERTRAIN_JOB_NAME,
+// RESTART_ATTEMPT. A variable and its alias that disagree are an error.
+// A Kubeflow PyTorchJob pod runs unchanged: without the node variables above
+// and without LOCAL_RANK (so not a rank's env), its WORLD_SIZE (the number of
+// pods) and RANK (the pod's index) give NNODES and NODE_RANK.
 StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& env);
 
 // The ranks a pod's launcher starts: `flag` (--nproc-per-node; 0 when absent),
 // else NPROC_PER_NODE. InvalidArgument when neither is set, or when the pod's
 // WORLD_SIZE (the operator's nodes x nprocPerNode) is not NNODES x that number:
-// the job would train a world other than the one it asked for.
+// the job would train a world other than the one it asked for. A WORLD_SIZE
+// equal to NNODES is a pod count (Kubeflow PyTorchJob's) and not checked.
 StatusOr<int> LocalWorldSize(const NodeEnv& node, int flag);
 
 // Parses RankEnv: NodeEnv plus WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE

@@ -33,6 +33,45 @@ TEST(Env, PetAliasesFillNodeEnv) {
   EXPECT_EQ(n->restart_attempt, 3);
 }
 
+// What Kubeflow's training operator puts in a PyTorchJob pod (v1: MASTER_ADDR,
+// MASTER_PORT, WORLD_SIZE = pods, RANK = pod index; with nprocPerNode also the
+// PET_ variables, whose default is "auto").
+TEST(Env, KubeflowPyTorchJobPodsRunUnchanged) {
+  auto n = ParseNodeEnv(FromMap({{"MASTER_ADDR", "llama-master-0"},
+                                 {"MASTER_PORT", "23456"},
+                                 {"WORLD_SIZE", "4"},
+                                 {"RANK", "2"},
+                                 {"PYTHONUNBUFFERED", "0"}}));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->nnodes, 4);
+  EXPECT_EQ(n->node_rank, 2);
+  EXPECT_EQ(n->world_size, 0);  // a pod count, not ranks
+  EXPECT_EQ(n->master_port, 23456);
+  EXPECT_EQ(*LocalWorldSize(*n, 8), 8);
+  // With nprocPerNode: PET_NNODES and PET_NODE_RANK; WORLD_SIZE still counts pods.
+  n = ParseNodeEnv(FromMap({{"MASTER_ADDR", "llama-master-0"},
+                            {"PET_MASTER_ADDR", "llama-master-0"},
+                            {"PET_NNODES", "2"},
+                            {"PET_NODE_RANK", "1"},
+                            {"PET_NPROC_PER_NODE", "8"},
+                            {"WORLD_SIZE", "2"},
+                            {"RANK", "1"}}));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->nnodes, 2);
+  EXPECT_EQ(n->node_rank, 1);
+  EXPECT_EQ(*LocalWorldSize(*n, 0), 8);
+  // nprocPerNode "auto": the launcher needs its flag, and says so.
+  n = ParseNodeEnv(FromMap({{"MASTER_ADDR", "m"}, {"PET_NNODES", "2"}, {"PET_NODE_RANK", "0"}, {"PET_NPROC_PER_NODE", "auto"}}));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->nproc_per_node, 0);
+  auto missing = LocalWorldSize(*n, 0);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("is 'auto'"), std::string::npos) << missing.status().message();
+  EXPECT_EQ(*LocalWorldSize(*n, 4), 4);
+  // A rank's own env (LOCAL_RANK set) is never read as a pod's.
+  EXPECT_FALSE(ParseRankEnv(FromMap({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"}})).ok());
+}
+
 TEST(Env, DefaultsForASingleNode) {
   auto n = ParseNodeEnv(FromMap({}));
   ASSERT_TRUE(n.ok());

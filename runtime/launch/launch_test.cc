@@ -113,6 +113,23 @@ TEST(Launch, SetsTheEnvContractAndSucceedsWhenAllRanksDo) {
   }
 }
 
+// A Kubeflow PyTorchJob worker pod as the training operator sets it up:
+// WORLD_SIZE counts pods, RANK is the pod's index, nprocPerNode is "auto".
+TEST(Launch, RunsUnchangedInAKubeflowPyTorchJobPod) {
+  const std::string dir = MakeDir();
+  const pid_t l = StartLauncher({{"MASTER_ADDR", "llama-master-0"}, {"MASTER_PORT", "23456"}, {"WORLD_SIZE", "2"},
+                                 {"RANK", "1"}, {"PET_NPROC_PER_NODE", "auto"}},
+                                {"--nproc-per-node", "2", "--", RankBinary(), dir, "--exit-after-ms", "50"});
+  EXPECT_EQ(WaitExit(l, 20s), 0);
+  for (int local = 0; local < 2; ++local) {
+    const std::string env = Read(dir + "/rank" + std::to_string(2 + local) + ".env");
+    EXPECT_NE(env.find("RANK=" + std::to_string(2 + local) + "\n"), std::string::npos) << env;
+    EXPECT_NE(env.find("WORLD_SIZE=4\n"), std::string::npos) << env;
+    EXPECT_NE(env.find("NODE_RANK=1\n"), std::string::npos) << env;
+    EXPECT_NE(env.find("NNODES=2\n"), std::string::npos) << env;
+  }
+}
+
 TEST(Launch, KilledRankStopsTheOthersWithinTheGracePeriodAndLeavesNoOrphans) {
   const std::string dir = MakeDir();
   // Rank 2 ignores SIGTERM (needs the SIGKILL escalation); every rank has a child of its own.

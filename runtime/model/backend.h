@@ -52,6 +52,7 @@
 
 #include "core/status.h"
 #include "runtime/kernels/adamw_params.h"
+#include "runtime/model/fp8.h"
 #include "runtime/model/layout.h"
 #include "runtime/model/unit_hooks.h"
 
@@ -117,6 +118,9 @@ struct BackendOptions {
   // (CUDA: cuDNN's attention backward with atomic dQ, +2% on 125m). The CPU
   // backend is always reproducible.
   bool deterministic = true;
+  // FP8 GEMMs (runtime/model/fp8.h); a backend without an FP8 path computes
+  // as it does for the precision and says so (CPU: fp32).
+  Fp8Options fp8;
 };
 
 // Buffers of the split embedding gradient (Backend::EmbeddingGrad). A sharder
@@ -226,6 +230,10 @@ class Backend {
   // when the backend does not track it. HSDP uses it to tell whether a gather
   // prefetched across an optimizer step is still current.
   virtual int64_t ParamsVersion(int /*unit*/) const { return -1; }
+  // FP8 amax histories and scales (runtime/model/fp8.h) when the backend
+  // runs FP8 GEMMs, else nullptr. Checkpoints save and restore it; it is the
+  // same on every data-parallel rank (UnitHooks::ReduceAmax).
+  virtual Fp8ScalingState* Fp8Scaling() { return nullptr; }
   // Peak dense FLOP/s of the device at the active precision (0 = unknown),
   // and the device-memory high-water mark in bytes (0 = not tracked).
   virtual double PeakFlops() const = 0;

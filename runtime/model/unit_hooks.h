@@ -60,8 +60,13 @@
 //    reduce-scatter writes the shard directly].
 //  - MeanAcrossDataParallel(x): mean of a per-rank scalar (the loss) over the
 //    data-parallel ranks, for logging.
+//  - ReduceAmax(amax, n): FP8 (runtime/model/fp8.h), after a pass: replace
+//    each of the n per-tensor amaxes by its max over all data-parallel ranks,
+//    so every rank's scaling state stays identical [all-reduce max].
 // Every hook may fail (e.g. DeadlineExceeded for a collective timeout); the
 // backend stops the step and returns that Status.
+#include <cstddef>
+
 #include "core/status.h"
 
 namespace hypertrain::model {
@@ -81,6 +86,7 @@ class UnitHooks {
   virtual Status AfterOptimizerStep(int /*unit*/) { return Status::Ok(); }
   virtual bool OverwritesShardGrads() const { return false; }
   virtual StatusOr<double> MeanAcrossDataParallel(double local) { return local; }
+  virtual Status ReduceAmax(float* /*amax*/, size_t /*n*/) { return Status::Ok(); }
 };
 
 // Single process: every unit is always whole and local; all hooks are no-ops.

@@ -15,7 +15,9 @@
 //  - `reduce_dtype` is the type the sum is carried out in: with dtype fp32 and
 //    reduce_dtype bf16 the inputs are rounded to bf16, summed in bf16 (each
 //    addition rounded, as NCCL does) and widened back; kAvg divides after the
-//    sum in the element type.
+//    sum in the element type. kMax: AllReduce of fp32 only (FP8 amaxes).
+//  - kU8 carries raw bytes (FP8 values and the like): AllGather and Broadcast
+//    only; a reduction of kU8 fails with InvalidArgument.
 //  - Failures (peer lost, transport error, the backend's own timeout) come
 //    back from Wait() as a Status: kDeadlineExceeded for timeouts, kUnavailable
 //    for lost peers. The collective watchdog (watchdog.h) bounds a hang even
@@ -29,8 +31,8 @@
 
 namespace hypertrain::parallel {
 
-enum class DType { kF32, kBF16 };
-enum class ReduceOp { kSum, kAvg };
+enum class DType { kF32, kBF16, kU8 };
+enum class ReduceOp { kSum, kAvg, kMax };
 
 size_t DTypeSize(DType d);
 const char* DTypeName(DType d);

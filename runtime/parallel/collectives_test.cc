@@ -133,6 +133,26 @@ int CollectivesBody(int rank, int port) {
   CHILD_OK(w.AllReduce(bf.data(), bf.size(), DType::kBF16, ReduceOp::kSum, DType::kBF16)->Wait());
   for (auto v : bf) CHILD_CHECK(Bf16ToFloat(v) == 2.5f, "bf16 all_reduce %f", Bf16ToFloat(v));
 
+  // Max (FP8 amaxes): host all-reduce, every rank ends with the largest
+  // value per element whichever rank held it; and raw bytes (FP8 values)
+  // all-gathered as u8, odd count, which no reduction accepts.
+  std::vector<float> amax(5);
+  for (size_t i = 0; i < amax.size(); ++i) amax[i] = (static_cast<int>(i) % 4 == rank) ? 100.f + i : 0.5f * rank;
+  CHILD_OK(w.AllReduceHost(amax.data(), amax.size(), ReduceOp::kMax));
+  for (size_t i = 0; i < amax.size(); ++i) {
+    CHILD_CHECK(amax[i] == 100.f + i, "max[%zu]=%f", i, amax[i]);
+  }
+  std::vector<uint8_t> bytes_shard(13), bytes_full(13 * 4, 0);
+  for (size_t i = 0; i < bytes_shard.size(); ++i) bytes_shard[i] = static_cast<uint8_t>(rank * 50 + i);
+  CHILD_OK(w.AllGather(bytes_shard.data(), bytes_full.data(), bytes_shard.size(), DType::kU8)->Wait());
+  for (int r = 0; r < 4; ++r)
+    for (size_t i = 0; i < 13; ++i)
+      CHILD_CHECK(bytes_full[r * 13 + i] == r * 50 + i, "u8 all_gather[%d][%zu]", r, i);
+  CHILD_CHECK(!w.AllReduce(bytes_full.data(), 4, DType::kU8, ReduceOp::kSum, DType::kU8)->Wait().ok(),
+              "u8 reduction accepted");
+  CHILD_CHECK(!w.AllReduce(bf.data(), 2, DType::kBF16, ReduceOp::kMax, DType::kBF16)->Wait().ok(),
+              "bf16 max accepted");
+
   // Broadcast from a non-zero root, odd size.
   std::vector<float> bc(77, rank == 2 ? 3.5f : 0.f);
   CHILD_OK(w.Broadcast(bc.data(), bc.size(), DType::kF32, 2)->Wait());

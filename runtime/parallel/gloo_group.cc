@@ -24,8 +24,22 @@
 
 namespace hypertrain::parallel {
 
-size_t DTypeSize(DType d) { return d == DType::kF32 ? 4 : 2; }
-const char* DTypeName(DType d) { return d == DType::kF32 ? "fp32" : "bf16"; }
+size_t DTypeSize(DType d) {
+  switch (d) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kU8: return 1;
+  }
+  return 1;
+}
+const char* DTypeName(DType d) {
+  switch (d) {
+    case DType::kF32: return "fp32";
+    case DType::kBF16: return "bf16";
+    case DType::kU8: return "u8";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -63,6 +77,24 @@ void SumF32(void* c, const void* a, const void* b, size_t n) {
   auto* x = static_cast<const float*>(a);
   auto* y = static_cast<const float*>(b);
   for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+void MaxF32(void* c, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<float*>(c);
+  auto* x = static_cast<const float*>(a);
+  auto* y = static_cast<const float*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] > y[i] ? x[i] : y[i];
+}
+
+// Reductions take fp32 / bf16 (kMax: fp32 only); bytes are only moved.
+Status CheckReduction(const char* what, DType dtype, ReduceOp op, DType reduce_dtype) {
+  if (dtype == DType::kU8 || reduce_dtype == DType::kU8) {
+    return InvalidArgument(std::string(what) + ": u8 carries bytes and cannot be reduced");
+  }
+  if (op == ReduceOp::kMax && (dtype != DType::kF32 || reduce_dtype != DType::kF32)) {
+    return InvalidArgument(std::string(what) + ": max is supported for fp32 only");
+  }
+  return Status::Ok();
 }
 
 void SumBf16(void* c, const void* a, const void* b, size_t n) {
@@ -161,6 +193,9 @@ class GlooGroup final : public ProcessGroup {
 
   std::unique_ptr<Work> ReduceScatter(const void* full, void* shard, size_t count, DType dtype,
                                       ReduceOp op, DType reduce_dtype) override {
+    Status bad = CheckReduction("reduce_scatter", dtype, op, reduce_dtype);
+    if (bad.ok() && op == ReduceOp::kMax) bad = InvalidArgument("reduce_scatter: max is not supported");
+    if (!bad.ok()) return std::make_unique<DoneWork>(bad);
     return Enqueue(Describe("reduce_scatter", count, dtype, reduce_dtype), [=, this]() {
       const size_t total = count * size();
       // The algorithm reduces in place; work on a copy in the reduce dtype.
@@ -188,6 +223,8 @@ class GlooGroup final : public ProcessGroup {
 
   std::unique_ptr<Work> AllReduce(void* buf, size_t count, DType dtype, ReduceOp op,
                                   DType reduce_dtype) override {
+    const Status bad = CheckReduction("all_reduce", dtype, op, reduce_dtype);
+    if (!bad.ok()) return std::make_unique<DoneWork>(bad);
     return Enqueue(Describe("all_reduce", count, dtype, reduce_dtype), [=, this]() {
       std::vector<char> tmp;
       void* work = buf;
@@ -200,7 +237,7 @@ class GlooGroup final : public ProcessGroup {
         gloo::AllreduceOptions opts(ctx_);
         if (reduce_dtype == DType::kF32) {
           opts.setOutput(static_cast<float*>(work), count);
-          opts.setReduceFunction(&SumF32);
+          opts.setReduceFunction(op == ReduceOp::kMax ? &MaxF32 : &SumF32);
         } else {
           opts.setOutput(static_cast<uint16_t*>(work), count);
           opts.setReduceFunction(&SumBf16);

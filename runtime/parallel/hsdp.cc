@@ -96,6 +96,23 @@ StatusOr<std::unique_ptr<HsdpHooks>> HsdpHooks::Create(DistContext& ctx, model::
     ctx.shard().SetComputeStream(h->stream_);
     ctx.replica().SetComputeStream(h->stream_);
   }
+  if (options.fp8_all_gather && h->pool_ && g.shard_degree > 1) {
+    if (h->device_ || pd != DType::kF32) {
+      if (ctx.rank() == 0) {
+        spdlog::warn("hsdp: model.fp8: the FP8 all-gather runs on host (Gloo) groups; the {} groups "
+                     "gather parameters in the compute dtype",
+                     ctx.shard().backend());
+      }
+    } else {
+      h->fp8_gather_ = true;
+      for (int u = 0; u < h->num_units_; ++u) {
+        h->wires_.push_back(Fp8Wire::ForUnit(layout, u, g.shard_degree));
+      }
+      h->wire_send_.resize(h->num_units_);
+      h->wire_recv_.resize(h->num_units_);
+      h->fp8_pending_.assign(h->num_units_, false);
+    }
+  }
   // Start sharded: nothing but the owned range is valid until gathered (a
   // pooling backend holds nothing full-size yet).
   for (int u = 0; u < h->num_units_ && !h->pool_; ++u) {
@@ -141,13 +158,16 @@ HsdpHooks::~HsdpHooks() {
         "hsdp: rank {}: {} steps, {} all-gathers ({} prefetched), {} reduce-scatters, {} all-reduces; "
         "host blocked on collectives {:.3f} s ({:.2f} ms/step, {} host waits, {} stream waits, {} "
         "replica all-reduces overlapped); {} gathers started during the optimizer step ({} stale), {} "
-        "reduce-scatters straight into the gradient shard; embedding gradient {} ({} gathers, {:.1f} MB)",
+        "reduce-scatters straight into the gradient shard; embedding gradient {} ({} gathers, {:.1f} MB); "
+        "{} FP8 all-gathers, {:.1f} MB ({:.1f} MB unquantized)",
         ctx_.rank(), stats_.steps, stats_.all_gathers, stats_.prefetch_hits, stats_.reduce_scatters,
         stats_.all_reduces, stats_.exposed_comm_s,
         stats_.steps > 0 ? 1e3 * stats_.exposed_comm_s / stats_.steps : 0.0, stats_.host_waits,
         stats_.stream_waits, stats_.early_all_reduces, stats_.early_gathers, stats_.stale_gathers,
         stats_.direct_reduce_scatters, split_emb_ ? "split" : "whole", stats_.embedding_grad_gathers,
-        1e-6 * static_cast<double>(stats_.embedding_grad_gather_bytes));
+        1e-6 * static_cast<double>(stats_.embedding_grad_gather_bytes), stats_.fp8_gathers,
+        1e-6 * static_cast<double>(stats_.fp8_gather_bytes),
+        1e-6 * static_cast<double>(stats_.fp8_gather_bytes_unquantized));
   }
 }
 
@@ -188,6 +208,7 @@ Status HsdpHooks::Prefetch(int u) {
   // the gather waits for that compute (SetComputeStream), so reusing the
   // slot is safe without a host sync.
   if (pool_) HT_RETURN_IF_ERROR(backend_.AcquireParams(u));
+  if (fp8_gather_ && !wires_[u].empty()) return StartFp8Gather(u);
   const model::UnitBuffer p = backend_.ComputeParams(u);
   const size_t S = static_cast<size_t>(p.numel / shard_degree_);
   const size_t esize = DTypeSize(param_dtype_);
@@ -208,7 +229,45 @@ Status HsdpHooks::Gather(int u) {
     HT_RETURN_IF_ERROR(Prefetch(u));
   }
   HT_RETURN_IF_ERROR(WaitForCompute(gather_work_[u]));
+  HT_RETURN_IF_ERROR(FinishFp8Gather(u));
   gathered_[u] = true;
+  return Status::Ok();
+}
+
+Status HsdpHooks::StartFp8Gather(int u) {
+  const Fp8Wire& w = wires_[u];
+  const int rank = ctx_.layout().shard_rank;
+  const auto* shard = static_cast<const float*>(backend_.ComputeShard(u).data);
+  void* full = backend_.ComputeParams(u).data;
+  if (shard == nullptr || full == nullptr) {
+    return Internal("unit " + std::to_string(u) + " has no buffer to gather into");
+  }
+  // One scale per projection tensor from its amax over every shard.
+  std::vector<float> amax = w.LocalAmax(rank, shard);
+  const auto t0 = std::chrono::steady_clock::now();
+  HT_RETURN_IF_ERROR(ctx_.shard().AllReduceHost(amax.data(), amax.size(), ReduceOp::kMax));
+  stats_.exposed_comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  wire_send_[u].resize(w.record_bytes());
+  wire_recv_[u].resize(w.record_bytes() * shard_degree_);
+  w.Encode(rank, shard, Fp8Wire::Scales(amax), wire_send_[u].data());
+  gather_work_[u] = ctx_.shard().AllGather(wire_send_[u].data(), wire_recv_[u].data(),
+                                           w.record_bytes(), DType::kU8);
+  fp8_pending_[u] = true;
+  ++stats_.all_gathers;
+  ++stats_.fp8_gathers;
+  stats_.fp8_gather_bytes += static_cast<int64_t>(wire_recv_[u].size());
+  stats_.fp8_gather_bytes_unquantized +=
+      static_cast<int64_t>(backend_.ComputeParams(u).numel * DTypeSize(param_dtype_));
+  return Status::Ok();
+}
+
+Status HsdpHooks::FinishFp8Gather(int u) {
+  if (!fp8_gather_ || !fp8_pending_[u]) return Status::Ok();
+  fp8_pending_[u] = false;
+  HT_RETURN_IF_ERROR(
+      wires_[u].Decode(wire_recv_[u].data(), static_cast<float*>(backend_.ComputeParams(u).data)));
+  std::vector<uint8_t>().swap(wire_send_[u]);
+  std::vector<uint8_t>().swap(wire_recv_[u]);
   return Status::Ok();
 }
 
@@ -265,6 +324,7 @@ Status HsdpHooks::CompleteGather(int u) {
   if (!gather_work_[u]) return Status::Ok();
   HT_RETURN_IF_ERROR(WaitTimed(*gather_work_[u]));
   gather_work_[u].reset();
+  HT_RETURN_IF_ERROR(FinishFp8Gather(u));
   gathered_[u] = true;
   return Status::Ok();
 }
@@ -526,6 +586,14 @@ StatusOr<double> HsdpHooks::GlobalSumSquares(double local) {
 
 StatusOr<double> HsdpHooks::MeanAcrossDataParallel(double local) {
   return SumScalar(ctx_.world(), local, ReduceOp::kAvg);
+}
+
+Status HsdpHooks::ReduceAmax(float* amax, size_t n) {
+  if (ctx_.world().size() == 1 || n == 0) return Status::Ok();
+  const auto t0 = std::chrono::steady_clock::now();
+  HT_RETURN_IF_ERROR(ctx_.world().AllReduceHost(amax, n, ReduceOp::kMax));
+  stats_.exposed_comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
 }
 
 }  // namespace hypertrain::parallel

@@ -66,6 +66,9 @@
 //                      replica all-reduces, wait for all of them.
 //   GlobalSumSquares   sum over the shard group only (replicas hold equal
 //                      shards), so every element is counted once.
+//   ReduceAmax         FP8 backends, after each pass: max of the per-tensor
+//                      amaxes over the world, so every rank's delayed scales
+//                      (and checkpointed histories) are the same.
 //   AfterOptimizerStep(u) u = embedding, then block 0: start the next pass's
 //                      gather of u (into its slot), overlapping the optimizer
 //                      of the later units; the pass start checks
@@ -96,6 +99,7 @@
 
 #include "runtime/parallel/collectives.h"
 #include "runtime/parallel/dist_context.h"
+#include "runtime/parallel/fp8_wire.h"
 #include "runtime/model/backend.h"
 
 namespace hypertrain::parallel {
@@ -117,6 +121,12 @@ struct HsdpOptions {
   // the backward, in FinishGradients (exposed, but not competing with the
   // backward's GEMMs for SMs and memory bandwidth). HT_REPLICA_REDUCE=overlap|after.
   bool replica_reduce_during_backward = true;
+  // model.fp8: block units are all-gathered with their projection weights as
+  // e4m3 bytes plus one agreed scale per tensor (fp8_wire.h), about half the
+  // bytes of a bf16 gather; the forward and backward then see FP8 weights.
+  // Host (Gloo) groups with fp32 pooled params (the CPU backend); NCCL groups
+  // still gather in the compute dtype (stated at creation).
+  bool fp8_all_gather = false;
 };
 
 struct HsdpStats {
@@ -146,6 +156,11 @@ struct HsdpStats {
   int64_t host_waits = 0;    // Work::Wait calls
   int64_t stream_waits = 0;  // Work::WaitOnStream calls (compute waits on comm, host does not)
   int64_t steps = 0;         // optimizer steps begun
+  // FP8 all-gathers: count, bytes this rank received, and what the same
+  // gathers would have received in the compute dtype.
+  int64_t fp8_gathers = 0;
+  int64_t fp8_gather_bytes = 0;
+  int64_t fp8_gather_bytes_unquantized = 0;
 };
 
 // Backend options for a sharded run: layout padding and this rank's owned
@@ -175,6 +190,8 @@ class HsdpHooks final : public model::UnitHooks {
   Status FinishGradients() override;
   StatusOr<double> GlobalSumSquares(double local) override;
   StatusOr<double> MeanAcrossDataParallel(double local) override;
+  // FP8: max of each amax over all world ranks (one host all-reduce per pass).
+  Status ReduceAmax(float* amax, size_t n) override;
   // Starts the next pass's gather of the embedding unit (after its optimizer
   // step) and of block 0 (after its own), so they overlap the optimizer of
   // the remaining units instead of opening the next pass exposed. The pass
@@ -217,6 +234,11 @@ class HsdpHooks final : public model::UnitHooks {
   }
   Status Release(int unit);
   Status CompleteGather(int unit);  // host-waits an issued gather, if any
+  // FP8 gather of `unit` (pool slot acquired): agree the scales, encode,
+  // issue the byte all-gather.
+  Status StartFp8Gather(int unit);
+  // After its all-gather completed: decode into ComputeParams(unit).
+  Status FinishFp8Gather(int unit);
   Status WaitReduceScatter(int unit);
   Status WaitTimed(Work& w);
   // Makes compute wait for `w` (device stream, or the host when there is
@@ -257,6 +279,10 @@ class HsdpHooks final : public model::UnitHooks {
   DType emb_dout_dtype_ = DType::kF32;     // wire type of the embedding output gradient
   std::unique_ptr<Work> emb_tokens_work_;  // all-gather of this pass's token ids
   std::unique_ptr<Work> emb_dout_work_;    // all-gather of the embedding output's gradient
+  bool fp8_gather_ = false;
+  std::vector<Fp8Wire> wires_;                       // per unit (empty: not FP8)
+  std::vector<std::vector<uint8_t>> wire_send_, wire_recv_;
+  std::vector<bool> fp8_pending_;                    // gathered bytes not decoded yet
   HsdpStats stats_;
 };
 

@@ -37,8 +37,22 @@ Status NcclError(const std::string& what, ncclResult_t r) {
     if (e_ != cudaSuccess) return CudaError((what), e_);      \
   } while (0)
 
-ncclDataType_t NcclType(DType d) { return d == DType::kF32 ? ncclFloat32 : ncclBfloat16; }
-ncclRedOp_t NcclOp(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclAvg; }
+ncclDataType_t NcclType(DType d) {
+  switch (d) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kU8: return ncclUint8;
+  }
+  return ncclUint8;
+}
+ncclRedOp_t NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+  }
+  return ncclSum;
+}
 
 // Owns a communicator.
 class NcclComm {
@@ -130,6 +144,10 @@ class NcclGroup final : public ProcessGroup {
 
   std::unique_ptr<Work> ReduceScatter(const void* full, void* shard, size_t count, DType dtype,
                                       ReduceOp op, DType reduce_dtype) override {
+    if (dtype == DType::kU8 || reduce_dtype == DType::kU8 || op == ReduceOp::kMax) {
+      return std::make_unique<DoneWork>(
+          InvalidArgument("reduce_scatter: u8 and max are not supported"));
+    }
     return Run("reduce_scatter", count, dtype, reduce_dtype, [&]() -> Status {
       if (dtype == reduce_dtype) {
         NCCL_OK("ncclReduceScatter", ncclReduceScatter(full, shard, count, NcclType(dtype), NcclOp(op),
@@ -150,6 +168,11 @@ class NcclGroup final : public ProcessGroup {
 
   std::unique_ptr<Work> AllReduce(void* buf, size_t count, DType dtype, ReduceOp op,
                                   DType reduce_dtype) override {
+    if (dtype == DType::kU8 || reduce_dtype == DType::kU8 ||
+        (op == ReduceOp::kMax && (dtype != DType::kF32 || reduce_dtype != DType::kF32))) {
+      return std::make_unique<DoneWork>(
+          InvalidArgument("all_reduce: u8 cannot be reduced; max is supported for fp32 only"));
+    }
     return Run("all_reduce", count, dtype, reduce_dtype, [&]() -> Status {
       if (dtype == reduce_dtype) {
         NCCL_OK("ncclAllReduce", ncclAllReduce(buf, buf, count, NcclType(dtype), NcclOp(op),

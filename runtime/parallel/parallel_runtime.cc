@@ -113,6 +113,7 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateParallelRuntime(
   // Replica all-reduce during the backward (default) or after it.
   HT_ASSIGN_OR_RETURN(const auto replica, EnvChoice(env, "HT_REPLICA_REDUCE", {"overlap", "after"}));
   if (replica) hsdp.replica_reduce_during_backward = *replica == "overlap";
+  hsdp.fp8_all_gather = c.fp8.enabled;
   return std::unique_ptr<train::ParallelRuntime>(
       new DistRuntime(std::move(r), std::move(o), *layout, hsdp, std::move(device_groups)));
 }

@@ -155,6 +155,7 @@ model::BackendOptions BackendOptionsFor(const config::TrainConfig& c) {
   o.seed = c.seed;
   o.single_pass_grads = c.grad_accumulation_steps == 1;
   o.deterministic = c.deterministic;
+  o.fp8 = c.fp8;
   return o;
 }
 
@@ -209,6 +210,19 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
                  model::CheckpointingName(c.activation_checkpointing),
                  c.deterministic ? "deterministic" : "not deterministic", par->world_size(),
                  global_batch, seq, global_batch * seq);
+    if (c.fp8.enabled && backend.Fp8Scaling() != nullptr) {
+      spdlog::info("fp8: block GEMMs in FP8 (e4m3 forward, {} gradients), recipe {}{}, weights "
+                   "scaled by their own amax, LM head bf16",
+                   model::Fp8FormatName(c.fp8.grad_format), model::Fp8RecipeName(c.fp8.recipe),
+                   c.fp8.recipe == model::Fp8Recipe::kDelayed
+                       ? fmt::format(" (amax history {}, {})", c.fp8.amax_history_len,
+                                     model::AmaxComputeAlgoName(c.fp8.amax_compute_algo))
+                       : std::string());
+    } else if (c.fp8.enabled) {
+      spdlog::warn("model.fp8: the {} backend has no FP8 path and computes as for {} (the CPU "
+                   "reference: fp32); FP8 GEMMs need a CUDA GPU with FP8 tensor cores",
+                   backend.name(), model::PrecisionName(c.precision));
+    }
     spdlog::info("FLOPs: 6*{} matmul params + 12*{}*{}*{} = {:.4g} per token (used for MFU); "
                  "Megatron formula (full recompute) {:.4g} per step",
                  c.model.NumMatmulParams(), c.model.num_hidden_layers, c.model.hidden_size, seq,

@@ -225,6 +225,24 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   fused_qkv_ = bt[model::kKProj].offset == bt[model::kQProj].offset + bt[model::kQProj].numel &&
                bt[model::kVProj].offset == bt[model::kKProj].offset + bt[model::kKProj].numel;
   fused_gu_ = bt[model::kUpProj].offset == bt[model::kGateProj].offset + bt[model::kGateProj].numel;
+  if (options_.fp8.enabled) {
+    if (dtype_ != kc::DType::kBF16) {
+      return InvalidArgument(fmt::format("model.fp8: FP8 GEMMs run inside bf16 training, the "
+                                         "precision is {}", model::PrecisionName(options_.precision)));
+    }
+    if (options_.fp8.lm_head) {
+      return InvalidArgument("model.fp8_lm_head: the CUDA backend runs the LM head in bf16 only "
+                             "(FP8 covers the block projections); set it to false");
+    }
+    if (!fused_qkv_ || !fused_gu_) {
+      return InvalidArgument("model.fp8: the FP8 path needs q|k|v and gate|up stored back to back "
+                             "(a layout tensor_alignment that divides their sizes)");
+    }
+    // Fails here, before any large allocation, on a GPU without FP8 tensor cores.
+    HT_ASSIGN_OR_RETURN(fp8_, Fp8Projections::Create(options_.fp8, config, cuda_.device, &profile_,
+                                                     [this](size_t bytes, void** p) { return Alloc(bytes, p); }));
+    allocated_bytes_ += static_cast<int64_t>(kc::Fp8Gemm::kDefaultWorkspaceBytes);
+  }
 
   // Parameter, gradient and optimizer state per unit.
   const int U = layout_.num_units();

@@ -39,6 +39,13 @@
 // data. With CudaOptions::cuda_graphs the device work of ForwardBackward is
 // captured once and replayed (only with hooks that do no work, i.e. a single
 // process).
+//
+// FP8 (BackendOptions::fp8, bf16 precision only): the four block GEMMs of
+// each layer run through Fp8Projections (fp8_projections.h) with their
+// operands cast into scratch that lives in the backward's dead region (the
+// LM head's logits chunk), so the plan grows only where that region is
+// smaller than the scratch; attention, norms, the LM head and the optimizer
+// are unchanged. Creation fails at once on a GPU without FP8 tensor cores.
 #include <cuda_runtime.h>
 
 #include <array>
@@ -49,6 +56,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/backends/cuda/fp8_projections.h"
 #include "runtime/backends/cuda/op_profile.h"
 #include "runtime/data/loader.h"
 #include "runtime/kernels/cuda/attention.h"
@@ -134,6 +142,7 @@ class CudaBackend final : public model::Backend {
   bool SplitsEmbeddingGrad() const override { return emb_ranks_ > 1; }
   model::EmbeddingGradIo EmbeddingGrad() override;
   Status AccumulateEmbeddingGrad(bool bf16_reduce) override;
+  model::Fp8ScalingState* Fp8Scaling() override { return fp8_ ? &fp8_->state() : nullptr; }
   double PeakFlops() const override { return peak_flops_; }
   int64_t PeakMemoryBytes() const override { return peak_memory_; }
 
@@ -232,6 +241,7 @@ class CudaBackend final : public model::Backend {
   cudaStream_t stream_ = nullptr;
   cudaStream_t h2d_stream_ = nullptr;
   std::unique_ptr<kernels::cuda::Gemm> gemm_;
+  std::unique_ptr<Fp8Projections> fp8_;  // model.fp8: the block GEMMs in FP8
   // Device allocations (freed in the destructor).
   std::vector<void*> allocations_;
   std::vector<void*> compute_, master_, m_, v_;

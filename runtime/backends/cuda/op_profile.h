@@ -20,13 +20,14 @@
 namespace hypertrain::cuda {
 
 enum class Op {
-  kGemm,         // block projections (forward, dX and dW)
+  kGemm,         // block projections (forward, dX and dW; bf16 or FP8)
   kAttention,    // flash attention forward / backward
   kNorm,         // RMSNorm forward / backward (incl. the final norm)
   kRope,
   kSwiGlu,
   kLmHeadLoss,   // chunked LM head GEMMs + softmax/loss + loss sum
   kEmbedding,    // lookup and deterministic backward
+  kFp8Cast,      // FP8 GEMM operands: amax, scales, cast / cast-transpose
   kOther,        // waits on collectives, pool bookkeeping, copies
   kCount
 };

@@ -38,6 +38,10 @@ size_t PlanRoundUp(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
 // (after dout) when att_grads_in_gu_.
 size_t DqkvOffsetInGu(int64_t N, int64_t Q, size_t es) { return PlanRoundUp(size_t(N * Q) * es); }
 
+// The bf16 view of a compute-dtype buffer (the FP8 path runs in bf16 only).
+__nv_bfloat16* Bf16(void* p) { return static_cast<__nv_bfloat16*>(p); }
+const __nv_bfloat16* Bf16(const void* p) { return static_cast<const __nv_bfloat16*>(p); }
+
 struct NvtxRange {
   explicit NvtxRange(const char* name) { nvtxRangePushA(name); }
   ~NvtxRange() { nvtxRangePop(); }
@@ -73,11 +77,17 @@ Status CudaBackend::PlanActivations() {
   const size_t dead_bytes = att_grads_in_gu_
                                 ? std::max(dact_bytes + dgu_bytes, round_up(attn_ws_bytes_))
                                 : dact_bytes + dgu_bytes + round_up(attn_ws_bytes_);
+  // FP8 operands: the backward's after the block backward's buffers (live
+  // together), the forward's from the region's start (nothing else of the
+  // region is live during a block's forward or its recomputation).
+  Fp8Projections::ScratchSizes fp8_bytes;
+  if (fp8_) fp8_bytes = Fp8Projections::ScratchBytes(cfg, N);
+  const size_t backward_bytes = dead_bytes + fp8_bytes.backward;
   if (cuda_.loss_chunk_rows > 0) {
     chunk_rows_ = std::min(cuda_.loss_chunk_rows, N);
   } else {
     const int64_t fit = std::max<int64_t>(
-        static_cast<int64_t>(std::max(dead_bytes, size_t{1} << 30) / (V * es)), 1);
+        static_cast<int64_t>(std::max(backward_bytes, size_t{1} << 30) / (V * es)), 1);
     const int64_t chunks = (N + fit - 1) / fit;
     chunk_rows_ = (N + chunks - 1) / chunks;
   }
@@ -157,8 +167,9 @@ Status CudaBackend::PlanActivations() {
     dln_f_ = dln_;  // dead before the first block's backward uses dln_
     // One region: the LM head's logits chunk, then (after the head, on the
     // same stream) the block backward's dact, dgu and attention workspace.
-    logits_ = take(std::max(dead_bytes, size_t(chunk_rows_ * V) * es));
+    logits_ = take(std::max({backward_bytes, fp8_bytes.forward, size_t(chunk_rows_ * V) * es}));
     char* region = static_cast<char*>(logits_);
+    if (fp8_ && region != nullptr) fp8_->SetScratch(N, region, region + dead_bytes);
     dact_ = region;
     dgu_ = region == nullptr ? nullptr : region + dact_bytes;
     if (att_grads_in_gu_) {  // BlockBackward points datt/dqkv into the layer's gu
@@ -286,7 +297,10 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
                                  stream_);
   }));
   profile_.Mark(Op::kNorm, stream_);
-  if (fused_qkv_) {
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kQkv, Bf16(a.ln1), N, C,
+                                     Bf16(W(u, model::kQProj)), QKV, Bf16(a.qkv), nullptr, stream_));
+  } else if (fused_qkv_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, QKV, C, false, true}, a.ln1, W(u, model::kQProj), dt, a.qkv,
                                 dt, 1.0f, 0.0f, stream_));
   } else {
@@ -320,8 +334,13 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
   }
   profile_.Mark(Op::kAttention, stream_);
   // h = x + att Wo^T
-  HT_RETURN_IF_ERROR(g.Matmul({N, C, Q, false, true}, a.att, W(u, model::kOProj), dt, a.h, dt,
-                              1.0f, 1.0f, stream_, a.x));
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kO, Bf16(a.att), N, Q,
+                                     Bf16(W(u, model::kOProj)), C, Bf16(a.h), Bf16(a.x), stream_));
+  } else {
+    HT_RETURN_IF_ERROR(g.Matmul({N, C, Q, false, true}, a.att, W(u, model::kOProj), dt, a.h, dt,
+                                1.0f, 1.0f, stream_, a.x));
+  }
   profile_.Mark(Op::kGemm, stream_);
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -330,7 +349,11 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
                                  stream_);
   }));
   profile_.Mark(Op::kNorm, stream_);
-  if (fused_gu_) {
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kGateUp, Bf16(a.ln2), N, C,
+                                     Bf16(W(u, model::kGateProj)), 2 * F, Bf16(a.gu), nullptr,
+                                     stream_));
+  } else if (fused_gu_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, 2 * F, C, false, true}, a.ln2, W(u, model::kGateProj), dt,
                                 a.gu, dt, 1.0f, 0.0f, stream_));
   } else {
@@ -350,8 +373,13 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
   if (!write_output) return Status::Ok();
   const int L = static_cast<int>(cfg.num_hidden_layers);
   void* y = layer + 1 < L ? acts_[layer + 1]->x : x_final_;
-  HT_RETURN_IF_ERROR(g.Matmul({N, C, F, false, true}, a.act, W(u, model::kDownProj), dt, y, dt,
-                              1.0f, 1.0f, stream_, a.h));
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kDown, Bf16(a.act), N, F,
+                                     Bf16(W(u, model::kDownProj)), C, Bf16(y), Bf16(a.h), stream_));
+  } else {
+    HT_RETURN_IF_ERROR(g.Matmul({N, C, F, false, true}, a.act, W(u, model::kDownProj), dt, y, dt,
+                                1.0f, 1.0f, stream_, a.h));
+  }
   profile_.Mark(Op::kGemm, stream_);
   return Status::Ok();
 }
@@ -409,10 +437,16 @@ Status CudaBackend::BlockBackward(int layer) {
   void* const dqkv =
       att_grads_in_gu_ ? static_cast<char*>(a.gu) + DqkvOffsetInGu(N, Q, es) : dqkv_;
   // --- MLP: y = h + down(act), act = silu(gate) * up.
-  HT_RETURN_IF_ERROR(g.Matmul({N, F, C, false, false}, dres_, W(u, model::kDownProj), dt, dact_, dt,
-                              1.0f, 0.0f, stream_));
-  HT_RETURN_IF_ERROR(g.Matmul({C, F, N, true, false}, dres_, a.act, dt, G(u, model::kDownProj),
-                              f32, 1.0f, dw_beta, stream_));
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kDown, Bf16(dres_), Bf16(a.act), N, F,
+                                      Bf16(W(u, model::kDownProj)), C, Bf16(dact_),
+                                      G(u, model::kDownProj), dw_beta, stream_));
+  } else {
+    HT_RETURN_IF_ERROR(g.Matmul({N, F, C, false, false}, dres_, W(u, model::kDownProj), dt, dact_,
+                                dt, 1.0f, 0.0f, stream_));
+    HT_RETURN_IF_ERROR(g.Matmul({C, F, N, true, false}, dres_, a.act, dt, G(u, model::kDownProj),
+                                f32, 1.0f, dw_beta, stream_));
+  }
   profile_.Mark(Op::kGemm, stream_);
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -422,7 +456,11 @@ Status CudaBackend::BlockBackward(int layer) {
                                  2 * F, N, F, stream_);
   }));
   profile_.Mark(Op::kSwiGlu, stream_);
-  if (fused_gu_) {
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kGateUp, Bf16(dgu_), Bf16(a.ln2), N, C,
+                                      Bf16(W(u, model::kGateProj)), 2 * F, Bf16(dln_),
+                                      G(u, model::kGateProj), dw_beta, stream_));
+  } else if (fused_gu_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, 2 * F, false, false}, dgu_, W(u, model::kGateProj), dt,
                                 dln_, dt, 1.0f, 0.0f, stream_));
     HT_RETURN_IF_ERROR(g.Matmul({2 * F, C, N, true, false}, dgu_, a.ln2, dt,
@@ -452,10 +490,16 @@ Status CudaBackend::BlockBackward(int layer) {
   }));
   profile_.Mark(Op::kNorm, stream_);
   // --- Attention: h = x + o(att).
-  HT_RETURN_IF_ERROR(g.Matmul({N, Q, C, false, false}, dres_, W(u, model::kOProj), dt, datt, dt,
-                              1.0f, 0.0f, stream_));
-  HT_RETURN_IF_ERROR(g.Matmul({C, Q, N, true, false}, dres_, a.att, dt, G(u, model::kOProj), f32,
-                              1.0f, dw_beta, stream_));
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kO, Bf16(dres_), Bf16(a.att), N, Q,
+                                      Bf16(W(u, model::kOProj)), C, Bf16(datt), G(u, model::kOProj),
+                                      dw_beta, stream_));
+  } else {
+    HT_RETURN_IF_ERROR(g.Matmul({N, Q, C, false, false}, dres_, W(u, model::kOProj), dt, datt, dt,
+                                1.0f, 0.0f, stream_));
+    HT_RETURN_IF_ERROR(g.Matmul({C, Q, N, true, false}, dres_, a.att, dt, G(u, model::kOProj), f32,
+                                1.0f, dw_beta, stream_));
+  }
   profile_.Mark(Op::kGemm, stream_);
   const kc::AttentionParams ap = StepAttentionParams();
   if (dt == kc::DType::kF32) {
@@ -477,7 +521,11 @@ Status CudaBackend::BlockBackward(int layer) {
                                rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
   }));
   profile_.Mark(Op::kRope, stream_);
-  if (fused_qkv_) {
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kQkv, Bf16(dqkv), Bf16(a.ln1), N, C,
+                                      Bf16(W(u, model::kQProj)), QKV, Bf16(dln_),
+                                      G(u, model::kQProj), dw_beta, stream_));
+  } else if (fused_qkv_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv, W(u, model::kQProj), dt, dln_,
                                 dt, 1.0f, 0.0f, stream_));
     HT_RETURN_IF_ERROR(g.Matmul({QKV, C, N, true, false}, dqkv, a.ln1, dt, G(u, model::kQProj),
@@ -681,10 +729,12 @@ Status CudaBackend::AccumulateEmbeddingGrad(bool bf16_reduce) {
 
 Status CudaBackend::DeviceForwardBackward(model::UnitHooks& hooks) {
   HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_start_, stream_));
+  if (fp8_) HT_RETURN_IF_ERROR(fp8_->BeginPass(stream_));
   profile_.Begin(stream_);
   HT_RETURN_IF_ERROR(ForwardPass(hooks, true));
   HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_fwd_, stream_));
   HT_RETURN_IF_ERROR(BackwardPass(hooks));
+  if (fp8_) HT_RETURN_IF_ERROR(fp8_->QueueAmaxReadback(stream_));
   HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_end_, stream_));
   return Status::Ok();
 }
@@ -750,6 +800,7 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
     ++eager_steps_;
   }
   HT_ASSIGN_OR_RETURN(const double loss_sum, ReadLoss());
+  if (fp8_) HT_RETURN_IF_ERROR(fp8_->EndPass(hooks));  // the amaxes arrived with the loss
   if (passes_ > 0) {
     HT_RETURN_IF_ERROR(profile_.Collect());
   } else {
@@ -781,6 +832,7 @@ StatusOr<double> CudaBackend::Loss(const model::TokenBatch& batch, model::UnitHo
     grads_hold_pass_ = false;
     grads_zero_pending_ = !grads_clobbered_;  // zeros are re-made on demand
   }
+  if (fp8_) HT_RETURN_IF_ERROR(fp8_->BeginPass(stream_));  // a forward-only pass records nothing
   HT_RETURN_IF_ERROR(ForwardPass(hooks, false));
   HT_RETURN_IF_ERROR(HeadLoss(/*backward=*/false));
   HT_RETURN_IF_ERROR(hooks.AfterForward(ParamLayout::kEmbeddingUnit));

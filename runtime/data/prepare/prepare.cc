@@ -1,6 +1,7 @@
 #include "runtime/data/prepare/prepare.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -207,8 +208,7 @@ void Run::Reader() {
     manifest_.inputs[i].bytes = (*r)->bytes_total();
     done_bytes += (*r)->bytes_total();
     if ((*r)->skipped() > 0) {
-      std::fprintf(stderr, "prepare: %s: skipped %lld rows with a null text\n", o_.inputs[i].c_str(),
-                   static_cast<long long>((*r)->skipped()));
+      spdlog::warn("prepare: {}: skipped {} rows with a null text", o_.inputs[i], (*r)->skipped());
     }
   }
   std::lock_guard<std::mutex> l(p_.mu);
@@ -364,14 +364,12 @@ StatusOr<DataManifest> Run::Execute() {
   if (!p_.error.ok()) return p_.error;
   HT_RETURN_IF_ERROR(Commit());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  std::fprintf(stderr, "prepare: %lld tokens from %lld documents (%zu inputs, %.1f MB) into %s: %zu shards, "
-               "%.1f s, %.1f MB/s with %d tokenizer threads\n",
-               static_cast<long long>(manifest_.tokens), static_cast<long long>(manifest_.documents),
-               o_.inputs.size(), total_bytes_ / 1e6, o_.out_dir.c_str(), manifest_.shards.size(), secs,
-               total_bytes_ / 1e6 / std::max(secs, 1e-9), workers_);
+  spdlog::info("prepare: {} tokens from {} documents ({} inputs, {:.1f} MB) into {}: {} shards, {:.1f} s, "
+               "{:.1f} MB/s with {} tokenizer threads",
+               manifest_.tokens, manifest_.documents, o_.inputs.size(), total_bytes_ / 1e6, o_.out_dir,
+               manifest_.shards.size(), secs, total_bytes_ / 1e6 / std::max(secs, 1e-9), workers_);
   if (manifest_.invalid_utf8 > 0) {
-    std::fprintf(stderr, "prepare: %lld invalid UTF-8 sequences were read as U+FFFD\n",
-                 static_cast<long long>(manifest_.invalid_utf8));
+    spdlog::warn("prepare: {} invalid UTF-8 sequences were read as U+FFFD", manifest_.invalid_utf8);
   }
   return manifest_;
 }

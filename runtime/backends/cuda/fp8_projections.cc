@@ -1,0 +1,221 @@
+#include "runtime/backends/cuda/fp8_projections.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "runtime/kernels/cuda/cuda_status.h"
+#include "runtime/kernels/cuda/fp8_cast.h"
+
+namespace hypertrain::cuda {
+
+namespace kc = ::hypertrain::kernels::cuda;
+using model::Fp8Format;
+using model::Fp8Role;
+
+namespace {
+
+size_t RoundUp(size_t b) { return (b + 255) & ~size_t{255}; }
+
+struct Dims {
+  int64_t max_in, max_out, max_w;
+};
+
+Dims GemmDims(const model::ModelConfig& c) {
+  const int64_t C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), F = c.intermediate_size;
+  const int64_t qkv = Q + 2 * K;
+  return {std::max({C, Q, F}), std::max({qkv, C, 2 * F}),
+          std::max({qkv * C, C * Q, 2 * F * C, C * F})};
+}
+
+}  // namespace
+
+Fp8Projections::ScratchSizes Fp8Projections::ScratchBytes(const model::ModelConfig& config,
+                                                          int64_t tokens) {
+  const Dims d = GemmDims(config);
+  ScratchSizes s;
+  s.forward = RoundUp(size_t(tokens * d.max_in)) + RoundUp(size_t(d.max_w));
+  s.backward = 2 * RoundUp(size_t(tokens * d.max_out)) + RoundUp(size_t(tokens * d.max_in)) +
+               RoundUp(size_t(d.max_w));
+  return s;
+}
+
+StatusOr<std::unique_ptr<Fp8Projections>> Fp8Projections::Create(const model::Fp8Options& options,
+                                                                  const model::ModelConfig& config,
+                                                                  int device, OpProfile* profile,
+                                                                  const AllocFn& alloc) {
+  HT_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<Fp8Projections> p(new Fp8Projections());
+  HT_ASSIGN_OR_RETURN(p->gemm_, kc::Fp8Gemm::Create(device));
+  p->config_ = config;
+  p->profile_ = profile;
+  p->state_ = model::Fp8ScalingState(
+      options, model::Fp8Slots(static_cast<int>(config.num_hidden_layers), options));
+  const size_t n = static_cast<size_t>(p->state_.num_slots()) * kSlotStride;
+  void* d = nullptr;
+  HT_RETURN_IF_ERROR(alloc(3 * n * sizeof(float), &d));  // 256-byte aligned
+  p->scale_ = static_cast<float*>(d);
+  p->scale_inv_ = p->scale_ + n;
+  p->amax_ = p->scale_ + 2 * n;
+  HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&p->host_scales_), 2 * n * sizeof(float), 0));
+  HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&p->host_amax_), n * sizeof(float), 0));
+  std::fill(p->host_scales_, p->host_scales_ + 2 * n, 1.0f);
+  std::fill(p->host_amax_, p->host_amax_ + n, 0.0f);
+  return p;
+}
+
+Fp8Projections::~Fp8Projections() {
+  if (host_scales_) cudaFreeHost(host_scales_);
+  if (host_amax_) cudaFreeHost(host_amax_);
+}
+
+void Fp8Projections::SetScratch(int64_t tokens, void* forward, void* backward) {
+  const Dims d = GemmDims(config_);
+  tokens_ = tokens;
+  auto at = [](void* base, size_t off) { return static_cast<uint8_t*>(base) + off; };
+  const size_t x = RoundUp(size_t(tokens * d.max_in)), g = RoundUp(size_t(tokens * d.max_out));
+  xq_ = at(forward, 0);
+  wq_ = at(forward, x);
+  dyq_ = at(backward, 0);
+  dyt_ = at(backward, g);
+  xt_ = at(backward, 2 * g);
+  wt_ = at(backward, 2 * g + x);
+}
+
+Status Fp8Projections::ComputeOwnScale(const __nv_bfloat16* x, size_t numel, int slot,
+                                       cudaStream_t stream) {
+  const model::Fp8Slots& slots = state_.slots();
+  HT_CUDA_RETURN_IF_ERROR(kc::Fp8Amax(x, numel, amax(slot), stream));
+  HT_CUDA_RETURN_IF_ERROR(kc::Fp8ScalesFromAmax(amax(slot), scale(slot), scale_inv(slot), 1, 1,
+                                                slots.format(slot),
+                                                static_cast<int>(state_.options().margin), stream));
+  return Status::Ok();
+}
+
+Status Fp8Projections::CastInput(const __nv_bfloat16* x, size_t numel, uint8_t* q, int slot,
+                                 cudaStream_t stream) {
+  const Fp8Format f = state_.slots().format(slot);
+  if (history_this_pass_) {
+    HT_CUDA_RETURN_IF_ERROR(kc::Fp8Cast(q, x, numel, scale(slot), amax(slot), f, stream));
+    return Status::Ok();
+  }
+  HT_RETURN_IF_ERROR(ComputeOwnScale(x, numel, slot, stream));
+  HT_CUDA_RETURN_IF_ERROR(kc::Fp8Cast(q, x, numel, scale(slot), nullptr, f, stream));
+  return Status::Ok();
+}
+
+Status Fp8Projections::CastTransposeGrad(const __nv_bfloat16* dy, int rows, int cols, int slot,
+                                         cudaStream_t stream) {
+  const Fp8Format f = state_.slots().format(slot);
+  if (history_this_pass_) {
+    HT_CUDA_RETURN_IF_ERROR(
+        kc::Fp8CastTranspose(dyq_, dyt_, dy, rows, cols, scale(slot), amax(slot), f, stream));
+    return Status::Ok();
+  }
+  HT_RETURN_IF_ERROR(ComputeOwnScale(dy, size_t(rows) * cols, slot, stream));
+  HT_CUDA_RETURN_IF_ERROR(
+      kc::Fp8CastTranspose(dyq_, dyt_, dy, rows, cols, scale(slot), nullptr, f, stream));
+  return Status::Ok();
+}
+
+Status Fp8Projections::Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16* x, int n, int in,
+                               const __nv_bfloat16* w, int out, __nv_bfloat16* y,
+                               const __nv_bfloat16* c_in, cudaStream_t stream) {
+  if (n > tokens_) return Internal(fmt::format("fp8: {} rows, scratch planned for {}", n, tokens_));
+  const model::Fp8Slots& slots = state_.slots();
+  const int sx = slots.Block(layer, g, Fp8Role::kInput), sw = slots.Block(layer, g, Fp8Role::kWeight);
+  // The weight's scale from its own amax, then the cast.
+  HT_RETURN_IF_ERROR(ComputeOwnScale(w, size_t(out) * in, sw, stream));
+  HT_CUDA_RETURN_IF_ERROR(
+      kc::Fp8Cast(wq_, w, size_t(out) * in, scale(sw), nullptr, Fp8Format::kE4M3, stream));
+  HT_RETURN_IF_ERROR(CastInput(x, size_t(n) * in, xq_, sx, stream));
+  Mark(Op::kFp8Cast, stream);
+  kc::Fp8GemmArgs a;
+  a.m = n, a.n = out, a.k = in;
+  a.a = {xq_, Fp8Format::kE4M3, scale_inv(sx), in};
+  a.b = {wq_, Fp8Format::kE4M3, scale_inv(sw), in};
+  a.c = y;
+  a.c_type = kc::DType::kBF16;
+  a.c_in = c_in;
+  a.beta = c_in != nullptr ? 1.0f : 0.0f;
+  a.fast_accum = true;  // forward only, as Transformer Engine
+  HT_RETURN_IF_ERROR(gemm_->Matmul(a, stream));
+  Mark(Op::kGemm, stream);
+  return Status::Ok();
+}
+
+Status Fp8Projections::Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16* dy,
+                                const __nv_bfloat16* x, int n, int in, const __nv_bfloat16* w,
+                                int out, __nv_bfloat16* dx, float* dw, float dw_beta,
+                                cudaStream_t stream) {
+  if (n > tokens_) return Internal(fmt::format("fp8: {} rows, scratch planned for {}", n, tokens_));
+  const model::Fp8Slots& slots = state_.slots();
+  const int sx = slots.Block(layer, g, Fp8Role::kInput), sw = slots.Block(layer, g, Fp8Role::kWeight),
+            sg = slots.Block(layer, g, Fp8Role::kGradOutput);
+  const Fp8Format gf = slots.format(sg);
+  HT_RETURN_IF_ERROR(CastTransposeGrad(dy, n, out, sg, stream));
+  // W and X again with their forward scales (still in their slots), transposed.
+  HT_CUDA_RETURN_IF_ERROR(
+      kc::Fp8CastTranspose<__nv_bfloat16>(nullptr, wt_, w, out, in, scale(sw), nullptr, Fp8Format::kE4M3, stream));
+  HT_CUDA_RETURN_IF_ERROR(
+      kc::Fp8CastTranspose<__nv_bfloat16>(nullptr, xt_, x, n, in, scale(sx), nullptr, Fp8Format::kE4M3, stream));
+  Mark(Op::kFp8Cast, stream);
+  kc::Fp8GemmArgs d;  // dX[n, in] = dY[n, out] . Wt[in, out]^T
+  d.m = n, d.n = in, d.k = out;
+  d.a = {dyq_, gf, scale_inv(sg), out};
+  d.b = {wt_, Fp8Format::kE4M3, scale_inv(sw), out};
+  d.c = dx;
+  d.c_type = kc::DType::kBF16;
+  HT_RETURN_IF_ERROR(gemm_->Matmul(d, stream));
+  kc::Fp8GemmArgs wg;  // dW[out, in] = dYt[out, n] . Xt[in, n]^T (+ dW)
+  wg.m = out, wg.n = in, wg.k = n;
+  wg.a = {dyt_, gf, scale_inv(sg), n};
+  wg.b = {xt_, Fp8Format::kE4M3, scale_inv(sx), n};
+  wg.c = dw;
+  wg.c_type = kc::DType::kF32;
+  wg.beta = dw_beta;
+  HT_RETURN_IF_ERROR(gemm_->Matmul(wg, stream));
+  Mark(Op::kGemm, stream);
+  return Status::Ok();
+}
+
+Status Fp8Projections::BeginPass(cudaStream_t stream) {
+  const size_t n = static_cast<size_t>(state_.num_slots()) * kSlotStride;
+  history_this_pass_ = state_.UsesHistory();
+  PublishScales();  // the previous pass has synchronised: the buffer is free
+  HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax_, 0, n * sizeof(float), stream));
+  // scale_ and scale_inv_ are adjacent: one copy.
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(scale_, host_scales_, 2 * n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  return Status::Ok();
+}
+
+Status Fp8Projections::QueueAmaxReadback(cudaStream_t stream) {
+  const size_t n = static_cast<size_t>(state_.num_slots()) * kSlotStride;
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_amax_, amax_, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  return Status::Ok();
+}
+
+Status Fp8Projections::EndPass(model::UnitHooks& hooks) {
+  const int n = state_.num_slots();
+  std::vector<float> amax(n);
+  for (int s = 0; s < n; ++s) amax[s] = host_amax_[s * kSlotStride];
+  HT_RETURN_IF_ERROR(hooks.ReduceAmax(amax.data(), amax.size()));
+  HT_RETURN_IF_ERROR(state_.Record(amax));
+  PublishScales();  // for a replayed graph, whose copy reads the pinned buffer
+  return Status::Ok();
+}
+
+void Fp8Projections::PublishScales() {
+  const int n = state_.num_slots();
+  const size_t inv = static_cast<size_t>(n) * kSlotStride;
+  for (int s = 0; s < n; ++s) {
+    host_scales_[s * kSlotStride] = state_.scales()[s];
+    host_scales_[inv + s * kSlotStride] = state_.scale_invs()[s];
+  }
+}
+
+}  // namespace hypertrain::cuda

@@ -1,0 +1,113 @@
+#pragma once
+// Fp8Projections: the CUDA backend's FP8 block projections (model.fp8;
+// runtime/model/fp8.h has the recipe). For one GEMM of block l,
+//
+//   Forward:  Xq = fp8(X * s_x)  Wq = fp8(W * s_w)           (e4m3)
+//             Y  = (Xq / s_x) (Wq / s_w)^T [+ C_in]          bf16 out, fp32 accumulation
+//   Backward: dYq, dYt = fp8(dY * s_g), its transpose        (grad format: e5m2 default)
+//             Wt = fp8(W * s_w)^T, Xt = fp8(X * s_x)^T       (the forward's scales)
+//             dX = dYq . Wt^T                                 bf16
+//             dW (+)= dYt . Xt^T                              fp32 (beta as in bf16)
+//
+// s_w comes from W's own amax (computed before the cast, every forward);
+// s_x and s_g from the delayed history (Fp8ScalingState) or, for the
+// tensorwise recipe and a run's first pass, from the tensor's own amax. The
+// casts record each tensor's amax into a device slot; EndPass() reads them
+// back (after the pass's own synchronisation), agrees them across ranks
+// (UnitHooks::ReduceAmax) and advances the history; BeginPass() zeroes the
+// slots and uploads the next scales. Both are enqueued on the compute stream
+// (so CUDA graphs capture them).
+//
+// Scratch: the forward operands (Xq, Wq) and the backward ones (dYq, dYt,
+// Xt, Wt) are never live at once; the backend places them in its activation
+// plan (dead regions), sized by ScratchBytes().
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <memory>
+
+#include "core/status.h"
+#include "runtime/backends/cuda/op_profile.h"
+#include "runtime/kernels/cuda/fp8_gemm.h"
+#include "runtime/model/config.h"
+#include "runtime/model/fp8.h"
+#include "runtime/model/unit_hooks.h"
+
+namespace hypertrain::cuda {
+
+class Fp8Projections {
+ public:
+  using AllocFn = std::function<Status(size_t bytes, void** p)>;
+  struct ScratchSizes {
+    size_t forward = 0;   // Xq + Wq
+    size_t backward = 0;  // dYq + dYt + Xt + Wt
+  };
+  // For `tokens` rows per pass, each part rounded to 256 bytes.
+  static ScratchSizes ScratchBytes(const model::ModelConfig& config, int64_t tokens);
+
+  // Fails with FailedPrecondition naming the GPU when it has no FP8 tensor
+  // cores. `alloc` provides the small device buffers (scales, amaxes) and the
+  // GEMM workspace.
+  static StatusOr<std::unique_ptr<Fp8Projections>> Create(const model::Fp8Options& options,
+                                                          const model::ModelConfig& config,
+                                                          int device, OpProfile* profile,
+                                                          const AllocFn& alloc);
+
+  // Points the operands into the backend's plan: ScratchBytes(config,
+  // tokens) at `forward` and `backward`; passes then have `tokens` rows.
+  void SetScratch(int64_t tokens, void* forward, void* backward);
+
+  // Y[n, out] = X[n, in] W[out, in]^T (+ c_in, same layout as Y, may be null).
+  Status Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16* x, int n, int in,
+                 const __nv_bfloat16* w, int out, __nv_bfloat16* y, const __nv_bfloat16* c_in,
+                 cudaStream_t stream);
+  // dX[n, in] = dY W (overwritten); dW[out, in] = dY^T X + dw_beta * dW.
+  Status Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16* dy, const __nv_bfloat16* x,
+                  int n, int in, const __nv_bfloat16* w, int out, __nv_bfloat16* dx, float* dw,
+                  float dw_beta, cudaStream_t stream);
+
+  Status BeginPass(cudaStream_t stream);
+  // Queues the copy of this pass's amaxes to pinned host memory.
+  Status QueueAmaxReadback(cudaStream_t stream);
+  // After the stream synchronised: agree the amaxes across ranks, record them.
+  Status EndPass(model::UnitHooks& hooks);
+
+  model::Fp8ScalingState& state() { return state_; }
+  const model::Fp8ScalingState& state() const { return state_; }
+  ~Fp8Projections();
+
+ private:
+  Fp8Projections() = default;
+  // Scale of `slot` for this pass: its own amax (tensorwise / no history)
+  // before the cast, else the uploaded delayed scale; the cast records amax
+  // in the delayed case.
+  Status CastInput(const __nv_bfloat16* x, size_t numel, uint8_t* q, int slot, cudaStream_t stream);
+  Status CastTransposeGrad(const __nv_bfloat16* dy, int rows, int cols, int slot, cudaStream_t stream);
+  // state_'s scales into the pinned buffer the pass's upload reads.
+  void PublishScales();
+  Status ComputeOwnScale(const __nv_bfloat16* x, size_t numel, int slot, cudaStream_t stream);
+  // One slot every 256 bytes, each scale pointer aligned like a cudaMalloc
+  // result: cuBLASLt refused (NOT_SUPPORTED) 4-byte aligned ones on an H100.
+  static constexpr int kSlotStride = 64;
+  float* scale(int slot) const { return scale_ + slot * kSlotStride; }
+  float* scale_inv(int slot) const { return scale_inv_ + slot * kSlotStride; }
+  float* amax(int slot) const { return amax_ + slot * kSlotStride; }
+  void Mark(Op op, cudaStream_t stream) {
+    if (profile_ != nullptr) profile_->Mark(op, stream);
+  }
+
+  model::Fp8ScalingState state_;
+  model::ModelConfig config_;
+  int64_t tokens_ = 0;
+  OpProfile* profile_ = nullptr;
+  std::unique_ptr<kernels::cuda::Fp8Gemm> gemm_;
+  bool history_this_pass_ = false;  // scales of inputs/grads from the history
+  float *scale_ = nullptr, *scale_inv_ = nullptr, *amax_ = nullptr;  // device, per slot
+  // Pinned mirrors with the same stride: scale | scale_inv, and amax.
+  float *host_scales_ = nullptr, *host_amax_ = nullptr;
+  uint8_t *xq_ = nullptr, *wq_ = nullptr, *dyq_ = nullptr, *dyt_ = nullptr, *xt_ = nullptr,
+          *wt_ = nullptr;
+};
+
+}  // namespace hypertrain::cuda

@@ -1,0 +1,271 @@
+// FP8 casts, amax and scales (contract in fp8_cast.h).
+#include <cuda_fp8.h>
+
+#include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/fp8_cast.h"
+
+namespace hypertrain::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxBlocks = 4096;
+
+template <bool kE5M2>
+__device__ __forceinline__ uint16_t ToFp8x2(float a, float b) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, kE5M2 ? __NV_E5M2 : __NV_E4M3);
+}
+template <bool kE5M2>
+__device__ __forceinline__ uint8_t ToFp8(float a) {
+  return __nv_cvt_float_to_fp8(a, __NV_SATFINITE, kE5M2 ? __NV_E5M2 : __NV_E4M3);
+}
+template <bool kE5M2>
+__device__ __forceinline__ float FromFp8(uint8_t q) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(q, kE5M2 ? __NV_E5M2 : __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+// Non-negative floats order like their bit patterns as ints.
+__device__ __forceinline__ void AtomicMaxNonNegative(float* addr, float v) {
+  atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v));
+}
+
+// Block max of |x| into *amax (one atomic per block). NaN inputs are
+// skipped (fmaxf), infinities count.
+__device__ __forceinline__ void CommitAmax(float local, float* amax) {
+  __shared__ float scratch[32];
+  const float m = BlockMax(local, scratch);
+  if (threadIdx.x == 0) AtomicMaxNonNegative(amax, m);
+}
+
+template <typename T>
+__global__ void AmaxKernel(const T* __restrict__ x, size_t n, float* amax) {
+  float m = 0.0f;
+  constexpr int V = Pack<T>::kSize;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool vec = Aligned16(x);
+  const size_t nv = vec ? n / V : 0;
+  for (size_t i = tid; i < nv; i += stride) {
+    const Pack<T> p = LoadPack(x + i * V);
+#pragma unroll
+    for (int k = 0; k < V; ++k) m = fmaxf(m, fabsf(ToF(p.v[k])));
+  }
+  for (size_t i = nv * V + tid; i < n; i += stride) {
+    const float v = ToF(x[i]);
+    m = fmaxf(m, fabsf(v));
+  }
+  CommitAmax(m, amax);
+}
+
+__global__ void ScalesKernel(const float* amax, float* scale, float* scale_inv, int n, int stride,
+                             float fp8_max, int margin) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int s = i * stride;
+  const float sc = model::Fp8ScaleFromAmax(amax[s], fp8_max, margin, scale[s]);
+  scale[s] = sc;
+  scale_inv[s] = 1.0f / sc;  // exact: a power of two
+}
+
+template <typename T, bool kE5M2>
+__global__ void CastKernel(uint8_t* __restrict__ q, const T* __restrict__ x, size_t n,
+                           const float* scale_p, float* amax) {
+  const float scale = *scale_p;
+  float m = 0.0f;
+  constexpr int V = Pack<T>::kSize;  // 8 for bf16: 16 B in, 8 B out
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  size_t nv = 0;
+  if constexpr (V == 8) {
+    if (Aligned16(x) && (reinterpret_cast<uintptr_t>(q) & 7) == 0) nv = n / V;
+    for (size_t i = tid; i < nv; i += stride) {
+      const Pack<T> p = LoadPack(x + i * V);
+      uint16_t w[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float a = ToF(p.v[2 * k]), b = ToF(p.v[2 * k + 1]);
+        m = fmaxf(m, fmaxf(fabsf(a), fabsf(b)));
+        w[k] = ToFp8x2<kE5M2>(a * scale, b * scale);
+      }
+      uint2 out;
+      out.x = uint32_t(w[0]) | (uint32_t(w[1]) << 16);
+      out.y = uint32_t(w[2]) | (uint32_t(w[3]) << 16);
+      *reinterpret_cast<uint2*>(q + i * V) = out;
+    }
+  }
+  for (size_t i = nv * V + tid; i < n; i += stride) {
+    const float a = ToF(x[i]);
+    m = fmaxf(m, fabsf(a));
+    q[i] = ToFp8<kE5M2>(a * scale);
+  }
+  if (amax != nullptr) CommitAmax(m, amax);
+}
+
+// 64x64 tiles, 256 threads. Vector path: cols % 8 == 0, rows % 16 == 0 and
+// aligned pointers (the model's shapes); else element by element.
+constexpr int kTile = 64;
+
+template <typename T, bool kE5M2>
+__global__ void CastTransposeKernel(uint8_t* __restrict__ q, uint8_t* __restrict__ qt,
+                                    const T* __restrict__ x, int rows, int cols,
+                                    const float* scale_p, float* amax, bool vec) {
+  // Rows padded to a multiple of 8 bytes: the load phase stores 8 bytes at once.
+  __shared__ __align__(16) uint8_t tile[kTile][kTile + 8];
+  const float scale = *scale_p;
+  const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
+  float m = 0.0f;
+  const int t = threadIdx.x;
+  if (vec) {
+    // Load: thread t takes 8 consecutive columns of rows (t / 8) and (t / 8) + 32.
+    const int cg = (t % 8) * 8, rr = t / 8;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = rr + h * 32;
+      const int gr = r0 + r, gc = c0 + cg;
+      if (gr < rows && gc < cols) {
+        const T* src = x + size_t(gr) * cols + gc;
+        float v[8];
+        if constexpr (sizeof(T) == 2) {
+          const Pack<T> p = LoadPack(src);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) v[k] = ToF(p.v[k]);
+        } else {
+          const Pack<T> p0 = LoadPack(src), p1 = LoadPack(src + 4);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) v[k] = ToF(p0.v[k]), v[k + 4] = ToF(p1.v[k]);
+        }
+        uint16_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          m = fmaxf(m, fmaxf(fabsf(v[2 * k]), fabsf(v[2 * k + 1])));
+          w[k] = ToFp8x2<kE5M2>(v[2 * k] * scale, v[2 * k + 1] * scale);
+        }
+        uint2 out;
+        out.x = uint32_t(w[0]) | (uint32_t(w[1]) << 16);
+        out.y = uint32_t(w[2]) | (uint32_t(w[3]) << 16);
+        if (q != nullptr) *reinterpret_cast<uint2*>(q + size_t(gr) * cols + gc) = out;
+        *reinterpret_cast<uint2*>(&tile[r][cg]) = out;
+      }
+    }
+    __syncthreads();
+    // Store: thread t writes 16 consecutive rows (t % 4) * 16 .. of output row
+    // (column) t / 4: one 16-byte store.
+    const int oc = t / 4, seg = (t % 4) * 16;
+    const int gc = c0 + oc, gr = r0 + seg;
+    if (gc < cols && gr < rows) {
+      uint32_t w[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        w[k] = uint32_t(tile[seg + 4 * k][oc]) | (uint32_t(tile[seg + 4 * k + 1][oc]) << 8) |
+               (uint32_t(tile[seg + 4 * k + 2][oc]) << 16) | (uint32_t(tile[seg + 4 * k + 3][oc]) << 24);
+      }
+      *reinterpret_cast<uint4*>(qt + size_t(gc) * rows + gr) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  } else {
+    for (int i = t; i < kTile * kTile; i += blockDim.x) {
+      const int r = i / kTile, c = i % kTile;
+      const int gr = r0 + r, gc = c0 + c;
+      if (gr < rows && gc < cols) {
+        const float v = ToF(x[size_t(gr) * cols + gc]);
+        m = fmaxf(m, fabsf(v));
+        const uint8_t b = ToFp8<kE5M2>(v * scale);
+        if (q != nullptr) q[size_t(gr) * cols + gc] = b;
+        tile[r][c] = b;
+      }
+    }
+    __syncthreads();
+    for (int i = t; i < kTile * kTile; i += blockDim.x) {
+      const int c = i / kTile, r = i % kTile;  // consecutive threads: consecutive output bytes
+      const int gr = r0 + r, gc = c0 + c;
+      if (gr < rows && gc < cols) qt[size_t(gc) * rows + gr] = tile[r][c];
+    }
+  }
+  if (amax != nullptr) CommitAmax(m, amax);
+}
+
+template <typename T, bool kE5M2>
+__global__ void DequantizeKernel(T* __restrict__ y, const uint8_t* __restrict__ q, size_t n,
+                                 const float* scale_inv_p) {
+  const float s = *scale_inv_p;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    y[i] = FromF<T>(FromFp8<kE5M2>(q[i]) * s);
+  }
+}
+
+unsigned int Blocks(size_t work) {
+  const unsigned int b = CeilDiv(work, kThreads);
+  return b == 0 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b);
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t Fp8Amax(const T* x, size_t n, float* amax, cudaStream_t stream) {
+  AmaxKernel<T><<<Blocks(n / Pack<T>::kSize + 1), kThreads, 0, stream>>>(x, n, amax);
+  return cudaGetLastError();
+}
+
+cudaError_t Fp8ScalesFromAmax(const float* amax, float* scale, float* scale_inv, int n,
+                              int stride, Fp8Format format, int margin, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ScalesKernel<<<CeilDiv(n, 128), 128, 0, stream>>>(amax, scale, scale_inv, n, stride,
+                                                     model::Fp8MaxOf(format), margin);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t Fp8Cast(uint8_t* q, const T* x, size_t n, const float* scale, float* amax,
+                    Fp8Format format, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const unsigned int blocks = Blocks(n / 8 + 1);
+  if (format == Fp8Format::kE5M2) {
+    CastKernel<T, true><<<blocks, kThreads, 0, stream>>>(q, x, n, scale, amax);
+  } else {
+    CastKernel<T, false><<<blocks, kThreads, 0, stream>>>(q, x, n, scale, amax);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t Fp8CastTranspose(uint8_t* q, uint8_t* qt, const T* x, int rows, int cols,
+                             const float* scale, float* amax, Fp8Format format,
+                             cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const bool vec = cols % 8 == 0 && rows % 16 == 0 && Aligned16(x) && Aligned16(qt) &&
+                   (q == nullptr || (reinterpret_cast<uintptr_t>(q) & 7) == 0);
+  const dim3 grid(CeilDiv(cols, kTile), CeilDiv(rows, kTile));
+  if (format == Fp8Format::kE5M2) {
+    CastTransposeKernel<T, true><<<grid, kThreads, 0, stream>>>(q, qt, x, rows, cols, scale, amax, vec);
+  } else {
+    CastTransposeKernel<T, false><<<grid, kThreads, 0, stream>>>(q, qt, x, rows, cols, scale, amax, vec);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t Fp8Dequantize(T* y, const uint8_t* q, size_t n, const float* scale_inv,
+                          Fp8Format format, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (format == Fp8Format::kE5M2) {
+    DequantizeKernel<T, true><<<Blocks(n), kThreads, 0, stream>>>(y, q, n, scale_inv);
+  } else {
+    DequantizeKernel<T, false><<<Blocks(n), kThreads, 0, stream>>>(y, q, n, scale_inv);
+  }
+  return cudaGetLastError();
+}
+
+#define HT_FP8_INSTANTIATE(T)                                                                    \
+  template cudaError_t Fp8Amax<T>(const T*, size_t, float*, cudaStream_t);                       \
+  template cudaError_t Fp8Cast<T>(uint8_t*, const T*, size_t, const float*, float*, Fp8Format,   \
+                                  cudaStream_t);                                                 \
+  template cudaError_t Fp8CastTranspose<T>(uint8_t*, uint8_t*, const T*, int, int, const float*, \
+                                           float*, Fp8Format, cudaStream_t);                     \
+  template cudaError_t Fp8Dequantize<T>(T*, const uint8_t*, size_t, const float*, Fp8Format,     \
+                                        cudaStream_t);
+HT_FP8_INSTANTIATE(float)
+HT_FP8_INSTANTIATE(__nv_bfloat16)
+HT_FP8_INSTANTIATE(__half)
+#undef HT_FP8_INSTANTIATE
+
+}  // namespace hypertrain::kernels::cuda
