@@ -60,6 +60,8 @@ struct Attempt {
   bool refused = false;              // nothing was sent
   bool retryable_transport = false;
   bool stream_started = false;  // body bytes may have been delivered: never retry
+  int code = 0;                 // the HTTP status once headers arrived; 0 without a response
+  std::chrono::steady_clock::duration latency{};  // until the headers (or the error)
 };
 
 int ParseRetryAfter(const std::map<std::string, std::string>& h) {
@@ -92,6 +94,7 @@ struct RestClient::Impl {
   std::mutex mu;
   std::map<int64_t, std::shared_ptr<http_client>> clients;  // by timeout (ms)
   std::function<void(const std::string&)> log;
+  RequestObserver observer;
   std::atomic<int64_t> attempts{0}, retries{0};
 
   explicit Impl(Config c)
@@ -113,6 +116,11 @@ struct RestClient::Impl {
       c = std::make_shared<http_client>(config.server, hc);
     }
     return c;
+  }
+
+  RequestObserver Observer() {
+    std::lock_guard<std::mutex> l(mu);
+    return observer;
   }
 
   void Log(const std::string& line) {
@@ -152,10 +160,13 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
   pplx::cancellation_token_source cts;
   CancelRegistration reg(cancel, [cts]() mutable { cts.cancel(); });
   attempts.fetch_add(1);
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     http_response resp = ClientFor(timeout)->request(hr, cts.get_token()).get();
+    a.latency = std::chrono::steady_clock::now() - t0;
     Response r;
     r.status = resp.status_code();
+    a.code = r.status;
     for (const auto& [k, v] : resp.headers()) {
       std::string lk = k;
       std::transform(lk.begin(), lk.end(), lk.begin(), ::tolower);
@@ -216,6 +227,7 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
       a.retryable_transport = true;
     }
   }
+  if (a.code == 0) a.latency = std::chrono::steady_clock::now() - t0;
   return a;
 }
 
@@ -232,6 +244,9 @@ StatusOr<Response> RestClient::Impl::Run(const Request& req, CancelToken* cancel
       }
     }
     Attempt a = Once(req, cancel, on_data);
+    if (RequestObserver f = Observer(); f && !(a.code == 0 && a.error && IsCancelled(*a.error))) {
+      f(RequestRecord{req.method, a.code, std::chrono::duration<double>(a.latency).count()});
+    }
     Status err;
     bool retry = false;
     int retry_after = -1;
@@ -329,6 +344,10 @@ const Config& RestClient::config() const { return impl_->config; }
 void RestClient::SetDebugLogger(std::function<void(const std::string&)> log) {
   std::lock_guard<std::mutex> l(impl_->mu);
   impl_->log = std::move(log);
+}
+void RestClient::SetRequestObserver(RequestObserver observer) {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  impl_->observer = std::move(observer);
 }
 int64_t RestClient::attempts() const { return impl_->attempts.load(); }
 int64_t RestClient::retries() const { return impl_->retries.load(); }

@@ -44,6 +44,15 @@ struct Response {
   std::map<std::string, std::string> headers;  // lower-case names
 };
 
+// One attempt as the metrics see it (client-go's rest_client_requests_total
+// and rest_client_request_duration_seconds).
+struct RequestRecord {
+  std::string method;
+  int code = 0;          // HTTP status; 0 when no response came (connection error, timeout)
+  double seconds = 0;    // until the response headers (a watch: until it opened)
+};
+using RequestObserver = std::function<void(const RequestRecord&)>;
+
 class RestClient {
  public:
   // Validates the TLS material (clear kConfig error for a bad PEM).
@@ -67,6 +76,10 @@ class RestClient {
   // Sink for one-line debug records of each attempt (method, URL, status,
   // headers with Authorization redacted). Never receives a token.
   void SetDebugLogger(std::function<void(const std::string&)> log);
+
+  // Called after every attempt (retries included; not for a request the
+  // caller cancelled before any response). Must be cheap and thread-safe.
+  void SetRequestObserver(RequestObserver observer);
 
   // Counters for tests and metrics.
   int64_t attempts() const;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <thread>
@@ -63,6 +64,51 @@ TEST(RestClientTest, GetSendsHeadersAndEncodesQuery) {
   EXPECT_EQ(seen.query["limit"], "5");
   EXPECT_EQ(seen.headers["authorization"], "Bearer s3cret-token");
   EXPECT_EQ(seen.headers["accept"], "application/json");
+}
+
+TEST(RestClientTest, ObserverSeesEveryAttemptWithMethodAndCode) {
+  std::atomic<int> calls{0};
+  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+    if (r.path == "/flaky" && calls++ == 0) {
+      c.Respond(503, StatusBody(503, "ServiceUnavailable", "try again"));
+    } else if (r.path == "/missing") {
+      c.Respond(404, StatusBody(404, "NotFound", "no"));
+    } else {
+      c.Respond(201, "{}");
+    }
+  });
+  auto client = MustClient(TestConfig(srv.url()));
+  std::mutex mu;
+  std::vector<RequestRecord> seen;
+  client->SetRequestObserver([&](const RequestRecord& r) {
+    std::lock_guard<std::mutex> l(mu);
+    seen.push_back(r);
+  });
+  Request get;
+  get.path = "/flaky";
+  ASSERT_TRUE(client->Send(get).ok());
+  Request post;
+  post.method = "POST";
+  post.path = "/missing";
+  post.body = "{}";
+  EXPECT_FALSE(client->Send(post).ok());
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(seen.size(), 3u);  // the 503 retry is its own attempt
+  EXPECT_EQ(seen[0].method, "GET");
+  EXPECT_EQ(seen[0].code, 503);
+  EXPECT_EQ(seen[1].code, 201);
+  EXPECT_EQ(seen[2].method, "POST");
+  EXPECT_EQ(seen[2].code, 404);
+  for (const auto& r : seen) EXPECT_GT(r.seconds, 0);
+
+  // No server: code 0, the attempts are still seen.
+  Config dead = TestConfig("http://127.0.0.1:1");
+  dead.max_retries = 1;
+  auto down = MustClient(dead);
+  std::vector<int> codes;
+  down->SetRequestObserver([&](const RequestRecord& r) { codes.push_back(r.code); });
+  EXPECT_FALSE(down->Send(get).ok());
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
 
 TEST(RestClientTest, MapsStatusObjects) {

@@ -11,14 +11,27 @@ WorkQueue::WorkQueue(WorkQueueOptions opts)
 
 WorkQueue::~WorkQueue() { ShutDown(); }
 
+void WorkQueue::MarkDirtyLocked(const std::string& key) {
+  dirty_.insert(key);
+  if (opts_.metrics) {
+    opts_.metrics->Added();
+    queued_at_.emplace(key, Clock::now());
+  }
+  if (processing_.count(key)) return;  // re-queued by Done()
+  PushLocked(key);
+}
+
+void WorkQueue::PushLocked(const std::string& key) {
+  queue_.push_back(key);
+  if (opts_.metrics) opts_.metrics->Depth(queue_.size());
+  cv_.notify_one();
+}
+
 void WorkQueue::Add(const std::string& key) {
   std::lock_guard<std::mutex> l(mu_);
   if (shutting_down_ || dirty_.count(key)) return;
-  dirty_.insert(key);
-  waiting_.erase(key);                 // ready now beats a later delayed add
-  if (processing_.count(key)) return;  // re-queued by Done()
-  queue_.push_back(key);
-  cv_.notify_one();
+  waiting_.erase(key);  // ready now beats a later delayed add
+  MarkDirtyLocked(key);
 }
 
 void WorkQueue::AddAfter(const std::string& key, Clock::duration delay) {
@@ -57,7 +70,13 @@ WorkQueue::Clock::duration WorkQueue::BackoffFor(const std::string& key) {
   return std::max<Clock::duration>(per_item, overall);
 }
 
-void WorkQueue::AddRateLimited(const std::string& key) { AddAfter(key, BackoffFor(key)); }
+void WorkQueue::AddRateLimited(const std::string& key) {
+  if (opts_.metrics) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!shutting_down_) opts_.metrics->Retried();
+  }
+  AddAfter(key, BackoffFor(key));
+}
 
 void WorkQueue::Forget(const std::string& key) {
   std::lock_guard<std::mutex> l(mu_);
@@ -75,6 +94,15 @@ std::optional<std::string> WorkQueue::PopLocked() {
   queue_.pop_front();
   processing_.insert(key);
   dirty_.erase(key);
+  if (opts_.metrics) {
+    const auto now = Clock::now();
+    opts_.metrics->Depth(queue_.size());
+    if (auto it = queued_at_.find(key); it != queued_at_.end()) {
+      opts_.metrics->Waited(std::chrono::duration<double>(now - it->second).count());
+      queued_at_.erase(it);
+    }
+    started_at_[key] = now;
+  }
   return key;
 }
 
@@ -95,10 +123,13 @@ std::optional<std::string> WorkQueue::GetFor(Clock::duration timeout) {
 void WorkQueue::Done(const std::string& key) {
   std::lock_guard<std::mutex> l(mu_);
   processing_.erase(key);
-  if (dirty_.count(key)) {
-    queue_.push_back(key);
-    cv_.notify_one();
+  if (opts_.metrics) {
+    if (auto it = started_at_.find(key); it != started_at_.end()) {
+      opts_.metrics->Worked(std::chrono::duration<double>(Clock::now() - it->second).count());
+      started_at_.erase(it);
+    }
   }
+  if (dirty_.count(key)) PushLocked(key);
 }
 
 void WorkQueue::ShutDown() {
@@ -132,13 +163,7 @@ void WorkQueue::DelayLoop() {
       if (it->second <= now) {
         const std::string key = it->first;
         it = waiting_.erase(it);
-        if (!dirty_.count(key)) {
-          dirty_.insert(key);
-          if (!processing_.count(key)) {
-            queue_.push_back(key);
-            cv_.notify_one();
-          }
-        }
+        if (!dirty_.count(key)) MarkDirtyLocked(key);
       } else {
         next = std::min(next, it->second);
         ++it;

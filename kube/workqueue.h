@@ -23,11 +23,25 @@
 
 namespace kube {
 
+// What a queue reports as it works (client-go's workqueue metrics): the
+// operator turns these into workqueue_* Prometheus series. Called with the
+// queue's lock held: implementations only update counters.
+class WorkQueueMetrics {
+ public:
+  virtual ~WorkQueueMetrics() = default;
+  virtual void Added() = 0;                        // a key became queued (duplicates are not counted)
+  virtual void Depth(size_t keys) = 0;             // keys ready now, after every change
+  virtual void Waited(double seconds) = 0;         // from queued to handed to a worker
+  virtual void Worked(double seconds) = 0;         // from handed out to Done
+  virtual void Retried() = 0;                      // AddRateLimited
+};
+
 struct WorkQueueOptions {
   std::chrono::milliseconds base_delay{5};
   std::chrono::milliseconds max_delay{1000 * 1000};
   double overall_qps = 10;  // client-go's default bucket: 10 qps, burst 100
   int overall_burst = 100;
+  WorkQueueMetrics* metrics = nullptr;  // optional; must outlive the queue
 };
 
 class WorkQueue {
@@ -57,6 +71,10 @@ class WorkQueue {
  private:
   void DelayLoop();
   std::optional<std::string> PopLocked();
+  // A key became dirty: counted, its queued time kept; into the ready queue
+  // unless a worker holds it (Done queues it then).
+  void MarkDirtyLocked(const std::string& key);
+  void PushLocked(const std::string& key);
   Clock::duration BackoffFor(const std::string& key);
 
   WorkQueueOptions opts_;
@@ -69,6 +87,7 @@ class WorkQueue {
   std::set<std::string> processing_;
   std::map<std::string, Clock::time_point> waiting_;  // key → ready time
   std::map<std::string, int> failures_;
+  std::map<std::string, Clock::time_point> queued_at_, started_at_;  // for metrics
   bool shutting_down_ = false;
   std::thread delay_thread_;
   Clock::time_point bucket_next_;  // overall limiter: next free slot

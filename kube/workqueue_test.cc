@@ -128,5 +128,49 @@ TEST(WorkQueueTest, ShutDownWakesBlockedGetters) {
   EXPECT_EQ(q.Len(), 0u);
 }
 
+// Records what the queue reports, as the operator's Prometheus series would.
+struct RecordingMetrics : WorkQueueMetrics {
+  int added = 0, retried = 0;
+  std::vector<size_t> depths;
+  std::vector<double> waited, worked;
+  void Added() override { ++added; }
+  void Depth(size_t n) override { depths.push_back(n); }
+  void Waited(double s) override { waited.push_back(s); }
+  void Worked(double s) override { worked.push_back(s); }
+  void Retried() override { ++retried; }
+};
+
+TEST(WorkQueueTest, ReportsAddsDepthWaitWorkAndRetries) {
+  RecordingMetrics m;
+  WorkQueueOptions o;
+  o.metrics = &m;
+  o.base_delay = 1ms;
+  WorkQueue q(o);
+  q.Add("a");
+  q.Add("b");
+  q.Add("a");  // a duplicate is not an add
+  EXPECT_EQ(m.added, 2);
+  EXPECT_EQ(m.depths, (std::vector<size_t>{1, 2}));
+  std::this_thread::sleep_for(20ms);
+  auto k = q.Get();
+  ASSERT_EQ(*k, "a");
+  EXPECT_EQ(m.depths.back(), 1u);
+  ASSERT_EQ(m.waited.size(), 1u);
+  EXPECT_GE(m.waited[0], 0.015);
+  std::this_thread::sleep_for(10ms);
+  q.Done("a");
+  ASSERT_EQ(m.worked.size(), 1u);
+  EXPECT_GE(m.worked[0], 0.008);
+  q.AddRateLimited("a");  // a retry, queued after its backoff by the delay thread
+  EXPECT_EQ(m.retried, 1);
+  ASSERT_EQ(*q.GetFor(1s), "b");
+  auto again = q.GetFor(1s);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(*again, "a");
+  EXPECT_EQ(m.added, 3);
+  EXPECT_EQ(m.waited.size(), 3u);
+  EXPECT_EQ(m.depths.back(), 0u);
+}
+
 }  // namespace
 }  // namespace kube
