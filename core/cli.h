@@ -1,0 +1,36 @@
+#pragma once
+// Command-line flags for every hypertrain binary, on CLI11 (Debian
+// libcli11-dev). Each binary declares its flags on a CLI::App; these helpers
+// give them the same conventions:
+//   --flag value and --flag=value; -h/--help prints the usage and exits 0;
+//   --version prints "<program> <git describe>" and exits 0; a bad or unknown
+//   flag prints the error and "Run with --help for more information." on
+//   stderr and exits 2.
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace hypertrain::cli {
+
+// Exit code for a bad flag, a bad config or any other usage error.
+inline constexpr int kUsageError = 2;
+
+// Adds --version (core/version.h) to `app`; -h/--help is CLI11's own.
+void AddVersionFlag(CLI::App& app);
+
+// Parses; nullopt to go on, else the code to exit with (help, version or an
+// error have been printed).
+std::optional<int> Parse(CLI::App& app, int argc, char** argv);
+// Turns an exception from app.parse(...) into the exit code, printing as above
+// (for binaries that parse subcommands themselves).
+int Exit(CLI::App& app, const CLI::ParseError& e);
+
+// Validators with the project's messages.
+// Accepts only "true" or "false" (not CLI11's yes/on/1).
+extern const CLI::Validator kTrueFalse;
+// --log-level and --log-format values that core/log.h accepts.
+extern const CLI::Validator kLogLevel;
+extern const CLI::Validator kLogFormat;
+
+}  // namespace hypertrain::cli
