@@ -33,6 +33,23 @@ const CLI::Validator kTrueFalse(
     [](std::string& v) { return v == "true" || v == "false" ? std::string() : "must be true or false, got '" + v + "'"; },
     "true|false");
 
+namespace {
+
+std::string CheckInteger(const std::string& v, long long min, const char* what) {
+  try {
+    size_t used = 0;
+    const long long n = std::stoll(v, &used);
+    if (used == v.size() && n >= min) return "";
+  } catch (...) {
+  }
+  return std::string("must be a ") + what + " integer, got '" + v + "'";
+}
+
+}  // namespace
+
+const CLI::Validator kPositive([](std::string& v) { return CheckInteger(v, 1, "positive"); }, "N>0");
+const CLI::Validator kNonNegative([](std::string& v) { return CheckInteger(v, 0, "non-negative"); }, "N>=0");
+
 const CLI::Validator kLogLevel(
     [](std::string& v) {
       auto l = log::ParseLevel(v);

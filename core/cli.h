@@ -29,6 +29,9 @@ int Exit(CLI::App& app, const CLI::ParseError& e);
 // Validators with the project's messages.
 // Accepts only "true" or "false" (not CLI11's yes/on/1).
 extern const CLI::Validator kTrueFalse;
+// Integers > 0 and >= 0 ("must be a positive integer, got '0'").
+extern const CLI::Validator kPositive;
+extern const CLI::Validator kNonNegative;
 // --log-level and --log-format values that core/log.h accepts.
 extern const CLI::Validator kLogLevel;
 extern const CLI::Validator kLogFormat;
