@@ -1,6 +1,6 @@
 // hypertrain-operator: reconciles TrainingJobs (hypertrain.dev/v1alpha1).
 //
-//   hypertrain-operator [--namespace=a,b] [--leader-elect=true]
+//   hypertrain-operator [--namespace=a,b] [--leader-elect=true]   (--flag value works too; --help, --version)
 //     [--leader-election-namespace=NS] [--leader-election-id=NAME]
 //     [--metrics-addr=:8080] [--log-level=info] [--log-format=text|json]
 //     [--kubeconfig=PATH] [--workers=2]
@@ -30,13 +30,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/cli.h"
+#include "core/http_server.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "kube/cancel.h"
 #include "kube/config.h"
 #include "kube/leader_election.h"
 #include "kube/rest_client.h"
 #include "operator/api/instance_types.h"
-#include "operator/cmd/http_server.h"
 #include "operator/controller/manager.h"
 #include "operator/controller/metrics.h"
 
@@ -45,7 +47,8 @@ namespace {
 
 struct Flags {
   std::vector<std::string> namespaces;  // empty: all
-  bool leader_elect = true;
+  std::string leader_elect_text = "true";
+  bool leader_elect() const { return leader_elect_text == "true"; }
   std::string lease_namespace;
   std::string lease_name = "hypertrain-operator-leader";
   std::string metrics_addr = ":8080";
@@ -59,87 +62,38 @@ struct Flags {
   int fault_settle_ms = 5000;  // ManagerOptions::fault_settle_window; 0 disables it
 };
 
-bool PositiveInt(const std::string& v, int* out) {
-  try {
-    *out = std::stoi(v);
-    return *out > 0;
-  } catch (...) {
-    return false;
-  }
-}
-
-bool NonNegativeInt(const std::string& v, int* out) {
-  try {
-    size_t used = 0;
-    *out = std::stoi(v, &used);
-    return used == v.size() && *out >= 0;
-  } catch (...) {
-    return false;
-  }
-}
-
-// One --name=value flag; false with `err` naming the flag when it is bad.
-bool ParseFlag(const std::string& k, const std::string& v, Flags* f, std::string* err) {
-  auto fail = [&](const std::string& m) { return *err = m, false; };
-  if (k == "namespace") {
-    std::stringstream ss(v);
-    for (std::string ns; std::getline(ss, ns, ',');) {
-      if (!ns.empty()) f->namespaces.push_back(ns);
-    }
-  } else if (k == "leader-elect") {
-    if (v != "true" && v != "false") return fail("--leader-elect must be true or false");
-    f->leader_elect = v == "true";
-  } else if (k == "leader-election-namespace") {
-    f->lease_namespace = v;
-  } else if (k == "leader-election-id") {
-    f->lease_name = v;
-  } else if (k == "metrics-addr") {
-    f->metrics_addr = v;
-  } else if (k == "kubeconfig") {
-    f->kubeconfig = v;
-  } else if (k == "log-level") {
-    if (auto l = log::ParseLevel(v); !l.ok()) return fail("--log-level: " + l.status().message());
-    f->log_level = v;
-  } else if (k == "log-format") {
-    if (auto l = log::ParseFormat(v); !l.ok()) return fail("--log-format: " + l.status().message());
-    f->log_format = v;
-  } else if (k == "kube-api-qps") {
-    try {
-      f->kube_api_qps = std::stod(v);
-    } catch (...) {
-      return fail("--kube-api-qps must be a number (<= 0 disables the limiter)");
-    }
-  } else if (k == "kube-api-burst") {
-    if (!PositiveInt(v, &f->kube_api_burst)) return fail("--kube-api-burst must be a positive integer");
-  } else if (k == "workers") {
-    if (!PositiveInt(v, &f->workers)) return fail("--workers must be a positive integer");
-  } else if (k == "lease-duration-ms") {
-    if (!PositiveInt(v, &f->lease_duration_ms)) return fail("--lease-duration-ms must be positive");
-  } else if (k == "renew-deadline-ms") {
-    if (!PositiveInt(v, &f->renew_deadline_ms)) return fail("--renew-deadline-ms must be positive");
-  } else if (k == "retry-period-ms") {
-    if (!PositiveInt(v, &f->retry_period_ms)) return fail("--retry-period-ms must be positive");
-  } else if (k == "fault-settle-ms") {
-    if (!NonNegativeInt(v, &f->fault_settle_ms)) {
-      return fail("--fault-settle-ms must be a non-negative integer (0 disables the settle window)");
-    }
-  } else {
-    return fail("unknown flag --" + k);
-  }
-  return true;
-}
-
-bool ParseFlags(int argc, char** argv, Flags* f, std::string* err) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto eq = a.find('=');
-    if (a.rfind("--", 0) != 0 || eq == std::string::npos) {
-      *err = "flags are --name=value, got '" + a + "'";
-      return false;
-    }
-    if (!ParseFlag(a.substr(2, eq - 2), a.substr(eq + 1), f, err)) return false;
-  }
-  return true;
+// Declares every flag on `app`, bound to `f`. Names and meanings are those
+// of the chart's deployment template; values are checked here, so a bad one
+// exits 2 before anything starts.
+void DeclareFlags(CLI::App& app, Flags* f) {
+  app.description(
+      "Reconciles TrainingJobs (hypertrain.dev/v1alpha1). Serves /metrics, /healthz and /readyz on --metrics-addr.\n"
+      "Exit codes: 0 clean shutdown, 1 fatal (e.g. the leader Lease was lost), 2 bad flags or config.");
+  app.option_defaults()->always_capture_default();
+  app.add_option("--namespace", f->namespaces,
+                 "Namespaces to watch, comma-separated or repeated (default: every namespace)")
+      ->delimiter(',')
+      ->type_name("NS[,NS...]");
+  app.add_option("--leader-elect", f->leader_elect_text, "Run the controller only while holding the leader Lease")
+      ->check(cli::kTrueFalse);
+  app.add_option("--leader-election-namespace", f->lease_namespace,
+                 "Namespace of the leader Lease (default: $POD_NAMESPACE, else default)");
+  app.add_option("--leader-election-id", f->lease_name, "Name of the leader Lease");
+  app.add_option("--metrics-addr", f->metrics_addr, "host:port or :port for /metrics, /healthz and /readyz");
+  app.add_option("--kubeconfig", f->kubeconfig, "kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)");
+  app.add_option("--log-level", f->log_level, "trace, debug, info, warn, error, critical or off")
+      ->check(cli::kLogLevel);
+  app.add_option("--log-format", f->log_format, "text or json (one object per line)")->check(cli::kLogFormat);
+  app.add_option("--workers", f->workers, "Concurrent reconciles")->check(cli::kPositive);
+  app.add_option("--kube-api-qps", f->kube_api_qps, "Client-side API rate limit (<= 0 disables the limiter)");
+  app.add_option("--kube-api-burst", f->kube_api_burst, "Client-side API burst")->check(cli::kPositive);
+  app.add_option("--lease-duration-ms", f->lease_duration_ms, "Leader Lease duration")->check(cli::kPositive);
+  app.add_option("--renew-deadline-ms", f->renew_deadline_ms, "Leader renew deadline")->check(cli::kPositive);
+  app.add_option("--retry-period-ms", f->retry_period_ms, "Leader election retry period")->check(cli::kPositive);
+  app.add_option("--fault-settle-ms", f->fault_settle_ms,
+                 "How long a follow-on pod exit waits for the root cause's status (0 disables the wait)")
+      ->check(cli::kNonNegative);
+  cli::AddVersionFlag(app);
 }
 
 // POD_NAME in a pod, else host-pid.
@@ -151,15 +105,21 @@ std::string Identity() {
 }
 
 void ServeProbes(HttpServer* http, const Flags& flags, const controller::Manager& manager,
-                 const controller::Metrics& metrics) {
+                 const controller::Metrics& metrics, const metrics::Registry& registry) {
   http->Handle("/healthz", [] { return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}; });
   http->Handle("/readyz", [&] {
     // A standby replica is ready: it only waits for the Lease.
-    const bool ready = manager.synced() || (flags.leader_elect && metrics.is_leader == 0);
+    const bool ready = manager.synced() || (flags.leader_elect() && !metrics.leading());
     return ready ? HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}
                  : HttpResponse{503, "text/plain; charset=utf-8", "caches not synced\n"};
   });
-  http->Handle("/metrics", [&] { return HttpResponse{200, "text/plain; version=0.0.4", metrics.Render()}; });
+  http->Handle("/metrics", [&] { return HttpResponse{200, kPrometheusText, registry.Render()}; });
+}
+
+// "https://10.0.0.1:443/" -> "10.0.0.1:443": the host label of rest_client_* series.
+std::string HostOf(const std::string& server) {
+  std::string h = server.substr(server.find("://") == std::string::npos ? 0 : server.find("://") + 3);
+  return h.substr(0, h.find('/'));
 }
 
 // Runs the manager while this replica holds the Lease. Returns the exit code:
@@ -175,12 +135,12 @@ int RunAsLeader(const std::shared_ptr<kube::RestClient>& client, const Flags& fl
   lc.retry_period = std::chrono::milliseconds(flags.retry_period_ms);
   kube::LeaderCallbacks cb;
   cb.on_started_leading = [&](kube::CancelToken* stop) {
-    metrics->is_leader = 1;
+    metrics->SetLeader(lc.lease_name, true);
     spdlog::info("became leader (lease {}/{})", lc.lease_namespace, lc.lease_name);
     manager->Run(stop);
   };
   cb.on_stopped_leading = [&] {
-    metrics->is_leader = 0;
+    metrics->SetLeader(lc.lease_name, false);
     spdlog::info("stopped leading");
   };
   cb.on_new_leader = [](const std::string& who) { spdlog::info("leader observed: {}", who); };
@@ -203,15 +163,16 @@ void PrintInstanceTypes() {
 }
 
 int Main(int argc, char** argv) {
-  if (argc == 2 && std::string(argv[1]) == "--print-instance-types") {
+  Flags flags;
+  CLI::App app("hypertrain-operator", "hypertrain-operator");
+  DeclareFlags(app, &flags);
+  bool print_instance_types = false;
+  app.add_flag("--print-instance-types", print_instance_types,
+               "Print the instance table (name, GPUs, EFA devices, GPUDirect RDMA, GPU model; one a line) and exit");
+  if (std::optional<int> rc = cli::Parse(app, argc, argv)) return *rc;
+  if (print_instance_types) {
     PrintInstanceTypes();
     return 0;
-  }
-  Flags flags;
-  std::string err;
-  if (!ParseFlags(argc, argv, &flags, &err)) {
-    std::cerr << "hypertrain-operator: " << err << "\n";
-    return 2;
   }
   (void)log::Init(flags.log_format, flags.log_level);  // both were validated above
   // SIGTERM/SIGINT are handled by a thread (sigwait), so block them everywhere first.
@@ -239,13 +200,18 @@ int Main(int argc, char** argv) {
     flags.lease_namespace = pns ? pns : "default";
   }
 
-  controller::Metrics metrics;
+  metrics::Registry registry;
+  metrics::AddProcessMetrics(&registry);
+  controller::Metrics metrics(&registry);
+  metrics.ObserveRestClient(client->get(), HostOf(cfg->server));
+  if (flags.leader_elect()) metrics.SetLeader(flags.lease_name, false);
   controller::Manager manager(controller::ManagerOptions{*client, flags.namespaces, flags.workers, identity,
                                                          std::chrono::milliseconds(flags.fault_settle_ms), &metrics});
+  registry.OnScrape([&] { metrics.SetJobs(manager.JobsByNamespace()); });
   HttpServer http;
-  ServeProbes(&http, flags, manager, metrics);
-  if (!http.Start(flags.metrics_addr, &err)) {
-    spdlog::error("cannot serve metrics: {}", err);
+  ServeProbes(&http, flags, manager, metrics, registry);
+  if (Status s = http.Start(flags.metrics_addr); !s.ok()) {
+    spdlog::error("cannot serve metrics: {}", s.ToString());
     return 2;
   }
   spdlog::info("started: identity {}, metrics port {}, namespaces {}", identity, http.port(),
@@ -261,10 +227,9 @@ int Main(int argc, char** argv) {
   signals.detach();
 
   int rc = 0;
-  if (flags.leader_elect) {
+  if (flags.leader_elect()) {
     rc = RunAsLeader(*client, flags, identity, &manager, &metrics, &cancel);
   } else {
-    metrics.is_leader = 1;
     manager.Run(&cancel);
   }
   http.Stop();

@@ -13,6 +13,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <sstream>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -61,7 +66,7 @@ std::pair<int, std::string> HttpGet(int port, const std::string& path) {
     ::close(fd);
     return {0, ""};
   }
-  std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string resp;
   char buf[4096];
@@ -81,6 +86,43 @@ bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeou
   return cond();
 }
 
+// One scrape parsed: "name{a=\"x\",b=\"y\"}" (labels as exposed) -> value;
+// every sample line must be well-formed and follow its family's # TYPE.
+std::map<std::string, double> ParseExposition(const std::string& text) {
+  static const std::regex kSample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$)");
+  static const std::regex kType(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram)$)");
+  std::map<std::string, double> out;
+  std::string family;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, kType)) {
+      family = m[1];
+    } else if (line.rfind("# HELP ", 0) == 0) {
+      continue;
+    } else if (std::regex_match(line, m, kSample)) {
+      const std::string name = m[1];
+      EXPECT_EQ(name.rfind(family, 0), 0u) << "sample without its # TYPE: " << line;
+      out[name + std::string(m[2])] = std::stod(m[3]);
+    } else {
+      ADD_FAILURE() << "not exposition format: '" << line << "'";
+    }
+  }
+  return out;
+}
+
+// The first sample of `name` whose labels contain every `labels` pair; NaN if none.
+double Sample(const std::map<std::string, double>& samples, const std::string& name,
+              const std::vector<std::string>& labels = {}) {
+  for (const auto& [key, v] : samples) {
+    if (key != name && key.rfind(name + "{", 0) != 0) continue;
+    bool all = true;
+    for (const std::string& l : labels) all &= key.find(l) != std::string::npos;
+    if (all) return v;
+  }
+  return std::nan("");
+}
+
 // One operator process, ended by PID.
 class OperatorProcess {
  public:
@@ -95,9 +137,10 @@ class OperatorProcess {
                                      "--leader-election-id=e2e-leader",
                                      "--metrics-addr=127.0.0.1:" + std::to_string(port_),
                                      "--log-level=debug",
-                                     "--lease-duration-ms=2000",
-                                     "--renew-deadline-ms=1500",
-                                     "--retry-period-ms=200"};
+                                     // both flag forms: --name=value above, --name value here
+                                     "--lease-duration-ms", "2000",
+                                     "--renew-deadline-ms", "1500",
+                                     "--retry-period-ms", "200"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
@@ -155,6 +198,39 @@ TEST(OperatorE2ETest, RejectsBadFlags) {
     const std::string flag = bad.substr(0, bad.find('='));
     EXPECT_NE(op.Log().find(flag), std::string::npos) << bad << ": " << op.Log();
   }
+}
+
+// Runs `cmd` through the shell; (exit code, stdout and stderr).
+std::pair<int, std::string> RunShell(const std::string& cmd, const std::string& out_file) {
+  const int st = std::system((cmd + " >" + out_file + " 2>&1").c_str());
+  std::ifstream in(out_file);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, std::string(std::istreambuf_iterator<char>(in), {})};
+}
+
+TEST(OperatorE2ETest, AnswersHelpAndVersion) {
+  const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
+  const std::string dir = kube::testing::MakeTempDir("operator-cli");
+  for (const char* help : {"--help", "-h"}) {
+    auto [rc, out] = RunShell(op_bin + " " + help, dir + "/help");
+    EXPECT_EQ(rc, 0) << out;
+    for (const char* flag : {"--namespace", "--leader-elect", "--metrics-addr", "--kube-api-qps", "--kube-api-burst",
+                             "--workers", "--log-format", "--log-level", "--fault-settle-ms", "--version"}) {
+      EXPECT_THAT(out, HasSubstr(flag)) << help;
+    }
+  }
+  auto [rc, out] = RunShell(op_bin + " --version", dir + "/version");
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(std::regex_match(out, std::regex("hypertrain-operator [A-Za-z0-9._+-]+\n"))) << out;
+  // Both forms parse; the missing kubeconfig is what stops it (still exit 2, a config error).
+  for (const std::string& form : {"--workers 3 --log-format json", "--workers=3 --log-format=json"}) {
+    auto [rc2, log] = RunShell(op_bin + " " + form + " --kubeconfig " + dir + "/missing", dir + "/form");
+    EXPECT_EQ(rc2, 2) << form;
+    EXPECT_THAT(log, HasSubstr("cannot load Kubernetes config")) << form << ": " << log;
+  }
+  auto [rc3, log3] = RunShell(op_bin + " --no-such-flag", dir + "/unknown");
+  EXPECT_EQ(rc3, 2);
+  EXPECT_THAT(log3, HasSubstr("--no-such-flag"));
+  EXPECT_THAT(log3, HasSubstr("--help"));
 }
 
 TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
@@ -220,12 +296,37 @@ TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   ASSERT_TRUE(WaitFor([&] { return HttpGet(a->port(), "/readyz").first == 200; }, 5s));
   auto m = HttpGet(a->port(), "/metrics");
   EXPECT_EQ(m.first, 200);
-  EXPECT_THAT(m.second, HasSubstr("hypertrain_jobs_created_total 1"));
-  EXPECT_THAT(m.second, HasSubstr("hypertrain_leader 1"));
-  EXPECT_THAT(m.second, HasSubstr("hypertrain_reconcile_duration_seconds_count"));
+  // The conventional names and labels (docs/OPERATOR.md, "Metrics").
+  const auto s = ParseExposition(m.second);
+  const std::string ctl = "controller=\"trainingjob\"", q = "name=\"trainingjob\"";
+  EXPECT_GE(Sample(s, "controller_runtime_reconcile_total", {ctl, "result=\"success\""}), 1) << m.second;
+  EXPECT_EQ(Sample(s, "controller_runtime_reconcile_total", {ctl, "result=\"error\""}), 0);
+  EXPECT_EQ(Sample(s, "controller_runtime_reconcile_errors_total", {ctl}), 0);
+  EXPECT_GE(Sample(s, "controller_runtime_reconcile_time_seconds_count", {ctl}), 1);
+  EXPECT_GE(Sample(s, "controller_runtime_reconcile_time_seconds_bucket", {ctl, "le=\"+Inf\""}), 1);
+  EXPECT_EQ(Sample(s, "controller_runtime_max_concurrent_reconciles", {ctl}), 2);
+  EXPECT_FALSE(std::isnan(Sample(s, "controller_runtime_active_workers", {ctl})));
+  EXPECT_FALSE(std::isnan(Sample(s, "workqueue_depth", {q})));
+  EXPECT_GE(Sample(s, "workqueue_adds_total", {q}), 1);
+  EXPECT_GE(Sample(s, "workqueue_queue_duration_seconds_count", {q}), 1);
+  EXPECT_GE(Sample(s, "workqueue_work_duration_seconds_count", {q}), 1);
+  EXPECT_FALSE(std::isnan(Sample(s, "workqueue_retries_total", {q})));
+  EXPECT_GE(Sample(s, "rest_client_requests_total", {"code=\"200\"", "method=\"GET\"", "host=\"127.0.0.1:"}), 1);
+  EXPECT_GE(Sample(s, "rest_client_requests_total", {"code=\"201\"", "method=\"POST\""}), 2) << "pods created";
+  EXPECT_GE(Sample(s, "rest_client_request_duration_seconds_count", {"verb=\"PUT\""}), 1) << "status written";
+  EXPECT_EQ(Sample(s, "leader_election_master_status", {"name=\"e2e-leader\""}), 1);
+  EXPECT_EQ(Sample(s, "hypertrain_jobs_created_total", {"namespace=\"op\""}), 1);
+  EXPECT_EQ(Sample(s, "hypertrain_pods_created_total", {"namespace=\"op\""}), 2);
+  EXPECT_EQ(Sample(s, "hypertrain_jobs", {"namespace=\"op\""}), 1);
+  EXPECT_GT(Sample(s, "process_cpu_seconds_total"), 0);
+  EXPECT_GT(Sample(s, "process_resident_memory_bytes"), 0);
+  EXPECT_GT(Sample(s, "process_start_time_seconds"), 0);
+  EXPECT_GT(Sample(s, "process_open_fds"), 0);
   EXPECT_EQ(HttpGet(a->port(), "/nope").first, 404);
   ASSERT_TRUE(WaitFor([&] { return HttpGet(b->port(), "/readyz").first == 200; }, 5s)) << "standby is ready";
-  EXPECT_THAT(HttpGet(b->port(), "/metrics").second, HasSubstr("hypertrain_leader 0"));
+  EXPECT_EQ(Sample(ParseExposition(HttpGet(b->port(), "/metrics").second), "leader_election_master_status",
+                   {"name=\"e2e-leader\""}),
+            0);
 
   // The leader dies without releasing the Lease: the standby takes over after it expires.
   EXPECT_EQ(a->Signal(SIGKILL, 5s), 128 + SIGKILL);

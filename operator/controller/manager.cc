@@ -1,6 +1,7 @@
 #include "operator/controller/manager.h"
 
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -43,8 +44,13 @@ struct Manager::Term {
     std::unique_ptr<kube::Informer> jobs, pods;
     std::unique_ptr<Reconciler> reconciler;
   };
-  explicit Term(const std::shared_ptr<kube::RestClient>& client)
-      : nodes(kube::ResourceClient(client, kube::resources::kNodes)) {}
+  Term(const std::shared_ptr<kube::RestClient>& client, Metrics* metrics)
+      : queue(QueueOptions(metrics)), nodes(kube::ResourceClient(client, kube::resources::kNodes)) {}
+  static kube::WorkQueueOptions QueueOptions(Metrics* metrics) {
+    kube::WorkQueueOptions o;
+    o.metrics = metrics ? metrics->workqueue() : nullptr;
+    return o;
+  }
   kube::WorkQueue queue;
   kube::Informer nodes;                 // cluster-scoped, read-only
   std::map<std::string, Scope> scopes;  // by namespace ("" for all)
@@ -108,17 +114,18 @@ void Manager::ReconcileKey(Term& t, const std::string& key) {
   auto it = t.scopes.find(o_.namespaces.empty() ? "" : ns);
   if (it == t.scopes.end()) return;
   const auto t0 = std::chrono::steady_clock::now();
+  if (o_.metrics) o_.metrics->WorkerActive(true);
   StatusOr<ReconcileResult> r = it->second.reconciler->Reconcile(key);
   if (o_.metrics) {
-    o_.metrics->reconcile_latency.Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    o_.metrics->WorkerActive(false);
+    o_.metrics->ObserveReconcile(!r.ok() ? "error" : r->requeue_after ? "requeue_after" : "success",
+                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   if (r.ok()) {
     t.queue.Forget(key);
     if (r->requeue_after) t.queue.AddAfter(key, *r->requeue_after);
     spdlog::debug("reconciled {}", key);
   } else {
-    if (o_.metrics) ++o_.metrics->reconcile_errors;
     spdlog::warn("reconcile of {} failed; retrying with backoff: {}", key, r.status().ToString());
     t.queue.AddRateLimited(key);
   }
@@ -127,27 +134,40 @@ void Manager::ReconcileKey(Term& t, const std::string& key) {
 void Manager::Work(Term& t, kube::CancelToken* stop) {
   while (!stop->cancelled()) {
     auto key = t.queue.GetFor(kWorkerPoll);
-    if (o_.metrics) o_.metrics->queue_depth = static_cast<int64_t>(t.queue.Len());
     if (!key) continue;
     ReconcileKey(t, *key);
     t.queue.Done(*key);
-    if (o_.metrics) {
-      int64_t n = 0;
-      for (auto& [_, s] : t.scopes) n += static_cast<int64_t>(s.jobs->store().Size());
-      o_.metrics->jobs_cached = n;
-    }
   }
 }
 
+std::map<std::string, int> Manager::JobsByNamespace() const {
+  std::lock_guard<std::mutex> l(term_mu_);
+  std::map<std::string, int> n;
+  if (term_ == nullptr) return n;
+  for (auto& [_, s] : term_->scopes) {
+    for (const std::string& key : s.jobs->store().Keys()) ++n[key.substr(0, key.find('/'))];
+  }
+  return n;
+}
+
 void Manager::Run(kube::CancelToken* stop) {
-  Term t(o_.client);
+  Term t(o_.client, o_.metrics);
+  if (o_.metrics) o_.metrics->SetWorkers(o_.workers);
   StartInformers(t);
   if (WaitForCaches(t, stop)) {
+    {
+      std::lock_guard<std::mutex> l(term_mu_);
+      term_ = &t;
+    }
     synced_ = true;
     spdlog::info("caches synced; reconciling with {} workers", o_.workers);
     std::vector<std::thread> workers;
     for (int w = 0; w < o_.workers; ++w) workers.emplace_back([&] { Work(t, stop); });
     for (auto& w : workers) w.join();
+  }
+  {
+    std::lock_guard<std::mutex> l(term_mu_);
+    term_ = nullptr;
   }
   t.queue.ShutDown();
   t.nodes.Stop();

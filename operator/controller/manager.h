@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +40,9 @@ class Manager {
 
   // True while a term's caches are synced (the operator's readiness).
   bool synced() const { return synced_.load(); }
+  // TrainingJobs in the caches by namespace; empty outside a term (for the
+  // hypertrain_jobs gauge, read at scrape time).
+  std::map<std::string, int> JobsByNamespace() const;
 
   // Starts the informers, waits for their first LIST, then reconciles until
   // `stop` fires; then stops the workers (an in-flight reconcile finishes,
@@ -54,6 +59,8 @@ class Manager {
 
   ManagerOptions o_;
   std::atomic<bool> synced_{false};
+  mutable std::mutex term_mu_;
+  Term* term_ = nullptr;  // the running term once synced
 };
 
 }  // namespace hypertrain::controller

@@ -1,41 +1,84 @@
-// The controller's metrics (the reconciler's counters, the work queue, reconcile
-// latency, leadership) and their Prometheus text exposition.
+// The operator's Prometheus series, under the names and labels that
+// controller-runtime and client-go give them so that dashboards and alerts
+// written for Kubernetes controllers work unchanged (docs/OPERATOR.md lists
+// them all):
+//   controller_runtime_reconcile_total{controller,result}
+//   controller_runtime_reconcile_errors_total{controller}
+//   controller_runtime_reconcile_time_seconds{controller}        (histogram)
+//   controller_runtime_max_concurrent_reconciles{controller}
+//   controller_runtime_active_workers{controller}
+//   workqueue_depth / _adds_total / _retries_total{name}
+//   workqueue_queue_duration_seconds / _work_duration_seconds{name}   (histograms)
+//   rest_client_requests_total{code,method,host}
+//   rest_client_request_duration_seconds{verb,host}               (histogram)
+//   leader_election_master_status{name}
+// plus the job counters by namespace (ReconcilerCounters) and
+// hypertrain_jobs{namespace}, the TrainingJobs in the caches.
 #ifndef HYPERTRAIN_OPERATOR_CONTROLLER_METRICS_H_
 #define HYPERTRAIN_OPERATOR_CONTROLLER_METRICS_H_
 
-#include <atomic>
-#include <array>
-#include <cstdint>
-#include <mutex>
+#include <map>
 #include <string>
 
+#include "core/metrics.h"
+#include "kube/rest_client.h"
+#include "kube/workqueue.h"
 #include "operator/controller/reconciler.h"
 
 namespace hypertrain::controller {
 
-// Reconcile latency histogram (seconds), cumulative buckets.
-class LatencyHistogram {
+// The `controller` and workqueue `name` label of every series.
+inline constexpr char kControllerName[] = "trainingjob";
+
+class Metrics {
  public:
-  static constexpr std::array<double, 10> kBuckets = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
-  void Observe(double seconds);
-  std::string Render(const std::string& name) const;
+  // Registers every series in `registry` (which must outlive this).
+  explicit Metrics(metrics::Registry* registry);
+
+  ReconcilerCounters counters;
+
+  // One reconcile's outcome: "success", "error" or "requeue_after".
+  void ObserveReconcile(const char* result, double seconds);
+  void SetWorkers(int max_concurrent);
+  void WorkerActive(bool active);  // a worker starts (true) or ends (false) a reconcile
+  // The work queue's series (kube::WorkQueueOptions::metrics).
+  kube::WorkQueueMetrics* workqueue() { return &workqueue_; }
+  // rest_client_* series for every attempt of `client` against `host`.
+  void ObserveRestClient(kube::RestClient* client, const std::string& host);
+  void SetLeader(const std::string& lease_name, bool leading);
+  bool leading() const { return leading_.load(); }
+  // TrainingJobs in the caches by namespace (every namespace seen keeps its series).
+  void SetJobs(const std::map<std::string, int>& by_namespace);
 
  private:
-  mutable std::mutex mu_;
-  std::array<uint64_t, kBuckets.size()> counts_{};
-  uint64_t count_ = 0;
-  double sum_ = 0;
-};
+  class WorkQueue : public kube::WorkQueueMetrics {
+   public:
+    explicit WorkQueue(metrics::Registry* r);
+    void Added() override;
+    void Depth(size_t keys) override;
+    void Waited(double seconds) override;
+    void Worked(double seconds) override;
+    void Retried() override;
 
-struct Metrics {
-  ReconcilerCounters counters;
-  LatencyHistogram reconcile_latency;
-  std::atomic<int64_t> reconcile_errors{0};
-  std::atomic<int64_t> queue_depth{0};
-  std::atomic<int64_t> is_leader{0};  // set by main
-  std::atomic<int64_t> jobs_cached{0};
+   private:
+    metrics::Counter& adds_;
+    metrics::Gauge& depth_;
+    metrics::Histogram& queue_duration_;
+    metrics::Histogram& work_duration_;
+    metrics::Counter& retries_;
+  };
 
-  std::string Render() const;
+  metrics::Family<metrics::Counter>& reconcile_total_;
+  metrics::Counter& reconcile_errors_;
+  metrics::Histogram& reconcile_time_;
+  metrics::Gauge& max_concurrent_;
+  metrics::Gauge& active_workers_;
+  WorkQueue workqueue_;
+  metrics::Family<metrics::Counter>& rest_requests_;
+  metrics::Family<metrics::Histogram>& rest_duration_;
+  metrics::Family<metrics::Gauge>& leader_;
+  metrics::Family<metrics::Gauge>& jobs_;
+  std::atomic<bool> leading_{false};
 };
 
 }  // namespace hypertrain::controller

@@ -37,10 +37,25 @@ kube::ResourceType TrainingJobType() {
   return kube::resources::Custom(api::kGroup, api::kVersion, api::kPlural, api::kKind);
 }
 
+ReconcilerCounters::ReconcilerCounters(metrics::Registry* r)
+    : jobs_created(&r->AddCounter("hypertrain_jobs_created_total", "TrainingJobs whose pods were first created.",
+                                  {"namespace"})),
+      jobs_succeeded(&r->AddCounter("hypertrain_jobs_succeeded_total", "TrainingJobs that succeeded.", {"namespace"})),
+      jobs_failed(&r->AddCounter("hypertrain_jobs_failed_total", "TrainingJobs that failed.", {"namespace"})),
+      jobs_restarted(&r->AddCounter("hypertrain_jobs_restarted_total", "Gang restarts of TrainingJobs.", {"namespace"})),
+      pods_created(&r->AddCounter("hypertrain_pods_created_total", "Trainer pods created.", {"namespace"})),
+      api_errors(&r->AddCounter("hypertrain_api_errors_total",
+                                "Kubernetes API calls of the reconciler that failed (after the client's retries).",
+                                {"namespace"})) {}
+
 Reconciler::Reconciler(ReconcilerOptions opts) : o_(std::move(opts)) {}
 
-Status Reconciler::Count(Status e) {
-  if (o_.counters) ++o_.counters->api_errors;
+void Reconciler::Bump(ReconcilerCounters::Family* ReconcilerCounters::*counter, const std::string& ns) {
+  if (o_.counters) (o_.counters->*counter)->With({ns}).Inc();
+}
+
+Status Reconciler::Count(const std::string& ns, Status e) {
+  Bump(&ReconcilerCounters::api_errors, ns);
   return e;
 }
 
@@ -84,7 +99,7 @@ Observed Reconciler::Observe(const api::ObjectMeta& meta, const Json& job, Clock
 
 StatusOr<bool> Reconciler::CacheIsCurrent(const kube::ResourceClient& jobs, const Json& job) {
   auto fresh = jobs.Get(kube::NameOf(job));
-  if (!fresh.ok()) return Count(fresh.status());
+  if (!fresh.ok()) return Count(kube::NamespaceOf(job), fresh.status());
   return kube::ResourceVersionOf(*fresh) == kube::ResourceVersionOf(job);
 }
 
@@ -94,14 +109,13 @@ StatusOr<bool> Reconciler::WriteStatus(const kube::ResourceClient& jobs, const J
   if (next_json == CachedStatusJson(job)) return false;
   Json obj = job;  // carries the cached resourceVersion: a stale cache gets 409
   obj["status"] = next_json;
-  if (auto r = jobs.UpdateStatus(obj); !r.ok()) return Count(r.status());
-  if (o_.counters) {
-    auto became = [&](const char* t) { return api::IsConditionTrue(next, t) && !api::IsConditionTrue(before, t); };
-    if (became(api::kCondSucceeded)) ++o_.counters->jobs_succeeded;
-    if (became(api::kCondFailed)) ++o_.counters->jobs_failed;
-    if (next.restart_count > before.restart_count) ++o_.counters->jobs_restarted;
-    if (became(api::kCondCreated)) ++o_.counters->jobs_created;
-  }
+  const std::string ns = kube::NamespaceOf(job);
+  if (auto r = jobs.UpdateStatus(obj); !r.ok()) return Count(ns, r.status());
+  auto became = [&](const char* t) { return api::IsConditionTrue(next, t) && !api::IsConditionTrue(before, t); };
+  if (became(api::kCondSucceeded)) Bump(&ReconcilerCounters::jobs_succeeded, ns);
+  if (became(api::kCondFailed)) Bump(&ReconcilerCounters::jobs_failed, ns);
+  if (next.restart_count > before.restart_count) Bump(&ReconcilerCounters::jobs_restarted, ns);
+  if (became(api::kCondCreated)) Bump(&ReconcilerCounters::jobs_created, ns);
   return true;
 }
 
@@ -129,8 +143,8 @@ Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions
                                          : a.kind == Action::Kind::kCreateConfigMap ? kube::resources::kConfigMaps
                                                                                     : kube::resources::kPods;
         auto r = kube::ResourceClient(o_.client, type, ns).Create(a.object);
-        if (!r.ok() && !kube::IsAlreadyExists(r.status())) return Count(r.status());
-        if (r.ok() && a.kind == Action::Kind::kCreatePod && o_.counters) ++o_.counters->pods_created;
+        if (!r.ok() && !kube::IsAlreadyExists(r.status())) return Count(ns, r.status());
+        if (r.ok() && a.kind == Action::Kind::kCreatePod) Bump(&ReconcilerCounters::pods_created, ns);
         break;
       }
       case Action::Kind::kPatchPod: {
@@ -140,14 +154,14 @@ Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions
       }
       case Action::Kind::kDeletePod: {
         Status s = pods.Delete(a.name, PreconditionUid(a.uid)).status();
-        if (!s.ok() && !kube::IsNotFound(s) && !kube::IsConflict(s)) return Count(s);
+        if (!s.ok() && !kube::IsNotFound(s) && !kube::IsConflict(s)) return Count(ns, s);
         break;
       }
       case Action::Kind::kDeleteJob: {
         kube::DeleteOptions o = PreconditionUid(a.uid);
         o.propagation_policy = "Background";
         Status s = kube::ResourceClient(o_.client, TrainingJobType(), ns).Delete(a.name, o).status();
-        if (!s.ok() && !kube::IsNotFound(s)) return Count(s);
+        if (!s.ok() && !kube::IsNotFound(s)) return Count(ns, s);
         break;
       }
     }
@@ -160,7 +174,7 @@ void Reconciler::Emit(const api::ObjectMeta& meta, const std::vector<Event>& eve
   for (const Event& e : events) {
     auto r = client.Create(BuildEvent(meta, e.type, e.reason, e.message, now, o_.instance));
     if (r.ok() || kube::IsAlreadyExists(r.status())) continue;
-    Count(r.status());
+    Count(meta.namespace_, r.status());
     spdlog::warn("event {} for {}/{} not recorded: {}", e.reason, meta.namespace_, meta.name, r.status().ToString());
   }
 }

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "core/metrics.h"
 #include "core/status.h"
 #include "kube/resources.h"
 #include "kube/store.h"
@@ -51,14 +52,18 @@ namespace hypertrain::controller {
 // The TrainingJob resource type for the kube client.
 kube::ResourceType TrainingJobType();
 
-// Counters the operator exports as Prometheus metrics.
+// The reconciler's counters, each by `namespace` (hypertrain_jobs_created_total,
+// ..._succeeded_, ..._failed_, ..._restarted_, hypertrain_pods_created_total,
+// hypertrain_api_errors_total), registered in `registry`.
 struct ReconcilerCounters {
-  std::atomic<int64_t> jobs_created{0};
-  std::atomic<int64_t> jobs_succeeded{0};
-  std::atomic<int64_t> jobs_failed{0};
-  std::atomic<int64_t> jobs_restarted{0};
-  std::atomic<int64_t> pods_created{0};
-  std::atomic<int64_t> api_errors{0};
+  explicit ReconcilerCounters(metrics::Registry* registry);
+  using Family = metrics::Family<metrics::Counter>;
+  Family* jobs_created;
+  Family* jobs_succeeded;
+  Family* jobs_failed;
+  Family* jobs_restarted;
+  Family* pods_created;
+  Family* api_errors;
 };
 
 struct ReconcilerOptions {
@@ -94,7 +99,8 @@ class Reconciler {
                              const api::TrainingJobStatus& before, const api::TrainingJobStatus& next);
   Status Act(const std::string& ns, const std::vector<Action>& actions);
   void Emit(const api::ObjectMeta& meta, const std::vector<Event>& events, const std::string& now);
-  Status Count(Status e);
+  Status Count(const std::string& ns, Status e);
+  void Bump(ReconcilerCounters::Family* ReconcilerCounters::*counter, const std::string& ns);
   // The first-seen times of `pods` that this reconciler remembers (failed pods
   // it saw before; entries long past any settle window are dropped first), and
   // the recording of those it sees now. Only a fallback for a missing or skewed

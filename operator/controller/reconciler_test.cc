@@ -268,7 +268,8 @@ class ReconcilerTest : public ::testing::Test {
   static inline std::shared_ptr<kube::RestClient>* client_ = nullptr;
   std::unique_ptr<kube::Informer> job_informer_, pod_informer_, node_informer_;
   std::unique_ptr<Reconciler> reconciler_;
-  ReconcilerCounters counters_;
+  metrics::Registry registry_;
+  ReconcilerCounters counters_{&registry_};
   std::chrono::system_clock::time_point now_ = std::chrono::system_clock::from_time_t(1'800'000'000);
 };
 
@@ -287,7 +288,7 @@ TEST_F(ReconcilerTest, CreatesRunsAndSucceeds) {
   EXPECT_EQ(st["state"], "Created");
   EXPECT_EQ(st["worldSize"], 4);
   EXPECT_EQ(st["startTime"], "2027-01-15T08:00:00Z");
-  EXPECT_EQ(counters_.jobs_created.load(), 1);
+  EXPECT_EQ(counters_.jobs_created->With({kNs}).Value(), 1);
 
   // Idempotent: more passes (and a fresh reconciler, as after an operator restart) change nothing.
   auto before = ServerState("ok");
@@ -320,7 +321,7 @@ TEST_F(ReconcilerTest, CreatesRunsAndSucceeds) {
   for (const char* r : {"JobCreated", "PodsRunning", "AllPodsSucceeded"}) {
     EXPECT_NE(std::find(reasons.begin(), reasons.end(), r), reasons.end()) << r;
   }
-  EXPECT_EQ(counters_.jobs_succeeded.load(), 1);
+  EXPECT_EQ(counters_.jobs_succeeded->With({kNs}).Value(), 1);
 }
 
 TEST_F(ReconcilerTest, InvalidSpecFailsNamingTheFieldAndCreatesNothing) {
@@ -373,7 +374,7 @@ TEST_F(ReconcilerTest, GangRestartThenBudgetExhausted) {
   Converge("gang");
   EXPECT_EQ(Condition("gang", "Failed", "reason"), "BackoffLimitExceeded");
   EXPECT_EQ(Job("gang")["status"]["restartCount"], 1);
-  EXPECT_EQ(counters_.jobs_restarted.load(), 1);
+  EXPECT_EQ(counters_.jobs_restarted->With({kNs}).Value(), 1);
 }
 
 TEST_F(ReconcilerTest, NonRetryableExitFailsAtOnceAndCleansRunningPods) {
