@@ -1,52 +1,86 @@
-# hypertrain trainer image: the `hypertrain` binary (launch + train) on a CUDA
-# runtime with NCCL, the EFA user-space stack (libfabric) and the aws-ofi-nccl
-# plugin, for ml.p4d/p5/p5en (GPUDirect RDMA over EFA) and ml.g5 (EFA, no RDMA).
-#   docker build -f images/trainer.Dockerfile -t hypertrain:0.1.0 .
+# hypertrain trainer image: `hypertrain` (launch + train) for ml.p4d/p5/p5e/p5en
+# (EFA with GPUDirect RDMA) and ml.g5/g6 (EFA without RDMA, or TCP).
+#   tools/build-images.sh REGISTRY TAG
+#   docker build -f images/trainer.Dockerfile --build-arg VERSION=$(git describe --tags --always --dirty) -t REGISTRY/hypertrain:TAG .
 #
-# Version floor for p5 (AWS guidance): CUDA >= 12, NCCL >= 2.18,
-# aws-ofi-nccl >= 1.7.2, EFA installer >= 1.29. Recent EFA installers ship
-# aws-ofi-nccl themselves (/opt/amazon/ofi-nccl); with an older installer set
-# BUILD_OFI_NCCL=1 to build the plugin from its release tarball.
-ARG CUDA_IMAGE_TAG=12.8.1-cudnn-devel-ubuntu22.04
-ARG CUDA_RUNTIME_TAG=12.8.1-cudnn-runtime-ubuntu22.04
+# One userspace with the build: Debian 12 (the distribution CI builds and tests
+# on) plus NVIDIA's CUDA repository for Debian 12, pinned to the CUDA, cuDNN and
+# NCCL versions the build compiles against (images/packages/*.txt; CI checks the
+# pins and package names, images/image_check_test.sh).
+#
+# NCCL over EFA needs NCCL's libfabric network plugin (aws-ofi-nccl). The EFA
+# installer ships it from 1.39 on (/opt/amazon/ofi-nccl); BUILD_OFI_NCCL=1
+# builds it from source instead (--enable-platform-aws, hwloc) for an installer
+# without it. `hypertrain launch` logs which plugin NCCL will load and warns
+# on an EFA instance without one (docs/USER_GUIDE.md, "EFA").
+ARG DEBIAN_IMAGE=debian:12
+ARG DEBIAN_SLIM_IMAGE=debian:12-slim
+ARG CUDA_REPO=https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64
 
-FROM nvidia/cuda:${CUDA_IMAGE_TAG} AS build
-RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      bazel-bootstrap g++ libcpprest-dev libboost-dev libyaml-cpp-dev libssl-dev libspdlog-dev \
-      libfmt-dev libgtest-dev libgmock-dev libgloo-dev libopenblas-dev nlohmann-json3-dev \
-      libnccl2 libnccl-dev ca-certificates \
-    && rm -rf /var/lib/apt/lists/*
+FROM ${DEBIAN_IMAGE} AS build
+ARG CUDA_REPO
+COPY images/packages/build-debian.txt images/packages/trainer-cuda-build.txt /tmp/
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates curl \
+    && curl -fsSLo /tmp/cuda-keyring.deb "${CUDA_REPO}/cuda-keyring_1.1-1_all.deb" \
+    && dpkg -i /tmp/cuda-keyring.deb && apt-get update \
+    && grep -hv '^#' /tmp/build-debian.txt /tmp/trainer-cuda-build.txt \
+       | xargs env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    && rm -rf /var/lib/apt/lists/* /tmp/cuda-keyring.deb
+# The build expects cuDNN and NCCL beside the toolkit (as in CI's /usr/local/cuda).
+RUN for f in /usr/include/cudnn*.h /usr/include/nccl*.h; do ln -sf "$f" /usr/local/cuda/include/; done \
+    && for f in /usr/lib/x86_64-linux-gnu/libcudnn*.so* /usr/lib/x86_64-linux-gnu/libnccl*.so*; do \
+         ln -sf "$f" /usr/local/cuda/lib64/; done
 WORKDIR /src
 COPY . .
-RUN bazel build --experimental_convenience_symlinks=ignore //runtime/cmd:hypertrain \
-    && cp "$(bazel info bazel-bin)/runtime/cmd/hypertrain" /hypertrain
+ARG VERSION=unknown
+RUN HYPERTRAIN_VERSION="${VERSION}" bazel build --config=gpu --experimental_convenience_symlinks=ignore \
+        //runtime/cmd:hypertrain \
+    && install -m 0755 "$(bazel info --config=gpu bazel-bin)/runtime/cmd/hypertrain" /hypertrain
 
-FROM nvidia/cuda:${CUDA_RUNTIME_TAG}
-ARG EFA_INSTALLER_VERSION=1.38.0
+FROM ${DEBIAN_SLIM_IMAGE}
+ARG CUDA_REPO
+ARG EFA_INSTALLER_VERSION=1.43.2
 ARG BUILD_OFI_NCCL=0
-ARG AWS_OFI_NCCL_VERSION=1.13.2-aws
-RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      curl ca-certificates libnccl2 libcpprest2.10 libyaml-cpp0.7 libspdlog1.10 libfmt9 \
-      libgloo0 libopenblas0 libhwloc15 pciutils environment-modules \
-    && rm -rf /var/lib/apt/lists/*
-# EFA user space only (no kernel module in a container): libfabric with the efa
-# provider, rdma-core. The host's EFA device plugin exposes the devices.
-RUN cd /tmp && curl -fsSLO https://efa-installer.amazonaws.com/aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz \
-    && tar -xzf aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz && cd aws-efa-installer \
-    && ./efa_installer.sh -y -g -d --skip-kmod --skip-limit-conf --no-verify \
-    && cd / && rm -rf /tmp/aws-efa-installer*
-# Optional: build aws-ofi-nccl (NCCL's libfabric network plugin) from source.
-RUN if [ "$BUILD_OFI_NCCL" = "1" ]; then \
-      apt-get update && apt-get install -y --no-install-recommends build-essential libnccl-dev cuda-nvcc-12-8 \
-      && cd /tmp && curl -fsSLO https://github.com/aws/aws-ofi-nccl/releases/download/v${AWS_OFI_NCCL_VERSION}/aws-ofi-nccl-${AWS_OFI_NCCL_VERSION}.tar.gz \
-      && tar -xzf aws-ofi-nccl-${AWS_OFI_NCCL_VERSION}.tar.gz && cd aws-ofi-nccl-${AWS_OFI_NCCL_VERSION} \
-      && ./configure --prefix=/opt/amazon/ofi-nccl --with-libfabric=/opt/amazon/efa --with-cuda=/usr/local/cuda \
-      && make -j"$(nproc)" install && cd / && rm -rf /tmp/aws-ofi-nccl* /var/lib/apt/lists/*; \
+ARG AWS_OFI_NCCL_VERSION=1.16.3
+COPY images/packages/trainer-runtime-debian.txt images/packages/trainer-cuda-runtime.txt /tmp/
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates curl \
+    && curl -fsSLo /tmp/cuda-keyring.deb "${CUDA_REPO}/cuda-keyring_1.1-1_all.deb" \
+    && dpkg -i /tmp/cuda-keyring.deb && apt-get update \
+    && grep -hv '^#' /tmp/trainer-runtime-debian.txt /tmp/trainer-cuda-runtime.txt \
+       | xargs env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    && rm -rf /var/lib/apt/lists/* /tmp/cuda-keyring.deb
+# EFA user space (no kernel module in a container; the node's driver and the
+# EFA device plugin expose /dev/infiniband/uverbs*): libfabric with the efa
+# provider, rdma-core and, from installer 1.39 on, aws-ofi-nccl in /opt/amazon/ofi-nccl.
+RUN cd /tmp \
+    && curl -fsSLO "https://efa-installer.amazonaws.com/aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz" \
+    && tar -xzf "aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz" && cd aws-efa-installer \
+    && ./efa_installer.sh -y -g --skip-kmod --skip-limit-conf --no-verify \
+    && cd / && rm -rf /tmp/aws-efa-installer* /var/lib/apt/lists/*
+# Fallback: aws-ofi-nccl from source, for the AWS platform (topology files,
+# EFA-specific protocol selection) with hwloc.
+RUN if [ "${BUILD_OFI_NCCL}" = "1" ]; then \
+      apt-get update \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+           build-essential autoconf automake libtool libhwloc-dev libnccl-dev=2.28.9-1+cuda13.0 cuda-cudart-dev-13-0 \
+      && cd /tmp \
+      && curl -fsSLO "https://github.com/aws/aws-ofi-nccl/releases/download/v${AWS_OFI_NCCL_VERSION}/aws-ofi-nccl-${AWS_OFI_NCCL_VERSION}.tar.gz" \
+      && tar -xzf "aws-ofi-nccl-${AWS_OFI_NCCL_VERSION}.tar.gz" && cd "aws-ofi-nccl-${AWS_OFI_NCCL_VERSION}" \
+      && ./configure --prefix=/opt/amazon/ofi-nccl --enable-platform-aws --with-libfabric=/opt/amazon/efa \
+           --with-cuda=/usr/local/cuda --with-hwloc=/usr \
+      && make -j"$(nproc)" install \
+      && cd / && rm -rf /tmp/aws-ofi-nccl* /var/lib/apt/lists/*; \
     fi
-ENV LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib:${LD_LIBRARY_PATH} \
-    PATH=/opt/amazon/efa/bin:${PATH}
+# NCCL finds the plugin (libnccl-net.so) through the loader path.
+ENV LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib:/usr/local/cuda/lib64 \
+    PATH=/opt/amazon/efa/bin:/usr/local/bin:/usr/bin:/bin
 COPY --from=build /hypertrain /usr/local/bin/hypertrain
-# The operator's default command: hypertrain launch -- train (the rank count and
-# the config path come from the pod env, contract/env.h)
-ENTRYPOINT []
+RUN groupadd --gid 1000 hypertrain && useradd --uid 1000 --gid 1000 --create-home hypertrain \
+    && hypertrain --version
+USER 1000:1000
+WORKDIR /home/hypertrain
+# The operator's default command is `hypertrain launch -- train` (ranks and
+# config from the pod env, contract/env.h).
 CMD ["hypertrain", "--help"]
