@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "runtime/ckpt/safetensors.h"
@@ -110,6 +112,26 @@ TEST(TrainResumeTest, ExportHfAtEndAndInitialiseANewRunFromIt) {
                                                           "model.num_hidden_layers=3", "trainer.max_steps=1"}));
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("num_hidden_layers 2 vs 3"), std::string::npos) << bad.status().ToString();
+}
+
+// metrics.jsonl reports the step loop's wait on checkpoint saves: none before
+// the first save, some in the record after it.
+TEST(TrainResumeTest, MetricsReportTheCheckpointStall) {
+  const std::string exp = TempDir("stall");
+  testing::SetStopAfterStep(-1);
+  ASSERT_TRUE(train::RunTrainJob(Config(exp, {"trainer.log_every_n_steps=3"})).ok());
+  std::ifstream in(exp + "/metrics.jsonl");
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 4u);  // steps 3, 6, 9, 10; saves after 3, 6 and 9
+  EXPECT_EQ(records[0]["step"], 3);
+  // Before the first save only the per-step checks ran (microseconds); each later
+  // record holds one save's snapshot.
+  const double before = records[0]["checkpoint_stall_s"].get<double>();
+  EXPECT_LT(before, 1e-3);
+  for (size_t r = 1; r < records.size(); ++r) {
+    EXPECT_GT(records[r]["checkpoint_stall_s"].get<double>(), 5 * before) << records[r].dump();
+  }
 }
 
 }  // namespace

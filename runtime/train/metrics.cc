@@ -61,7 +61,8 @@ Status MetricsWriter::Write(const StepMetrics& m) {
       {"loss_scale", m.loss_scale}, {"skipped", m.skipped},
       {"step_time_s", m.step_time_s}, {"tokens_per_s", m.tokens_per_s},
       {"tokens_per_s_per_device", m.tokens_per_s_per_device}, {"mfu", m.mfu},
-      {"data_wait_s", m.data_wait_s}, {"memory_bytes", m.memory_bytes},
+      {"data_wait_s", m.data_wait_s}, {"checkpoint_stall_s", m.checkpoint_stall_s},
+      {"memory_bytes", m.memory_bytes},
       {"eta_s", m.eta_s},         {"tokens_seen", m.tokens_seen},
       {"wall_time", wall},
   };
@@ -83,6 +84,7 @@ Status MetricsWriter::Write(const StepMetrics& m) {
                                       {"perf/mfu", m.mfu},
                                       {"perf/step_time_s", m.step_time_s},
                                       {"perf/data_wait_s", m.data_wait_s},
+                                      {"perf/checkpoint_stall_s", m.checkpoint_stall_s},
                                       {"perf/memory_gib", m.memory_bytes / 1073741824.0}}));
   return tb_->Flush();
 }

@@ -24,6 +24,7 @@ struct StepMetrics {
   double tokens_per_s_per_device = 0;
   double mfu = 0;             // fraction of peak, 0 when the peak is unknown
   double data_wait_s = 0;     // mean per step over the interval
+  double checkpoint_stall_s = 0;  // the step loop's wait on checkpoint saves since the previous record
   int64_t memory_bytes = 0;   // device (CPU: process) high-water mark
   double eta_s = 0;
   int64_t tokens_seen = 0;

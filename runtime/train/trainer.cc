@@ -41,6 +41,7 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
   const auto start = Clock::now();
   auto interval_start = start;
   double interval_wait = 0;
+  double interval_ckpt_stall = 0;  // seconds in checkpoint AfterStep since the last record
   int64_t interval_steps = 0;
   int consecutive_nonfinite = 0;
   loader.TakeWaitSeconds();
@@ -130,6 +131,7 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
       m.tokens_per_s_per_device = m.tokens_per_s / ctx.world_size;
       m.mfu = peak > 0 ? flops_per_token * m.tokens_per_s_per_device / peak : 0.0;
       m.data_wait_s = interval_wait / interval_steps;
+      m.checkpoint_stall_s = interval_ckpt_stall;
       m.memory_bytes = backend.PeakMemoryBytes();
       m.eta_s = dt * static_cast<double>(c.max_steps - state.step);
       m.tokens_seen = state.tokens_seen;
@@ -138,8 +140,13 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
       interval_start = now;
       interval_steps = 0;
       interval_wait = 0;
+      interval_ckpt_stall = 0;
     }
-    if (ctx.checkpoint != nullptr) HT_RETURN_IF_ERROR(ctx.checkpoint->AfterStep(backend, state));
+    if (ctx.checkpoint != nullptr) {
+      const auto before = Clock::now();
+      HT_RETURN_IF_ERROR(ctx.checkpoint->AfterStep(backend, state));
+      interval_ckpt_stall += Seconds(before, Clock::now());  // snapshot time; the write is asynchronous
+    }
   }
   if (ctx.checkpoint != nullptr) HT_RETURN_IF_ERROR(ctx.checkpoint->Finish(backend, state));
   summary.seconds = Seconds(start, Clock::now());
