@@ -109,7 +109,7 @@ JsonlTail::JsonlTail(std::string path, bool from_end) : path_(std::move(path)) {
   }
 }
 
-bool JsonlTail::Poll(Progress* p) {
+bool JsonlTail::PollRecords(const std::function<void(const nlohmann::json&)>& each) {
   FILE* f = std::fopen(path_.c_str(), "rb");
   if (!f) return false;
   bool any = false;
@@ -126,16 +126,22 @@ bool JsonlTail::Poll(Progress* p) {
       partial_.erase(0, nl + 1);
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
-      p->step = j["step"].get<int64_t>();
-      if (j.contains("loss") && j["loss"].is_number()) p->loss = j["loss"].get<double>();
-      if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number()) {
-        p->tokens_per_second = j["tokens_per_s"].get<double>();
-      }
+      each(j);
       any = true;
     }
   }
   std::fclose(f);
   return any;
+}
+
+bool JsonlTail::Poll(Progress* p) {
+  return PollRecords([p](const nlohmann::json& j) {
+    p->step = j["step"].get<int64_t>();
+    if (j.contains("loss") && j["loss"].is_number()) p->loss = j["loss"].get<double>();
+    if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number()) {
+      p->tokens_per_second = j["tokens_per_s"].get<double>();
+    }
+  });
 }
 
 std::optional<int64_t> LatestCheckpointStep(const std::string& dir) {

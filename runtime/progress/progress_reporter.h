@@ -13,10 +13,13 @@
 // Publishing happens on a background thread, at most every
 // HYPERTRAIN_PROGRESS_INTERVAL_S seconds (default 10), so the launcher's
 // supervision loop never waits on the network.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "contract/progress.h"
 #include "runtime/config/config.h"
@@ -33,6 +36,9 @@ class JsonlTail {
   JsonlTail(std::string path, bool from_end);
   // Applies each new metrics line (step, loss, tokens_per_s) to `p`; true if any.
   bool Poll(Progress* p);
+  // Calls `each` with every new complete line that is a JSON object with an
+  // integer "step"; true if any.
+  bool PollRecords(const std::function<void(const nlohmann::json&)>& each);
 
  private:
   std::string path_;

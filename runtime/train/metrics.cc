@@ -56,7 +56,7 @@ Status MetricsWriter::Write(const StepMetrics& m) {
   const double wall =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   nlohmann::json j = {
-      {"step", m.step},           {"loss", m.loss},
+      {"step", m.step},           {"max_steps", m.max_steps}, {"loss", m.loss},
       {"lr", m.lr},               {"grad_norm", m.grad_norm},
       {"loss_scale", m.loss_scale}, {"skipped", m.skipped},
       {"step_time_s", m.step_time_s}, {"tokens_per_s", m.tokens_per_s},
