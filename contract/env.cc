@@ -38,6 +38,7 @@ const std::vector<EnvVarSpec>& EnvVars() {
       {kFiEfaUseDeviceRdma, SetBy::kOperatorDefault, "", "libfabric"},
       {kNcclSocketIfname, SetBy::kOperatorDefault, "", "NCCL"},
       {kNcclDebug, SetBy::kOperatorDefault, "", "NCCL"},
+      {kMetricsPort, SetBy::kOperatorDefault, "", "runtime/cmd launch (the metrics endpoint)"},
       {kProgressIntervalS, SetBy::kUser, "", kReporter},
       {kPodNameFallback, SetBy::kUser, "", kReporter},
       {kPodNamespaceFallback, SetBy::kUser, "", kReporter},

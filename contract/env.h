@@ -100,6 +100,16 @@ inline constexpr char kNcclSocketIfname[] = "NCCL_SOCKET_IFNAME";
 // "WARN".
 inline constexpr char kNcclDebug[] = "NCCL_DEBUG";
 
+// --- Observability: the operator sets it on every pod unless spec.env names
+// it; read by `hypertrain launch` (its --metrics-port flag wins).
+
+// Port of the launcher's Prometheus endpoint (/metrics: the node's step
+// metrics, runtime/progress/trainer_metrics.h); "0" turns it off. The
+// operator declares the same port as the container port named "metrics",
+// which the chart's PodMonitor scrapes.
+inline constexpr char kMetricsPort[] = "HYPERTRAIN_METRICS_PORT";
+inline constexpr int kDefaultMetricsPort = 9400;
+
 // --- Optional, set by the user (spec.env or a shell), read by the launcher.
 
 // Seconds between node 0's progress annotations (default 10); keep it well
@@ -114,7 +124,7 @@ inline constexpr char kPodNamespaceFallback[] = "POD_NAMESPACE";
 
 enum class SetBy {
   kOperator,         // on every TrainingJob pod (kCheckpointDir: when known); reserved
-  kOperatorDefault,  // on GPU pods unless spec.env names it (library tuning)
+  kOperatorDefault,  // unless spec.env names it: library tuning on GPU pods, the metrics port on every pod
   kLauncher,         // by `hypertrain launch`, per rank; reserved
   kUser,             // optionally by the user
 };

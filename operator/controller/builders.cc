@@ -70,7 +70,7 @@ StatusOr<json> BuildConfigMap(const api::ObjectMeta& job, const api::TrainingJob
 }
 
 json DefaultEnv(const api::TrainingJobSpec& spec) {
-  json out = json::array();
+  json out = json::array({EnvValue(env::kMetricsPort, std::to_string(env::kDefaultMetricsPort))});
   if (spec.gpus_per_node == 0) return out;
   if (spec.efa_per_node > 0) {
     out.push_back(EnvValue(env::kFiProvider, "efa"));
@@ -119,6 +119,29 @@ json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int 
   out.push_back(EnvField(env::kNamespace, "metadata.namespace"));
   out.push_back(EnvField(env::kPodName, "metadata.name"));
   return out;
+}
+
+// The rendezvous port, and the launcher's metrics port (named "metrics" for the
+// chart's PodMonitor) unless spec.env turns it off or names a non-number.
+json ContainerPorts(const api::TrainingJobSpec& spec) {
+  json ports = json::array({{{"name", kRendezvousPortName}, {"containerPort", spec.master_port}, {"protocol", "TCP"}}});
+  int metrics_port = env::kDefaultMetricsPort;
+  for (const api::EnvVar& e : spec.env) {
+    if (e.name != env::kMetricsPort) continue;
+    metrics_port = 0;
+    if (e.value) {
+      try {
+        size_t used = 0;
+        const int p = std::stoi(*e.value, &used);
+        if (used == e.value->size() && p > 0 && p < 65536) metrics_port = p;
+      } catch (...) {
+      }
+    }
+  }
+  if (metrics_port > 0 && metrics_port != spec.master_port) {
+    ports.push_back({{"name", kMetricsPortName}, {"containerPort", metrics_port}, {"protocol", "TCP"}});
+  }
+  return ports;
 }
 
 json BuildResources(const api::TrainingJobSpec& spec) {
@@ -365,9 +388,7 @@ StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& 
                     {"imagePullPolicy", spec.image_pull_policy},
                     {"command", spec.command},
                     {"env", BuildEnv(job, spec, opts.rank, opts.restart_attempt)},
-                    {"ports", json::array({{{"name", kRendezvousPortName},
-                                            {"containerPort", spec.master_port},
-                                            {"protocol", "TCP"}}})},
+                    {"ports", ContainerPorts(spec)},
                     {"volumeMounts", mounts}};
   if (!spec.args.empty()) container["args"] = spec.args;
   json resources = BuildResources(spec);

@@ -25,6 +25,8 @@ inline constexpr char kContainerName[] = "trainer";
 inline constexpr char kShmVolume[] = "dshm";
 inline constexpr char kConfigVolume[] = "hypertrain-config";
 inline constexpr char kRendezvousPortName[] = "rendezvous";
+// The trainer container's port of `hypertrain launch`'s Prometheus endpoint.
+inline constexpr char kMetricsPortName[] = "metrics";
 // Hugepages requested on EFA instances unless the user sets hugepages-2Mi.
 inline constexpr char kDefaultHugepages[] = "5120Mi";
 inline constexpr char kManagedBy[] = "hypertrain-operator";

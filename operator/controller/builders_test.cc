@@ -207,6 +207,35 @@ TEST(PodTest, UserEnvOverridesDefaultsOnce) {
   EXPECT_TRUE(found);
 }
 
+// The launcher's Prometheus endpoint: the env on every pod, the same port
+// declared as "metrics" (the PodMonitor's target); spec.env moves or disables it.
+TEST(PodTest, MetricsPortEnvAndContainerPort) {
+  auto port_named = [](const json& pod, const std::string& name) -> int {
+    for (const json& p : pod["spec"]["containers"][0]["ports"]) {
+      if (p["name"] == name) return p["containerPort"].get<int>();
+    }
+    return -1;
+  };
+  json cpu = P5Spec();
+  cpu.erase("instanceType");
+  cpu["gpusPerNode"] = 0;
+  cpu["efaPerNode"] = 0;
+  cpu["nprocPerNode"] = 2;
+  for (const json& spec : {P5Spec(), cpu}) {
+    const json pod = Pod(spec);
+    EXPECT_EQ(EnvMap(pod["spec"]["containers"][0]["env"])["HYPERTRAIN_METRICS_PORT"], "9400");
+    EXPECT_EQ(port_named(pod, kMetricsPortName), 9400);
+    EXPECT_EQ(port_named(pod, kRendezvousPortName), 29500);
+  }
+  json moved = P5Spec();
+  moved["env"] = json::array({{{"name", "HYPERTRAIN_METRICS_PORT"}, {"value", "9100"}}});
+  EXPECT_EQ(EnvMap(Pod(moved)["spec"]["containers"][0]["env"])["HYPERTRAIN_METRICS_PORT"], "9100");
+  EXPECT_EQ(port_named(Pod(moved), kMetricsPortName), 9100);
+  json off = P5Spec();
+  off["env"] = json::array({{{"name", "HYPERTRAIN_METRICS_PORT"}, {"value", "0"}}});
+  EXPECT_EQ(port_named(Pod(off), kMetricsPortName), -1);
+}
+
 TEST(PodTest, ResourcesAreNeverDropped) {
   json spec = P5Spec();
   spec["resources"] = {{"requests", {{"cpu", "96"}, {"memory", "1500Gi"}}}, {"limits", {{"memory", "1800Gi"}}}};
