@@ -336,7 +336,17 @@ void ApplyGang(json& metadata, json& pod_spec, const api::ObjectMeta& job, const
 void MergeTrainerExtras(json& container, const api::PodTemplate& t) {
   for (auto it = t.trainer.begin(); it != t.trainer.end(); ++it) {
     if (it.key() == "ports") {
-      for (const json& port : it.value()) container["ports"].push_back(port);
+      for (const json& port : it.value()) {
+        // A template port with the metrics port's name or number replaces it
+        // (a PodMonitor then scrapes what the template declares).
+        json& ours = container["ports"];
+        for (auto p = ours.begin(); p != ours.end();) {
+          const bool clash = (*p)["name"] == kMetricsPortName &&
+                             (port.value("name", "") == kMetricsPortName || port["containerPort"] == (*p)["containerPort"]);
+          p = clash ? ours.erase(p) : std::next(p);
+        }
+        ours.push_back(port);
+      }
     } else if (!container.contains(it.key())) {
       container[it.key()] = it.value();
     }

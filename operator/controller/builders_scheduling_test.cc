@@ -205,8 +205,9 @@ TEST(PodTemplatePodTest, TemplateIsMergedAndTheOperatorsFieldsStay) {
   EXPECT_EQ(trainer["securityContext"]["readOnlyRootFilesystem"], true);
   EXPECT_TRUE(trainer.contains("livenessProbe"));
   EXPECT_EQ(trainer["envFrom"][0]["secretRef"]["name"], "creds");
-  EXPECT_EQ(trainer["ports"].size(), 2u);
+  EXPECT_EQ(trainer["ports"].size(), 2u);  // the template's "metrics" port replaces the operator's
   EXPECT_EQ(trainer["ports"][0]["name"], "rendezvous");
+  EXPECT_EQ(trainer["ports"][1], json({{"name", "metrics"}, {"containerPort", 9400}}));
   EXPECT_EQ(trainer["resources"]["limits"]["nvidia.com/gpu"], "8");
   EXPECT_THAT(trainer["env"].dump(), HasSubstr("WANDB_MODE"));
   EXPECT_THAT(trainer["env"].dump(), HasSubstr("NODE_RANK"));

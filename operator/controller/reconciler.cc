@@ -127,12 +127,12 @@ Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions
         auto r = kube::ResourceClient(o_.client, PodGroupType(a.object), ns).Create(a.object);
         if (!r.ok() && !kube::IsAlreadyExists(r.status())) {
           if (kube::IsNotFound(r.status())) {
-            return Count(FailedPrecondition(a.object.value("apiVersion", "") +
+            return Count(ns, FailedPrecondition(a.object.value("apiVersion", "") +
                                             " PodGroup is not served: install the gang scheduler that "
                                             "spec.scheduling.gang.provider names (" +
                                             r.status().message() + ")"));
           }
-          return Count(r.status());
+          return Count(ns, r.status());
         }
         break;
       }
@@ -149,7 +149,7 @@ Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions
       }
       case Action::Kind::kPatchPod: {
         Status s = pods.Patch(a.name, a.object).status();
-        if (!s.ok() && !kube::IsNotFound(s)) return Count(s);
+        if (!s.ok() && !kube::IsNotFound(s)) return Count(ns, s);
         break;
       }
       case Action::Kind::kDeletePod: {
