@@ -1,9 +1,31 @@
 #include "core/http_server.h"
 
 #include <civetweb.h>
+#include <dlfcn.h>
+#include <pthread.h>
 
 #include <cstring>
 #include <mutex>
+
+// civetweb as Debian builds it starts every thread with a 100 KiB stack
+// (pthread_attr_setstacksize(&attr, 102400)). glibc carves the static TLS of
+// every library loaded at start out of each thread's stack and refuses
+// (EINVAL) a stack smaller than that: `hypertrain`, which loads cuBLAS and
+// OpenBLAS (about 190 KiB of static TLS), could not start a single civetweb
+// thread. While HttpServer::Start runs mg_start2 (which creates all of
+// civetweb's threads) on the calling thread, that thread's requests for smaller
+// stacks get kCivetwebStack instead; every other call passes through unchanged.
+namespace {
+thread_local bool t_starting_civetweb = false;
+constexpr size_t kCivetwebStack = size_t{2} << 20;
+}  // namespace
+
+extern "C" int pthread_attr_setstacksize(pthread_attr_t* attr, size_t size) noexcept {
+  using Fn = int (*)(pthread_attr_t*, size_t);
+  static const Fn next = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_attr_setstacksize"));
+  if (t_starting_civetweb && size < kCivetwebStack) size = kCivetwebStack;
+  return next(attr, size);
+}
 
 namespace hypertrain {
 namespace {
@@ -76,7 +98,9 @@ Status HttpServer::Start(const std::string& addr) {
   mg_init_data init_data{&callbacks, this, options};
   char text[256] = {0};
   mg_error_data error{nullptr, text, sizeof(text)};
+  t_starting_civetweb = true;
   ctx_ = mg_start2(&init_data, &error);
+  t_starting_civetweb = false;
   if (ctx_ == nullptr) return Unavailable("cannot listen on " + addr + ": " + (text[0] ? text : "civetweb failed to start"));
   mg_set_request_handler(ctx_, "/", &HttpServer::OnRequest, this);
   mg_server_port ports[4];
