@@ -15,6 +15,16 @@ set +e
 env -u HYPERTRAIN_CONFIG "$BIN" train >/dev/null 2>&1; [ $? -eq 2 ] || fail "train without --config should exit 2"
 set -e
 "$BIN" --help | grep -q "prepare" || fail "usage lists prepare"
+"$BIN" --version | grep -Eq '^hypertrain [^ ]+$' || fail "--version: $("$BIN" --version 2>&1)"
+"$BIN" launch --help | grep -q -- "--metrics-port" || fail "launch --help lists --metrics-port"
+set +e
+"$BIN" launch --metrics-port 70000 -- train > "$TMP/badport.log" 2>&1
+[ $? -eq 2 ] || fail "--metrics-port 70000 should exit 2"
+grep -q "metrics-port" "$TMP/badport.log" || fail "bad --metrics-port message: $(cat "$TMP/badport.log")"
+HYPERTRAIN_METRICS_PORT=abc "$BIN" launch -- /bin/true > "$TMP/badenv.log" 2>&1
+[ $? -eq 2 ] || fail "HYPERTRAIN_METRICS_PORT=abc should exit 2"
+grep -q "HYPERTRAIN_METRICS_PORT='abc' is not a port number" "$TMP/badenv.log" || fail "bad env port message"
+set -e
 
 # Text that exists on every Debian machine (fallback: generated text).
 inputs=(/usr/share/common-licenses/*)
@@ -64,6 +74,32 @@ HYPERTRAIN_CONFIG="$EXAMPLE" HYPERTRAIN_CHECKPOINT_DIR="$TMP/env-ckpt" "$BIN" tr
   || { cat "$TMP/env.log"; fail "train from the env exited $?"; }
 [ -s "$TMP/env-ckpt/step-4/manifest.json" ] || { cat "$TMP/env.log"; fail "no checkpoint in HYPERTRAIN_CHECKPOINT_DIR"; }
 [ ! -e "$TMP/exp-env/checkpoints" ] || fail "checkpoints went to exp_dir despite HYPERTRAIN_CHECKPOINT_DIR"
+
+# `hypertrain launch --metrics-port`: a scrape while the trainer runs shows its
+# step metrics and the launcher's ranks; SIGTERM still ends the run cleanly.
+mport=$((20000 + RANDOM % 20000))
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$((mport + 1)) NNODES=1 NODE_RANK=0 HT_GLOO_HOSTNAME=127.0.0.1 \
+  "$BIN" launch --nproc-per-node 1 --metrics-port "$mport" -- train --config "$EXAMPLE" \
+  --set model.data.train_dir="$TMP/data" --set exp_manager.exp_dir="$TMP/exp-launch" \
+  --set trainer.max_steps=100000 --set trainer.log_every_n_steps=2 > "$TMP/launch.log" 2>&1 &
+launcher=$!
+scraped=""
+for _ in $(seq 1 120); do
+  if curl -fsS --max-time 5 "http://127.0.0.1:$mport/metrics" > "$TMP/scrape.txt" 2>/dev/null &&
+     grep -Eq '^hypertrain_trainer_step [0-9]*[1-9]' "$TMP/scrape.txt"; then scraped=1; break; fi
+  sleep 0.5
+done
+kill -TERM "$launcher" 2>/dev/null || true
+wait "$launcher" || true
+[ -n "$scraped" ] || { cat "$TMP/launch.log"; fail "no trainer step metrics on :$mport/metrics"; }
+for series in 'hypertrain_launcher_ranks_running 1' '# TYPE hypertrain_trainer_tokens_total counter' \
+              'hypertrain_trainer_max_steps 100000' '# TYPE process_cpu_seconds_total counter'; do
+  grep -q "^$series" "$TMP/scrape.txt" || { cat "$TMP/scrape.txt"; fail "scrape lacks '$series'"; }
+done
+grep -Eq '^hypertrain_trainer_loss [0-9]' "$TMP/scrape.txt" || fail "scrape lacks the loss"
+grep -q "serving Prometheus metrics on :$mport/metrics" "$TMP/launch.log" || fail "no endpoint log line"
+grep -q "NCCL net plugin: " "$TMP/launch.log" || fail "no NCCL net plugin preflight line"
+pgrep -f "$TMP/exp-launch" >/dev/null && fail "a rank outlived its launcher"
 
 # Config errors exit 2 and name the key; missing data exits 3.
 set +e

@@ -1,18 +1,61 @@
-// `hypertrain launch`: the launcher (runtime/launch) with the progress
-// reporter (runtime/progress) on node 0, and this command's log flags passed
-// on to the ranks.
+// `hypertrain launch`: the launcher (runtime/launch) with its observers: the
+// progress reporter (runtime/progress) on node 0 and the Prometheus endpoint
+// on every node where a metrics port is set; this command's log flags are
+// passed on to the ranks. Before ranks start it logs which NCCL net plugin
+// NCCL will load, loudly when an EFA node has none.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "contract/env.h"
 #include "runtime/cmd/commands.h"
 #include "runtime/launch/launch.h"
+#include "runtime/launch/nccl_net.h"
+#include "runtime/progress/metrics_server.h"
 #include "runtime/progress/progress_reporter.h"
 #include "runtime/train/exit_codes.h"
 
 namespace hypertrain::cmd {
+namespace {
+
+// Tells every observer, in order.
+class Observers : public launch::LaunchObserver {
+ public:
+  void Add(std::unique_ptr<launch::LaunchObserver> o) {
+    if (o) list_.push_back(std::move(o));
+  }
+  bool empty() const { return list_.empty(); }
+  void OnRanksStarted(int node_rank, const std::vector<pid_t>& pids) override {
+    for (auto& o : list_) o->OnRanksStarted(node_rank, pids);
+  }
+  void OnRankExited(int local_rank, int global_rank, int code) override {
+    for (auto& o : list_) o->OnRankExited(local_rank, global_rank, code);
+  }
+  void OnTick() override {
+    for (auto& o : list_) o->OnTick();
+  }
+  void OnFinished(int exit_code) override {
+    for (auto& o : list_) o->OnFinished(exit_code);
+  }
+
+ private:
+  std::vector<std::unique_ptr<launch::LaunchObserver>> list_;
+};
+
+void LogNcclNetPreflight() {
+  const launch::PreflightMessage m = launch::Describe(launch::CheckNcclNet(std::getenv));
+  if (m.warn) {
+    spdlog::warn("{}", m.text);
+  } else {
+    spdlog::info("{}", m.text);
+  }
+}
+
+}  // namespace
 
 int LaunchMain(int argc, char** argv, const LogFlags& log) {
   launch::LaunchConfig config;
@@ -27,9 +70,30 @@ int LaunchMain(int argc, char** argv, const LogFlags& log) {
     return train::kExitConfigError;
   }
   config.subcommand_prefix = log.AsArgs();
+  auto port = progress::ResolveMetricsPort(config.metrics_port, std::getenv(contract::env::kMetricsPort));
+  if (!port.ok()) {
+    spdlog::error("hypertrain launch: {}", port.status().message());
+    return train::kExitConfigError;
+  }
+  LogNcclNetPreflight();
+  Observers observers;
+  if (*port > 0) {
+    auto server = progress::StartMetricsServer(config, *port);
+    if (server.ok()) {
+      observers.Add(std::move(*server));
+    } else if (config.metrics_port > 0) {
+      // Asked for on the command line: a port that cannot be served is a config error.
+      spdlog::error("hypertrain launch: {}", server.status().message());
+      return train::kExitConfigError;
+    } else {
+      // The operator's default ($HYPERTRAIN_METRICS_PORT): training goes on without it.
+      spdlog::warn("no Prometheus endpoint: {} (set by {}; 0 turns it off)", server.status().message(),
+                   contract::env::kMetricsPort);
+    }
+  }
   // Null when progress reporting does not apply (not node 0, no pod).
-  std::unique_ptr<launch::LaunchObserver> reporter = progress::MaybeCreateReporter(config);
-  return launch::RunLauncher(config, reporter.get());
+  observers.Add(progress::MaybeCreateReporter(config));
+  return launch::RunLauncher(config, observers.empty() ? nullptr : &observers);
 }
 
 }  // namespace hypertrain::cmd

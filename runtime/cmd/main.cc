@@ -1,11 +1,13 @@
 // hypertrain: one binary, several subcommands (dispatch table below).
 //   hypertrain [--log-format=text|json] [--log-level=LEVEL] <command> [args]
+//   hypertrain --help | --version   (exit 0)
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/log.h"
+#include "core/version.h"
 #include "runtime/cmd/commands.h"
 #include "runtime/cmd/cuda_parts.h"
 #include "runtime/cmd/log_flags.h"
@@ -35,6 +37,7 @@ const Command kCommands[] = {
 void Usage(std::FILE* f) {
   std::fprintf(f,
                "usage: hypertrain [--log-format=text|json] [--log-level=LEVEL] <command> [args]\n"
+               "       hypertrain --help | --version\n"
                "       (hypertrain <command> --help)\n\ncommands:\n");
   for (const Command& c : kCommands) std::fprintf(f, "  %-10s %s\n", c.name, c.help);
   std::fprintf(f,
@@ -66,6 +69,10 @@ int Main(int argc, char** argv) {
   if (args.empty()) return UsageError("no command");
   if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     Usage(stdout);
+    return train::kExitOk;
+  }
+  if (args[0] == "--version") {
+    std::printf("hypertrain %s\n", Version().c_str());
     return train::kExitOk;
   }
   const Command* command = Find(args[0]);

@@ -100,7 +100,7 @@ void SignalGroups(const std::vector<Rank>& ranks, int sig) {
 }  // namespace
 
 std::vector<std::string> LaunchValueFlags() {
-  return {"--nproc-per-node", "--nproc_per_node", "--grace-period-s"};
+  return {"--nproc-per-node", "--nproc_per_node", "--grace-period-s", "--metrics-port"};
 }
 
 bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* c, std::string* error) {
@@ -134,6 +134,11 @@ bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* c, std::string* error)
       if (end == v.c_str() || *end || !(c->grace_period_s >= 0) || c->grace_period_s > 3600) {
         return *error = "--grace-period-s '" + v + "' must be a number of seconds in [0, 3600]", false;
       }
+    } else if (a == "--metrics-port" || a.rfind("--metrics-port=", 0) == 0) {
+      if (!value(&v)) return *error = a + " needs a value", false;
+      auto p = ParseIntVar("--metrics-port", v, 0, 65535);
+      if (!p.ok()) return *error = p.status().message(), false;
+      c->metrics_port = *p;
     } else if (a == "--help" || a == "-h") {
       return *error = kLaunchUsage, false;
     } else if (!a.empty() && a[0] == '-') {

@@ -46,10 +46,18 @@ struct LaunchConfig {
   // Put before a hypertrain subcommand's name in each rank's argv (the
   // launcher's own log flags, so the ranks log alike).
   std::vector<std::string> subcommand_prefix;
+  // --metrics-port: -1 when not given ($HYPERTRAIN_METRICS_PORT then decides,
+  // runtime/progress/metrics_server.h); 0 turns the endpoint off.
+  int metrics_port = -1;
 };
 
 inline constexpr char kLaunchUsage[] =
-    "usage: hypertrain launch [--nproc-per-node N] [--grace-period-s S] -- <subcommand|/path/program> [args...]";
+    "usage: hypertrain launch [--nproc-per-node N] [--grace-period-s S] [--metrics-port P]\n"
+    "                         -- <subcommand|/path/program> [args...]\n"
+    "  --nproc-per-node N  ranks on this node (default: $NPROC_PER_NODE)\n"
+    "  --grace-period-s S  after a rank fails, how long the others get between SIGTERM and SIGKILL (default 30)\n"
+    "  --metrics-port P    serve Prometheus metrics (the ranks, the trainer's step metrics) on port P;\n"
+    "                      0 turns it off (default: $HYPERTRAIN_METRICS_PORT, else off)";
 
 // Parses argv (argv[0] = "launch"); errors are config errors.
 bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* config, std::string* error);
