@@ -5,7 +5,10 @@
 // Usage: chart_check RENDERED.yaml --release-namespace=NS [--watch=a,b]
 //        [--replicas=N] [--log-level=L] [--crd=SOURCE_CRD.yaml]
 //        [--gang=coscheduling,volcano]   (gangScheduling values that are on)
+//        [--crd-install=false] [--crd-keep=false]
 // Prints every problem and exits 1 when there is any.
+//        chart_check --json RENDERED.yaml   prints the objects as one JSON array
+//        (for the test's own assertions on values, with python3's json).
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -92,6 +95,19 @@ int main(int argc, char** argv) {
     std::cerr << "usage: chart_check RENDERED.yaml --release-namespace=NS [--watch=a,b] [--replicas=N] "
                  "[--log-level=L] [--crd=FILE]\n";
     return 2;
+  }
+  if (std::string(argv[1]) == "--json" && argc == 3) {
+    auto docs = hypertrain::api::YamlDocumentsToJson(ReadFile(argv[2]));
+    if (!docs.ok()) {
+      std::cerr << "chart_check: rendered output is not YAML: " << docs.status().ToString() << "\n";
+      return 1;
+    }
+    json all = json::array();
+    for (const json& d : *docs) {
+      if (!d.is_null()) all.push_back(d);
+    }
+    std::cout << all.dump() << "\n";
+    return 0;
   }
   std::map<std::string, std::string> opt;
   for (int i = 2; i < argc; ++i) {
@@ -263,13 +279,25 @@ int main(int argc, char** argv) {
   }
   Expect(metrics, "a metrics Service");
 
-  // CRD (rendered with --include-crds): same object as the source of truth.
+  // CRD (a template, so helm upgrade applies it): the source of truth's spec,
+  // labelled as the release, kept on uninstall unless crds.keep=false.
   if (opt.count("crd")) {
     auto src = hypertrain::api::YamlFileToJson(opt["crd"]);
     Expect(src.ok(), "source CRD parses");
-    Expect(by_kind["CustomResourceDefinition"].size() == 1, "the chart renders one CRD");
-    if (src.ok() && by_kind["CustomResourceDefinition"].size() == 1) {
-      Expect(by_kind["CustomResourceDefinition"][0] == *src, "rendered CRD equals crds/trainingjobs.hypertrain.dev.yaml");
+    const auto& crds = by_kind["CustomResourceDefinition"];
+    if (opt["crd-install"] == "false") {
+      Expect(crds.empty(), "no CRD with crds.install=false");
+    } else {
+      Expect(crds.size() == 1, "the chart renders one CRD");
+      if (src.ok() && crds.size() == 1) {
+        const json& crd = crds[0];
+        Expect(crd["spec"] == (*src)["spec"], "rendered CRD spec equals crds/trainingjobs.hypertrain.dev.yaml");
+        Expect(crd["metadata"]["name"] == (*src)["metadata"]["name"], "rendered CRD name");
+        Expect(crd["metadata"]["labels"].value("app.kubernetes.io/managed-by", "") == "Helm", "CRD labelled as the release's");
+        const bool keep = crd["metadata"].contains("annotations") &&
+                          crd["metadata"]["annotations"].value("helm.sh/resource-policy", "") == "keep";
+        Expect(keep == (opt["crd-keep"] != "false"), "CRD resource-policy keep follows crds.keep");
+      }
     }
   }
 

@@ -3,4 +3,4 @@
 # fails when they differ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cp crds/trainingjobs.hypertrain.dev.yaml charts/hypertrain-operator/crds/trainingjobs.hypertrain.dev.yaml
+cp crds/trainingjobs.hypertrain.dev.yaml charts/hypertrain-operator/files/trainingjobs.hypertrain.dev.yaml
