@@ -16,6 +16,8 @@ env -u HYPERTRAIN_CONFIG "$BIN" train >/dev/null 2>&1; [ $? -eq 2 ] || fail "tra
 set -e
 "$BIN" --help | grep -q "prepare" || fail "usage lists prepare"
 "$BIN" --version | grep -Eq '^hypertrain [^ ]+$' || fail "--version: $("$BIN" --version 2>&1)"
+"$BIN" --help | grep -q -- "--version" || fail "--help lists --version"
+"$BIN" help | grep -q "launch" || fail "help lists the commands"
 "$BIN" launch --help | grep -q -- "--metrics-port" || fail "launch --help lists --metrics-port"
 set +e
 "$BIN" launch --metrics-port 70000 -- train > "$TMP/badport.log" 2>&1
@@ -44,6 +46,12 @@ python3 -c 'import json,sys; l=json.loads(open(sys.argv[1]).readline()); assert 
 "$BIN" train --log-level=critical --config "$EXAMPLE" --set model.activation_checkpointing=partial 2> "$TMP/bad.quiet"
 [ $? -eq 2 ] || fail "bad config should exit 2 (--log-level=critical)"
 [ ! -s "$TMP/bad.quiet" ] || fail "--log-level=critical still logged: $(cat "$TMP/bad.quiet")"
+"$BIN" --log-level critical train --config "$EXAMPLE" --set model.activation_checkpointing=partial 2> "$TMP/bad.quiet2"
+[ $? -eq 2 ] || fail "bad config should exit 2 (global --log-level critical, space form)"
+[ ! -s "$TMP/bad.quiet2" ] || fail "global --log-level critical still logged: $(cat "$TMP/bad.quiet2")"
+"$BIN" --log-levle=debug train > "$TMP/typo.log" 2>&1
+[ $? -eq 2 ] || fail "a misspelt global flag should exit 2"
+grep -q -- "--log-levle" "$TMP/typo.log" || fail "the error names the misspelt flag: $(cat "$TMP/typo.log")"
 "$BIN" --log-format=yaml prepare --out "$TMP/x" "${inputs[0]}" > "$TMP/badfmt.log" 2>&1
 [ $? -eq 2 ] || fail "a bad --log-format should exit 2"
 grep -q "log format 'yaml' is not text or json" "$TMP/badfmt.log" || fail "bad --log-format message"

@@ -1,13 +1,18 @@
 // hypertrain: one binary, several subcommands (dispatch table below).
 //   hypertrain [--log-format=text|json] [--log-level=LEVEL] <command> [args]
 //   hypertrain --help | --version   (exit 0)
+// The global flags are parsed with CLI11 (core/cli.h: a bad one exits 2); each
+// command parses its own arguments.
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "core/cli.h"
 #include "core/log.h"
-#include "core/version.h"
 #include "runtime/cmd/commands.h"
 #include "runtime/cmd/cuda_parts.h"
 #include "runtime/cmd/log_flags.h"
@@ -34,16 +39,20 @@ const Command kCommands[] = {
     {"bench", BenchCommand, "CUDA training throughput on synthetic data"},
 };
 
+// The commands and the build, below the global flags in --help and after a usage error.
+std::string CommandsText() {
+  std::string out = "Commands (hypertrain <command> --help):\n";
+  for (const Command& c : kCommands) out += fmt::format("  {:<10} {}\n", c.name, c.help);
+  out += fmt::format("\nThis build: {}\n",
+                     CudaBuiltIn() ? "CPU and CUDA backends" : "CPU backend only (CUDA not built in)");
+  return out;
+}
+
 void Usage(std::FILE* f) {
   std::fprintf(f,
                "usage: hypertrain [--log-format=text|json] [--log-level=LEVEL] <command> [args]\n"
-               "       hypertrain --help | --version\n"
-               "       (hypertrain <command> --help)\n\ncommands:\n");
-  for (const Command& c : kCommands) std::fprintf(f, "  %-10s %s\n", c.name, c.help);
-  std::fprintf(f,
-               "\nlog levels: trace, debug, info (default), warn, error, critical, off\n"
-               "this build: %s\n",
-               CudaBuiltIn() ? "CPU and CUDA backends" : "CPU backend only (CUDA not built in)");
+               "       hypertrain --help | --version\n\n%s",
+               CommandsText().c_str());
 }
 
 const Command* Find(const std::string& name) {
@@ -60,19 +69,25 @@ int UsageError(const std::string& message) {
 }
 
 int Main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
   LogFlags log_flags;
-  // Global flags: everything up to the command name.
-  if (Status s = TakeLogFlags(&args, 0, /*stop_at_positional=*/true, &log_flags); !s.ok()) {
-    return UsageError(s.message());
-  }
+  // Global flags (core/cli.h conventions): everything up to the command name;
+  // the command and its arguments are left for the command.
+  CLI::App app("Distributed LLM training: one binary, several commands.\n"
+               "usage: hypertrain [OPTIONS] <command> [args]   (--flag value or --flag=value)",
+               "hypertrain");
+  app.prefix_command();
+  app.option_defaults()->always_capture_default();
+  app.add_option("--log-format", log_flags.format, "text or json (one object per line); also after the command")
+      ->check(cli::kLogFormat);
+  app.add_option("--log-level", log_flags.level, "trace, debug, info, warn, error, critical or off")
+      ->check(cli::kLogLevel);
+  cli::AddVersionFlag(app);
+  app.footer(CommandsText());
+  if (std::optional<int> rc = cli::Parse(app, argc, argv)) return *rc;
+  std::vector<std::string> args = app.remaining();
   if (args.empty()) return UsageError("no command");
-  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    Usage(stdout);
-    return train::kExitOk;
-  }
-  if (args[0] == "--version") {
-    std::printf("hypertrain %s\n", Version().c_str());
+  if (args[0] == "help") {
+    std::printf("%s", app.help().c_str());
     return train::kExitOk;
   }
   const Command* command = Find(args[0]);
