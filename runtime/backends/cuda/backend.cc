@@ -239,9 +239,10 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
                              "(a layout tensor_alignment that divides their sizes)");
     }
     // Fails here, before any large allocation, on a GPU without FP8 tensor cores.
-    HT_ASSIGN_OR_RETURN(fp8_, Fp8Projections::Create(options_.fp8, config, cuda_.device, &profile_,
-                                                     [this](size_t bytes, void** p) { return Alloc(bytes, p); }));
-    allocated_bytes_ += static_cast<int64_t>(kc::Fp8Gemm::kDefaultWorkspaceBytes);
+    HT_ASSIGN_OR_RETURN(fp8_, Fp8Projections::Create(
+                                  options_.fp8, config, cuda_.device, &profile_,
+                                  [this](size_t bytes, void** p) { return Alloc(bytes, p); },
+                                  gemm_->workspace(), gemm_->workspace_bytes()));
   }
 
   // Parameter, gradient and optimizer state per unit.
@@ -270,6 +271,9 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     ~TmpFree() { cudaFree(p); }
   } tmp_free{tmp};
   pool_ = options_.unit_pool;
+  // A weight's FP8 scale is kept while ParamsVersion says it is unchanged;
+  // pooled slots and replayed graphs recompute it every forward.
+  if (fp8_) fp8_->set_cache_weight_scales(!pool_ && !cuda_.cuda_graphs);
   if (options_.embedding_grad_ranks < 0) {
     return InvalidArgument(
         fmt::format("embedding_grad_ranks must be >= 0, got {}", options_.embedding_grad_ranks));

@@ -45,24 +45,36 @@ Fp8Projections::ScratchSizes Fp8Projections::ScratchBytes(const model::ModelConf
 StatusOr<std::unique_ptr<Fp8Projections>> Fp8Projections::Create(const model::Fp8Options& options,
                                                                   const model::ModelConfig& config,
                                                                   int device, OpProfile* profile,
-                                                                  const AllocFn& alloc) {
+                                                                  const AllocFn& alloc,
+                                                                  void* gemm_workspace,
+                                                                  size_t gemm_workspace_bytes) {
   HT_RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<Fp8Projections> p(new Fp8Projections());
-  HT_ASSIGN_OR_RETURN(p->gemm_, kc::Fp8Gemm::Create(device));
+  HT_ASSIGN_OR_RETURN(p->gemm_,
+                      kc::Fp8Gemm::CreateSharing(device, gemm_workspace, gemm_workspace_bytes));
   p->config_ = config;
   p->profile_ = profile;
   p->state_ = model::Fp8ScalingState(
       options, model::Fp8Slots(static_cast<int>(config.num_hidden_layers), options));
   const size_t n = static_cast<size_t>(p->state_.num_slots()) * kSlotStride;
   void* d = nullptr;
-  HT_RETURN_IF_ERROR(alloc(3 * n * sizeof(float), &d));  // 256-byte aligned
+  HT_RETURN_IF_ERROR(alloc(6 * n * sizeof(float), &d));  // 256-byte aligned
   p->scale_ = static_cast<float*>(d);
   p->scale_inv_ = p->scale_ + n;
   p->amax_ = p->scale_ + 2 * n;
+  p->w_scale_ = p->scale_ + 3 * n;
+  p->w_scale_inv_ = p->scale_ + 4 * n;
+  p->w_amax_ = p->scale_ + 5 * n;
+  HT_CUDA_RETURN_IF_ERROR(cudaMemset(d, 0, 6 * n * sizeof(float)));
   HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&p->host_scales_), 2 * n * sizeof(float), 0));
-  HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&p->host_amax_), n * sizeof(float), 0));
+  HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&p->host_amax_), 2 * n * sizeof(float), 0));
   std::fill(p->host_scales_, p->host_scales_ + 2 * n, 1.0f);
-  std::fill(p->host_amax_, p->host_amax_ + n, 0.0f);
+  std::fill(p->host_amax_, p->host_amax_ + 2 * n, 0.0f);
+  // Weight scales start at 1 (kept for an all-zero weight), as uploaded ones do.
+  HT_CUDA_RETURN_IF_ERROR(cudaMemcpy(p->w_scale_, p->host_scales_, 2 * n * sizeof(float),
+                                     cudaMemcpyHostToDevice));
+  p->layer_version_.assign(static_cast<size_t>(config.num_hidden_layers), 0);
+  p->scaled_version_.assign(static_cast<size_t>(p->state_.num_slots()), -1);
   return p;
 }
 
@@ -120,17 +132,47 @@ Status Fp8Projections::CastTransposeGrad(const __nv_bfloat16* dy, int rows, int 
   return Status::Ok();
 }
 
+std::optional<Fp8Projections::CastTarget> Fp8Projections::FusedInput(int layer,
+                                                                     model::Fp8Gemm g) const {
+  if (!history_this_pass_ || xq_ == nullptr) return std::nullopt;
+  const int s = state_.slots().Block(layer, g, Fp8Role::kInput);
+  return CastTarget{xq_, scale(s), amax(s), state_.slots().format(s)};
+}
+
+std::optional<Fp8Projections::CastTarget> Fp8Projections::FusedGrad(int layer,
+                                                                    model::Fp8Gemm g) const {
+  if (!history_this_pass_ || dyq_ == nullptr) return std::nullopt;
+  const int s = state_.slots().Block(layer, g, Fp8Role::kGradOutput);
+  return CastTarget{dyq_, scale(s), amax(s), state_.slots().format(s)};
+}
+
+void Fp8Projections::UseWeights(int layer, int64_t version) {
+  layer_version_.at(static_cast<size_t>(layer)) = version;
+}
+
+// The weight's scale from its own amax (once per version when kept), then
+// the cast. The amax slot is zeroed first: it is a running max.
+Status Fp8Projections::CastWeight(int layer, int slot, const __nv_bfloat16* w, size_t numel,
+                                  cudaStream_t stream) {
+  const int64_t version = layer_version_[static_cast<size_t>(layer)];
+  if (!cache_weight_scales_ || scaled_version_[static_cast<size_t>(slot)] != version) {
+    HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax(slot), 0, sizeof(float), stream));
+    HT_RETURN_IF_ERROR(ComputeOwnScale(w, numel, slot, stream));
+    scaled_version_[static_cast<size_t>(slot)] = version;
+  }
+  HT_CUDA_RETURN_IF_ERROR(kc::Fp8Cast(wq_, w, numel, scale(slot), nullptr, Fp8Format::kE4M3, stream));
+  return Status::Ok();
+}
+
 Status Fp8Projections::Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16* x, int n, int in,
                                const __nv_bfloat16* w, int out, __nv_bfloat16* y,
-                               const __nv_bfloat16* c_in, cudaStream_t stream) {
+                               const __nv_bfloat16* c_in, cudaStream_t stream, bool x_cast) {
+  if (x_cast && !history_this_pass_) return Internal("fp8: a fused input cast without a delayed scale");
   if (n > tokens_) return Internal(fmt::format("fp8: {} rows, scratch planned for {}", n, tokens_));
   const model::Fp8Slots& slots = state_.slots();
   const int sx = slots.Block(layer, g, Fp8Role::kInput), sw = slots.Block(layer, g, Fp8Role::kWeight);
-  // The weight's scale from its own amax, then the cast.
-  HT_RETURN_IF_ERROR(ComputeOwnScale(w, size_t(out) * in, sw, stream));
-  HT_CUDA_RETURN_IF_ERROR(
-      kc::Fp8Cast(wq_, w, size_t(out) * in, scale(sw), nullptr, Fp8Format::kE4M3, stream));
-  HT_RETURN_IF_ERROR(CastInput(x, size_t(n) * in, xq_, sx, stream));
+  HT_RETURN_IF_ERROR(CastWeight(layer, sw, w, size_t(out) * in, stream));
+  if (!x_cast) HT_RETURN_IF_ERROR(CastInput(x, size_t(n) * in, xq_, sx, stream));
   Mark(Op::kFp8Cast, stream);
   kc::Fp8GemmArgs a;
   a.m = n, a.n = out, a.k = in;
@@ -149,13 +191,18 @@ Status Fp8Projections::Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16*
 Status Fp8Projections::Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16* dy,
                                 const __nv_bfloat16* x, int n, int in, const __nv_bfloat16* w,
                                 int out, __nv_bfloat16* dx, float* dw, float dw_beta,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, bool dy_cast) {
+  if (dy_cast && !history_this_pass_) return Internal("fp8: a fused gradient cast without a delayed scale");
   if (n > tokens_) return Internal(fmt::format("fp8: {} rows, scratch planned for {}", n, tokens_));
   const model::Fp8Slots& slots = state_.slots();
   const int sx = slots.Block(layer, g, Fp8Role::kInput), sw = slots.Block(layer, g, Fp8Role::kWeight),
             sg = slots.Block(layer, g, Fp8Role::kGradOutput);
   const Fp8Format gf = slots.format(sg);
-  HT_RETURN_IF_ERROR(CastTransposeGrad(dy, n, out, sg, stream));
+  if (dy_cast) {  // dyq_ holds dY's codes: only the transposed copy for wgrad
+    HT_CUDA_RETURN_IF_ERROR(kc::Fp8Transpose(dyt_, dyq_, n, out, stream));
+  } else {
+    HT_RETURN_IF_ERROR(CastTransposeGrad(dy, n, out, sg, stream));
+  }
   // W and X again with their forward scales (still in their slots), transposed.
   HT_CUDA_RETURN_IF_ERROR(
       kc::Fp8CastTranspose<__nv_bfloat16>(nullptr, wt_, w, out, in, scale(sw), nullptr, Fp8Format::kE4M3, stream));
@@ -196,13 +243,16 @@ Status Fp8Projections::QueueAmaxReadback(cudaStream_t stream) {
   const size_t n = static_cast<size_t>(state_.num_slots()) * kSlotStride;
   HT_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_amax_, amax_, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_amax_ + n, w_amax_, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
   return Status::Ok();
 }
 
 Status Fp8Projections::EndPass(model::UnitHooks& hooks) {
   const int n = state_.num_slots();
+  const size_t w = static_cast<size_t>(n) * kSlotStride;  // the weights' half
   std::vector<float> amax(n);
-  for (int s = 0; s < n; ++s) amax[s] = host_amax_[s * kSlotStride];
+  for (int s = 0; s < n; ++s) amax[s] = host_amax_[(IsWeight(s) ? w : 0) + s * kSlotStride];
   HT_RETURN_IF_ERROR(hooks.ReduceAmax(amax.data(), amax.size()));
   HT_RETURN_IF_ERROR(state_.Record(amax));
   PublishScales();  // for a replayed graph, whose copy reads the pinned buffer

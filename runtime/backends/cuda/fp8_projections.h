@@ -9,7 +9,10 @@
 //             dX = dYq . Wt^T                                 bf16
 //             dW (+)= dYt . Xt^T                              fp32 (beta as in bf16)
 //
-// s_w comes from W's own amax (computed before the cast, every forward);
+// s_w comes from W's own amax, computed before its cast in the first forward
+// after the weights changed (ParamsVersion) and kept while they do not
+// (micro-batches of one step, recomputation, Loss passes; every forward with
+// a unit pool or CUDA graphs);
 // s_x and s_g from the delayed history (Fp8ScalingState) or, for the
 // tensorwise recipe and a run's first pass, from the tensor's own amax. The
 // casts record each tensor's amax into a device slot; EndPass() reads them
@@ -17,6 +20,13 @@
 // (UnitHooks::ReduceAmax) and advances the history; BeginPass() zeroes the
 // slots and uploads the next scales. Both are enqueued on the compute stream
 // (so CUDA graphs capture them).
+//
+// Producer fusion: under delayed scaling with history the scale of an input
+// or output gradient is known before the tensor exists, so the kernel that
+// produces it may write the FP8 operand (and its amax) itself: FusedInput /
+// FusedGrad say where, Forward(x_cast) / Backward(dy_cast) then skip the
+// cast (the backward transposes the codes for wgrad). The bytes are those of
+// the unfused cast.
 //
 // Scratch: the forward operands (Xq, Wq) and the backward ones (dYq, dYt,
 // Xt, Wt) are never live at once; the backend places them in its activation
@@ -26,6 +36,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "core/status.h"
 #include "runtime/backends/cuda/op_profile.h"
@@ -47,25 +59,50 @@ class Fp8Projections {
   static ScratchSizes ScratchBytes(const model::ModelConfig& config, int64_t tokens);
 
   // Fails with FailedPrecondition naming the GPU when it has no FP8 tensor
-  // cores. `alloc` provides the small device buffers (scales, amaxes) and the
-  // GEMM workspace.
+  // cores. `alloc` provides the small device buffers (scales, amaxes); the
+  // GEMMs use `gemm_workspace` (the bf16 GEMMs', shared: all products are
+  // queued on the one compute stream).
   static StatusOr<std::unique_ptr<Fp8Projections>> Create(const model::Fp8Options& options,
                                                           const model::ModelConfig& config,
                                                           int device, OpProfile* profile,
-                                                          const AllocFn& alloc);
+                                                          const AllocFn& alloc,
+                                                          void* gemm_workspace,
+                                                          size_t gemm_workspace_bytes);
 
   // Points the operands into the backend's plan: ScratchBytes(config,
   // tokens) at `forward` and `backward`; passes then have `tokens` rows.
   void SetScratch(int64_t tokens, void* forward, void* backward);
 
+  // Where a producer writes an operand already cast: q [n, width] row-major
+  // (width: the GEMM's in for an input, out for a gradient), the scale to
+  // cast with, the amax slot to record into. nullopt when this pass scales
+  // from the tensor's own amax (tensorwise, or a first pass).
+  struct CastTarget {
+    uint8_t* q;
+    const float* scale;
+    float* amax;
+    model::Fp8Format format;
+  };
+  std::optional<CastTarget> FusedInput(int layer, model::Fp8Gemm g) const;
+  std::optional<CastTarget> FusedGrad(int layer, model::Fp8Gemm g) const;
+
+  // Block `layer`'s weights are at `version` (the backend's ParamsVersion)
+  // for the calls that follow; a weight's scale is recomputed when it changed.
+  void UseWeights(int layer, int64_t version);
+  // Off: every forward recomputes the weights' amax (unit pools, graphs).
+  void set_cache_weight_scales(bool on) { cache_weight_scales_ = on; }
+
   // Y[n, out] = X[n, in] W[out, in]^T (+ c_in, same layout as Y, may be null).
+  // x_cast: FusedInput(layer, g) already holds X's codes (x is then not
+  // read here; the backward still reads it).
   Status Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16* x, int n, int in,
                  const __nv_bfloat16* w, int out, __nv_bfloat16* y, const __nv_bfloat16* c_in,
-                 cudaStream_t stream);
+                 cudaStream_t stream, bool x_cast = false);
   // dX[n, in] = dY W (overwritten); dW[out, in] = dY^T X + dw_beta * dW.
+  // dy_cast: FusedGrad(layer, g) already holds dY's codes (dy is not read).
   Status Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16* dy, const __nv_bfloat16* x,
                   int n, int in, const __nv_bfloat16* w, int out, __nv_bfloat16* dx, float* dw,
-                  float dw_beta, cudaStream_t stream);
+                  float dw_beta, cudaStream_t stream, bool dy_cast = false);
 
   Status BeginPass(cudaStream_t stream);
   // Queues the copy of this pass's amaxes to pinned host memory.
@@ -89,10 +126,16 @@ class Fp8Projections {
   Status ComputeOwnScale(const __nv_bfloat16* x, size_t numel, int slot, cudaStream_t stream);
   // One slot every 256 bytes, each scale pointer aligned like a cudaMalloc
   // result: cuBLASLt refused (NOT_SUPPORTED) 4-byte aligned ones on an H100.
+  // Weights' slots live in arrays of their own (w_*) that BeginPass leaves
+  // alone, so a kept weight scale and its amax survive from pass to pass.
   static constexpr int kSlotStride = 64;
-  float* scale(int slot) const { return scale_ + slot * kSlotStride; }
-  float* scale_inv(int slot) const { return scale_inv_ + slot * kSlotStride; }
-  float* amax(int slot) const { return amax_ + slot * kSlotStride; }
+  bool IsWeight(int slot) const { return state_.slots().role(slot) == model::Fp8Role::kWeight; }
+  float* scale(int slot) const { return (IsWeight(slot) ? w_scale_ : scale_) + slot * kSlotStride; }
+  float* scale_inv(int slot) const {
+    return (IsWeight(slot) ? w_scale_inv_ : scale_inv_) + slot * kSlotStride;
+  }
+  float* amax(int slot) const { return (IsWeight(slot) ? w_amax_ : amax_) + slot * kSlotStride; }
+  Status CastWeight(int layer, int slot, const __nv_bfloat16* w, size_t numel, cudaStream_t stream);
   void Mark(Op op, cudaStream_t stream) {
     if (profile_ != nullptr) profile_->Mark(op, stream);
   }
@@ -104,7 +147,11 @@ class Fp8Projections {
   std::unique_ptr<kernels::cuda::Fp8Gemm> gemm_;
   bool history_this_pass_ = false;  // scales of inputs/grads from the history
   float *scale_ = nullptr, *scale_inv_ = nullptr, *amax_ = nullptr;  // device, per slot
-  // Pinned mirrors with the same stride: scale | scale_inv, and amax.
+  float *w_scale_ = nullptr, *w_scale_inv_ = nullptr, *w_amax_ = nullptr;  // weights' slots
+  bool cache_weight_scales_ = true;
+  std::vector<int64_t> layer_version_;   // per layer, from UseWeights
+  std::vector<int64_t> scaled_version_;  // per slot: version its weight scale is from (-1: none)
+  // Pinned mirrors with the same stride: scale | scale_inv, and amax | w_amax.
   float *host_scales_ = nullptr, *host_amax_ = nullptr;
   uint8_t *xq_ = nullptr, *wq_ = nullptr, *dyq_ = nullptr, *dyt_ = nullptr, *xt_ = nullptr,
           *wt_ = nullptr;

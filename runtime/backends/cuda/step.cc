@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "runtime/model/math.h"
 #include "runtime/backends/cuda/backend_internal.h"
 #include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/embedding.h"
+#include "runtime/kernels/cuda/fp8_swiglu.h"
 #include "runtime/kernels/cuda/lm_head_loss.h"
 #include "runtime/kernels/cuda/naive_attention_f32.h"
 #include "runtime/kernels/cuda/reduce.h"
@@ -77,12 +79,15 @@ Status CudaBackend::PlanActivations() {
   const size_t dead_bytes = att_grads_in_gu_
                                 ? std::max(dact_bytes + dgu_bytes, round_up(attn_ws_bytes_))
                                 : dact_bytes + dgu_bytes + round_up(attn_ws_bytes_);
-  // FP8 operands: the backward's after the block backward's buffers (live
-  // together), the forward's from the region's start (nothing else of the
-  // region is live during a block's forward or its recomputation).
+  // FP8 operands: the backward's after dact + dgu (live together), over the
+  // attention workspace (which lives only inside the attention backward, when
+  // no FP8 GEMM runs); the forward's from the region's start (nothing else of
+  // the region is live during a block's forward or its recomputation).
   Fp8Projections::ScratchSizes fp8_bytes;
   if (fp8_) fp8_bytes = Fp8Projections::ScratchBytes(cfg, N);
-  const size_t backward_bytes = dead_bytes + fp8_bytes.backward;
+  const size_t fp8_backward_offset = dact_bytes + dgu_bytes;
+  const size_t backward_bytes =
+      fp8_ ? std::max(dead_bytes, fp8_backward_offset + fp8_bytes.backward) : dead_bytes;
   if (cuda_.loss_chunk_rows > 0) {
     chunk_rows_ = std::min(cuda_.loss_chunk_rows, N);
   } else {
@@ -169,7 +174,7 @@ Status CudaBackend::PlanActivations() {
     // same stream) the block backward's dact, dgu and attention workspace.
     logits_ = take(std::max({backward_bytes, fp8_bytes.forward, size_t(chunk_rows_ * V) * es}));
     char* region = static_cast<char*>(logits_);
-    if (fp8_ && region != nullptr) fp8_->SetScratch(N, region, region + dead_bytes);
+    if (fp8_ && region != nullptr) fp8_->SetScratch(N, region, region + fp8_backward_offset);
     dact_ = region;
     dgu_ = region == nullptr ? nullptr : region + dact_bytes;
     if (att_grads_in_gu_) {  // BlockBackward points datt/dqkv into the layer's gu
@@ -290,6 +295,7 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
   const size_t es = kc::DTypeSize(dtype_);
   const kc::DType dt = dtype_;
   kc::Gemm& g = *gemm_;
+  if (fp8_) fp8_->UseWeights(layer, versions_[u]);
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     return kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr, static_cast<T*>(a.x),
@@ -364,18 +370,29 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
         g.Matmul(s, a.ln2, W(u, model::kUpProj), dt, Off(a.gu, F, es), dt, 1.0f, 0.0f, stream_));
   }
   profile_.Mark(Op::kGemm, stream_);
-  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
-    using T = decltype(tag);
-    const T* gu = static_cast<const T*>(a.gu);
-    return kc::SwiGluForward<T>(static_cast<T*>(a.act), F, gu, gu + F, 2 * F, N, F, stream_);
-  }));
+  // With a delayed scale at hand the SwiGLU writes the down GEMM's FP8 input
+  // too (not when recomputing: the down GEMM does not run then).
+  const std::optional<Fp8Projections::CastTarget> act_fp8 =
+      fp8_ && write_output ? fp8_->FusedInput(layer, model::Fp8Gemm::kDown) : std::nullopt;
+  if (act_fp8) {
+    const __nv_bfloat16* gu = Bf16(a.gu);
+    HT_LAUNCH(kc::SwiGluForwardFp8(Bf16(a.act), F, act_fp8->q, F, gu, gu + F, 2 * F, N, F,
+                                   act_fp8->scale, act_fp8->amax, act_fp8->format, stream_));
+  } else {
+    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      const T* gu = static_cast<const T*>(a.gu);
+      return kc::SwiGluForward<T>(static_cast<T*>(a.act), F, gu, gu + F, 2 * F, N, F, stream_);
+    }));
+  }
   profile_.Mark(Op::kSwiGlu, stream_);
   if (!write_output) return Status::Ok();
   const int L = static_cast<int>(cfg.num_hidden_layers);
   void* y = layer + 1 < L ? acts_[layer + 1]->x : x_final_;
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kDown, Bf16(a.act), N, F,
-                                     Bf16(W(u, model::kDownProj)), C, Bf16(y), Bf16(a.h), stream_));
+                                     Bf16(W(u, model::kDownProj)), C, Bf16(y), Bf16(a.h), stream_,
+                                     /*x_cast=*/act_fp8.has_value()));
   } else {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, F, false, true}, a.act, W(u, model::kDownProj), dt, y, dt,
                                 1.0f, 1.0f, stream_, a.h));
@@ -436,6 +453,7 @@ Status CudaBackend::BlockBackward(int layer) {
   void* const datt = att_grads_in_gu_ ? a.gu : datt_;
   void* const dqkv =
       att_grads_in_gu_ ? static_cast<char*>(a.gu) + DqkvOffsetInGu(N, Q, es) : dqkv_;
+  if (fp8_) fp8_->UseWeights(layer, versions_[u]);
   // --- MLP: y = h + down(act), act = silu(gate) * up.
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kDown, Bf16(dres_), Bf16(a.act), N, F,
@@ -448,18 +466,29 @@ Status CudaBackend::BlockBackward(int layer) {
                                 f32, 1.0f, dw_beta, stream_));
   }
   profile_.Mark(Op::kGemm, stream_);
-  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
-    using T = decltype(tag);
-    T* dgu = static_cast<T*>(dgu_);
-    const T* gu = static_cast<const T*>(a.gu);
-    return kc::SwiGluBackward<T>(dgu, dgu + F, 2 * F, static_cast<const T*>(dact_), F, gu, gu + F,
-                                 2 * F, N, F, stream_);
-  }));
+  // With a delayed scale at hand the SwiGLU backward writes the gate|up
+  // GEMMs' FP8 output gradient directly (no bf16 dgu).
+  const std::optional<Fp8Projections::CastTarget> dgu_fp8 =
+      fp8_ ? fp8_->FusedGrad(layer, model::Fp8Gemm::kGateUp) : std::nullopt;
+  if (dgu_fp8) {
+    const __nv_bfloat16* gu = Bf16(a.gu);
+    HT_LAUNCH(kc::SwiGluBackwardFp8(dgu_fp8->q, Bf16(dact_), F, gu, gu + F, 2 * F, N, F,
+                                    dgu_fp8->scale, dgu_fp8->amax, dgu_fp8->format, stream_));
+  } else {
+    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* dgu = static_cast<T*>(dgu_);
+      const T* gu = static_cast<const T*>(a.gu);
+      return kc::SwiGluBackward<T>(dgu, dgu + F, 2 * F, static_cast<const T*>(dact_), F, gu,
+                                   gu + F, 2 * F, N, F, stream_);
+    }));
+  }
   profile_.Mark(Op::kSwiGlu, stream_);
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kGateUp, Bf16(dgu_), Bf16(a.ln2), N, C,
                                       Bf16(W(u, model::kGateProj)), 2 * F, Bf16(dln_),
-                                      G(u, model::kGateProj), dw_beta, stream_));
+                                      G(u, model::kGateProj), dw_beta, stream_,
+                                      /*dy_cast=*/dgu_fp8.has_value()));
   } else if (fused_gu_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, 2 * F, false, false}, dgu_, W(u, model::kGateProj), dt,
                                 dln_, dt, 1.0f, 0.0f, stream_));

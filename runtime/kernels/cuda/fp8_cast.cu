@@ -1,8 +1,8 @@
 // FP8 casts, amax and scales (contract in fp8_cast.h).
-#include <cuda_fp8.h>
+#include "runtime/kernels/cuda/fp8_cast.h"
 
 #include "runtime/kernels/cuda/common.cuh"
-#include "runtime/kernels/cuda/fp8_cast.h"
+#include "runtime/kernels/cuda/fp8.cuh"
 
 namespace hypertrain::kernels::cuda {
 namespace {
@@ -10,32 +10,10 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxBlocks = 4096;
 
-template <bool kE5M2>
-__device__ __forceinline__ uint16_t ToFp8x2(float a, float b) {
-  return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, kE5M2 ? __NV_E5M2 : __NV_E4M3);
-}
-template <bool kE5M2>
-__device__ __forceinline__ uint8_t ToFp8(float a) {
-  return __nv_cvt_float_to_fp8(a, __NV_SATFINITE, kE5M2 ? __NV_E5M2 : __NV_E4M3);
-}
-template <bool kE5M2>
-__device__ __forceinline__ float FromFp8(uint8_t q) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(q, kE5M2 ? __NV_E5M2 : __NV_E4M3);
-  return __half2float(__half(h));
-}
-
-// Non-negative floats order like their bit patterns as ints.
-__device__ __forceinline__ void AtomicMaxNonNegative(float* addr, float v) {
-  atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v));
-}
-
-// Block max of |x| into *amax (one atomic per block). NaN inputs are
-// skipped (fmaxf), infinities count.
-__device__ __forceinline__ void CommitAmax(float local, float* amax) {
-  __shared__ float scratch[32];
-  const float m = BlockMax(local, scratch);
-  if (threadIdx.x == 0) AtomicMaxNonNegative(amax, m);
-}
+using fp8::CommitAmax;
+using fp8::FromFp8;
+using fp8::ToFp8;
+using fp8::ToFp8x2;
 
 template <typename T>
 __global__ void AmaxKernel(const T* __restrict__ x, size_t n, float* amax) {
@@ -183,6 +161,51 @@ __global__ void CastTransposeKernel(uint8_t* __restrict__ q, uint8_t* __restrict
   if (amax != nullptr) CommitAmax(m, amax);
 }
 
+// Byte transpose of FP8 codes, 64x64 tiles: qt[c, r] = q[r, c]. Vector path
+// as CastTransposeKernel's (cols % 8 == 0, rows % 16 == 0, aligned).
+__global__ void TransposeKernel(uint8_t* __restrict__ qt, const uint8_t* __restrict__ q, int rows,
+                                int cols, bool vec) {
+  __shared__ __align__(16) uint8_t tile[kTile][kTile + 8];
+  const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
+  const int t = threadIdx.x;
+  if (vec) {
+    const int cg = (t % 8) * 8, rr = t / 8;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = rr + h * 32;
+      const int gr = r0 + r, gc = c0 + cg;
+      if (gr < rows && gc < cols) {
+        *reinterpret_cast<uint2*>(&tile[r][cg]) =
+            *reinterpret_cast<const uint2*>(q + size_t(gr) * cols + gc);
+      }
+    }
+    __syncthreads();
+    const int oc = t / 4, seg = (t % 4) * 16;
+    const int gc = c0 + oc, gr = r0 + seg;
+    if (gc < cols && gr < rows) {
+      uint32_t w[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        w[k] = uint32_t(tile[seg + 4 * k][oc]) | (uint32_t(tile[seg + 4 * k + 1][oc]) << 8) |
+               (uint32_t(tile[seg + 4 * k + 2][oc]) << 16) | (uint32_t(tile[seg + 4 * k + 3][oc]) << 24);
+      }
+      *reinterpret_cast<uint4*>(qt + size_t(gc) * rows + gr) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  } else {
+    for (int i = t; i < kTile * kTile; i += blockDim.x) {
+      const int r = i / kTile, c = i % kTile;
+      const int gr = r0 + r, gc = c0 + c;
+      if (gr < rows && gc < cols) tile[r][c] = q[size_t(gr) * cols + gc];
+    }
+    __syncthreads();
+    for (int i = t; i < kTile * kTile; i += blockDim.x) {
+      const int c = i / kTile, r = i % kTile;
+      const int gr = r0 + r, gc = c0 + c;
+      if (gr < rows && gc < cols) qt[size_t(gc) * rows + gr] = tile[r][c];
+    }
+  }
+}
+
 template <typename T, bool kE5M2>
 __global__ void DequantizeKernel(T* __restrict__ y, const uint8_t* __restrict__ q, size_t n,
                                  const float* scale_inv_p) {
@@ -240,6 +263,15 @@ cudaError_t Fp8CastTranspose(uint8_t* q, uint8_t* qt, const T* x, int rows, int 
   } else {
     CastTransposeKernel<T, false><<<grid, kThreads, 0, stream>>>(q, qt, x, rows, cols, scale, amax, vec);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t Fp8Transpose(uint8_t* qt, const uint8_t* q, int rows, int cols, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const bool vec = cols % 8 == 0 && rows % 16 == 0 && Aligned16(qt) &&
+                   (reinterpret_cast<uintptr_t>(q) & 7) == 0;
+  const dim3 grid(CeilDiv(cols, kTile), CeilDiv(rows, kTile));
+  TransposeKernel<<<grid, kThreads, 0, stream>>>(qt, q, rows, cols, vec);
   return cudaGetLastError();
 }
 

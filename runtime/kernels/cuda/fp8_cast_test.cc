@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "runtime/kernels/cpu/fp8.h"
@@ -146,6 +147,25 @@ TEST(Fp8CastTranspose, MatchesReferenceBitForBit) {
     CheckCastTranspose<__nv_bfloat16>(1040, 200, f, false, 2);  // vector path, partial tiles
     CheckCastTranspose<__nv_bfloat16>(100, 37, f, true, 3);     // element path
     CheckCastTranspose<float>(256, 72, f, true, 4);
+  }
+}
+
+TEST(Fp8Transpose, MatchesHostTranspose) {
+  HT_SKIP_WITHOUT_GPU();
+  // Tiles exactly, vector path with partial tiles, element path.
+  for (auto [rows, cols] : {std::pair{2048, 768}, std::pair{1040, 200}, std::pair{100, 37}}) {
+    const size_t n = size_t(rows) * cols;
+    std::vector<uint8_t> q(n);
+    std::mt19937 rng(rows + cols);
+    for (auto& b : q) b = static_cast<uint8_t>(rng());
+    DeviceBuffer<uint8_t> dq(n), dqt(n);
+    HT_CUDA_ASSERT(dq.Upload(q));
+    HT_CUDA_ASSERT(Fp8Transpose(dqt.get(), dq.get(), rows, cols, nullptr));
+    HT_CUDA_ASSERT(cudaDeviceSynchronize());
+    std::vector<uint8_t> want(n);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) want[size_t(c) * rows + r] = q[size_t(r) * cols + c];
+    EXPECT_EQ(dqt.Download(), want) << rows << "x" << cols;
   }
 }
 

@@ -60,15 +60,25 @@ StatusOr<std::unique_ptr<Fp8Gemm>> Fp8Gemm::Create(int device, size_t workspace_
       return CudaStatus(err, "cudaMalloc(fp8 gemm workspace)");
     }
   }
-  return std::unique_ptr<Fp8Gemm>(new Fp8Gemm(h, ws, workspace_bytes));
+  return std::unique_ptr<Fp8Gemm>(new Fp8Gemm(h, ws, workspace_bytes, /*owns_ws=*/true));
 }
 
-Fp8Gemm::Fp8Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes)
-    : handle_(h), workspace_(ws), workspace_bytes_(ws_bytes) {}
+StatusOr<std::unique_ptr<Fp8Gemm>> Fp8Gemm::CreateSharing(int device, void* workspace,
+                                                          size_t workspace_bytes) {
+  const std::string why = Fp8UnsupportedReason(device);
+  if (!why.empty()) return FailedPrecondition(why);
+  cublasLtHandle_t h = nullptr;
+  HT_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&h));
+  return std::unique_ptr<Fp8Gemm>(
+      new Fp8Gemm(h, workspace, workspace == nullptr ? 0 : workspace_bytes, /*owns_ws=*/false));
+}
+
+Fp8Gemm::Fp8Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool owns_ws)
+    : handle_(h), workspace_(ws), workspace_bytes_(ws_bytes), owns_workspace_(owns_ws) {}
 
 Fp8Gemm::~Fp8Gemm() {
   plans_.clear();
-  if (workspace_) cudaFree(workspace_);
+  if (workspace_ && owns_workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
 }
 

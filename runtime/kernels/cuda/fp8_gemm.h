@@ -58,6 +58,11 @@ class Fp8Gemm {
   // (compute capability below 8.9: A100, A10G, ...).
   static StatusOr<std::unique_ptr<Fp8Gemm>> Create(int device,
                                                    size_t workspace_bytes = kDefaultWorkspaceBytes);
+  // The same with a workspace owned by someone else (not freed here), e.g.
+  // the bf16 Gemm's: every product must be queued on the stream its owner
+  // uses.
+  static StatusOr<std::unique_ptr<Fp8Gemm>> CreateSharing(int device, void* workspace,
+                                                          size_t workspace_bytes);
   ~Fp8Gemm();
   Fp8Gemm(const Fp8Gemm&) = delete;
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
@@ -70,12 +75,13 @@ class Fp8Gemm {
  private:
   struct Plan;
   using Key = std::tuple<int, int, int, long, long, long, int, int, int, bool, bool, int>;
-  Fp8Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes);
+  Fp8Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool owns_ws);
   StatusOr<Plan*> GetPlan(const Key& key, const Fp8GemmArgs& a, long lda, long ldb, long ldc);
 
   cublasLtHandle_t handle_;
   void* workspace_;
   size_t workspace_bytes_;
+  bool owns_workspace_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 

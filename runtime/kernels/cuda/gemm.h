@@ -66,6 +66,10 @@ class Gemm {
 
   bool allow_tf32() const { return allow_tf32_; }
   size_t cached_plans() const;
+  // The workspace, for another GEMM runner queued on the same stream only
+  // (Fp8Gemm::CreateSharing): products on one stream never overlap.
+  void* workspace() const { return workspace_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
 
   // What autotuning did so far (sums over tuned shapes, one call each).
   struct TuneStats {
