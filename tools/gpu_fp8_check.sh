@@ -7,8 +7,13 @@
 #   bash tools/gpu_fp8_check.sh tests            # FP8 kernel, backend and resume tests (+ bf16 regressions)
 #   bash tools/gpu_fp8_check.sh bench            # 125m 16x2048 and 1b 4x2048, bf16 then fp8, same process tree
 #   bash tools/gpu_fp8_check.sh variants         # 1b fp8: tensorwise recipe, e4m3 gradients
-#   bash tools/gpu_fp8_check.sh profile          # 1b per-op profile, bf16 and fp8 (profile125: 125m)
-#   bash tools/gpu_fp8_check.sh parity [STEPS]   # 125m on real text, 4x2048, bf16 vs fp8 from one seed
+#   bash tools/gpu_fp8_check.sh profile          # 1b per-op profile, bf16 and fp8 (profile125: 125m,
+#                                                # profile_fp8: 1b fp8 only)
+#   bash tools/gpu_fp8_check.sh parity           # 125m on real text, 4x2048, bf16 vs fp8 from one seed
+#   bash tools/gpu_fp8_check.sh parity_head      # the same, fp8 vs fp8 + model.fp8_lm_head
+#   bash tools/gpu_fp8_check.sh bench_head       # 125m and 1b fp8 with model.fp8_lm_head
+#   bash tools/gpu_fp8_check.sh fp8tests_direct  # the FP8 test binaries with gtest's summaries
+#                                                # (PARITY_STEPS: steps of the parity runs, 2000)
 #   bash tools/gpu_fp8_check.sh recipe           # the p5 1b recipe as written (fp8: True), 4 steps, 1 GPU
 #
 # Several modes may be given in one call. Logs and metrics go to $OUT (the
@@ -102,6 +107,10 @@ for mode in "$@"; do
       bench 1b_bf16 --model 1b --batch 4 --seq 2048
       bench 1b_fp8 --model 1b --batch 4 --seq 2048 --precision fp8
       ;;
+    bench_head)  # FP8 with the LM head in FP8 too
+      bench 125m_fp8_head --model 125m --batch 16 --seq 2048 --precision fp8 --fp8-lm-head 1
+      bench 1b_fp8_head --model 1b --batch 4 --seq 2048 --precision fp8 --fp8-lm-head 1
+      ;;
     variants)
       bench 1b_fp8_tensorwise --model 1b --batch 4 --seq 2048 --precision fp8 --fp8-recipe tensorwise
       bench 1b_fp8_e4m3grad --model 1b --batch 4 --seq 2048 --precision fp8 --fp8-grad e4m3
@@ -110,11 +119,32 @@ for mode in "$@"; do
       bench 1b_bf16_profile --model 1b --batch 4 --seq 2048 --steps 10 --profile 1
       bench 1b_fp8_profile --model 1b --batch 4 --seq 2048 --steps 10 --profile 1 --precision fp8
       ;;
+    profile_fp8)  # 1b per-op profile, fp8 only (the bf16 one does not change with FP8 work)
+      bench 1b_fp8_profile --model 1b --batch 4 --seq 2048 --steps 10 --profile 1 --precision fp8
+      ;;
     profile125)
       bench 125m_bf16_profile --model 125m --batch 16 --seq 2048 --steps 10 --profile 1
       bench 125m_fp8_profile --model 125m --batch 16 --seq 2048 --steps 10 --profile 1 --precision fp8
       ;;
     parity) do_parity both ;;
+    parity_head)  # 125m on real text: FP8 blocks vs FP8 blocks + FP8 LM head (model.fp8_lm_head)
+      if [ ! -d /tmp/fp8-corpus ]; then
+        "$HT" prepare --tokenizer "$PACK/corpus/tokenizer" --out /tmp/fp8-corpus \
+          "$PACK/corpus/corpus.jsonl.gz" 2>&1 | tail -n 3
+      fi
+      parity_run fp8 "${PARITY_STEPS:-2000}" --set model.fp8=true
+      parity_run fp8_head "${PARITY_STEPS:-2000}" --set model.fp8=true --set model.fp8_lm_head=true
+      ;;
+    fp8tests_direct)  # the FP8 GPU test binaries one by one, gtest's own summary
+      for t in .gpu/tests/*fp8* .gpu/tests/*gpu_resume*; do
+        [ -x "$t" ] || continue
+        filter='*'
+        [[ "$t" == *gpu_resume* ]] && filter='*Fp8*'
+        timeout 300 "$t" --gtest_filter="$filter" > "$OUTDIR/$(basename "$t").log" 2>&1 || rc_all=1
+        echo "== $(basename "$t"): $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUTDIR/$(basename "$t").log" | tr '\n' ' ')"
+        grep -E "^\[  FAILED  \]|Failure|Expected|Which is|actual" "$OUTDIR/$(basename "$t").log" | head -20
+      done
+      ;;
     recipe)
       exp=/tmp/fp8-recipe
       rm -rf "$exp"

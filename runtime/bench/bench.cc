@@ -3,6 +3,7 @@
 //   bench                      # the two reference runs: 125m 16x2048, 1b 4x2048, bf16
 //   bench --model 1b --batch 4 --seq 2048 --steps 30 --warmup 5
 //         [--precision bf16|fp16|fp8] [--fp8-recipe delayed|tensorwise] [--fp8-grad e5m2|e4m3]
+//         [--fp8-lm-head 0|1]
 //         [--checkpointing none|selective|full]
 //         [--graphs 0|1] [--share-grads 0|1] [--deterministic 0|1] [--json out.jsonl]
 //
@@ -57,7 +58,7 @@ struct RunSpec {
 std::string PrecisionLabel(const RunSpec& r) {
   if (!r.fp8.enabled) return model::PrecisionName(r.precision);
   return std::string("fp8-") + model::Fp8RecipeName(r.fp8.recipe) + "-" +
-         model::Fp8FormatName(r.fp8.grad_format);
+         model::Fp8FormatName(r.fp8.grad_format) + (r.fp8.lm_head ? "-head" : "");
 }
 
 double Median(std::vector<double> v) {
@@ -226,7 +227,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
 constexpr char kUsage[] =
     "usage: bench [--model NAME --batch B --seq S] [--steps N] [--warmup N]\n"
     "             [--precision bf16|fp16|fp32|tf32|fp8] [--checkpointing none|selective|full]\n"
-    "             [--fp8-recipe delayed|tensorwise] [--fp8-grad e5m2|e4m3]\n"
+    "             [--fp8-recipe delayed|tensorwise] [--fp8-grad e5m2|e4m3] [--fp8-lm-head 0|1]\n"
     "             [--graphs 0|1] [--profile 0|1] [--loss-chunk-rows N] [--share-grads 0|1]\n"
     "             [--deterministic 0|1]\n"
     "             [--json FILE]\n"
@@ -279,6 +280,8 @@ int BenchMain(int argc, char** argv) {
       auto p = model::ParseFp8Format(next());
       if (!p.ok()) { std::fprintf(stderr, "bench: %s\n", p.status().ToString().c_str()); return 2; }
       spec.fp8.grad_format = *p;
+    } else if (a == "--fp8-lm-head") {
+      spec.fp8.lm_head = as_int(next()) != 0;
     } else if (a == "--precision" && i + 1 < argc && std::string(argv[i + 1]) == "fp8") {
       ++i;
       spec.precision = model::Precision::kBF16;

@@ -230,10 +230,6 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
       return InvalidArgument(fmt::format("model.fp8: FP8 GEMMs run inside bf16 training, the "
                                          "precision is {}", model::PrecisionName(options_.precision)));
     }
-    if (options_.fp8.lm_head) {
-      return InvalidArgument("model.fp8_lm_head: the CUDA backend runs the LM head in bf16 only "
-                             "(FP8 covers the block projections); set it to false");
-    }
     if (!fused_qkv_ || !fused_gu_) {
       return InvalidArgument("model.fp8: the FP8 path needs q|k|v and gate|up stored back to back "
                              "(a layout tensor_alignment that divides their sizes)");

@@ -202,6 +202,38 @@ TEST(CudaFp8, CheckpointingModesAndGraphsAreBitIdentical) {
   }
 }
 
+// model.fp8_lm_head: the logits GEMM on FP8 codes. Close to the bf16 head,
+// not equal to it, its slots recorded, and a repeated pass (delayed scales,
+// kept weight scales) reproduces the first bit for bit.
+TEST(CudaFp8, LmHeadInFp8) {
+  HT_SKIP_WITHOUT_FP8();
+  const Tokens t = RandomTokens(5);
+  auto plain = Make(Options(true));
+  model::BackendOptions o = Options(true);
+  o.fp8.lm_head = true;
+  auto head = Make(o);
+  ASSERT_TRUE(plain && head);
+  const Pass a = RunPass(*plain, t), b = RunPass(*head, t);
+  EXPECT_NE(a.loss, b.loss) << "the FP8 logits GEMM did not run";
+  EXPECT_NEAR(b.loss, a.loss, 0.01 * a.loss);
+  for (size_t u = 0; u < a.grads.size(); ++u) {
+    double rel = 0, cos = 0;
+    Compare(b.grads[u], a.grads[u], &rel, &cos);
+    EXPECT_GT(cos, 0.95) << "unit " << u;
+    EXPECT_LT(rel, 0.3) << "unit " << u;
+  }
+  const model::Fp8ScalingState& st = *head->Fp8Scaling();
+  for (model::Fp8Role r : {model::Fp8Role::kInput, model::Fp8Role::kWeight}) {
+    const int s = st.slots().LmHead(r);
+    ASSERT_GE(s, 0);
+    ASSERT_EQ(st.History(s).size(), 1u);
+    EXPECT_GT(st.History(s)[0], 0.0f) << st.slots().Name(s);
+  }
+  const Pass again = RunPass(*head, t);
+  EXPECT_EQ(again.loss, b.loss);
+  for (size_t u = 0; u < b.grads.size(); ++u) EXPECT_EQ(again.grads[u], b.grads[u]) << u;
+}
+
 TEST(CudaFp8, TrainsLikeBf16) {
   HT_SKIP_WITHOUT_FP8();
   const Tokens t = RandomTokens(6);

@@ -33,12 +33,16 @@ Dims GemmDims(const model::ModelConfig& c) {
 }  // namespace
 
 Fp8Projections::ScratchSizes Fp8Projections::ScratchBytes(const model::ModelConfig& config,
-                                                          int64_t tokens) {
+                                                          int64_t tokens, bool lm_head) {
   const Dims d = GemmDims(config);
   ScratchSizes s;
   s.forward = RoundUp(size_t(tokens * d.max_in)) + RoundUp(size_t(d.max_w));
   s.backward = 2 * RoundUp(size_t(tokens * d.max_out)) + RoundUp(size_t(tokens * d.max_in)) +
                RoundUp(size_t(d.max_w));
+  if (lm_head) {
+    s.lm_head = RoundUp(size_t(tokens * config.hidden_size)) +
+                RoundUp(size_t(config.vocab_size * config.hidden_size));
+  }
   return s;
 }
 
@@ -152,15 +156,32 @@ void Fp8Projections::UseWeights(int layer, int64_t version) {
 
 // The weight's scale from its own amax (once per version when kept), then
 // the cast. The amax slot is zeroed first: it is a running max.
-Status Fp8Projections::CastWeight(int layer, int slot, const __nv_bfloat16* w, size_t numel,
-                                  cudaStream_t stream) {
-  const int64_t version = layer_version_[static_cast<size_t>(layer)];
+Status Fp8Projections::CastWeight(int slot, int64_t version, const __nv_bfloat16* w, size_t numel,
+                                  uint8_t* q, cudaStream_t stream) {
   if (!cache_weight_scales_ || scaled_version_[static_cast<size_t>(slot)] != version) {
     HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax(slot), 0, sizeof(float), stream));
     HT_RETURN_IF_ERROR(ComputeOwnScale(w, numel, slot, stream));
     scaled_version_[static_cast<size_t>(slot)] = version;
   }
-  HT_CUDA_RETURN_IF_ERROR(kc::Fp8Cast(wq_, w, numel, scale(slot), nullptr, Fp8Format::kE4M3, stream));
+  HT_CUDA_RETURN_IF_ERROR(kc::Fp8Cast(q, w, numel, scale(slot), nullptr, Fp8Format::kE4M3, stream));
+  return Status::Ok();
+}
+
+Status Fp8Projections::CastLmHead(const __nv_bfloat16* h, int n, int cols, const __nv_bfloat16* w,
+                                  int vocab, int64_t w_version,
+                                  kc::LmHeadLossArgs::Fp8Logits* out, cudaStream_t stream) {
+  const model::Fp8Slots& slots = state_.slots();
+  const int sx = slots.LmHead(Fp8Role::kInput), sw = slots.LmHead(Fp8Role::kWeight);
+  if (sx < 0 || lm_head_scratch_ == nullptr) {
+    return Internal("fp8: the LM head is not in FP8 (model.fp8_lm_head) or has no scratch");
+  }
+  if (n > tokens_) return Internal(fmt::format("fp8: {} rows, scratch planned for {}", n, tokens_));
+  uint8_t* hq = lm_head_scratch_;
+  uint8_t* wq = lm_head_scratch_ + RoundUp(size_t(tokens_) * cols);
+  HT_RETURN_IF_ERROR(CastWeight(sw, w_version, w, size_t(vocab) * cols, wq, stream));
+  HT_RETURN_IF_ERROR(CastInput(h, size_t(n) * cols, hq, sx, stream));
+  Mark(Op::kFp8Cast, stream);
+  *out = {gemm_.get(), hq, wq, scale_inv(sx), scale_inv(sw)};
   return Status::Ok();
 }
 
@@ -171,7 +192,8 @@ Status Fp8Projections::Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16*
   if (n > tokens_) return Internal(fmt::format("fp8: {} rows, scratch planned for {}", n, tokens_));
   const model::Fp8Slots& slots = state_.slots();
   const int sx = slots.Block(layer, g, Fp8Role::kInput), sw = slots.Block(layer, g, Fp8Role::kWeight);
-  HT_RETURN_IF_ERROR(CastWeight(layer, sw, w, size_t(out) * in, stream));
+  HT_RETURN_IF_ERROR(
+      CastWeight(sw, layer_version_[static_cast<size_t>(layer)], w, size_t(out) * in, wq_, stream));
   if (!x_cast) HT_RETURN_IF_ERROR(CastInput(x, size_t(n) * in, xq_, sx, stream));
   Mark(Op::kFp8Cast, stream);
   kc::Fp8GemmArgs a;

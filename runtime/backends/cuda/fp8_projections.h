@@ -42,6 +42,7 @@
 #include "core/status.h"
 #include "runtime/backends/cuda/op_profile.h"
 #include "runtime/kernels/cuda/fp8_gemm.h"
+#include "runtime/kernels/cuda/lm_head_loss.h"
 #include "runtime/model/config.h"
 #include "runtime/model/fp8.h"
 #include "runtime/model/unit_hooks.h"
@@ -54,9 +55,11 @@ class Fp8Projections {
   struct ScratchSizes {
     size_t forward = 0;   // Xq + Wq
     size_t backward = 0;  // dYq + dYt + Xt + Wt
+    size_t lm_head = 0;   // model.fp8_lm_head: the head's Hq + Wq (0 without)
   };
   // For `tokens` rows per pass, each part rounded to 256 bytes.
-  static ScratchSizes ScratchBytes(const model::ModelConfig& config, int64_t tokens);
+  static ScratchSizes ScratchBytes(const model::ModelConfig& config, int64_t tokens,
+                                   bool lm_head);
 
   // Fails with FailedPrecondition naming the GPU when it has no FP8 tensor
   // cores. `alloc` provides the small device buffers (scales, amaxes); the
@@ -72,6 +75,15 @@ class Fp8Projections {
   // Points the operands into the backend's plan: ScratchBytes(config,
   // tokens) at `forward` and `backward`; passes then have `tokens` rows.
   void SetScratch(int64_t tokens, void* forward, void* backward);
+  // ScratchBytes().lm_head at `lm_head`, live while the LM head runs.
+  void SetLmHeadScratch(void* lm_head) { lm_head_scratch_ = static_cast<uint8_t*>(lm_head); }
+
+  // model.fp8_lm_head: casts the head's input h [n, cols] (scaled as a block
+  // GEMM's input) and weight w [vocab, cols] (its own amax, kept per
+  // `w_version`) into the LM-head scratch and points `out` at the codes.
+  Status CastLmHead(const __nv_bfloat16* h, int n, int cols, const __nv_bfloat16* w, int vocab,
+                    int64_t w_version, kernels::cuda::LmHeadLossArgs::Fp8Logits* out,
+                    cudaStream_t stream);
 
   // Where a producer writes an operand already cast: q [n, width] row-major
   // (width: the GEMM's in for an input, out for a gradient), the scale to
@@ -135,7 +147,9 @@ class Fp8Projections {
     return (IsWeight(slot) ? w_scale_inv_ : scale_inv_) + slot * kSlotStride;
   }
   float* amax(int slot) const { return (IsWeight(slot) ? w_amax_ : amax_) + slot * kSlotStride; }
-  Status CastWeight(int layer, int slot, const __nv_bfloat16* w, size_t numel, cudaStream_t stream);
+  // The weight's scale (kept while `version` holds) and its e4m3 codes into q.
+  Status CastWeight(int slot, int64_t version, const __nv_bfloat16* w, size_t numel, uint8_t* q,
+                    cudaStream_t stream);
   void Mark(Op op, cudaStream_t stream) {
     if (profile_ != nullptr) profile_->Mark(op, stream);
   }
@@ -153,6 +167,7 @@ class Fp8Projections {
   std::vector<int64_t> scaled_version_;  // per slot: version its weight scale is from (-1: none)
   // Pinned mirrors with the same stride: scale | scale_inv, and amax | w_amax.
   float *host_scales_ = nullptr, *host_amax_ = nullptr;
+  uint8_t* lm_head_scratch_ = nullptr;
   uint8_t *xq_ = nullptr, *wq_ = nullptr, *dyq_ = nullptr, *dyt_ = nullptr, *xt_ = nullptr,
           *wt_ = nullptr;
 };

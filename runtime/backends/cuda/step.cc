@@ -84,15 +84,18 @@ Status CudaBackend::PlanActivations() {
   // no FP8 GEMM runs); the forward's from the region's start (nothing else of
   // the region is live during a block's forward or its recomputation).
   Fp8Projections::ScratchSizes fp8_bytes;
-  if (fp8_) fp8_bytes = Fp8Projections::ScratchBytes(cfg, N);
+  if (fp8_) fp8_bytes = Fp8Projections::ScratchBytes(cfg, N, options_.fp8.lm_head);
   const size_t fp8_backward_offset = dact_bytes + dgu_bytes;
   const size_t backward_bytes =
       fp8_ ? std::max(dead_bytes, fp8_backward_offset + fp8_bytes.backward) : dead_bytes;
   if (cuda_.loss_chunk_rows > 0) {
     chunk_rows_ = std::min(cuda_.loss_chunk_rows, N);
   } else {
-    const int64_t fit = std::max<int64_t>(
-        static_cast<int64_t>(std::max(backward_bytes, size_t{1} << 30) / (V * es)), 1);
+    // With fp8_lm_head the head's FP8 codes take their room from the chunk.
+    const size_t room = std::max(backward_bytes, size_t{1} << 30);
+    const size_t logits_room =
+        room > fp8_bytes.lm_head + size_t(V) * es ? room - fp8_bytes.lm_head : size_t(V) * es;
+    const int64_t fit = std::max<int64_t>(static_cast<int64_t>(logits_room / (V * es)), 1);
     const int64_t chunks = (N + fit - 1) / fit;
     chunk_rows_ = (N + chunks - 1) / chunks;
   }
@@ -172,8 +175,12 @@ Status CudaBackend::PlanActivations() {
     dln_f_ = dln_;  // dead before the first block's backward uses dln_
     // One region: the LM head's logits chunk, then (after the head, on the
     // same stream) the block backward's dact, dgu and attention workspace.
-    logits_ = take(std::max({backward_bytes, fp8_bytes.forward, size_t(chunk_rows_ * V) * es}));
+    const size_t logits_bytes = round_up(size_t(chunk_rows_ * V) * es);
+    logits_ = take(std::max({backward_bytes, fp8_bytes.forward, logits_bytes + fp8_bytes.lm_head}));
     char* region = static_cast<char*>(logits_);
+    if (fp8_ && region != nullptr && fp8_bytes.lm_head > 0) {
+      fp8_->SetLmHeadScratch(region + logits_bytes);  // after the chunk, while the head runs
+    }
     if (fp8_ && region != nullptr) fp8_->SetScratch(N, region, region + fp8_backward_offset);
     dact_ = region;
     dgu_ = region == nullptr ? nullptr : region + dact_bytes;
@@ -619,6 +626,12 @@ Status CudaBackend::HeadLoss(bool backward) {
     la.dw = G(E, head);
     la.dw_overwrite = first_write_;
     la.dscale = dscale_;
+  }
+  kc::LmHeadLossArgs::Fp8Logits fp8_logits;
+  if (fp8_ && options_.fp8.lm_head) {
+    HT_RETURN_IF_ERROR(fp8_->CastLmHead(Bf16(ln_f_), N, C, Bf16(W(E, head)), la.vocab,
+                                        versions_[E], &fp8_logits, stream_));
+    la.fp8 = &fp8_logits;
   }
   HT_RETURN_IF_ERROR(kc::LmHeadLoss(*gemm_, la, stream_));
   HT_LAUNCH(kc::SumFloats(losses_, N, loss_sum_, stream_));

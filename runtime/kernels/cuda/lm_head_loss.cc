@@ -26,13 +26,28 @@ Status LmHeadLoss(Gemm& gemm, const LmHeadLossArgs& a, cudaStream_t stream) {
   if (backward && (a.dh == nullptr || a.dw == nullptr)) {
     return InvalidArgument("lm head loss: dscale given without dh and dw");
   }
+  if (a.fp8 != nullptr && (a.dtype != DType::kBF16 || a.fp8->gemm == nullptr)) {
+    return InvalidArgument("lm head loss: FP8 logits need bf16 and an FP8 GEMM");
+  }
   const size_t es = DTypeSize(a.dtype);
   for (int r0 = 0; r0 < a.n; r0 += a.chunk_rows) {
     const int rows = std::min(a.chunk_rows, a.n - r0);
     const char* h = static_cast<const char*>(a.h) + static_cast<size_t>(r0) * a.cols * es;
     // logits[rows, V] = h[rows, C] . W[V, C]^T
-    GemmShape fwd{rows, a.vocab, a.cols, false, true};
-    HT_RETURN_IF_ERROR(gemm.Matmul(fwd, h, a.w, a.dtype, a.logits, a.dtype, 1.0f, 0.0f, stream));
+    if (a.fp8 != nullptr) {
+      Fp8GemmArgs f;
+      f.m = rows, f.n = a.vocab, f.k = a.cols;
+      f.a = {a.fp8->h + static_cast<size_t>(r0) * a.cols, model::Fp8Format::kE4M3,
+             a.fp8->h_scale_inv, a.cols};
+      f.b = {a.fp8->w, model::Fp8Format::kE4M3, a.fp8->w_scale_inv, a.cols};
+      f.c = a.logits;
+      f.c_type = DType::kBF16;
+      f.fast_accum = false;  // the logits feed the softmax: keep fp32 promotion
+      HT_RETURN_IF_ERROR(a.fp8->gemm->Matmul(f, stream));
+    } else {
+      GemmShape fwd{rows, a.vocab, a.cols, false, true};
+      HT_RETURN_IF_ERROR(gemm.Matmul(fwd, h, a.w, a.dtype, a.logits, a.dtype, 1.0f, 0.0f, stream));
+    }
     cudaError_t err = cudaSuccess;
     switch (a.dtype) {
       case DType::kF32:

@@ -5,6 +5,7 @@
 // SoftmaxCrossEntropy and immediately consumed by the two backward GEMMs:
 //   dh[chunk]  = dlogits . W          (written)
 //   dW        += dlogits^T . h[chunk] (fp32, accumulated)
+// With `fp8` the logits GEMM runs on FP8 codes (LmHeadLossArgs::Fp8Logits).
 // Chunking along tokens keeps each row's whole vocabulary in one chunk, so
 // the log-sum-exp needs no second pass and the forward GEMM runs once.
 #include <cuda_runtime.h>
@@ -13,6 +14,7 @@
 
 #include "core/status.h"
 #include "runtime/kernels/cuda/dtype.h"
+#include "runtime/kernels/cuda/fp8_gemm.h"
 #include "runtime/kernels/cuda/gemm.h"
 
 namespace hypertrain::kernels::cuda {
@@ -32,6 +34,18 @@ struct LmHeadLossArgs {
   float* dw = nullptr;         // [vocab, cols], accumulated (or written, see below)
   bool dw_overwrite = false;   // the first chunk writes dw instead of adding to it
   const float* dscale = nullptr;  // device scalar: d(total)/d(per-token loss)
+  // model.fp8_lm_head: the logits GEMM multiplies these e4m3 codes of h
+  // ([n, cols]) and w ([vocab, cols]) with their dequantization scales (fp32
+  // accumulation, bf16 logits); the backward GEMMs still read h and w. Null:
+  // the logits GEMM in dtype.
+  struct Fp8Logits {
+    Fp8Gemm* gemm = nullptr;
+    const uint8_t* h = nullptr;
+    const uint8_t* w = nullptr;
+    const float* h_scale_inv = nullptr;
+    const float* w_scale_inv = nullptr;
+  };
+  const Fp8Logits* fp8 = nullptr;
 };
 
 Status LmHeadLoss(Gemm& gemm, const LmHeadLossArgs& a, cudaStream_t stream);
