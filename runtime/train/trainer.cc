@@ -219,12 +219,13 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
                  global_batch, seq, global_batch * seq);
     if (c.fp8.enabled && backend.Fp8Scaling() != nullptr) {
       spdlog::info("fp8: block GEMMs in FP8 (e4m3 forward, {} gradients), recipe {}{}, weights "
-                   "scaled by their own amax, LM head bf16",
+                   "scaled by their own amax, {}",
                    model::Fp8FormatName(c.fp8.grad_format), model::Fp8RecipeName(c.fp8.recipe),
                    c.fp8.recipe == model::Fp8Recipe::kDelayed
                        ? fmt::format(" (amax history {}, {})", c.fp8.amax_history_len,
                                      model::AmaxComputeAlgoName(c.fp8.amax_compute_algo))
-                       : std::string());
+                       : std::string(),
+                   c.fp8.lm_head ? "LM head logits GEMM in FP8 (its backward bf16)" : "LM head bf16");
     } else if (c.fp8.enabled) {
       spdlog::warn("model.fp8: the {} backend has no FP8 path and computes as for {} (the CPU "
                    "reference: fp32); FP8 GEMMs need a CUDA GPU with FP8 tensor cores",
