@@ -6,6 +6,7 @@ namespace {
 constexpr char kLauncherEnv[] = "runtime/launch ParseNodeEnv (hypertrain launch)";
 constexpr char kRankEnv[] = "runtime/launch ParseRankEnv (every rank)";
 constexpr char kRunConfig[] = "runtime/config ResolveRunConfig (hypertrain train, progress reporter)";
+constexpr char kElasticConfig[] = "runtime/config (hypertrain train: gradient accumulation on NNODES)";
 constexpr char kReporter[] = "runtime/progress (node 0's launcher)";
 
 }  // namespace
@@ -30,6 +31,8 @@ const std::vector<EnvVarSpec>& EnvVars() {
       {kPodName, SetBy::kOperator, "", kReporter},
       {kConfig, SetBy::kOperator, "", kRunConfig},
       {kCheckpointDir, SetBy::kOperator, "", kRunConfig},
+      {kDesiredNnodes, SetBy::kOperatorElastic, "", kElasticConfig},
+      {kResizeReason, SetBy::kOperatorElastic, "", kElasticConfig},
       {kRank, SetBy::kLauncher, "", kRankEnv},
       {kLocalRank, SetBy::kLauncher, "", kRankEnv},
       {kLocalWorldSize, SetBy::kLauncher, "", kRankEnv},
@@ -57,7 +60,9 @@ const std::vector<std::string>& ReservedEnvNames() {
   static const std::vector<std::string> k = [] {
     std::vector<std::string> names;
     for (const EnvVarSpec& v : EnvVars()) {
-      if (v.set_by == SetBy::kOperator || v.set_by == SetBy::kLauncher) names.emplace_back(v.name);
+      if (v.set_by == SetBy::kOperator || v.set_by == SetBy::kOperatorElastic || v.set_by == SetBy::kLauncher) {
+        names.emplace_back(v.name);
+      }
     }
     return names;
   }();

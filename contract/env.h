@@ -76,6 +76,18 @@ inline constexpr char kConfig[] = "HYPERTRAIN_CONFIG";
 // config from a ConfigMap the operator cannot read saves where the job says.
 inline constexpr char kCheckpointDir[] = "HYPERTRAIN_CHECKPOINT_DIR";
 
+// --- Elastic jobs (spec.elastic): set by the operator on their pods only,
+// read by the trainer (runtime/config), which keeps the global batch of the
+// desired size on NNODES nodes (contract/elastic.h).
+
+// The desired size, spec.nodes: the node count the trainer config's batch is
+// written for. NNODES is the size of this attempt (minNodes..maxNodes).
+inline constexpr char kDesiredNnodes[] = "HYPERTRAIN_DESIRED_NNODES";
+// Why this attempt runs on NNODES rather than the desired size (the
+// operator's words, e.g. "1 of 2 nodes fit after schedulingTimeoutSeconds=60:
+// ..."); set only while the two differ. The trainer logs it.
+inline constexpr char kResizeReason[] = "HYPERTRAIN_RESIZE_REASON";
+
 // --- Per rank: set by `hypertrain launch` (with WORLD_SIZE and the node
 // variables above), read by the trainer (runtime/parallel, the CUDA backend).
 
@@ -125,6 +137,7 @@ inline constexpr char kPodNamespaceFallback[] = "POD_NAMESPACE";
 enum class SetBy {
   kOperator,         // on every TrainingJob pod (kCheckpointDir: when known); reserved
   kOperatorDefault,  // unless spec.env names it: library tuning on GPU pods, the metrics port on every pod
+  kOperatorElastic,  // on the pods of elastic jobs (kResizeReason: while resized); reserved
   kLauncher,         // by `hypertrain launch`, per rank; reserved
   kUser,             // optionally by the user
 };

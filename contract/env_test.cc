@@ -37,7 +37,9 @@ TEST(EnvContract, EveryAliasStandsForAnOperatorVariable) {
 TEST(EnvContract, ReservedAreWhatTheOperatorAndTheLauncherSet) {
   std::vector<std::string> expected;
   for (const EnvVarSpec& v : EnvVars()) {
-    if (v.set_by == SetBy::kOperator || v.set_by == SetBy::kLauncher) expected.emplace_back(v.name);
+    if (v.set_by == SetBy::kOperator || v.set_by == SetBy::kOperatorElastic || v.set_by == SetBy::kLauncher) {
+      expected.emplace_back(v.name);
+    }
   }
   EXPECT_THAT(ReservedEnvNames(), UnorderedElementsAreArray(expected));
   const auto reserved = [](const char* n) {
@@ -45,7 +47,8 @@ TEST(EnvContract, ReservedAreWhatTheOperatorAndTheLauncherSet) {
     return std::find(r.begin(), r.end(), n) != r.end();
   };
   for (const char* n : {env::kMasterAddr, env::kWorldSize, env::kRank, env::kLocalRank, env::kPetNnodes,
-                        env::kRestartAttempt, env::kConfig, env::kCheckpointDir, env::kJobName}) {
+                        env::kRestartAttempt, env::kConfig, env::kCheckpointDir, env::kJobName,
+                        env::kDesiredNnodes, env::kResizeReason}) {
     EXPECT_TRUE(reserved(n)) << n;
   }
   // Library defaults and user knobs stay overridable.

@@ -3,6 +3,7 @@
 #ifndef HYPERTRAIN_OPERATOR_API_SPEC_PARTS_H_
 #define HYPERTRAIN_OPERATOR_API_SPEC_PARTS_H_
 
+#include <optional>
 #include <set>
 #include <string>
 
@@ -29,6 +30,10 @@ void ParseVolumeMount(const nlohmann::json& m, const std::string& path, const st
 // container's env, mounts and resources) or kept in s->pod_template; conflicts
 // with the operator's fields or the rest of the spec are errors naming the field.
 void ParsePodTemplate(const nlohmann::json* v, const std::string& path, TrainingJobSpec* s);
+
+// spec.elastic against the rest of the spec (nodes, the scheduling timeout,
+// the trainer config's batch and sharding); nullopt when absent.
+std::optional<Elastic> ParseElastic(const nlohmann::json* v, const std::string& path, const TrainingJobSpec& s);
 
 // Pod labels and annotations the operator sets itself (a user may not).
 bool IsOperatorLabel(const std::string& key);

@@ -90,11 +90,20 @@ StatusOr<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int 
                                                  std::to_string(nproc_per_node) + " ranks per node)");
   }
   out.shard_degree = *resolved;
+  out.requested_shard_degree = degree.value_or(0);
 
   std::optional<int64_t> batch =
       OptionalInt(model, "train_batch_size", "model.train_batch_size", &err);
   if (err) return *err;
   if (batch && *batch <= 0) return ConfigError("model.train_batch_size", "must be > 0");
+  // The trainer reads either spelling (the second wins when both are given).
+  for (const char* key : {"grad_accumulation_steps", "gradient_accumulation_steps"}) {
+    const std::string path = std::string("model.") + key;
+    std::optional<int64_t> accum = OptionalInt(model, key, path, &err);
+    if (err) return *err;
+    if (accum && *accum <= 0) return ConfigError(path, "must be > 0");
+    if (accum) out.grad_accumulation_steps = *accum;
+  }
 
   if (YAML::Node exp = root["exp_manager"]) {
     if (!exp.IsMap()) return ConfigError("exp_manager", "must be a mapping");

@@ -23,6 +23,10 @@ struct TrainerConfigSummary {
   int64_t max_steps = kDefaultMaxSteps;    // trainer.max_steps (> 0)
   std::string sharding_strategy;           // model.sharding_strategy, default hybrid_shard
   int64_t shard_degree = 0;                // resolved shard group size
+  int64_t requested_shard_degree = 0;      // model.shard_degree as written (0: the strategy's default)
+  // model.grad_accumulation_steps (or gradient_accumulation_steps), default 1:
+  // micro-batches per step at the desired size (elastic sizes, contract/elastic.h).
+  int64_t grad_accumulation_steps = 1;
   std::optional<std::string> checkpoint_dir;  // exp_manager.checkpoint_dir
 };
 
@@ -33,7 +37,7 @@ struct TrainerConfigSummary {
 // trainer.devices, when present, equal nodes and nproc_per_node;
 // model.sharding_strategy and model.shard_degree follow the contract's strategies
 // and shard-degree rule (contract/sharding.h), the ones the trainer applies;
-// model.train_batch_size is positive. Errors have field
+// model.train_batch_size and model.grad_accumulation_steps are positive. Errors have field
 // "spec.trainerConfig.inline" and a message starting with the YAML key.
 StatusOr<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int nodes,
                                                      int nproc_per_node);

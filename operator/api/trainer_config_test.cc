@@ -28,6 +28,21 @@ TEST(TrainerConfigTest, AcceptsARecipeAndSummarises) {
   EXPECT_EQ(r->sharding_strategy, "hybrid_shard");
   EXPECT_EQ(r->shard_degree, 8);
   EXPECT_EQ(r->checkpoint_dir, "/fsx/ckpt/llama");
+  EXPECT_EQ(r->requested_shard_degree, 8);
+  EXPECT_EQ(r->grad_accumulation_steps, 1);
+}
+
+TEST(TrainerConfigTest, GradientAccumulationInEitherSpelling) {
+  auto a = ValidateTrainerConfig("trainer: {}\nmodel: {grad_accumulation_steps: 4}\n", 2, 8);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->grad_accumulation_steps, 4);
+  EXPECT_EQ(a->requested_shard_degree, 0);
+  auto b = ValidateTrainerConfig("trainer: {}\nmodel: {gradient_accumulation_steps: 3}\n", 2, 8);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->grad_accumulation_steps, 3);
+  auto bad = ValidateTrainerConfig("trainer: {}\nmodel: {grad_accumulation_steps: 0}\n", 2, 8);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("model.grad_accumulation_steps: must be > 0"));
 }
 
 TEST(TrainerConfigTest, DefaultShardDegreePerStrategy) {

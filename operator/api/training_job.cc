@@ -258,6 +258,7 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
     if (!summary.ok()) throw FieldError{summary.status()};
     s.trainer_config.summary = summary.value();
   }
+  s.elastic = ParseElastic(Find(spec, "elastic"), "spec.elastic", s);
   std::optional<std::string> ckpt = OptString(spec, "checkpointDir", P, 1024);
   if (ckpt && (ckpt->empty() || (*ckpt)[0] != '/')) Fail("spec.checkpointDir", "must be an absolute path");
   const auto& summary = s.trainer_config.summary;

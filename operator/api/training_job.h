@@ -170,6 +170,28 @@ struct PodTemplate {
   nlohmann::json init_containers = nlohmann::json::array();
 };
 
+// spec.elastic: when a gang cannot be placed whole within
+// runPolicy.schedulingTimeoutSeconds, run on as many nodes as fit (at least
+// minNodes) and grow back when capacity returns. The trainer keeps the global
+// batch of `nodes` on every size (contract/elastic.h); nodes stays the desired size.
+struct Elastic {
+  int32_t min_nodes = 1;
+  int32_t max_nodes = 1;  // resolved: the spec's, else nodes
+  // While below the desired size, capacity is looked at again this often
+  // (node changes also trigger a look).
+  int32_t check_interval_seconds = 60;
+  // Never grow sooner than this after the last resize (each resize is a gang
+  // restart from the last checkpoint).
+  int32_t min_resize_interval_seconds = 600;
+  // The sizes in [min_nodes, max_nodes] that keep the global batch and the
+  // shard degree rule (contract::ElasticSizeProblem), ascending; holds min_nodes,
+  // nodes and max_nodes.
+  std::vector<int32_t> sizes;
+
+  // The largest size <= n, or 0 when none is.
+  int32_t LargestSizeAtMost(int64_t n) const;
+};
+
 // Resource quantities as Kubernetes strings ("4", "64Gi").
 using ResourceList = std::map<std::string, std::string>;
 
@@ -200,6 +222,7 @@ struct TrainingJobSpec {
   FaultPolicy fault_policy;
   Scheduling scheduling;
   PodTemplate pod_template;
+  std::optional<Elastic> elastic;  // nullopt: the job always runs on `nodes`
   // Things the user should know that are not errors (e.g. an instance type
   // not in the table): the operator reports each as a Warning event once.
   std::vector<std::string> warnings;
