@@ -74,7 +74,7 @@ TEST_F(CrdTest, PrinterColumnsResolveWithMatchingTypes) {
     ASSERT_FALSE(node.is_null()) << path;
     EXPECT_EQ(node["type"], col["type"]) << path;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"State", "Nodes", "GPUs", "Step", "Restarts", "Age"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"State", "Nodes", "Current", "GPUs", "Step", "Restarts", "Age"}));
   // The State column's values are exactly the condition types.
   EXPECT_EQ(SchemaAt(schema_, ".status.state")["enum"], json(ConditionTypes()));
 }
@@ -136,6 +136,10 @@ TEST_F(CrdTest, DefaultsAgreeWithTheCppDefaults) {
   EXPECT_EQ(s["faultPolicy"]["podPendingOrLostGraceSeconds"], fp.pod_pending_or_lost_grace_seconds);
   EXPECT_EQ(s["faultPolicy"]["nodeHealthLabel"], fp.node_health_label);
   EXPECT_EQ(s["faultPolicy"]["healthyNodeValues"], json(fp.healthy_node_values));
+  const Elastic elastic;  // what the schema's defaults must say
+  EXPECT_EQ(SchemaAt(schema_, ".spec.elastic.checkIntervalSeconds")["default"], elastic.check_interval_seconds);
+  EXPECT_EQ(SchemaAt(schema_, ".spec.elastic.minResizeIntervalSeconds")["default"],
+            elastic.min_resize_interval_seconds);
   EXPECT_EQ(SchemaAt(schema_, ".spec.scheduling.terminationGracePeriodSeconds")["default"],
             cpp->scheduling.termination_grace_period_seconds);
   // The API server's defaulting and the C++ defaults give the same spec.
@@ -159,6 +163,10 @@ TEST_F(CrdTest, StatusWrittenByTheOperatorValidates) {
   st.last_fault = Fault{"Hang", "no progress", "j-node-0", "ip-1", 0, 201, "2026-11-22T00:02:00Z"};
   st.excluded_nodes = {"ip-1"};
   st.node_faults = {{"ip-1", 2}};
+  st.current_nodes = 1;
+  st.elastic.last_resize_time = "2026-11-22T00:02:00Z";
+  st.elastic.history = {{2, "2026-11-22T00:00:01Z", "the desired size", 0, 10},
+                        {1, "2026-11-22T00:02:00Z", "1 of 2 nodes fit", 5, std::nullopt}};
   json obj = Job(MinimalSpec());
   obj["spec"]["nprocPerNode"] = 1;
   obj["status"] = ToJson(st);
@@ -230,6 +238,15 @@ TEST_F(CrdTest, RejectsBadSpecs) {
   s = MinimalSpec();
   s["runPolicy"] = {{"schedulingTimeoutSeconds", -5}};
   expect_problem(s, "spec.runPolicy.schedulingTimeoutSeconds");
+  s = MinimalSpec();
+  s["elastic"] = {{"maxNodes", 2}};
+  expect_problem(s, "spec.elastic.minNodes: required");
+  s["elastic"] = {{"minNodes", 0}};
+  expect_problem(s, "spec.elastic.minNodes");
+  s["elastic"] = {{"minNodes", 1}, {"checkIntervalSeconds", 0}};
+  expect_problem(s, "spec.elastic.checkIntervalSeconds");
+  s["elastic"] = {{"minNodes", 1}, {"every", 1}};
+  expect_problem(s, "spec.elastic.every: unknown field");
   // Pass-through fields keep what the core API defines.
   s = MinimalSpec();
   s["volumes"] = json::array({{{"name", "fsx"}, {"persistentVolumeClaim", {{"claimName", "c"}}}}});
@@ -255,6 +272,9 @@ TEST_F(CrdTest, CelRulesArePresentWhereRulesSpanFields) {
   // The rules ParseSpec mirrors for a real API server (kube-local does not run CEL).
   EXPECT_THAT(rules_at(".spec"), ::testing::HasSubstr("self.volumeMounts.all(m"));
   EXPECT_THAT(rules_at(".spec.runPolicy"), ::testing::HasSubstr("has(self.schedulingTimeoutSeconds)"));
+  EXPECT_THAT(rules_at(".spec"), ::testing::HasSubstr("self.elastic.minNodes <="));
+  EXPECT_THAT(rules_at(".spec"), ::testing::HasSubstr("self.elastic.maxNodes >="));
+  EXPECT_THAT(rules_at(".spec"), ::testing::HasSubstr("!has(self.elastic) || (has(self.runPolicy)"));
   EXPECT_THAT(rules_at(".spec.faultPolicy"), ::testing::HasSubstr("self.retryableExitCodes.exists"));
   EXPECT_THAT(rules_at(".spec.faultPolicy.retryableExitCodes"), ::testing::HasSubstr("!(2 in self)"));
   EXPECT_THAT(rules_at(".spec.scheduling"), ::testing::HasSubstr("'volcano'"));

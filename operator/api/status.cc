@@ -75,7 +75,7 @@ const std::vector<std::string>& ConditionReasons() {
       kPodLost,           kPodEvicted,          kNodeUnhealthy,    kHang,
       kJobRestarting,     kAllPodsSucceeded,    kBackoffLimitExceeded, kDeadlineExceeded,
       kNonRetryableExitCode, kInvalidSpec,      kJobSuspended,     kJobResumed,
-      kJobSucceeded,      kJobFailed,           kUnschedulable};
+      kJobSucceeded,      kJobFailed,           kUnschedulable,    kResized};
   return k;
 }
 
@@ -146,6 +146,7 @@ json ToJson(const TrainingJobStatus& s) {
   j["restartAttempt"] = s.restart_attempt;
   j["gpus"] = s.gpus;
   j["worldSize"] = s.world_size;
+  if (s.current_nodes > 0) j["currentNodes"] = s.current_nodes;
   j["pods"] = {{"active", s.pods.active}, {"succeeded", s.pods.succeeded}, {"failed", s.pods.failed}};
   if (s.progress) {
     json p = json::object();
@@ -178,6 +179,21 @@ json ToJson(const TrainingJobStatus& s) {
     PutStr(sc, "message", s.scheduling.message);
     j["scheduling"] = sc;
   }
+  if (!s.elastic.empty()) {
+    json e = json::object();
+    PutStr(e, "lastResizeTime", s.elastic.last_resize_time);
+    json history = json::array();
+    for (const SizeRecord& r : s.elastic.history) {
+      json h = {{"nodes", r.nodes}};
+      PutStr(h, "since", r.since);
+      PutStr(h, "reason", r.reason);
+      PutOpt(h, "fromStep", r.from_step);
+      PutOpt(h, "toStep", r.to_step);
+      history.push_back(h);
+    }
+    e["history"] = history;
+    j["elastic"] = e;
+  }
   return j;
 }
 
@@ -202,6 +218,7 @@ StatusOr<TrainingJobStatus> ParseStatus(const json& j) {
   s.restart_attempt = GetNum<int32_t>(j, "restartAttempt").value_or(0);
   s.gpus = GetNum<int32_t>(j, "gpus").value_or(0);
   s.world_size = GetNum<int32_t>(j, "worldSize").value_or(0);
+  s.current_nodes = GetNum<int32_t>(j, "currentNodes").value_or(0);
   if (auto it = j.find("pods"); it != j.end() && it->is_object()) {
     s.pods.active = GetNum<int32_t>(*it, "active").value_or(0);
     s.pods.succeeded = GetNum<int32_t>(*it, "succeeded").value_or(0);
@@ -243,6 +260,17 @@ StatusOr<TrainingJobStatus> ParseStatus(const json& j) {
     s.scheduling.timeouts = GetNum<int32_t>(*it, "timeouts").value_or(0);
     s.scheduling.retry_time = GetStr(*it, "retryTime");
     s.scheduling.message = GetStr(*it, "message");
+  }
+  if (auto it = j.find("elastic"); it != j.end() && it->is_object()) {
+    s.elastic.last_resize_time = GetStr(*it, "lastResizeTime");
+    if (auto h = it->find("history"); h != it->end() && h->is_array()) {
+      for (const json& r : *h) {
+        if (!r.is_object()) continue;
+        s.elastic.history.push_back(SizeRecord{GetNum<int32_t>(r, "nodes").value_or(0), GetStr(r, "since"),
+                                               GetStr(r, "reason"), GetNum<int64_t>(r, "fromStep"),
+                                               GetNum<int64_t>(r, "toStep")});
+      }
+    }
   }
   return s;
 }

@@ -55,6 +55,8 @@ inline constexpr char kJobFailed[] = "JobFailed";
 // A gang not all Running within runPolicy.schedulingTimeoutSeconds (Restarting
 // while schedulingRetry lasts, then Failed).
 inline constexpr char kUnschedulable[] = "Unschedulable";
+// An elastic job's gang restarted on another number of nodes (Restarting).
+inline constexpr char kResized[] = "Resized";
 }  // namespace reason
 
 const std::vector<std::string>& ConditionTypes();
@@ -113,6 +115,27 @@ struct SchedulingStatus {
   bool empty() const { return *this == SchedulingStatus{}; }
 };
 
+// One size an elastic job ran on (spec.elastic).
+struct SizeRecord {
+  int32_t nodes = 0;
+  std::string since;   // RFC 3339: when the operator chose this size
+  std::string reason;  // why this size
+  // The steps trained at this size: from the checkpoint step it resumed from
+  // (the first progress report at this size says it) to the last step reported.
+  std::optional<int64_t> from_step;
+  std::optional<int64_t> to_step;
+  bool operator==(const SizeRecord&) const = default;
+};
+
+// The resizes of an elastic job.
+struct ElasticStatus {
+  std::string last_resize_time;     // RFC 3339; "" before the first resize
+  std::vector<SizeRecord> history;  // oldest first, at most kMaxSizeHistory
+  bool operator==(const ElasticStatus&) const = default;
+  bool empty() const { return *this == ElasticStatus{}; }
+};
+inline constexpr size_t kMaxSizeHistory = 32;
+
 struct TrainingJobStatus {
   std::string state;
   int64_t observed_generation = 0;
@@ -123,12 +146,16 @@ struct TrainingJobStatus {
   int32_t restart_attempt = 0;
   int32_t gpus = 0;
   int32_t world_size = 0;
+  // Nodes of the current attempt: spec.nodes, or for an elastic job the size
+  // the operator chose (0 until the first pass).
+  int32_t current_nodes = 0;
   PodCounts pods;
   std::optional<Progress> progress;
   std::optional<Fault> last_fault;
   std::vector<std::string> excluded_nodes;
   std::map<std::string, int32_t> node_faults;
   SchedulingStatus scheduling;
+  ElasticStatus elastic;
 
   bool operator==(const TrainingJobStatus&) const = default;
 };

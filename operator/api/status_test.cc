@@ -87,6 +87,7 @@ TEST(ConditionsTest, ReasonSetHasNoDuplicates) {
 TEST(ConditionsTest, UnschedulableIsAReason) {
   const auto& r = ConditionReasons();
   EXPECT_NE(std::find(r.begin(), r.end(), reason::kUnschedulable), r.end());
+  EXPECT_NE(std::find(r.begin(), r.end(), reason::kResized), r.end());
 }
 
 TEST(StatusJsonTest, RoundTrips) {
@@ -104,7 +105,17 @@ TEST(StatusJsonTest, RoundTrips) {
   s.excluded_nodes = {"ip-9"};
   s.node_faults = {{"ip-9", 2}};
   s.scheduling = {"2026-01-01T00:00:02Z", 1, "2026-01-01T00:07:00Z", "pod j-node-1: 0/2 nodes are available"};
+  s.current_nodes = 1;
+  s.elastic.last_resize_time = "2026-01-01T00:08:00Z";
+  s.elastic.history = {{2, "2026-01-01T00:00:01Z", "the desired size", 0, 120},
+                       {1, "2026-01-01T00:08:00Z", "1 of 2 nodes fit", 100, std::nullopt}};
   nlohmann::json j = ToJson(s);
+  EXPECT_EQ(j["currentNodes"], 1);
+  EXPECT_EQ(j["elastic"]["history"][0]["toStep"], 120);
+  EXPECT_EQ(j["elastic"]["history"][1]["fromStep"], 100);
+  EXPECT_FALSE(j["elastic"]["history"][1].contains("toStep"));
+  EXPECT_FALSE(ToJson(TrainingJobStatus{}).contains("elastic"));
+  EXPECT_FALSE(ToJson(TrainingJobStatus{}).contains("currentNodes"));
   EXPECT_EQ(j["state"], "Created");
   EXPECT_EQ(j["scheduling"]["timeouts"], 1);
   EXPECT_EQ(j["scheduling"]["retryTime"], "2026-01-01T00:07:00Z");
