@@ -33,8 +33,10 @@ json ObjectMetaFor(const api::ObjectMeta& job, const std::string& name) {
 std::string PodName(const std::string& job, int rank) { return job + "-node-" + std::to_string(rank); }
 std::string ServiceName(const std::string& job) { return job; }
 std::string ConfigMapName(const std::string& job) { return job + "-config"; }
-std::string PodGroupName(const api::ObjectMeta& job) {
-  return job.uid.empty() ? job.name : job.name + "-" + job.uid.substr(0, std::min<size_t>(8, job.uid.size()));
+std::string PodGroupName(const api::ObjectMeta& job, int nodes) {
+  std::string name =
+      job.uid.empty() ? job.name : job.name + "-" + job.uid.substr(0, std::min<size_t>(8, job.uid.size()));
+  return nodes > 0 ? name + "-n" + std::to_string(nodes) : name;
 }
 std::string MasterAddr(const api::ObjectMeta& job) {
   return PodName(job.name, 0) + "." + ServiceName(job.name) + "." + job.namespace_ + ".svc";
@@ -83,6 +85,13 @@ json DefaultEnv(const api::TrainingJobSpec& spec) {
 }
 
 json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int rank, int attempt) {
+  return BuildEnv(job, spec, PodOptions{rank, attempt, {}});
+}
+
+json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const PodOptions& opts) {
+  const int rank = opts.rank;
+  const int attempt = opts.restart_attempt;
+  const int64_t nodes = opts.Nodes(spec);
   std::set<std::string> user_names;
   for (const api::EnvVar& e : spec.env) user_names.insert(e.name);
   json out = json::array();
@@ -97,13 +106,13 @@ json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int 
   }
   const std::string master = MasterAddr(job);
   const std::string port = std::to_string(spec.master_port);
-  const std::string nnodes = std::to_string(spec.nodes);
+  const std::string nnodes = std::to_string(nodes);
   const std::string node_rank = std::to_string(rank);
   const std::string nproc = std::to_string(spec.nproc_per_node);
   // Every name is the contract's (contract/env.h says who reads each).
   out.push_back(EnvValue(env::kMasterAddr, master));
   out.push_back(EnvValue(env::kMasterPort, port));
-  out.push_back(EnvValue(env::kWorldSize, std::to_string(spec.WorldSize())));
+  out.push_back(EnvValue(env::kWorldSize, std::to_string(nodes * spec.nproc_per_node)));
   out.push_back(EnvValue(env::kNnodes, nnodes));
   out.push_back(EnvValue(env::kNodeRank, node_rank));
   out.push_back(EnvValue(env::kNprocPerNode, nproc));
@@ -115,6 +124,12 @@ json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int 
   out.push_back(EnvValue(env::kRestartAttempt, std::to_string(attempt)));
   out.push_back(EnvValue(env::kConfig, contract::kConfigPath));
   if (!spec.checkpoint_dir.empty()) out.push_back(EnvValue(env::kCheckpointDir, spec.checkpoint_dir));
+  if (spec.elastic) {
+    out.push_back(EnvValue(env::kDesiredNnodes, std::to_string(spec.nodes)));
+    if (nodes != spec.nodes && !opts.resize_reason.empty()) {
+      out.push_back(EnvValue(env::kResizeReason, opts.resize_reason));
+    }
+  }
   out.push_back(EnvField(env::kJobName, std::string("metadata.labels['") + contract::kLabelJobName + "']"));
   out.push_back(EnvField(env::kNamespace, "metadata.namespace"));
   out.push_back(EnvField(env::kPodName, "metadata.name"));
@@ -253,20 +268,30 @@ json BuildAffinity(const api::ObjectMeta& job, const api::TrainingJobSpec& spec,
   return affinity.empty() ? json() : affinity;
 }
 
-json BuildPodGroup(const api::ObjectMeta& job, const api::TrainingJobSpec& spec) {
+namespace {
+
+// The group name of an attempt of `nodes` (see PodGroupName).
+std::string GroupOf(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int nodes) {
+  return PodGroupName(job, nodes > 0 && nodes != spec.nodes ? nodes : 0);
+}
+
+}  // namespace
+
+json BuildPodGroup(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int size) {
   const api::GangScheduling& g = spec.scheduling.gang;
   if (g.provider != api::GangProvider::kCoscheduling && g.provider != api::GangProvider::kVolcano) return json();
-  json pg = {{"kind", "PodGroup"}, {"metadata", ObjectMetaFor(job, PodGroupName(job))}};
+  const int64_t nodes = size > 0 ? size : spec.nodes;
+  json pg = {{"kind", "PodGroup"}, {"metadata", ObjectMetaFor(job, GroupOf(job, spec, size))}};
   if (g.provider == api::GangProvider::kCoscheduling) {
     pg["apiVersion"] = gang::kCoschedulingApiVersion;
-    pg["spec"] = {{"minMember", spec.nodes}};
+    pg["spec"] = {{"minMember", nodes}};
     if (spec.run_policy.scheduling_timeout_seconds > 0) {
       pg["spec"]["scheduleTimeoutSeconds"] = spec.run_policy.scheduling_timeout_seconds;
     }
     return pg;
   }
   pg["apiVersion"] = gang::kVolcanoApiVersion;
-  pg["spec"] = {{"minMember", spec.nodes}};
+  pg["spec"] = {{"minMember", nodes}};
   // What the whole gang requests: Volcano enqueues the group only when it fits.
   json per_pod = BuildResources(spec).value("requests", json::object());
   json min_resources = json::object();
@@ -276,11 +301,11 @@ json BuildPodGroup(const api::ObjectMeta& job, const api::TrainingJobSpec& spec)
     // Whole numbers multiply exactly; a quantity with a unit is given per pod
     // times nodes in its own unit when that is a plain suffix.
     if (integer) {
-      min_resources[it.key()] = std::to_string(std::stoll(q) * spec.nodes);
+      min_resources[it.key()] = std::to_string(std::stoll(q) * nodes);
     } else {
       const size_t digits = q.find_first_not_of("0123456789");
       if (digits > 0 && q.find('.') == std::string::npos) {
-        min_resources[it.key()] = std::to_string(std::stoll(q.substr(0, digits)) * spec.nodes) + q.substr(digits);
+        min_resources[it.key()] = std::to_string(std::stoll(q.substr(0, digits)) * nodes) + q.substr(digits);
       }
     }
   }
@@ -295,9 +320,10 @@ json BuildPodGroup(const api::ObjectMeta& job, const api::TrainingJobSpec& spec)
 namespace {
 
 // The gang provider's marks on a pod (see builders.h, namespace gang).
-void ApplyGang(json& metadata, json& pod_spec, const api::ObjectMeta& job, const api::TrainingJobSpec& spec) {
+void ApplyGang(json& metadata, json& pod_spec, const api::ObjectMeta& job, const api::TrainingJobSpec& spec,
+               int nodes) {
   const api::GangScheduling& g = spec.scheduling.gang;
-  const std::string group = PodGroupName(job);
+  const std::string group = GroupOf(job, spec, nodes);
   json& labels = metadata["labels"];
   json annotations = metadata.value("annotations", json::object());
   switch (g.provider) {
@@ -307,7 +333,7 @@ void ApplyGang(json& metadata, json& pod_spec, const api::ObjectMeta& job, const
       labels[gang::kKueueQueueLabel] = g.queue_name;
       labels[gang::kKueueGroupLabel] = group;
       if (!g.priority_class.empty()) labels[gang::kKueuePriorityLabel] = g.priority_class;
-      annotations[gang::kKueueTotalCountAnnotation] = std::to_string(spec.nodes);
+      annotations[gang::kKueueTotalCountAnnotation] = std::to_string(nodes);
       annotations[gang::kKueuePodIndexLabelAnnotation] = contract::kLabelNodeRank;
       const api::Topology& t = spec.scheduling.topology;
       if (!t.key.empty()) {
@@ -357,8 +383,9 @@ void MergeTrainerExtras(json& container, const api::PodTemplate& t) {
 }  // namespace
 
 StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const PodOptions& opts) {
-  if (opts.rank < 0 || opts.rank >= spec.nodes) {
-    return InvalidField("rank", std::to_string(opts.rank) + " is outside [0, " + std::to_string(spec.nodes) + ")");
+  const int nodes = opts.Nodes(spec);
+  if (opts.rank < 0 || opts.rank >= nodes) {
+    return InvalidField("rank", std::to_string(opts.rank) + " is outside [0, " + std::to_string(nodes) + ")");
   }
   if (opts.restart_attempt < 0) return InvalidField("restart_attempt", "must be >= 0");
   const std::string name = PodName(job.name, opts.rank);
@@ -397,7 +424,7 @@ StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& 
                     {"image", spec.image},
                     {"imagePullPolicy", spec.image_pull_policy},
                     {"command", spec.command},
-                    {"env", BuildEnv(job, spec, opts.rank, opts.restart_attempt)},
+                    {"env", BuildEnv(job, spec, opts)},
                     {"ports", ContainerPorts(spec)},
                     {"volumeMounts", mounts}};
   if (!spec.args.empty()) container["args"] = spec.args;
@@ -430,7 +457,7 @@ StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& 
     pod_spec["priorityClassName"] = spec.scheduling.priority_class_name;
   }
   if (!spec.service_account_name.empty()) pod_spec["serviceAccountName"] = spec.service_account_name;
-  ApplyGang(metadata, pod_spec, job, spec);
+  ApplyGang(metadata, pod_spec, job, spec, nodes);
 
   return json{{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", pod_spec}};
 }

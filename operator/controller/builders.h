@@ -6,6 +6,7 @@
 //   Service   <job>              headless, publishNotReadyAddresses, selects the job's pods
 //   ConfigMap <job>-config       the inline trainer config (key config.yaml)
 //   PodGroup  <job>-<uid8>       gang provider coscheduling or volcano: minMember = nodes
+//                                (an elastic job on N != nodes: <job>-<uid8>-n<N>, minMember N)
 //   Pod       <job>-node-<i>     one per node, hostname <job>-node-<i>, subdomain <job>
 // Rank 0 is reachable as <job>-node-0.<job>.<ns>.svc (MASTER_ADDR).
 #ifndef HYPERTRAIN_OPERATOR_CONTROLLER_BUILDERS_H_
@@ -62,8 +63,11 @@ std::string ServiceName(const std::string& job);
 std::string ConfigMapName(const std::string& job);
 // The gang's group name for every provider (Kueue's pod group, the PodGroup
 // objects): "<job>-<first 8 of the uid>", so a job deleted and created again
-// under the same name never joins the old group while its pods linger.
-std::string PodGroupName(const api::ObjectMeta& job);
+// under the same name never joins the old group while its pods linger. An
+// elastic job on another size than spec.nodes (`nodes` != 0) gets
+// "<job>-<uid8>-n<nodes>": a group's size (minMember, Kueue's total count)
+// never changes under the same name.
+std::string PodGroupName(const api::ObjectMeta& job, int nodes = 0);
 // "<job>-node-0.<job>.<ns>.svc"
 std::string MasterAddr(const api::ObjectMeta& job);
 
@@ -85,10 +89,25 @@ StatusOr<nlohmann::json> BuildConfigMap(const api::ObjectMeta& job, const api::T
 // CPU-only jobs get none (they rendezvous over loopback in local runs).
 nlohmann::json DefaultEnv(const api::TrainingJobSpec& spec);
 
-// The container env for node `rank` of `attempt`: defaults not overridden by
-// the user, then the user's env in order, then the reserved rendezvous names.
-nlohmann::json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int rank,
-                        int attempt);
+struct PodOptions {
+  int rank = 0;
+  int restart_attempt = 0;
+  std::vector<std::string> excluded_nodes;  // status.excludedNodes
+  // Elastic jobs: the attempt's size (status.currentNodes; 0: spec.nodes) and,
+  // when it differs from spec.nodes, why.
+  int nodes = 0;
+  std::string resize_reason;
+
+  int Nodes(const api::TrainingJobSpec& spec) const { return nodes > 0 ? nodes : spec.nodes; }
+};
+
+// The container env for node `opts.rank` of its attempt: defaults not
+// overridden by the user, then the user's env in order, then the reserved
+// rendezvous names (NNODES and WORLD_SIZE of the attempt's size), and for an
+// elastic job the desired size and the resize reason.
+nlohmann::json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const PodOptions& opts);
+// The same for a job on spec.nodes.
+nlohmann::json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int rank, int attempt);
 
 // Container resources: the user's requests/limits plus nvidia.com/gpu and
 // vpc.amazonaws.com/efa (request = limit), hugepages-2Mi (request = limit;
@@ -101,7 +120,8 @@ nlohmann::json BuildResources(const api::TrainingJobSpec& spec);
 // (scheduling.volcano.sh/v1beta1: minMember, minResources = the gang's
 // requests, queue, priorityClassName), owned by the job. Null for the other
 // providers (Kueue builds its own Workload from the pods).
-nlohmann::json BuildPodGroup(const api::ObjectMeta& job, const api::TrainingJobSpec& spec);
+// `nodes`: the attempt's size (0: spec.nodes).
+nlohmann::json BuildPodGroup(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int nodes = 0);
 
 // Affinity: the user's affinity with, ANDed into every required node term,
 // the node-health requirement (faultPolicy.nodeHealthLabel In
@@ -117,17 +137,11 @@ nlohmann::json BuildPodGroup(const api::ObjectMeta& job, const api::TrainingJobS
 nlohmann::json BuildAffinity(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int rank, int attempt,
                              const std::vector<std::string>& excluded_nodes);
 
-struct PodOptions {
-  int rank = 0;
-  int restart_attempt = 0;
-  std::vector<std::string> excluded_nodes;  // status.excludedNodes
-};
-
 // The pod for node `opts.rank`: the operator's pod merged with
 // spec.podTemplate (its pod-level fields, sidecars, init containers and the
 // trainer container's extras; the operator's own fields are the operator's),
 // the gang provider's labels, annotations, scheduler and scheduling gate.
-// Error when the rank is out of range.
+// Error when the rank is out of range of the attempt's size.
 StatusOr<nlohmann::json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& spec,
                                      const PodOptions& opts);
 

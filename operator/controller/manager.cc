@@ -26,7 +26,9 @@ bool NodeHealthChanged(const Json& before, const Json& after) {
   auto conditions = [](const Json& n) {
     return n.value("status", Json::object()).value("conditions", Json::array());
   };
-  return labels(before) != labels(after) || conditions(before) != conditions(after);
+  // spec: cordons and taints, which elastic jobs size themselves by.
+  auto spec = [](const Json& n) { return n.value("spec", Json::object()); };
+  return labels(before) != labels(after) || conditions(before) != conditions(after) || spec(before) != spec(after);
 }
 
 void LogWatchErrors(kube::Informer& informer, const std::string& what) {
@@ -96,6 +98,7 @@ void Manager::StartInformers(Term& t) {
     if (NodeHealthChanged(before, after)) enqueue_all();
   };
   on_node.on_delete = [enqueue_all](const Json&) { enqueue_all(); };
+  on_node.on_add = [enqueue_all](const Json&) { enqueue_all(); };  // capacity for elastic jobs
   t.nodes.AddEventHandlers(on_node);
 }
 

@@ -97,6 +97,13 @@ ObservedNode NodeFromJson(const json& node) {
     n.not_ready_since = Str(c, "lastTransitionTime");
     break;
   }
+  const json& spec = Field(node, "spec");
+  n.unschedulable = Field(spec, "unschedulable") == true;
+  const json& taints = Field(spec, "taints");
+  for (const json& t : taints.is_array() ? taints : json::array()) {
+    n.taints.push_back(NodeTaint{Str(t, "key"), Str(t, "value"), Str(t, "effect")});
+  }
+  n.allocatable = StringMap(Field(Field(node, "status"), "allocatable"));
   return n;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -49,12 +50,20 @@ struct ObservedPod {
   bool Terminated() const { return phase == "Succeeded" || phase == "Failed"; }
 };
 
+struct NodeTaint {
+  std::string key, value, effect;
+  bool operator==(const NodeTaint&) const = default;
+};
+
 struct ObservedNode {
   std::string name;
   std::map<std::string, std::string> labels;
   // The Ready condition's lastTransitionTime ("" when missing) while that
   // condition is not True; nullopt when the node is Ready or reports nothing.
   std::optional<std::string> not_ready_since;
+  bool unschedulable = false;  // spec.unschedulable (cordoned)
+  std::vector<NodeTaint> taints;
+  std::map<std::string, std::string> allocatable;  // status.allocatable quantities
 };
 
 // A pod or node object (core/v1 JSON) as a plain struct. Fields that are

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/time.h"
+#include "operator/controller/elastic.h"
 
 namespace hypertrain::controller {
 namespace {
@@ -26,6 +27,8 @@ struct Pass {
 
   api::TrainingJobStatus& status() { return *plan.status; }
   const api::TrainingJobSpec& s() const { return *spec; }
+  // The current attempt's size: spec.nodes, or the size an elastic job runs on.
+  int nodes() { return status().current_nodes; }
   void SetCondition(const char* type, bool value, const std::string& reason, const std::string& message) {
     api::SetJobCondition(&status(), type, value, reason, message, now_str, in.job.generation);
   }
@@ -146,7 +149,7 @@ Gang CurrentGang(Pass& p, bool* stale) {
   Gang gang;
   const int attempt = p.status().restart_attempt;
   for (const ObservedPod& pod : p.in.pods) {
-    if (!OfCurrentAttempt(pod, attempt, p.s().nodes)) {
+    if (!OfCurrentAttempt(pod, attempt, p.nodes())) {
       *stale = true;
     } else {
       gang.emplace(pod.node_rank, &pod);
@@ -171,7 +174,7 @@ Gang CurrentGang(Pass& p, bool* stale) {
 void StalePods(Pass& p) {
   p.plan.decision = Case::kStalePods;
   const int attempt = p.status().restart_attempt;
-  DeletePods(p, [&](const ObservedPod& pod) { return !OfCurrentAttempt(pod, attempt, p.s().nodes); });
+  DeletePods(p, [&](const ObservedPod& pod) { return !OfCurrentAttempt(pod, attempt, p.nodes()); });
   p.plan.requeue_after = kStalePodsRequeue;
 }
 
@@ -197,6 +200,34 @@ void NewAttempt(Pass& p) {
   p.status().scheduling.message.clear();
 }
 
+// Elastic: the size of the next attempt is recorded, currentNodes follows; the
+// Restarting condition says why (`restarting`), else one Resized event does.
+void Resize(Pass& p, const SizeChoice& choice, bool restarting) {
+  const int from = p.nodes();
+  StartSizeHistory(&p.status(), from, p.status().start_time);
+  RecordResize(&p.status(), choice, p.now_str);
+  p.status().gpus = choice.nodes * p.s().gpus_per_node;
+  p.status().world_size = choice.nodes * p.s().nproc_per_node;
+  const std::string msg =
+      "resized from " + std::to_string(from) + " to " + std::to_string(choice.nodes) + " nodes: " + choice.reason;
+  if (!restarting) {
+    p.extra_events.push_back(Event{EventType::kNormal, api::reason::kResized, msg});
+    return;
+  }
+  // Already Restarting (no condition transition): still one event per resize.
+  if (api::IsConditionTrue(p.status(), api::kCondRestarting)) {
+    p.extra_events.push_back(Event{EventType::kWarning, api::reason::kResized, msg});
+  }
+  p.SetCondition(api::kCondRestarting, true, api::reason::kResized, msg);
+}
+
+// Row "a gang restart of an elastic job below maxNodes": the restart is a
+// resize point, so the next attempt takes whatever capacity allows now (no
+// minResizeIntervalSeconds: the gang restarts anyway).
+void GrowAtRestart(Pass& p) {
+  if (auto grow = SizeToGrow(p.s(), p.nodes(), p.in.cluster_nodes, p.status().excluded_nodes)) Resize(p, *grow, false);
+}
+
 // Row "a pod failed" and every other fault: Failed at once for a
 // non-retryable exit code, Failed/BackoffLimitExceeded without budget, else a
 // gang restart (the next attempt). One budget for every fault path.
@@ -213,6 +244,7 @@ void Fault(Pass& p, const DetectedFault& f) {
   } else {
     ++p.status().restart_count;
     NewAttempt(p);
+    GrowAtRestart(p);
     const std::string msg = "gang restart " + std::to_string(p.status().restart_attempt) + " after " + f.message;
     // Already Restarting (no condition transition): still one event per restart.
     if (api::IsConditionTrue(p.status(), api::kCondRestarting)) {
@@ -261,7 +293,7 @@ bool Settling(Pass& p, const Gang& gang, const Culprit& culprit) {
 void Succeeded(Pass& p) {
   p.plan.decision = Case::kSucceeded;
   Finish(p, api::kCondSucceeded, api::reason::kAllPodsSucceeded,
-         "all " + std::to_string(p.s().nodes) + " pods exited 0");
+         "all " + std::to_string(p.nodes()) + " pods exited 0");
   CleanPods(p);
   const auto& ttl = p.s().run_policy.ttl_seconds_after_finished;
   if (ttl) p.plan.requeue_after = std::chrono::seconds(*ttl);
@@ -280,8 +312,8 @@ void EnsureServiceAndConfig(Pass& p) {
     }
     p.plan.actions.push_back(Action{Action::Kind::kCreateConfigMap, ConfigMapName(p.in.job.name), "", *cm});
   }
-  if (json pg = BuildPodGroup(p.in.job, p.s()); !pg.is_null()) {
-    p.plan.actions.push_back(Action{Action::Kind::kCreatePodGroup, PodGroupName(p.in.job), "", pg});
+  if (json pg = BuildPodGroup(p.in.job, p.s(), p.nodes()); !pg.is_null()) {
+    p.plan.actions.push_back(Action{Action::Kind::kCreatePodGroup, pg["metadata"]["name"].get<std::string>(), "", pg});
   }
 }
 
@@ -291,7 +323,7 @@ void CreatePods(Pass& p, const std::vector<int>& missing) {
   p.plan.needs_current_cache = true;
   if (!api::IsConditionTrue(p.status(), api::kCondCreated)) {
     p.SetCondition(api::kCondCreated, true, api::reason::kJobCreated,
-                   "created the headless Service and " + std::to_string(p.s().nodes) + " pods");
+                   "created the headless Service and " + std::to_string(p.nodes()) + " pods");
     // What parsing could not apply (e.g. an instance type not in the table):
     // said once, with the job's creation.
     for (const std::string& w : p.s().warnings) p.extra_events.push_back(Event{EventType::kWarning, "SpecWarning", w});
@@ -304,8 +336,14 @@ void CreatePods(Pass& p, const std::vector<int>& missing) {
   }
   if (p.status().start_time.empty()) p.status().start_time = p.now_str;
   p.status().pods.active += static_cast<int32_t>(missing.size());
+  PodOptions opts{0, p.status().restart_attempt, p.status().excluded_nodes, p.nodes(), ""};
+  if (p.s().elastic) {
+    StartSizeHistory(&p.status(), p.nodes(), p.now_str);
+    if (p.nodes() != p.s().nodes) opts.resize_reason = p.status().elastic.history.back().reason;
+  }
   for (int rank : missing) {
-    auto pod = BuildPod(p.in.job, p.s(), PodOptions{rank, p.status().restart_attempt, p.status().excluded_nodes});
+    opts.rank = rank;
+    auto pod = BuildPod(p.in.job, p.s(), opts);
     if (!pod.ok()) {
       p.error = pod.status();
       return;
@@ -325,7 +363,7 @@ std::string PendingMessage(Pass& p, const Gang& gang) {
     ++unbound;
     if (!first && !pod->unschedulable_message.empty()) first = pod;
   }
-  const std::string of = " of " + std::to_string(p.s().nodes) + " pods";
+  const std::string of = " of " + std::to_string(p.nodes()) + " pods";
   if (gated > 0) {
     const api::GangScheduling& g = p.s().scheduling.gang;
     return g.provider == api::GangProvider::kKueue
@@ -373,13 +411,21 @@ bool SchedulingTimedOut(Pass& p, const Gang& gang) {
     bound += !pod->node_name.empty();
     if (pending_pod.empty() && pod->phase != "Running") pending_pod = pod->name;
   }
-  const std::string nodes = std::to_string(p.s().nodes);
+  const std::string nodes = std::to_string(p.nodes());
   std::string msg = "the gang was not all Running within schedulingTimeoutSeconds=" +
                     std::to_string(rp.scheduling_timeout_seconds) + " (" + std::to_string(running) + " of " + nodes +
                     " pods Running, " + std::to_string(bound) + " bound to nodes)";
   if (!sc.message.empty()) msg += "; " + sc.message;
   p.status().last_fault = api::Fault{api::reason::kUnschedulable, msg, pending_pod, "", std::nullopt, std::nullopt,
                                      p.now_str};
+  // Elastic above minNodes: shrink to what fits, at once (no retry is spent).
+  if (auto shrink = SizeAfterTimeout(p.s(), p.nodes(), gang, p.in.cluster_nodes, p.status().excluded_nodes)) {
+    p.plan.decision = Case::kResized;
+    NewAttempt(p);
+    Resize(p, *shrink, true);
+    DeleteAllPods(p);
+    return true;
+  }
   const api::SchedulingRetry& retry = rp.scheduling_retry;
   const int done = sc.timeouts++;
   const bool budget = !retry.counts_toward_backoff_limit || p.status().restart_count < rp.backoff_limit;
@@ -430,6 +476,36 @@ void UpdateProgress(Pass& p, const Gang& gang) {
     next.updated_at = prev && prev->step == next.step ? prev->updated_at : p.now_str;
   }
   p.status().progress = next;
+  if (p.s().elastic) TrackSizeSteps(&p.status(), next);
+}
+
+// Row "an elastic job running below maxNodes": when the nodes able to host a
+// pod allow a larger size and minResizeIntervalSeconds has passed since the
+// last resize, the gang restarts on it (the pods get SIGTERM and save a
+// checkpoint first). Capacity is looked at again every checkIntervalSeconds
+// (and on node changes). True when it resized.
+bool GrowWhenCapacityReturns(Pass& p) {
+  if (!p.s().elastic || p.nodes() >= p.s().elastic->max_nodes) return false;
+  const api::Elastic& e = *p.s().elastic;
+  auto grow = SizeToGrow(p.s(), p.nodes(), p.in.cluster_nodes, p.status().excluded_nodes);
+  if (!grow) {
+    p.RequeueAtMost(std::chrono::seconds(e.check_interval_seconds));
+    return false;
+  }
+  // Counted from the last resize, or from the start (a job with maxNodes above
+  // nodes does not restart right after it began).
+  const std::string& last = p.status().elastic.last_resize_time;
+  const auto since = ParseRfc3339(last.empty() ? p.status().start_time : last).value_or(p.now);
+  const auto earliest = since + std::chrono::seconds(e.min_resize_interval_seconds);
+  if (p.now < earliest) {
+    p.RequeueAtMost(std::chrono::ceil<milliseconds>(earliest - p.now));
+    return false;
+  }
+  p.plan.decision = Case::kResized;
+  NewAttempt(p);
+  Resize(p, *grow, true);
+  DeleteAllPods(p);
+  return true;
 }
 
 // Row "otherwise", every pod exists: Running once all run, progress, and the
@@ -440,19 +516,30 @@ void Running(Pass& p, const Gang& gang) {
       std::all_of(gang.begin(), gang.end(), [](const auto& rp) { return rp.second->phase == "Running"; });
   if (all_running) {
     p.SetCondition(api::kCondRunning, true, api::reason::kPodsRunning,
-                   "all " + std::to_string(p.s().nodes) + " pods are running");
+                   "all " + std::to_string(p.nodes()) + " pods are running" +
+                       (p.nodes() != p.s().nodes ? " (" + std::to_string(p.s().nodes) + " desired)" : ""));
     p.status().scheduling.message.clear();
   }
   UpdateProgress(p, gang);
   const HangCheck hang = CheckHang(p.in.job.name, p.status(), p.s().fault_policy, all_running, p.now);
   if (hang.fault) return Fault(p, *hang.fault);
   if (hang.recheck_after) p.RequeueAtMost(*hang.recheck_after);
+  if (all_running) GrowWhenCapacityReturns(p);
+}
+
+// status.currentNodes: spec.nodes; an elastic job keeps the size it runs on
+// while that is one of its sizes.
+void SetCurrentNodes(Pass& p) {
+  int32_t& current = p.status().current_nodes;
+  const auto& e = p.s().elastic;
+  if (!e || std::find(e->sizes.begin(), e->sizes.end(), current) == e->sizes.end()) current = p.s().nodes;
 }
 
 // The table of reconciler.h, top to bottom, for a valid spec.
 void DecideValid(Pass& p) {
-  p.status().gpus = static_cast<int32_t>(p.s().TotalGpus());
-  p.status().world_size = static_cast<int32_t>(p.s().WorldSize());
+  SetCurrentNodes(p);
+  p.status().gpus = p.nodes() * p.s().gpus_per_node;
+  p.status().world_size = p.nodes() * p.s().nproc_per_node;
   if (api::IsFinished(p.status())) return Finished(p);
   if (DeadlineExceeded(p)) return;
   if (p.s().run_policy.suspend) return Suspend(p);
@@ -465,7 +552,7 @@ void DecideValid(Pass& p) {
     return Fault(p, CulpritFault(*culprit));
   }
   if (NodeFault(p, gang)) return;
-  const int nodes = p.s().nodes;
+  const int nodes = p.nodes();
   if (static_cast<int>(gang.size()) == nodes && p.status().pods.succeeded == nodes) return Succeeded(p);
   std::vector<int> missing;
   for (int rank = 0; rank < nodes; ++rank) {
@@ -508,6 +595,7 @@ const char* CaseName(Case c) {
     case Case::kCreating: return "Creating";
     case Case::kUnschedulable: return "Unschedulable";
     case Case::kRunning: return "Running";
+    case Case::kResized: return "Resized";
   }
   return "?";
 }

@@ -31,6 +31,9 @@ struct Observed {
   std::vector<ObservedPod> pods;
   // The nodes of `pods` that exist, by name; nullopt turns node checks off.
   std::optional<std::map<std::string, ObservedNode>> nodes;
+  // Elastic jobs: every node of the cluster, for the capacity to grow into or
+  // shrink to (elastic.h); nullopt when not known.
+  std::optional<std::vector<ObservedNode>> cluster_nodes;
   FirstSeen first_seen;  // the reconciler's memory of failed pods (see faults.h)
 };
 
@@ -54,6 +57,7 @@ enum class Case {
   kCreating,          // Service, ConfigMap, PodGroup and the missing pods
   kUnschedulable,     // not all Running within schedulingTimeoutSeconds: torn down, retried or Failed
   kRunning,           // all pods exist: Running, progress, hang detection
+  kResized,           // elastic: the gang restarts on fewer nodes (timeout) or more (capacity returned)
 };
 const char* CaseName(Case c);
 

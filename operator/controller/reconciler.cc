@@ -92,6 +92,11 @@ Observed Reconciler::Observe(const api::ObjectMeta& meta, const Json& job, Clock
       if (p.node_name.empty() || in.nodes->count(p.node_name)) continue;
       if (kube::ObjectPtr n = o_.nodes->Get(p.node_name)) in.nodes->emplace(p.node_name, NodeFromJson(*n));
     }
+    // Elastic jobs size themselves by the nodes that could host a pod.
+    if (job.contains("spec") && job["spec"].contains("elastic")) {
+      in.cluster_nodes.emplace();
+      for (const kube::ObjectPtr& n : o_.nodes->List()) in.cluster_nodes->push_back(NodeFromJson(*n));
+    }
   }
   in.first_seen = FirstSeenOf(in.pods, now);
   return in;
