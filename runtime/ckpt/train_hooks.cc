@@ -75,7 +75,10 @@ std::string ConfigHash(const config::TrainConfig& c) {
   json j = HfConfigJson(c.model, StDType::kF32);
   j["optim"] = {c.optim.name, c.optim.lr, c.optim.weight_decay, c.optim.beta1, c.optim.beta2, c.optim.eps,
                 static_cast<int>(c.optim.sched), c.optim.warmup_steps, c.optim.min_lr};
-  j["batch"] = {c.train_batch_size, c.grad_accumulation_steps, c.seq_len(), c.grad_clip};
+  // An elastic resize changes the split of the same global batch, not the job.
+  const int64_t accum = c.desired_grad_accumulation_steps > 0 ? c.desired_grad_accumulation_steps
+                                                              : c.grad_accumulation_steps;
+  j["batch"] = {c.train_batch_size, accum, c.seq_len(), c.grad_clip};
   j["precision"] = model::PrecisionName(c.precision);
   if (c.fp8.enabled) {  // only then, so bf16 checkpoints keep their hash
     j["fp8"] = {model::Fp8RecipeName(c.fp8.recipe), c.fp8.amax_history_len,

@@ -1,6 +1,13 @@
 #include "runtime/cmd/assemble.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <optional>
+#include <string>
+
+#include "contract/elastic.h"
+#include "contract/env.h"
 
 #include "runtime/backends/cpu/backend.h"
 #include "runtime/ckpt/host_allocator.h"
@@ -61,10 +68,43 @@ StatusOr<train::TrainParts> AssembleTrainJob(const config::TrainConfig& c,
   return parts;
 }
 
+StatusOr<config::TrainConfig> SizeForThisWorld(const config::TrainConfig& c, const launch::EnvLookup& env) {
+  const char* desired_env = env(contract::env::kDesiredNnodes);
+  if (desired_env == nullptr || *desired_env == '\0') return c;
+  int64_t desired = 0;
+  const std::string text = desired_env;
+  if (text.size() > 6 || text.find_first_not_of("0123456789") != std::string::npos ||
+      (desired = std::stoll(text)) < 1) {
+    return InvalidArgument(fmt::format("{}: '{}' is not a positive node count", contract::env::kDesiredNnodes, text));
+  }
+  HT_ASSIGN_OR_RETURN(const launch::NodeEnv node, launch::ParseNodeEnv(env));
+  if (node.nnodes == desired) return c;
+  std::string error;
+  const std::optional<int64_t> accum =
+      contract::ElasticAccumulation(c.grad_accumulation_steps, desired, node.nnodes, &error);
+  if (!accum) {
+    return InvalidArgument(fmt::format("elastic job on {} of {} desired nodes cannot keep its global batch: {}",
+                                       node.nnodes, desired, error));
+  }
+  config::TrainConfig sized = c;
+  sized.desired_grad_accumulation_steps = c.grad_accumulation_steps;
+  sized.grad_accumulation_steps = *accum;
+  const char* reason = env(contract::env::kResizeReason);
+  const char* local_rank = env(contract::env::kLocalRank);
+  if (node.node_rank == 0 && (local_rank == nullptr || std::string(local_rank) == "0")) {
+    spdlog::info("elastic: running on {} of {} desired nodes{}{}: grad_accumulation_steps {} -> {} keeps the global "
+                 "batch, the data order and the learning-rate schedule",
+                 node.nnodes, desired, reason != nullptr && *reason != '\0' ? " because " : "",
+                 reason != nullptr ? reason : "", c.grad_accumulation_steps, *accum);
+  }
+  return sized;
+}
+
 StatusOr<train::TrainSummary> RunTrainJob(const config::TrainConfig& c,
                                           const launch::EnvLookup& env) {
-  HT_ASSIGN_OR_RETURN(train::TrainParts parts, AssembleTrainJob(c, env));
-  return train::RunTrainJob(c, std::move(parts));
+  HT_ASSIGN_OR_RETURN(const config::TrainConfig sized, SizeForThisWorld(c, env));
+  HT_ASSIGN_OR_RETURN(train::TrainParts parts, AssembleTrainJob(sized, env));
+  return train::RunTrainJob(sized, std::move(parts));
 }
 
 }  // namespace hypertrain::cmd

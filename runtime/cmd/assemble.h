@@ -26,6 +26,15 @@ StatusOr<train::BackendBundle> CreateBackend(const config::TrainConfig& c,
                                              const launch::EnvLookup& env,
                                              ckpt::HostAllocator** snapshot_allocator = nullptr);
 
+// The config for the world this process is in. An elastic job's pods carry
+// HYPERTRAIN_DESIRED_NNODES (the node count the config describes); on NNODES
+// != that count the job keeps its global batch and data order by running
+// grad_accumulation_steps x desired / NNODES micro-batches per step
+// (contract/elastic.h), and says so. InvalidArgument (exit 2) naming the
+// numbers when that does not divide or the variable is not a positive integer.
+// Without the variable, or at the desired size, `c` as it is.
+StatusOr<config::TrainConfig> SizeForThisWorld(const config::TrainConfig& c, const launch::EnvLookup& env);
+
 // Every part of the job, or the first error (config errors before any
 // device memory or rendezvous).
 StatusOr<train::TrainParts> AssembleTrainJob(const config::TrainConfig& c,

@@ -74,6 +74,10 @@ struct TrainConfig {
   model::ModelConfig model;
   int64_t train_batch_size = 1;         // sequences per rank per micro-batch
   int64_t grad_accumulation_steps = 1;  // micro-batches per optimizer step
+  // An elastic job on another node count than its config's (contract/elastic.h,
+  // cmd::SizeForThisWorld): the config's own grad_accumulation_steps, which the
+  // checkpoint's config hash keeps; 0 when the job runs at its desired size.
+  int64_t desired_grad_accumulation_steps = 0;
   double grad_clip = 1.0;               // global-norm clip; 0 = off
   model::ActivationCheckpointing activation_checkpointing = model::ActivationCheckpointing::kNone;
   std::string sharding_strategy = "hybrid_shard";  // one of contract/sharding.h
