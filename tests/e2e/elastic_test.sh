@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# End to end on real processes (kube-local + node agent + operator), pods that
+# only sleep (the trainer's side of a resize is runtime/launch:elastic_train_test):
+# an elastic TrainingJob of 2 nodes (minNodes 1) on a cluster of exactly 2
+# one-GPU nodes, no spare.
+#  1. a node turns unschedulable (HyperPod health label) -> gang restart; the
+#     new gang cannot be placed whole -> after schedulingTimeoutSeconds the job
+#     runs on 1 node (currentNodes 1, Restarting/Resized, a Resized event, the
+#     pod's NNODES=1 with HYPERTRAIN_DESIRED_NNODES=2, kubectl get tj's Current);
+#  2. the node comes back -> after minResizeIntervalSeconds the job grows back
+#     to 2 nodes; status.elastic.history holds 2 -> 1 -> 2.
+set -euo pipefail
+R="$PWD"
+T="$(mktemp -d "${TEST_TMPDIR:-/tmp}/elastic.XXXXXX")"
+export KUBECONFIG="$T/kubeconfig"
+PIDS=()
+cleanup() {
+  local rc=$?
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill -TERM "${PIDS[i]}" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
+  done
+  if [ "$rc" -ne 0 ]; then for f in "$T"/*.log; do echo "== $f"; tail -n 40 "$f"; done; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; kubectl get tj,pods -o wide >&2 || true; kubectl get tj el -o yaml >&2 || true; exit 1; }
+
+"$R/localcluster/apiserver/kube-local" --data-dir "$T/kl" --kubeconfig-out "$KUBECONFIG" --port-file "$T/port" > "$T/kube-local.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do [ -s "$KUBECONFIG" ] && break; sleep 0.1; done
+for _ in $(seq 50); do kubectl get --raw /healthz >/dev/null 2>&1 && break; sleep 0.1; done
+kubectl apply -f "$R/crds/trainingjobs.hypertrain.dev.yaml" > /dev/null
+"$R/localcluster/nodeagent/node-agent" --kubeconfig "$KUBECONFIG" --nodes 2 --work-dir "$T/pods" \
+  --capacity nvidia.com/gpu=1 --image-map sleep:local=/bin/sleep --max-grace-s 1 --poll-ms 100 > "$T/node-agent.log" 2>&1 &
+PIDS+=($!)
+"$R/operator/cmd/hypertrain-operator" --kubeconfig="$KUBECONFIG" --leader-elect=false --metrics-addr=127.0.0.1:0 \
+  > "$T/operator.log" 2>&1 &
+PIDS+=($!)
+
+jp() { kubectl get "$1" "$2" -o jsonpath="$3" 2>/dev/null || true; }
+pods_of() { kubectl get pods -l hypertrain.dev/job-name="$1" -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.phase}{" "}{.spec.nodeName}{" "}{.metadata.labels.hypertrain\.dev/restart-attempt}{"\n"}{end}' 2>/dev/null || true; }
+wait_pods() {  # NAME "<expected pods_of output>" SECONDS: exactly these pods, Running
+  for _ in $(seq $((${3} * 10))); do [ "$(pods_of "$1" | awk '$2 == "Running" {print $1}' | sort | tr '\n' ' ')" = "$2" ] &&
+    [ "$(pods_of "$1" | wc -l)" = "$(echo $2 | wc -w)" ] && return 0; sleep 0.1; done
+  fail "$1: pods '$(pods_of "$1" | tr '\n' ';')', want Running '$2'"
+}
+current() { jp tj el '{.status.currentNodes}'; }
+health() { kubectl label node local-node-1 sagemaker.amazonaws.com/node-health-status="$1" --overwrite > /dev/null; }
+
+cat > "$T/el.yaml" <<'EOF'
+apiVersion: hypertrain.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: el, namespace: default}
+spec:
+  image: sleep:local
+  command: [sleep]
+  args: ["600"]
+  nodes: 2
+  gpusPerNode: 1
+  faultPolicy: {deepHealthCheck: Ignored}
+  runPolicy: {schedulingTimeoutSeconds: 3}
+  elastic: {minNodes: 1, checkIntervalSeconds: 1, minResizeIntervalSeconds: 4}
+  trainerConfig:
+    inline: |
+      trainer: {max_steps: 1}
+      model: {grad_accumulation_steps: 1}
+EOF
+kubectl apply -f "$T/el.yaml" > /dev/null
+wait_pods el "el-node-0 el-node-1 " 30
+[ "$(current)" = 2 ] || fail "currentNodes '$(current)', want 2"
+kubectl get tj el | tee "$T/get0.txt"
+head -1 "$T/get0.txt" | grep -q CURRENT || fail "no Current column"
+echo "ok: running on 2 of 2 nodes"
+
+echo "--- 1. local-node-1 turns unschedulable, no spare node"
+start=$(date +%s)
+health UnschedulablePendingReplacement
+for _ in $(seq 300); do [ "$(current)" = 1 ] && break; sleep 0.1; done
+[ "$(current)" = 1 ] || fail "not resized to 1 node"
+took=$(($(date +%s) - start))
+# Restarting/Resized lasts until the smaller gang runs (plan_elastic_test has
+# it); what stays is the event and the history.
+events() { kubectl get events --field-selector involvedObject.name=el -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}'; }
+msg="$(events | grep "^Resized: " | tail -n 1)"
+echo "$msg" | grep -q "resized from 2 to 1 nodes: 1 node of 2: the gang of 2 was not all Running within schedulingTimeoutSeconds=3; 1 of 2 pods were placed" ||
+  fail "no Resized event with the reason: $(events)"
+[ "$(jp tj el '{.status.elastic.history[1].reason}')" = "${msg#*resized from 2 to 1 nodes: }" ] || fail "history reason"
+wait_pods el "el-node-0 " 30
+[ "$(pods_of el | awk '{print $3}')" = local-node-0 ] || fail "el-node-0 not on local-node-0"
+env0="$(jp pod el-node-0 '{range .spec.containers[0].env[*]}{.name}={.value}{"\n"}{end}')"
+for want in NNODES=1 WORLD_SIZE=1 HYPERTRAIN_DESIRED_NNODES=2; do
+  echo "$env0" | grep -qx "$want" || fail "el-node-0 env lacks $want: $env0"
+done
+echo "$env0" | grep -q "^HYPERTRAIN_RESIZE_REASON=1 node of 2: " || fail "no resize reason in the env"
+kubectl get tj el | tee "$T/get1.txt"
+awk 'NR == 2 {exit !($3 == 2 && $4 == 1)}' "$T/get1.txt" || fail "kubectl get tj: Nodes 2, Current 1 expected"
+[ "$(jp tj el '{.status.restartCount}')" = 1 ] || fail "restartCount (the node fault only)"
+echo "ok: on 1 node ${took}s after the node turned unschedulable: $msg"
+
+echo "--- 2. the node comes back"
+health Schedulable
+wait_pods el "el-node-0 el-node-1 " 30
+[ "$(current)" = 2 ] || fail "currentNodes '$(current)' after growing"
+[ "$(jp tj el '{.status.elastic.history[*].nodes}')" = "2 1 2" ] || fail "history: $(jp tj el '{.status.elastic.history[*].nodes}')"
+last="$(jp tj el '{.status.elastic.lastResizeTime}')"
+prev="$(jp tj el '{.status.elastic.history[1].since}')"
+[ -n "$last" ] && [ "$last" != "$prev" ] || fail "lastResizeTime '$last'"
+gap=$(( $(date -d "$last" +%s) - $(date -d "$prev" +%s) ))
+[ "$gap" -ge 4 ] || fail "grew ${gap}s after the shrink, minResizeIntervalSeconds is 4"
+[ "$(jp pod el-node-1 '{.spec.containers[0].env[?(@.name=="NNODES")].value}')" = 2 ] || fail "NNODES after growing"
+[ -z "$(jp pod el-node-1 '{.spec.containers[0].env[?(@.name=="HYPERTRAIN_RESIZE_REASON")].value}')" ] ||
+  fail "a resize reason at the desired size"
+kubectl get tj el
+[ "$(events | grep -c "^Resized: ")" = 2 ] || fail "two Resized events expected: $(events)"
+events | grep -q "^Resized: resized from 1 to 2 nodes: 2 nodes of 2: 2 nodes can host a pod again" || fail "grow event: $(events)"
+echo "ok: back on 2 nodes ${gap}s after the shrink; history $(jp tj el '{.status.elastic.history[*].nodes}')"
+echo PASS
