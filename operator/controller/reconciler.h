@@ -18,6 +18,13 @@
 //   every node's pod exited 0          → Succeeded
 //   otherwise                          → Service, ConfigMap, missing pods; Running
 //                                        once every pod runs
+//   elastic (spec.elastic, elastic.h):
+//   gang not all Running within the    → above minNodes: next attempt on as many
+//   scheduling timeout                   nodes as fit (Resized), no retry spent
+//   running below maxNodes             → nodes able to host a pod again and
+//                                        minResizeIntervalSeconds passed: next
+//                                        attempt larger (Resized); else re-check
+//                                        every checkIntervalSeconds
 //
 // Each pass: read the caches (observed.h) → Decide (plan.h, pure: one function
 // per row above; faults.h classifies faults) → write the status once → act →
