@@ -6,7 +6,7 @@ namespace {
 constexpr char kLauncherEnv[] = "runtime/launch ParseNodeEnv (hypertrain launch)";
 constexpr char kRankEnv[] = "runtime/launch ParseRankEnv (every rank)";
 constexpr char kRunConfig[] = "runtime/config ResolveRunConfig (hypertrain train, progress reporter)";
-constexpr char kElasticConfig[] = "runtime/config (hypertrain train: gradient accumulation on NNODES)";
+constexpr char kElasticConfig[] = "runtime/cmd SizeForThisWorld (hypertrain train: gradient accumulation on NNODES)";
 constexpr char kReporter[] = "runtime/progress (node 0's launcher)";
 
 }  // namespace

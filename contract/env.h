@@ -77,7 +77,7 @@ inline constexpr char kConfig[] = "HYPERTRAIN_CONFIG";
 inline constexpr char kCheckpointDir[] = "HYPERTRAIN_CHECKPOINT_DIR";
 
 // --- Elastic jobs (spec.elastic): set by the operator on their pods only,
-// read by the trainer (runtime/config), which keeps the global batch of the
+// read by the trainer (runtime/cmd SizeForThisWorld), which keeps the global batch of the
 // desired size on NNODES nodes (contract/elastic.h).
 
 // The desired size, spec.nodes: the node count the trainer config's batch is

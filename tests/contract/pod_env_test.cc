@@ -19,6 +19,7 @@
 #include "contract/pod.h"
 #include "operator/api/training_job.h"
 #include "operator/controller/builders.h"
+#include "runtime/cmd/assemble.h"
 #include "runtime/config/config.h"
 #include "runtime/launch/env.h"
 #include "runtime/launch/launch.h"
@@ -184,6 +185,46 @@ TEST(PodEnvContract, TheRuntimeReadsEveryVariableTheOperatorSets) {
         }
       }
     }
+  }
+}
+
+// An elastic job's resized attempt: the pod of 1 of 2 desired nodes says so,
+// and the trainer runs twice the accumulation on it (the same global batch).
+TEST(PodEnvContract, TheTrainerReadsTheElasticSizeOfItsPod) {
+  json s = {{"image", "x"},
+            {"nodes", 2},
+            {"nprocPerNode", 2},
+            {"runPolicy", {{"schedulingTimeoutSeconds", 60}}},
+            {"elastic", {{"minNodes", 1}}},
+            {"trainerConfig",
+             {{"inline", "trainer: {max_steps: 12}\nmodel: {shape: tiny, grad_accumulation_steps: 3, "
+                         "data: {use_synthetic_data: true}}\n"}}}};
+  auto spec = api::ParseSpec(s, Meta());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  for (int nodes : {1, 2}) {
+    SCOPED_TRACE("on " + std::to_string(nodes) + " nodes");
+    controller::PodOptions opts{0, 1, {}, nodes, nodes == 2 ? "" : "1 node of 2: the test"};
+    auto pod = controller::BuildPod(Meta(), *spec, opts);
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    RecordingEnv env{ResolveEnv(*pod), {}};
+    auto node = launch::ParseNodeEnv(env.Lookup());
+    ASSERT_TRUE(node.ok()) << node.status().ToString();
+    EXPECT_EQ(node->nnodes, nodes);
+    auto c = config::ParseTrainConfig(
+        "", {"model.shape=tiny", "model.grad_accumulation_steps=3", "model.data.use_synthetic_data=true"});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    auto sized = cmd::SizeForThisWorld(*c, env.Lookup());
+    ASSERT_TRUE(sized.ok()) << sized.status().ToString();
+    EXPECT_EQ(sized->grad_accumulation_steps, 3 * 2 / nodes);
+    for (const auto& [name, value] : env.env) {
+      const contract::EnvVarSpec* v = contract::FindEnvVar(name);
+      ASSERT_NE(v, nullptr) << name;
+      if (v->set_by == contract::SetBy::kOperatorElastic) {
+        EXPECT_TRUE(env.asked.count(name)) << name << " is set on elastic pods but no runtime reader asked for it";
+      }
+    }
+    EXPECT_EQ(env.env.count(contract::env::kResizeReason), nodes == 2 ? 0u : 1u);
+    EXPECT_EQ(env.env.at(contract::env::kDesiredNnodes), "2");
   }
 }
 
