@@ -1,6 +1,7 @@
 #include "runtime/ckpt/train_hooks.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 
 #include <nlohmann/json.hpp>
@@ -24,27 +25,6 @@ model::StateKind KindOf(int state) {
   }
 }
 
-template <typename T>
-Status ReadExtra(const YAML::Node& raw, const char* path, T* out) {
-  YAML::Node n = YAML::Clone(raw);
-  std::string p(path);
-  size_t start = 0;
-  while (true) {
-    const size_t dot = p.find('.', start);
-    const std::string key = p.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!n.IsMap() || !n[key]) return Status::Ok();  // absent: keep the default
-    n = n[key];
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  try {
-    *out = n.as<T>();
-  } catch (const std::exception&) {
-    return InvalidArgument(std::string(path) + ": cannot parse '" + YAML::Dump(n) + "'");
-  }
-  return Status::Ok();
-}
-
 json ScalerJson(const train::LossScalerState& s) {
   return {{"scale", s.scale}, {"good_steps", s.good_steps}, {"skipped_steps", s.skipped_steps}};
 }
@@ -53,19 +33,20 @@ json ScalerJson(const train::LossScalerState& s) {
 
 StatusOr<CheckpointOptions> OptionsFromConfig(const config::TrainConfig& c) {
   CheckpointOptions o;
-  o.dir = c.checkpoint_dir.empty() ? c.exp_dir + "/checkpoints" : c.checkpoint_dir;
+  const config::CheckpointConfig& k = c.checkpoint;
+  // Sharded checkpoints off (save_top_k: 0): an empty dir saves nothing and
+  // resumes from nothing.
+  o.dir = !k.enabled ? "" : c.checkpoint_dir.empty() ? c.exp_dir + "/checkpoints" : c.checkpoint_dir;
   o.every_n_train_steps = c.every_n_train_steps;
   o.every_n_minutes = c.every_n_minutes;
-  o.save_top_k = static_cast<int>(c.save_top_k);
+  o.save_top_k = k.enabled ? static_cast<int>(c.save_top_k) : 1;
   o.resume_from_checkpoint = c.resume_from_checkpoint;
   o.start_fresh = c.start_fresh;
-  std::string policy = "stop";
-  HT_RETURN_IF_ERROR(ReadExtra(c.raw, "exp_manager.async_save", &o.async_save));
-  HT_RETURN_IF_ERROR(ReadExtra(c.raw, "exp_manager.checkpoint.failure_policy", &policy));
-  HT_RETURN_IF_ERROR(ReadExtra(c.raw, "exp_manager.checkpoint.save_last", &o.save_last));
-  HT_RETURN_IF_ERROR(ReadExtra(c.raw, "exp_manager.checkpoint.verify_checksums", &o.verify_checksums));
-  HT_RETURN_IF_ERROR(ReadExtra(c.raw, "exp_manager.checkpoint.coordinator_timeout_s", &o.coordinator_timeout_s));
-  HT_ASSIGN_OR_RETURN(o.failure_policy, ParseFailurePolicy(policy));
+  o.async_save = k.async_save;
+  o.save_last = k.save_last;
+  o.verify_checksums = k.verify_checksums;
+  o.coordinator_timeout_s = k.coordinator_timeout_s;
+  HT_ASSIGN_OR_RETURN(o.failure_policy, ParseFailurePolicy(k.failure_policy));
   const Status v = o.Validate();
   if (!v.ok()) return v;
   return o;
@@ -191,8 +172,8 @@ StatusOr<bool> TrainCheckpointHooks::Restore(model::Backend& backend, train::Tra
 }
 
 Status TrainCheckpointHooks::InitFromHf(model::Backend& backend) {
-  std::string dir;
-  HT_RETURN_IF_ERROR(ReadExtra(config_.raw, "exp_manager.hf_init_from", &dir));
+  std::string dir = config_.finetune.hf_model_name_or_path;
+  if (dir.empty()) dir = config_.checkpoint.hf_init_from;
   if (dir.empty()) return Status::Ok();
   HT_ASSIGN_OR_RETURN(HfWeights w, HfWeights::Open(dir, config_.model));
   const ModelLayoutDesc d = DescribeLayout(backend.layout());
@@ -208,8 +189,7 @@ Status TrainCheckpointHooks::InitFromHf(model::Backend& backend) {
   return Status::Ok();
 }
 
-Status TrainCheckpointHooks::SaveNow(model::Backend& backend, const train::TrainState& state) {
-  HT_RETURN_IF_ERROR(backend.Synchronize());
+SaveRequest TrainCheckpointHooks::MakeRequest(model::Backend& backend, const train::TrainState& state) const {
   SaveRequest r;
   r.step = state.step;
   r.tokens_seen = state.tokens_seen;
@@ -231,40 +211,85 @@ Status TrainCheckpointHooks::SaveNow(model::Backend& backend, const train::Train
   // The trainer has no other random state: initialisation and synthetic data
   // are counter-based on (seed, position).
   r.rng = {{"seed", config_.seed}};
+  return r;
+}
+
+Status TrainCheckpointHooks::SaveNow(model::Backend& backend, const train::TrainState& state) {
+  HT_RETURN_IF_ERROR(backend.Synchronize());
   BackendState access(backend);
-  return manager_->Save(r, access);
+  return manager_->Save(MakeRequest(backend, state), access);
 }
 
 Status TrainCheckpointHooks::AfterStep(model::Backend& backend, const train::TrainState& state) {
   HT_RETURN_IF_ERROR(EnsureManager(backend));
   HT_ASSIGN_OR_RETURN(bool due, manager_->ShouldSave(state.step));
-  if (!due) return Status::Ok();
-  return SaveNow(backend, state);
+  if (due) HT_RETURN_IF_ERROR(SaveNow(backend, state));
+  const int64_t every = config_.checkpoint.export_every_n_train_steps;
+  if (every > 0 && state.step % every == 0 && state.step < config_.max_steps) {
+    HT_RETURN_IF_ERROR(ExportFullModel(backend, state, config_.checkpoint.export_dir + "/" + StepDirName(state.step)));
+  }
+  return Status::Ok();
 }
 
 Status TrainCheckpointHooks::Finish(model::Backend& backend, const train::TrainState& state) {
   HT_RETURN_IF_ERROR(EnsureManager(backend));
-  if (options_.save_last && manager_->last_saved_step() != state.step) HT_RETURN_IF_ERROR(SaveNow(backend, state));
+  if (!options_.dir.empty() && options_.save_last && manager_->last_saved_step() != state.step) {
+    HT_RETURN_IF_ERROR(SaveNow(backend, state));
+  }
   HT_RETURN_IF_ERROR(manager_->Finish());
-  return ExportHfIfAsked();
+  const config::CheckpointConfig& k = config_.checkpoint;
+  const bool periodic_due = k.export_every_n_train_steps > 0 && state.step % k.export_every_n_train_steps == 0;
+  if (k.export_save_last || periodic_due) {
+    HT_RETURN_IF_ERROR(ExportFullModel(backend, state, k.export_dir + "/" + StepDirName(state.step)));
+  }
+  if (!k.export_hf_dir.empty()) HT_RETURN_IF_ERROR(ExportFullModel(backend, state, k.export_hf_dir));
+  return Status::Ok();
 }
 
-Status TrainCheckpointHooks::ExportHfIfAsked() {
-  std::string out, dtype = "bf16";
-  HT_RETURN_IF_ERROR(ReadExtra(config_.raw, "exp_manager.checkpoint.export_hf_dir", &out));
-  HT_RETURN_IF_ERROR(ReadExtra(config_.raw, "exp_manager.checkpoint.export_hf_dtype", &dtype));
-  if (out.empty() || placement_.rank != 0) return Status::Ok();
-  if (dtype != "bf16" && dtype != "fp32") {
-    return InvalidArgument("exp_manager.checkpoint.export_hf_dtype must be bf16 or fp32, got '" + dtype + "'");
+// From the sharded checkpoint of this very step when there is one, else from
+// a synchronous save into <export_dir>/.staging (one kept): every rank takes
+// part in the save, rank 0 (which commits it) writes the HF files.
+Status TrainCheckpointHooks::ExportFullModel(model::Backend& backend, const train::TrainState& state,
+                                             const std::string& out_dir) {
+  std::string root;
+  if (!options_.dir.empty() && manager_->last_saved_step() == state.step) {
+    HT_RETURN_IF_ERROR(manager_->Finish());  // committed before it is read
+    root = options_.dir;
+  } else {
+    if (export_staging_ == nullptr) {
+      CheckpointOptions so = options_;
+      so.dir = config_.checkpoint.export_dir + "/.staging";
+      so.save_top_k = 1;
+      so.async_save = false;
+      so.every_n_train_steps = 0;
+      so.every_n_minutes = 0;
+      so.resume_from_checkpoint.clear();
+      so.start_fresh = false;
+      so.failure_policy = FailurePolicy::kStop;
+      HostAllocator* alloc = allocator_ != nullptr ? allocator_ : PageableHostAllocator();
+      export_staging_ =
+          std::make_unique<CheckpointManager>(so, placement_, DescribeLayout(backend.layout()), alloc);
+      HT_RETURN_IF_ERROR(MakeDirs(so.dir));  // no Start(): nothing resumes from staging
+    }
+    if (export_staging_->last_saved_step() != state.step) {
+      HT_RETURN_IF_ERROR(backend.Synchronize());
+      BackendState access(backend);
+      HT_RETURN_IF_ERROR(export_staging_->Save(MakeRequest(backend, state), access));
+    }
+    root = export_staging_->options().dir;
   }
-  // From the checkpoint just committed (rank 0 waited for it in Finish()).
-  const int64_t step = manager_->stats().last_committed_step;
-  if (step < 0) return FailedPrecondition("export_hf_dir set but no checkpoint was written");
-  const std::string dir = options_.dir + "/" + StepDirName(step);
+  if (placement_.rank != 0) return Status::Ok();
+  const std::string dir = root + "/" + StepDirName(state.step);
   HT_ASSIGN_OR_RETURN(Manifest m, VerifyCheckpoint(dir, false));
   HT_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::Open(dir, std::move(m)));
-  HT_RETURN_IF_ERROR(ExportHfFromCheckpoint(reader, config_.model, out, dtype == "bf16" ? StDType::kBF16 : StDType::kF32));
-  spdlog::info("exported {} as Hugging Face Llama to {} ({})", dir, out, dtype);
+  const StDType dtype = config_.checkpoint.export_dtype == "bf16" ? StDType::kBF16 : StDType::kF32;
+  HT_RETURN_IF_ERROR(ExportHfFromCheckpoint(reader, config_.model, out_dir, dtype));
+  spdlog::info("exported step {} as Hugging Face Llama to {} ({})", state.step, out_dir,
+               config_.checkpoint.export_dtype);
+  if (root != options_.dir) {  // the staging copy has served its purpose
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
   return Status::Ok();
 }
 

@@ -2,19 +2,18 @@
 // The trainer's CheckpointHooks (runtime/train/parts.h) backed by
 // CheckpointManager; runtime/cmd's assembly creates them for every job.
 //
-// Config keys (exp_manager.*; docs/CHECKPOINTS.md):
-//   checkpoint_dir, every_n_train_steps, every_n_minutes, save_top_k,
-//   resume_from_checkpoint, start_fresh      (parsed by runtime/config)
-//   async_save (true), hf_init_from (""),
-//   checkpoint.failure_policy (stop|continue), checkpoint.save_last (true),
-//   checkpoint.verify_checksums (true), checkpoint.coordinator_timeout_s (600),
-//   checkpoint.export_hf_dir (""), checkpoint.export_hf_dtype (bf16|fp32)
+// Options: the typed exp_manager fields of config::TrainConfig and its
+// CheckpointConfig (runtime/config parses them; docs/CHECKPOINTS.md).
 //
 // Restore(): resumes from the newest complete checkpoint automatically
 // (model, AdamW m/v, step, adam step, tokens seen, loss scaler, this rank's
-// sampler), else initialises the weights from exp_manager.hf_init_from when
-// set. AfterStep(): saves when due. Finish(): final save, waits for the
-// asynchronous writer, optional HF export (rank 0).
+// sampler), else initialises the weights from model.hf_model_name_or_path
+// (do_finetune) or exp_manager.hf_init_from when set. AfterStep(): saves when
+// due; exports HF weights every export_full_model.every_n_train_steps.
+// Finish(): final save (save_last), waits for the asynchronous writer, the
+// final HF exports (export_full_model.save_last, checkpoint.export_hf_dir).
+// With sharded checkpoints off (save_top_k: 0) exports go through a
+// synchronous staging save under <export_dir>/.staging.
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,9 +61,10 @@ class TrainCheckpointHooks final : public train::CheckpointHooks {
 
  private:
   Status EnsureManager(model::Backend& backend);
+  SaveRequest MakeRequest(model::Backend& backend, const train::TrainState& state) const;
   Status SaveNow(model::Backend& backend, const train::TrainState& state);
   Status InitFromHf(model::Backend& backend);
-  Status ExportHfIfAsked();
+  Status ExportFullModel(model::Backend& backend, const train::TrainState& state, const std::string& out_dir);
 
   config::TrainConfig config_;
   CheckpointOptions options_;
@@ -72,6 +72,7 @@ class TrainCheckpointHooks final : public train::CheckpointHooks {
   HostAllocator* allocator_;
   std::string config_hash_;
   std::unique_ptr<CheckpointManager> manager_;
+  std::unique_ptr<CheckpointManager> export_staging_;  // created at the first export that needs it
 };
 
 // The checkpoint hooks of rank `rank` of `world_size` from the config

@@ -91,7 +91,8 @@ TEST(AssembleTest, EveryJobHasCheckpointHooksAndSaves) {
 }
 
 TEST(AssembleTest, CheckpointConfigErrorsStopTheJobBeforeTheBackendExists) {
-  const auto c = Config(TempDir("badckpt"), {"exp_manager.checkpoint.failure_policy=sometimes"});
+  auto c = Config(TempDir("badckpt"));
+  c.checkpoint.failure_policy = "sometimes";  // past the config's own check
   auto parts = AssembleTrainJob(c, NoEnv());
   ASSERT_FALSE(parts.ok());
   EXPECT_EQ(parts.status().code(), StatusCode::kInvalidArgument);

@@ -57,13 +57,22 @@ grep -q -- "--log-levle" "$TMP/typo.log" || fail "the error names the misspelt f
 grep -q "log format 'yaml' is not text or json" "$TMP/badfmt.log" || fail "bad --log-format message"
 set -e
 
-# Train: the quickstart config, shortened, with an unknown key to be warned about.
-"$BIN" train --config "$EXAMPLE" \
+# An unknown key (a typo) is a config error with a suggestion...
+set +e
+"$BIN" train --config "$EXAMPLE" --set model.data.train_dir="$TMP/data" --set model.hiden_size=64 \
+  > "$TMP/typo.log" 2>&1
+[ $? -eq 2 ] || { cat "$TMP/typo.log"; fail "an unknown key should exit 2"; }
+grep -q "unknown key model.hiden_size (did you mean model.hidden_size?)" "$TMP/typo.log" || fail "typo message: $(cat "$TMP/typo.log")"
+set -e
+# ... and with hypertrain.unknown_keys: warn (here from its HT_* override), a warning.
+# Train: the quickstart config, shortened.
+HT_UNKNOWN_KEYS=warn "$BIN" train --config "$EXAMPLE" \
   --set model.data.train_dir="$TMP/data" --set exp_manager.exp_dir="$TMP/exp" \
   --set trainer.max_steps=30 --set trainer.log_every_n_steps=5 --set model.bogus_key=1 \
   > "$TMP/train.log" 2>&1 || { cat "$TMP/train.log"; fail "train exited $?"; }
 cat "$TMP/train.log"
-grep -q "unknown keys (ignored): model.bogus_key" "$TMP/train.log" || fail "no unknown-key warning"
+grep -q "unknown keys (ignored: hypertrain.unknown_keys is warn): model.bogus_key" "$TMP/train.log" || fail "no unknown-key warning"
+grep -q "HT_UNKNOWN_KEYS=warn sets hypertrain.unknown_keys" "$TMP/train.log" || fail "the HT_* override is not logged"
 grep -q "step 30/30 | loss" "$TMP/train.log" || fail "no step line"
 grep -q "Megatron formula" "$TMP/train.log" || fail "no FLOPs line"
 [ -s "$TMP/exp/metrics.jsonl" ] || fail "metrics.jsonl missing"

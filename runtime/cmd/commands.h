@@ -8,6 +8,7 @@
 namespace hypertrain::cmd {
 
 int TrainMain(int argc, char** argv, const LogFlags& log);       // train --config X [--set k=v ...]
+int ConfigMain(int argc, char** argv, const LogFlags& log);      // config --config X [--set k=v ...]
 int LaunchMain(int argc, char** argv, const LogFlags& log);      // launch [--nproc-per-node N] -- train ...
 // data_cmds.cc:
 int PrepareMain(int argc, char** argv, const LogFlags& log);     // prepare --out DIR [--tokenizer DIR] INPUT...

@@ -34,14 +34,7 @@ StatusOr<CudaParts> CreateCudaBackend(const config::TrainConfig& c, const model:
         fmt::format("LOCAL_RANK={} but this node has {} CUDA devices", co.device, count));
   }
   co.staging_slots = std::max(co.staging_slots, c.data.prefetch_depth + 2);
-  const YAML::Node graphs = c.raw["trainer"]["cuda_graphs"];
-  if (graphs.IsDefined() && !graphs.IsNull()) {
-    try {
-      co.cuda_graphs = graphs.as<bool>();
-    } catch (const YAML::Exception&) {
-      return InvalidArgument("trainer.cuda_graphs: expected true or false");
-    }
-  }
+  co.cuda_graphs = c.cuda.cuda_graphs;
   HT_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b,
                       cuda::CudaBackend::Create(c.model, o, co));
   const double gib = 1.0 / (1 << 30);

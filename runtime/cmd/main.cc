@@ -32,6 +32,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"train", TrainMain, "train a model from a YAML config"},
+    {"config", ConfigMain, "print the resolved, typed config a train run would use"},
     {"prepare", PrepareMain, "tokenize text/JSONL/HF datasets into token shards"},
     {"tokenize", TokenizeMain, "print the token ids of standard input"},
     {"detokenize", DetokenizeMain, "print the text of token ids on standard input"},

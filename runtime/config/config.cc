@@ -9,72 +9,29 @@
 
 #include "contract/env.h"
 #include "contract/sharding.h"
+#include "runtime/config/reader.h"
 
 namespace hypertrain::config {
+
+using internal::Reader;
+
+const std::vector<EnvOverride>& EnvOverrides() {
+  static const std::vector<EnvOverride> kTable = {
+      {"HT_RENDEZVOUS_TIMEOUT_S", "distributed.rendezvous_timeout_s"},
+      {"HT_GLOO_HOSTNAME", "distributed.gloo_hostname"},
+      {"HT_REDUCE_DTYPE", "distributed.reduce_dtype"},
+      {"HT_SPLIT_EMBEDDING_GRAD", "distributed.split_embedding_grad"},
+      {"HT_REPLICA_REDUCE", "distributed.replica_reduce"},
+      {"HT_CUDA_GRAPHS", "trainer.cuda_graphs"},
+      {"HT_UNKNOWN_KEYS", "hypertrain.unknown_keys"},
+  };
+  return kTable;
+}
+
 namespace {
 
-// Keys other components read from TrainConfig::raw (or that HyperPod recipes
-// carry and hypertrain ignores). "x.*" accepts a whole subtree.
-const char* const kExtraKnownKeys[] = {
-    // HyperPod recipe keys with no meaning here.
-    "run.*", "use_smp_model", "distributed_backend", "trainer.accelerator",
-    "trainer.val_check_interval", "trainer.limit_val_batches", "model.model_type",
-    "model.val_batch_size", "model.log_reduced_training_loss", "model.tensor_model_parallel_degree",
-    "model.expert_model_parallel_degree", "model.context_parallel_degree", "model.moe",
-    "model.activation_loading_horizon", "model.delayed_param", "model.offload_activations",
-    "model.hf_model_name_or_path", "model.hf_access_token", "model.use_flash_attention",
-    "model.initializer_range", "model.max_position_embeddings", "model.lr_decay_iters",
-    "model.precision", "model.data.val_dir", "model.data.dataset_type", "model.viztracer.*",
-    "model.optim.sched.constant_steps", "model.rope_scaling.rope_type",
-    "exp_manager.name", "exp_manager.create_tensorboard_logger",
-    "exp_manager.create_checkpoint_callback", "exp_manager.export_full_model.*",
-    "exp_manager.auto_checkpoint.*", "exp_manager.checkpoint_callback_params.*",
-    // CUDA backend (runtime/cmd/cuda_parts.cc).
-    "trainer.cuda_graphs",
-    // Sharding / distributed (runtime/parallel).
-    "model.forward_prefetch", "model.backward_prefetch", "model.limit_all_gathers",
-    "model.reduce_dtype", "distributed.*",
-    // Checkpointing (runtime/checkpoint).
-    "exp_manager.checkpoint.*", "exp_manager.save_on_error", "exp_manager.async_save",
-    "exp_manager.hf_init_from",
-};
-
-bool IsKnown(const std::string& path, const std::set<std::string>& read) {
-  if (read.count(path)) return true;
-  for (const char* k : kExtraKnownKeys) {
-    const std::string key(k);
-    if (key == path) return true;
-    if (key.size() > 2 && key.compare(key.size() - 2, 2, ".*") == 0) {
-      const std::string prefix = key.substr(0, key.size() - 1);  // "x."
-      if (path == key.substr(0, key.size() - 2) || path.rfind(prefix, 0) == 0) return true;
-    }
-  }
-  return false;
-}
-
-std::vector<std::string> Split(const std::string& path) {
-  std::vector<std::string> parts;
-  std::stringstream ss(path);
-  std::string p;
-  while (std::getline(ss, p, '.')) parts.push_back(p);
-  return parts;
-}
-
-YAML::Node Lookup(const YAML::Node& root, const std::string& path) {
-  YAML::Node n;
-  n.reset(root);
-  for (const std::string& part : Split(path)) {
-    if (!n.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-    const YAML::Node& cn = n;
-    YAML::Node child = cn[part];
-    if (!child.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
-    n.reset(child);
-  }
-  return n;
-}
-
 void CollectLeaves(const YAML::Node& n, const std::string& prefix, std::vector<std::string>& out) {
-  if (!n.IsMap()) {
+  if (!n.IsMap() || (n.size() == 0 && !prefix.empty())) {
     out.push_back(prefix);
     return;
   }
@@ -84,69 +41,24 @@ void CollectLeaves(const YAML::Node& n, const std::string& prefix, std::vector<s
   }
 }
 
-// Reads typed values by dotted path, remembering every path it was asked for
-// and keeping the first error.
-class Reader {
- public:
-  explicit Reader(YAML::Node root) { root_.reset(root); }
-  const std::set<std::string>& read() const { return read_; }
-  Status status() const { return status_; }
-  bool Has(const std::string& path) {
-    read_.insert(path);
-    const YAML::Node n = Lookup(root_, path);
-    return n.IsDefined() && !n.IsNull();
-  }
-  void Int(const std::string& path, int64_t* out) { Scalar(path, out, "an integer"); }
-  void Double(const std::string& path, double* out) { Scalar(path, out, "a number"); }
-  void Bool(const std::string& path, bool* out) { Scalar(path, out, "true or false"); }
-  void String(const std::string& path, std::string* out) { Scalar(path, out, "a string"); }
-  void Fail(Status s) {
-    if (status_.ok()) status_ = std::move(s);
-  }
-  YAML::Node Node(const std::string& path) {
-    read_.insert(path);
-    return Lookup(root_, path);
-  }
-
- private:
-  template <typename T>
-  void Scalar(const std::string& path, T* out, const char* what) {
-    read_.insert(path);
-    const YAML::Node n = Lookup(root_, path);
-    if (!n.IsDefined() || n.IsNull()) return;
-    if (!n.IsScalar()) {
-      Fail(InvalidArgument(fmt::format("{}: expected {}, got a {}", path, what,
-                                       n.IsMap() ? "map" : "list")));
-      return;
-    }
-    try {
-      *out = n.as<T>();
-    } catch (const YAML::Exception&) {
-      Fail(InvalidArgument(fmt::format("{}: '{}' is not {}", path, n.Scalar(), what)));
-    }
-  }
-  YAML::Node root_;
-  std::set<std::string> read_;
-  Status status_;
-};
-
-Status ApplyOverride(YAML::Node& root, const std::string& kv) {
+Status ApplyOverride(YAML::Node& root, const std::string& kv, const std::string& origin) {
   const size_t eq = kv.find('=');
   if (eq == std::string::npos || eq == 0) {
-    return InvalidArgument(fmt::format("--set '{}': expected key.path=value", kv));
+    return InvalidArgument(fmt::format("{} '{}': expected key.path=value", origin, kv));
   }
   const std::string path = kv.substr(0, eq), text = kv.substr(eq + 1);
   YAML::Node value;
   try {
     value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(fmt::format("--set {}: value '{}' is not valid YAML: {}", path, text, e.msg));
+    return InvalidArgument(fmt::format("{} {}: value '{}' is not valid YAML: {}", origin, path, text, e.msg));
   }
-  const std::vector<std::string> parts = Split(path);
+  const std::vector<std::string> parts = internal::SplitPath(path);
+  if (parts.empty()) return InvalidArgument(fmt::format("{} '{}': empty key", origin, kv));
   YAML::Node n;
   n.reset(root);
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    if (parts[i].empty()) return InvalidArgument(fmt::format("--set '{}': empty key segment", kv));
+    if (parts[i].empty()) return InvalidArgument(fmt::format("{} '{}': empty key segment", origin, kv));
     YAML::Node child = n[parts[i]];
     if (!child.IsMap()) {
       n[parts[i]] = YAML::Node(YAML::NodeType::Map);
@@ -164,30 +76,98 @@ Status Check(bool ok, const std::string& key, T value, const std::string& rule) 
   return InvalidArgument(fmt::format("{}: {} {}", key, value, rule));
 }
 
-}  // namespace
-
-StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
-                                       const std::vector<std::string>& overrides,
-                                       const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(fmt::format("{}: YAML syntax error at line {}, column {}: {}", source,
-                                       e.mark.line + 1, e.mark.column + 1, e.msg));
+// File, then HT_* environment overrides, then --set; then the HyperPod
+// launcher's default exp_dir; then interpolation.
+Status PrepareDocument(YAML::Node& root, const std::vector<std::string>& overrides, const EnvLookup& env,
+                       std::vector<std::string>* notes) {
+  if (env) {
+    for (const EnvOverride& e : EnvOverrides()) {
+      const char* v = env(e.var);
+      if (v == nullptr || *v == '\0') continue;
+      // Quoted, so that the value is text whatever it looks like; typed
+      // reads convert it.
+      std::string quoted = "'";
+      for (const char* p = v; *p; ++p) quoted += *p == '\'' ? std::string("''") : std::string(1, *p);
+      HT_RETURN_IF_ERROR(ApplyOverride(root, std::string(e.key) + "=" + quoted + "'", e.var));
+      notes->push_back(fmt::format("{}={} sets {}", e.var, v, e.key));
+    }
   }
-  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  if (!root.IsMap()) return InvalidArgument(fmt::format("{}: the top level must be a map", source));
-  for (const std::string& o : overrides) HT_RETURN_IF_ERROR(ApplyOverride(root, o));
+  for (const std::string& o : overrides) HT_RETURN_IF_ERROR(ApplyOverride(root, o, "--set"));
+  // exp_manager.exp_dir: null in a recipe means the launcher's results dir.
+  const YAML::Node exp = internal::Lookup(root, "exp_manager.exp_dir");
+  if ((!exp.IsDefined() || exp.IsNull()) && internal::Lookup(root, "run.results_dir").IsDefined()) {
+    HT_RETURN_IF_ERROR(ApplyOverride(root, "exp_manager.exp_dir='${run.results_dir}'", "default"));
+  }
+  return ResolveInterpolations(root, env);
+}
 
-  TrainConfig c;
-  c.raw = root;
-  Reader r(root);
-  // trainer
+// "model.x: V: hypertrain does not ...; supported: ..." for keys asking for
+// what hypertrain does not do.
+Status CannotHonour(const std::string& key, const std::string& value, const std::string& why,
+                    const std::string& supported) {
+  return InvalidArgument(fmt::format("{}: {}: {}; supported: {}", key, value, why, supported));
+}
+
+// Recipe keys whose meaning hypertrain cannot honour (and informational keys
+// whose value must match what hypertrain does).
+Status CheckUnsupported(Reader& r) {
+  const char* kParallel[][2] = {
+      {"model.tensor_model_parallel_degree", "tensor parallelism"},
+      {"model.expert_model_parallel_degree", "expert parallelism"},
+      {"model.context_parallel_degree", "context parallelism"},
+  };
+  for (const auto& p : kParallel) {
+    int64_t degree = 1;
+    r.Int(p[0], &degree);
+    if (degree != 1) {
+      return CannotHonour(p[0], std::to_string(degree), fmt::format("hypertrain does not do {}", p[1]),
+                          "1 (hybrid-sharded data parallelism: model.sharding_strategy, model.shard_degree)");
+    }
+  }
+  bool moe = false, offload = false, viztracer = false;
+  r.Bool("model.moe", &moe);
+  r.Bool("model.offload_activations", &offload);
+  r.Bool("model.viztracer.enabled", &viztracer);
+  if (moe) return CannotHonour("model.moe", "true", "mixture-of-experts layers are not implemented", "false (dense Llama)");
+  if (offload) {
+    return CannotHonour("model.offload_activations", "true", "activation offloading to host memory is not implemented",
+                        "false (reduce memory with model.activation_checkpointing)");
+  }
+  if (viztracer) {
+    return CannotHonour("model.viztracer.enabled", "true", "VizTracer profiles Python; the trainer is C++",
+                        "false (profile with Nsight Systems: steps carry NVTX ranges)");
+  }
+  std::string model_type = "llama_v3", dataset_type = "hf", peft_type;
+  r.String("model.model_type", &model_type);
+  if (model_type.rfind("llama", 0) != 0) {
+    return CannotHonour("model.model_type", model_type, "hypertrain trains Llama models", "llama_v3, llama_v2, llama");
+  }
+  r.String("model.data.dataset_type", &dataset_type);
+  if (dataset_type != "hf" && dataset_type != "hypertrain" && dataset_type != "megatron") {
+    return CannotHonour("model.data.dataset_type", dataset_type, "no loader for it",
+                        "hf (a pre-tokenized save_to_disk dataset), hypertrain (`hypertrain prepare` shards), "
+                        "megatron (*.idx/*.bin)");
+  }
+  r.String("model.peft.peft_type", &peft_type);
+  r.Claim("model.peft");  // rank, alpha, dropout, target_modules: meaningful only with a peft_type
+  if (!peft_type.empty() && peft_type != "null" && peft_type != "none") {
+    return CannotHonour("model.peft.peft_type", peft_type,
+                        "PEFT is not in this build yet (LoRA lands with issue 26)",
+                        "null (full-parameter training)");
+  }
+  double init_range = 0.02;
+  r.Double("model.initializer_range", &init_range);
+  if (std::abs(init_range - 0.02) > 1e-12) {
+    return CannotHonour("model.initializer_range", fmt::format("{}", init_range),
+                        "weights are initialised from N(0, 0.02) (runtime/model/init.h)", "0.02");
+  }
+  return r.status();
+}
+
+void ReadTrainer(Reader& r, TrainConfig& c, std::string* precision) {
   r.Int("trainer.max_steps", &c.max_steps);
-  std::string precision = "bf16";
-  r.String("model.precision", &precision);
-  r.String("trainer.precision", &precision);
+  r.String("model.precision", precision);
+  r.String("trainer.precision", precision);
   r.Int("trainer.log_every_n_steps", &c.log_every_n_steps);
   r.Bool("trainer.deterministic", &c.deterministic);
   r.String("trainer.backend", &c.backend);
@@ -200,17 +180,63 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
   r.Double("trainer.loss_scale.backoff_factor", &c.loss_scale.backoff_factor);
   r.Double("trainer.loss_scale.min_scale", &c.loss_scale.min_scale);
   r.Double("trainer.collective_timeout", &c.collective_timeout_s);
-  // model shape: named base, then explicit fields.
-  r.String("model.shape", &c.shape);
-  if (!c.shape.empty()) {
-    auto named = model::NamedModelConfig(c.shape);
-    if (!named.ok()) {
-      return InvalidArgument(fmt::format("model.shape: '{}' is not one of tiny, 125m, 1b, 8b", c.shape));
+  r.Bool("trainer.cuda_graphs", &c.cuda.cuda_graphs);
+  DistributedConfig& d = c.distributed;
+  r.Double("distributed.rendezvous_timeout_s", &d.rendezvous_timeout_s);
+  r.String("distributed.gloo_hostname", &d.gloo_hostname);
+  r.String("distributed.reduce_dtype", &d.reduce_dtype);
+  r.Bool("distributed.split_embedding_grad", &d.split_embedding_grad);
+  r.String("distributed.replica_reduce", &d.replica_reduce);
+}
+
+void ReadRopeScaling(Reader& r, model::ModelConfig& m) {
+  if (r.Has("model.rope_scaling")) {
+    const YAML::Node rs = r.Node("model.rope_scaling");
+    if (!rs.IsMap()) {
+      r.Fail(InvalidArgument("model.rope_scaling: expected a map {rope_type, factor, ...} or null"));
+      return;
     }
-    c.model = *named;
-  } else {
-    c.model = *model::NamedModelConfig("tiny");
+    std::string type = "llama3";
+    r.String("model.rope_scaling.type", &type);
+    r.String("model.rope_scaling.rope_type", &type);
+    if (type == "llama3") {
+      m.rope_scaling.type = model::RopeScalingType::kLlama3;
+    } else if (type == "none" || type == "default") {
+      m.rope_scaling.type = model::RopeScalingType::kNone;
+    } else {
+      r.Fail(InvalidArgument(fmt::format("model.rope_scaling.rope_type: '{}' is not one of llama3, none", type)));
+    }
+    r.Double("model.rope_scaling.factor", &m.rope_scaling.factor);
+    r.Double("model.rope_scaling.low_freq_factor", &m.rope_scaling.low_freq_factor);
+    r.Double("model.rope_scaling.high_freq_factor", &m.rope_scaling.high_freq_factor);
+    r.Int("model.rope_scaling.original_max_position_embeddings", &m.rope_scaling.original_max_position_embeddings);
+  } else if (r.Node("model.rope_scaling").IsDefined()) {  // rope_scaling: null
+    m.rope_scaling.type = model::RopeScalingType::kNone;
   }
+}
+
+// model.activation_checkpointing: none|selective|full, or a YAML 1.1 boolean
+// (HyperPod: True = full, False = none).
+Status ReadCheckpointing(Reader& r, model::ActivationCheckpointing* out) {
+  const YAML::Node n = r.Node("model.activation_checkpointing");
+  if (!n.IsDefined() || n.IsNull()) return Status::Ok();
+  if (!n.IsScalar()) return InvalidArgument("model.activation_checkpointing: expected none, selective, full, true or false");
+  bool b;
+  if (n.Tag() != "!" && YAML::convert<bool>::decode(n, b)) {
+    *out = b ? model::ActivationCheckpointing::kFull : model::ActivationCheckpointing::kNone;
+    return Status::Ok();
+  }
+  StatusOr<model::ActivationCheckpointing> p = model::ParseCheckpointing(n.Scalar());
+  if (!p.ok()) {
+    return InvalidArgument(fmt::format(
+        "model.activation_checkpointing: '{}' is not one of none, selective, full, true (= full), false (= none)",
+        n.Scalar()));
+  }
+  *out = *p;
+  return Status::Ok();
+}
+
+void ReadModel(Reader& r, TrainConfig& c, int64_t* seed) {
   model::ModelConfig& m = c.model;
   r.Int("model.vocab_size", &m.vocab_size);
   r.Int("model.hidden_size", &m.hidden_size);
@@ -223,51 +249,34 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
   r.Double("model.rms_norm_eps", &m.rms_norm_eps);
   r.Double("model.layernorm_epsilon", &m.rms_norm_eps);  // HyperPod's name
   r.Bool("model.tie_word_embeddings", &m.tie_word_embeddings);
-  if (r.Has("model.rope_scaling")) {
-    const YAML::Node rs = r.Node("model.rope_scaling");
-    if (!rs.IsMap()) {
-      r.Fail(InvalidArgument("model.rope_scaling: expected a map {rope_type, factor, ...} or null"));
-    } else {
-      std::string type = "llama3";
-      r.String("model.rope_scaling.type", &type);
-      r.String("model.rope_scaling.rope_type", &type);
-      if (type == "llama3") {
-        m.rope_scaling.type = model::RopeScalingType::kLlama3;
-      } else if (type == "none" || type == "default") {
-        m.rope_scaling.type = model::RopeScalingType::kNone;
-      } else {
-        r.Fail(InvalidArgument(fmt::format("model.rope_scaling.rope_type: '{}' is not one of llama3, none", type)));
-      }
-      r.Double("model.rope_scaling.factor", &m.rope_scaling.factor);
-      r.Double("model.rope_scaling.low_freq_factor", &m.rope_scaling.low_freq_factor);
-      r.Double("model.rope_scaling.high_freq_factor", &m.rope_scaling.high_freq_factor);
-      r.Int("model.rope_scaling.original_max_position_embeddings",
-            &m.rope_scaling.original_max_position_embeddings);
-    }
-  } else if (r.Node("model.rope_scaling").IsDefined()) {  // rope_scaling: null
-    m.rope_scaling.type = model::RopeScalingType::kNone;
-  }
+  ReadRopeScaling(r, m);
   r.Int("model.train_batch_size", &c.train_batch_size);
   r.Int("model.micro_batch_size", &c.train_batch_size);
+  r.Int("model.val_batch_size", &c.validation.batch_size);
   r.Int("model.grad_accumulation_steps", &c.grad_accumulation_steps);
   r.Int("model.gradient_accumulation_steps", &c.grad_accumulation_steps);
   r.Double("model.grad_clip", &c.grad_clip);
-  std::string ckpt = "none";
-  r.String("model.activation_checkpointing", &ckpt);
+  r.Fail(ReadCheckpointing(r, &c.activation_checkpointing));
   r.String("model.sharding_strategy", &c.sharding_strategy);
   r.Int("model.shard_degree", &c.shard_degree);
   r.Double("model.collective_timeout", &c.collective_timeout_s);
-  int64_t seed = static_cast<int64_t>(c.seed);
-  r.Int("model.seed", &seed);
-  // FP8 (HyperPod recipe keys plus hypertrain's own; runtime/model/fp8.h).
-  std::string fp8_recipe = "delayed", fp8_algo = "max", fp8_grad = "e5m2";
-  r.Bool("model.fp8", &c.fp8.enabled);
-  r.String("model.fp8_recipe", &fp8_recipe);
-  r.Int("model.fp8_amax_history_len", &c.fp8.amax_history_len);
-  r.String("model.fp8_amax_compute_algo", &fp8_algo);
-  r.Int("model.fp8_margin", &c.fp8.margin);
-  r.String("model.fp8_grad_format", &fp8_grad);
-  r.Bool("model.fp8_lm_head", &c.fp8.lm_head);
+  r.Int("model.seed", seed);
+  r.Bool("model.do_finetune", &c.finetune.do_finetune);
+  r.String("model.hf_model_name_or_path", &c.finetune.hf_model_name_or_path);
+  r.String("model.peft.peft_type", &c.finetune.peft_type);
+}
+
+void ReadFp8(Reader& r, model::Fp8Options& f, std::string* recipe, std::string* algo, std::string* grad) {
+  r.Bool("model.fp8", &f.enabled);
+  r.String("model.fp8_recipe", recipe);
+  r.Int("model.fp8_amax_history_len", &f.amax_history_len);
+  r.String("model.fp8_amax_compute_algo", algo);
+  r.Int("model.fp8_margin", &f.margin);
+  r.String("model.fp8_grad_format", grad);
+  r.Bool("model.fp8_lm_head", &f.lm_head);
+}
+
+void ReadOptimAndData(Reader& r, TrainConfig& c, std::string* sched, int64_t* depth) {
   OptimConfig& o = c.optim;
   r.String("model.optim.name", &o.name);
   r.Double("model.optim.lr", &o.lr);
@@ -283,46 +292,88 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
       r.Fail(InvalidArgument("model.optim.betas: expected a list of two numbers, e.g. [0.9, 0.95]"));
     }
   }
-  std::string sched = "cosine";
-  r.String("model.optim.sched.name", &sched);
+  r.String("model.optim.sched.name", sched);
   r.Int("model.optim.sched.warmup_steps", &o.warmup_steps);
+  r.Int("model.optim.sched.constant_steps", &o.constant_steps);
   r.Double("model.optim.sched.min_lr", &o.min_lr);
+  r.Int("model.lr_decay_iters", &o.decay_steps);
   r.String("model.data.train_dir", &c.data.train_dir);
+  r.String("model.data.val_dir", &c.validation.val_dir);
   r.Bool("model.data.use_synthetic_data", &c.data.use_synthetic_data);
   r.String("model.data.tokenizer", &c.data.tokenizer);
-  int64_t depth = c.data.prefetch_depth;
-  r.Int("model.data.prefetch_depth", &depth);
+  r.Int("model.data.prefetch_depth", depth);
+}
+
+// A value given under two names (hypertrain's flat exp_manager key and the
+// recipe's checkpoint_callback_params) must agree.
+template <typename T>
+void ReadAlias(Reader& r, const std::string& a, const std::string& b, T* out) {
+  T va = *out, vb = *out;
+  const bool has_a = r.Has(a), has_b = r.Has(b);
+  if constexpr (std::is_same_v<T, bool>) {
+    r.Bool(a, &va);
+    r.Bool(b, &vb);
+  } else {
+    r.Int(a, &va);
+    r.Int(b, &vb);
+  }
+  if (has_a && has_b && va != vb) {
+    r.Fail(InvalidArgument(fmt::format("{} ({}) and {} ({}) disagree; give one", a, va, b, vb)));
+  }
+  *out = has_b ? vb : va;
+}
+
+void ReadExpManager(Reader& r, TrainConfig& c) {
+  CheckpointConfig& k = c.checkpoint;
   r.String("exp_manager.exp_dir", &c.exp_dir);
   r.String("exp_manager.checkpoint_dir", &c.checkpoint_dir);
   r.String("exp_manager.resume_from_checkpoint", &c.resume_from_checkpoint);
-  r.Int("exp_manager.every_n_train_steps", &c.every_n_train_steps);
   r.Double("exp_manager.every_n_minutes", &c.every_n_minutes);
-  r.Int("exp_manager.save_top_k", &c.save_top_k);
   r.Bool("exp_manager.start_fresh", &c.start_fresh);
-  HT_RETURN_IF_ERROR(r.status());
+  const std::string cb = "exp_manager.checkpoint_callback_params.";
+  ReadAlias(r, "exp_manager.every_n_train_steps", cb + "every_n_train_steps", &c.every_n_train_steps);
+  ReadAlias(r, "exp_manager.save_top_k", cb + "save_top_k", &c.save_top_k);
+  ReadAlias(r, "exp_manager.checkpoint.save_last", cb + "save_last", &k.save_last);
+  std::string monitor = "step", mode = "max";
+  r.String(cb + "monitor", &monitor);
+  r.String(cb + "mode", &mode);
+  if (monitor != "step") {
+    r.Fail(CannotHonour(cb + "monitor", monitor, "checkpoints are ranked by step only",
+                        "step (with mode: max: the newest save_top_k are kept)"));
+  } else if (mode != "max") {
+    r.Fail(CannotHonour(cb + "mode", mode, "with monitor: step the newest checkpoints are kept", "max"));
+  }
+  bool create_callback = true;
+  r.Bool("exp_manager.create_checkpoint_callback", &create_callback);
+  if (!create_callback) {
+    k.enabled = false;
+    k.disabled_by = "exp_manager.create_checkpoint_callback: false";
+  } else if (c.save_top_k == 0) {
+    k.enabled = false;
+    k.disabled_by = cb + "save_top_k: 0";
+  }
+  bool tensorboard = true;
+  r.Bool("exp_manager.create_tensorboard_logger", &tensorboard);
+  if (!tensorboard) c.notes.push_back("exp_manager.create_tensorboard_logger: false: TensorBoard events are not written");
+  c.tensorboard = tensorboard;
+  r.Bool("exp_manager.async_save", &k.async_save);
+  r.String("exp_manager.checkpoint.failure_policy", &k.failure_policy);
+  r.Bool("exp_manager.checkpoint.verify_checksums", &k.verify_checksums);
+  r.Double("exp_manager.checkpoint.coordinator_timeout_s", &k.coordinator_timeout_s);
+  r.String("exp_manager.checkpoint.export_hf_dir", &k.export_hf_dir);
+  r.String("exp_manager.checkpoint.export_hf_dtype", &k.export_dtype);
+  r.String("exp_manager.hf_init_from", &k.hf_init_from);
+  r.Int("exp_manager.export_full_model.every_n_train_steps", &k.export_every_n_train_steps);
+  r.Bool("exp_manager.export_full_model.save_last", &k.export_save_last);
+  r.String("exp_manager.export_full_model.dir", &k.export_dir);
+  r.Bool("exp_manager.auto_checkpoint.enabled", &k.auto_interval);
+  r.Double("exp_manager.auto_checkpoint.max_overhead", &k.auto_max_overhead);
+  r.Double("exp_manager.auto_checkpoint.max_lost_minutes", &k.auto_max_lost_minutes);
+  r.Double("exp_manager.auto_checkpoint.min_interval_s", &k.auto_min_interval_s);
+}
 
-  // Enumerations and ranges.
-  HT_ASSIGN_OR_RETURN(c.precision, model::ParsePrecision(precision));
-  HT_ASSIGN_OR_RETURN(c.activation_checkpointing, model::ParseCheckpointing(ckpt));
-  HT_ASSIGN_OR_RETURN(o.sched, train::ParseScheduleKind(sched));
-  HT_ASSIGN_OR_RETURN(c.fp8.recipe, model::ParseFp8Recipe(fp8_recipe));
-  HT_ASSIGN_OR_RETURN(c.fp8.amax_compute_algo, model::ParseAmaxComputeAlgo(fp8_algo));
-  HT_ASSIGN_OR_RETURN(c.fp8.grad_format, model::ParseFp8Format(fp8_grad));
-  HT_RETURN_IF_ERROR(c.fp8.Validate());
-  if (c.fp8.enabled && c.precision != model::Precision::kBF16) {
-    return InvalidArgument(fmt::format(
-        "model.fp8: FP8 GEMMs run inside bf16 training; trainer.precision is {} (use bf16)",
-        model::PrecisionName(c.precision)));
-  }
-  if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda") {
-    return InvalidArgument(fmt::format("trainer.backend: '{}' is not one of auto, cpu, cuda", c.backend));
-  }
-  if (!contract::ParseShardingStrategy(c.sharding_strategy)) {
-    return InvalidArgument("model.sharding_strategy: " + contract::UnknownShardingStrategyMessage(c.sharding_strategy));
-  }
-  if (o.name != "adamw" && o.name != "AdamW") {
-    return InvalidArgument(fmt::format("model.optim.name: '{}' is not one of adamw", o.name));
-  }
+Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
+  const OptimConfig& o = c.optim;
   HT_RETURN_IF_ERROR(Check(c.max_steps >= 1, "trainer.max_steps", c.max_steps, "must be >= 1"));
   HT_RETURN_IF_ERROR(Check(c.log_every_n_steps >= 1, "trainer.log_every_n_steps", c.log_every_n_steps, "must be >= 1"));
   HT_RETURN_IF_ERROR(Check(c.peak_tflops >= 0, "trainer.peak_tflops", c.peak_tflops, "must be >= 0"));
@@ -342,35 +393,178 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text,
   HT_RETURN_IF_ERROR(Check(o.beta2 >= 0 && o.beta2 < 1, "model.optim.betas[1]", o.beta2, "must be in [0, 1)"));
   HT_RETURN_IF_ERROR(Check(o.eps > 0, "model.optim.eps", o.eps, "must be > 0"));
   HT_RETURN_IF_ERROR(Check(o.warmup_steps >= 0, "model.optim.sched.warmup_steps", o.warmup_steps, "must be >= 0"));
+  HT_RETURN_IF_ERROR(Check(o.constant_steps >= 0, "model.optim.sched.constant_steps", o.constant_steps, "must be >= 0"));
+  HT_RETURN_IF_ERROR(Check(o.decay_steps >= 0, "model.lr_decay_iters", o.decay_steps, "must be >= 0 (0 = trainer.max_steps)"));
   HT_RETURN_IF_ERROR(Check(o.min_lr >= 0 && o.min_lr <= o.lr, "model.optim.sched.min_lr", o.min_lr, "must be in [0, model.optim.lr]"));
   HT_RETURN_IF_ERROR(Check(depth >= 1 && depth <= 64, "model.data.prefetch_depth", depth, "must be in [1, 64]"));
   HT_RETURN_IF_ERROR(Check(c.every_n_train_steps >= 0, "exp_manager.every_n_train_steps", c.every_n_train_steps, "must be >= 0"));
   HT_RETURN_IF_ERROR(Check(c.every_n_minutes >= 0, "exp_manager.every_n_minutes", c.every_n_minutes, "must be >= 0"));
-  HT_RETURN_IF_ERROR(Check(c.save_top_k >= 1, "exp_manager.save_top_k", c.save_top_k, "must be >= 1"));
+  HT_RETURN_IF_ERROR(Check(c.save_top_k >= -1, "exp_manager.checkpoint_callback_params.save_top_k", c.save_top_k,
+                           "must be >= 1, -1 (keep all) or 0 (no sharded checkpoints)"));
+  const ValidationConfig& v = c.validation;
+  HT_RETURN_IF_ERROR(Check(v.check_interval >= 0, "trainer.val_check_interval", v.check_interval, "must be >= 0"));
+  HT_RETURN_IF_ERROR(Check(v.limit_batches >= 0, "trainer.limit_val_batches", v.limit_batches, "must be >= 0 (0 = off)"));
+  HT_RETURN_IF_ERROR(Check(v.batch_size >= 1, "model.val_batch_size", v.batch_size, "must be >= 1"));
+  const CheckpointConfig& k = c.checkpoint;
+  HT_RETURN_IF_ERROR(Check(k.export_every_n_train_steps >= 0, "exp_manager.export_full_model.every_n_train_steps",
+                           k.export_every_n_train_steps, "must be >= 0 (0 = off)"));
+  HT_RETURN_IF_ERROR(Check(k.auto_max_overhead > 0 && k.auto_max_overhead < 1, "exp_manager.auto_checkpoint.max_overhead",
+                           k.auto_max_overhead, "must be in (0, 1)"));
+  HT_RETURN_IF_ERROR(Check(k.auto_max_lost_minutes > 0, "exp_manager.auto_checkpoint.max_lost_minutes",
+                           k.auto_max_lost_minutes, "must be > 0"));
+  HT_RETURN_IF_ERROR(Check(k.auto_min_interval_s >= 0, "exp_manager.auto_checkpoint.min_interval_s",
+                           k.auto_min_interval_s, "must be >= 0"));
+  if (k.export_dtype != "bf16" && k.export_dtype != "fp32") {
+    return InvalidArgument(fmt::format("exp_manager.checkpoint.export_hf_dtype: '{}' is not one of bf16, fp32", k.export_dtype));
+  }
+  if (k.failure_policy != "stop" && k.failure_policy != "continue") {
+    return InvalidArgument(fmt::format("exp_manager.checkpoint.failure_policy: '{}' is not one of stop, continue", k.failure_policy));
+  }
+  const DistributedConfig& d = c.distributed;
+  HT_RETURN_IF_ERROR(Check(d.rendezvous_timeout_s >= 1 && d.rendezvous_timeout_s <= 86400,
+                           "distributed.rendezvous_timeout_s", d.rendezvous_timeout_s, "must be in [1, 86400]"));
+  if (d.reduce_dtype != "fp32" && d.reduce_dtype != "bf16") {
+    return InvalidArgument(fmt::format("distributed.reduce_dtype: '{}' is not one of fp32, bf16", d.reduce_dtype));
+  }
+  if (d.replica_reduce != "overlap" && d.replica_reduce != "after") {
+    return InvalidArgument(fmt::format("distributed.replica_reduce: '{}' is not one of overlap, after", d.replica_reduce));
+  }
+  return Status::Ok();
+}
+
+// Cross-key rules and the fix-ups that follow from them.
+Status ValidateAndFinish(TrainConfig& c) {
+  if (c.fp8.enabled && c.precision != model::Precision::kBF16) {
+    return InvalidArgument(fmt::format("model.fp8: FP8 GEMMs run inside bf16 training; trainer.precision is {} (use bf16)",
+                                       model::PrecisionName(c.precision)));
+  }
+  if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda") {
+    return InvalidArgument(fmt::format("trainer.backend: '{}' is not one of auto, cpu, cuda", c.backend));
+  }
+  if (!contract::ParseShardingStrategy(c.sharding_strategy)) {
+    return InvalidArgument("model.sharding_strategy: " + contract::UnknownShardingStrategyMessage(c.sharding_strategy));
+  }
+  if (c.optim.name != "adamw" && c.optim.name != "AdamW") {
+    return InvalidArgument(fmt::format("model.optim.name: '{}' is not one of adamw", c.optim.name));
+  }
+  const FinetuneConfig& ft = c.finetune;
+  if (!ft.hf_model_name_or_path.empty() && !ft.do_finetune) {
+    return InvalidArgument(fmt::format(
+        "model.hf_model_name_or_path: '{}' is set but model.do_finetune is false: set model.do_finetune: true to "
+        "start from these weights, or remove the path",
+        ft.hf_model_name_or_path));
+  }
+  if (ft.do_finetune && ft.hf_model_name_or_path.empty()) {
+    return InvalidArgument(
+        "model.do_finetune: true needs model.hf_model_name_or_path (a local Hugging Face model directory with "
+        "config.json and *.safetensors)");
+  }
+  if (ft.do_finetune && !c.checkpoint.hf_init_from.empty()) {
+    return InvalidArgument("exp_manager.hf_init_from and model.hf_model_name_or_path both name initial weights; give one");
+  }
   if (!c.data.use_synthetic_data && c.data.train_dir.empty()) {
     return InvalidArgument("model.data.train_dir: required unless model.data.use_synthetic_data is true");
   }
-  HT_RETURN_IF_ERROR(m.Validate());
+  while (c.checkpoint_dir.size() > 1 && c.checkpoint_dir.back() == '/') c.checkpoint_dir.pop_back();
+  if (c.checkpoint_dir.empty()) c.checkpoint_dir = c.exp_dir + "/checkpoints";
+  if (c.checkpoint.export_dir.empty()) c.checkpoint.export_dir = c.checkpoint_dir + "/full";
+  CheckpointConfig& k = c.checkpoint;
+  if (k.auto_interval) {
+    if (c.every_n_train_steps > 0 || c.every_n_minutes > 0) {
+      c.notes.push_back(fmt::format(
+          "exp_manager.auto_checkpoint.enabled: the fixed interval (every_n_train_steps {}, every_n_minutes {}) "
+          "is replaced by the measured one",
+          c.every_n_train_steps, c.every_n_minutes));
+    }
+    c.every_n_train_steps = 0;
+    c.every_n_minutes = 0;
+    if (!k.enabled) return InvalidArgument(fmt::format("exp_manager.auto_checkpoint.enabled: true but {} turns sharded checkpoints off", k.disabled_by));
+  }
+  if (!k.enabled) {
+    c.notes.push_back(fmt::format("{}: no sharded checkpoints are written, so a restarted job starts over{}",
+                                  k.disabled_by,
+                                  k.export_every_n_train_steps > 0 || k.export_save_last
+                                      ? " (full-model HF exports still go to " + k.export_dir + ")"
+                                      : ""));
+  }
+  const ValidationConfig& v = c.validation;
+  if (!v.val_dir.empty() && v.limit_batches == 0) {
+    c.notes.push_back("model.data.val_dir is set but trainer.limit_val_batches is 0: validation is off");
+  }
+  return c.model.Validate();
+}
+
+}  // namespace
+
+StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
+                                       const std::string& source, const EnvLookup& env) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(fmt::format("{}: YAML syntax error at line {}, column {}: {}", source, e.mark.line + 1,
+                                       e.mark.column + 1, e.msg));
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) return InvalidArgument(fmt::format("{}: the top level must be a map", source));
+  TrainConfig c;
+  HT_RETURN_IF_ERROR(PrepareDocument(root, overrides, env, &c.notes));
+
+  Reader r(root);
+  std::string precision = "bf16", sched = "cosine", unknown_policy = "error";
+  std::string fp8_recipe = "delayed", fp8_algo = "max", fp8_grad = "e5m2";
+  r.String("hypertrain.unknown_keys", &unknown_policy);
+  HT_RETURN_IF_ERROR(CheckUnsupported(r));
+  ReadTrainer(r, c, &precision);
+  r.String("model.shape", &c.shape);
+  auto named = model::NamedModelConfig(c.shape.empty() ? "tiny" : c.shape);
+  if (!named.ok()) return InvalidArgument(fmt::format("model.shape: '{}' is not one of tiny, 125m, 1b, 8b", c.shape));
+  c.model = *named;
+  int64_t seed = static_cast<int64_t>(c.seed), depth = c.data.prefetch_depth;
+  ReadModel(r, c, &seed);
+  ReadFp8(r, c.fp8, &fp8_recipe, &fp8_algo, &fp8_grad);
+  ReadOptimAndData(r, c, &sched, &depth);
+  r.Int("trainer.val_check_interval", &c.validation.check_interval);
+  r.Int("trainer.limit_val_batches", &c.validation.limit_batches);
+  ReadExpManager(r, c);
+  HT_RETURN_IF_ERROR(r.status());
+
+  HT_ASSIGN_OR_RETURN(c.precision, model::ParsePrecision(precision));
+  HT_ASSIGN_OR_RETURN(c.optim.sched, train::ParseScheduleKind(sched));
+  HT_ASSIGN_OR_RETURN(c.fp8.recipe, model::ParseFp8Recipe(fp8_recipe));
+  HT_ASSIGN_OR_RETURN(c.fp8.amax_compute_algo, model::ParseAmaxComputeAlgo(fp8_algo));
+  HT_ASSIGN_OR_RETURN(c.fp8.grad_format, model::ParseFp8Format(fp8_grad));
+  HT_RETURN_IF_ERROR(c.fp8.Validate());
+  HT_RETURN_IF_ERROR(ValidateRanges(c, seed, depth));
   c.seed = static_cast<uint64_t>(seed);
   c.data.prefetch_depth = static_cast<int>(depth);
   c.loss_scale.enabled = c.precision == model::Precision::kFP16;
-  if (c.checkpoint_dir.empty()) c.checkpoint_dir = c.exp_dir + "/checkpoints";
+  HT_RETURN_IF_ERROR(ValidateAndFinish(c));
 
+  if (unknown_policy != "error" && unknown_policy != "warn") {
+    return InvalidArgument(fmt::format("hypertrain.unknown_keys: '{}' is not one of error, warn", unknown_policy));
+  }
   std::vector<std::string> leaves;
   CollectLeaves(root, "", leaves);
   for (const std::string& k : leaves) {
-    if (!IsKnown(k, r.read())) c.unknown_keys.push_back(k);
+    if (internal::IsKnownKey(k, r.read())) continue;
+    const std::string hint = internal::SuggestKey(k, r.read());
+    const std::string item = hint.empty() ? k : fmt::format("{} (did you mean {}?)", k, hint);
+    if (unknown_policy == "error") {
+      return InvalidArgument(fmt::format("{}: unknown key {}; set hypertrain.unknown_keys: warn to run anyway", source, item));
+    }
+    c.unknown_keys.push_back(item);
   }
   return c;
 }
 
-StatusOr<TrainConfig> LoadTrainConfig(const std::string& path,
-                                      const std::vector<std::string>& overrides) {
+StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
+                                      const EnvLookup& env) {
   std::ifstream f(path);
   if (!f) return InvalidArgument(fmt::format("--config {}: cannot read the file", path));
   std::stringstream ss;
   ss << f.rdbuf();
-  return ParseTrainConfig(ss.str(), overrides, path);
+  return ParseTrainConfig(ss.str(), overrides, path, env);
 }
 
 namespace {

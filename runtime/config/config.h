@@ -1,24 +1,24 @@
 #pragma once
 // TrainConfig: the job YAML (HyperPod recipe layout) plus --set overrides,
-// validated before any work starts.
+// resolved (Hydra/OmegaConf interpolation, runtime/config/resolve.h),
+// validated and typed before any work starts. Components receive the typed
+// sections below and never read YAML themselves.
 //
-//   trainer:     {max_steps, precision, log_every_n_steps, backend, peak_tflops, ...}
-//   model:       {shape, <ModelConfig fields>, train_batch_size,
+//   trainer:     {max_steps, precision, log_every_n_steps, backend, peak_tflops,
+//                 val_check_interval, limit_val_batches, cuda_graphs, ...}
+//   model:       {shape, <ModelConfig fields>, train_batch_size, val_batch_size,
 //                 grad_accumulation_steps, grad_clip, activation_checkpointing,
-//                 sharding_strategy, shard_degree, seed,
-//                 fp8, fp8_recipe, fp8_amax_history_len, fp8_amax_compute_algo,
-//                 fp8_margin, fp8_grad_format, fp8_lm_head,
-//                 optim: {name, lr, weight_decay, betas, eps,
-//                         sched: {name, warmup_steps, min_lr}},
-//                 data: {train_dir, use_synthetic_data, prefetch_depth}}
-//   exp_manager: {exp_dir, checkpoint_dir, ...}
-// docs/TRAINER.md lists every key with its default.
+//                 sharding_strategy, shard_degree, seed, fp8*, do_finetune,
+//                 hf_model_name_or_path, peft.*, optim.*, data.*}
+//   exp_manager: {exp_dir, checkpoint_dir, checkpoint_callback_params.*,
+//                 export_full_model.*, auto_checkpoint.*, checkpoint.*, ...}
+// docs/TRAINER.md lists every key with its default and the recipes using it.
 //
-// Errors (InvalidArgument) name the key and the accepted values, e.g.
+// Errors (InvalidArgument) name the key, the value and what is accepted, e.g.
 // "model.activation_checkpointing: 'partial' is not one of none, selective,
-// full". Keys nobody reads are collected in unknown_keys for ONE warning.
-// Other components read their own keys from `raw` and list them in
-// kExtraKnownKeys (config.cc) so they are not reported as unknown.
+// full, true, false". A key hypertrain cannot honour (tensor parallelism,
+// MoE, ...) is such an error; a key nothing knows is an error with a "did you
+// mean" suggestion unless `hypertrain.unknown_keys: warn`.
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/config/resolve.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/config.h"
 #include "runtime/model/fp8.h"
@@ -44,7 +45,14 @@ struct OptimConfig {
   double eps = 1e-8;
   train::ScheduleKind sched = train::ScheduleKind::kCosine;
   int64_t warmup_steps = 0;
+  int64_t constant_steps = 0;  // sched.constant_steps: held at min_lr at the end
+  int64_t decay_steps = 0;     // model.lr_decay_iters: the decay horizon; 0 = max_steps
   double min_lr = 0.0;
+  // The step at which the decay reaches min_lr.
+  int64_t DecayEnd(int64_t max_steps) const {
+    const int64_t horizon = (decay_steps > 0 ? decay_steps : max_steps) - constant_steps;
+    return horizon > warmup_steps ? horizon : warmup_steps + 1;
+  }
 };
 
 struct DataConfig {
@@ -54,6 +62,68 @@ struct DataConfig {
   // manifest names another tokenizer is refused. Empty: vocab checked only.
   std::string tokenizer;
   int prefetch_depth = 2;
+};
+
+// Fine-tuning from Hugging Face weights (recipe keys model.do_finetune,
+// model.hf_model_name_or_path, model.peft.*; PEFT itself is issue 26).
+struct FinetuneConfig {
+  bool do_finetune = false;
+  // A local Hugging Face model directory (config.json + *.safetensors): the
+  // initial weights. Only with do_finetune.
+  std::string hf_model_name_or_path;
+  std::string peft_type;  // "" = none; anything else is refused until LoRA lands
+};
+
+// Held-out evaluation (model.data.val_dir, trainer.val_check_interval,
+// trainer.limit_val_batches, model.val_batch_size).
+struct ValidationConfig {
+  std::string val_dir;           // "" = no validation
+  int64_t check_interval = 0;    // optimizer steps between evaluations (and at the end)
+  int64_t limit_batches = 0;     // batches per evaluation per rank; 0 = off
+  int64_t batch_size = 1;        // sequences per batch
+  bool enabled() const { return !val_dir.empty() && limit_batches > 0 && check_interval > 0; }
+};
+
+// Checkpointing and export options beyond the flat exp_manager fields of
+// TrainConfig (runtime/ckpt/train_hooks.h reads only these).
+struct CheckpointConfig {
+  // false: no sharded checkpoints (checkpoint_callback_params.save_top_k: 0 or
+  // create_checkpoint_callback: false); `disabled_by` names the key.
+  bool enabled = true;
+  std::string disabled_by;
+  bool save_last = true;  // a final sharded save at the end
+  bool async_save = true;
+  std::string failure_policy = "stop";  // stop | continue
+  bool verify_checksums = true;
+  double coordinator_timeout_s = 600;
+  std::string hf_init_from;  // exp_manager.hf_init_from (without do_finetune)
+  // exp_manager.export_full_model: HF weights into <export_dir>/step-<N>.
+  int64_t export_every_n_train_steps = 0;  // 0 = off
+  bool export_save_last = false;           // once at the end
+  std::string export_dir;                  // default <checkpoint_dir>/full
+  // exp_manager.checkpoint.export_hf_dir: the final weights, one fixed dir.
+  std::string export_hf_dir;
+  std::string export_dtype = "bf16";  // bf16 | fp32 (both exports)
+  // exp_manager.auto_checkpoint: the interval from measured save stall and
+  // step time (docs/CHECKPOINTS.md).
+  bool auto_interval = false;
+  double auto_max_overhead = 0.02;       // save stall / training time
+  double auto_max_lost_minutes = 30;     // work lost to a crash
+  double auto_min_interval_s = 60;       // never more often
+};
+
+// Distributed knobs (runtime/parallel); each has an HT_* override.
+struct DistributedConfig {
+  double rendezvous_timeout_s = 300;
+  std::string gloo_hostname;
+  std::string reduce_dtype = "fp32";    // fp32 | bf16: gradient reduce-scatter
+  bool split_embedding_grad = true;
+  std::string replica_reduce = "overlap";  // overlap | after
+};
+
+// CUDA backend knobs; each has an HT_* override.
+struct CudaConfig {
+  bool cuda_graphs = false;  // trainer.cuda_graphs
 };
 
 struct TrainConfig {
@@ -85,33 +155,57 @@ struct TrainConfig {
   double collective_timeout_s = 600;
   uint64_t seed = 1234;
   model::Fp8Options fp8;  // model.fp8* (runtime/model/fp8.h)
+  FinetuneConfig finetune;
   OptimConfig optim;
   DataConfig data;
+  ValidationConfig validation;
+  CheckpointConfig checkpoint;
+  DistributedConfig distributed;
+  CudaConfig cuda;
   // exp_manager:
   std::string exp_dir = "./exp";
+  bool tensorboard = true;     // exp_manager.create_tensorboard_logger
   std::string checkpoint_dir;  // default exp_dir/checkpoints
   std::string resume_from_checkpoint;
   int64_t every_n_train_steps = 0;
   double every_n_minutes = 0;
-  int64_t save_top_k = 2;
+  int64_t save_top_k = 2;  // newest k kept; -1 keeps all; 0 = no sharded checkpoints
   bool start_fresh = false;
 
-  YAML::Node raw;                        // the merged document
-  std::vector<std::string> unknown_keys;  // for one warning
+  // Keys nothing knows, kept only with hypertrain.unknown_keys: warn (for one
+  // warning); each with its suggestion, e.g. "model.hiden_size (did you mean
+  // model.hidden_size?)".
+  std::vector<std::string> unknown_keys;
+  // Notes for the start-up log: which environment overrides applied, what a
+  // recipe key turned off.
+  std::vector<std::string> notes;
 
   int64_t seq_len() const { return model.max_context_width; }
 };
 
 // Parses YAML text, applies overrides ("a.b.c=value", value parsed as YAML),
-// validates. `source` names the text in error messages.
+// resolves interpolations, applies the HT_* environment overrides
+// (env_overrides.h; `env` may be null: none), validates. `source` names the
+// text in error messages.
 StatusOr<TrainConfig> ParseTrainConfig(const std::string& yaml_text,
                                        const std::vector<std::string>& overrides,
-                                       const std::string& source = "<config>");
+                                       const std::string& source = "<config>",
+                                       const EnvLookup& env = nullptr);
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path,
-                                      const std::vector<std::string>& overrides);
+                                      const std::vector<std::string>& overrides,
+                                      const EnvLookup& env = nullptr);
 
-// Reads one environment variable; nullptr when unset (tests pass their own).
-using EnvLookup = std::function<const char*(const char*)>;
+// The HT_* environment variables: each overrides one config key (applied
+// after the file, before --set), the one place they are read for the trainer.
+struct EnvOverride {
+  const char* var;
+  const char* key;
+};
+const std::vector<EnvOverride>& EnvOverrides();
+
+// The resolved, typed config as YAML (what `hypertrain config` prints and the
+// trainer logs at start): every key with the value that will run.
+std::string DescribeConfig(const TrainConfig& c);
 
 // Where a `hypertrain train` run's config comes from, in the pod contract's
 // terms (contract/env.h): the file is --config, else $HYPERTRAIN_CONFIG (the

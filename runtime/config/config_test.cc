@@ -57,8 +57,15 @@ model:
 trainer_typo: 1
 )";
 
+// kRecipe holds two typos on purpose: warn, so that the other tests parse it.
+const char* kWarn = "hypertrain.unknown_keys=warn";
+std::vector<std::string> WithWarn(std::vector<std::string> sets) {
+  sets.insert(sets.begin(), kWarn);
+  return sets;
+}
+
 TEST(ConfigTest, ParsesAHyperPodRecipe) {
-  auto c = ParseTrainConfig(kRecipe, {});
+  auto c = ParseTrainConfig(kRecipe, {kWarn});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->max_steps, 50);
   EXPECT_EQ(c->devices, 8);
@@ -77,7 +84,7 @@ TEST(ConfigTest, ParsesAHyperPodRecipe) {
 }
 
 TEST(ConfigTest, OverridesApplyBeforeValidation) {
-  auto c = ParseTrainConfig(kRecipe, {"model.optim.lr=0.01", "trainer.precision=fp16",
+  auto c = ParseTrainConfig(kRecipe, {kWarn, "model.optim.lr=0.01", "trainer.precision=fp16",
                                       "model.optim.betas=[0.8, 0.9]", "model.data.prefetch_depth=5",
                                       "exp_manager.new_section.x=1"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -86,18 +93,18 @@ TEST(ConfigTest, OverridesApplyBeforeValidation) {
   EXPECT_TRUE(c->loss_scale.enabled);
   EXPECT_EQ(c->optim.beta1, 0.8);
   EXPECT_EQ(c->data.prefetch_depth, 5);
-  auto fast = ParseTrainConfig(kRecipe, {"trainer.deterministic=false"});
+  auto fast = ParseTrainConfig(kRecipe, {kWarn, "trainer.deterministic=false"});
   ASSERT_TRUE(fast.ok()) << fast.status().ToString();
   EXPECT_FALSE(fast->deterministic);
   EXPECT_NE(std::find(c->unknown_keys.begin(), c->unknown_keys.end(), "exp_manager.new_section.x"),
             c->unknown_keys.end());
-  auto bad = ParseTrainConfig(kRecipe, {"model.optim.lr"});
+  auto bad = ParseTrainConfig(kRecipe, {kWarn, "model.optim.lr"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("expected key.path=value"), std::string::npos);
 }
 
 void ExpectError(const std::vector<std::string>& sets, const std::string& needle) {
-  auto c = ParseTrainConfig(kRecipe, sets);
+  auto c = ParseTrainConfig(kRecipe, WithWarn(sets));
   ASSERT_FALSE(c.ok()) << needle;
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(c.status().message().find(needle), std::string::npos) << c.status().message();
@@ -126,10 +133,10 @@ TEST(ConfigTest, BadValuesNameTheKeyAndAcceptedValues) {
 
 // The p5 recipes' FP8 block, as written (YAML 1.1 "True"), plus our own keys.
 TEST(ConfigTest, Fp8Keys) {
-  auto off = ParseTrainConfig(kRecipe, {});
+  auto off = ParseTrainConfig(kRecipe, {kWarn});
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE(off->fp8.enabled);
-  auto c = ParseTrainConfig(kRecipe, {"model.fp8=True", "model.fp8_amax_history_len=1024",
+  auto c = ParseTrainConfig(kRecipe, {kWarn, "model.fp8=True", "model.fp8_amax_history_len=1024",
                                       "model.fp8_amax_compute_algo=max"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->fp8.enabled);
@@ -139,7 +146,7 @@ TEST(ConfigTest, Fp8Keys) {
   EXPECT_EQ(c->fp8.grad_format, model::Fp8Format::kE5M2);
   EXPECT_FALSE(c->fp8.lm_head);
   EXPECT_TRUE(c->unknown_keys == (std::vector<std::string>{"model.frobnicate", "trainer_typo"}));
-  auto t = ParseTrainConfig(kRecipe, {"model.fp8=true", "model.fp8_recipe=tensorwise",
+  auto t = ParseTrainConfig(kRecipe, {kWarn, "model.fp8=true", "model.fp8_recipe=tensorwise",
                                       "model.fp8_amax_compute_algo=most_recent",
                                       "model.fp8_grad_format=e4m3", "model.fp8_lm_head=yes",
                                       "model.fp8_margin=1"});

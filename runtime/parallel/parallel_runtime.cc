@@ -15,20 +15,6 @@ namespace hypertrain::parallel {
 
 namespace {
 
-// `name`'s value when set (nullopt when unset or empty: keep the default); an
-// InvalidArgument naming the accepted values for anything else.
-StatusOr<std::optional<std::string>> EnvChoice(const launch::EnvLookup& env, const char* name,
-                                               std::initializer_list<const char*> accepted) {
-  const char* v = env(name);
-  if (v == nullptr || *v == '\0') return std::optional<std::string>();
-  std::string list;
-  for (const char* a : accepted) {
-    if (std::strcmp(v, a) == 0) return std::optional<std::string>(v);
-    list += (list.empty() ? "" : ", ") + std::string(a);
-  }
-  return InvalidArgument(std::string(name) + "='" + v + "' is not one of " + list);
-}
-
 class DistRuntime final : public train::ParallelRuntime {
  public:
   DistRuntime(launch::RankEnv env, DistOptions options, GroupLayout layout, HsdpOptions hsdp,
@@ -98,21 +84,17 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateParallelRuntime(
   o.shard_degree = static_cast<int>(c.shard_degree);
   o.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000));
   o.hang_exit_code = train::kExitCollectiveTimeout;
-  if (const char* t = env("HT_RENDEZVOUS_TIMEOUT_S")) {
-    HT_ASSIGN_OR_RETURN(int s, launch::ParseIntVar("HT_RENDEZVOUS_TIMEOUT_S", t, 1, 86400));
-    o.rendezvous_timeout = std::chrono::seconds(s);
-  }
-  if (const char* h = env("HT_GLOO_HOSTNAME"); h && *h) o.gloo.hostname = h;
+  // The distributed.* keys (HT_* overrides applied by runtime/config).
+  const config::DistributedConfig& d = c.distributed;
+  o.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(d.rendezvous_timeout_s * 1000));
+  o.gloo.hostname = d.gloo_hostname;
   if (const char* i = env("GLOO_SOCKET_IFNAME"); i && *i && o.gloo.hostname.empty()) o.gloo.iface = i;
   HsdpOptions hsdp;
-  HT_ASSIGN_OR_RETURN(const auto reduce, EnvChoice(env, "HT_REDUCE_DTYPE", {"fp32", "bf16"}));
-  if (reduce) hsdp.reduce_dtype = *reduce == "bf16" ? DType::kBF16 : DType::kF32;
+  hsdp.reduce_dtype = d.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32;
   // A/B switch for the split embedding gradient (docs/DISTRIBUTED.md).
-  HT_ASSIGN_OR_RETURN(const auto split, EnvChoice(env, "HT_SPLIT_EMBEDDING_GRAD", {"0", "1"}));
-  if (split) hsdp.split_embedding_grad = *split == "1";
+  hsdp.split_embedding_grad = d.split_embedding_grad;
   // Replica all-reduce during the backward (default) or after it.
-  HT_ASSIGN_OR_RETURN(const auto replica, EnvChoice(env, "HT_REPLICA_REDUCE", {"overlap", "after"}));
-  if (replica) hsdp.replica_reduce_during_backward = *replica == "overlap";
+  hsdp.replica_reduce_during_backward = d.replica_reduce == "overlap";
   hsdp.fp8_all_gather = c.fp8.enabled;
   return std::unique_ptr<train::ParallelRuntime>(
       new DistRuntime(std::move(r), std::move(o), *layout, hsdp, std::move(device_groups)));

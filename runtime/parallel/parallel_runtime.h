@@ -15,11 +15,10 @@
 // The data-parallel coordinates are (world rank, world size): each rank reads
 // its own 1/world of every global batch.
 //
-// Environment knobs: HT_GLOO_HOSTNAME (address the Gloo device binds and
-// advertises; default: this host's name) or GLOO_SOCKET_IFNAME (interface);
-// HT_REDUCE_DTYPE=bf16 (reduce gradients in bf16; default fp32);
-// HT_SPLIT_EMBEDDING_GRAD=0|1 and HT_REPLICA_REDUCE=overlap|after (HsdpOptions;
-// any other value is an InvalidArgument); HT_RENDEZVOUS_TIMEOUT_S (default 300).
+// Knobs: config.distributed (gloo_hostname, rendezvous_timeout_s,
+// reduce_dtype, split_embedding_grad, replica_reduce; runtime/config maps
+// their HT_* environment overrides); GLOO_SOCKET_IFNAME (Gloo's own) picks the
+// interface when no hostname is given.
 #include <memory>
 
 #include "runtime/config/config.h"

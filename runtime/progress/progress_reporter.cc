@@ -173,7 +173,7 @@ bool TrainPaths(const std::vector<std::string>& command, const config::EnvLookup
   }
   auto source = config::ResolveRunConfig(config_flag, sets, env);
   if (!source.ok()) return false;
-  auto loaded = config::LoadTrainConfig(source->path, source->overrides);
+  auto loaded = config::LoadTrainConfig(source->path, source->overrides, env);
   if (!loaded.ok()) return false;
   const config::TrainConfig& tc = loaded.value();
   *metrics_path = tc.exp_dir + "/metrics.jsonl";

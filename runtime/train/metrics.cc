@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -34,7 +35,7 @@ std::string FormatStepLine(const StepMetrics& m) {
       m.memory_bytes / 1048576.0, 1e3 * m.data_wait_s, 1e3 * m.step_time_s, Hms(m.eta_s));
 }
 
-StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Create(const std::string& exp_dir) {
+StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Create(const std::string& exp_dir, bool tensorboard) {
   std::error_code ec;
   std::filesystem::create_directories(exp_dir, ec);
   if (ec) return IoError(fmt::format("exp_manager.exp_dir {}: cannot create: {}", exp_dir, ec.message()));
@@ -44,8 +45,36 @@ StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Create(const std::string
   if (w->jsonl_ == nullptr) {
     return IoError(fmt::format("{}: cannot open: {}", w->jsonl_path_, std::strerror(errno)));
   }
-  HT_ASSIGN_OR_RETURN(w->tb_, TfEventsWriter::Create(exp_dir + "/tensorboard"));
+  if (tensorboard) {
+    HT_ASSIGN_OR_RETURN(w->tb_, TfEventsWriter::Create(exp_dir + "/tensorboard"));
+  }
   return w;
+}
+
+Status MetricsWriter::WriteLine(const nlohmann::json& j) {
+  const std::string line = j.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), jsonl_) != line.size() || std::fflush(jsonl_) != 0) {
+    return IoError(fmt::format("{}: write failed", jsonl_path_));
+  }
+  return Status::Ok();
+}
+
+Status MetricsWriter::WriteValidation(const ValMetrics& v) {
+  const double wall =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double ppl = std::exp(v.loss);
+  nlohmann::json j = {{"step", v.step},           {"val/loss", v.loss},
+                      {"val/perplexity", ppl},     {"val/batches", v.batches},
+                      {"val/tokens", v.tokens},    {"val/time_s", v.seconds},
+                      {"wall_time", wall}};
+  for (auto& [k, x] : j.items()) {
+    if (x.is_number_float() && !std::isfinite(x.get<double>())) x = nullptr;
+  }
+  HT_RETURN_IF_ERROR(WriteLine(j));
+  if (tb_ == nullptr) return Status::Ok();
+  HT_RETURN_IF_ERROR(tb_->AddScalars(v.step, wall,
+                                     {{"val/loss", v.loss}, {"val/perplexity", ppl}, {"perf/val_time_s", v.seconds}}));
+  return tb_->Flush();
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -70,10 +99,8 @@ Status MetricsWriter::Write(const StepMetrics& m) {
   for (auto& [k, v] : j.items()) {
     if (v.is_number_float() && !std::isfinite(v.get<double>())) v = nullptr;
   }
-  const std::string line = j.dump() + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), jsonl_) != line.size() || std::fflush(jsonl_) != 0) {
-    return IoError(fmt::format("{}: write failed", jsonl_path_));
-  }
+  HT_RETURN_IF_ERROR(WriteLine(j));
+  if (tb_ == nullptr) return Status::Ok();
   HT_RETURN_IF_ERROR(tb_->AddScalars(m.step, wall,
                                      {{"train/loss", m.loss},
                                       {"train/lr", m.lr},

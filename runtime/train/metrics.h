@@ -7,6 +7,8 @@
 #include <string>
 
 #include "core/status.h"
+#include <nlohmann/json.hpp>
+
 #include "runtime/train/tensorboard.h"
 
 namespace hypertrain::train {
@@ -33,17 +35,30 @@ struct StepMetrics {
 // "step 10/60 | loss 3.2101 | lr 2.95e-03 | ..." (the log line).
 std::string FormatStepLine(const StepMetrics& m);
 
+struct ValMetrics {
+  int64_t step = 0;
+  double loss = 0;      // mean over every token of every batch, all data-parallel ranks
+  int64_t batches = 0;  // per rank
+  int64_t tokens = 0;   // all ranks
+  double seconds = 0;   // wall time of the evaluation
+};
+
 class MetricsWriter {
  public:
-  // Opens <exp_dir>/metrics.jsonl (append) and <exp_dir>/tensorboard/.
-  static StatusOr<std::unique_ptr<MetricsWriter>> Create(const std::string& exp_dir);
+  // Opens <exp_dir>/metrics.jsonl (append) and, with `tensorboard`,
+  // <exp_dir>/tensorboard/.
+  static StatusOr<std::unique_ptr<MetricsWriter>> Create(const std::string& exp_dir, bool tensorboard = true);
   ~MetricsWriter();
   Status Write(const StepMetrics& m);
+  // A held-out evaluation: {"step", "val/loss", "val/perplexity", ...} in
+  // metrics.jsonl and val/loss, val/perplexity in TensorBoard.
+  Status WriteValidation(const ValMetrics& v);
   const std::string& jsonl_path() const { return jsonl_path_; }
-  const std::string& tensorboard_path() const { return tb_->path(); }
+  std::string tensorboard_path() const { return tb_ ? tb_->path() : std::string("(off)"); }
 
  private:
   MetricsWriter() = default;
+  Status WriteLine(const nlohmann::json& j);
   std::string jsonl_path_;
   std::FILE* jsonl_ = nullptr;
   std::unique_ptr<TfEventsWriter> tb_;

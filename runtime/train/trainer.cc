@@ -33,7 +33,8 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
   const int64_t tokens_per_step = c.train_batch_size * A * seq * ctx.data_world;
   const double flops_per_token = c.model.TrainFlopsPerToken(seq);
   const double peak = c.peak_tflops > 0 ? c.peak_tflops * 1e12 : backend.PeakFlops();
-  LrSchedule sched{c.optim.sched, c.optim.lr, c.optim.min_lr, c.optim.warmup_steps, c.max_steps};
+  LrSchedule sched{c.optim.sched, c.optim.lr, c.optim.min_lr, c.optim.warmup_steps,
+                   c.optim.DecayEnd(c.max_steps)};
   LossScaler scaler(c.loss_scale);
   if (state.step > 0) scaler.set_state(state.scaler);
 
@@ -142,6 +143,20 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
       interval_wait = 0;
       interval_ckpt_stall = 0;
     }
+    if (ctx.validator != nullptr &&
+        (state.step % c.validation.check_interval == 0 || state.step == c.max_steps)) {
+      HT_ASSIGN_OR_RETURN(ValMetrics v, ctx.validator->Run(state.step, backend, hooks));
+      summary.validations.push_back(v);
+      summary.validation_seconds += v.seconds;
+      if (ctx.log) {
+        spdlog::info("val step {} | val/loss {:.4f} | perplexity {:.3f} | {} batches, {} tokens | {:.2f} s "
+                     "({:.1f}% of the run so far)",
+                     v.step, v.loss, std::exp(v.loss), v.batches, v.tokens, v.seconds,
+                     100.0 * summary.validation_seconds / std::max(1e-9, Seconds(start, Clock::now())));
+      }
+      if (ctx.metrics != nullptr) HT_RETURN_IF_ERROR(ctx.metrics->WriteValidation(v));
+      interval_start += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(v.seconds));
+    }
     if (ctx.checkpoint != nullptr) {
       const auto before = Clock::now();
       HT_RETURN_IF_ERROR(ctx.checkpoint->AfterStep(backend, state));
@@ -207,7 +222,7 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
 
   std::unique_ptr<MetricsWriter> metrics;
   if (logging_rank) {
-    HT_ASSIGN_OR_RETURN(metrics, MetricsWriter::Create(c.exp_dir));
+    HT_ASSIGN_OR_RETURN(metrics, MetricsWriter::Create(c.exp_dir, c.tensorboard));
     const int64_t seq = c.seq_len();
     const int64_t global_batch = c.train_batch_size * c.grad_accumulation_steps * par->data_world();
     spdlog::info("model: {}", c.model.Summary());
@@ -244,7 +259,16 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
     }
     spdlog::info("metrics: {} and {}", metrics->jsonl_path(), metrics->tensorboard_path());
   }
+  std::unique_ptr<Validator> validator;
+  if (c.validation.enabled()) {
+    validator = std::make_unique<Validator>(c, lo, bundle.allocator, bundle.stager);
+    if (logging_rank) {
+      spdlog::info("validation: {} every {} steps and at the end, {} micro-batches of {} per rank", c.validation.val_dir,
+                   c.validation.check_interval, validator->passes(), c.train_batch_size);
+    }
+  }
   LoopContext ctx;
+  ctx.validator = validator.get();
   ctx.backend = &backend;
   ctx.hooks = parts.hooks.get();
   ctx.loader = loader.get();

@@ -14,7 +14,8 @@
 //   else clip = min(1, grad_clip / norm); OptimizerStep(u, lr(step),
 //        grad_scale = clip / loss_scale) for every unit   [NVTX "optimizer"]
 // The logged loss is the mean of the micro-batch losses, averaged across
-// data-parallel ranks.
+// data-parallel ranks. Every trainer.val_check_interval steps (and after the
+// last) a held-out evaluation runs (validation.h) and logs val/loss.
 #include <cstdint>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "runtime/model/backend.h"
 #include "runtime/train/metrics.h"
 #include "runtime/train/parts.h"
+#include "runtime/train/validation.h"
 
 namespace hypertrain::train {
 
@@ -35,6 +37,7 @@ struct LoopContext {
   int data_world = 1;                   // data-parallel ranks (for tokens per step)
   MetricsWriter* metrics = nullptr;     // logging rank only; may be null
   CheckpointHooks* checkpoint = nullptr;  // may be null
+  Validator* validator = nullptr;         // may be null (no validation)
   bool log = true;                      // print step lines (logging rank)
 };
 
@@ -43,6 +46,8 @@ struct TrainSummary {
   int64_t steps_run = 0;
   int64_t skipped_steps = 0;
   double seconds = 0;
+  std::vector<ValMetrics> validations;  // in step order
+  double validation_seconds = 0;
 };
 
 // Runs steps state.step .. config.max_steps-1, updating `state`.

@@ -1,0 +1,85 @@
+#pragma once
+// Internal to runtime/config: typed reads of a resolved YAML document by
+// dotted path, remembering every path asked for (the known keys) and keeping
+// the first error.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace hypertrain::config::internal {
+
+std::vector<std::string> SplitPath(const std::string& path);
+YAML::Node Lookup(const YAML::Node& root, const std::string& path);
+
+class Reader {
+ public:
+  explicit Reader(YAML::Node root) { root_.reset(root); }
+  const std::set<std::string>& read() const { return read_; }
+  Status status() const { return status_; }
+  // Defined and not null.
+  bool Has(const std::string& path) {
+    read_.insert(path);
+    const YAML::Node n = Lookup(root_, path);
+    return n.IsDefined() && !n.IsNull();
+  }
+  void Int(const std::string& path, int64_t* out) { Scalar(path, out, "an integer"); }
+  void Double(const std::string& path, double* out) { Scalar(path, out, "a number"); }
+  // YAML 1.1 booleans: true/false, True/False, yes/no, on/off (any case form).
+  // Also 0/1 (environment overrides).
+  void Bool(const std::string& path, bool* out) {
+    const YAML::Node n = Lookup(root_, path);
+    if (n.IsScalar() && (n.Scalar() == "0" || n.Scalar() == "1")) {
+      read_.insert(path);
+      *out = n.Scalar() == "1";
+      return;
+    }
+    Scalar(path, out, "true or false");
+  }
+  void String(const std::string& path, std::string* out) { Scalar(path, out, "a string"); }
+  void Fail(Status s) {
+    if (status_.ok()) status_ = std::move(s);
+  }
+  YAML::Node Node(const std::string& path) {
+    read_.insert(path);
+    return Lookup(root_, path);
+  }
+  // Marks a whole subtree as known (keys consumed elsewhere).
+  void Claim(const std::string& path) { read_.insert(path + ".*"); }
+
+ private:
+  template <typename T>
+  void Scalar(const std::string& path, T* out, const char* what) {
+    read_.insert(path);
+    const YAML::Node n = Lookup(root_, path);
+    if (!n.IsDefined() || n.IsNull()) return;
+    if (!n.IsScalar()) {
+      Fail(InvalidArgument(fmt::format("{}: expected {}, got a {}", path, what, n.IsMap() ? "map" : "list")));
+      return;
+    }
+    try {
+      *out = n.as<T>();
+    } catch (const YAML::Exception&) {
+      Fail(InvalidArgument(fmt::format("{}: '{}' is not {}", path, n.Scalar(), what)));
+    }
+  }
+  YAML::Node root_;
+  std::set<std::string> read_;
+  Status status_;
+};
+
+// Keys a HyperPod recipe or launcher carries that have no effect here (the
+// docs list them); "x.*" accepts a subtree.
+const std::vector<std::string>& BookkeepingKeys();
+
+// Whether `path` was read or is bookkeeping.
+bool IsKnownKey(const std::string& path, const std::set<std::string>& read);
+
+// "did you mean ...?" for an unknown key ("" when nothing is close).
+std::string SuggestKey(const std::string& unknown, const std::set<std::string>& read);
+
+}  // namespace hypertrain::config::internal

@@ -1,0 +1,242 @@
+// The HyperPod recipe keys (issue 20): booleans, checkpoint_callback_params,
+// export_full_model, auto_checkpoint, fine-tuning, validation, keys that
+// cannot be honoured, unknown keys, HT_* overrides and the printed config.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "runtime/config/config.h"
+
+namespace hypertrain::config {
+namespace {
+
+const char* kBase = "model:\n  data:\n    use_synthetic_data: true\n";
+
+StatusOr<TrainConfig> Parse(std::vector<std::string> sets, const EnvLookup& env = nullptr) {
+  return ParseTrainConfig(kBase, sets, "<test>", env);
+}
+
+void ExpectError(const std::vector<std::string>& sets, const std::string& message) {
+  auto c = Parse(sets);
+  ASSERT_FALSE(c.ok()) << testing::PrintToString(sets);
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message(), message) << testing::PrintToString(sets);
+}
+
+TEST(RecipeKeys, Yaml11BooleansWhereverABoolIsMeant) {
+  for (const char* t : {"True", "true", "TRUE", "yes", "Yes", "on"}) {
+    auto c = Parse({std::string("model.activation_checkpointing=") + t, std::string("model.fp8=") + t,
+                    std::string("trainer.deterministic=") + t});
+    ASSERT_TRUE(c.ok()) << t << ": " << c.status().ToString();
+    EXPECT_EQ(c->activation_checkpointing, model::ActivationCheckpointing::kFull) << t;
+    EXPECT_TRUE(c->fp8.enabled) << t;
+    EXPECT_TRUE(c->deterministic) << t;
+  }
+  for (const char* f : {"False", "false", "no", "No", "off"}) {
+    auto c = Parse({std::string("model.activation_checkpointing=") + f, std::string("model.fp8=") + f,
+                    std::string("trainer.deterministic=") + f});
+    ASSERT_TRUE(c.ok()) << f << ": " << c.status().ToString();
+    EXPECT_EQ(c->activation_checkpointing, model::ActivationCheckpointing::kNone) << f;
+    EXPECT_FALSE(c->fp8.enabled) << f;
+    EXPECT_FALSE(c->deterministic) << f;
+  }
+  auto sel = Parse({"model.activation_checkpointing=selective"});
+  ASSERT_TRUE(sel.ok());
+  EXPECT_EQ(sel->activation_checkpointing, model::ActivationCheckpointing::kSelective);
+  ExpectError({"model.activation_checkpointing=partial"},
+              "model.activation_checkpointing: 'partial' is not one of none, selective, full, true (= full), "
+              "false (= none)");
+  ExpectError({"model.fp8=maybe"}, "model.fp8: 'maybe' is not true or false");
+}
+
+TEST(RecipeKeys, CheckpointCallbackParams) {
+  const std::string cb = "exp_manager.checkpoint_callback_params.";
+  auto c = Parse({cb + "save_top_k=3", cb + "every_n_train_steps=10", cb + "save_last=False", cb + "monitor=step",
+                  cb + "mode=max"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->save_top_k, 3);
+  EXPECT_EQ(c->every_n_train_steps, 10);
+  EXPECT_FALSE(c->checkpoint.save_last);
+  EXPECT_TRUE(c->checkpoint.enabled);
+  auto all = Parse({cb + "save_top_k=-1"});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->save_top_k, -1);
+  // save_top_k: 0 turns sharded checkpoints off, and says so.
+  auto off = Parse({cb + "save_top_k=0"});
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->checkpoint.enabled);
+  EXPECT_EQ(off->checkpoint.disabled_by, cb + "save_top_k: 0");
+  ASSERT_FALSE(off->notes.empty());
+  EXPECT_NE(off->notes[0].find("no sharded checkpoints are written"), std::string::npos) << off->notes[0];
+  auto no_cb = Parse({"exp_manager.create_checkpoint_callback=False"});
+  ASSERT_TRUE(no_cb.ok());
+  EXPECT_FALSE(no_cb->checkpoint.enabled);
+  // hypertrain's flat names are the same keys: they must agree.
+  auto same = Parse({"exp_manager.every_n_train_steps=10", cb + "every_n_train_steps=10"});
+  EXPECT_TRUE(same.ok());
+  ExpectError({"exp_manager.every_n_train_steps=5", cb + "every_n_train_steps=10"},
+              "exp_manager.every_n_train_steps (5) and exp_manager.checkpoint_callback_params.every_n_train_steps "
+              "(10) disagree; give one");
+  ExpectError({cb + "monitor=val_loss"},
+              cb + "monitor: val_loss: checkpoints are ranked by step only; supported: step (with mode: max: the "
+                   "newest save_top_k are kept)");
+  ExpectError({cb + "mode=min"}, cb + "mode: min: with monitor: step the newest checkpoints are kept; supported: max");
+  ExpectError({cb + "save_top_k=-2"},
+              cb + "save_top_k: -2 must be >= 1, -1 (keep all) or 0 (no sharded checkpoints)");
+}
+
+TEST(RecipeKeys, ExportFullModelAndAutoCheckpoint) {
+  auto c = Parse({"exp_manager.exp_dir=/e", "exp_manager.export_full_model.every_n_train_steps=5",
+                  "exp_manager.export_full_model.save_last=True"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->checkpoint.export_every_n_train_steps, 5);
+  EXPECT_TRUE(c->checkpoint.export_save_last);
+  EXPECT_EQ(c->checkpoint.export_dir, "/e/checkpoints/full");
+  auto a = Parse({"exp_manager.auto_checkpoint.enabled=True", "exp_manager.every_n_train_steps=10"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a->checkpoint.auto_interval);
+  EXPECT_EQ(a->every_n_train_steps, 0);  // the measured interval replaces the fixed one
+  ASSERT_FALSE(a->notes.empty());
+  ExpectError({"exp_manager.auto_checkpoint.enabled=True", "exp_manager.checkpoint_callback_params.save_top_k=0"},
+              "exp_manager.auto_checkpoint.enabled: true but exp_manager.checkpoint_callback_params.save_top_k: 0 "
+              "turns sharded checkpoints off");
+}
+
+TEST(RecipeKeys, FinetuneFromAHuggingFaceDirectory) {
+  auto c = Parse({"model.do_finetune=True", "model.hf_model_name_or_path=/models/llama"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->finetune.do_finetune);
+  EXPECT_EQ(c->finetune.hf_model_name_or_path, "/models/llama");
+  auto pre = Parse({"model.do_finetune=False", "model.hf_model_name_or_path=null", "model.peft.peft_type=null"});
+  EXPECT_TRUE(pre.ok()) << pre.status().ToString();
+  ExpectError({"model.do_finetune=True"},
+              "model.do_finetune: true needs model.hf_model_name_or_path (a local Hugging Face model directory "
+              "with config.json and *.safetensors)");
+  ExpectError({"model.hf_model_name_or_path=/m"},
+              "model.hf_model_name_or_path: '/m' is set but model.do_finetune is false: set model.do_finetune: "
+              "true to start from these weights, or remove the path");
+}
+
+TEST(RecipeKeys, Validation) {
+  auto c = Parse({"model.data.val_dir=/val", "trainer.val_check_interval=5", "trainer.limit_val_batches=4",
+                  "model.val_batch_size=2"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->validation.enabled());
+  EXPECT_EQ(c->validation.check_interval, 5);
+  EXPECT_EQ(c->validation.limit_batches, 4);
+  EXPECT_EQ(c->validation.batch_size, 2);
+  auto off = Parse({"model.data.val_dir=/val", "trainer.limit_val_batches=0", "trainer.val_check_interval=1"});
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->validation.enabled());  // the recipes' "0 = disable"
+  ExpectError({"trainer.limit_val_batches=-1"}, "trainer.limit_val_batches: -1 must be >= 0 (0 = off)");
+  ExpectError({"trainer.val_check_interval=0.5"}, "trainer.val_check_interval: '0.5' is not an integer");
+}
+
+TEST(RecipeKeys, WhatCannotBeHonouredIsAnErrorNamingKeyValueAndWhatIsSupported) {
+  ExpectError({"model.tensor_model_parallel_degree=2"},
+              "model.tensor_model_parallel_degree: 2: hypertrain does not do tensor parallelism; supported: 1 "
+              "(hybrid-sharded data parallelism: model.sharding_strategy, model.shard_degree)");
+  ExpectError({"model.context_parallel_degree=4"},
+              "model.context_parallel_degree: 4: hypertrain does not do context parallelism; supported: 1 "
+              "(hybrid-sharded data parallelism: model.sharding_strategy, model.shard_degree)");
+  ExpectError({"model.expert_model_parallel_degree=8"},
+              "model.expert_model_parallel_degree: 8: hypertrain does not do expert parallelism; supported: 1 "
+              "(hybrid-sharded data parallelism: model.sharding_strategy, model.shard_degree)");
+  ExpectError({"model.moe=True"}, "model.moe: true: mixture-of-experts layers are not implemented; supported: false "
+                                  "(dense Llama)");
+  ExpectError({"model.offload_activations=True"},
+              "model.offload_activations: true: activation offloading to host memory is not implemented; "
+              "supported: false (reduce memory with model.activation_checkpointing)");
+  ExpectError({"model.data.dataset_type=gpt"},
+              "model.data.dataset_type: gpt: no loader for it; supported: hf (a pre-tokenized save_to_disk "
+              "dataset), hypertrain (`hypertrain prepare` shards), megatron (*.idx/*.bin)");
+  ExpectError({"model.peft.peft_type=lora", "model.peft.rank=32"},
+              "model.peft.peft_type: lora: PEFT is not in this build yet (LoRA lands with issue 26); supported: "
+              "null (full-parameter training)");
+  ExpectError({"model.initializer_range=0.01"},
+              "model.initializer_range: 0.01: weights are initialised from N(0, 0.02) (runtime/model/init.h); "
+              "supported: 0.02");
+  ExpectError({"model.model_type=mistral"},
+              "model.model_type: mistral: hypertrain trains Llama models; supported: llama_v3, llama_v2, llama");
+  // Degree 1, moe false, ... are accepted; so is the launcher's bookkeeping.
+  auto ok = Parse({"model.tensor_model_parallel_degree=1", "model.moe=False", "model.offload_activations=False",
+                   "run.name=x", "use_smp_model=True", "distributed_backend=nccl", "model.delayed_param=True",
+                   "model.forward_prefetch=True", "model.use_flash_attention=True", "trainer.accelerator=gpu"});
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
+TEST(RecipeKeys, LrDecayItersAndConstantSteps) {
+  auto c = Parse({"trainer.max_steps=100", "model.lr_decay_iters=80", "model.optim.sched.constant_steps=10"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->optim.DecayEnd(c->max_steps), 70);
+  auto d = Parse({"trainer.max_steps=100"});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->optim.DecayEnd(d->max_steps), 100);
+}
+
+TEST(RecipeKeys, UnknownKeysAreErrorsWithSuggestionsUnlessWarn) {
+  ExpectError({"model.hiden_size=64"},
+              "<test>: unknown key model.hiden_size (did you mean model.hidden_size?); set "
+              "hypertrain.unknown_keys: warn to run anyway");
+  ExpectError({"trainer.seed=1"},
+              "<test>: unknown key trainer.seed (did you mean model.seed?); set hypertrain.unknown_keys: warn to run "
+              "anyway");
+  ExpectError({"exp_manager.checkpoint_callback_params.every_n_train_step=5"},
+              "<test>: unknown key exp_manager.checkpoint_callback_params.every_n_train_step (did you mean "
+              "exp_manager.checkpoint_callback_params.every_n_train_steps?); set hypertrain.unknown_keys: warn to "
+              "run anyway");
+  ExpectError({"zzz=1"}, "<test>: unknown key zzz; set hypertrain.unknown_keys: warn to run anyway");
+  auto w = Parse({"model.hiden_size=64", "hypertrain.unknown_keys=warn"});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->unknown_keys, std::vector<std::string>{"model.hiden_size (did you mean model.hidden_size?)"});
+  ExpectError({"hypertrain.unknown_keys=ignore"}, "hypertrain.unknown_keys: 'ignore' is not one of error, warn");
+}
+
+TEST(RecipeKeys, EnvironmentOverridesMapToKeysInOnePlace) {
+  std::map<std::string, std::string> vars = {{"HT_REDUCE_DTYPE", "bf16"},   {"HT_SPLIT_EMBEDDING_GRAD", "0"},
+                                             {"HT_REPLICA_REDUCE", "after"}, {"HT_RENDEZVOUS_TIMEOUT_S", "30"},
+                                             {"HT_GLOO_HOSTNAME", "127.0.0.1"}, {"HT_CUDA_GRAPHS", "1"}};
+  const EnvLookup env = [&vars](const char* n) -> const char* {
+    auto it = vars.find(n);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  auto c = Parse({}, env);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->distributed.reduce_dtype, "bf16");
+  EXPECT_FALSE(c->distributed.split_embedding_grad);
+  EXPECT_EQ(c->distributed.replica_reduce, "after");
+  EXPECT_EQ(c->distributed.rendezvous_timeout_s, 30);
+  EXPECT_EQ(c->distributed.gloo_hostname, "127.0.0.1");
+  EXPECT_TRUE(c->cuda.cuda_graphs);
+  EXPECT_EQ(c->notes.size(), vars.size());  // each override is logged
+  // --set wins over the environment.
+  auto set = Parse({"distributed.reduce_dtype=fp32"}, env);
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->distributed.reduce_dtype, "fp32");
+  vars = {{"HT_REDUCE_DTYPE", "fp16"}};
+  auto bad = Parse({}, env);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "distributed.reduce_dtype: 'fp16' is not one of fp32, bf16");
+  // Every variable names a key the config reads.
+  for (const EnvOverride& e : EnvOverrides()) {
+    auto k = Parse({std::string(e.key) + "=null"});
+    EXPECT_TRUE(k.ok()) << e.var << " -> " << e.key << ": " << k.status().ToString();
+  }
+}
+
+TEST(RecipeKeys, DescribeConfigPrintsWhatWillRun) {
+  auto c = Parse({"model.shape=1b", "model.activation_checkpointing=True", "exp_manager.exp_dir=/e",
+                  "exp_manager.checkpoint_callback_params.save_top_k=0", "model.hf_access_token=secret-token"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::string d = DescribeConfig(*c);
+  EXPECT_NE(d.find("hidden_size: 2048"), std::string::npos) << d;
+  EXPECT_NE(d.find("activation_checkpointing: full"), std::string::npos) << d;
+  EXPECT_NE(d.find("checkpoint_dir: /e/checkpoints"), std::string::npos) << d;
+  EXPECT_NE(d.find("sharded_checkpoints: false"), std::string::npos) << d;
+  EXPECT_EQ(d.find("secret-token"), std::string::npos) << "tokens never printed";
+  // What it prints parses back as YAML.
+  EXPECT_NO_THROW(YAML::Load(d));
+}
+
+}  // namespace
+}  // namespace hypertrain::config
