@@ -134,6 +134,8 @@ class CheckpointManager {
 
   SaveStats stats() const;
   const CheckpointOptions& options() const { return options_; }
+  // The time-based interval, changed during the run (auto_checkpoint).
+  void set_every_n_minutes(double minutes) { options_.every_n_minutes = minutes; }
   int64_t last_saved_step() const { return last_saved_step_; }
 
  private:

@@ -1,6 +1,7 @@
 #include "runtime/ckpt/train_hooks.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 
@@ -220,10 +221,50 @@ Status TrainCheckpointHooks::SaveNow(model::Backend& backend, const train::Train
   return manager_->Save(MakeRequest(backend, state), access);
 }
 
+double AutoCheckpointInterval(double stall_s, const config::CheckpointConfig& k) {
+  const double for_overhead = stall_s / k.auto_max_overhead;
+  const double max_lost = k.auto_max_lost_minutes * 60.0;
+  return std::max({k.auto_min_interval_s, 1e-3, std::min(for_overhead, max_lost)});
+}
+
+void TrainCheckpointHooks::UpdateAutoInterval(bool saved) {
+  const auto now = std::chrono::steady_clock::now();
+  if (last_step_end_ != std::chrono::steady_clock::time_point{}) {
+    step_seconds_sum_ += std::chrono::duration<double>(now - last_step_end_).count();
+    ++steps_timed_;
+  }
+  if (saved) {
+    const double stall = manager_->stats().last_stall_s;
+    const double step_s = steps_timed_ > 0 ? step_seconds_sum_ / steps_timed_ : 0;
+    auto_interval_s_ = AutoCheckpointInterval(stall, config_.checkpoint);
+    manager_->set_every_n_minutes(auto_interval_s_ / 60.0);
+    if (placement_.rank == 0) {
+      const bool capped = stall / config_.checkpoint.auto_max_overhead > config_.checkpoint.auto_max_lost_minutes * 60;
+      spdlog::info("auto_checkpoint: save stall {:.3f} s, step {:.3f} s -> a checkpoint every {:.1f} s (~{} steps): "
+                   "overhead {:.2f}%{}, at most {:.1f} s of work lost",
+                   stall, step_s, auto_interval_s_,
+                   step_s > 0 ? static_cast<int64_t>(auto_interval_s_ / step_s + 0.5) : 0,
+                   100.0 * stall / (auto_interval_s_ + stall),
+                   capped ? " (above max_overhead: max_lost_minutes wins)" : "", auto_interval_s_ + step_s);
+    }
+    step_seconds_sum_ = 0;
+    steps_timed_ = 0;
+    last_step_end_ = std::chrono::steady_clock::now();  // the stall is not step time
+    return;
+  }
+  last_step_end_ = now;
+}
+
 Status TrainCheckpointHooks::AfterStep(model::Backend& backend, const train::TrainState& state) {
   HT_RETURN_IF_ERROR(EnsureManager(backend));
+  const bool auto_interval = config_.checkpoint.auto_interval && !options_.dir.empty();
+  if (auto_interval && auto_interval_s_ == 0) {
+    auto_interval_s_ = std::max(config_.checkpoint.auto_min_interval_s, 1e-3);
+    manager_->set_every_n_minutes(auto_interval_s_ / 60.0);
+  }
   HT_ASSIGN_OR_RETURN(bool due, manager_->ShouldSave(state.step));
   if (due) HT_RETURN_IF_ERROR(SaveNow(backend, state));
+  if (auto_interval) UpdateAutoInterval(due);
   const int64_t every = config_.checkpoint.export_every_n_train_steps;
   if (every > 0 && state.step % every == 0 && state.step < config_.max_steps) {
     HT_RETURN_IF_ERROR(ExportFullModel(backend, state, config_.checkpoint.export_dir + "/" + StepDirName(state.step)));

@@ -14,6 +14,10 @@
 // final HF exports (export_full_model.save_last, checkpoint.export_hf_dir).
 // With sharded checkpoints off (save_top_k: 0) exports go through a
 // synchronous staging save under <export_dir>/.staging.
+// auto_checkpoint: the time-based interval (rank 0 decides, the others follow,
+// as for every_n_minutes) starts at min_interval_s and after every save
+// becomes AutoCheckpointInterval(measured stall).
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +69,7 @@ class TrainCheckpointHooks final : public train::CheckpointHooks {
   Status SaveNow(model::Backend& backend, const train::TrainState& state);
   Status InitFromHf(model::Backend& backend);
   Status ExportFullModel(model::Backend& backend, const train::TrainState& state, const std::string& out_dir);
+  void UpdateAutoInterval(bool saved);
 
   config::TrainConfig config_;
   CheckpointOptions options_;
@@ -73,7 +78,18 @@ class TrainCheckpointHooks final : public train::CheckpointHooks {
   std::string config_hash_;
   std::unique_ptr<CheckpointManager> manager_;
   std::unique_ptr<CheckpointManager> export_staging_;  // created at the first export that needs it
+  // auto_checkpoint: step time (mean since the last save) and the interval.
+  std::chrono::steady_clock::time_point last_step_end_{};
+  double step_seconds_sum_ = 0;
+  int64_t steps_timed_ = 0;
+  double auto_interval_s_ = 0;
 };
+
+// auto_checkpoint's interval: the save stall may cost at most max_overhead of
+// the training time (interval >= stall / max_overhead), and a crash may lose
+// at most max_lost_minutes of work (interval <= that); never below
+// min_interval_s. When both cannot hold, bounded lost work wins.
+double AutoCheckpointInterval(double stall_s, const config::CheckpointConfig& k);
 
 // The checkpoint hooks of rank `rank` of `world_size` from the config
 // (InvalidArgument for bad exp_manager keys).

@@ -74,6 +74,15 @@ CK="$TMP/r2/llama3.2-1b/checkpoints"
   --set exp_manager.checkpoint_callback_params.save_top_k=2 > "$TMP/p1b_resume.log" 2>&1 || { cat "$TMP/p1b_resume.log"; fail "resume"; }
 grep -q "resumed at step 20" "$TMP/p1b_resume.log" || { cat "$TMP/p1b_resume.log"; fail "no automatic resume from step-20"; }
 
+# auto_checkpoint: the interval comes from the measured stall (here a floor of
+# 0.05 s and up to 50% overhead, so that a CPU run of a second saves often).
+"$BIN" train --config "$P1B" --set base_results_dir="$TMP/auto" "${TINY[@]}" --set trainer.max_steps=150 \
+  --set exp_manager.checkpoint_callback_params.save_top_k=-1 --set exp_manager.auto_checkpoint.enabled=True \
+  --set exp_manager.auto_checkpoint.min_interval_s=0.05 --set exp_manager.auto_checkpoint.max_overhead=0.5 \
+  > "$TMP/auto.log" 2>&1 || { cat "$TMP/auto.log"; fail "auto_checkpoint run"; }
+grep -q "auto_checkpoint: save stall .* -> a checkpoint every" "$TMP/auto.log" || { cat "$TMP/auto.log"; fail "no auto_checkpoint line"; }
+[ "$(ls "$TMP/auto/llama3.2-1b/checkpoints" | grep -c '^step-')" -ge 2 ] || { cat "$TMP/auto.log"; fail "auto_checkpoint saved fewer than 2 checkpoints"; }
+
 # Validation: val_dir + limit_val_batches, every 5 steps and at the end,
 # deterministic (two runs, same val/loss), in the log and metrics.jsonl.
 for run in a b; do
