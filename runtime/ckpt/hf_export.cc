@@ -64,15 +64,29 @@ StatusOr<model::ModelConfig> ModelConfigFromHf(const json& j) {
         j["head_dim"].get<int64_t>() != c.hidden_size / c.num_attention_heads) {
       return InvalidArgument("config.json head_dim != hidden_size / num_attention_heads is not supported");
     }
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-      const json& r = j["rope_scaling"];
-      const std::string type = r.value("rope_type", r.value("type", std::string()));
-      if (type != "llama3") return InvalidArgument("config.json rope_scaling type '" + type + "' is not supported");
-      c.rope_scaling.type = model::RopeScalingType::kLlama3;
-      c.rope_scaling.factor = r.value("factor", 8.0);
-      c.rope_scaling.low_freq_factor = r.value("low_freq_factor", 1.0);
-      c.rope_scaling.high_freq_factor = r.value("high_freq_factor", 4.0);
-      c.rope_scaling.original_max_position_embeddings = r.value("original_max_position_embeddings", int64_t{8192});
+    // transformers 4.x: rope_theta + rope_scaling; 5.x: rope_parameters
+    // {rope_type, rope_theta, factor, ...} (rope_type "default": no scaling).
+    const bool v5 = j.contains("rope_parameters") && j["rope_parameters"].is_object();
+    const json none;
+    const json& r = v5 ? j["rope_parameters"] : j.contains("rope_scaling") ? j["rope_scaling"] : none;
+    if (v5) {
+      if (!r.contains("rope_theta") && !r.contains("rope_type")) {
+        return InvalidArgument("config.json rope_parameters is keyed by layer type; a Llama has one RoPE");
+      }
+      c.rope_theta = r.value("rope_theta", c.rope_theta);
+    }
+    if (r.is_object()) {
+      const std::string type = r.value("rope_type", r.value("type", std::string(v5 ? "default" : "")));
+      if (type == "llama3") {
+        c.rope_scaling.type = model::RopeScalingType::kLlama3;
+        c.rope_scaling.factor = r.value("factor", 8.0);
+        c.rope_scaling.low_freq_factor = r.value("low_freq_factor", 1.0);
+        c.rope_scaling.high_freq_factor = r.value("high_freq_factor", 4.0);
+        c.rope_scaling.original_max_position_embeddings = r.value("original_max_position_embeddings", int64_t{8192});
+      } else if (type != "default") {
+        return InvalidArgument("config.json " + std::string(v5 ? "rope_parameters" : "rope_scaling") + " type '" +
+                               type + "' is not supported (llama3 or default)");
+      }
     }
     if (j.value("attention_bias", false) || j.value("mlp_bias", false)) {
       return InvalidArgument("config.json asks for biases; this Llama implementation has none");
@@ -100,6 +114,13 @@ Status CheckHfConfigMatches(const json& j, const model::ModelConfig& want) {
   cmp("rope_theta", got.rope_theta, want.rope_theta);
   cmp("rms_norm_eps", got.rms_norm_eps, want.rms_norm_eps);
   cmp("rope_scaling", static_cast<int>(got.rope_scaling.type), static_cast<int>(want.rope_scaling.type));
+  if (got.rope_scaling.type == model::RopeScalingType::kLlama3 && want.rope_scaling.type == got.rope_scaling.type) {
+    cmp("rope_scaling.factor", got.rope_scaling.factor, want.rope_scaling.factor);
+    cmp("rope_scaling.low_freq_factor", got.rope_scaling.low_freq_factor, want.rope_scaling.low_freq_factor);
+    cmp("rope_scaling.high_freq_factor", got.rope_scaling.high_freq_factor, want.rope_scaling.high_freq_factor);
+    cmp("rope_scaling.original_max_position_embeddings", got.rope_scaling.original_max_position_embeddings,
+        want.rope_scaling.original_max_position_embeddings);
+  }
   if (!diff.empty()) return InvalidArgument("config.json does not match the configured model (file vs config): " + diff);
   return Status::Ok();
 }

@@ -146,5 +146,44 @@ TEST_F(HfExportTest, ShardedIndexAndTiedFileWithExtraLmHead) {
   for (int64_t i = 0; i < emb.padded_numel; ++i) ASSERT_EQ(v[i], Bf16ToFloat(FloatToBf16(want[i])));
 }
 
+// Llama-3.2-1B's config.json as transformers 4.x and 5.x write it: the same
+// model either way (5.x moves rope_theta and the scaling into rope_parameters).
+TEST(HfConfigTest, Transformers4And5RopeForms) {
+  const model::ModelConfig want = *model::NamedModelConfig("1b");
+  json v4 = HfConfigJson(want, StDType::kBF16);
+  ASSERT_TRUE(v4.contains("rope_scaling"));
+  json v5 = v4;
+  v5.erase("rope_theta");
+  v5.erase("rope_scaling");
+  v5["rope_parameters"] = {{"rope_type", "llama3"},     {"rope_theta", 500000.0},
+                           {"factor", 32.0},            {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0},   {"original_max_position_embeddings", 8192}};
+  for (const json& j : {v4, v5}) {
+    auto c = ModelConfigFromHf(j);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->rope_theta, 500000.0);
+    EXPECT_EQ(c->rope_scaling.type, model::RopeScalingType::kLlama3);
+    EXPECT_EQ(c->rope_scaling.factor, 32.0);
+    EXPECT_TRUE(CheckHfConfigMatches(j, want).ok()) << CheckHfConfigMatches(j, want).ToString();
+  }
+  // 5.x without scaling: rope_type default.
+  json plain = v5;
+  plain["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  auto p = ModelConfigFromHf(plain);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->rope_theta, 10000.0);
+  EXPECT_EQ(p->rope_scaling.type, model::RopeScalingType::kNone);
+  // A different scaling factor is a mismatch, named.
+  v5["rope_parameters"]["factor"] = 8.0;
+  const Status st = CheckHfConfigMatches(v5, want);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rope_scaling.factor 8"), std::string::npos) << st.message();
+  json yarn = v4;
+  yarn["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
+  auto y = ModelConfigFromHf(yarn);
+  ASSERT_FALSE(y.ok());
+  EXPECT_NE(y.status().message().find("rope_parameters type 'yarn' is not supported"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hypertrain::ckpt
