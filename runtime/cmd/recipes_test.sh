@@ -95,6 +95,18 @@ grep -q "val step 12 | val/loss [0-9.]* | perplexity" "$TMP/val_a.log" || fail "
 [ "$(grep -c '"val/loss"' "$TMP/val_a/llama3.2-1b/metrics.jsonl")" -eq 3 ] || fail "val/loss in metrics.jsonl"
 diff <(grep -o 'val/loss [0-9.]*' "$TMP/val_a.log") <(grep -o 'val/loss [0-9.]*' "$TMP/val_b.log") || fail "validation not deterministic"
 
+# Two Gloo ranks (hybrid shard over both): the periodic export goes through a
+# staging save every rank takes part in; validation averages over the ranks.
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT HT_GLOO_HOSTNAME=127.0.0.1 HT_RENDEZVOUS_TIMEOUT_S=60 \
+  "$BIN" launch --nproc-per-node 2 -- train --config "$P1B" --set base_results_dir="$TMP/two" "${TINY[@]}" \
+  --set model.shard_degree=2 --set trainer.max_steps=10 --set exp_manager.export_full_model.every_n_train_steps=5 \
+  --set model.data.val_dir="$TMP/val" --set trainer.limit_val_batches=2 --set trainer.val_check_interval=5 \
+  > "$TMP/two.log" 2>&1 || { cat "$TMP/two.log"; fail "two ranks"; }
+[ "$(ls "$TMP/two/llama3.2-1b/checkpoints/full" | sort | tr '\n' ' ')" = "step-10 step-5 " ] || { cat "$TMP/two.log"; fail "two ranks: exports"; }
+[ "$(grep -c 'val step' "$TMP/two.log")" -eq 2 ] || { cat "$TMP/two.log"; fail "two ranks: validation runs once per interval, on rank 0's log"; }
+grep -q "HT_GLOO_HOSTNAME=127.0.0.1 sets distributed.gloo_hostname" "$TMP/two.log" || fail "the HT_* override is not logged"
+
 # --- 8B pre-training: asks for tensor parallelism ---------------------------
 expect_exit2 "$TMP/p8b.log" \
   "model.tensor_model_parallel_degree: 2: hypertrain does not do tensor parallelism; supported: 1" \
