@@ -33,7 +33,9 @@ StatusOr<CudaParts> CreateCudaBackend(const config::TrainConfig& c, const model:
     return InvalidArgument(
         fmt::format("LOCAL_RANK={} but this node has {} CUDA devices", co.device, count));
   }
-  co.staging_slots = std::max(co.staging_slots, c.data.prefetch_depth + 2);
+  // Device slots are used round-robin by every loader: the training loader's
+  // buffers plus, with validation, its loader's (prefetch 1 + 2).
+  co.staging_slots = std::max(co.staging_slots, c.data.prefetch_depth + 2 + (c.validation.enabled() ? 3 : 0));
   co.cuda_graphs = c.cuda.cuda_graphs;
   HT_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b,
                       cuda::CudaBackend::Create(c.model, o, co));
