@@ -488,6 +488,15 @@ Status ValidateAndFinish(TrainConfig& c) {
                                       : ""));
   }
   const ValidationConfig& v = c.validation;
+  if (v.val_dir.empty() && v.limit_batches > 0) {
+    return InvalidArgument(fmt::format(
+        "trainer.limit_val_batches: {} asks for validation but model.data.val_dir is not set (set it, or 0 = off)",
+        v.limit_batches));
+  }
+  if (!v.val_dir.empty() && v.limit_batches > 0 && v.check_interval == 0) {
+    return InvalidArgument("trainer.val_check_interval: 0 with validation on (model.data.val_dir, "
+                           "trainer.limit_val_batches > 0): give the steps between evaluations");
+  }
   if (!v.val_dir.empty() && v.limit_batches == 0) {
     c.notes.push_back("model.data.val_dir is set but trainer.limit_val_batches is 0: validation is off");
   }

@@ -129,6 +129,12 @@ TEST(RecipeKeys, Validation) {
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE(off->validation.enabled());  // the recipes' "0 = disable"
   ExpectError({"trainer.limit_val_batches=-1"}, "trainer.limit_val_batches: -1 must be >= 0 (0 = off)");
+  ExpectError({"trainer.limit_val_batches=2", "trainer.val_check_interval=1"},
+              "trainer.limit_val_batches: 2 asks for validation but model.data.val_dir is not set (set it, or 0 = "
+              "off)");
+  ExpectError({"model.data.val_dir=/val", "trainer.limit_val_batches=2"},
+              "trainer.val_check_interval: 0 with validation on (model.data.val_dir, trainer.limit_val_batches > 0): "
+              "give the steps between evaluations");
   ExpectError({"trainer.val_check_interval=0.5"}, "trainer.val_check_interval: '0.5' is not an integer");
 }
 
