@@ -8,12 +8,13 @@
 #include <sstream>
 
 #include "contract/env.h"
-#include "contract/sharding.h"
 #include "runtime/config/reader.h"
 
 namespace hypertrain::config {
 
 using internal::Reader;
+using internal::ValidateAndFinish;
+using internal::ValidateRanges;
 
 const std::vector<EnvOverride>& EnvOverrides() {
   static const std::vector<EnvOverride> kTable = {
@@ -68,12 +69,6 @@ Status ApplyOverride(YAML::Node& root, const std::string& kv, const std::string&
   }
   n[parts.back()] = value;
   return Status::Ok();
-}
-
-template <typename T>
-Status Check(bool ok, const std::string& key, T value, const std::string& rule) {
-  if (ok) return Status::Ok();
-  return InvalidArgument(fmt::format("{}: {} {}", key, value, rule));
 }
 
 // File, then HT_* environment overrides, then --set; then the HyperPod
@@ -370,137 +365,6 @@ void ReadExpManager(Reader& r, TrainConfig& c) {
   r.Double("exp_manager.auto_checkpoint.max_overhead", &k.auto_max_overhead);
   r.Double("exp_manager.auto_checkpoint.max_lost_minutes", &k.auto_max_lost_minutes);
   r.Double("exp_manager.auto_checkpoint.min_interval_s", &k.auto_min_interval_s);
-}
-
-Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
-  const OptimConfig& o = c.optim;
-  HT_RETURN_IF_ERROR(Check(c.max_steps >= 1, "trainer.max_steps", c.max_steps, "must be >= 1"));
-  HT_RETURN_IF_ERROR(Check(c.log_every_n_steps >= 1, "trainer.log_every_n_steps", c.log_every_n_steps, "must be >= 1"));
-  HT_RETURN_IF_ERROR(Check(c.peak_tflops >= 0, "trainer.peak_tflops", c.peak_tflops, "must be >= 0"));
-  HT_RETURN_IF_ERROR(Check(c.devices >= 1, "trainer.devices", c.devices, "must be >= 1"));
-  HT_RETURN_IF_ERROR(Check(c.num_nodes >= 1, "trainer.num_nodes", c.num_nodes, "must be >= 1"));
-  HT_RETURN_IF_ERROR(Check(c.loss_scale.initial_scale > 0, "trainer.loss_scale.initial_scale", c.loss_scale.initial_scale, "must be > 0"));
-  HT_RETURN_IF_ERROR(Check(c.loss_scale.growth_interval >= 1, "trainer.loss_scale.growth_interval", c.loss_scale.growth_interval, "must be >= 1"));
-  HT_RETURN_IF_ERROR(Check(c.train_batch_size >= 1, "model.train_batch_size", c.train_batch_size, "must be >= 1"));
-  HT_RETURN_IF_ERROR(Check(c.grad_accumulation_steps >= 1, "model.grad_accumulation_steps", c.grad_accumulation_steps, "must be >= 1"));
-  HT_RETURN_IF_ERROR(Check(c.grad_clip >= 0, "model.grad_clip", c.grad_clip, "must be >= 0 (0 = off)"));
-  HT_RETURN_IF_ERROR(Check(c.shard_degree >= 0, "model.shard_degree", c.shard_degree, "must be >= 0 (0 = one node)"));
-  HT_RETURN_IF_ERROR(Check(c.collective_timeout_s > 0, "model.collective_timeout", c.collective_timeout_s, "must be > 0 seconds"));
-  HT_RETURN_IF_ERROR(Check(seed >= 0, "model.seed", seed, "must be >= 0"));
-  HT_RETURN_IF_ERROR(Check(o.lr > 0, "model.optim.lr", o.lr, "must be > 0"));
-  HT_RETURN_IF_ERROR(Check(o.weight_decay >= 0, "model.optim.weight_decay", o.weight_decay, "must be >= 0"));
-  HT_RETURN_IF_ERROR(Check(o.beta1 >= 0 && o.beta1 < 1, "model.optim.betas[0]", o.beta1, "must be in [0, 1)"));
-  HT_RETURN_IF_ERROR(Check(o.beta2 >= 0 && o.beta2 < 1, "model.optim.betas[1]", o.beta2, "must be in [0, 1)"));
-  HT_RETURN_IF_ERROR(Check(o.eps > 0, "model.optim.eps", o.eps, "must be > 0"));
-  HT_RETURN_IF_ERROR(Check(o.warmup_steps >= 0, "model.optim.sched.warmup_steps", o.warmup_steps, "must be >= 0"));
-  HT_RETURN_IF_ERROR(Check(o.constant_steps >= 0, "model.optim.sched.constant_steps", o.constant_steps, "must be >= 0"));
-  HT_RETURN_IF_ERROR(Check(o.decay_steps >= 0, "model.lr_decay_iters", o.decay_steps, "must be >= 0 (0 = trainer.max_steps)"));
-  HT_RETURN_IF_ERROR(Check(o.min_lr >= 0 && o.min_lr <= o.lr, "model.optim.sched.min_lr", o.min_lr, "must be in [0, model.optim.lr]"));
-  HT_RETURN_IF_ERROR(Check(depth >= 1 && depth <= 64, "model.data.prefetch_depth", depth, "must be in [1, 64]"));
-  HT_RETURN_IF_ERROR(Check(c.every_n_train_steps >= 0, "exp_manager.every_n_train_steps", c.every_n_train_steps, "must be >= 0"));
-  HT_RETURN_IF_ERROR(Check(c.every_n_minutes >= 0, "exp_manager.every_n_minutes", c.every_n_minutes, "must be >= 0"));
-  HT_RETURN_IF_ERROR(Check(c.save_top_k >= -1, "exp_manager.checkpoint_callback_params.save_top_k", c.save_top_k,
-                           "must be >= 1, -1 (keep all) or 0 (no sharded checkpoints)"));
-  const ValidationConfig& v = c.validation;
-  HT_RETURN_IF_ERROR(Check(v.check_interval >= 0, "trainer.val_check_interval", v.check_interval, "must be >= 0"));
-  HT_RETURN_IF_ERROR(Check(v.limit_batches >= 0, "trainer.limit_val_batches", v.limit_batches, "must be >= 0 (0 = off)"));
-  HT_RETURN_IF_ERROR(Check(v.batch_size >= 1, "model.val_batch_size", v.batch_size, "must be >= 1"));
-  const CheckpointConfig& k = c.checkpoint;
-  HT_RETURN_IF_ERROR(Check(k.export_every_n_train_steps >= 0, "exp_manager.export_full_model.every_n_train_steps",
-                           k.export_every_n_train_steps, "must be >= 0 (0 = off)"));
-  HT_RETURN_IF_ERROR(Check(k.auto_max_overhead > 0 && k.auto_max_overhead < 1, "exp_manager.auto_checkpoint.max_overhead",
-                           k.auto_max_overhead, "must be in (0, 1)"));
-  HT_RETURN_IF_ERROR(Check(k.auto_max_lost_minutes > 0, "exp_manager.auto_checkpoint.max_lost_minutes",
-                           k.auto_max_lost_minutes, "must be > 0"));
-  HT_RETURN_IF_ERROR(Check(k.auto_min_interval_s >= 0, "exp_manager.auto_checkpoint.min_interval_s",
-                           k.auto_min_interval_s, "must be >= 0"));
-  if (k.export_dtype != "bf16" && k.export_dtype != "fp32") {
-    return InvalidArgument(fmt::format("exp_manager.checkpoint.export_hf_dtype: '{}' is not one of bf16, fp32", k.export_dtype));
-  }
-  if (k.failure_policy != "stop" && k.failure_policy != "continue") {
-    return InvalidArgument(fmt::format("exp_manager.checkpoint.failure_policy: '{}' is not one of stop, continue", k.failure_policy));
-  }
-  const DistributedConfig& d = c.distributed;
-  HT_RETURN_IF_ERROR(Check(d.rendezvous_timeout_s >= 1 && d.rendezvous_timeout_s <= 86400,
-                           "distributed.rendezvous_timeout_s", d.rendezvous_timeout_s, "must be in [1, 86400]"));
-  if (d.reduce_dtype != "fp32" && d.reduce_dtype != "bf16") {
-    return InvalidArgument(fmt::format("distributed.reduce_dtype: '{}' is not one of fp32, bf16", d.reduce_dtype));
-  }
-  if (d.replica_reduce != "overlap" && d.replica_reduce != "after") {
-    return InvalidArgument(fmt::format("distributed.replica_reduce: '{}' is not one of overlap, after", d.replica_reduce));
-  }
-  return Status::Ok();
-}
-
-// Cross-key rules and the fix-ups that follow from them.
-Status ValidateAndFinish(TrainConfig& c) {
-  if (c.fp8.enabled && c.precision != model::Precision::kBF16) {
-    return InvalidArgument(fmt::format("model.fp8: FP8 GEMMs run inside bf16 training; trainer.precision is {} (use bf16)",
-                                       model::PrecisionName(c.precision)));
-  }
-  if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda") {
-    return InvalidArgument(fmt::format("trainer.backend: '{}' is not one of auto, cpu, cuda", c.backend));
-  }
-  if (!contract::ParseShardingStrategy(c.sharding_strategy)) {
-    return InvalidArgument("model.sharding_strategy: " + contract::UnknownShardingStrategyMessage(c.sharding_strategy));
-  }
-  if (c.optim.name != "adamw" && c.optim.name != "AdamW") {
-    return InvalidArgument(fmt::format("model.optim.name: '{}' is not one of adamw", c.optim.name));
-  }
-  const FinetuneConfig& ft = c.finetune;
-  if (!ft.hf_model_name_or_path.empty() && !ft.do_finetune) {
-    return InvalidArgument(fmt::format(
-        "model.hf_model_name_or_path: '{}' is set but model.do_finetune is false: set model.do_finetune: true to "
-        "start from these weights, or remove the path",
-        ft.hf_model_name_or_path));
-  }
-  if (ft.do_finetune && ft.hf_model_name_or_path.empty()) {
-    return InvalidArgument(
-        "model.do_finetune: true needs model.hf_model_name_or_path (a local Hugging Face model directory with "
-        "config.json and *.safetensors)");
-  }
-  if (ft.do_finetune && !c.checkpoint.hf_init_from.empty()) {
-    return InvalidArgument("exp_manager.hf_init_from and model.hf_model_name_or_path both name initial weights; give one");
-  }
-  if (!c.data.use_synthetic_data && c.data.train_dir.empty()) {
-    return InvalidArgument("model.data.train_dir: required unless model.data.use_synthetic_data is true");
-  }
-  while (c.checkpoint_dir.size() > 1 && c.checkpoint_dir.back() == '/') c.checkpoint_dir.pop_back();
-  if (c.checkpoint_dir.empty()) c.checkpoint_dir = c.exp_dir + "/checkpoints";
-  if (c.checkpoint.export_dir.empty()) c.checkpoint.export_dir = c.checkpoint_dir + "/full";
-  CheckpointConfig& k = c.checkpoint;
-  if (k.auto_interval) {
-    if (c.every_n_train_steps > 0 || c.every_n_minutes > 0) {
-      c.notes.push_back(fmt::format(
-          "exp_manager.auto_checkpoint.enabled: the fixed interval (every_n_train_steps {}, every_n_minutes {}) "
-          "is replaced by the measured one",
-          c.every_n_train_steps, c.every_n_minutes));
-    }
-    c.every_n_train_steps = 0;
-    c.every_n_minutes = 0;
-    if (!k.enabled) return InvalidArgument(fmt::format("exp_manager.auto_checkpoint.enabled: true but {} turns sharded checkpoints off", k.disabled_by));
-  }
-  if (!k.enabled) {
-    c.notes.push_back(fmt::format("{}: no sharded checkpoints are written, so a restarted job starts over{}",
-                                  k.disabled_by,
-                                  k.export_every_n_train_steps > 0 || k.export_save_last
-                                      ? " (full-model HF exports still go to " + k.export_dir + ")"
-                                      : ""));
-  }
-  const ValidationConfig& v = c.validation;
-  if (v.val_dir.empty() && v.limit_batches > 0) {
-    return InvalidArgument(fmt::format(
-        "trainer.limit_val_batches: {} asks for validation but model.data.val_dir is not set (set it, or 0 = off)",
-        v.limit_batches));
-  }
-  if (!v.val_dir.empty() && v.limit_batches > 0 && v.check_interval == 0) {
-    return InvalidArgument("trainer.val_check_interval: 0 with validation on (model.data.val_dir, "
-                           "trainer.limit_val_batches > 0): give the steps between evaluations");
-  }
-  if (!v.val_dir.empty() && v.limit_batches == 0) {
-    c.notes.push_back("model.data.val_dir is set but trainer.limit_val_batches is 0: validation is off");
-  }
-  return c.model.Validate();
 }
 
 }  // namespace

@@ -83,3 +83,14 @@ bool IsKnownKey(const std::string& path, const std::set<std::string>& read);
 std::string SuggestKey(const std::string& unknown, const std::set<std::string>& read);
 
 }  // namespace hypertrain::config::internal
+
+namespace hypertrain::config {
+struct TrainConfig;
+namespace internal {
+// validate.cc: ranges of every numeric key (seed and prefetch depth before
+// they are narrowed), then the cross-key rules and the defaults that follow
+// from them (checkpoint_dir, export dir, auto_checkpoint, start-up notes).
+Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth);
+Status ValidateAndFinish(TrainConfig& c);
+}  // namespace internal
+}  // namespace hypertrain::config
