@@ -23,6 +23,12 @@ const std::vector<EnvOverride>& EnvOverrides() {
       {"HT_REDUCE_DTYPE", "distributed.reduce_dtype"},
       {"HT_SPLIT_EMBEDDING_GRAD", "distributed.split_embedding_grad"},
       {"HT_REPLICA_REDUCE", "distributed.replica_reduce"},
+      {"HT_NCCL_SHARD_MAX_CTAS", "distributed.nccl.shard.max_ctas"},
+      {"HT_NCCL_SHARD_PRIORITY", "distributed.nccl.shard.priority"},
+      {"HT_NCCL_REPLICA_MAX_CTAS", "distributed.nccl.replica.max_ctas"},
+      {"HT_NCCL_REPLICA_PRIORITY", "distributed.nccl.replica.priority"},
+      {"HT_NCCL_WORLD_MAX_CTAS", "distributed.nccl.world.max_ctas"},
+      {"HT_NCCL_WORLD_PRIORITY", "distributed.nccl.world.priority"},
       {"HT_CUDA_GRAPHS", "trainer.cuda_graphs"},
       {"HT_UNKNOWN_KEYS", "hypertrain.unknown_keys"},
   };
@@ -182,6 +188,10 @@ void ReadTrainer(Reader& r, TrainConfig& c, std::string* precision) {
   r.String("distributed.reduce_dtype", &d.reduce_dtype);
   r.Bool("distributed.split_embedding_grad", &d.split_embedding_grad);
   r.String("distributed.replica_reduce", &d.replica_reduce);
+  for (auto [kind, k] : {std::pair{"shard", &d.nccl_shard}, {"replica", &d.nccl_replica}, {"world", &d.nccl_world}}) {
+    r.Int(fmt::format("distributed.nccl.{}.max_ctas", kind), &k->max_ctas);
+    r.String(fmt::format("distributed.nccl.{}.priority", kind), &k->priority);
+  }
 }
 
 void ReadRopeScaling(Reader& r, model::ModelConfig& m) {

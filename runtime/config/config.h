@@ -119,6 +119,13 @@ struct DistributedConfig {
   std::string reduce_dtype = "fp32";    // fp32 | bf16: gradient reduce-scatter
   bool split_embedding_grad = true;
   std::string replica_reduce = "overlap";  // overlap | after
+  // NCCL communicators by group kind: distributed.nccl.<kind>.{max_ctas
+  // (0 = NCCL's default, else 1..64), priority (high | low)}.
+  struct NcclKind {
+    int64_t max_ctas = 0;
+    std::string priority = "high";
+  };
+  NcclKind nccl_shard, nccl_replica, nccl_world;
 };
 
 // CUDA backend knobs; each has an HT_* override.

@@ -162,7 +162,14 @@ void EmitDistributed(YAML::Emitter& e, const TrainConfig& c) {
   Kv(e, "reduce_dtype", d.reduce_dtype);
   Kv(e, "split_embedding_grad", d.split_embedding_grad);
   Kv(e, "replica_reduce", d.replica_reduce);
-  e << YAML::EndMap;
+  e << YAML::Key << "nccl" << YAML::Value << YAML::BeginMap;
+  for (auto [kind, k] : {std::pair{"shard", &d.nccl_shard}, {"replica", &d.nccl_replica}, {"world", &d.nccl_world}}) {
+    e << YAML::Key << kind << YAML::Value << YAML::Flow << YAML::BeginMap;
+    Kv(e, "max_ctas", k->max_ctas);
+    Kv(e, "priority", k->priority);
+    e << YAML::EndMap;
+  }
+  e << YAML::EndMap << YAML::EndMap;
 }
 
 }  // namespace

@@ -201,7 +201,8 @@ TEST(RecipeKeys, UnknownKeysAreErrorsWithSuggestionsUnlessWarn) {
 TEST(RecipeKeys, EnvironmentOverridesMapToKeysInOnePlace) {
   std::map<std::string, std::string> vars = {{"HT_REDUCE_DTYPE", "bf16"},   {"HT_SPLIT_EMBEDDING_GRAD", "0"},
                                              {"HT_REPLICA_REDUCE", "after"}, {"HT_RENDEZVOUS_TIMEOUT_S", "30"},
-                                             {"HT_GLOO_HOSTNAME", "127.0.0.1"}, {"HT_CUDA_GRAPHS", "1"}};
+                                             {"HT_GLOO_HOSTNAME", "127.0.0.1"}, {"HT_CUDA_GRAPHS", "1"},
+                                             {"HT_NCCL_REPLICA_MAX_CTAS", "4"}, {"HT_NCCL_SHARD_PRIORITY", "low"}};
   const EnvLookup env = [&vars](const char* n) -> const char* {
     auto it = vars.find(n);
     return it == vars.end() ? nullptr : it->second.c_str();
@@ -214,6 +215,9 @@ TEST(RecipeKeys, EnvironmentOverridesMapToKeysInOnePlace) {
   EXPECT_EQ(c->distributed.rendezvous_timeout_s, 30);
   EXPECT_EQ(c->distributed.gloo_hostname, "127.0.0.1");
   EXPECT_TRUE(c->cuda.cuda_graphs);
+  EXPECT_EQ(c->distributed.nccl_replica.max_ctas, 4);
+  EXPECT_EQ(c->distributed.nccl_shard.priority, "low");
+  EXPECT_EQ(c->distributed.nccl_world.priority, "high");
   EXPECT_EQ(c->notes.size(), vars.size());  // each override is logged
   // --set wins over the environment.
   auto set = Parse({"distributed.reduce_dtype=fp32"}, env);
@@ -223,6 +227,16 @@ TEST(RecipeKeys, EnvironmentOverridesMapToKeysInOnePlace) {
   auto bad = Parse({}, env);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "distributed.reduce_dtype: 'fp16' is not one of fp32, bf16");
+  vars = {{"HT_NCCL_SHARD_MAX_CTAS", "8x"}};
+  auto bad_ctas = Parse({}, env);
+  ASSERT_FALSE(bad_ctas.ok());
+  EXPECT_EQ(bad_ctas.status().message(), "distributed.nccl.shard.max_ctas: '8x' is not an integer");
+  vars = {{"HT_NCCL_REPLICA_MAX_CTAS", "65"}};
+  EXPECT_FALSE(Parse({}, env).ok());
+  vars = {{"HT_NCCL_REPLICA_PRIORITY", "urgent"}};
+  auto bad_prio = Parse({}, env);
+  ASSERT_FALSE(bad_prio.ok());
+  EXPECT_EQ(bad_prio.status().message(), "distributed.nccl.replica.priority: 'urgent' is not one of high, low");
   // Every variable names a key the config reads.
   for (const EnvOverride& e : EnvOverrides()) {
     auto k = Parse({std::string(e.key) + "=null"});

@@ -70,6 +70,14 @@ Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
   if (d.reduce_dtype != "fp32" && d.reduce_dtype != "bf16") {
     return InvalidArgument(fmt::format("distributed.reduce_dtype: '{}' is not one of fp32, bf16", d.reduce_dtype));
   }
+  for (auto [kind, k] : {std::pair{"shard", &d.nccl_shard}, {"replica", &d.nccl_replica}, {"world", &d.nccl_world}}) {
+    HT_RETURN_IF_ERROR(Check(k->max_ctas >= 0 && k->max_ctas <= 64, fmt::format("distributed.nccl.{}.max_ctas", kind),
+                             k->max_ctas, "must be in 1..64 (0 = NCCL's default)"));
+    if (k->priority != "high" && k->priority != "low") {
+      return InvalidArgument(
+          fmt::format("distributed.nccl.{}.priority: '{}' is not one of high, low", kind, k->priority));
+    }
+  }
   if (d.replica_reduce != "overlap" && d.replica_reduce != "after") {
     return InvalidArgument(fmt::format("distributed.replica_reduce: '{}' is not one of overlap, after", d.replica_reduce));
   }

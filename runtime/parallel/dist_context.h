@@ -18,6 +18,12 @@
 
 namespace hypertrain::parallel {
 
+// NCCL communicator knobs of one group kind (config distributed.nccl.<kind>.*).
+struct NcclTuning {
+  int max_ctas = 0;  // ncclConfig_t.maxCTAs (SMs a collective may take); 0 = NCCL's default
+  bool low_priority = false;  // the communication stream's priority (default high)
+};
+
 struct DistOptions {
   ShardingStrategy strategy = ShardingStrategy::kHybridShard;
   int shard_degree = 0;  // 0 = strategy default
@@ -27,6 +33,8 @@ struct DistOptions {
   int hang_exit_code = contract::kExitCollectiveTimeout;
   CollectiveWatchdog::HangHandler on_hang;   // empty: log + _exit(hang_exit_code)
   GlooOptions gloo;
+  // By group kind: the group name without digits ("shard0" -> shard).
+  NcclTuning nccl_shard, nccl_replica, nccl_world;
 };
 
 // Makes the process group `name` of `ranks` (world ranks, group-rank order).

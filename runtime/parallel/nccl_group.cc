@@ -293,37 +293,21 @@ class NcclGroup final : public ProcessGroup {
 
 }  // namespace
 
-StatusOr<NcclGroupTuning> NcclGroupTuningFromEnv(const std::string& group_name) {
-  // "shard0" -> SHARD, "replica1" -> REPLICA, "world" -> WORLD.
+NcclTuning NcclTuningFor(const DistOptions& options, const std::string& group_name) {
   std::string kind;
   for (char c : group_name) {
-    if (c >= 'a' && c <= 'z') kind += static_cast<char>(c - 'a' + 'A');
+    if (c >= 'a' && c <= 'z') kind += c;
   }
-  NcclGroupTuning t;
-  const std::string ctas_var = "HT_NCCL_" + kind + "_MAX_CTAS";
-  if (const char* v = std::getenv(ctas_var.c_str()); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1 || n > 64) {
-      return InvalidArgument(ctas_var + " must be an integer in 1..64, got '" + v + "'");
-    }
-    t.max_ctas = static_cast<int>(n);
-  }
-  const std::string prio_var = "HT_NCCL_" + kind + "_PRIORITY";
-  if (const char* v = std::getenv(prio_var.c_str()); v != nullptr && *v != '\0') {
-    const std::string p = v;
-    if (p != "high" && p != "low") {
-      return InvalidArgument(prio_var + " must be 'high' or 'low', got '" + p + "'");
-    }
-    t.low_priority = p == "low";
-  }
-  return t;
+  if (kind == "shard") return options.nccl_shard;
+  if (kind == "replica") return options.nccl_replica;
+  if (kind == "world") return options.nccl_world;
+  return {};
 }
 
 StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
     const std::string& name, const std::vector<int>& ranks, int world_rank, int cuda_device,
     launch::TcpStoreClient* store, std::chrono::milliseconds rendezvous_timeout,
-    CollectiveWatchdog* watchdog) {
+    CollectiveWatchdog* watchdog, const NcclTuning& tuning) {
   int grank = -1;
   for (size_t i = 0; i < ranks.size(); ++i)
     if (ranks[i] == world_rank) grank = static_cast<int>(i);
@@ -341,7 +325,6 @@ StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
     if (v.size() != sizeof(id)) return DataLoss("malformed NCCL unique id for group '" + name + "'");
     std::memcpy(&id, v.data(), sizeof(id));
   }
-  HT_ASSIGN_OR_RETURN(const NcclGroupTuning tuning, NcclGroupTuningFromEnv(name));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   if (tuning.max_ctas > 0) config.maxCTAs = tuning.max_ctas;
   ncclComm_t comm = nullptr;
@@ -363,10 +346,10 @@ StatusOr<std::unique_ptr<DistContext>> CreateNcclDistContext(const launch::RankE
   return DistContext::Create(env, options, [&](DistContext& d) -> StatusOr<GroupFactory> {
     DistContext* self = &d;
     const auto timeout = options.rendezvous_timeout;
-    return GroupFactory([self, cuda_device, timeout](const std::string& name,
-                                                     const std::vector<int>& ranks) {
+    return GroupFactory([self, cuda_device, timeout, options](const std::string& name,
+                                                              const std::vector<int>& ranks) {
       return CreateNcclGroup(name, ranks, self->rank(), cuda_device, &self->store(), timeout,
-                             &self->watchdog());
+                             &self->watchdog(), NcclTuningFor(options, name));
     });
   });
 }

@@ -26,23 +26,16 @@
 
 namespace hypertrain::parallel {
 
-// Per-group NCCL knobs from the environment, by group kind (the group name
-// without digits, upper-cased: SHARD, REPLICA, WORLD):
-//   HT_NCCL_<KIND>_MAX_CTAS=1..64   ncclConfig_t.maxCTAs (SMs a collective may take)
-//   HT_NCCL_<KIND>_PRIORITY=high|low  the communication stream's priority
-//                                     (default high)
-// Unset means NCCL's defaults; a bad value is an InvalidArgument naming the
-// variable.
-struct NcclGroupTuning {
-  int max_ctas = 0;  // 0 = NCCL's default
-  bool low_priority = false;
-};
-StatusOr<NcclGroupTuning> NcclGroupTuningFromEnv(const std::string& group_name);
+// The NCCL knobs of group `group_name` by its kind (the name without digits:
+// shard, replica, world; DistOptions::nccl_*, from the config keys
+// distributed.nccl.<kind>.{max_ctas, priority} and their HT_NCCL_<KIND>_*
+// overrides); defaults for any other name.
+NcclTuning NcclTuningFor(const DistOptions& options, const std::string& group_name);
 
 StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
     const std::string& name, const std::vector<int>& ranks, int world_rank, int cuda_device,
     launch::TcpStoreClient* store, std::chrono::milliseconds rendezvous_timeout,
-    CollectiveWatchdog* watchdog);
+    CollectiveWatchdog* watchdog, const NcclTuning& tuning = {});
 
 // DistContext whose world/shard/replica groups are NCCL communicators on
 // `cuda_device` (normally LOCAL_RANK).

@@ -113,41 +113,23 @@ int Body(int rank, int world, int port) {
   return 0;
 }
 
-// Host-only: the per-group knobs parse by group kind and reject bad values
-// with the variable's name (runs without a GPU).
-TEST(NcclGroupTuning, ReadsPerKindVariablesAndRejectsBadValues) {
-  ::unsetenv("HT_NCCL_REPLICA_MAX_CTAS");
-  ::unsetenv("HT_NCCL_REPLICA_PRIORITY");
-  ::unsetenv("HT_NCCL_SHARD_MAX_CTAS");
-  auto d = NcclGroupTuningFromEnv("replica1");
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
-  EXPECT_EQ(d->max_ctas, 0);
-  EXPECT_FALSE(d->low_priority);
-
-  ::setenv("HT_NCCL_REPLICA_MAX_CTAS", "4", 1);
-  ::setenv("HT_NCCL_REPLICA_PRIORITY", "low", 1);
-  auto r = NcclGroupTuningFromEnv("replica0");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->max_ctas, 4);
-  EXPECT_TRUE(r->low_priority);
-  auto s = NcclGroupTuningFromEnv("shard0");  // another kind is untouched
-  ASSERT_TRUE(s.ok());
-  EXPECT_EQ(s->max_ctas, 0);
-  EXPECT_FALSE(s->low_priority);
-
-  ::setenv("HT_NCCL_SHARD_MAX_CTAS", "0", 1);
-  auto bad = NcclGroupTuningFromEnv("shard3");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().ToString().find("HT_NCCL_SHARD_MAX_CTAS"), std::string::npos);
-  ::setenv("HT_NCCL_SHARD_MAX_CTAS", "8x", 1);
-  EXPECT_FALSE(NcclGroupTuningFromEnv("shard0").ok());
-  ::setenv("HT_NCCL_REPLICA_PRIORITY", "urgent", 1);
-  auto bad_prio = NcclGroupTuningFromEnv("replica0");
-  ASSERT_FALSE(bad_prio.ok());
-  EXPECT_NE(bad_prio.status().ToString().find("HT_NCCL_REPLICA_PRIORITY"), std::string::npos);
-  ::unsetenv("HT_NCCL_REPLICA_MAX_CTAS");
-  ::unsetenv("HT_NCCL_REPLICA_PRIORITY");
-  ::unsetenv("HT_NCCL_SHARD_MAX_CTAS");
+// Host-only: each group takes the knobs of its kind (runs without a GPU).
+// Values come typed from the config (distributed.nccl.*; the HT_NCCL_*
+// overrides and their checks are runtime/config's).
+TEST(NcclGroupTuning, EachGroupTakesItsKindsKnobs) {
+  DistOptions o;
+  o.nccl_replica.max_ctas = 4;
+  o.nccl_replica.low_priority = true;
+  o.nccl_shard.max_ctas = 16;
+  const NcclTuning r = NcclTuningFor(o, "replica1");
+  EXPECT_EQ(r.max_ctas, 4);
+  EXPECT_TRUE(r.low_priority);
+  const NcclTuning s = NcclTuningFor(o, "shard0");
+  EXPECT_EQ(s.max_ctas, 16);
+  EXPECT_FALSE(s.low_priority);
+  const NcclTuning w = NcclTuningFor(o, "world");
+  EXPECT_EQ(w.max_ctas, 0);
+  EXPECT_EQ(NcclTuningFor(o, "other").max_ctas, 0);
 }
 
 TEST(NcclCollectives, OneProcessPerGpu) {

@@ -89,6 +89,11 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateParallelRuntime(
   o.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(d.rendezvous_timeout_s * 1000));
   o.gloo.hostname = d.gloo_hostname;
   if (const char* i = env("GLOO_SOCKET_IFNAME"); i && *i && o.gloo.hostname.empty()) o.gloo.iface = i;
+  for (auto [from, to] : {std::pair{&d.nccl_shard, &o.nccl_shard}, {&d.nccl_replica, &o.nccl_replica},
+                          {&d.nccl_world, &o.nccl_world}}) {
+    to->max_ctas = static_cast<int>(from->max_ctas);
+    to->low_priority = from->priority == "low";
+  }
   HsdpOptions hsdp;
   hsdp.reduce_dtype = d.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32;
   // A/B switch for the split embedding gradient (docs/DISTRIBUTED.md).
