@@ -86,12 +86,12 @@ Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
   return IoError(what + " " + path + ": " + std::strerror(err));
 }
 
-StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path) {
+StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path, mode_t mode) {
   AtomicFileWriter w;
   w.path_ = path;
   w.tmp_path_ = path + ".tmp-" + std::to_string(::getpid()) + "-" +
                 std::to_string(g_tmp_counter.fetch_add(1));
-  const int fd = ::open(w.tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = ::open(w.tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) return ErrnoStatus("create", w.tmp_path_, errno);
   w.fd_ = Fd(fd);
   return w;
@@ -124,8 +124,8 @@ Status AtomicFileWriter::Commit() {
   return FsyncDir(ParentDir(path_));
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view data) {
-  HT_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Open(path));
+Status WriteFileAtomically(const std::string& path, std::string_view data, mode_t mode) {
+  HT_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Open(path, mode));
   HT_RETURN_IF_ERROR(w.Append(data));
   return w.Commit();
 }
@@ -194,10 +194,16 @@ Status RemoveTree(const std::string& path) {
   return Status::Ok();
 }
 
-Status MakeDirs(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec) return IoError("mkdir -p " + path + ": " + ec.message());
+Status MakeDirs(const std::string& path, mode_t mode) {
+  if (path.empty()) return InvalidArgument("mkdir -p of an empty path");
+  for (size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
+    const std::string prefix = path.substr(0, end);
+    if (::mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) return ErrnoStatus("mkdir -p", prefix, errno);
+    if (end == std::string::npos) break;
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("mkdir -p", path, errno);
+  if (!S_ISDIR(st.st_mode)) return ErrnoStatus("mkdir -p", path, ENOTDIR);
   return Status::Ok();
 }
 

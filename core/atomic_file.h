@@ -1,5 +1,6 @@
 #pragma once
-// Crash-safe file I/O for checkpoints.
+// Crash-safe file I/O: checkpoints, the local control plane's state and
+// credentials, files the node agent materialises for pods.
 //
 // AtomicFileWriter writes `path` through a temporary file in the same
 // directory ("<name>.tmp-<pid>-<n>"), and Commit() makes it visible only once
@@ -33,8 +34,9 @@ Status ErrnoStatus(const std::string& what, const std::string& path, int err);
 
 class AtomicFileWriter {
  public:
-  // Creates the temporary file (mode 0644) next to `path`.
-  static StatusOr<AtomicFileWriter> Open(const std::string& path);
+  // Creates the temporary file next to `path` with `mode` (before the umask;
+  // 0600 for keys and tokens): the file never exists with wider permissions.
+  static StatusOr<AtomicFileWriter> Open(const std::string& path, mode_t mode = 0644);
   AtomicFileWriter(AtomicFileWriter&&) noexcept = default;
   AtomicFileWriter& operator=(AtomicFileWriter&&) noexcept = default;
   ~AtomicFileWriter();
@@ -59,8 +61,8 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
-// One-shot atomic write of `data` to `path`.
-Status WriteFileAtomically(const std::string& path, std::string_view data);
+// One-shot atomic write of `data` to `path` (created with `mode`, see Open).
+Status WriteFileAtomically(const std::string& path, std::string_view data, mode_t mode = 0644);
 // fsync of a directory (makes renames/creations inside it durable).
 Status FsyncDir(const std::string& dir);
 // rename(2) + fsync of the parent directory of `to` (and of `from` when it
@@ -72,8 +74,9 @@ StatusOr<std::string> ReadFileToString(const std::string& path);
 Status PreadExact(int fd, void* dst, size_t size, int64_t offset, const std::string& path);
 // Recursive removal of a directory tree (no error if absent).
 Status RemoveTree(const std::string& path);
-// mkdir -p.
-Status MakeDirs(const std::string& path);
+// mkdir -p; directories it creates get `mode` (before the umask; 0700 keeps a
+// data directory private). Existing ones are left as they are.
+Status MakeDirs(const std::string& path, mode_t mode = 0777);
 // File size; NotFound when absent.
 StatusOr<int64_t> FileSize(const std::string& path);
 // crc32c of a whole file (streamed).

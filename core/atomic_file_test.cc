@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <string>
@@ -84,6 +85,22 @@ TEST_F(AtomicFileTest, RenameDurablyAndRemoveTree) {
   EXPECT_TRUE(fs::exists(dir_ + "/c/b/x"));
   ASSERT_TRUE(RemoveTree(dir_ + "/c").ok());
   EXPECT_EQ(CountEntries(), 0);
+}
+
+TEST_F(AtomicFileTest, ModesOfFilesAndDirectories) {
+  const mode_t old_umask = ::umask(022);
+  const std::string key = dir_ + "/key.pem";
+  ASSERT_TRUE(WriteFileAtomically(key, "old", 0644).ok());
+  ASSERT_TRUE(WriteFileAtomically(key, "secret", 0600).ok());  // replaced, not chmod-ed after the fact
+  EXPECT_EQ(fs::status(key).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  ASSERT_TRUE(MakeDirs(dir_ + "/private/state/", 0700).ok());
+  EXPECT_EQ(fs::status(dir_ + "/private/state").permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_TRUE(MakeDirs(dir_ + "/private/state").ok());  // exists: fine
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/file", "x").ok());
+  Status s = MakeDirs(dir_ + "/file/sub");
+  EXPECT_EQ(s.code(), StatusCode::kIo);
+  EXPECT_NE(s.message().find("Not a directory"), std::string::npos) << s.ToString();
+  ::umask(old_umask);
 }
 
 }  // namespace

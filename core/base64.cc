@@ -32,4 +32,29 @@ StatusOr<std::string> Base64Decode(std::string_view text) {
   return out;
 }
 
+std::string Base64UrlEncode(std::string_view data) {
+  std::string out = Base64Encode(data);
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  for (char& c : out) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return out;
+}
+
+StatusOr<std::string> Base64UrlDecode(std::string_view text) {
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 == 1) return InvalidArgument("base64url text length " + std::to_string(text.size()) + " is impossible");
+  std::string std_text(text);
+  for (char& c : std_text) {
+    if (c == '+' || c == '/' || std::isspace(static_cast<unsigned char>(c))) {
+      return InvalidArgument("base64url text holds a character outside the URL-safe alphabet");
+    }
+    if (c == '-') c = '+';
+    if (c == '_') c = '/';
+  }
+  std_text.append((4 - std_text.size() % 4) % 4, '=');
+  return Base64Decode(std_text);
+}
+
 }  // namespace hypertrain

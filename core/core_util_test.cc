@@ -18,6 +18,10 @@ TEST(Rfc3339, FormatsUtcSecondsAndMillis) {
   const auto t = Clock::from_time_t(1764093662) + std::chrono::milliseconds(7);  // 2025-11-25T18:01:02.007Z
   EXPECT_EQ(FormatRfc3339(t), "2025-11-25T18:01:02Z");
   EXPECT_EQ(FormatRfc3339(t, true), "2025-11-25T18:01:02.007Z");
+  EXPECT_EQ(FormatRfc3339(t + std::chrono::microseconds(42), TimePrecision::kMicros),
+            "2025-11-25T18:01:02.007042Z");
+  EXPECT_EQ(FormatRfc3339(t + std::chrono::microseconds(999), TimePrecision::kMillis),
+            "2025-11-25T18:01:02.007Z");  // truncated, never rounded into the next second
 }
 
 TEST(Rfc3339, ParsesZuluFractionAndOffsets) {
@@ -50,6 +54,21 @@ TEST(Base64, RoundTripsEveryPaddingLength) {
   EXPECT_FALSE(Base64Decode("Zm!v").ok());
 }
 
+TEST(Base64, UrlSafeAlphabetWithoutPadding) {
+  const std::string bytes("\xfb\xff\xbf?", 4);  // '+' and '/' in the standard alphabet
+  EXPECT_EQ(Base64Encode(bytes), "+/+/Pw==");
+  EXPECT_EQ(Base64UrlEncode(bytes), "-_-_Pw");
+  EXPECT_EQ(*Base64UrlDecode("-_-_Pw"), bytes);
+  EXPECT_EQ(*Base64UrlDecode("-_-_Pw=="), bytes);
+  for (size_t n = 0; n < 10; ++n) {
+    const std::string s = std::string("continue/token").substr(0, n);
+    EXPECT_EQ(*Base64UrlDecode(Base64UrlEncode(s)), s);
+  }
+  EXPECT_FALSE(Base64UrlDecode("+/+/Pw").ok());
+  EXPECT_FALSE(Base64UrlDecode("Zm9v Zg").ok());
+  EXPECT_FALSE(Base64UrlDecode("Zm9vZ").ok());
+}
+
 TEST(Log, RejectsUnknownFormatAndLevel) {
   EXPECT_FALSE(log::Init("xml", "info").ok());
   const Status s = log::Init("text", "loud");
@@ -62,6 +81,10 @@ TEST(Log, RejectsUnknownFormatAndLevel) {
   }
   EXPECT_EQ(*log::ParseLevel("warn"), spdlog::level::warn);
   EXPECT_EQ(*log::ParseLevel("error"), spdlog::level::err);
+  EXPECT_TRUE(log::Init("text", "warn").ok());
+  EXPECT_EQ(spdlog::get_level(), spdlog::level::warn);
+  EXPECT_TRUE(log::Init("text", "error").ok());
+  EXPECT_EQ(spdlog::get_level(), spdlog::level::err);
 }
 
 TEST(Log, JsonLinesAreValidJsonWithContextFields) {

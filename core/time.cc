@@ -7,8 +7,8 @@ namespace hypertrain {
 
 using Clock = std::chrono::system_clock;
 
-std::string FormatRfc3339(Clock::time_point t, bool millis) {
-  const auto since_epoch = std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch());
+std::string FormatRfc3339(Clock::time_point t, TimePrecision precision) {
+  const auto since_epoch = std::chrono::floor<std::chrono::microseconds>(t.time_since_epoch());
   const auto secs = std::chrono::floor<std::chrono::seconds>(since_epoch);
   const std::time_t tt = static_cast<std::time_t>(secs.count());
   std::tm tm{};
@@ -16,9 +16,13 @@ std::string FormatRfc3339(Clock::time_point t, bool millis) {
   char buf[40];
   const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
   std::string out(buf, n);
-  if (millis) {
-    char frac[8];
-    std::snprintf(frac, sizeof(frac), ".%03d", static_cast<int>((since_epoch - secs).count()));
+  const int micros = static_cast<int>((since_epoch - secs).count());
+  char frac[16];
+  if (precision == TimePrecision::kMillis) {
+    std::snprintf(frac, sizeof(frac), ".%03d", micros / 1000);
+    out += frac;
+  } else if (precision == TimePrecision::kMicros) {
+    std::snprintf(frac, sizeof(frac), ".%06d", micros);
     out += frac;
   }
   return out + "Z";
