@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "kube/exec_credential.h"
+#include "core/time.h"
 #include "kube/testing/fake_server.h"
 
 namespace kube {
@@ -143,13 +144,19 @@ TEST(ExecCredentialTest, ParsesAndValidates) {
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->token, "k8s-aws-v1.abc");
   ASSERT_TRUE(ok->expiration.has_value());
-  EXPECT_EQ(FormatRfc3339(*ok->expiration), "2030-01-02T03:04:05Z");
+  EXPECT_EQ(hypertrain::FormatRfc3339(*ok->expiration), "2030-01-02T03:04:05Z");
   EXPECT_FALSE(ParseExecCredential("{}", "").ok());
   EXPECT_FALSE(ParseExecCredential(R"({"kind":"ExecCredential","status":{}})", "").ok());
-  auto off = ParseRfc3339("2030-01-02T05:04:05.123+02:00");
-  ASSERT_TRUE(off.has_value());
-  EXPECT_EQ(FormatRfc3339(*off), "2030-01-02T03:04:05Z");
-  EXPECT_FALSE(ParseRfc3339("yesterday").has_value());
+  auto off = ParseExecCredential(
+      R"({"kind":"ExecCredential","status":{"token":"t","expirationTimestamp":"2030-01-02T05:04:05.123+02:00"}})",
+      "");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(hypertrain::FormatRfc3339(*off->expiration, hypertrain::TimePrecision::kMillis),
+            "2030-01-02T03:04:05.123Z");
+  auto bad = ParseExecCredential(
+      R"({"kind":"ExecCredential","status":{"token":"t","expirationTimestamp":"yesterday"}})", "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("is not RFC 3339"), std::string::npos) << bad.status().ToString();
 }
 
 }  // namespace

@@ -8,46 +8,13 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <vector>
+
+#include "core/time.h"
 
 extern char** environ;
 
 namespace kube {
-
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& s) {
-  std::tm tm{};
-  const char* p = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (!p) return std::nullopt;
-  if (*p == '.') {
-    ++p;
-    while (*p >= '0' && *p <= '9') ++p;  // fractional seconds: ignored
-  }
-  long offset = 0;
-  if (*p == 'Z' || *p == 'z') {
-    ++p;
-  } else if (*p == '+' || *p == '-') {
-    int sign = *p == '-' ? -1 : 1;
-    int hh = 0, mm = 0;
-    if (std::sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2) return std::nullopt;
-    offset = sign * (hh * 3600L + mm * 60L);
-    p += 6;
-  } else {
-    return std::nullopt;
-  }
-  if (*p != '\0') return std::nullopt;
-  time_t t = timegm(&tm) - offset;
-  return std::chrono::system_clock::from_time_t(t);
-}
-
-std::string FormatRfc3339(std::chrono::system_clock::time_point t) {
-  time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 StatusOr<ExecCredential> ParseExecCredential(const std::string& text,
                                              const std::string& api_version) {
@@ -72,7 +39,7 @@ StatusOr<ExecCredential> ParseExecCredential(const std::string& text,
   }
   std::string exp = st->value("expirationTimestamp", "");
   if (!exp.empty()) {
-    c.expiration = ParseRfc3339(exp);
+    c.expiration = hypertrain::ParseRfc3339(exp);
     if (!c.expiration)
       return hypertrain::Unauthenticated("exec plugin expirationTimestamp \"" + exp +
                                          "\" is not RFC 3339");

@@ -26,8 +26,4 @@ StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string
 StatusOr<ExecCredential> ParseExecCredential(const std::string& json,
                                              const std::string& api_version);
 
-// RFC 3339 ("2024-01-02T03:04:05Z", fractional seconds and offsets allowed).
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& s);
-std::string FormatRfc3339(std::chrono::system_clock::time_point t);
-
 }  // namespace kube

@@ -2,21 +2,14 @@
 
 #include <thread>
 
-#include "kube/exec_credential.h"
+#include "core/time.h"
 
 namespace kube {
 namespace {
 
 // metav1.MicroTime: RFC 3339 with microseconds.
 std::string MicroTimeNow() {
-  auto now = std::chrono::system_clock::now();
-  std::string s = FormatRfc3339(now);  // ...SSZ
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
-            1000000;
-  char frac[16];
-  std::snprintf(frac, sizeof(frac), ".%06lld", static_cast<long long>(us));
-  s.insert(s.size() - 1, frac);
-  return s;
+  return hypertrain::FormatRfc3339(std::chrono::system_clock::now(), hypertrain::TimePrecision::kMicros);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "kube/resources.h"
 
-#include "kube/exec_credential.h"
+#include "core/time.h"
 #include "kube/line_splitter.h"
 
 namespace kube {
@@ -267,7 +267,7 @@ StatusOr<Json> RecordEvent(RestClient& client, const Json& involved, const std::
   std::string name = NameOf(involved), ns = NamespaceOf(involved);
   if (name.empty()) return hypertrain::InvalidArgument("event: involved object has no name");
   if (ns.empty()) ns = "default";  // events about cluster-scoped objects live in default
-  std::string now = FormatRfc3339(std::chrono::system_clock::now());
+  const std::string now = hypertrain::FormatRfc3339(std::chrono::system_clock::now());
   Json ev = {{"apiVersion", "v1"},
              {"kind", "Event"},
              {"metadata", {{"generateName", name + "."}, {"namespace", ns}}},

@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <set>
+
+#include "core/time.h"
 
 #include "localcluster/apiserver/schema.h"
 
@@ -77,12 +78,7 @@ bool IsDnsSubdomain(const std::string& s) {
 }
 
 std::string NowRfc3339(int64_t offset_seconds) {
-  std::time_t t = std::time(nullptr) + offset_seconds;
-  std::tm tm;
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return hypertrain::FormatRfc3339(std::chrono::system_clock::now() + std::chrono::seconds(offset_seconds));
 }
 
 std::string NewUid() {

@@ -1,7 +1,8 @@
 #include "localcluster/apiserver/table.h"
 
 #include <chrono>
-#include <ctime>
+
+#include "core/time.h"
 
 namespace kubelocal {
 namespace {
@@ -231,10 +232,10 @@ StatusOr<std::vector<json>> JsonPathFind(const json& object, const std::string& 
 
 std::string HumanAge(const std::string& ts) {
   if (ts.empty()) return "<unknown>";
-  std::tm tm = {};
-  if (!strptime(ts.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return "<invalid>";
-  time_t then = timegm(&tm);
-  long s = static_cast<long>(std::time(nullptr) - then);
+  const auto then = hypertrain::ParseRfc3339(ts);
+  if (!then) return "<invalid>";
+  long s = static_cast<long>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now() - *then).count());
   if (s < 0) s = 0;
   if (s < 120) return std::to_string(s) + "s";
   long m = s / 60;

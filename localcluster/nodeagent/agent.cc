@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -18,20 +17,15 @@
 #include <sstream>
 #include <thread>
 
+#include "core/time.h"
+
 namespace hypertrain::nodeagent {
 namespace {
 
 using kube::Json;
 namespace fs = std::filesystem;
 
-std::string Now() {
-  char buf[32];
-  std::time_t t = std::time(nullptr);
-  std::tm tm;
-  gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string Now() { return FormatRfc3339(std::chrono::system_clock::now()); }
 
 std::string S(const Json& j, const Json::json_pointer& p) {
   return j.contains(p) && j[p].is_string() ? j[p].get<std::string>() : "";
