@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "core/base64.h"
+
 namespace kube {
 namespace {
 
@@ -47,27 +49,6 @@ Json YamlToJson(const YAML::Node& n) {
     }
   }
   return nullptr;
-}
-
-// Decodes standard base64 (used by *-data fields).
-StatusOr<std::string> Base64Decode(const std::string& in, const std::string& field) {
-  static const std::string kAlpha =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  int val = 0, bits = -8;
-  for (char c : in) {
-    if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
-    auto pos = kAlpha.find(c);
-    if (pos == std::string::npos)
-      return hypertrain::InvalidArgument(field + " is not valid base64");
-    val = (val << 6) + static_cast<int>(pos);
-    bits += 6;
-    if (bits >= 0) {
-      out.push_back(static_cast<char>((val >> bits) & 0xFF));
-      bits -= 8;
-    }
-  }
-  return out;
 }
 
 std::string Str(const Json& o, const char* key) {
@@ -116,7 +97,11 @@ Status MergeDoc(const Json& doc, const std::string& dir, Merged* m) {
 StatusOr<std::string> DataOrFile(const Json& o, const char* data_key, const char* file_key,
                                  const std::string& dir) {
   std::string data = Str(o, data_key);
-  if (!data.empty()) return Base64Decode(data, data_key);
+  if (!data.empty()) {
+    auto decoded = hypertrain::Base64Decode(data);
+    if (!decoded.ok()) return decoded.status().WithMessage(std::string(data_key) + " is not valid base64: " + decoded.status().message());
+    return decoded;
+  }
   std::string file = Str(o, file_key);
   if (!file.empty()) return ReadFileToString(JoinPath(dir, file));
   return std::string();

@@ -2,7 +2,6 @@
 // running the whole system on one machine. See docs/LOCAL_CONTROL_PLANE.md.
 #include <dirent.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <signal.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base64.h"
 #include "localcluster/apiserver/api_server.h"
 #include "localcluster/apiserver/certs.h"
 #include "localcluster/apiserver/http_server.h"
@@ -106,15 +106,6 @@ bool ParseFlags(int argc, char** argv, Flags* f, std::string* err) {
   return true;
 }
 
-std::string Base64(const std::string& in) {
-  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()),
-                          static_cast<int>(in.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
 std::string RandomToken() {
   unsigned char b[24];
   RAND_bytes(b, sizeof(b));
@@ -135,7 +126,7 @@ std::string Kubeconfig(const std::string& server, const std::string& ca_pem,
          "- name: kube-local\n"
          "  cluster:\n"
          "    server: " + server + "\n"
-         "    certificate-authority-data: " + Base64(ca_pem) + "\n"
+         "    certificate-authority-data: " + hypertrain::Base64Encode(ca_pem) + "\n"
          "users:\n"
          "- name: kube-local-admin\n"
          "  user:\n"

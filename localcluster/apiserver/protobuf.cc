@@ -4,6 +4,8 @@
 #include <functional>
 #include <vector>
 
+#include "core/base64.h"
+
 namespace kubelocal {
 namespace {
 
@@ -60,24 +62,6 @@ bool Parse(const std::string& in, std::vector<Field>* out) {
   return true;
 }
 
-std::string Base64(const std::string& in) {
-  static const char k[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    out += {k[n >> 18], k[(n >> 12) & 63], k[(n >> 6) & 63], k[n & 63]};
-  }
-  if (i + 1 == in.size()) {
-    uint32_t n = uint8_t(in[i]) << 16;
-    out += {k[n >> 18], k[(n >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    uint32_t n = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += {k[n >> 18], k[(n >> 12) & 63], k[(n >> 6) & 63], '='};
-  }
-  return out;
-}
-
 // map<string, string|bytes> entry: {1: key, 2: value}.
 bool MapEntry(const std::string& bytes, bool base64, json* map) {
   std::vector<Field> fs;
@@ -87,7 +71,7 @@ bool MapEntry(const std::string& bytes, bool base64, json* map) {
     if (f.number == 1) key = f.bytes;
     if (f.number == 2) value = f.bytes;
   }
-  (*map)[key] = base64 ? Base64(value) : value;
+  (*map)[key] = base64 ? hypertrain::Base64Encode(value) : value;
   return true;
 }
 
@@ -165,7 +149,7 @@ StatusOr<json> DecodeKubernetesProtobuf(const std::string& body) {
   }
   if (kind == "Secret" && o.contains("stringData")) {
     // The apiserver folds stringData into data.
-    for (auto& [k, v] : o["stringData"].items()) o["data"][k] = Base64(v.get<std::string>());
+    for (auto& [k, v] : o["stringData"].items()) o["data"][k] = hypertrain::Base64Encode(v.get<std::string>());
     o.erase("stringData");
   }
   return o;

@@ -1,55 +1,22 @@
 #include "localcluster/apiserver/store.h"
 
-#include <cstring>
+#include "core/base64.h"
 
 namespace kubelocal {
 namespace {
-
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-std::string B64UrlEncode(const std::string& in) {
-  std::string out;
-  int val = 0, bits = -6;
-  for (unsigned char c : in) {
-    val = (val << 8) + c;
-    bits += 8;
-    while (bits >= 0) {
-      out.push_back(kB64[(val >> bits) & 0x3F]);
-      bits -= 6;
-    }
-  }
-  if (bits > -6) out.push_back(kB64[((val << 8) >> (bits + 8)) & 0x3F]);
-  return out;
-}
-
-bool B64UrlDecode(const std::string& in, std::string* out) {
-  int val = 0, bits = -8;
-  for (char c : in) {
-    const char* p = std::strchr(kB64, c);
-    if (c == '=' ) break;
-    if (!p || c == 0) return false;
-    val = (val << 6) + static_cast<int>(p - kB64);
-    bits += 6;
-    if (bits >= 0) {
-      out->push_back(static_cast<char>((val >> bits) & 0xFF));
-      bits -= 8;
-    }
-  }
-  return true;
-}
 
 std::string NsOf(const std::string& key) { return key.substr(0, key.find('/')); }
 
 }  // namespace
 
 std::string EncodeContinue(uint64_t rv, const std::string& last_key) {
-  return B64UrlEncode(json({{"rv", rv}, {"start", last_key}}).dump());
+  return hypertrain::Base64UrlEncode(json({{"rv", rv}, {"start", last_key}}).dump());
 }
 
 bool DecodeContinue(const std::string& token, uint64_t* rv, std::string* last_key) {
-  std::string raw;
-  if (!B64UrlDecode(token, &raw)) return false;
-  json j = json::parse(raw, nullptr, false);
+  auto raw = hypertrain::Base64UrlDecode(token);
+  if (!raw.ok()) return false;
+  json j = json::parse(*raw, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("rv") || !j["rv"].is_number_unsigned() ||
       !j.contains("start") || !j["start"].is_string())
     return false;
