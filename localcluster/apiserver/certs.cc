@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "localcluster/apiserver/persistence.h"
+#include "core/atomic_file.h"
 
 namespace kubelocal {
 namespace {
@@ -178,11 +178,12 @@ StatusOr<CertKey> IssueClientCert(const CertKey& ca, const std::string& user,
 
 StatusOr<ServingCerts> LoadOrCreateServingCerts(const std::string& dir) {
   ServingCerts sc;
-  auto ca_crt = ReadFile(dir + "/ca.crt");
-  auto ca_key = ReadFile(dir + "/ca.key");
-  auto srv_crt = ReadFile(dir + "/server.crt");
-  auto srv_key = ReadFile(dir + "/server.key");
-  if (ca_crt.ok() && ca_key.ok() && srv_crt.ok() && srv_key.ok()) {
+  using hypertrain::ReadFileToString;
+  auto ca_crt = ReadFileToString(dir + "/ca.crt");
+  auto ca_key = ReadFileToString(dir + "/ca.key");
+  auto srv_crt = ReadFileToString(dir + "/server.crt");
+  auto srv_key = ReadFileToString(dir + "/server.key");
+  if (!dir.empty() && ca_crt.ok() && ca_key.ok() && srv_crt.ok() && srv_key.ok()) {
     sc.ca = {*ca_crt, *ca_key};
     sc.server = {*srv_crt, *srv_key};
     return sc;
@@ -195,10 +196,11 @@ StatusOr<ServingCerts> LoadOrCreateServingCerts(const std::string& dir) {
   sc.ca = *ca;
   sc.server = *srv;
   if (!dir.empty()) {
-    if (Status e = WriteFileAtomic(dir + "/ca.key", ca->key_pem, 0600); !e.ok()) return e;
-    if (Status e = WriteFileAtomic(dir + "/ca.crt", ca->cert_pem, 0644); !e.ok()) return e;
-    if (Status e = WriteFileAtomic(dir + "/server.key", srv->key_pem, 0600); !e.ok()) return e;
-    if (Status e = WriteFileAtomic(dir + "/server.crt", srv->cert_pem, 0644); !e.ok()) return e;
+    using hypertrain::WriteFileAtomically;
+    if (Status e = WriteFileAtomically(dir + "/ca.key", ca->key_pem, 0600); !e.ok()) return e;
+    if (Status e = WriteFileAtomically(dir + "/ca.crt", ca->cert_pem, 0644); !e.ok()) return e;
+    if (Status e = WriteFileAtomically(dir + "/server.key", srv->key_pem, 0600); !e.ok()) return e;
+    if (Status e = WriteFileAtomically(dir + "/server.crt", srv->cert_pem, 0644); !e.ok()) return e;
   }
   return sc;
 }

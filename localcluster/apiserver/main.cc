@@ -13,15 +13,17 @@
 #include <string>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/base64.h"
 #include "localcluster/apiserver/api_server.h"
 #include "localcluster/apiserver/certs.h"
 #include "localcluster/apiserver/http_server.h"
-#include "localcluster/apiserver/persistence.h"
 #include "localcluster/apiserver/store.h"
 
 namespace kubelocal {
 namespace {
+
+using hypertrain::WriteFileAtomically;
 
 struct Flags {
   std::string host = "127.0.0.1";
@@ -168,7 +170,7 @@ int Run(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   if (!f.data_dir.empty()) {
-    if (Status e = MakeDirs(f.data_dir); !e.ok()) {
+    if (Status e = hypertrain::MakeDirs(f.data_dir, 0700); !e.ok()) {
       std::cerr << "kube-local: " << e.message() << "\n";
       return 1;
     }
@@ -180,12 +182,12 @@ int Run(int argc, char** argv) {
   }
   std::string token = f.token;
   if (token.empty() && !f.data_dir.empty()) {
-    if (auto t = ReadFile(f.data_dir + "/token"); t.ok()) token = *t;
+    if (auto t = hypertrain::ReadFileToString(f.data_dir + "/token"); t.ok()) token = *t;
     while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
   }
   if (token.empty()) token = RandomToken();
   if (!f.data_dir.empty()) {
-    if (Status e = WriteFileAtomic(f.data_dir + "/token", token + "\n", 0600); !e.ok()) {
+    if (Status e = WriteFileAtomically(f.data_dir + "/token", token + "\n", 0600); !e.ok()) {
       std::cerr << "kube-local: " << e.message() << "\n";
       return 1;
     }
@@ -231,7 +233,7 @@ int Run(int argc, char** argv) {
   http.Serve();
   if (!f.kubeconfig_out.empty()) {
     if (Status e =
-            WriteFileAtomic(f.kubeconfig_out, Kubeconfig(server, certs->ca.cert_pem, token), 0600);
+            WriteFileAtomically(f.kubeconfig_out, Kubeconfig(server, certs->ca.cert_pem, token), 0600);
         !e.ok()) {
       std::cerr << "kube-local: " << e.message() << "\n";
       return 1;
@@ -239,15 +241,15 @@ int Run(int argc, char** argv) {
   }
   if (!f.client_cert_out.empty()) {
     auto cc = IssueClientCert(certs->ca, "kube-local-client", {"system:masters"});
-    if (!cc.ok() || !WriteFileAtomic(f.client_cert_out + "/client.crt", cc->cert_pem, 0644).ok() ||
-        !WriteFileAtomic(f.client_cert_out + "/client.key", cc->key_pem, 0600).ok() ||
-        !WriteFileAtomic(f.client_cert_out + "/ca.crt", certs->ca.cert_pem, 0644).ok()) {
+    if (!cc.ok() || !WriteFileAtomically(f.client_cert_out + "/client.crt", cc->cert_pem, 0644).ok() ||
+        !WriteFileAtomically(f.client_cert_out + "/client.key", cc->key_pem, 0600).ok() ||
+        !WriteFileAtomically(f.client_cert_out + "/ca.crt", certs->ca.cert_pem, 0644).ok()) {
       std::cerr << "kube-local: cannot write client certificate to " << f.client_cert_out << "\n";
       return 1;
     }
   }
   if (!f.port_file.empty()) {
-    if (Status e = WriteFileAtomic(f.port_file, std::to_string(http.port()) + "\n"); !e.ok()) {
+    if (Status e = WriteFileAtomically(f.port_file, std::to_string(http.port()) + "\n"); !e.ok()) {
       std::cerr << "kube-local: " << e.message() << "\n";
       return 1;
     }

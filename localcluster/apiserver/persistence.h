@@ -5,6 +5,7 @@
 // per line, appended and fdatasync'ed before a write is acknowledged). Load()
 // reads the snapshot and replays records newer than it; a torn final line (crash
 // mid-append) is ignored. Compact() writes a new snapshot and truncates the log.
+// Files are written with core/atomic_file.h.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/atomic_file.h"
 #include "localcluster/apiserver/api_error.h"
 
 namespace kubelocal {
@@ -47,13 +49,7 @@ class Persistence {
   Status OpenLog(bool truncate);
 
   std::string dir_;
-  int wal_fd_ = -1;
+  hypertrain::Fd wal_;
 };
-
-// Writes `data` to `path` atomically (temp file, fsync, rename, fsync dir).
-Status WriteFileAtomic(const std::string& path, const std::string& data, int mode = 0644);
-StatusOr<std::string> ReadFile(const std::string& path);
-// mkdir -p with mode 0700.
-Status MakeDirs(const std::string& dir);
 
 }  // namespace kubelocal

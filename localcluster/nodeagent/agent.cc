@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/atomic_file.h"
 #include "core/time.h"
 
 namespace hypertrain::nodeagent {
@@ -31,16 +32,18 @@ std::string S(const Json& j, const Json::json_pointer& p) {
   return j.contains(p) && j[p].is_string() ? j[p].get<std::string>() : "";
 }
 
-bool WriteFileAtomic(const std::string& path, const std::string& data) {
-  fs::create_directories(fs::path(path).parent_path());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return false;
-    f << data;
-    if (!f.flush()) return false;
+// The files of the pod's ConfigMap volumes, each written atomically.
+Status WriteVolumeFiles(const ProcessSpec& ps) {
+  for (const auto& v : ps.volumes) {
+    if (!v.host_path.empty()) continue;
+    for (const auto& [rel, content] : v.files) {
+      const std::string path = v.local_dir + "/" + rel;
+      HT_RETURN_IF_ERROR(MakeDirs(fs::path(path).parent_path().string()));
+      HT_RETURN_IF_ERROR(WriteFileAtomically(path, content));
+    }
+    HT_RETURN_IF_ERROR(MakeDirs(v.local_dir));  // an empty volume is still a directory
   }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
+  return {};
 }
 
 Json ReadyConditions(bool ready, const std::string& now) {
@@ -265,7 +268,7 @@ void Agent::Start(const Json& pod) {
     p.image = S(pod, "/spec/containers/0/image"_json_pointer);
   }
   p.dir = opts_.work_dir + "/" + ns + "_" + name + "_" + uid.substr(0, 8);
-  fs::create_directories(p.dir);
+  const Status pod_dir = MakeDirs(p.dir);
 
   // ConfigMaps the pod refers to.
   std::map<std::string, Json> cms;
@@ -293,19 +296,13 @@ void Agent::Start(const Json& pod) {
     if (const char* v = std::getenv(k)) po.passthrough_env.push_back(std::string(k) + "=" + v);
   }
   ProcessSpec ps;
-  std::string err;
+  std::string err = pod_dir.ok() ? "" : "pod directory: " + pod_dir.message();
   const std::string log_path = p.dir + "/container.log";
-  bool ok = BuildProcess(pod, cms, po, &ps, &err);
+  bool ok = pod_dir.ok() && BuildProcess(pod, cms, po, &ps, &err);
   if (ok) {
-    for (const auto& v : ps.volumes) {
-      if (!v.host_path.empty()) continue;
-      fs::create_directories(v.local_dir);
-      for (const auto& [rel, content] : v.files) {
-        if (!WriteFileAtomic(v.local_dir + "/" + rel, content)) {
-          ok = false;
-          err = "cannot write " + v.local_dir + "/" + rel;
-        }
-      }
+    if (Status w = WriteVolumeFiles(ps); !w.ok()) {
+      ok = false;
+      err = "volume: " + w.message();
     }
   }
   if (!ok) {
@@ -314,7 +311,7 @@ void Agent::Start(const Json& pod) {
     Log(ns + "/" + name + ": " + err);
     p.exited = true;
     p.code = 128;
-    WriteFileAtomic(log_path, "node-agent: " + err + "\n");
+    (void)WriteFileAtomically(log_path, "node-agent: " + err + "\n");
     procs_[uid] = p;
     ReportExit(procs_[uid]);
     return;

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <thread>
 
+#include "core/atomic_file.h"
 #include "kube/config.h"
 #include "localcluster/nodeagent/agent.h"
 
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
     if (!mkdtemp(tmpl)) return fail("cannot create a work dir");
     opts.work_dir = tmpl;
   }
-  std::filesystem::create_directories(opts.work_dir);
+  if (auto s = hypertrain::MakeDirs(opts.work_dir); !s.ok()) return fail(s.ToString());
   auto cfg = kube::LoadKubeconfig({kubeconfig});
   if (!cfg.ok()) return fail(cfg.status().ToString());
   auto client = kube::RestClient::Create(*cfg);
@@ -133,7 +134,11 @@ int main(int argc, char** argv) {
     if (attempt >= 20 || g_stop) return fail("registering nodes: " + r.ToString());
     std::this_thread::sleep_for(std::chrono::milliseconds(250 * (attempt + 1)));
   }
-  if (!pid_file.empty()) std::ofstream(pid_file) << ::getpid() << "\n";
+  if (!pid_file.empty()) {
+    if (auto s = hypertrain::WriteFileAtomically(pid_file, std::to_string(::getpid()) + "\n"); !s.ok()) {
+      return fail(s.ToString());
+    }
+  }
   std::cerr << "node-agent: " << opts.nodes << " node(s) registered; pod logs under " << opts.work_dir
             << "/<namespace>_<pod>_<uid>/container.log" << std::endl;
   agent.Run(g_stop);
