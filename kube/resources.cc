@@ -106,12 +106,26 @@ static Status CheckName(const std::string& name) {
   return {};
 }
 
-StatusOr<Json> ResourceClient::Get(const std::string& name) const {
+StatusOr<std::string> ResourceClient::ObjectPathFor(const Json* obj, const std::string& name,
+                                                   const std::string& subresource) const {
   HT_RETURN_IF_ERROR(CheckName(name));
-  auto ns = NamespaceFor(nullptr);
+  if (!subresource.empty() && subresource != "status")
+    return hypertrain::InvalidArgument("unknown subresource \"" + subresource + "\"");
+  auto ns = NamespaceFor(obj);
   if (!ns.ok()) return ns.status();
+  return type_.ObjectPath(*ns, name) + (subresource.empty() ? "" : "/" + subresource);
+}
+
+Json ResourceClient::WithTypeMeta(const Json& obj) const {
+  Json body = obj;
+  if (!body.contains("apiVersion")) body["apiVersion"] = type_.ApiVersion();
+  if (!body.contains("kind")) body["kind"] = type_.kind;
+  return body;
+}
+
+StatusOr<Json> ResourceClient::Get(const std::string& name, const std::string& subresource) const {
   Request r;
-  r.path = type_.ObjectPath(*ns, name);
+  HT_ASSIGN_OR_RETURN(r.path, ObjectPathFor(nullptr, name, subresource));
   return client_->SendJson(r);
 }
 
@@ -175,9 +189,7 @@ StatusOr<Json> ResourceClient::Create(const Json& obj) const {
   if (!ns.ok()) return ns.status();
   if (NameOf(obj).empty() && MetaStr(obj, "generateName").empty())
     return hypertrain::InvalidArgument("create: metadata.name or metadata.generateName required");
-  Json body = obj;
-  if (!body.contains("apiVersion")) body["apiVersion"] = type_.ApiVersion();
-  if (!body.contains("kind")) body["kind"] = type_.kind;
+  Json body = WithTypeMeta(obj);
   if (type_.namespaced) body["metadata"]["namespace"] = *ns;
   Request r;
   r.method = "POST";
@@ -186,29 +198,19 @@ StatusOr<Json> ResourceClient::Create(const Json& obj) const {
   return client_->SendJson(r);
 }
 
-StatusOr<Json> ResourceClient::Update(const Json& obj) const {
-  std::string name = obj.is_object() ? NameOf(obj) : "";
-  HT_RETURN_IF_ERROR(CheckName(name));
-  auto ns = NamespaceFor(&obj);
-  if (!ns.ok()) return ns.status();
-  Json body = obj;
-  if (!body.contains("apiVersion")) body["apiVersion"] = type_.ApiVersion();
-  if (!body.contains("kind")) body["kind"] = type_.kind;
+StatusOr<Json> ResourceClient::Update(const Json& obj, const std::string& subresource) const {
   Request r;
   r.method = "PUT";
-  r.path = type_.ObjectPath(*ns, name);
-  r.body = body.dump();
+  HT_ASSIGN_OR_RETURN(r.path, ObjectPathFor(&obj, obj.is_object() ? NameOf(obj) : "", subresource));
+  r.body = WithTypeMeta(obj).dump();
   return client_->SendJson(r);
 }
 
-StatusOr<Json> ResourceClient::Patch(const std::string& name, const Json& patch,
-                                     PatchType t) const {
-  HT_RETURN_IF_ERROR(CheckName(name));
-  auto ns = NamespaceFor(nullptr);
-  if (!ns.ok()) return ns.status();
+StatusOr<Json> ResourceClient::Patch(const std::string& name, const Json& patch, PatchType t,
+                                     const std::string& subresource) const {
   Request r;
   r.method = "PATCH";
-  r.path = type_.ObjectPath(*ns, name);
+  HT_ASSIGN_OR_RETURN(r.path, ObjectPathFor(nullptr, name, subresource));
   r.body = patch.dump();
   r.content_type = ContentType(t);
   return client_->SendJson(r);
@@ -216,38 +218,28 @@ StatusOr<Json> ResourceClient::Patch(const std::string& name, const Json& patch,
 
 StatusOr<Json> ResourceClient::Apply(const Json& obj, const std::string& field_manager,
                                      bool force) const {
-  std::string name = obj.is_object() ? NameOf(obj) : "";
-  HT_RETURN_IF_ERROR(CheckName(name));
   if (field_manager.empty())
     return hypertrain::InvalidArgument("server-side apply needs a fieldManager");
-  auto ns = NamespaceFor(&obj);
-  if (!ns.ok()) return ns.status();
-  Json body = obj;
-  if (!body.contains("apiVersion")) body["apiVersion"] = type_.ApiVersion();
-  if (!body.contains("kind")) body["kind"] = type_.kind;
   Request r;
   r.method = "PATCH";
-  r.path = type_.ObjectPath(*ns, name);
+  HT_ASSIGN_OR_RETURN(r.path, ObjectPathFor(&obj, obj.is_object() ? NameOf(obj) : "", ""));
   r.query = {{"fieldManager", field_manager}};
   if (force) r.query.emplace_back("force", "true");
-  r.body = body.dump();
+  r.body = WithTypeMeta(obj).dump();
   r.content_type = "application/apply-patch+yaml";
   return client_->SendJson(r);
 }
 
 StatusOr<Json> ResourceClient::Delete(const std::string& name, const DeleteOptions& o) const {
-  HT_RETURN_IF_ERROR(CheckName(name));
-  auto ns = NamespaceFor(nullptr);
-  if (!ns.ok()) return ns.status();
+  Request r;
+  r.method = "DELETE";
+  HT_ASSIGN_OR_RETURN(r.path, ObjectPathFor(nullptr, name, ""));
   Json body = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}};
   if (!o.propagation_policy.empty()) body["propagationPolicy"] = o.propagation_policy;
   if (o.grace_period_seconds) body["gracePeriodSeconds"] = *o.grace_period_seconds;
   if (!o.precondition_uid.empty()) body["preconditions"]["uid"] = o.precondition_uid;
   if (!o.precondition_resource_version.empty())
     body["preconditions"]["resourceVersion"] = o.precondition_resource_version;
-  Request r;
-  r.method = "DELETE";
-  r.path = type_.ObjectPath(*ns, name);
   r.body = body.dump();
   return client_->SendJson(r);
 }
@@ -291,43 +283,6 @@ StatusOr<Json> RecordEvent(RestClient& client, const Json& involved, const std::
   r.path = resources::kEvents.CollectionPath(ns);
   r.body = ev.dump();
   return client.SendJson(r);
-}
-
-StatusOr<Json> ResourceClient::GetStatus(const std::string& name) const {
-  HT_RETURN_IF_ERROR(CheckName(name));
-  auto ns = NamespaceFor(nullptr);
-  if (!ns.ok()) return ns.status();
-  Request r;
-  r.path = type_.ObjectPath(*ns, name) + "/status";
-  return client_->SendJson(r);
-}
-
-StatusOr<Json> ResourceClient::UpdateStatus(const Json& obj) const {
-  std::string name = obj.is_object() ? NameOf(obj) : "";
-  HT_RETURN_IF_ERROR(CheckName(name));
-  auto ns = NamespaceFor(&obj);
-  if (!ns.ok()) return ns.status();
-  Json body = obj;
-  if (!body.contains("apiVersion")) body["apiVersion"] = type_.ApiVersion();
-  if (!body.contains("kind")) body["kind"] = type_.kind;
-  Request r;
-  r.method = "PUT";
-  r.path = type_.ObjectPath(*ns, name) + "/status";
-  r.body = body.dump();
-  return client_->SendJson(r);
-}
-
-StatusOr<Json> ResourceClient::PatchStatus(const std::string& name, const Json& patch,
-                                           PatchType t) const {
-  HT_RETURN_IF_ERROR(CheckName(name));
-  auto ns = NamespaceFor(nullptr);
-  if (!ns.ok()) return ns.status();
-  Request r;
-  r.method = "PATCH";
-  r.path = type_.ObjectPath(*ns, name) + "/status";
-  r.body = patch.dump();
-  r.content_type = ContentType(t);
-  return client_->SendJson(r);
 }
 
 StatusOr<Json> ResourceClient::UpdateWithRetry(const std::string& name,

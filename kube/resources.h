@@ -91,7 +91,9 @@ class ResourceClient {
   const std::string& ns() const { return ns_; }
   ResourceClient InNamespace(const std::string& ns) const { return {client_, type_, ns}; }
 
-  StatusOr<Json> Get(const std::string& name) const;
+  // `subresource` "" addresses the object itself, "status" its status
+  // subresource (the GetStatus/UpdateStatus/PatchStatus spellings below).
+  StatusOr<Json> Get(const std::string& name, const std::string& subresource = "") const;
   // One page (honours limit/continue).
   StatusOr<ListResult> List(const ListOptions& opts = {}) const;
   // Every page: follows continue tokens (page size opts.limit, default 500). If
@@ -100,9 +102,9 @@ class ResourceClient {
   // Fills apiVersion/kind (and metadata.namespace) when absent; metadata.generateName works.
   StatusOr<Json> Create(const Json& obj) const;
   // PUT. With metadata.resourceVersion set the server rejects a stale object with 409 (kConflict).
-  StatusOr<Json> Update(const Json& obj) const;
-  StatusOr<Json> Patch(const std::string& name, const Json& patch,
-                       PatchType type = PatchType::kMerge) const;
+  StatusOr<Json> Update(const Json& obj, const std::string& subresource = "") const;
+  StatusOr<Json> Patch(const std::string& name, const Json& patch, PatchType type = PatchType::kMerge,
+                       const std::string& subresource = "") const;
   // Server-side apply (application/apply-patch+yaml; JSON is YAML).
   StatusOr<Json> Apply(const Json& obj, const std::string& field_manager, bool force = false) const;
   // Returns the server's answer (the object with deletionTimestamp, or a Status).
@@ -113,11 +115,13 @@ class ResourceClient {
   StatusOr<Json> PatchAnnotations(
       const std::string& name, const std::map<std::string, std::optional<std::string>>& kv) const;
 
-  // status subresource
-  StatusOr<Json> GetStatus(const std::string& name) const;
-  StatusOr<Json> UpdateStatus(const Json& obj) const;
+  // The status subresource: the main resource ignores status, this ignores the rest.
+  StatusOr<Json> GetStatus(const std::string& name) const { return Get(name, "status"); }
+  StatusOr<Json> UpdateStatus(const Json& obj) const { return Update(obj, "status"); }
   StatusOr<Json> PatchStatus(const std::string& name, const Json& patch,
-                             PatchType type = PatchType::kMerge) const;
+                             PatchType type = PatchType::kMerge) const {
+    return Patch(name, patch, type, "status");
+  }
 
   // GET, mutate, PUT with the read resourceVersion; on 409 re-read and retry
   // (at most `attempts` times). `mutate` returning an error aborts.
@@ -136,6 +140,11 @@ class ResourceClient {
 
  private:
   StatusOr<std::string> NamespaceFor(const Json* obj) const;
+  // Path of object `name` (and its subresource) in the namespace `obj` (or the client) names.
+  StatusOr<std::string> ObjectPathFor(const Json* obj, const std::string& name,
+                                      const std::string& subresource) const;
+  // `obj` with apiVersion and kind filled in when absent.
+  Json WithTypeMeta(const Json& obj) const;
   std::shared_ptr<RestClient> client_;
   ResourceType type_;
   std::string ns_;

@@ -97,6 +97,12 @@ TEST(ResourceClientTest, MutationsOnTheWire) {
   ASSERT_TRUE(pods.UpdateStatus({{"metadata", {{"name", "p"}, {"resourceVersion", "7"}}}}).ok());
   EXPECT_EQ(rec.Last().method, "PUT");
   EXPECT_EQ(rec.Last().path, "/api/v1/namespaces/ns/pods/p/status");
+  EXPECT_EQ(Json::parse(rec.Last().body)["kind"], "Pod");
+  ASSERT_TRUE(pods.GetStatus("p").ok());
+  EXPECT_EQ(rec.Last().method, "GET");
+  EXPECT_EQ(rec.Last().path, "/api/v1/namespaces/ns/pods/p/status");
+  ASSERT_TRUE(pods.Update({{"metadata", {{"name", "p"}}}}).ok());
+  EXPECT_EQ(rec.Last().path, "/api/v1/namespaces/ns/pods/p");
 }
 
 TEST(ResourceClientTest, BadInputsAreRejectedLocally) {
@@ -111,6 +117,9 @@ TEST(ResourceClientTest, BadInputsAreRejectedLocally) {
   EXPECT_EQ(pods.Create({{"metadata", {{"name", "x"}, {"namespace", "other"}}}}).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(pods.Apply({{"metadata", {{"name", "x"}}}}, "").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(pods.Get("p", "scale").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pods.Update({{"metadata", {{"name", "p"}, {"namespace", "other"}}}}, "status").status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(srv.requests(), 0);
 }
