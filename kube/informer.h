@@ -51,7 +51,10 @@ class Informer {
   bool HasSynced() const { return reflector_.HasSynced(); }
   ReflectorStats stats() const { return reflector_.stats(); }
   std::string LastResourceVersion() const { return reflector_.LastResourceVersion(); }
-  void SetErrorLogger(std::function<void(const std::string&)> log) {
+  // List/watch failures are logged with spdlog (warn). Kept for
+  // operator/cmd/main.cc, which still formats its own log lines.
+  [[deprecated("list/watch failures are logged with spdlog")]] void SetErrorLogger(
+      std::function<void(const std::string&)> log) {
     reflector_.SetErrorLogger(std::move(log));
   }
 

@@ -10,6 +10,7 @@
 #include "kube/leader_election.h"
 #include "kube/resources.h"
 #include "kube/rest_client.h"
+#include "core/testing/log_capture.h"
 #include "kube/testing/fake_server.h"
 #include "kube/testing/handler_model.h"
 #include "kube/testing/kube_local.h"
@@ -343,6 +344,7 @@ TEST_F(KubeLocalTest, LeaderElectionSingleLeaderExpiryAndHandover) {
   ASSERT_TRUE(b_won);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 1900ms);
   // Run loops: b leads (it holds the lease); a campaigns; b cancelled → releases → a leads.
+  hypertrain::testing::LogCapture log(spdlog::level::info);
   CancelToken cancel_a, cancel_b;
   std::thread tb([&] { (*b)->Run(&cancel_b); });
   for (int i = 0; i < 200 && b_started == 0; ++i) std::this_thread::sleep_for(10ms);
@@ -361,6 +363,9 @@ TEST_F(KubeLocalTest, LeaderElectionSingleLeaderExpiryAndHandover) {
   cancel_a.Cancel();
   ta.join();
   EXPECT_EQ(a_stopped.load(), 1);
+  EXPECT_EQ(log.Matching("leader election: candidate-b leads (lease e2e/operator-lock)").size(), 1u);
+  EXPECT_EQ(log.Matching("leader election: candidate-a leads (lease e2e/operator-lock)").size(), 1u);
+  EXPECT_FALSE(log.Matching("leader election: lease e2e/operator-lock is held by candidate-a").empty());
 }
 
 TEST_F(KubeLocalTest, CustomResourceWithStatusSubresourceAndWatch) {

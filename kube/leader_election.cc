@@ -1,5 +1,7 @@
 #include "kube/leader_election.h"
 
+#include <spdlog/spdlog.h>
+
 #include <thread>
 
 #include "core/time.h"
@@ -111,20 +113,29 @@ Status LeaderElector::Release() {
 }
 
 void LeaderElector::Run(CancelToken* cancel) {
-  std::string last_reported;
-  auto report = [&] {
+  const std::string lease = cfg_.lease_namespace + "/" + cfg_.lease_name;
+  std::string last_reported, last_error;
+  auto report = [&](const StatusOr<bool>& r) {
     std::string h = ObservedHolder();
-    if (h != last_reported && !h.empty() && cb_.on_new_leader) cb_.on_new_leader(h);
+    if (h != last_reported && !h.empty()) {
+      spdlog::info("leader election: lease {} is held by {}", lease, h);
+      if (cb_.on_new_leader) cb_.on_new_leader(h);
+    }
     last_reported = h;
+    // A failing API server would repeat the same error every retry period.
+    const std::string err = r.ok() ? "" : r.status().ToString();
+    if (!err.empty() && err != last_error) spdlog::warn("leader election: lease {}: {}", lease, err);
+    last_error = err;
   };
   // Campaign.
   while (!cancel->cancelled()) {
     auto r = TryAcquireOrRenew();
-    report();
+    report(r);
     if (r.ok() && *r) break;
     cancel->SleepFor(cfg_.retry_period);
   }
   if (cancel->cancelled()) return;
+  spdlog::info("leader election: {} leads (lease {})", cfg_.identity, lease);
   leader_ = true;
   CancelToken lead_stop;
   std::thread worker;
@@ -135,18 +146,27 @@ void LeaderElector::Run(CancelToken* cancel) {
     cancel->SleepFor(cfg_.retry_period);
     if (cancel->cancelled()) break;
     auto r = TryAcquireOrRenew();
-    report();
+    report(r);
     if (r.ok() && *r) {
       last_renew = std::chrono::steady_clock::now();
       continue;
     }
-    if (r.ok() && !*r) break;  // someone else holds it now
-    if (std::chrono::steady_clock::now() - last_renew > cfg_.renew_deadline) break;
+    if (r.ok() && !*r) {
+      spdlog::warn("leader election: {} lost lease {} to {}", cfg_.identity, lease, ObservedHolder());
+      break;
+    }
+    if (std::chrono::steady_clock::now() - last_renew > cfg_.renew_deadline) {
+      spdlog::warn("leader election: {} could not renew lease {} within {} ms; stepping down",
+                   cfg_.identity, lease, cfg_.renew_deadline.count());
+      break;
+    }
   }
   leader_ = false;
   lead_stop.Cancel();
   if (worker.joinable()) worker.join();
-  if (cancel->cancelled() && cfg_.release_on_cancel) (void)Release();
+  if (cancel->cancelled() && cfg_.release_on_cancel) {
+    if (Status s = Release(); !s.ok()) spdlog::warn("leader election: releasing lease {}: {}", lease, s.ToString());
+  }
   if (cb_.on_stopped_leading) cb_.on_stopped_leading();
 }
 

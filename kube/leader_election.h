@@ -8,7 +8,9 @@
 //  - the leader renews every retry_period; if it cannot renew within
 //    renew_deadline it stops leading (on_stopped_leading) before the lease
 //    can expire for others (renew_deadline < lease_duration is enforced);
-//  - on cancel a leader releases the Lease (empty holder) when release_on_cancel.
+//  - on cancel a leader releases the Lease (empty holder) when release_on_cancel;
+//  - holder changes, gaining and losing leadership and API errors (each
+//    distinct one once) are logged with spdlog.
 #include <atomic>
 #include <chrono>
 #include <functional>

@@ -1,5 +1,7 @@
 #include "kube/reflector.h"
 
+#include <spdlog/spdlog.h>
+
 #include "kube/rate_limiter.h"
 
 namespace kube {
@@ -15,6 +17,11 @@ std::string Reflector::LastResourceVersion() const {
 ReflectorStats Reflector::stats() const {
   std::lock_guard<std::mutex> l(mu_);
   return stats_;
+}
+
+std::string Reflector::What() const {
+  const std::string& ns = client_.ns();
+  return client_.type().plural + (ns.empty() ? "" : " in namespace " + ns);
 }
 
 void Reflector::SetRv(const std::string& rv) {
@@ -108,8 +115,14 @@ void Reflector::Run(CancelToken* cancel) {
       std::lock_guard<std::mutex> l(mu_);
       ++stats_.errors;
     }
-    if (log_) log_(std::string(what) + " " + client_.type().plural + ": " + e.ToString());
-    cancel->SleepFor(backoff.Delay(failures++));
+    const auto delay = backoff.Delay(failures++);
+    const std::string line = std::string(what) + " " + What() + ": " + e.ToString();
+    if (log_) {
+      log_(line);
+    } else {
+      spdlog::warn("{} (retrying in {} ms)", line, delay.count());
+    }
+    cancel->SleepFor(delay);
   };
   while (!cancel->cancelled()) {
     if (need_list) {
@@ -144,6 +157,7 @@ void Reflector::Run(CancelToken* cancel) {
         std::lock_guard<std::mutex> l(mu_);
         ++stats_.relists_after_gone;
       }
+      spdlog::info("watch {}: {}; listing again", What(), w.message());
       need_list = true;  // history compacted: re-list, diff, re-watch
       continue;
     }

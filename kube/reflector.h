@@ -8,7 +8,8 @@
 //    list become deletions, changed ones updates, unseen ones additions;
 //  - an event repeating the stored resourceVersion is not re-delivered, so no
 //    duplicates reach handlers after a re-watch or a re-list;
-//  - other failures back off exponentially (with jitter) and retry; Run()
+//  - other failures back off exponentially (with jitter) and retry, each one
+//    logged (spdlog warn, naming the resource, namespace and delay); Run()
 //    returns only when the cancel token fires (promptly: open watches are closed).
 // Resource versions are compared for equality only.
 #include <atomic>
@@ -52,7 +53,9 @@ class Reflector {
   bool HasSynced() const { return synced_.load(); }
   std::string LastResourceVersion() const;
   ReflectorStats stats() const;
-  // Receives one line per failure (no secrets: messages come from the client's Status).
+  // Deprecated: failures are logged with spdlog. A callback set here receives
+  // each failure line instead (no secrets: messages come from the client's
+  // Status); it stays for callers that still format their own logs.
   void SetErrorLogger(std::function<void(const std::string&)> log) { log_ = std::move(log); }
 
  private:
@@ -60,6 +63,8 @@ class Reflector {
   // Returns OK on a normal close, kGone when a re-list is needed.
   Status WatchOnce(CancelToken* cancel);
   void SetRv(const std::string& rv);
+  // "pods in namespace ns" / "nodes".
+  std::string What() const;
 
   ResourceClient client_;
   Store* store_;

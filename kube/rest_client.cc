@@ -1,10 +1,14 @@
 #include "kube/rest_client.h"
 
+// spdlog (fmt) before cpprest: cpprest defines a macro U that breaks fmt's headers.
+#include <spdlog/spdlog.h>
+// clang-format off
 #include <cpprest/http_client.h>
 #include <cpprest/uri_builder.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+// clang-format on
 
 #include <algorithm>
 #include <boost/asio/ssl.hpp>
@@ -93,7 +97,6 @@ struct RestClient::Impl {
   Backoff backoff;
   std::mutex mu;
   std::map<int64_t, std::shared_ptr<http_client>> clients;  // by timeout (ms)
-  std::function<void(const std::string&)> log;
   RequestObserver observer;
   std::atomic<int64_t> attempts{0}, retries{0};
 
@@ -123,13 +126,9 @@ struct RestClient::Impl {
     return observer;
   }
 
-  void Log(const std::string& line) {
-    std::function<void(const std::string&)> f;
-    {
-      std::lock_guard<std::mutex> l(mu);
-      f = log;
-    }
-    if (f) f(RedactSecrets(line));
+  // One debug line per attempt; formatted only when debug is on.
+  void LogAttempt(const std::string& line) {
+    if (spdlog::should_log(spdlog::level::debug)) spdlog::debug("{}", RedactSecrets(line));
   }
 
   Attempt Once(const Request& req, CancelToken* cancel,
@@ -172,8 +171,8 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
       std::transform(lk.begin(), lk.end(), lk.begin(), ::tolower);
       r.headers[lk] = v;
     }
-    Log(line + " -> " + std::to_string(r.status) +
-        (auth->empty() ? "" : " [Authorization: " + *auth + "]"));
+    LogAttempt(line + " -> " + std::to_string(r.status) +
+               (auth->empty() ? "" : " [Authorization: " + *auth + "]"));
     if (on_data && r.status == 200) {
       a.stream_started = true;
       auto sb = resp.body().streambuf();
@@ -216,7 +215,7 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
       a.retryable_transport = true;
       a.error = hypertrain::Unavailable(line + ": " + what);
     }
-    Log(line + " -> " + a.error->ToString());
+    LogAttempt(line + " -> " + a.error->ToString());
   } catch (const pplx::task_canceled&) {
     a.error = hypertrain::Cancelled("request cancelled");
   } catch (const std::exception& e) {
@@ -288,6 +287,8 @@ StatusOr<Response> RestClient::Impl::Run(const Request& req, CancelToken* cancel
       delay = std::max<std::chrono::milliseconds>(delay,
                                                   std::chrono::seconds(std::min(retry_after, 60)));
     retries.fetch_add(1);
+    spdlog::warn("{} {}{}: {}; retry {}/{} in {} ms", req.method, config.server, req.path,
+                 RedactSecrets(err.ToString()), attempt + 1, config.max_retries, delay.count());
     if (cancel) {
       if (!cancel->SleepFor(delay)) return hypertrain::Cancelled("request cancelled");
     } else {
@@ -341,10 +342,6 @@ Status RestClient::Stream(const Request& req, const std::function<bool(std::stri
 }
 
 const Config& RestClient::config() const { return impl_->config; }
-void RestClient::SetDebugLogger(std::function<void(const std::string&)> log) {
-  std::lock_guard<std::mutex> l(impl_->mu);
-  impl_->log = std::move(log);
-}
 void RestClient::SetRequestObserver(RequestObserver observer) {
   std::lock_guard<std::mutex> l(impl_->mu);
   impl_->observer = std::move(observer);

@@ -10,7 +10,9 @@
 //      (nothing was sent). Retry-After (header or Status.details) is honoured.
 //  - 401 → Credentials::OnUnauthorized() and one immediate retry (exec plugins re-run).
 //  - Non-2xx responses map to a Status (kube/status.h) from the Status body.
-//  - Tokens never appear in errors or debug logs (Authorization is redacted).
+//  - Logging (spdlog): every attempt at debug (method, URL, status, the
+//    Authorization header redacted), every retry at warn (error, attempt, delay).
+//    Tokens never appear in errors or logs.
 //  - TLS: Config::ca_pem replaces the trust store; the host name is verified;
 //    client certificate/key are presented when configured.
 #include <atomic>
@@ -73,9 +75,6 @@ class RestClient {
                 CancelToken* cancel = nullptr);
 
   const Config& config() const;
-  // Sink for one-line debug records of each attempt (method, URL, status,
-  // headers with Authorization redacted). Never receives a token.
-  void SetDebugLogger(std::function<void(const std::string&)> log);
 
   // Called after every attempt (retries included; not for a request the
   // caller cancelled before any response). Must be cheap and thread-safe.

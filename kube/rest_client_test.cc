@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <thread>
 
+#include "core/testing/log_capture.h"
 #include "kube/testing/fake_server.h"
 
 namespace kube {
@@ -213,6 +214,26 @@ TEST(RestClientTest, RetriesAreBounded) {
   EXPECT_NE(r.status().message().find("after 4 attempts"), std::string::npos);
 }
 
+TEST(RestClientTest, EachRetryIsLoggedWithItsCauseAndDelay) {
+  std::atomic<int> n{0};
+  FakeServer srv([&](const HttpRequest&, Conn& c) {
+    if (n.fetch_add(1) < 2)
+      c.Respond(503, StatusBody(503, "ServiceUnavailable", "etcd leader changed"));
+    else
+      c.Respond(200, "{}");
+  });
+  auto client = MustClient(TestConfig(srv.url()));
+  hypertrain::testing::LogCapture log(spdlog::level::info);  // retries are warnings
+  Request q;
+  q.path = "/api/v1/pods";
+  ASSERT_TRUE(client->Send(q).ok());
+  const auto retries = log.Matching("GET " + srv.url() + "/api/v1/pods");
+  ASSERT_EQ(retries.size(), 2u);
+  EXPECT_NE(retries[0].find("etcd leader changed; retry 1/5 in "), std::string::npos) << retries[0];
+  EXPECT_NE(retries[1].find("retry 2/5"), std::string::npos) << retries[1];
+  for (const auto& l : log.Lines()) EXPECT_EQ(l.level, spdlog::level::warn) << l.message;
+}
+
 TEST(RestClientTest, ConnectionRefusedIsTransportErrorAfterRetries) {
   int port;
   {
@@ -395,12 +416,7 @@ TEST(RestClientTest, TokensNeverLogged) {
   Config cfg = TestConfig(srv.url());
   cfg.token = "TOPSECRET-abc123";
   auto client = MustClient(cfg);
-  std::vector<std::string> lines;
-  std::mutex mu;
-  client->SetDebugLogger([&](const std::string& l) {
-    std::lock_guard<std::mutex> g(mu);
-    lines.push_back(l);
-  });
+  hypertrain::testing::LogCapture log;  // debug: one line per attempt
   Request q;
   q.path = "/x";
   auto r = client->Send(q);
@@ -408,12 +424,12 @@ TEST(RestClientTest, TokensNeverLogged) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated);
   EXPECT_EQ(r.status().http_status(), 401);
   EXPECT_EQ(r.status().ToString().find("TOPSECRET"), std::string::npos);
-  std::lock_guard<std::mutex> g(mu);
+  const auto lines = log.Lines();
   ASSERT_FALSE(lines.empty());
   bool saw_redacted = false;
   for (const auto& l : lines) {
-    EXPECT_EQ(l.find("TOPSECRET"), std::string::npos) << l;
-    saw_redacted |= l.find("Bearer <redacted>") != std::string::npos;
+    EXPECT_EQ(l.message.find("TOPSECRET"), std::string::npos) << l.message;
+    saw_redacted |= l.message.find("Bearer <redacted>") != std::string::npos;
   }
   EXPECT_TRUE(saw_redacted);
   EXPECT_EQ(cfg.DebugString().find("TOPSECRET"), std::string::npos);
