@@ -8,8 +8,9 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
 #include <chrono>
-#include <iostream>
 
 namespace kubelocal {
 
@@ -164,7 +165,7 @@ struct HttpServer::Impl {
     beast::error_code ec;
     stream.handshake(ssl::stream_base::server, ec);
     if (ec) {
-      if (options.verbosity > 0) std::cerr << "kube-local: TLS handshake failed: " << ec.message() << "\n";
+      spdlog::debug("TLS handshake failed: {}", ec.message());
       return;
     }
     std::string user;
@@ -195,12 +196,9 @@ struct HttpServer::Impl {
       BeastSink sink(stream, msg.keep_alive(), msg.version());
       auto start = std::chrono::steady_clock::now();
       handler(req, sink);
-      if (options.verbosity > 0) {
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - start).count();
-        std::cerr << "kube-local: " << req.method << " " << target << " -> " << sink.code() << " ("
-                  << ms << "ms)\n";
-      }
+      spdlog::debug("{} {} -> {} ({} ms)", req.method, target, sink.code(),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+                        .count());
       if (sink.failed() || !msg.keep_alive()) break;
     }
     stream.shutdown(ec);

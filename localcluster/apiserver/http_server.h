@@ -1,6 +1,8 @@
 // HTTPS/1.1 server (Boost.Beast + OpenSSL) for the API: one thread per
 // connection, keep-alive, chunked streaming for watches, optional client
 // certificates verified against the cluster CA (their CN/O become the user).
+// Every request is logged at debug level (method, target, status, duration;
+// never headers or bodies).
 #pragma once
 
 #include <atomic>
@@ -25,7 +27,6 @@ struct HttpServerOptions {
   CertKey server;
   std::string ca_pem;  // verifies client certificates
   int idle_timeout_seconds = 300;
-  int verbosity = 0;  // 1: log every request (never headers or bodies)
 };
 
 class HttpServer {

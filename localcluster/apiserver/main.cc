@@ -13,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "core/atomic_file.h"
 #include "core/base64.h"
+#include "core/log.h"
 #include "localcluster/apiserver/api_server.h"
 #include "localcluster/apiserver/certs.h"
 #include "localcluster/apiserver/http_server.h"
@@ -36,13 +39,16 @@ struct Flags {
   int bookmark_interval_ms = 10000;
   int history_limit = 10000;
   int gc_period_ms = 1000;
+  std::string log_format = "text";
+  std::string log_level;  // "" → info, or debug with --v >= 1
   int verbosity = 0;
 };
 
 constexpr char kUsage[] =
     "usage: kube-local [--listen HOST:PORT] [--data-dir DIR] [--kubeconfig-out FILE]\n"
     "                  [--port-file FILE] [--token TOKEN] [--client-cert-out DIR]\n"
-    "                  [--bookmark-interval-ms N] [--history-limit N] [--gc-period-ms N] [--v N]\n";
+    "                  [--bookmark-interval-ms N] [--history-limit N] [--gc-period-ms N]\n"
+    "                  [--log-format text|json] [--log-level LEVEL] [--v N]\n";
 
 bool ParseInt(const std::string& s, int* out) {
   try {
@@ -89,6 +95,10 @@ bool ParseFlags(int argc, char** argv, Flags* f, std::string* err) {
       f->token = v;
     } else if (a == "--client-cert-out") {
       f->client_cert_out = v;
+    } else if (a == "--log-format") {
+      f->log_format = v;
+    } else if (a == "--log-level") {
+      f->log_level = v;
     } else if (a == "--bookmark-interval-ms" || a == "--history-limit" || a == "--gc-period-ms" ||
                a == "--v") {
       int n;
@@ -158,8 +168,13 @@ int Run(int argc, char** argv) {
   std::string err;
   if (!ParseFlags(argc, argv, &f, &err)) {
     if (!err.empty()) std::cerr << "kube-local: " << err << "\n";
-    std::cerr << kUsage;
+    (err.empty() ? std::cout : std::cerr) << kUsage;
     return err.empty() ? 0 : 2;
+  }
+  const std::string level = !f.log_level.empty() ? f.log_level : f.verbosity > 0 ? "debug" : "info";
+  if (Status e = hypertrain::log::Init(f.log_format, level, {{"component", "kube-local"}}); !e.ok()) {
+    std::cerr << "kube-local: " << e.message() << "\n" << kUsage;
+    return 2;
   }
   // Signals are taken synchronously by the main thread only.
   sigset_t sigs;
@@ -171,13 +186,13 @@ int Run(int argc, char** argv) {
 
   if (!f.data_dir.empty()) {
     if (Status e = hypertrain::MakeDirs(f.data_dir, 0700); !e.ok()) {
-      std::cerr << "kube-local: " << e.message() << "\n";
+      spdlog::error("{}", e.message());
       return 1;
     }
   }
   auto certs = LoadOrCreateServingCerts(f.data_dir);
   if (!certs.ok()) {
-    std::cerr << "kube-local: certificates: " << certs.status().message() << "\n";
+    spdlog::error("certificates: {}", certs.status().message());
     return 1;
   }
   std::string token = f.token;
@@ -188,7 +203,7 @@ int Run(int argc, char** argv) {
   if (token.empty()) token = RandomToken();
   if (!f.data_dir.empty()) {
     if (Status e = WriteFileAtomically(f.data_dir + "/token", token + "\n", 0600); !e.ok()) {
-      std::cerr << "kube-local: " << e.message() << "\n";
+      spdlog::error("{}", e.message());
       return 1;
     }
   }
@@ -197,7 +212,7 @@ int Run(int argc, char** argv) {
   so.history_limit = static_cast<size_t>(f.history_limit);
   auto store = Store::Open(so);
   if (!store.ok()) {
-    std::cerr << "kube-local: state: " << store.status().message() << "\n";
+    spdlog::error("state: {}", store.status().message());
     return 1;
   }
 
@@ -214,11 +229,10 @@ int Run(int argc, char** argv) {
   ho.port = f.port;
   ho.server = certs->server;
   ho.ca_pem = certs->ca.cert_pem;
-  ho.verbosity = f.verbosity;
   // `api` is created once the port is known, before any request is accepted.
   HttpServer http([&api](const HttpRequest& r, ResponseSink& s) { api->Handle(r, s); }, ho);
   if (Status e = http.Listen(); !e.ok()) {
-    std::cerr << "kube-local: " << e.message() << "\n";
+    spdlog::error("{}", e.message());
     return 1;
   }
   const std::string address = f.host + ":" + std::to_string(http.port());
@@ -227,7 +241,7 @@ int Run(int argc, char** argv) {
   api = std::make_unique<ApiServer>(store->get(), ao);
   api->SetRestartHook([&restart] { restart = true; });
   if (Status e = api->Start(); !e.ok()) {
-    std::cerr << "kube-local: " << e.message() << "\n";
+    spdlog::error("{}", e.message());
     return 1;
   }
   http.Serve();
@@ -235,7 +249,7 @@ int Run(int argc, char** argv) {
     if (Status e =
             WriteFileAtomically(f.kubeconfig_out, Kubeconfig(server, certs->ca.cert_pem, token), 0600);
         !e.ok()) {
-      std::cerr << "kube-local: " << e.message() << "\n";
+      spdlog::error("{}", e.message());
       return 1;
     }
   }
@@ -244,18 +258,17 @@ int Run(int argc, char** argv) {
     if (!cc.ok() || !WriteFileAtomically(f.client_cert_out + "/client.crt", cc->cert_pem, 0644).ok() ||
         !WriteFileAtomically(f.client_cert_out + "/client.key", cc->key_pem, 0600).ok() ||
         !WriteFileAtomically(f.client_cert_out + "/ca.crt", certs->ca.cert_pem, 0644).ok()) {
-      std::cerr << "kube-local: cannot write client certificate to " << f.client_cert_out << "\n";
+      spdlog::error("cannot write a client certificate to {}", f.client_cert_out);
       return 1;
     }
   }
   if (!f.port_file.empty()) {
     if (Status e = WriteFileAtomically(f.port_file, std::to_string(http.port()) + "\n"); !e.ok()) {
-      std::cerr << "kube-local: " << e.message() << "\n";
+      spdlog::error("{}", e.message());
       return 1;
     }
   }
-  std::cout << "kube-local: serving on " << server << " (resourceVersion "
-            << (*store)->CurrentRV() << ")" << std::endl;
+  spdlog::info("serving on {} (resourceVersion {})", server, (*store)->CurrentRV());
 
   timespec tick{0, 200 * 1000 * 1000};
   int sig = -1;
@@ -263,7 +276,7 @@ int Run(int argc, char** argv) {
     sig = sigtimedwait(&sigs, nullptr, &tick);
     if (sig == SIGTERM || sig == SIGINT) break;
   }
-  std::cout << "kube-local: " << (restart ? "restarting" : "shutting down") << std::endl;
+  spdlog::info("{}", restart ? "restarting" : "shutting down");
   api->Stop();
   http.Stop();
   if (restart) {
@@ -284,7 +297,7 @@ int Run(int argc, char** argv) {
     CloseOnExecAll();
     pthread_sigmask(SIG_UNBLOCK, &sigs, nullptr);
     execv("/proc/self/exe", cargs.data());
-    std::cerr << "kube-local: restart failed: " << std::strerror(errno) << "\n";
+    spdlog::error("restart failed: {}", std::strerror(errno));
     return 1;
   }
   return 0;

@@ -13,9 +13,10 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 #include <thread>
+
+#include <spdlog/spdlog.h>
 
 #include "core/atomic_file.h"
 #include "core/time.h"
@@ -94,7 +95,6 @@ Agent::~Agent() {
   }
 }
 
-void Agent::Log(const std::string& line) const { std::cerr << "node-agent: " << line << std::endl; }
 
 std::vector<std::string> Agent::node_names() const {
   std::vector<std::string> out;
@@ -144,7 +144,7 @@ void Agent::Heartbeat() {
                                                 {"lastHeartbeatTime", now},
                                                 {"lastTransitionTime", now}}})}};
     auto r = nodes_.PatchStatus(name, {{"status", status}});
-    if (!r.ok()) Log("heartbeat " + name + ": " + r.status().ToString());
+    if (!r.ok()) spdlog::warn("heartbeat {}: {}", name, r.status().ToString());
   }
 }
 
@@ -161,10 +161,10 @@ bool Agent::Bind(const Json& pod, const std::string& node) {
                .dump();
   auto res = client_->Send(r);
   if (!res.ok()) {
-    Log("bind " + ns + "/" + name + " → " + node + ": " + res.status().ToString());
+    spdlog::warn("bind {}/{} to {}: {}", ns, name, node, res.status().ToString());
     return false;
   }
-  Log("bound " + ns + "/" + name + " to " + node);
+  spdlog::info("bound {}/{} to {}", ns, name, node);
   return true;
 }
 
@@ -172,9 +172,12 @@ void Agent::ReportPending(const Json& pod, const std::string& reason, const std:
   if (S(pod, "/status/message"_json_pointer) == message) return;
   Json cond = {{"type", "PodScheduled"}, {"status", "False"}, {"reason", reason},
                {"message", message}, {"lastTransitionTime", Now()}};
-  (void)pods_.InNamespace(S(pod, "/metadata/namespace"_json_pointer))
-      .PatchStatus(S(pod, "/metadata/name"_json_pointer),
-                   {{"status", {{"phase", "Pending"}, {"message", message}, {"conditions", Json::array({cond})}}}});
+  const std::string ns = S(pod, "/metadata/namespace"_json_pointer);
+  const std::string name = S(pod, "/metadata/name"_json_pointer);
+  spdlog::info("{}/{} pending ({}): {}", ns, name, reason, message);
+  auto r = pods_.InNamespace(ns).PatchStatus(
+      name, {{"status", {{"phase", "Pending"}, {"message", message}, {"conditions", Json::array({cond})}}}});
+  if (!r.ok() && !kube::IsNotFound(r.status())) spdlog::warn("status of {}/{}: {}", ns, name, r.status().ToString());
 }
 
 void Agent::Schedule(const Json& pod, Placement* placement) {
@@ -248,9 +251,9 @@ void Agent::AdmitPodGroups(const std::vector<Json>& pods, Placement placement) {
       auto r = pods_.InNamespace(S(*pod, "/metadata/namespace"_json_pointer))
                    .Patch(S(*pod, "/metadata/name"_json_pointer),
                           {{"spec", {{"schedulingGates", GatesWithout(*pod, kKueueGate)}}}});
-      if (!r.ok()) Log("ungate " + S(*pod, "/metadata/name"_json_pointer) + ": " + r.status().ToString());
+      if (!r.ok()) spdlog::warn("ungate {}: {}", S(*pod, "/metadata/name"_json_pointer), r.status().ToString());
     }
-    Log("admitted pod group " + group + " (" + total + " pods)");
+    spdlog::info("admitted pod group {} ({} pods)", group, total);
   }
 }
 
@@ -308,10 +311,12 @@ void Agent::Start(const Json& pod) {
   if (!ok) {
     // Kubelet reports such pods as waiting (CreateContainerConfigError); a
     // local agent cannot be fixed from outside, so fail the pod with the reason.
-    Log(ns + "/" + name + ": " + err);
+    spdlog::warn("{}/{} cannot start: {}", ns, name, err);
     p.exited = true;
     p.code = 128;
-    (void)WriteFileAtomically(log_path, "node-agent: " + err + "\n");
+    if (Status w = WriteFileAtomically(log_path, "node-agent: " + err + "\n"); !w.ok()) {
+      spdlog::warn("{}/{}: container log: {}", ns, name, w.message());
+    }
     procs_[uid] = p;
     ReportExit(procs_[uid]);
     return;
@@ -341,13 +346,13 @@ void Agent::Start(const Json& pod) {
   }
   if (log_fd >= 0) ::close(log_fd);
   if (pid < 0) {
-    Log("fork: " + std::string(std::strerror(errno)));
+    spdlog::error("fork for {}/{}: {}", ns, name, std::strerror(errno));
     return;
   }
   ::setpgid(pid, pid);  // also from the parent: no race with a fast kill
   p.pid = pid;
   procs_[uid] = p;
-  Log("started " + ns + "/" + name + " on " + p.node + " pid " + std::to_string(pid) + " log " + log_path);
+  spdlog::info("started {}/{} on {} pid {} log {}", ns, name, p.node, pid, log_path);
   const std::string now = Now();
   Json cs = {{"name", pod["spec"]["containers"][0].value("name", "main")},
              {"image", pod["spec"]["containers"][0].value("image", "")},
@@ -360,7 +365,7 @@ void Agent::Start(const Json& pod) {
       name, {{"status", {{"phase", "Running"}, {"podIP", "127.0.0.1"}, {"hostIP", "127.0.0.1"},
                          {"startTime", now}, {"conditions", ReadyConditions(true, now)},
                          {"containerStatuses", Json::array({cs})}}}});
-  if (!r.ok()) Log("status " + ns + "/" + name + ": " + r.status().ToString());
+  if (!r.ok()) spdlog::warn("status of {}/{}: {}", ns, name, r.status().ToString());
 }
 
 void Agent::ReportExit(Proc& p) {
@@ -378,7 +383,10 @@ void Agent::ReportExit(Proc& p) {
                            {"conditions", ReadyConditions(false, now)},
                            {"containerStatuses", Json::array({cs})}}}});
   if (r.ok() || kube::IsNotFound(r.status())) p.status_reported = true;
-  Log("exited " + p.ns + "/" + p.name + " code " + std::to_string(p.code));
+  if (!r.ok() && !kube::IsNotFound(r.status())) {
+    spdlog::warn("status of {}/{}: {}", p.ns, p.name, r.status().ToString());
+  }
+  spdlog::info("exited {}/{} code {}", p.ns, p.name, p.code);
 }
 
 void Agent::Reap() {
@@ -411,10 +419,10 @@ void Agent::HandleDeletion(const Json& pod) {
       ::kill(-p.pid, SIGTERM);
       p.term_sent = true;
       p.kill_at = now + std::chrono::milliseconds(static_cast<int64_t>(grace * 1000));
-      Log("SIGTERM " + ns + "/" + name + " pid " + std::to_string(p.pid));
+      spdlog::info("SIGTERM {}/{} pid {}", ns, name, p.pid);
     } else if (now >= p.kill_at) {
       ::kill(-p.pid, SIGKILL);
-      Log("SIGKILL " + ns + "/" + name + " pid " + std::to_string(p.pid) + " after grace");
+      spdlog::info("SIGKILL {}/{} pid {} after grace", ns, name, p.pid);
     }
     return;
   }
@@ -432,7 +440,7 @@ void Agent::Step() {
   auto node_list = nodes_.List();
   auto pod_list = pods_.List();
   if (!node_list.ok() || !pod_list.ok()) {
-    Log("list: " + (!node_list.ok() ? node_list.status().ToString() : pod_list.status().ToString()));
+    spdlog::warn("list: {}", !node_list.ok() ? node_list.status().ToString() : pod_list.status().ToString());
     return;
   }
   std::set<std::string> mine;

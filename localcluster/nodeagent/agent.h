@@ -2,6 +2,7 @@
 // The local node agent: a kubelet + scheduler stand-in for one machine.
 // Registers Nodes, binds pending pods to them, runs each pod's container as a
 // local process (process group = pod), reports pod status, honours deletion.
+// Logs through spdlog (what it binds, starts, signals and reaps; API errors).
 // See docs/NODE_AGENT.md.
 #include <sys/types.h>
 
@@ -79,7 +80,6 @@ class Agent {
   void Reap();
   void ReportExit(Proc& p);
   void HandleDeletion(const kube::Json& pod);
-  void Log(const std::string& line) const;
 
   std::shared_ptr<kube::RestClient> client_;
   AgentOptions opts_;

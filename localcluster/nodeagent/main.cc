@@ -11,7 +11,13 @@
 #include <iostream>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "core/atomic_file.h"
+#include "core/log.h"
 #include "kube/config.h"
 #include "localcluster/nodeagent/agent.h"
 
@@ -25,7 +31,7 @@ constexpr char kUsage[] =
     "                  [--capacity RES=QTY]... [--label K=V]... [--node-label INDEX:K=V]... [--image-map IMAGE=PATH]...\n"
     "                  [--image-map-file FILE] [--work-dir DIR] [--pod-kubeconfig FILE]\n"
     "                  [--env NAME=VALUE]... [--scheduler-name NAME] [--admit-pod-groups] [--max-grace-s S]\n"
-    "                  [--poll-ms MS] [--pid-file FILE]\n";
+    "                  [--poll-ms MS] [--pid-file FILE] [--log-format text|json] [--log-level LEVEL]\n";
 
 bool SplitKV(const std::string& s, std::string* k, std::string* v) {
   const size_t eq = s.find('=');
@@ -40,7 +46,7 @@ bool SplitKV(const std::string& s, std::string* k, std::string* v) {
 int main(int argc, char** argv) {
   using hypertrain::nodeagent::AgentOptions;
   AgentOptions opts;
-  std::string kubeconfig, pid_file;
+  std::string kubeconfig, pid_file, log_format = "text", log_level = "info";
   auto fail = [](const std::string& m) {
     std::cerr << "node-agent: " << m << "\n" << kUsage;
     return 2;
@@ -102,25 +108,36 @@ int main(int argc, char** argv) {
       else if (a == "--max-grace-s") opts.max_grace_s = std::stod(val);
       else if (a == "--poll-ms") opts.poll = std::chrono::milliseconds(std::max(20, std::stoi(val)));
       else if (a == "--pid-file") pid_file = val;
+      else if (a == "--log-format") log_format = val;
+      else if (a == "--log-level") log_level = val;
       else return fail("unknown flag " + a);
     } catch (const std::exception&) {
       return fail("bad value for " + a + ": " + val);
     }
   }
   if (kubeconfig.empty()) return fail("--kubeconfig is required");
+  if (auto s = hypertrain::log::Init(log_format, log_level, {{"component", "node-agent"}}); !s.ok()) {
+    return fail(s.message());
+  }
   for (const auto& [image, path] : opts.image_map) {
     if (::access(path.c_str(), X_OK) != 0) return fail("image " + image + ": " + path + " is not executable");
   }
-  if (opts.work_dir.empty()) {
-    char tmpl[] = "/tmp/node-agent-XXXXXX";
-    if (!mkdtemp(tmpl)) return fail("cannot create a work dir");
-    opts.work_dir = tmpl;
-  }
-  if (auto s = hypertrain::MakeDirs(opts.work_dir); !s.ok()) return fail(s.ToString());
   auto cfg = kube::LoadKubeconfig({kubeconfig});
   if (!cfg.ok()) return fail(cfg.status().ToString());
   auto client = kube::RestClient::Create(*cfg);
   if (!client.ok()) return fail(client.status().ToString());
+  if (opts.work_dir.empty()) {
+    char tmpl[] = "/tmp/node-agent-XXXXXX";
+    if (!mkdtemp(tmpl)) {
+      spdlog::error("cannot create a work directory under /tmp: {}", std::strerror(errno));
+      return 1;
+    }
+    opts.work_dir = tmpl;
+  }
+  if (auto s = hypertrain::MakeDirs(opts.work_dir); !s.ok()) {
+    spdlog::error("work directory: {}", s.ToString());
+    return 1;
+  }
 
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -131,17 +148,22 @@ int main(int argc, char** argv) {
   for (int attempt = 0;; ++attempt) {
     auto r = agent.RegisterNodes();
     if (r.ok()) break;
-    if (attempt >= 20 || g_stop) return fail("registering nodes: " + r.ToString());
+    if (attempt >= 20 || g_stop) {
+      spdlog::error("registering nodes: {}", r.ToString());
+      return 1;
+    }
+    spdlog::warn("registering nodes (attempt {}): {}", attempt + 1, r.ToString());
     std::this_thread::sleep_for(std::chrono::milliseconds(250 * (attempt + 1)));
   }
   if (!pid_file.empty()) {
     if (auto s = hypertrain::WriteFileAtomically(pid_file, std::to_string(::getpid()) + "\n"); !s.ok()) {
-      return fail(s.ToString());
+      spdlog::error("pid file: {}", s.ToString());
+      return 1;
     }
   }
-  std::cerr << "node-agent: " << opts.nodes << " node(s) registered; pod logs under " << opts.work_dir
-            << "/<namespace>_<pod>_<uid>/container.log" << std::endl;
+  spdlog::info("{} node(s) registered; pod logs under {}/<namespace>_<pod>_<uid>/container.log", opts.nodes,
+               opts.work_dir);
   agent.Run(g_stop);
-  std::cerr << "node-agent: stopping; killing remaining pod processes" << std::endl;
+  spdlog::info("stopping; killing remaining pod processes");
   return 0;
 }
