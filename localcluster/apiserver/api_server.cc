@@ -6,6 +6,7 @@
 
 #include "localcluster/apiserver/patch.h"
 #include "localcluster/apiserver/protobuf.h"
+#include "localcluster/apiserver/request_params.h"
 #include "localcluster/apiserver/selectors.h"
 #include "localcluster/apiserver/table.h"
 
@@ -31,22 +32,6 @@ std::vector<std::string> SplitPath(const std::string& path) {
 
 Status PathNotFound() {
   return MakeApiError(404, "NotFound", "the server could not find the requested resource");
-}
-
-bool Truthy(const std::string& v) { return v == "1" || v == "true" || v == "True"; }
-
-std::string MetaStr(const json& o, const char* f) {
-  return o.is_object() && o.contains("metadata") && o["metadata"].contains(f) &&
-                 o["metadata"][f].is_string()
-             ? o["metadata"][f].get<std::string>()
-             : "";
-}
-
-IncludeObject IncludeFrom(const HttpRequest& req) {
-  std::string v = req.Query("includeObject");
-  if (v == "None") return IncludeObject::kNone;
-  if (v == "Object") return IncludeObject::kObject;
-  return IncludeObject::kMetadata;
 }
 
 std::map<std::string, std::string> WarningHeaders(const std::vector<std::string>& warnings) {
@@ -94,11 +79,6 @@ WriteOptions WriteOptionsFrom(const HttpRequest& req) {
 }
 
 }  // namespace
-
-struct ApiServer::Target {
-  ResourceType type;
-  std::string ns, name, sub;
-};
 
 void SendJson(ResponseSink& sink, int code, const json& body,
               const std::map<std::string, std::string>& headers) {
@@ -294,22 +274,6 @@ void ApiServer::HandleResource(const HttpRequest& req, ResponseSink& sink, const
   SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
 }
 
-namespace {
-// Builds the predicate of a list/watch from its selectors.
-StatusOr<ObjectPredicate> SelectorPredicate(const HttpRequest& req, const ResourceType& type) {
-  auto ls = LabelSelector::Parse(req.Query("labelSelector"));
-  if (!ls.ok()) return ls.status();
-  auto fs = FieldSelector::Parse(req.Query("fieldSelector"));
-  if (!fs.ok()) return fs.status();
-  std::vector<std::string> allowed = {"metadata.name", "metadata.namespace"};
-  allowed.insert(allowed.end(), type.field_selectors.begin(), type.field_selectors.end());
-  if (Status e = fs->CheckAllowed(allowed, type.kind); !e.ok()) return e;
-  LabelSelector l = *ls;
-  FieldSelector f = *fs;
-  return ObjectPredicate([l, f](const json& o) { return l.Matches(o) && f.Matches(o); });
-}
-}  // namespace
-
 void ApiServer::HandleList(const HttpRequest& req, ResponseSink& sink, const Target& t) {
   auto pred = SelectorPredicate(req, t.type);
   if (!pred.ok()) return SendError(sink, pred.status());
@@ -340,123 +304,6 @@ void ApiServer::HandleList(const HttpRequest& req, ResponseSink& sink, const Tar
   SendJson(sink, 200,
            {{"kind", t.type.kind + "List"}, {"apiVersion", t.type.api_version()}, {"metadata", meta},
             {"items", items}});
-}
-
-void ApiServer::HandleWatch(const HttpRequest& req, ResponseSink& sink, const Target& t) {
-  auto pred = SelectorPredicate(req, t.type);
-  if (!pred.ok()) return SendError(sink, pred.status());
-  std::optional<uint64_t> from;
-  const std::string rv = req.Query("resourceVersion");
-  if (!rv.empty() && rv != "0") {
-    try {
-      size_t used = 0;
-      from = std::stoull(rv, &used);
-      if (used != rv.size()) throw std::invalid_argument(rv);
-    } catch (const std::exception&) {
-      return SendError(sink, BadRequest("resourceVersion: Invalid value: \"" + rv +
-                                        "\": must be a non-negative integer"));
-    }
-  }
-  // Watch-list (sendInitialEvents): current state as ADDED, then a BOOKMARK
-  // annotated k8s.io/initial-events-end, then changes.
-  const std::string sie = req.Query("sendInitialEvents");
-  const bool send_initial = Truthy(sie);
-  if (send_initial) {
-    if (req.Query("resourceVersionMatch") != "NotOlderThan" || !Truthy(req.Query("allowWatchBookmarks"))) {
-      return SendError(sink, Invalid("ListOptions.meta.k8s.io", "",
-                                     {{"FieldValueForbidden", "sendInitialEvents",
-                                       "Forbidden: sendInitialEvents requires setting "
-                                       "resourceVersionMatch to NotOlderThan and allowWatchBookmarks"}}));
-    }
-    if (from) {
-      return SendError(sink, BadRequest("kube-local serves sendInitialEvents only from the latest "
-                                        "state (resourceVersion unset or \"0\")"));
-    }
-  } else if (sie == "false" && rv.empty()) {
-    from = store_->CurrentRV();  // start at the most recent version, no initial events
-  }
-  int timeout = options_.max_watch_seconds;
-  if (!req.Query("timeoutSeconds").empty()) {
-    try {
-      timeout = std::min<int>(timeout, std::stoi(req.Query("timeoutSeconds")));
-    } catch (const std::exception&) {
-      return SendError(sink, BadRequest("invalid timeoutSeconds: " + req.Query("timeoutSeconds")));
-    }
-  }
-  const bool bookmarks = Truthy(req.Query("allowWatchBookmarks"));
-  const bool table = WantsTable(req.Header("accept"));
-  const IncludeObject include = IncludeFrom(req);
-
-  auto write_event = [&](const std::string& type, const json& object) {
-    json obj = object;
-    if (type != "ERROR" && type != "BOOKMARK") {
-      obj = ObjectOps::ForVersion(t.type, obj);
-      if (table) obj = MakeTable(t.type, {obj}, include, MetaStr(obj, "resourceVersion"), "", 0);
-    }
-    return sink.WriteChunk(json({{"type", type}, {"object", obj}}).dump() + "\n");
-  };
-
-  if (faults_.TakeWatchExpiry()) {
-    if (!sink.StartStream("application/json")) return;
-    write_event("ERROR", ToStatusJson(Expired("too old resource version: " +
-                                              (rv.empty() ? "0" : rv) + " (injected fault)")));
-    return sink.EndStream();
-  }
-  auto w = store_->Watch(t.type.storage_key(), t.type.namespaced ? t.ns : "", from, *pred);
-  if (!w.ok()) {
-    // The apiserver reports an expired start point inside a 200 stream.
-    if (HttpCode(w.status()) == 410 && sink.StartStream("application/json")) {
-      write_event("ERROR", ToStatusJson(w.status()));
-      sink.EndStream();
-      return;
-    }
-    return SendError(sink, w.status());
-  }
-  std::shared_ptr<Watcher> watcher = *w;
-  if (!sink.StartStream("application/json")) {
-    watcher->Close();
-    return;
-  }
-  using Clock = std::chrono::steady_clock;
-  size_t initial_left = send_initial ? watcher->initial_count() : 0;
-  bool initial_done = !send_initial;
-  auto end_of_initial = [&] {
-    initial_done = true;
-    json obj = {{"kind", t.type.kind},
-                {"apiVersion", t.type.api_version()},
-                {"metadata", {{"resourceVersion", std::to_string(watcher->start_rv())},
-                              {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
-    return write_event("BOOKMARK", obj);
-  };
-  const auto deadline = Clock::now() + std::chrono::seconds(timeout);
-  auto next_bookmark = Clock::now() + options_.bookmark_interval;
-  bool ok = true;
-  if (!initial_done && initial_left == 0) ok = end_of_initial();
-  while (ok && !stopping_) {
-    auto now = Clock::now();
-    if (now >= deadline) break;
-    auto wake = std::min({deadline, next_bookmark, now + std::chrono::milliseconds(500)});
-    WatchEvent ev;
-    auto r = watcher->Wait(&ev, wake);
-    if (r == Watcher::Next::kClosed) break;
-    if (r == Watcher::Next::kEvent) {
-      ok = write_event(ev.type, ev.object);
-      if (ok && !initial_done && --initial_left == 0) ok = end_of_initial();
-      continue;
-    }
-    if (sink.PeerClosed()) break;
-    if (bookmarks && Clock::now() >= next_bookmark) {
-      next_bookmark = Clock::now() + options_.bookmark_interval;
-      if (auto brv = watcher->BookmarkRV()) {
-        json obj = {{"kind", t.type.kind},
-                    {"apiVersion", t.type.api_version()},
-                    {"metadata", {{"resourceVersion", std::to_string(*brv)}}}};
-        ok = write_event("BOOKMARK", obj);
-      }
-    }
-  }
-  watcher->Close();
-  if (ok) sink.EndStream();
 }
 
 bool ApiServer::HandleNonResource(const HttpRequest& req, ResponseSink& sink) {
@@ -591,6 +438,25 @@ void ApiServer::HandleAdmin(const HttpRequest& req, ResponseSink& sink) {
     faults_.ExpireNextWatches(int_q("count", 1));
     return SendJson(sink, 200, faults_.State());
   }
+  if (what == "watch-expiry") {
+    const std::string as = req.Query("as");
+    if (as != "event" && as != "http") return SendError(sink, BadRequest("as must be event or http"));
+    faults_.SetWatchExpiryStyle(as == "http" ? FaultInjector::ExpiryStyle::kHttp410
+                                             : FaultInjector::ExpiryStyle::kErrorEvent);
+    return SendJson(sink, 200, faults_.State());
+  }
+  if (what == "watch-chunking") {
+    try {
+      faults_.SetWatchChunkSeed(std::stoull(req.Query("seed")));
+    } catch (const std::exception&) {
+      return SendError(sink, BadRequest("seed must be a non-negative integer (0: one event per chunk)"));
+    }
+    return SendJson(sink, 200, faults_.State());
+  }
+  if (what == "stall-watches") {
+    faults_.SetWatchesStalled(req.Query("stalled").empty() || Truthy(req.Query("stalled")));
+    return SendJson(sink, 200, faults_.State());
+  }
   if (what == "reset-faults") {
     faults_.Reset();
     return SendJson(sink, 200, faults_.State());
@@ -601,7 +467,9 @@ void ApiServer::HandleAdmin(const HttpRequest& req, ResponseSink& sink) {
   }
   if (what == "compact") {
     store_->CompactHistory();
-    if (Truthy(req.Query("expireOpenWatches"))) store_->hub().ExpireAll();
+    if (Truthy(req.Query("expireOpenWatches"))) {
+      store_->hub().ExpireAll(faults_.watch_expiry_style() == FaultInjector::ExpiryStyle::kErrorEvent);
+    }
     return SendJson(sink, 200, {{"ok", true}, {"compactedResourceVersion", std::to_string(store_->hub().compacted_rv())}});
   }
   if (what == "client-cert") {

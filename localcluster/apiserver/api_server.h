@@ -29,6 +29,8 @@ struct ApiServerOptions {
   CertKey ca;  // issues client certificates for /_local/client-cert
 };
 
+struct WatchRequest;  // the parameters of a watch (api_watch.cc)
+
 class ApiServer {
  public:
   ApiServer(Store* store, ApiServerOptions options);
@@ -47,10 +49,15 @@ class ApiServer {
   Registry& registry() { return registry_; }
 
  private:
-  struct Target;  // parsed resource path
+  struct Target {  // parsed resource path
+    ResourceType type;
+    std::string ns, name, sub;
+  };
   void HandleResource(const HttpRequest& req, ResponseSink& sink, const Target& t);
   void HandleList(const HttpRequest& req, ResponseSink& sink, const Target& t);
+  // Watches (api_watch.cc).
   void HandleWatch(const HttpRequest& req, ResponseSink& sink, const Target& t);
+  bool StreamEvents(ResponseSink& sink, const ResourceType& type, const WatchRequest& w, Watcher& watcher);
   void HandleAdmin(const HttpRequest& req, ResponseSink& sink);
   bool HandleNonResource(const HttpRequest& req, ResponseSink& sink);
   json OpenApiV3Root() const;

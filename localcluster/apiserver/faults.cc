@@ -27,11 +27,44 @@ void FaultInjector::ExpireNextWatches(int count) {
   expire_watches_ = count < 0 ? 0 : count;
 }
 
+void FaultInjector::SetWatchExpiryStyle(ExpiryStyle style) {
+  std::lock_guard<std::mutex> l(mu_);
+  expiry_style_ = style;
+}
+
+FaultInjector::ExpiryStyle FaultInjector::watch_expiry_style() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return expiry_style_;
+}
+
+void FaultInjector::SetWatchChunkSeed(uint64_t seed) {
+  std::lock_guard<std::mutex> l(mu_);
+  chunk_seed_ = seed;
+}
+
+uint64_t FaultInjector::watch_chunk_seed() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return chunk_seed_;
+}
+
+void FaultInjector::SetWatchesStalled(bool stalled) {
+  std::lock_guard<std::mutex> l(mu_);
+  stalled_ = stalled;
+}
+
+bool FaultInjector::watches_stalled() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return stalled_;
+}
+
 void FaultInjector::Reset() {
   std::lock_guard<std::mutex> l(mu_);
   fail_count_ = 0;
   latency_ms_ = 0;
   expire_watches_ = 0;
+  expiry_style_ = ExpiryStyle::kErrorEvent;
+  chunk_seed_ = 0;
+  stalled_ = false;
 }
 
 Status FaultInjector::OnRequest(const std::string& path) {
@@ -75,7 +108,10 @@ json FaultInjector::State() const {
           {"failCode", fail_code_},
           {"retryAfterSeconds", retry_after_},
           {"latencyMs", latency_ms_},
-          {"expireNextWatches", expire_watches_}};
+          {"expireNextWatches", expire_watches_},
+          {"watchExpiry", expiry_style_ == ExpiryStyle::kHttp410 ? "http" : "event"},
+          {"watchChunkSeed", chunk_seed_},
+          {"watchesStalled", stalled_}};
 }
 
 }  // namespace kubelocal

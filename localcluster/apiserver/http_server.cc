@@ -222,8 +222,9 @@ Status HttpServer::Listen() {
     impl_->ctx.use_private_key(net::buffer(o.server.key_pem), ssl::context::pem);
     if (!o.ca_pem.empty()) {
       impl_->ctx.add_certificate_authority(net::buffer(o.ca_pem));
-      // Ask for a client certificate but do not require one (tokens work too).
-      impl_->ctx.set_verify_mode(ssl::verify_peer);
+      // Ask for a client certificate; require one only when told to.
+      impl_->ctx.set_verify_mode(o.require_client_cert ? ssl::verify_peer | ssl::verify_fail_if_no_peer_cert
+                                                       : ssl::verify_peer);
     }
     auto addr = net::ip::make_address(o.host);
     impl_->acceptor = std::make_unique<tcp::acceptor>(impl_->io);

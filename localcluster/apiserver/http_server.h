@@ -26,6 +26,7 @@ struct HttpServerOptions {
   int port = 0;  // 0: pick a free port
   CertKey server;
   std::string ca_pem;  // verifies client certificates
+  bool require_client_cert = false;  // with ca_pem: refuse clients without one (else tokens work too)
   int idle_timeout_seconds = 300;
 };
 

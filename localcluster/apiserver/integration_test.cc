@@ -2,11 +2,15 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <atomic>
+#include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "localcluster/apiserver/testing/https_client.h"
-#include "localcluster/apiserver/testing/process.h"
+#include "localcluster/testing/files.h"
+#include "localcluster/testing/https_client.h"
+#include "localcluster/testing/kube_local.h"
 
 namespace kubelocal {
 namespace {
@@ -14,9 +18,18 @@ namespace {
 using json = nlohmann::json;
 using testing::ClientConfig;
 using testing::HttpResponse;
-using testing::KubeLocalProcess;
+using testing::KubeLocal;
 using testing::Request;
 using namespace std::chrono_literals;
+
+// Token authentication and the server's CA, for the raw HTTPS client.
+ClientConfig ClientOf(const KubeLocal& kl) {
+  ClientConfig c;
+  c.port = kl.port();
+  c.ca_pem = kl.ca_pem();
+  c.token = kl.token();
+  return c;
+}
 
 const char kCrd[] = R"({
   "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -46,16 +59,16 @@ json J(const HttpResponse& r) {
 class KubeLocalTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(testing::TempDir("kube_local_it"));
-    server_ = new KubeLocalProcess(*dir_, {"--bookmark-interval-ms=200", "--gc-period-ms=100", "--v=1"});
-    ASSERT_TRUE(server_->Start()) << "kube-local did not start; see " << *dir_ << "/server.log";
+    server_ = new KubeLocal(KubeLocal::DefaultBinary(), testing::MakeTempDir("kube_local_it"),
+                            {"--bookmark-interval-ms=200", "--gc-period-ms=100", "--v=1"});
+    const auto started = server_->Start();
+    ASSERT_TRUE(started.ok()) << started.ToString();
   }
   static void TearDownTestSuite() {
     EXPECT_EQ(server_->Stop(), 0);  // graceful SIGTERM
     delete server_;
-    delete dir_;
   }
-  ClientConfig C() const { return server_->Client(); }
+  ClientConfig C() const { return ClientOf(*server_); }
   HttpResponse Do(const std::string& m, const std::string& path, const json& body = nullptr,
                   const std::string& ct = "application/json",
                   const std::map<std::string, std::string>& headers = {}) {
@@ -79,11 +92,8 @@ class KubeLocalTest : public ::testing::Test {
     }
     return false;
   }
-  static std::string* dir_;
-  static KubeLocalProcess* server_;
+  static inline KubeLocal* server_ = nullptr;
 };
-std::string* KubeLocalTest::dir_ = nullptr;
-KubeLocalProcess* KubeLocalTest::server_ = nullptr;
 
 TEST_F(KubeLocalTest, AuthenticationByTokenAndClientCertificate) {
   ClientConfig anon = C();
@@ -339,6 +349,93 @@ TEST_F(KubeLocalTest, DropWatchesClosesStreams) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
+// The watch faults a client must survive: events cut into random chunks, a
+// stalled stream, and 410 as an HTTP status instead of an ERROR event.
+TEST_F(KubeLocalTest, WatchFaultsChunkingStallAndHttp410) {
+  auto reset_faults = [this] { Do("POST", "/_local/reset-faults"); };
+  struct Reset {
+    std::function<void()> f;
+    ~Reset() { f(); }
+  } reset{reset_faults};
+  CreateNamespace("wfault");
+  auto rv_now = [&] { return J(Do("GET", "/api/v1/namespaces/wfault/configmaps"))["metadata"]["resourceVersion"].get<std::string>(); };
+  auto create = [&](const std::string& name) {
+    return Do("POST", "/api/v1/namespaces/wfault/configmaps", {{"metadata", {{"name", name}}}}).code;
+  };
+
+  // 1. Chunking: events split over chunks and packed together, each still whole and in order.
+  ASSERT_EQ(Do("POST", "/_local/watch-chunking?seed=7").code, 200);
+  EXPECT_EQ(Do("POST", "/_local/watch-chunking?seed=x").code, 400);
+  std::string rv = rv_now();
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(create("c" + std::to_string(i)), 201);
+  std::vector<json> events;
+  std::vector<uint64_t> chunks;
+  int code = testing::Stream(
+      C(), "/api/v1/namespaces/wfault/configmaps?watch=1&resourceVersion=" + rv,
+      [&](const std::string& l) { events.push_back(json::parse(l)); return events.size() < 5; },
+      std::chrono::steady_clock::now() + 10s, nullptr, &chunks);
+  EXPECT_EQ(code, 200);
+  ASSERT_EQ(events.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(events[i]["object"]["metadata"]["name"], "c" + std::to_string(i));
+  EXPECT_GT(chunks.size(), 5u);  // not one chunk per event
+  ASSERT_EQ(Do("POST", "/_local/watch-chunking?seed=0").code, 200);
+
+  // 2. Stalled: nothing arrives (not even bookmarks) until the stall ends.
+  ASSERT_EQ(Do("POST", "/_local/stall-watches?stalled=true").code, 200);
+  rv = rv_now();
+  std::mutex mu;
+  std::vector<json> stalled;
+  std::thread watcher([&] {
+    testing::Stream(C(), "/api/v1/namespaces/wfault/configmaps?watch=1&allowWatchBookmarks=true&resourceVersion=" + rv,
+                    [&](const std::string& l) {
+                      std::lock_guard<std::mutex> g(mu);
+                      stalled.push_back(json::parse(l));
+                      return false;
+                    },
+                    std::chrono::steady_clock::now() + 10s);
+  });
+  ASSERT_EQ(create("s1"), 201);
+  std::this_thread::sleep_for(600ms);  // three bookmark intervals
+  {
+    std::lock_guard<std::mutex> g(mu);
+    EXPECT_TRUE(stalled.empty());
+  }
+  ASSERT_EQ(Do("POST", "/_local/stall-watches?stalled=false").code, 200);
+  watcher.join();
+  ASSERT_EQ(stalled.size(), 1u);
+  EXPECT_EQ(stalled[0]["type"], "ADDED");
+  EXPECT_EQ(stalled[0]["object"]["metadata"]["name"], "s1");
+
+  // 3. An expired start point as HTTP 410 (compaction, and the injected fault).
+  ASSERT_EQ(Do("POST", "/_local/watch-expiry?as=http").code, 200);
+  EXPECT_EQ(Do("POST", "/_local/watch-expiry?as=maybe").code, 400);
+  EXPECT_EQ(J(Do("GET", "/_local/state"))["faults"]["watchExpiry"], "http");
+  ASSERT_EQ(Do("POST", "/_local/compact").code, 200);
+  auto gone = Do("GET", "/api/v1/namespaces/wfault/configmaps?watch=1&resourceVersion=" + rv);
+  EXPECT_EQ(gone.code, 410);
+  EXPECT_EQ(J(gone)["reason"], "Expired");
+  ASSERT_EQ(Do("POST", "/_local/expire-next-watches?count=1").code, 200);
+  EXPECT_EQ(Do("GET", "/api/v1/namespaces/wfault/configmaps?watch=1").code, 410);
+
+  // 4. Open watches expired by compaction in that style just end; what they
+  //    had not delivered is gone (the client re-lists).
+  ASSERT_EQ(Do("POST", "/_local/stall-watches").code, 200);
+  rv = rv_now();
+  std::vector<json> cut;
+  std::atomic<int> cut_code{-1};
+  std::thread cut_watcher([&] {
+    cut_code = testing::Stream(C(), "/api/v1/namespaces/wfault/configmaps?watch=1&resourceVersion=" + rv,
+                               [&](const std::string& l) { cut.push_back(json::parse(l)); return true; },
+                               std::chrono::steady_clock::now() + 10s);
+  });
+  for (int i = 0; i < 500 && J(Do("GET", "/_local/state"))["watchers"] == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(create("lost"), 201);
+  ASSERT_EQ(Do("POST", "/_local/compact?expireOpenWatches=true").code, 200);
+  cut_watcher.join();
+  EXPECT_EQ(cut_code, 200);
+  EXPECT_TRUE(cut.empty()) << cut.size() << " events after the cut";
+}
+
 TEST_F(KubeLocalTest, CustomResourcesValidationDefaultsStatusAndTables) {
   auto crd = Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json::parse(kCrd));
   ASSERT_EQ(crd.code, 201) << crd.body;
@@ -460,10 +557,9 @@ TEST_F(KubeLocalTest, InjectedFaults) {
 
 // Own server: restarts keep state and keep resourceVersions increasing.
 TEST(KubeLocalRestart, StateSurvivesRestartEndpointAndSigterm) {
-  std::string dir = testing::TempDir("kube_local_restart");
-  KubeLocalProcess server(dir);
-  ASSERT_TRUE(server.Start());
-  auto c = server.Client();
+  KubeLocal server(KubeLocal::DefaultBinary(), testing::MakeTempDir("kube_local_restart"));
+  ASSERT_TRUE(server.Start().ok()) << server.log();
+  auto c = ClientOf(server);
   auto r = Request(c, "POST", "/api/v1/namespaces/default/configmaps",
                    json{{"metadata", {{"name", "keep"}}}, {"data", {{"k", "v"}}}}.dump());
   ASSERT_EQ(r.code, 201);
@@ -472,7 +568,7 @@ TEST(KubeLocalRestart, StateSurvivesRestartEndpointAndSigterm) {
   // In-place restart (same pid, same port, re-exec).
   ASSERT_EQ(Request(c, "POST", "/_local/restart").code, 202);
   std::this_thread::sleep_for(300ms);
-  ASSERT_TRUE(server.WaitHealthy(15));
+  ASSERT_TRUE(server.WaitHealthy(15s).ok()) << server.log();
   EXPECT_EQ(server.pid(), pid);
   auto got = Request(c, "GET", "/api/v1/namespaces/default/configmaps/keep");
   ASSERT_EQ(got.code, 200) << got.body;
@@ -480,8 +576,8 @@ TEST(KubeLocalRestart, StateSurvivesRestartEndpointAndSigterm) {
   // Full stop and a new process on the same port and data dir.
   const int port = server.port();
   EXPECT_EQ(server.Stop(), 0);
-  ASSERT_TRUE(server.Start(port));
-  c = server.Client();
+  ASSERT_TRUE(server.Start(port).ok()) << server.log();
+  c = ClientOf(server);
   got = Request(c, "GET", "/api/v1/namespaces/default/configmaps/keep");
   ASSERT_EQ(got.code, 200);
   auto r2 = Request(c, "POST", "/api/v1/namespaces/default/configmaps", json{{"metadata", {{"name", "after"}}}}.dump());

@@ -24,8 +24,9 @@ Watcher::Next Watcher::Wait(WatchEvent* out, std::chrono::steady_clock::time_poi
   return closed_ ? Next::kClosed : Next::kTimeout;
 }
 
-void Watcher::Close() {
+void Watcher::Close(bool discard_pending) {
   std::lock_guard<std::mutex> l(mu_);
+  if (discard_pending) queue_.clear();
   closed_ = true;
   cv_.notify_all();
 }
@@ -33,6 +34,11 @@ void Watcher::Close() {
 bool Watcher::closed() const {
   std::lock_guard<std::mutex> l(mu_);
   return closed_;
+}
+
+bool Watcher::HasPending() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return !queue_.empty();
 }
 
 void Watcher::Push(WatchEvent e) {
@@ -135,19 +141,24 @@ void WatchHub::Compact(uint64_t rv) {
 
 void WatchHub::DropAll() {
   std::lock_guard<std::mutex> l(mu_);
-  for (auto& w : watchers_) w->Close();
+  for (auto& w : watchers_) w->Close(/*discard_pending=*/true);
   watchers_.clear();
 }
 
-void WatchHub::ExpireAll() {
+void WatchHub::ExpireAll(bool error_event) {
   std::lock_guard<std::mutex> l(mu_);
   for (auto& w : watchers_) {
-    WatchEvent e;
-    e.type = "ERROR";
-    e.object = ToStatusJson(TooOldResourceVersion(0, compacted_rv_ + 1));
-    e.object["message"] = "too old resource version (history compacted by the test harness)";
-    w->Push(std::move(e));
-    w->Close();
+    std::lock_guard<std::mutex> wl(w->mu_);
+    w->queue_.clear();
+    if (error_event) {
+      WatchEvent e;
+      e.type = "ERROR";
+      e.object = ToStatusJson(TooOldResourceVersion(0, compacted_rv_ + 1));
+      e.object["message"] = "too old resource version (history compacted by the test harness)";
+      w->PushLocked(std::move(e));
+    }
+    w->closed_ = true;
+    w->cv_.notify_all();
   }
   watchers_.clear();
 }

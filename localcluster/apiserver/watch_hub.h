@@ -43,9 +43,13 @@ class Watcher {
 
   // Waits for the next event until `deadline`.
   Next Wait(WatchEvent* out, std::chrono::steady_clock::time_point deadline);
-  // Ends the watch (the HTTP stream closes normally once drained).
-  void Close();
+  // Ends the watch: the HTTP stream closes normally once drained, or at once,
+  // losing what it has not delivered, with `discard_pending` (a dropped
+  // connection, or a consumer cut off by compaction as etcd does it).
+  void Close(bool discard_pending = false);
   bool closed() const;
+  // Events are queued that the consumer has not taken yet.
+  bool HasPending() const;
 
   // Hub side: filters/translates and queues `e`.
   void Offer(const WatchEvent& e);
@@ -89,10 +93,12 @@ class WatchHub {
                                                const std::vector<WatchEvent>& initial);
   // Drops history up to and including `rv`.
   void Compact(uint64_t rv);
-  // Closes every watcher normally.
+  // Closes every watcher; what they have not delivered is lost.
   void DropAll();
-  // Sends an ERROR 410 Expired event to every watcher, then closes it.
-  void ExpireAll();
+  // Closes every watcher, dropping what it has not delivered, after an ERROR
+  // 410 Expired event when `error_event` (else its stream just ends, and the
+  // re-watch from the old resourceVersion is refused).
+  void ExpireAll(bool error_event = true);
   uint64_t compacted_rv() const;
   size_t watcher_count() const;
 

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace kubelocal::testing {
 
@@ -32,9 +34,11 @@ HttpResponse Request(const ClientConfig& c, const std::string& method, const std
 
 // Streams a watch: calls on_line for each newline-terminated JSON line until it
 // returns false, the server ends the response or `deadline` passes. Returns
-// the HTTP status (0 on transport errors).
+// the HTTP status (0 on transport errors). `chunk_sizes`, when given, gets the
+// size of every HTTP chunk of a chunked body, in order.
 int Stream(const ClientConfig& c, const std::string& target,
            const std::function<bool(const std::string& line)>& on_line,
-           std::chrono::steady_clock::time_point deadline, std::string* error = nullptr);
+           std::chrono::steady_clock::time_point deadline, std::string* error = nullptr,
+           std::vector<uint64_t>* chunk_sizes = nullptr);
 
 }  // namespace kubelocal::testing

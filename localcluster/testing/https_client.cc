@@ -1,4 +1,4 @@
-#include "localcluster/apiserver/testing/https_client.h"
+#include "localcluster/testing/https_client.h"
 
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -101,7 +101,8 @@ HttpResponse Request(const ClientConfig& c, const std::string& method, const std
 
 int Stream(const ClientConfig& c, const std::string& target,
            const std::function<bool(const std::string& line)>& on_line,
-           std::chrono::steady_clock::time_point deadline, std::string* error) {
+           std::chrono::steady_clock::time_point deadline, std::string* error,
+           std::vector<uint64_t>* chunk_sizes) {
   Conn conn;
   std::string err;
   if (!Connect(c, conn, &err)) {
@@ -119,6 +120,10 @@ int Stream(const ClientConfig& c, const std::string& target,
     beast::flat_buffer buf;
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(boost::none);
+    auto on_chunk = [chunk_sizes](std::uint64_t size, boost::string_view, beast::error_code&) {
+      if (size > 0) chunk_sizes->push_back(size);
+    };
+    if (chunk_sizes) parser.on_chunk_header(on_chunk);
     http::read_header(*conn.stream, buf, parser);
     int code = parser.get().result_int();
     std::string pending;
