@@ -5,14 +5,18 @@
 #include <cstdlib>
 
 #include "kube/exec_credential.h"
+#include "core/atomic_file.h"
 #include "core/time.h"
-#include "kube/testing/fake_server.h"
+#include "localcluster/testing/files.h"
 
 namespace kube {
 namespace {
 
-using testing::MakeTempDir;
-using testing::WriteFile;
+using kubelocal::testing::MakeTempDir;
+
+void WriteFile(const std::string& path, const std::string& data) {
+  ASSERT_TRUE(hypertrain::WriteFileAtomically(path, data).ok());
+}
 
 // base64("PEM-CA") = UEVNLUNB
 TEST(ConfigTest, KubeconfigSingleFile) {

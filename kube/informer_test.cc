@@ -1,51 +1,32 @@
-// Reflector/informer against an in-memory API server on 127.0.0.1 that
-// chunks watch streams adversarially, drops connections and compacts history.
+// Reflector/informer against the real local API server (kube-local, its own
+// process over HTTPS) and its watch faults: events cut into random chunks,
+// dropped and stalled watches, compaction told as an ERROR event or as HTTP
+// 410. A scripted peer plays only what no real server does on demand (every
+// watch ending at once, a non-410 ERROR event), and an unreachable server.
 #include "kube/informer.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
+#include <regex>
 #include <thread>
 
 #include "core/testing/log_capture.h"
-#include "kube/testing/fake_apiserver.h"
 #include "kube/testing/handler_model.h"
+#include "localcluster/testing/files.h"
+#include "localcluster/testing/kube_local.h"
+#include "localcluster/testing/scripted_server.h"
 
 namespace kube {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeApiServer;
+using kubelocal::testing::KubeLocal;
+using kubelocal::testing::ScriptedServer;
 using testing::HandlerModel;
 
-std::map<std::string, std::string> StoreState(Informer& inf) {
-  std::map<std::string, std::string> out;
-  for (const auto& o : inf.store().List()) out[NameOf(*o)] = ResourceVersionOf(*o);
-  return out;
-}
-
-// Waits (bounded) until handler model and store both equal the server's state.
-bool Converged(FakeApiServer& srv, Informer& inf, HandlerModel& m,
-               std::chrono::milliseconds t = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + t;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto want = srv.State();
-    if (m.model() == want && StoreState(inf) == want) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return false;
-}
-
-std::shared_ptr<RestClient> Client(const std::string& url) {
-  Config c;
-  c.server = url;
-  c.qps = 0;
-  c.retry_base = 5ms;
-  c.retry_max = 20ms;
-  auto r = RestClient::Create(c);
-  EXPECT_TRUE(r.ok());
-  return *r;
-}
+constexpr char kNs[] = "ns";
 
 ReflectorOptions FastOptions() {
   ReflectorOptions o;
@@ -56,63 +37,144 @@ ReflectorOptions FastOptions() {
   return o;
 }
 
-class InformerTest : public ::testing::TestWithParam<FakeApiServer::ExpiryMode> {};
+std::map<std::string, std::string> StoreState(Informer& inf) {
+  std::map<std::string, std::string> out;
+  for (const auto& o : inf.store().List()) out[NameOf(*o)] = ResourceVersionOf(*o);
+  return out;
+}
+
+// Pods in namespace kNs of a kube-local of the test's own (its fault switches
+// are server-wide).
+class KubeLocalInformerTest : public ::testing::Test {
+ protected:
+  void StartServer(std::vector<std::string> flags = {}) {
+    kl_ = std::make_unique<KubeLocal>(KubeLocal::DefaultBinary(), kubelocal::testing::MakeTempDir("informer"),
+                                      std::move(flags));
+    const Status started = kl_->Start();
+    ASSERT_TRUE(started.ok()) << started.ToString();
+    auto cfg = kl_->LoadConfig();
+    ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+    cfg->qps = 0;
+    cfg->retry_base = 5ms;
+    cfg->retry_max = 20ms;
+    auto client = RestClient::Create(*cfg);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = *client;
+    for (const char* ns : {kNs, "other"}) {
+      auto created = ResourceClient(client_, resources::kNamespaces).Create({{"metadata", {{"name", ns}}}});
+      ASSERT_TRUE(created.ok()) << created.status().ToString();
+    }
+  }
+  ResourceClient Pods() const { return ResourceClient(client_, resources::kPods, kNs); }
+  void Admin(const std::string& what, std::vector<std::pair<std::string, std::string>> query = {}) {
+    auto r = kl_->Admin(what, std::move(query));
+    ASSERT_TRUE(r.ok()) << what << ": " << r.status().ToString();
+  }
+  void Create(const std::string& name, const std::string& app = "") {
+    Json pod = {{"metadata", {{"name", name}}},
+                {"spec", {{"containers", Json::array({{{"name", "c"}, {"image", "busybox:1"}}})}}}};
+    if (!app.empty()) pod["metadata"]["labels"] = {{"app", app}};
+    auto r = Pods().Create(pod);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  // A new resourceVersion for the pod (an annotation changes).
+  void Update(const std::string& name) {
+    auto r = Pods().Patch(name, {{"metadata", {{"annotations", {{"v", std::to_string(++updates_)}}}}}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  void Delete(const std::string& name) {
+    DeleteOptions now;
+    now.grace_period_seconds = 0;
+    auto r = Pods().Delete(name, now);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  // name → resourceVersion on the server.
+  std::map<std::string, std::string> State() {
+    std::map<std::string, std::string> out;
+    auto l = Pods().ListAll();
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    if (l.ok())
+      for (const auto& it : l->items) out[NameOf(it)] = ResourceVersionOf(it);
+    return out;
+  }
+  std::string CurrentRv() {
+    auto s = kl_->State();
+    return s.ok() ? (*s)["resourceVersion"].get<std::string>() : "";
+  }
+  // Waits (bounded) until handler model and store both equal the server's state.
+  bool Converged(Informer& inf, HandlerModel& m, std::chrono::milliseconds t = 15s) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const auto want = State();
+      if (m.model() == want && StoreState(inf) == want) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  std::unique_ptr<KubeLocal> kl_;
+  std::shared_ptr<RestClient> client_;
+  int updates_ = 0;
+};
+
+// Parameter: how the server reports an expired watch ("event" or "http").
+class InformerTest : public KubeLocalInformerTest, public ::testing::WithParamInterface<std::string> {};
 
 TEST_P(InformerTest, ConvergesWithoutMissedOrDuplicatedEvents) {
-  FakeApiServer srv;
-  srv.SetExpiryMode(GetParam());
-  srv.SetChunkSeed(42);  // events split across chunks and packed together
-  for (int i = 0; i < 20; ++i) srv.Create("pod-" + std::to_string(i), i % 2 ? "odd" : "even");
-  Informer inf(ResourceClient(Client(srv.url()), resources::kPods, "ns"), FastOptions());
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  Admin("watch-expiry", {{"as", GetParam()}});
+  Admin("watch-chunking", {{"seed", "42"}});  // events split across chunks and packed together
+  for (int i = 0; i < 20; ++i) Create("pod-" + std::to_string(i), i % 2 ? "odd" : "even");
+  Informer inf(Pods(), FastOptions());
   inf.store().AddIndex("app", LabelIndex("app"));
   HandlerModel m;
   inf.AddEventHandlers(m.Handlers());
   inf.Start();
   ASSERT_TRUE(inf.WaitForSync(10s));
-  ASSERT_TRUE(Converged(srv, inf, m));
+  ASSERT_TRUE(Converged(inf, m));
   EXPECT_EQ(m.adds, 20);
   EXPECT_EQ(inf.store().ByIndex("app", "odd")->size(), 10u);
 
   // 1. Live events.
-  for (int i = 0; i < 5; ++i) srv.Update("pod-" + std::to_string(i));
-  srv.Delete("pod-19");
-  srv.Create("pod-20", "even");
-  ASSERT_TRUE(Converged(srv, inf, m));
+  for (int i = 0; i < 5; ++i) Update("pod-" + std::to_string(i));
+  Delete("pod-19");
+  Create("pod-20", "even");
+  ASSERT_TRUE(Converged(inf, m));
 
   // 2. Watches time out (1 s) and re-watch from the last version: wait for two renewals.
-  int w0 = srv.watches();
-  for (int i = 0; i < 300 && srv.watches() < w0 + 2; ++i) std::this_thread::sleep_for(10ms);
-  ASSERT_GE(srv.watches(), w0 + 2);
-  srv.Update("pod-5");
-  ASSERT_TRUE(Converged(srv, inf, m));
+  const int64_t w0 = inf.stats().watches;
+  for (int i = 0; i < 300 && inf.stats().watches < w0 + 2; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(inf.stats().watches, w0 + 2);
+  Update("pod-5");
+  ASSERT_TRUE(Converged(inf, m));
 
-  // 3. Dropped connections, with changes racing the reconnect.
+  // 3. Dropped watches, with changes racing the reconnect.
   for (int round = 0; round < 3; ++round) {
-    srv.DropConnections();
-    srv.Update("pod-6");
-    srv.Create("drop-" + std::to_string(round));
-    srv.Delete("pod-" + std::to_string(10 + round));
+    Admin("drop-watches");
+    Update("pod-6");
+    Create("drop-" + std::to_string(round));
+    Delete("pod-" + std::to_string(10 + round));
   }
-  ASSERT_TRUE(Converged(srv, inf, m));
-  int lists_before_410 = srv.lists();
+  ASSERT_TRUE(Converged(inf, m));
+  const int64_t lists_before = inf.stats().lists;
 
-  // 4. History compacted while the informer is cut off: missed events must be
-  //    recovered by re-list (synthesised deletes/updates/adds).
-  srv.SetFrozen(true);
-  srv.Delete("pod-1");
-  srv.Delete("pod-2");
-  srv.Update("pod-3");
-  srv.Create("late-1");
-  srv.Compact();
-  srv.SetFrozen(false);
-  ASSERT_TRUE(Converged(srv, inf, m));
-  EXPECT_GT(srv.lists(), lists_before_410);
+  // 4. History compacted while the watch is stalled: what the informer missed
+  //    comes back by a re-list (synthesised deletes, updates and adds).
+  Admin("stall-watches", {{"stalled", "true"}});
+  Delete("pod-1");
+  Delete("pod-2");
+  Update("pod-3");
+  Create("late-1");
+  Admin("compact", {{"expireOpenWatches", "true"}});
+  Admin("stall-watches", {{"stalled", "false"}});
+  ASSERT_TRUE(Converged(inf, m));
+  EXPECT_GT(inf.stats().lists, lists_before);
   EXPECT_GE(inf.stats().relists_after_gone, 1);
 
   // 5. After the re-list the informer watches on normally.
-  srv.Update("late-1");
-  srv.Delete("pod-4");
-  ASSERT_TRUE(Converged(srv, inf, m));
+  Update("late-1");
+  Delete("pod-4");
+  ASSERT_TRUE(Converged(inf, m));
   inf.Stop();
 
   std::lock_guard<std::mutex> l(m.mu_);
@@ -122,68 +184,96 @@ TEST_P(InformerTest, ConvergesWithoutMissedOrDuplicatedEvents) {
   EXPECT_EQ(m.deletes, 7);
 }
 
-INSTANTIATE_TEST_SUITE_P(ExpiryModes, InformerTest,
-                         ::testing::Values(FakeApiServer::ExpiryMode::kErrorEvent,
-                                           FakeApiServer::ExpiryMode::kHttp410));
+INSTANTIATE_TEST_SUITE_P(ExpiryStyles, InformerTest, ::testing::Values("event", "http"));
 
-TEST(ReflectorTest, BookmarksAdvanceTheResumeVersion) {
-  FakeApiServer srv;
-  srv.SetBookmarkIntervalMs(50);
-  srv.Create("a");
-  Informer inf(ResourceClient(Client(srv.url()), resources::kPods, "ns"), FastOptions());
+TEST_F(KubeLocalInformerTest, BookmarksAdvanceTheResumeVersion) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({"--bookmark-interval-ms=50", "--log-level=debug"}));
+  Create("a");
+  Informer inf(Pods(), FastOptions());
   inf.Start();
   ASSERT_TRUE(inf.WaitForSync(10s));
-  // Another namespace's writes would advance the server RV; emulate with a
-  // create+delete that the informer sees, then bookmarks carry the latest RV.
-  srv.Create("b");
-  srv.Delete("b");
-  for (int i = 0; i < 500 && inf.stats().bookmarks == 0; ++i) std::this_thread::sleep_for(10ms);
+  // Writes in another namespace advance the server's resourceVersion without
+  // an event for this informer; bookmarks carry the new version to it.
+  ResourceClient other(client_, resources::kConfigMaps, "other");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(other.Create({{"metadata", {{"name", "cm-" + std::to_string(i)}}}}).ok());
+  const std::string rv = CurrentRv();
+  for (int i = 0; i < 500 && inf.LastResourceVersion() != rv; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_GT(inf.stats().bookmarks, 0);
-  for (int i = 0; i < 500 && inf.LastResourceVersion() != srv.CurrentRv(); ++i)
+  EXPECT_EQ(inf.LastResourceVersion(), rv);
+  // Re-watches resume from a version the informer saw, never "" or "0": the
+  // server's request log names each finished watch's resourceVersion.
+  static const std::regex kWatch(R"(GET /api/v1/namespaces/ns/pods\?\S*watch=1\S*)");
+  static const std::regex kRv(R"([?&]resourceVersion=([^&\s]*))");
+  std::vector<std::string> rvs;
+  for (int i = 0; i < 500 && rvs.size() < 2; ++i) {
     std::this_thread::sleep_for(10ms);
-  EXPECT_EQ(inf.LastResourceVersion(), srv.CurrentRv());
-  // Re-watches resume from a version the informer saw (never empty after sync).
-  int w0 = srv.watches();
-  for (int i = 0; i < 300 && srv.watches() < w0 + 1; ++i) std::this_thread::sleep_for(10ms);
-  auto rvs = srv.watch_rvs();
-  ASSERT_GE(rvs.size(), 2u);
-  for (const auto& rv : rvs) EXPECT_FALSE(rv.empty());
+    rvs.clear();
+    const std::string log = kl_->log();
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), kWatch); it != std::sregex_iterator(); ++it) {
+      const std::string target = it->str();
+      std::smatch m;
+      rvs.push_back(std::regex_search(target, m, kRv) ? m[1].str() : "");
+    }
+  }
   inf.Stop();
+  ASSERT_GE(rvs.size(), 2u) << kl_->log();
+  for (const auto& v : rvs) EXPECT_TRUE(!v.empty() && v != "0") << "watch from \"" << v << "\"";
 }
 
-TEST(ReflectorTest, StopClosesAnOpenWatchPromptly) {
-  FakeApiServer srv;
-  srv.Create("a");
+TEST_F(KubeLocalInformerTest, StopClosesAnOpenWatchPromptly) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  Create("a");
   ReflectorOptions o = FastOptions();
   o.watch_timeout_seconds = 300;  // a long watch that Stop() must cut
-  Informer inf(ResourceClient(Client(srv.url()), resources::kPods, "ns"), o);
+  Informer inf(Pods(), o);
   inf.Start();
   ASSERT_TRUE(inf.WaitForSync(10s));
-  for (int i = 0; i < 300 && srv.watches() == 0; ++i) std::this_thread::sleep_for(5ms);
-  auto t0 = std::chrono::steady_clock::now();
+  auto watchers = [&] {
+    auto s = kl_->State();
+    return s.ok() ? (*s)["watchers"].get<int>() : -1;
+  };
+  for (int i = 0; i < 300 && watchers() < 1; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(watchers(), 1);
+  const auto t0 = std::chrono::steady_clock::now();
   inf.Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  // The server sees the connection go and ends the watch.
+  for (int i = 0; i < 300 && watchers() != 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(watchers(), 0);
+}
+
+std::shared_ptr<RestClient> ScriptedClient(const std::string& url, const std::string& ca_pem, int max_retries = 5) {
+  Config c;
+  c.server = url;
+  c.ca_pem = ca_pem;
+  c.max_retries = max_retries;
+  c.qps = 0;
+  c.retry_base = 5ms;
+  c.retry_max = 20ms;
+  auto r = RestClient::Create(c);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : nullptr;
 }
 
 TEST(ReflectorTest, UnreachableServerBacksOffAndStops) {
   int port;
   {
-    FakeApiServer srv;
-    port = std::stoi(srv.url().substr(srv.url().rfind(':') + 1));
+    ScriptedServer gone([](const kubelocal::HttpRequest&, kubelocal::ResponseSink&) {});
+    port = gone.port();
   }
-  Informer inf(
-      ResourceClient(Client("http://127.0.0.1:" + std::to_string(port)), resources::kPods, "ns"),
-      FastOptions());
+  // No client retries: each failed LIST is the reflector's to back off from.
+  Informer inf(ResourceClient(ScriptedClient("https://127.0.0.1:" + std::to_string(port), "", 0), resources::kPods, kNs),
+               FastOptions());
   hypertrain::testing::LogCapture log(spdlog::level::warn);
   inf.Start();
-  EXPECT_FALSE(inf.WaitForSync(300ms));
-  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(inf.WaitForSync(1s));
+  const auto t0 = std::chrono::steady_clock::now();
   inf.Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
   const auto errors = log.Matching("list pods in namespace ns: ");
-  ASSERT_FALSE(errors.empty());
+  ASSERT_GE(errors.size(), 2u);
   EXPECT_NE(errors[0].find("(retrying in "), std::string::npos) << errors[0];
-  EXPECT_LT(errors.size(), 40u);  // backoff, not a hot loop
+  EXPECT_LT(errors.size(), 40u);  // backoff (10 ms doubling to 100 ms), not a hot loop
 }
 
 // A server that ends every watch at once (or with a non-410 ERROR event) must
@@ -191,21 +281,21 @@ TEST(ReflectorTest, UnreachableServerBacksOffAndStops) {
 TEST(ReflectorTest, InstantWatchClosesAndErrorEventsBackOff) {
   for (bool error_event : {false, true}) {
     std::atomic<int> lists{0}, watches{0};
-    testing::FakeServer srv([&](const testing::HttpRequest& r, testing::Conn& c) {
-      if (!r.query.count("watch")) {
+    ScriptedServer srv([&](const kubelocal::HttpRequest& r, kubelocal::ResponseSink& s) {
+      if (!r.HasQuery("watch")) {
         lists++;
-        c.Respond(200, R"({"kind":"PodList","metadata":{"resourceVersion":"5"},"items":[]})");
+        kubelocal::testing::Respond(s, 200, R"({"kind":"PodList","metadata":{"resourceVersion":"5"},"items":[]})");
         return;
       }
       watches++;
-      c.StartChunked(200);
+      s.StartStream("application/json");
       if (error_event)
-        c.Chunk(
+        s.WriteChunk(
             R"({"type":"ERROR","object":{"kind":"Status","code":500,"reason":"InternalError","message":"etcd hiccup"}})"
             "\n");
-      c.EndChunked();
+      s.EndStream();
     });
-    Informer inf(ResourceClient(Client(srv.url()), resources::kPods, "ns"), FastOptions());
+    Informer inf(ResourceClient(ScriptedClient(srv.url(), srv.ca_pem()), resources::kPods, kNs), FastOptions());
     inf.Start();
     ASSERT_TRUE(inf.WaitForSync(10s));
     std::this_thread::sleep_for(1s);

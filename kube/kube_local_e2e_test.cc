@@ -10,17 +10,26 @@
 #include "kube/leader_election.h"
 #include "kube/resources.h"
 #include "kube/rest_client.h"
+#include "core/atomic_file.h"
 #include "core/testing/log_capture.h"
-#include "kube/testing/fake_server.h"
 #include "kube/testing/handler_model.h"
-#include "kube/testing/kube_local.h"
+#include "localcluster/apiserver/certs.h"
+#include "localcluster/testing/files.h"
+#include "localcluster/testing/kube_local.h"
 
 namespace kube {
 namespace {
 
 using namespace std::chrono_literals;
+using kubelocal::testing::KubeLocal;
+using kubelocal::testing::MakeTempDir;
 using testing::HandlerModel;
-using testing::KubeLocal;
+
+std::string ReadFile(const std::string& path) {
+  auto s = hypertrain::ReadFileToString(path);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? *s : "";
+}
 
 constexpr char kNs[] = "e2e";
 
@@ -47,9 +56,7 @@ bool WaitForCount(std::mutex& mu, std::vector<std::string>& v, size_t n) {
 class KubeLocalTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string bin = testing::Runfile("localcluster/apiserver/kube-local");
-    ASSERT_FALSE(bin.empty()) << "kube-local binary not in runfiles";
-    kl_ = new KubeLocal(bin, testing::MakeTempDir("kube-local"));
+    kl_ = new KubeLocal(KubeLocal::DefaultBinary(), MakeTempDir("kube-local"));
     auto r = kl_->Start();
     ASSERT_TRUE(r.ok()) << r.ToString();
     auto cfg = kl_->LoadConfig();
@@ -71,13 +78,8 @@ class KubeLocalTest : public ::testing::Test {
     ASSERT_NE(*client_, nullptr);
   }
   ResourceClient Pods() { return ResourceClient(*client_, resources::kPods, kNs); }
-  StatusOr<Json> Admin(const std::string& what,
-                     std::vector<std::pair<std::string, std::string>> q = {}) {
-    Request r;
-    r.method = "POST";
-    r.path = "/_local/" + what;
-    r.query = std::move(q);
-    return (*client_)->SendJson(r);
+  StatusOr<Json> Admin(const std::string& what, std::vector<std::pair<std::string, std::string>> q = {}) {
+    return kl_->Admin(what, std::move(q));
   }
   static inline KubeLocal* kl_ = nullptr;
   static inline std::shared_ptr<RestClient>* client_ = nullptr;
@@ -249,16 +251,18 @@ TEST_F(KubeLocalTest, AuthTokenClientCertExecPluginAndBadCa) {
   // Client certificate instead of a token.
   Config cert = *base;
   cert.token.clear();
-  cert.client_cert_pem = testing::ReadFile(kl_->client_cert_dir() + "/client.crt");
-  cert.client_key_pem = testing::ReadFile(kl_->client_cert_dir() + "/client.key");
+  cert.client_cert_pem = ReadFile(kl_->client_cert_dir() + "/client.crt");
+  cert.client_key_pem = ReadFile(kl_->client_cert_dir() + "/client.key");
   auto c = (*RestClient::Create(cert))->Send(ver);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   // Exec plugin printing the real token.
-  std::string dir = testing::MakeTempDir("exec");
-  testing::WriteFile(dir + "/plugin.sh",
-                     "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\","
-                     "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' \"$TOKEN\"\n",
-                     0755);
+  std::string dir = MakeTempDir("exec");
+  ASSERT_TRUE(hypertrain::WriteFileAtomically(
+                  dir + "/plugin.sh",
+                  "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\","
+                  "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' \"$TOKEN\"\n",
+                  0755)
+                  .ok());
   Config ex = *base;
   ExecConfig e;
   e.api_version = "client.authentication.k8s.io/v1beta1";
@@ -271,12 +275,10 @@ TEST_F(KubeLocalTest, AuthTokenClientCertExecPluginAndBadCa) {
   ASSERT_TRUE(x.ok()) << x.status().ToString();
   EXPECT_EQ(exec_client->exec_runs(), 1);
   // A CA that did not sign the server certificate → clear TLS error.
-  std::string pki_dir = testing::MakeTempDir("pki");
-  testing::TestPki pki;
-  std::string err;
-  ASSERT_TRUE(testing::MakeTestPki(pki_dir, &pki, &err)) << err;
+  const auto other_ca = kubelocal::MakeCA("not-kube-local");
+  ASSERT_TRUE(other_ca.ok()) << other_ca.status().ToString();
   Config bad = *base;
-  bad.ca_pem = testing::ReadFile(pki.ca_crt);
+  bad.ca_pem = other_ca->cert_pem;
   auto b = (*RestClient::Create(bad))->Send(ver);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kUnauthenticated) << b.status().ToString();

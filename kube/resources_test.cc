@@ -3,23 +3,24 @@
 
 #include <gtest/gtest.h>
 
-#include "kube/testing/fake_server.h"
+#include "localcluster/testing/scripted_server.h"
 
 namespace kube {
 namespace {
 
-using testing::Conn;
-using testing::FakeServer;
-using testing::HttpRequest;
+using kubelocal::HttpRequest;
+using kubelocal::ResponseSink;
+using kubelocal::testing::Respond;
+using kubelocal::testing::ScriptedServer;
 
 struct Recorder {
   std::mutex mu;
   std::vector<HttpRequest> reqs;
-  std::function<void(const HttpRequest&, Conn&)> respond = [](const HttpRequest& r, Conn& c) {
-    c.Respond(200, r.body.empty() ? "{}" : r.body);
+  std::function<void(const HttpRequest&, ResponseSink&)> respond = [](const HttpRequest& r, ResponseSink& c) {
+    Respond(c, 200, r.body.empty() ? "{}" : r.body);
   };
-  testing::Handler Handler() {
-    return [this](const HttpRequest& r, Conn& c) {
+  kubelocal::testing::Handler Handler() {
+    return [this](const HttpRequest& r, ResponseSink& c) {
       {
         std::lock_guard<std::mutex> l(mu);
         reqs.push_back(r);
@@ -33,9 +34,10 @@ struct Recorder {
   }
 };
 
-std::shared_ptr<RestClient> Client(const std::string& url) {
+std::shared_ptr<RestClient> Client(const ScriptedServer& srv) {
   Config c;
-  c.server = url;
+  c.server = srv.url();
+  c.ca_pem = srv.ca_pem();
   c.qps = 0;
   c.retry_base = std::chrono::milliseconds(5);
   return *RestClient::Create(c);
@@ -54,8 +56,8 @@ TEST(ResourceTypeTest, Paths) {
 
 TEST(ResourceClientTest, MutationsOnTheWire) {
   Recorder rec;
-  FakeServer srv(rec.Handler());
-  ResourceClient pods(Client(srv.url()), resources::kPods, "ns");
+  ScriptedServer srv(rec.Handler());
+  ResourceClient pods(Client(srv), resources::kPods, "ns");
 
   ASSERT_TRUE(pods.Create({{"metadata", {{"generateName", "w-"}}}}).ok());
   auto r = rec.Last();
@@ -107,10 +109,10 @@ TEST(ResourceClientTest, MutationsOnTheWire) {
 
 TEST(ResourceClientTest, BadInputsAreRejectedLocally) {
   Recorder rec;
-  FakeServer srv(rec.Handler());
-  ResourceClient all(Client(srv.url()), resources::kPods, "");  // all namespaces
+  ScriptedServer srv(rec.Handler());
+  ResourceClient all(Client(srv), resources::kPods, "");  // all namespaces
   EXPECT_EQ(all.Get("p").status().code(), StatusCode::kInvalidArgument);
-  ResourceClient pods(Client(srv.url()), resources::kPods, "ns");
+  ResourceClient pods(Client(srv), resources::kPods, "ns");
   EXPECT_EQ(pods.Get("").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(pods.Get("a/b").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(pods.Create(Json::object()).status().code(), StatusCode::kInvalidArgument);
@@ -127,11 +129,11 @@ TEST(ResourceClientTest, BadInputsAreRejectedLocally) {
 TEST(ResourceClientTest, ListAllFollowsContinueAndRestartsOnExpiry) {
   Recorder rec;
   std::atomic<int> expire_once{1};
-  rec.respond = [&](const HttpRequest& r, Conn& c) {
+  rec.respond = [&](const HttpRequest& r, ResponseSink& c) {
     std::string cont = r.query.count("continue") ? r.query.at("continue") : "";
     int start = cont.empty() ? 0 : std::stoi(cont);
     if (start == 4 && expire_once.exchange(0) == 1) {
-      c.Respond(410,
+      Respond(c, 410,
                 R"({"kind":"Status","code":410,"reason":"Expired","message":"continue expired"})");
       return;
     }
@@ -140,10 +142,10 @@ TEST(ResourceClientTest, ListAllFollowsContinueAndRestartsOnExpiry) {
       items.push_back({{"metadata", {{"name", "n" + std::to_string(i)}}}});
     Json list = {{"kind", "NodeList"}, {"metadata", {{"resourceVersion", "99"}}}, {"items", items}};
     if (start + 2 < 5) list["metadata"]["continue"] = std::to_string(start + 2);
-    c.Respond(200, list.dump());
+    Respond(c, 200, list.dump());
   };
-  FakeServer srv(rec.Handler());
-  ResourceClient nodes(Client(srv.url()), resources::kNodes);
+  ScriptedServer srv(rec.Handler());
+  ResourceClient nodes(Client(srv), resources::kNodes);
   ListOptions o;
   o.limit = 2;
   o.label_selector = "pool=gpu";
@@ -166,9 +168,9 @@ TEST(ResourceClientTest, UpdateWithRetryRereadsOnConflict) {
   std::atomic<int> rv{1};
   std::atomic<int> puts{0};
   Recorder rec;
-  rec.respond = [&](const HttpRequest& r, Conn& c) {
+  rec.respond = [&](const HttpRequest& r, ResponseSink& c) {
     if (r.method == "GET") {
-      c.Respond(200,
+      Respond(c, 200,
                 Json{{"metadata", {{"name", "j"}, {"resourceVersion", std::to_string(rv.load())}}}}
                     .dump());
       return;
@@ -178,13 +180,13 @@ TEST(ResourceClientTest, UpdateWithRetryRereadsOnConflict) {
     // Another writer bumps the version once, right after the first read.
     if (puts == 1) rv = 2;
     if (b["metadata"]["resourceVersion"] != std::to_string(rv.load())) {
-      c.Respond(409, R"({"kind":"Status","code":409,"reason":"Conflict","message":"modified"})");
+      Respond(c, 409, R"({"kind":"Status","code":409,"reason":"Conflict","message":"modified"})");
       return;
     }
-    c.Respond(200, r.body);
+    Respond(c, 200, r.body);
   };
-  FakeServer srv(rec.Handler());
-  ResourceClient jobs(Client(srv.url()),
+  ScriptedServer srv(rec.Handler());
+  ResourceClient jobs(Client(srv),
                       resources::Custom("hypertrain.io", "v1", "trainingjobs", "TrainingJob"),
                       "ns");
   auto r = jobs.UpdateWithRetry("j", [](Json& o) -> Status {

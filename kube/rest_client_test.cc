@@ -7,15 +7,19 @@
 #include <condition_variable>
 #include <thread>
 
+#include "core/atomic_file.h"
 #include "core/testing/log_capture.h"
-#include "kube/testing/fake_server.h"
+#include "localcluster/testing/files.h"
+#include "localcluster/testing/scripted_server.h"
 
 namespace kube {
 namespace {
 
-using testing::Conn;
-using testing::FakeServer;
-using testing::HttpRequest;
+using kubelocal::HttpRequest;
+using kubelocal::ResponseSink;
+using kubelocal::testing::MakeTempDir;
+using kubelocal::testing::Respond;
+using kubelocal::testing::ScriptedServer;
 using Clock = std::chrono::steady_clock;
 
 std::string StatusBody(int code, const std::string& reason, const std::string& msg) {
@@ -24,9 +28,10 @@ std::string StatusBody(int code, const std::string& reason, const std::string& m
       .dump();
 }
 
-Config TestConfig(const std::string& url) {
+Config TestConfig(const ScriptedServer& srv) {
   Config c;
-  c.server = url;
+  c.server = srv.url();
+  c.ca_pem = srv.ca_pem();
   c.retry_base = std::chrono::milliseconds(10);
   c.retry_max = std::chrono::milliseconds(50);
   c.request_timeout = std::chrono::milliseconds(5000);
@@ -43,14 +48,14 @@ std::shared_ptr<RestClient> MustClient(const Config& c) {
 TEST(RestClientTest, GetSendsHeadersAndEncodesQuery) {
   HttpRequest seen;
   std::mutex mu;
-  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+  ScriptedServer srv([&](const HttpRequest& r, ResponseSink& c) {
     {
       std::lock_guard<std::mutex> l(mu);
       seen = r;
     }
-    c.Respond(200, R"({"kind":"PodList","items":[]})");
+    Respond(c, 200, R"({"kind":"PodList","items":[]})");
   });
-  Config cfg = TestConfig(srv.url());
+  Config cfg = TestConfig(srv);
   cfg.token = "s3cret-token";
   auto client = MustClient(cfg);
   Request req;
@@ -113,19 +118,19 @@ TEST(RestClientTest, ObserverSeesEveryAttemptWithMethodAndCode) {
 }
 
 TEST(RestClientTest, MapsStatusObjects) {
-  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+  ScriptedServer srv([&](const HttpRequest& r, ResponseSink& c) {
     if (r.path == "/nf")
-      c.Respond(404, StatusBody(404, "NotFound", "pods \"x\" not found"));
+      Respond(c, 404, StatusBody(404, "NotFound", "pods \"x\" not found"));
     else if (r.path == "/conflict")
-      c.Respond(409, StatusBody(409, "Conflict", "the object has been modified"));
+      Respond(c, 409, StatusBody(409, "Conflict", "the object has been modified"));
     else if (r.path == "/exists")
-      c.Respond(409, StatusBody(409, "AlreadyExists", "already exists"));
+      Respond(c, 409, StatusBody(409, "AlreadyExists", "already exists"));
     else if (r.path == "/gone")
-      c.Respond(410, StatusBody(410, "Expired", "too old resource version"));
+      Respond(c, 410, StatusBody(410, "Expired", "too old resource version"));
     else
-      c.Respond(422, "not json at all");
+      Respond(c, 422, "not json at all");
   });
-  auto client = MustClient(TestConfig(srv.url()));
+  auto client = MustClient(TestConfig(srv));
   auto get = [&](const std::string& p) {
     Request q;
     q.path = p;
@@ -150,13 +155,13 @@ TEST(RestClientTest, MapsStatusObjects) {
 
 TEST(RestClientTest, RetriesTooManyRequestsHonouringRetryAfter) {
   std::atomic<int> n{0};
-  FakeServer srv([&](const HttpRequest&, Conn& c) {
+  ScriptedServer srv([&](const HttpRequest&, ResponseSink& c) {
     if (n.fetch_add(1) == 0)
-      c.Respond(429, StatusBody(429, "TooManyRequests", "slow down"), {{"Retry-After", "1"}});
+      Respond(c, 429, StatusBody(429, "TooManyRequests", "slow down"), {{"Retry-After", "1"}});
     else
-      c.Respond(200, "{}");
+      Respond(c, 200, "{}");
   });
-  auto client = MustClient(TestConfig(srv.url()));
+  auto client = MustClient(TestConfig(srv));
   Request q;
   q.method = "POST";  // 429 means the request was not processed: safe for every verb
   q.path = "/x";
@@ -172,13 +177,13 @@ TEST(RestClientTest, RetriesTooManyRequestsHonouringRetryAfter) {
 
 TEST(RestClientTest, RetriesServerErrorForGetNotForPost) {
   std::atomic<int> n{0};
-  FakeServer srv([&](const HttpRequest&, Conn& c) {
+  ScriptedServer srv([&](const HttpRequest&, ResponseSink& c) {
     if (n.fetch_add(1) % 2 == 0)
-      c.Respond(500, StatusBody(500, "InternalError", "boom"));
+      Respond(c, 500, StatusBody(500, "InternalError", "boom"));
     else
-      c.Respond(200, "{}");
+      Respond(c, 200, "{}");
   });
-  auto client = MustClient(TestConfig(srv.url()));
+  auto client = MustClient(TestConfig(srv));
   Request get;
   get.path = "/x";
   ASSERT_TRUE(client->Send(get).ok());
@@ -197,11 +202,11 @@ TEST(RestClientTest, RetriesServerErrorForGetNotForPost) {
 
 TEST(RestClientTest, RetriesAreBounded) {
   std::atomic<int> n{0};
-  FakeServer srv([&](const HttpRequest&, Conn& c) {
+  ScriptedServer srv([&](const HttpRequest&, ResponseSink& c) {
     n.fetch_add(1);
-    c.Respond(503, StatusBody(503, "ServiceUnavailable", "down"));
+    Respond(c, 503, StatusBody(503, "ServiceUnavailable", "down"));
   });
-  Config cfg = TestConfig(srv.url());
+  Config cfg = TestConfig(srv);
   cfg.max_retries = 3;
   auto client = MustClient(cfg);
   Request q;
@@ -216,13 +221,13 @@ TEST(RestClientTest, RetriesAreBounded) {
 
 TEST(RestClientTest, EachRetryIsLoggedWithItsCauseAndDelay) {
   std::atomic<int> n{0};
-  FakeServer srv([&](const HttpRequest&, Conn& c) {
+  ScriptedServer srv([&](const HttpRequest&, ResponseSink& c) {
     if (n.fetch_add(1) < 2)
-      c.Respond(503, StatusBody(503, "ServiceUnavailable", "etcd leader changed"));
+      Respond(c, 503, StatusBody(503, "ServiceUnavailable", "etcd leader changed"));
     else
-      c.Respond(200, "{}");
+      Respond(c, 200, "{}");
   });
-  auto client = MustClient(TestConfig(srv.url()));
+  auto client = MustClient(TestConfig(srv));
   hypertrain::testing::LogCapture log(spdlog::level::info);  // retries are warnings
   Request q;
   q.path = "/api/v1/pods";
@@ -237,10 +242,14 @@ TEST(RestClientTest, EachRetryIsLoggedWithItsCauseAndDelay) {
 TEST(RestClientTest, ConnectionRefusedIsTransportErrorAfterRetries) {
   int port;
   {
-    FakeServer srv([](const HttpRequest&, Conn& c) { c.Respond(200, "{}"); });
+    ScriptedServer srv([](const HttpRequest&, ResponseSink& c) { Respond(c, 200, "{}"); });
     port = srv.port();
   }
-  Config cfg = TestConfig("http://127.0.0.1:" + std::to_string(port));
+  Config cfg;
+  cfg.server = "https://127.0.0.1:" + std::to_string(port);
+  cfg.retry_base = std::chrono::milliseconds(10);
+  cfg.retry_max = std::chrono::milliseconds(50);
+  cfg.qps = 0;
   cfg.max_retries = 2;
   auto client = MustClient(cfg);
   Request q;
@@ -256,12 +265,12 @@ TEST(RestClientTest, EveryRequestHasATimeout) {
   std::mutex mu;
   std::condition_variable cv;
   bool release = false;
-  FakeServer srv([&](const HttpRequest&, Conn& c) {
+  ScriptedServer srv([&](const HttpRequest&, ResponseSink& c) {
     std::unique_lock<std::mutex> l(mu);
     cv.wait_for(l, std::chrono::seconds(10), [&] { return release; });
-    c.Respond(200, "{}");
+    Respond(c, 200, "{}");
   });
-  Config cfg = TestConfig(srv.url());
+  Config cfg = TestConfig(srv);
   cfg.max_retries = 0;
   auto client = MustClient(cfg);
   Request q;
@@ -281,8 +290,8 @@ TEST(RestClientTest, EveryRequestHasATimeout) {
 }
 
 TEST(RestClientTest, ClientSideRateLimit) {
-  FakeServer srv([](const HttpRequest&, Conn& c) { c.Respond(200, "{}"); });
-  Config cfg = TestConfig(srv.url());
+  ScriptedServer srv([](const HttpRequest&, ResponseSink& c) { Respond(c, 200, "{}"); });
+  Config cfg = TestConfig(srv);
   cfg.qps = 20;
   cfg.burst = 1;
   auto client = MustClient(cfg);
@@ -295,22 +304,22 @@ TEST(RestClientTest, ClientSideRateLimit) {
 }
 
 TEST(RestClientTest, TokenFileIsReReadWhenRotated) {
-  std::string dir = testing::MakeTempDir("tokfile");
-  testing::WriteFile(dir + "/token", "first-token\n");
+  std::string dir = MakeTempDir("tokfile");
+  ASSERT_TRUE(hypertrain::WriteFileAtomically(dir + "/token", "first-token\n").ok());
   std::vector<std::string> seen;
   std::mutex mu;
-  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+  ScriptedServer srv([&](const HttpRequest& r, ResponseSink& c) {
     std::lock_guard<std::mutex> l(mu);
     seen.push_back(r.headers.at("authorization"));
-    c.Respond(200, "{}");
+    Respond(c, 200, "{}");
   });
-  Config cfg = TestConfig(srv.url());
+  Config cfg = TestConfig(srv);
   cfg.token_file = dir + "/token";
   auto client = MustClient(cfg);
   Request q;
   q.path = "/x";
   ASSERT_TRUE(client->Send(q).ok());
-  testing::WriteFile(dir + "/token", "second-token-longer\n");
+  ASSERT_TRUE(hypertrain::WriteFileAtomically(dir + "/token", "second-token-longer\n").ok());
   ASSERT_TRUE(client->Send(q).ok());
   std::lock_guard<std::mutex> l(mu);
   ASSERT_EQ(seen.size(), 2u);
@@ -330,22 +339,22 @@ std::string WritePlugin(const std::string& dir, const std::string& expiry) {
       "'{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":\"ExecCredential\","
       "\"status\":{\"token\":\"tok-%s\"" +
       expiry + "}}' $n\n";
-  testing::WriteFile(dir + "/plugin.sh", script, 0755);
+  EXPECT_TRUE(hypertrain::WriteFileAtomically(dir + "/plugin.sh", script, 0755).ok());
   return dir + "/plugin.sh";
 }
 
 TEST(RestClientTest, ExecPluginCachedAndReRunOn401) {
-  std::string dir = testing::MakeTempDir("exec");
+  std::string dir = MakeTempDir("exec");
   std::atomic<int> unauthorized{0};
-  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+  ScriptedServer srv([&](const HttpRequest& r, ResponseSink& c) {
     if (r.headers.at("authorization") == "Bearer tok-2") {
-      c.Respond(200, "{}");
+      Respond(c, 200, "{}");
     } else {
       unauthorized.fetch_add(1);
-      c.Respond(401, StatusBody(401, "Unauthorized", "Unauthorized"));
+      Respond(c, 401, StatusBody(401, "Unauthorized", "Unauthorized"));
     }
   });
-  Config cfg = TestConfig(srv.url());
+  Config cfg = TestConfig(srv);
   ExecConfig ex;
   ex.api_version = "client.authentication.k8s.io/v1beta1";
   ex.command = WritePlugin(dir, "");
@@ -360,13 +369,13 @@ TEST(RestClientTest, ExecPluginCachedAndReRunOn401) {
   EXPECT_EQ(client->exec_runs(), 2);
   ASSERT_TRUE(client->Send(q).ok());  // cached: no third run
   EXPECT_EQ(client->exec_runs(), 2);
-  EXPECT_EQ(testing::ReadFile(dir + "/count"), "2\n");
+  EXPECT_EQ(*hypertrain::ReadFileToString(dir + "/count"), "2\n");
 }
 
 TEST(RestClientTest, ExecPluginReRunAfterExpiry) {
-  std::string dir = testing::MakeTempDir("exec2");
-  FakeServer srv([&](const HttpRequest&, Conn& c) { c.Respond(200, "{}"); });
-  Config cfg = TestConfig(srv.url());
+  std::string dir = MakeTempDir("exec2");
+  ScriptedServer srv([&](const HttpRequest&, ResponseSink& c) { Respond(c, 200, "{}"); });
+  Config cfg = TestConfig(srv);
   ExecConfig ex;
   ex.api_version = "client.authentication.k8s.io/v1beta1";
   ex.command = WritePlugin(dir, R"(,"expirationTimestamp":"2001-01-01T00:00:00Z")");
@@ -383,11 +392,11 @@ TEST(RestClientTest, ExecPluginReRunAfterExpiry) {
 }
 
 TEST(RestClientTest, ExecPluginFailureAndTimeoutAreClear) {
-  std::string dir = testing::MakeTempDir("exec3");
-  testing::WriteFile(dir + "/fail.sh", "#!/bin/sh\necho 'no creds configured' >&2\nexit 7\n", 0755);
-  testing::WriteFile(dir + "/hang.sh", "#!/bin/sh\nexec sleep 30\n", 0755);
-  FakeServer srv([&](const HttpRequest&, Conn& c) { c.Respond(200, "{}"); });
-  Config cfg = TestConfig(srv.url());
+  std::string dir = MakeTempDir("exec3");
+  ASSERT_TRUE(hypertrain::WriteFileAtomically(dir + "/fail.sh", "#!/bin/sh\necho 'no creds configured' >&2\nexit 7\n", 0755).ok());
+  ASSERT_TRUE(hypertrain::WriteFileAtomically(dir + "/hang.sh", "#!/bin/sh\nexec sleep 30\n", 0755).ok());
+  ScriptedServer srv([&](const HttpRequest&, ResponseSink& c) { Respond(c, 200, "{}"); });
+  Config cfg = TestConfig(srv);
   ExecConfig ex;
   ex.api_version = "client.authentication.k8s.io/v1beta1";
   ex.command = dir + "/fail.sh";
@@ -410,10 +419,10 @@ TEST(RestClientTest, ExecPluginFailureAndTimeoutAreClear) {
 }
 
 TEST(RestClientTest, TokensNeverLogged) {
-  FakeServer srv([&](const HttpRequest&, Conn& c) {
-    c.Respond(401, StatusBody(401, "Unauthorized", "Unauthorized"));
+  ScriptedServer srv([&](const HttpRequest&, ResponseSink& c) {
+    Respond(c, 401, StatusBody(401, "Unauthorized", "Unauthorized"));
   });
-  Config cfg = TestConfig(srv.url());
+  Config cfg = TestConfig(srv);
   cfg.token = "TOPSECRET-abc123";
   auto client = MustClient(cfg);
   hypertrain::testing::LogCapture log;  // debug: one line per attempt
@@ -441,18 +450,18 @@ TEST(RestClientTest, StreamDeliversChunksAndCancelsPromptly) {
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
-  FakeServer srv([&](const HttpRequest& r, Conn& c) {
-    c.StartChunked(200);
-    c.Chunk("hello ");
-    c.Chunk("world\n");
+  ScriptedServer srv([&](const HttpRequest& r, ResponseSink& c) {
+    c.StartStream("application/json");
+    c.WriteChunk("hello ");
+    c.WriteChunk("world\n");
     if (r.query.count("end")) {
-      c.EndChunked();
+      c.EndStream();
       return;
     }
     std::unique_lock<std::mutex> l(mu);
     cv.wait_for(l, std::chrono::seconds(20), [&] { return stop; });
   });
-  auto client = MustClient(TestConfig(srv.url()));
+  auto client = MustClient(TestConfig(srv));
   std::string got;
   Request q;
   q.path = "/w";

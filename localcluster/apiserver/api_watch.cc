@@ -155,6 +155,7 @@ bool ApiServer::StreamEvents(ResponseSink& sink, const ResourceType& type, const
   auto next_bookmark = Clock::now() + options_.bookmark_interval;
   bool ok = true;
   if (!initial_done && initial_left == 0) ok = end_of_initial();
+  std::optional<WatchEvent> held;  // taken from the queue as a stall began
   while (ok && !stopping_) {
     const auto now = Clock::now();
     if (now >= deadline) break;
@@ -165,9 +166,19 @@ bool ApiServer::StreamEvents(ResponseSink& sink, const ResourceType& type, const
       continue;
     }
     WatchEvent ev;
-    const auto r = watcher.Wait(&ev, std::min({deadline, next_bookmark, now + std::chrono::milliseconds(500)}));
+    Watcher::Next r = Watcher::Next::kEvent;
+    if (held) {
+      ev = std::move(*held);
+      held.reset();
+    } else {
+      r = watcher.Wait(&ev, std::min({deadline, next_bookmark, now + std::chrono::milliseconds(500)}));
+    }
     if (r == Watcher::Next::kClosed) break;
     if (r == Watcher::Next::kEvent) {
+      if (faults_.watches_stalled()) {
+        held = std::move(ev);
+        continue;
+      }
       ok = out.Write(ev.type, ev.object, watcher.HasPending());
       if (ok && !initial_done && --initial_left == 0) ok = end_of_initial();
       continue;
