@@ -28,16 +28,18 @@ std::string StatusBody(int code, const std::string& reason, const std::string& m
       .dump();
 }
 
-Config TestConfig(const ScriptedServer& srv) {
+Config TestConfig(const std::string& url, const std::string& ca_pem) {
   Config c;
-  c.server = srv.url();
-  c.ca_pem = srv.ca_pem();
+  c.server = url;
+  c.ca_pem = ca_pem;
   c.retry_base = std::chrono::milliseconds(10);
   c.retry_max = std::chrono::milliseconds(50);
   c.request_timeout = std::chrono::milliseconds(5000);
   c.qps = 0;
   return c;
 }
+
+Config TestConfig(const ScriptedServer& srv) { return TestConfig(srv.url(), srv.ca_pem()); }
 
 std::shared_ptr<RestClient> MustClient(const Config& c) {
   auto r = RestClient::Create(c);
@@ -245,11 +247,7 @@ TEST(RestClientTest, ConnectionRefusedIsTransportErrorAfterRetries) {
     ScriptedServer srv([](const HttpRequest&, ResponseSink& c) { Respond(c, 200, "{}"); });
     port = srv.port();
   }
-  Config cfg;
-  cfg.server = "https://127.0.0.1:" + std::to_string(port);
-  cfg.retry_base = std::chrono::milliseconds(10);
-  cfg.retry_max = std::chrono::milliseconds(50);
-  cfg.qps = 0;
+  Config cfg = TestConfig("https://127.0.0.1:" + std::to_string(port), "");
   cfg.max_retries = 2;
   auto client = MustClient(cfg);
   Request q;

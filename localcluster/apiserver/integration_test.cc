@@ -419,20 +419,22 @@ TEST_F(KubeLocalTest, WatchFaultsChunkingStallAndHttp410) {
 
   // 4. Open watches expired by compaction in that style just end; what they
   //    had not delivered is gone (the client re-lists).
+  ASSERT_EQ(Do("POST", "/_local/drop-watches").code, 200);  // so the count below is only this watch
   ASSERT_EQ(Do("POST", "/_local/stall-watches").code, 200);
   rv = rv_now();
   std::vector<json> cut;
   std::atomic<int> cut_code{-1};
+  std::string cut_error;
   std::thread cut_watcher([&] {
     cut_code = testing::Stream(C(), "/api/v1/namespaces/wfault/configmaps?watch=1&resourceVersion=" + rv,
                                [&](const std::string& l) { cut.push_back(json::parse(l)); return true; },
-                               std::chrono::steady_clock::now() + 10s);
+                               std::chrono::steady_clock::now() + 10s, &cut_error);
   });
   for (int i = 0; i < 500 && J(Do("GET", "/_local/state"))["watchers"] == 0; ++i) std::this_thread::sleep_for(10ms);
   ASSERT_EQ(create("lost"), 201);
   ASSERT_EQ(Do("POST", "/_local/compact?expireOpenWatches=true").code, 200);
   cut_watcher.join();
-  EXPECT_EQ(cut_code, 200);
+  EXPECT_EQ(cut_code, 200) << cut_error;
   EXPECT_TRUE(cut.empty()) << cut.size() << " events after the cut";
 }
 

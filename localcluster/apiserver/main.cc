@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,11 @@ bool ParseInt(const std::string& s, int* out) {
 }
 
 bool ParseFlags(int argc, char** argv, Flags* f, std::string* err) {
+  const std::map<std::string, std::string*> text_flags = {
+      {"--data-dir", &f->data_dir},       {"--kubeconfig-out", &f->kubeconfig_out},
+      {"--port-file", &f->port_file},     {"--token", &f->token},
+      {"--client-cert-out", &f->client_cert_out}, {"--log-format", &f->log_format},
+      {"--log-level", &f->log_level}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     std::string v;
@@ -85,20 +91,8 @@ bool ParseFlags(int argc, char** argv, Flags* f, std::string* err) {
         return false;
       }
       f->host = v.substr(0, colon);
-    } else if (a == "--data-dir") {
-      f->data_dir = v;
-    } else if (a == "--kubeconfig-out") {
-      f->kubeconfig_out = v;
-    } else if (a == "--port-file") {
-      f->port_file = v;
-    } else if (a == "--token") {
-      f->token = v;
-    } else if (a == "--client-cert-out") {
-      f->client_cert_out = v;
-    } else if (a == "--log-format") {
-      f->log_format = v;
-    } else if (a == "--log-level") {
-      f->log_level = v;
+    } else if (auto text = text_flags.find(a); text != text_flags.end()) {
+      *text->second = v;
     } else if (a == "--bookmark-interval-ms" || a == "--history-limit" || a == "--gc-period-ms" ||
                a == "--v") {
       int n;

@@ -25,10 +25,13 @@ std::string RandomSuffix() {
   return s;
 }
 
-std::string MetaStr(const json& o, const char* field) {
-  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
-  const json& m = o["metadata"];
-  return m.contains(field) && m[field].is_string() ? m[field].get<std::string>() : "";
+// The optimistic-concurrency check of update and patch: a resourceVersion in
+// the request must be the stored one.
+Status CheckResourceVersion(const ResourceType& t, const std::string& name, const std::string& want_rv,
+                            const json& current) {
+  if (want_rv.empty() || want_rv == MetaStr(current, "resourceVersion")) return Status();
+  return Conflict(t.qualified(), name,
+                  "the object has been modified; please apply your changes to the latest version and try again");
 }
 
 bool HasFinalizers(const json& o) {
@@ -54,6 +57,12 @@ std::string RandomClusterIp() {
 }
 
 }  // namespace
+
+std::string MetaStr(const json& o, const char* field) {
+  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
+  const json& m = o["metadata"];
+  return m.contains(field) && m[field].is_string() ? m[field].get<std::string>() : "";
+}
 
 bool IsDnsLabel(const std::string& s) {
   if (s.empty() || s.size() > 63) return false;
@@ -533,11 +542,7 @@ StatusOr<json> ObjectOps::Update(const ResourceType& t, const std::string& ns,
       t.storage_key(), t.namespaced ? ns : "", name,
       [&](const std::optional<json>& cur) -> StatusOr<Mutation> {
         if (!cur) return NotFound(t.qualified(), name);
-        if (!want_rv.empty() && want_rv != MetaStr(*cur, "resourceVersion")) {
-          return Conflict(t.qualified(), name,
-                          "the object has been modified; please apply your changes to the "
-                          "latest version and try again");
-        }
+        if (Status e = CheckResourceVersion(t, name, want_rv, *cur); !e.ok()) return e;
         auto m = FinishUpdate(t, *cur, obj, status_only, opts, warnings);
         if (!m.ok()) return m.status();
         removed = m->kind == Mutation::Kind::kDelete;
@@ -578,11 +583,8 @@ StatusOr<json> ObjectOps::Patch(const ResourceType& t, const std::string& ns,
         json base = ForVersion(t, *cur);
         auto patched = ApplyPatch(base, type, body);
         if (!patched.ok()) return patched.status();
-        const std::string want_rv = MetaStr(*patched, "resourceVersion");
-        if (!want_rv.empty() && want_rv != MetaStr(*cur, "resourceVersion")) {
-          return Conflict(t.qualified(), name,
-                          "the object has been modified; please apply your changes to the "
-                          "latest version and try again");
+        if (Status e = CheckResourceVersion(t, name, MetaStr(*patched, "resourceVersion"), *cur); !e.ok()) {
+          return e;
         }
         if (MetaStr(*patched, "name") != name) {
           return BadRequest("the name of the object (" + MetaStr(*patched, "name") +

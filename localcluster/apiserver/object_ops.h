@@ -84,6 +84,9 @@ class ObjectOps {
   std::function<void()> on_delete_;
 };
 
+// metadata.<field> of an object when it is a string, else "".
+std::string MetaStr(const json& o, const char* field);
+
 // Helpers exposed for tests.
 bool IsDnsSubdomain(const std::string& s);
 bool IsDnsLabel(const std::string& s);

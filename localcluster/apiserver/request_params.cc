@@ -8,12 +8,6 @@ namespace kubelocal {
 
 bool Truthy(const std::string& v) { return v == "1" || v == "true" || v == "True"; }
 
-std::string MetaStr(const json& o, const char* f) {
-  return o.is_object() && o.contains("metadata") && o["metadata"].contains(f) && o["metadata"][f].is_string()
-             ? o["metadata"][f].get<std::string>()
-             : "";
-}
-
 IncludeObject IncludeFrom(const HttpRequest& req) {
   std::string v = req.Query("includeObject");
   if (v == "None") return IncludeObject::kNone;

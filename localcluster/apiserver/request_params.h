@@ -1,5 +1,5 @@
 // Request parameters that several API verbs read the same way: booleans,
-// label/field selectors, includeObject (Tables) and metadata strings.
+// label/field selectors and includeObject (Tables).
 #pragma once
 
 #include <string>
@@ -14,8 +14,6 @@ namespace kubelocal {
 
 // "1", "true" or "True".
 bool Truthy(const std::string& v);
-// metadata.<field> when it is a string, else "".
-std::string MetaStr(const json& o, const char* field);
 // The includeObject parameter of a Table request (default Metadata).
 IncludeObject IncludeFrom(const HttpRequest& req);
 // The predicate of a list or watch from labelSelector and fieldSelector (the
