@@ -3,10 +3,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/base64.h"
 
 namespace kube {
@@ -15,6 +15,13 @@ namespace {
 std::string JoinPath(const std::string& dir, const std::string& p) {
   if (p.empty() || p[0] == '/' || dir.empty()) return p;
   return dir + "/" + p;
+}
+
+// A file the configuration names; unreadable is a configuration error.
+StatusOr<std::string> ReadConfigFile(const std::string& path) {
+  auto text = hypertrain::ReadFileToString(path);
+  if (!text.ok()) return hypertrain::InvalidArgument(text.status().message());  // "no file <path>", "open <path>: ..."
+  return text;
 }
 
 std::string DirName(const std::string& path) {
@@ -103,7 +110,7 @@ StatusOr<std::string> DataOrFile(const Json& o, const char* data_key, const char
     return decoded;
   }
   std::string file = Str(o, file_key);
-  if (!file.empty()) return ReadFileToString(JoinPath(dir, file));
+  if (!file.empty()) return ReadConfigFile(JoinPath(dir, file));
   return std::string();
 }
 
@@ -187,14 +194,6 @@ StatusOr<Config> Resolve(const Merged& m, const std::string& context_override) {
 
 }  // namespace
 
-StatusOr<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return hypertrain::InvalidArgument("cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 StatusOr<Config> LoadKubeconfigText(const std::string& yaml, const std::string& base_dir,
                                     const std::string& context) {
   Merged m;
@@ -211,13 +210,11 @@ StatusOr<Config> LoadKubeconfig(const std::vector<std::string>& paths, const std
   int loaded = 0;
   for (const auto& p : paths) {
     if (p.empty()) continue;
-    std::ifstream probe(p);
-    if (!probe) {
-      if (paths.size() == 1) return hypertrain::InvalidArgument("cannot read kubeconfig " + p);
+    auto text = hypertrain::ReadFileToString(p);
+    if (!text.ok()) {
+      if (paths.size() == 1) return hypertrain::InvalidArgument("kubeconfig: " + text.status().message());
       continue;  // like kubectl: missing entries of a KUBECONFIG list are skipped
     }
-    auto text = ReadFileToString(p);
-    if (!text.ok()) return text.status();
     try {
       auto r = MergeDoc(YamlToJson(YAML::Load(*text)), DirName(p), &m);
       if (!r.ok()) {
@@ -262,12 +259,12 @@ StatusOr<Config> LoadInCluster(const std::string& sa_dir) {
   if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6 literal
   c.server = "https://" + h + ":" + port;
   c.token_file = sa_dir + "/token";
-  auto tok = ReadFileToString(c.token_file);
+  auto tok = ReadConfigFile(c.token_file);
   if (!tok.ok()) return tok.status();
-  auto ca = ReadFileToString(sa_dir + "/ca.crt");
+  auto ca = ReadConfigFile(sa_dir + "/ca.crt");
   if (!ca.ok()) return ca.status();
   c.ca_pem = *ca;
-  auto ns = ReadFileToString(sa_dir + "/namespace");
+  auto ns = ReadConfigFile(sa_dir + "/namespace");
   if (ns.ok()) {
     std::string n = *ns;
     while (!n.empty() && (n.back() == '\n' || n.back() == ' ')) n.pop_back();

@@ -74,7 +74,4 @@ StatusOr<Config> LoadInCluster(
 // In-cluster when KUBERNETES_SERVICE_HOST is set, else kubeconfig from the environment.
 StatusOr<Config> LoadDefault();
 
-// Reads a whole file; kConfig error naming the file on failure.
-StatusOr<std::string> ReadFileToString(const std::string& path);
-
 }  // namespace kube

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "core/atomic_file.h"
 #include "kube/exec_credential.h"
 
 namespace kube {
@@ -19,7 +20,7 @@ StatusOr<std::string> Credentials::FileToken() {
   }
   if (file_token_.empty() || st.st_mtim.tv_sec != file_mtime_.tv_sec ||
       st.st_mtim.tv_nsec != file_mtime_.tv_nsec || st.st_size != file_size_) {
-    auto t = ReadFileToString(token_file_);
+    auto t = hypertrain::ReadFileToString(token_file_);
     if (!t.ok()) {
       if (!file_token_.empty()) return file_token_;
       return hypertrain::Unauthenticated("cannot read token file " + token_file_);
