@@ -9,7 +9,7 @@
 
 #include "core/time.h"
 
-#include "localcluster/apiserver/schema.h"
+#include "localcluster/apiserver/admission.h"
 
 namespace kubelocal {
 namespace {
@@ -45,15 +45,6 @@ bool IsPods(const ResourceType& t) { return t.group.empty() && t.plural == "pods
 
 FieldCause Cause(const std::string& reason, const std::string& field, const std::string& msg) {
   return {reason, field, msg};
-}
-
-// Allocates service cluster IPs from 10.96.0.0/16 (pseudo-random, collision-checked by caller).
-std::string RandomClusterIp() {
-  unsigned char b[2];
-  RAND_bytes(b, sizeof(b));
-  int x = b[0], y = b[1] == 0 ? 1 : b[1];
-  if (x == 0 && y == 1) y = 2;  // 10.96.0.1 is the kubernetes service
-  return "10.96." + std::to_string(x) + "." + std::to_string(y);
 }
 
 }  // namespace
@@ -186,185 +177,21 @@ Status ObjectOps::CheckNamespace(const ResourceType& t, const std::string& ns,
 
 Status ObjectOps::Admit(const ResourceType& t, json& obj, const json& old, const WriteOptions& opts,
                         std::vector<std::string>* warnings) {
-  const std::string name = MetaStr(obj, "name");
   std::vector<FieldCause> causes;
+  Status s;
   if (t.is_crd) {
-    if (!t.schema.is_null()) {
-      auto pruned = PruneUnknownFields(obj, t.schema);
-      if (!pruned.empty()) {
-        if (opts.field_validation == "Strict") {
-          std::string msg = "strict decoding error: ";
-          for (size_t i = 0; i < pruned.size(); ++i) {
-            msg += (i ? ", " : "") + std::string("unknown field \"") + pruned[i] + "\"";
-          }
-          return BadRequest(msg);
-        }
-        if (opts.field_validation == "Warn" && warnings) {
-          for (const auto& p : pruned) warnings->push_back("unknown field \"" + p + "\"");
-        }
-      }
-      ApplyDefaults(obj, t.schema);
-      causes = ValidateAgainstSchema(obj, t.schema);
-    }
-  } else if (t.group.empty() && t.plural == "pods") {
-    json& spec = obj["spec"];
-    if (!spec.is_object()) spec = json::object();
-    if (!spec.contains("containers") || !spec["containers"].is_array() || spec["containers"].empty()) {
-      causes.push_back(Cause("FieldValueRequired", "spec.containers", "Required value"));
-    } else {
-      std::set<std::string> names;
-      for (size_t i = 0; i < spec["containers"].size(); ++i) {
-        json& c = spec["containers"][i];
-        const std::string p = "spec.containers[" + std::to_string(i) + "]";
-        if (!c.is_object() || c.value("name", "").empty()) {
-          causes.push_back(Cause("FieldValueRequired", p + ".name", "Required value"));
-        } else if (!names.insert(c["name"].get<std::string>()).second) {
-          causes.push_back(Cause("FieldValueDuplicate", p + ".name",
-                                 "Duplicate value: " + c["name"].dump()));
-        }
-        if (c.is_object() && c.value("image", "").empty() && old.is_null()) {
-          causes.push_back(Cause("FieldValueRequired", p + ".image", "Required value"));
-        }
-        if (c.is_object() && !c.contains("terminationMessagePath")) {
-          c["terminationMessagePath"] = "/dev/termination-log";
-        }
-        if (c.is_object() && !c.contains("imagePullPolicy")) c["imagePullPolicy"] = "IfNotPresent";
-        if (c.is_object() && c.contains("ports") && c["ports"].is_array()) {
-          for (auto& port : c["ports"]) {
-            if (port.is_object() && !port.contains("protocol")) port["protocol"] = "TCP";
-          }
-        }
-      }
-    }
-    if (!spec.contains("restartPolicy")) spec["restartPolicy"] = "Always";
-    if (!spec.contains("terminationGracePeriodSeconds")) spec["terminationGracePeriodSeconds"] = 30;
-    if (!spec.contains("dnsPolicy")) spec["dnsPolicy"] = "ClusterFirst";
-    if (!spec.contains("schedulerName")) spec["schedulerName"] = "default-scheduler";
-    const std::string rp = spec.value("restartPolicy", "");
-    if (rp != "Always" && rp != "OnFailure" && rp != "Never") {
-      causes.push_back(Cause("FieldValueNotSupported", "spec.restartPolicy",
-                             "Unsupported value: \"" + rp +
-                                 "\": supported values: \"Always\", \"OnFailure\", \"Never\""));
-    }
-    if (!old.is_null()) {
-      // Pod specs are immutable except images, deadlines, added tolerations,
-      // and (leniently, for local schedulers) nodeName set once.
-      json a = old.value("spec", json::object()), b = spec;
-      for (json* s : {&a, &b}) {
-        for (const char* list : {"containers", "initContainers"}) {
-          if (s->contains(list) && (*s)[list].is_array()) {
-            for (auto& c : (*s)[list]) {
-              if (c.is_object()) c.erase("image");
-            }
-          }
-        }
-        s->erase("activeDeadlineSeconds");
-        s->erase("tolerations");
-        s->erase("terminationGracePeriodSeconds");
-      }
-      if (a.value("nodeName", "").empty()) {
-        a.erase("nodeName");
-        b.erase("nodeName");
-      }
-      // Scheduling gates may only be removed (Kubernetes 1.27+, PodSchedulingReadiness):
-      // how Kueue releases an admitted pod group.
-      const json old_gates = a.value("schedulingGates", json::array());
-      const json new_gates = b.value("schedulingGates", json::array());
-      bool gates_removed_only = new_gates.is_array() && old_gates.is_array();
-      for (const json& g : gates_removed_only ? new_gates : json::array()) {
-        gates_removed_only = gates_removed_only && std::find(old_gates.begin(), old_gates.end(), g) != old_gates.end();
-      }
-      if (gates_removed_only) {
-        a.erase("schedulingGates");
-        b.erase("schedulingGates");
-      } else if (old_gates != new_gates) {
-        causes.push_back(Cause("FieldValueForbidden", "spec.schedulingGates",
-                               "Forbidden: only deletion is allowed, but found new scheduling gate"));
-      }
-      if (a != b) {
-        causes.push_back(Cause("FieldValueForbidden", "spec",
-                               "Forbidden: pod updates may not change fields other than "
-                               "`spec.containers[*].image`, `spec.initContainers[*].image`, "
-                               "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions "
-                               "to existing tolerations), `spec.terminationGracePeriodSeconds`, "
-                               "`spec.schedulingGates` (only deletions)"));
-      }
-    }
+    s = AdmitCustomResource(t.schema, opts.field_validation, obj, warnings, &causes);
+  } else if (IsPods(t)) {
+    AdmitPod(obj, old, &causes);
   } else if (t.group.empty() && t.plural == "services") {
-    json& spec = obj["spec"];
-    if (!spec.is_object()) spec = json::object();
-    if (!spec.contains("type")) spec["type"] = "ClusterIP";
-    if (!spec.contains("sessionAffinity")) spec["sessionAffinity"] = "None";
-    if (!old.is_null() && old.contains("/spec/clusterIP"_json_pointer)) {
-      const json& oldip = old["spec"]["clusterIP"];
-      if (!spec.contains("clusterIP") || spec["clusterIP"] == "") {
-        spec["clusterIP"] = oldip;
-      } else if (spec["clusterIP"] != oldip) {
-        causes.push_back(Cause("FieldValueInvalid", "spec.clusterIP",
-                               "Invalid value: " + spec["clusterIP"].dump() +
-                                   ": field is immutable"));
-      }
-    }
-    if (!spec.contains("clusterIP") || spec["clusterIP"] == "") spec["clusterIP"] = RandomClusterIp();
-    spec["clusterIPs"] = json::array({spec["clusterIP"]});
-    if (spec.contains("ports") && spec["ports"].is_array()) {
-      for (size_t i = 0; i < spec["ports"].size(); ++i) {
-        json& p = spec["ports"][i];
-        if (!p.is_object() || !p.contains("port") || !p["port"].is_number_integer()) {
-          causes.push_back(Cause("FieldValueRequired", "spec.ports[" + std::to_string(i) + "].port",
-                                 "Required value"));
-          continue;
-        }
-        if (!p.contains("protocol")) p["protocol"] = "TCP";
-        if (!p.contains("targetPort")) p["targetPort"] = p["port"];
-      }
-    } else if (spec["clusterIP"] != "None") {
-      causes.push_back(Cause("FieldValueRequired", "spec.ports", "Required value"));
-    }
+    AdmitService(obj, old, &causes);
   } else if (t.group.empty() && t.plural == "namespaces") {
-    if (!obj.contains("/spec/finalizers"_json_pointer)) obj["spec"]["finalizers"] = {"kubernetes"};
-    if (!obj.contains("/status/phase"_json_pointer)) obj["status"]["phase"] = "Active";
+    AdmitNamespace(obj);
   } else if (t.group == "apiextensions.k8s.io") {
-    auto types = Registry::TypesFromCrd(obj);
-    if (!types.ok()) return types.status();
-    const json versions = obj["spec"]["versions"];
-    for (size_t i = 0; i < versions.size(); ++i) {
-      const std::string p = "spec.versions[" + std::to_string(i) + "].schema.openAPIV3Schema";
-      if (versions[i].contains("/schema/openAPIV3Schema"_json_pointer)) {
-        auto c = CheckSchema(versions[i]["schema"]["openAPIV3Schema"], p);
-        causes.insert(causes.end(), c.begin(), c.end());
-      }
-    }
-    // Names must not clash with a built-in or another CRD.
-    for (const auto& other : registry_->All()) {
-      if (other.group == obj["spec"]["group"] && other.plural == obj["spec"]["names"]["plural"] &&
-          other.crd_name != name) {
-        causes.push_back(Cause("FieldValueDuplicate", "spec.names.plural",
-                               "Duplicate value: " + obj["spec"]["names"]["plural"].dump()));
-        break;
-      }
-    }
-    if (causes.empty()) {
-      json names = obj["spec"]["names"];
-      if (!names.contains("singular")) names["singular"] = (*types)[0].singular;
-      if (!names.contains("listKind")) names["listKind"] = names.value("kind", "") + "List";
-      std::string storage;
-      for (const auto& v : versions) {
-        if (v.value("storage", false)) storage = v.value("name", "");
-      }
-      json status = obj.value("status", json::object());
-      status["acceptedNames"] = names;
-      status["storedVersions"] = json::array({storage});
-      const std::string now = NowRfc3339();
-      status["conditions"] = {
-          {{"type", "NamesAccepted"}, {"status", "True"}, {"reason", "NoConflicts"},
-           {"message", "no conflicts found"}, {"lastTransitionTime", now}},
-          {{"type", "Established"}, {"status", "True"}, {"reason", "InitialNamesAccepted"},
-           {"message", "the initial names have been accepted"}, {"lastTransitionTime", now}}};
-      obj["status"] = status;
-    }
+    s = AdmitCrd(obj, registry_->All(), &causes);
   }
-  if (!causes.empty()) return Invalid(t.kind_group(), name, causes);
+  if (!s.ok()) return s;
+  if (!causes.empty()) return Invalid(t.kind_group(), MetaStr(obj, "name"), causes);
   return Status();
 }
 
@@ -612,37 +439,35 @@ StatusOr<json> ObjectOps::Patch(const ResourceType& t, const std::string& ns,
   return ForVersion(t, *r);
 }
 
+void ObjectOps::OrphanDependents(const std::string& owner_uid) {
+  for (auto& [res, obj] : store_->Snapshot()) {
+    if (!obj.contains("/metadata/ownerReferences"_json_pointer)) continue;
+    (void)store_->Mutate(
+        res, MetaStr(obj, "namespace"), MetaStr(obj, "name"),  // best effort
+        [&](const std::optional<json>& cur) -> StatusOr<Mutation> {
+          if (!cur || !cur->contains("/metadata/ownerReferences"_json_pointer)) return Mutation::None();
+          json next = *cur;
+          json refs = json::array();
+          for (const auto& ref : next["metadata"]["ownerReferences"]) {
+            if (ref.value("uid", "") != owner_uid) refs.push_back(ref);
+          }
+          if (refs.size() == next["metadata"]["ownerReferences"].size()) return Mutation::None();
+          if (refs.empty()) {
+            next["metadata"].erase("ownerReferences");
+          } else {
+            next["metadata"]["ownerReferences"] = refs;
+          }
+          return Mutation::Put(std::move(next));
+        });
+  }
+}
+
 StatusOr<ObjectOps::Deleted> ObjectOps::Delete(const ResourceType& t, const std::string& ns,
                                                const std::string& name, const DeleteOptions& opts) {
   if (opts.propagation_policy == "Orphan" && !opts.dry_run) {
     // Orphan dependents first (the apiserver does this through the "orphan" finalizer).
-    auto owner = store_->Get(t.storage_key(), t.namespaced ? ns : "", name);
-    if (owner) {
-      const std::string uid = MetaStr(*owner, "uid");
-      for (auto& [res, obj] : store_->Snapshot()) {
-        if (!obj.contains("/metadata/ownerReferences"_json_pointer)) continue;
-        (void)store_->Mutate(
-            res, MetaStr(obj, "namespace"), MetaStr(obj, "name"),  // best effort
-            [&](const std::optional<json>& cur) -> StatusOr<Mutation> {
-              if (!cur || !cur->contains("/metadata/ownerReferences"_json_pointer)) {
-                return Mutation::None();
-              }
-              json next = *cur;
-              json refs = json::array();
-              for (const auto& ref : next["metadata"]["ownerReferences"]) {
-                if (ref.value("uid", "") != uid) refs.push_back(ref);
-              }
-              if (refs.size() == next["metadata"]["ownerReferences"].size()) {
-                return Mutation::None();
-              }
-              if (refs.empty()) {
-                next["metadata"].erase("ownerReferences");
-              } else {
-                next["metadata"]["ownerReferences"] = refs;
-              }
-              return Mutation::Put(std::move(next));
-            });
-      }
+    if (auto owner = store_->Get(t.storage_key(), t.namespaced ? ns : "", name)) {
+      OrphanDependents(MetaStr(*owner, "uid"));
     }
   }
   Deleted out;

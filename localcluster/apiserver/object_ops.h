@@ -1,8 +1,8 @@
 // Kubernetes object semantics on top of the Store: create / update / patch /
 // delete with metadata rules (uid, creationTimestamp, generateName, generation,
 // resourceVersion preconditions), status subresources, finalizers and
-// deletionTimestamp, graceful pod deletion, CRD schema pruning / defaulting /
-// validation, and per-type admission (pods, services, namespaces, CRDs).
+// deletionTimestamp, graceful pod deletion, and per-type admission (pods,
+// services, namespaces, CRDs, custom resources: admission.h).
 #pragma once
 
 #include <functional>
@@ -78,6 +78,8 @@ class ObjectOps {
                                   bool status_only, const WriteOptions& opts,
                                   std::vector<std::string>* warnings);
   void AfterWrite(const ResourceType& t, const json& obj, bool removed);
+  // Drops ownerReferences to `owner_uid` from every object (best effort).
+  void OrphanDependents(const std::string& owner_uid);
 
   Store* store_;
   Registry* registry_;
