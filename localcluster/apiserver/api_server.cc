@@ -192,28 +192,7 @@ void ApiServer::HandleResource(const HttpRequest& req, ResponseSink& sink, const
     return reply(200, *r);
   }
   if (req.method == "POST") {
-    if (!t.name.empty() && t.sub == "binding") {
-      auto body = ParseBody(req);
-      if (!body.ok()) return SendError(sink, body.status());
-      std::string node = body->value("/target/name"_json_pointer, std::string());
-      if (node.empty()) {
-        return SendError(sink, Invalid("Binding", t.name,
-                                       {{"FieldValueRequired", "target.name",
-                                         "Required value"}}));
-      }
-      json patch = {{"spec", {{"nodeName", node}}}};
-      auto cur = ops_.Get(type, t.ns, t.name);
-      if (!cur.ok()) return SendError(sink, cur.status());
-      if (!cur->value("/spec/nodeName"_json_pointer, std::string()).empty()) {
-        return SendError(sink, Conflict("pods/binding", t.name,
-                                        "pod " + t.name + " is already assigned to node \"" +
-                                            (*cur)["spec"]["nodeName"].get<std::string>() + "\""));
-      }
-      auto r = ops_.Patch(type, t.ns, t.name, PatchType::kMerge, patch.dump(), false, {}, nullptr);
-      if (!r.ok()) return SendError(sink, r.status());
-      return SendJson(sink, 201, {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
-                                  {"status", "Success"}, {"code", 201}});
-    }
+    if (!t.name.empty() && t.sub == "binding") return HandleBinding(req, sink, t);
     if (!t.name.empty()) return SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
     if (needs_ns) return SendError(sink, PathNotFound());
     auto body = ParseBody(req);
@@ -244,34 +223,61 @@ void ApiServer::HandleResource(const HttpRequest& req, ResponseSink& sink, const
     if (!r.ok()) return SendError(sink, r.status());
     return reply(existed ? 200 : 201, *r);
   }
-  if (req.method == "DELETE") {
-    auto opts = DeleteOptions::Parse(req.body, [&](const std::string& k) { return req.Query(k); });
-    if (!opts.ok()) return SendError(sink, opts.status());
-    if (!t.sub.empty()) return SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
-    if (t.name.empty()) {
-      // deletecollection
-      auto ls = LabelSelector::Parse(req.Query("labelSelector"));
-      if (!ls.ok()) return SendError(sink, ls.status());
-      auto fs = FieldSelector::Parse(req.Query("fieldSelector"));
-      if (!fs.ok()) return SendError(sink, fs.status());
-      auto page = store_->List(type.storage_key(), type.namespaced ? t.ns : "",
-                               [&](const json& o) { return ls->Matches(o) && fs->Matches(o); }, 0, "");
-      if (!page.ok()) return SendError(sink, page.status());
-      json items = json::array();
-      for (const auto& o : page->items) {
-        auto r = ops_.Delete(type, MetaStr(o, "namespace"), MetaStr(o, "name"), *opts);
-        if (r.ok()) items.push_back(r->object);
-      }
-      return SendJson(sink, 200, {{"kind", type.kind + "List"}, {"apiVersion", type.api_version()},
-                                  {"metadata", {{"resourceVersion", std::to_string(store_->CurrentRV())}}},
-                                  {"items", items}});
-    }
-    if (needs_ns) return SendError(sink, PathNotFound());
+  if (req.method == "DELETE") return HandleDelete(req, sink, t);
+  SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
+}
+
+// POST pods/NAME/binding: the scheduler's bind, once.
+void ApiServer::HandleBinding(const HttpRequest& req, ResponseSink& sink, const Target& t) {
+  auto body = ParseBody(req);
+  if (!body.ok()) return SendError(sink, body.status());
+  std::string node = body->value("/target/name"_json_pointer, std::string());
+  if (node.empty()) {
+    return SendError(sink, Invalid("Binding", t.name, {{"FieldValueRequired", "target.name", "Required value"}}));
+  }
+  json patch = {{"spec", {{"nodeName", node}}}};
+  auto cur = ops_.Get(t.type, t.ns, t.name);
+  if (!cur.ok()) return SendError(sink, cur.status());
+  if (!cur->value("/spec/nodeName"_json_pointer, std::string()).empty()) {
+    return SendError(sink, Conflict("pods/binding", t.name,
+                                    "pod " + t.name + " is already assigned to node \"" +
+                                        (*cur)["spec"]["nodeName"].get<std::string>() + "\""));
+  }
+  auto r = ops_.Patch(t.type, t.ns, t.name, PatchType::kMerge, patch.dump(), false, {}, nullptr);
+  if (!r.ok()) return SendError(sink, r.status());
+  SendJson(sink, 201, {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
+                       {"status", "Success"}, {"code", 201}});
+}
+
+// DELETE of one object, or of a collection (by label and field selector).
+void ApiServer::HandleDelete(const HttpRequest& req, ResponseSink& sink, const Target& t) {
+  const ResourceType& type = t.type;
+  auto opts = DeleteOptions::Parse(req.body, [&](const std::string& k) { return req.Query(k); });
+  if (!opts.ok()) return SendError(sink, opts.status());
+  if (!t.sub.empty()) {
+    return SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
+  }
+  if (!t.name.empty()) {
+    if (type.namespaced && t.ns.empty()) return SendError(sink, PathNotFound());
     auto r = ops_.Delete(type, t.ns, t.name, *opts);
     if (!r.ok()) return SendError(sink, r.status());
     return SendJson(sink, 200, r->object);
   }
-  SendError(sink, MethodNotAllowed("the server does not allow this method on the requested resource"));
+  auto ls = LabelSelector::Parse(req.Query("labelSelector"));
+  if (!ls.ok()) return SendError(sink, ls.status());
+  auto fs = FieldSelector::Parse(req.Query("fieldSelector"));
+  if (!fs.ok()) return SendError(sink, fs.status());
+  auto page = store_->List(type.storage_key(), type.namespaced ? t.ns : "",
+                           [&](const json& o) { return ls->Matches(o) && fs->Matches(o); }, 0, "");
+  if (!page.ok()) return SendError(sink, page.status());
+  json items = json::array();
+  for (const auto& o : page->items) {
+    auto r = ops_.Delete(type, MetaStr(o, "namespace"), MetaStr(o, "name"), *opts);
+    if (r.ok()) items.push_back(r->object);
+  }
+  SendJson(sink, 200, {{"kind", type.kind + "List"}, {"apiVersion", type.api_version()},
+                       {"metadata", {{"resourceVersion", std::to_string(store_->CurrentRV())}}},
+                       {"items", items}});
 }
 
 void ApiServer::HandleList(const HttpRequest& req, ResponseSink& sink, const Target& t) {
@@ -402,17 +408,60 @@ std::optional<json> ApiServer::OpenApiV3Doc(const std::string& gv_path) const {
               {"paths", paths}, {"components", {{"schemas", json::object()}}}};
 }
 
+namespace {
+
+int QueryInt(const HttpRequest& req, const std::string& k, int def) {
+  const std::string v = req.Query(k);
+  if (v.empty()) return def;
+  try {
+    return std::stoi(v);
+  } catch (const std::exception&) {
+    return def;
+  }
+}
+
+}  // namespace
+
+bool ApiServer::HandleFaultEndpoint(const std::string& what, const HttpRequest& req, ResponseSink& sink) {
+  if (what == "fail") {
+    if (Status e = faults_.FailNext(QueryInt(req, "count", 1), QueryInt(req, "code", 500),
+                                    QueryInt(req, "retryAfterSeconds", 1));
+        !e.ok()) {
+      SendError(sink, e);
+      return true;
+    }
+  } else if (what == "latency") {
+    faults_.SetLatencyMs(QueryInt(req, "ms", 0));
+  } else if (what == "expire-next-watches") {
+    faults_.ExpireNextWatches(QueryInt(req, "count", 1));
+  } else if (what == "watch-expiry") {
+    const std::string as = req.Query("as");
+    if (as != "event" && as != "http") {
+      SendError(sink, BadRequest("as must be event or http"));
+      return true;
+    }
+    faults_.SetWatchExpiryStyle(as == "http" ? FaultInjector::ExpiryStyle::kHttp410
+                                             : FaultInjector::ExpiryStyle::kErrorEvent);
+  } else if (what == "watch-chunking") {
+    try {
+      faults_.SetWatchChunkSeed(std::stoull(req.Query("seed")));
+    } catch (const std::exception&) {
+      SendError(sink, BadRequest("seed must be a non-negative integer (0: one event per chunk)"));
+      return true;
+    }
+  } else if (what == "stall-watches") {
+    faults_.SetWatchesStalled(req.Query("stalled").empty() || Truthy(req.Query("stalled")));
+  } else if (what == "reset-faults") {
+    faults_.Reset();
+  } else {
+    return false;
+  }
+  SendJson(sink, 200, faults_.State());
+  return true;
+}
+
 void ApiServer::HandleAdmin(const HttpRequest& req, ResponseSink& sink) {
   const std::string what = req.path.substr(std::string("/_local/").size());
-  auto int_q = [&](const std::string& k, int def) -> int {
-    std::string v = req.Query(k);
-    if (v.empty()) return def;
-    try {
-      return std::stoi(v);
-    } catch (const std::exception&) {
-      return def;
-    }
-  };
   json ok = {{"ok", true}};
   if (what == "state" && req.method == "GET") {
     return SendJson(sink, 200,
@@ -422,45 +471,7 @@ void ApiServer::HandleAdmin(const HttpRequest& req, ResponseSink& sink) {
                      {"faults", faults_.State()}});
   }
   if (req.method != "POST") return SendError(sink, MethodNotAllowed("admin endpoints take POST"));
-  if (what == "fail") {
-    if (Status e =
-            faults_.FailNext(int_q("count", 1), int_q("code", 500), int_q("retryAfterSeconds", 1));
-        !e.ok()) {
-      return SendError(sink, e);
-    }
-    return SendJson(sink, 200, faults_.State());
-  }
-  if (what == "latency") {
-    faults_.SetLatencyMs(int_q("ms", 0));
-    return SendJson(sink, 200, faults_.State());
-  }
-  if (what == "expire-next-watches") {
-    faults_.ExpireNextWatches(int_q("count", 1));
-    return SendJson(sink, 200, faults_.State());
-  }
-  if (what == "watch-expiry") {
-    const std::string as = req.Query("as");
-    if (as != "event" && as != "http") return SendError(sink, BadRequest("as must be event or http"));
-    faults_.SetWatchExpiryStyle(as == "http" ? FaultInjector::ExpiryStyle::kHttp410
-                                             : FaultInjector::ExpiryStyle::kErrorEvent);
-    return SendJson(sink, 200, faults_.State());
-  }
-  if (what == "watch-chunking") {
-    try {
-      faults_.SetWatchChunkSeed(std::stoull(req.Query("seed")));
-    } catch (const std::exception&) {
-      return SendError(sink, BadRequest("seed must be a non-negative integer (0: one event per chunk)"));
-    }
-    return SendJson(sink, 200, faults_.State());
-  }
-  if (what == "stall-watches") {
-    faults_.SetWatchesStalled(req.Query("stalled").empty() || Truthy(req.Query("stalled")));
-    return SendJson(sink, 200, faults_.State());
-  }
-  if (what == "reset-faults") {
-    faults_.Reset();
-    return SendJson(sink, 200, faults_.State());
-  }
+  if (HandleFaultEndpoint(what, req, sink)) return;
   if (what == "drop-watches") {
     store_->hub().DropAll();
     return SendJson(sink, 200, ok);

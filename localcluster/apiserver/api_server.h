@@ -54,11 +54,15 @@ class ApiServer {
     std::string ns, name, sub;
   };
   void HandleResource(const HttpRequest& req, ResponseSink& sink, const Target& t);
+  void HandleBinding(const HttpRequest& req, ResponseSink& sink, const Target& t);
+  void HandleDelete(const HttpRequest& req, ResponseSink& sink, const Target& t);
   void HandleList(const HttpRequest& req, ResponseSink& sink, const Target& t);
   // Watches (api_watch.cc).
   void HandleWatch(const HttpRequest& req, ResponseSink& sink, const Target& t);
   bool StreamEvents(ResponseSink& sink, const ResourceType& type, const WatchRequest& w, Watcher& watcher);
   void HandleAdmin(const HttpRequest& req, ResponseSink& sink);
+  // The /_local/ fault-injection endpoints; false when `what` is none of them.
+  bool HandleFaultEndpoint(const std::string& what, const HttpRequest& req, ResponseSink& sink);
   bool HandleNonResource(const HttpRequest& req, ResponseSink& sink);
   json OpenApiV3Root() const;
   std::optional<json> OpenApiV3Doc(const std::string& gv_path) const;

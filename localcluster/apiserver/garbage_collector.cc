@@ -6,11 +6,6 @@
 namespace kubelocal {
 namespace {
 
-std::string Meta(const json& o, const char* f) {
-  return o.contains("metadata") && o["metadata"].contains(f) && o["metadata"][f].is_string()
-             ? o["metadata"][f].get<std::string>()
-             : "";
-}
 bool Deleting(const json& o) { return o.contains("/metadata/deletionTimestamp"_json_pointer); }
 bool HasFinalizer(const json& o, const std::string& f) {
   if (!o.contains("/metadata/finalizers"_json_pointer)) return false;
@@ -58,42 +53,45 @@ void GarbageCollector::Loop() {
   }
 }
 
-int GarbageCollector::RunOnce() {
-  Store* store = ops_->store();
-  auto all = store->Snapshot();
-  // resource storage key -> served type (any version)
-  std::map<std::string, ResourceType> types;
-  for (const auto& t : ops_->registry()->All()) types.emplace(t.storage_key(), t);
+namespace {
+
+using Objects = std::vector<std::pair<std::string, json>>;  // storage key, object
+using TypesByKey = std::map<std::string, ResourceType>;
+
+// Deletes (in the background) objects whose owners are all gone, or whose
+// owner is being deleted in the foreground. `referenced` gets every owner uid
+// a live object names.
+int DeleteOrphans(ObjectOps* ops, const Objects& all, const TypesByKey& types, std::set<std::string>* referenced) {
   std::map<std::string, const json*> by_uid;
-  std::set<std::string> referenced;  // uids that some live object names as owner
-  for (const auto& [res, o] : all) by_uid[Meta(o, "uid")] = &o;
+  for (const auto& [res, o] : all) by_uid[MetaStr(o, "uid")] = &o;
   int actions = 0;
-  DeleteOptions background;
   for (const auto& [res, o] : all) {
     if (!o.contains("/metadata/ownerReferences"_json_pointer)) continue;
     bool any_alive = false, owner_foreground = false;
     for (const auto& ref : o["metadata"]["ownerReferences"]) {
       const std::string uid = ref.value("uid", "");
-      referenced.insert(uid);
+      referenced->insert(uid);
       auto it = by_uid.find(uid);
       if (it == by_uid.end()) continue;
       any_alive = true;
-      if (Deleting(*it->second) && HasFinalizer(*it->second, "foregroundDeletion")) {
-        owner_foreground = true;
-      }
+      if (Deleting(*it->second) && HasFinalizer(*it->second, "foregroundDeletion")) owner_foreground = true;
     }
     if ((!any_alive || owner_foreground) && !Deleting(o)) {
       auto t = types.find(res);
       if (t == types.end()) continue;
-      auto r = ops_->Delete(t->second, Meta(o, "namespace"), Meta(o, "name"), background);
-      if (r.ok()) ++actions;
+      if (ops->Delete(t->second, MetaStr(o, "namespace"), MetaStr(o, "name"), DeleteOptions()).ok()) ++actions;
     }
   }
-  // Foreground owners whose dependents are all gone lose their finalizer.
+  return actions;
+}
+
+// Foreground owners whose dependents are all gone lose their finalizer.
+int ReleaseForegroundOwners(Store* store, const Objects& all, const std::set<std::string>& referenced) {
+  int actions = 0;
   for (const auto& [res, o] : all) {
     if (!Deleting(o) || !HasFinalizer(o, "foregroundDeletion")) continue;
-    if (referenced.count(Meta(o, "uid"))) continue;
-    auto r = store->Mutate(res, Meta(o, "namespace"), Meta(o, "name"),
+    if (referenced.count(MetaStr(o, "uid"))) continue;
+    auto r = store->Mutate(res, MetaStr(o, "namespace"), MetaStr(o, "name"),
                            [](const std::optional<json>& cur) -> StatusOr<Mutation> {
                              if (!cur || !cur->contains("/metadata/finalizers"_json_pointer)) {
                                return Mutation::None();
@@ -103,44 +101,61 @@ int GarbageCollector::RunOnce() {
                              for (const auto& f : next["metadata"]["finalizers"]) {
                                if (f != "foregroundDeletion") fins.push_back(f);
                              }
-                             if (fins.empty()) {
-                               next["metadata"].erase("finalizers");
-                               if (next["metadata"].value("deletionGracePeriodSeconds",
-                                                          int64_t{0}) == 0) {
-                                 return Mutation::Delete();
-                               }
-                             } else {
+                             if (!fins.empty()) {
                                next["metadata"]["finalizers"] = fins;
+                               return Mutation::Put(std::move(next));
+                             }
+                             next["metadata"].erase("finalizers");
+                             if (next["metadata"].value("deletionGracePeriodSeconds", int64_t{0}) == 0) {
+                               return Mutation::Delete();
                              }
                              return Mutation::Put(std::move(next));
                            });
     if (r.ok()) ++actions;
   }
-  // Terminating namespaces.
+  return actions;
+}
+
+// Terminating namespaces: their objects are deleted, then (once empty and
+// without other finalizers) the namespace itself.
+int FinishNamespaces(ObjectOps* ops, const Objects& all, const TypesByKey& types) {
+  int actions = 0;
   for (const auto& [res, o] : all) {
     if (res != "/namespaces" || !Deleting(o)) continue;
-    const std::string ns = Meta(o, "name");
+    const std::string ns = MetaStr(o, "name");
     bool empty = true;
     for (const auto& [r2, o2] : all) {
-      if (Meta(o2, "namespace") != ns || r2 == "/namespaces") continue;
+      if (MetaStr(o2, "namespace") != ns || r2 == "/namespaces") continue;
       empty = false;
       if (Deleting(o2)) continue;
       auto t = types.find(r2);
       if (t == types.end() || !t->second.namespaced) continue;
-      if (ops_->Delete(t->second, ns, Meta(o2, "name"), background).ok()) ++actions;
+      if (ops->Delete(t->second, ns, MetaStr(o2, "name"), DeleteOptions()).ok()) ++actions;
     }
     if (!empty) continue;
-    auto r = store->Mutate("/namespaces", "", ns,
-                           [](const std::optional<json>& cur) -> StatusOr<Mutation> {
-                             if (!cur) return Mutation::None();
-                             if (cur->contains("/metadata/finalizers"_json_pointer) &&
-                                 !(*cur)["metadata"]["finalizers"].empty()) {
-                               return Mutation::None();  // other finalizers still pending
-                             }
-                             return Mutation::Delete();
-                           });
+    auto r = ops->store()->Mutate("/namespaces", "", ns, [](const std::optional<json>& cur) -> StatusOr<Mutation> {
+      if (!cur) return Mutation::None();
+      if (cur->contains("/metadata/finalizers"_json_pointer) && !(*cur)["metadata"]["finalizers"].empty()) {
+        return Mutation::None();  // other finalizers still pending
+      }
+      return Mutation::Delete();
+    });
     if (r.ok() && !r->is_null()) ++actions;
   }
+  return actions;
+}
+
+}  // namespace
+
+int GarbageCollector::RunOnce() {
+  const Objects all = ops_->store()->Snapshot();
+  // resource storage key -> served type (any version)
+  TypesByKey types;
+  for (const auto& t : ops_->registry()->All()) types.emplace(t.storage_key(), t);
+  std::set<std::string> referenced;  // uids that some live object names as owner
+  int actions = DeleteOrphans(ops_, all, types, &referenced);
+  actions += ReleaseForegroundOwners(ops_->store(), all, referenced);
+  actions += FinishNamespaces(ops_, all, types);
   return actions;
 }
 

@@ -157,19 +157,86 @@ void CloseOnExecAll() {
   closedir(d);
 }
 
-int Run(int argc, char** argv) {
-  Flags f;
+// The bearer token: --token, else the one kept in the data directory, else a
+// new one (kept there for the next start).
+StatusOr<std::string> LoadOrCreateToken(const Flags& f) {
+  std::string token = f.token;
+  if (token.empty() && !f.data_dir.empty()) {
+    if (auto t = hypertrain::ReadFileToString(f.data_dir + "/token"); t.ok()) token = *t;
+    while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
+  }
+  if (token.empty()) token = RandomToken();
+  if (!f.data_dir.empty()) {
+    if (Status e = WriteFileAtomically(f.data_dir + "/token", token + "\n", 0600); !e.ok()) return e;
+  }
+  return token;
+}
+
+// What clients need once the server listens: the kubeconfig, a client
+// certificate with its CA, the port.
+Status WriteClientFiles(const Flags& f, const ServingCerts& certs, const std::string& server,
+                        const std::string& token, int port) {
+  if (!f.kubeconfig_out.empty()) {
+    if (Status e = WriteFileAtomically(f.kubeconfig_out, Kubeconfig(server, certs.ca.cert_pem, token), 0600);
+        !e.ok()) {
+      return e;
+    }
+  }
+  if (!f.client_cert_out.empty()) {
+    auto cc = IssueClientCert(certs.ca, "kube-local-client", {"system:masters"});
+    if (!cc.ok() || !WriteFileAtomically(f.client_cert_out + "/client.crt", cc->cert_pem, 0644).ok() ||
+        !WriteFileAtomically(f.client_cert_out + "/client.key", cc->key_pem, 0600).ok() ||
+        !WriteFileAtomically(f.client_cert_out + "/ca.crt", certs.ca.cert_pem, 0644).ok()) {
+      return hypertrain::IoError("cannot write a client certificate to " + f.client_cert_out);
+    }
+  }
+  if (!f.port_file.empty()) return WriteFileAtomically(f.port_file, std::to_string(port) + "\n");
+  return Status();
+}
+
+// A requested restart: the same binary and flags on the same address (the
+// state directory carries the objects over). Returns only on failure.
+int RestartInPlace(int argc, char** argv, const std::string& address, const sigset_t& sigs) {
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--listen") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--listen=", 0) == 0) continue;
+    args.push_back(a);
+  }
+  args.push_back("--listen=" + address);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  CloseOnExecAll();
+  pthread_sigmask(SIG_UNBLOCK, &sigs, nullptr);
+  execv("/proc/self/exe", cargs.data());
+  spdlog::error("restart failed: {}", std::strerror(errno));
+  return 1;
+}
+
+// Flags and logging; 0 to go on, else the exit code (2 for bad flags, 0 for --help).
+int Configure(int argc, char** argv, Flags* f) {
   std::string err;
-  if (!ParseFlags(argc, argv, &f, &err)) {
+  if (!ParseFlags(argc, argv, f, &err)) {
     if (!err.empty()) std::cerr << "kube-local: " << err << "\n";
     (err.empty() ? std::cout : std::cerr) << kUsage;
-    return err.empty() ? 0 : 2;
+    return err.empty() ? -1 : 2;
   }
-  const std::string level = !f.log_level.empty() ? f.log_level : f.verbosity > 0 ? "debug" : "info";
-  if (Status e = hypertrain::log::Init(f.log_format, level, {{"component", "kube-local"}}); !e.ok()) {
+  const std::string level = !f->log_level.empty() ? f->log_level : f->verbosity > 0 ? "debug" : "info";
+  if (Status e = hypertrain::log::Init(f->log_format, level, {{"component", "kube-local"}}); !e.ok()) {
     std::cerr << "kube-local: " << e.message() << "\n" << kUsage;
     return 2;
   }
+  return 0;
+}
+
+int Run(int argc, char** argv) {
+  Flags f;
+  if (int rc = Configure(argc, argv, &f); rc != 0) return rc < 0 ? 0 : rc;
   // Signals are taken synchronously by the main thread only.
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -178,41 +245,26 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  auto fail = [](const std::string& what, const Status& e) {
+    spdlog::error("{}{}", what, e.message());
+    return 1;
+  };
   if (!f.data_dir.empty()) {
-    if (Status e = hypertrain::MakeDirs(f.data_dir, 0700); !e.ok()) {
-      spdlog::error("{}", e.message());
-      return 1;
-    }
+    if (Status e = hypertrain::MakeDirs(f.data_dir, 0700); !e.ok()) return fail("", e);
   }
   auto certs = LoadOrCreateServingCerts(f.data_dir);
-  if (!certs.ok()) {
-    spdlog::error("certificates: {}", certs.status().message());
-    return 1;
-  }
-  std::string token = f.token;
-  if (token.empty() && !f.data_dir.empty()) {
-    if (auto t = hypertrain::ReadFileToString(f.data_dir + "/token"); t.ok()) token = *t;
-    while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
-  }
-  if (token.empty()) token = RandomToken();
-  if (!f.data_dir.empty()) {
-    if (Status e = WriteFileAtomically(f.data_dir + "/token", token + "\n", 0600); !e.ok()) {
-      spdlog::error("{}", e.message());
-      return 1;
-    }
-  }
+  if (!certs.ok()) return fail("certificates: ", certs.status());
+  auto token = LoadOrCreateToken(f);
+  if (!token.ok()) return fail("", token.status());
   StoreOptions so;
   so.data_dir = f.data_dir.empty() ? "" : f.data_dir + "/state";
   so.history_limit = static_cast<size_t>(f.history_limit);
   auto store = Store::Open(so);
-  if (!store.ok()) {
-    spdlog::error("state: {}", store.status().message());
-    return 1;
-  }
+  if (!store.ok()) return fail("state: ", store.status());
 
   std::atomic<bool> restart{false};
   ApiServerOptions ao;
-  ao.token = token;
+  ao.token = *token;
   ao.bookmark_interval = std::chrono::milliseconds(f.bookmark_interval_ms);
   ao.gc_period = std::chrono::milliseconds(f.gc_period_ms);
   ao.ca = certs->ca;
@@ -225,76 +277,26 @@ int Run(int argc, char** argv) {
   ho.ca_pem = certs->ca.cert_pem;
   // `api` is created once the port is known, before any request is accepted.
   HttpServer http([&api](const HttpRequest& r, ResponseSink& s) { api->Handle(r, s); }, ho);
-  if (Status e = http.Listen(); !e.ok()) {
-    spdlog::error("{}", e.message());
-    return 1;
-  }
+  if (Status e = http.Listen(); !e.ok()) return fail("", e);
   const std::string address = f.host + ":" + std::to_string(http.port());
   const std::string server = "https://" + address;
   ao.server_address = address;
   api = std::make_unique<ApiServer>(store->get(), ao);
   api->SetRestartHook([&restart] { restart = true; });
-  if (Status e = api->Start(); !e.ok()) {
-    spdlog::error("{}", e.message());
-    return 1;
-  }
+  if (Status e = api->Start(); !e.ok()) return fail("", e);
   http.Serve();
-  if (!f.kubeconfig_out.empty()) {
-    if (Status e =
-            WriteFileAtomically(f.kubeconfig_out, Kubeconfig(server, certs->ca.cert_pem, token), 0600);
-        !e.ok()) {
-      spdlog::error("{}", e.message());
-      return 1;
-    }
-  }
-  if (!f.client_cert_out.empty()) {
-    auto cc = IssueClientCert(certs->ca, "kube-local-client", {"system:masters"});
-    if (!cc.ok() || !WriteFileAtomically(f.client_cert_out + "/client.crt", cc->cert_pem, 0644).ok() ||
-        !WriteFileAtomically(f.client_cert_out + "/client.key", cc->key_pem, 0600).ok() ||
-        !WriteFileAtomically(f.client_cert_out + "/ca.crt", certs->ca.cert_pem, 0644).ok()) {
-      spdlog::error("cannot write a client certificate to {}", f.client_cert_out);
-      return 1;
-    }
-  }
-  if (!f.port_file.empty()) {
-    if (Status e = WriteFileAtomically(f.port_file, std::to_string(http.port()) + "\n"); !e.ok()) {
-      spdlog::error("{}", e.message());
-      return 1;
-    }
-  }
+  if (Status e = WriteClientFiles(f, *certs, server, *token, http.port()); !e.ok()) return fail("", e);
   spdlog::info("serving on {} (resourceVersion {})", server, (*store)->CurrentRV());
 
   timespec tick{0, 200 * 1000 * 1000};
-  int sig = -1;
   while (!restart) {
-    sig = sigtimedwait(&sigs, nullptr, &tick);
+    const int sig = sigtimedwait(&sigs, nullptr, &tick);
     if (sig == SIGTERM || sig == SIGINT) break;
   }
   spdlog::info("{}", restart ? "restarting" : "shutting down");
   api->Stop();
   http.Stop();
-  if (restart) {
-    std::vector<std::string> args;
-    for (int i = 0; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a == "--listen") {
-        ++i;
-        continue;
-      }
-      if (a.rfind("--listen=", 0) == 0) continue;
-      args.push_back(a);
-    }
-    args.push_back("--listen=" + address);
-    std::vector<char*> cargs;
-    for (auto& a : args) cargs.push_back(a.data());
-    cargs.push_back(nullptr);
-    CloseOnExecAll();
-    pthread_sigmask(SIG_UNBLOCK, &sigs, nullptr);
-    execv("/proc/self/exe", cargs.data());
-    spdlog::error("restart failed: {}", std::strerror(errno));
-    return 1;
-  }
-  return 0;
+  return restart ? RestartInPlace(argc, argv, address, sigs) : 0;
 }
 
 }  // namespace

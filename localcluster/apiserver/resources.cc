@@ -42,6 +42,75 @@ FieldCause BadValue(const std::string& field, const json& v, const std::string& 
   return {"FieldValueInvalid", field, "Invalid value: " + v.dump() + ": " + why};
 }
 
+// A CRD version's printer columns; what is missing or unsupported goes to causes.
+std::vector<PrinterColumn> PrinterColumns(const json& cols, const std::string& p, std::vector<FieldCause>* causes) {
+  static const std::set<std::string> kTypes = {"integer", "number", "string", "boolean", "date"};
+  std::vector<PrinterColumn> out;
+  for (size_t c = 0; c < cols.size(); ++c) {
+    const std::string cp = p + ".additionalPrinterColumns[" + std::to_string(c) + "]";
+    PrinterColumn pc;
+    pc.name = cols[c].value("name", "");
+    pc.type = cols[c].value("type", "");
+    pc.format = cols[c].value("format", "");
+    pc.description = cols[c].value("description", "");
+    pc.priority = cols[c].value("priority", 0);
+    pc.json_path = cols[c].value("jsonPath", cols[c].value("JSONPath", ""));
+    if (pc.name.empty()) causes->push_back(Required(cp + ".name"));
+    if (pc.json_path.empty()) causes->push_back(Required(cp + ".jsonPath"));
+    if (!kTypes.count(pc.type)) {
+      causes->push_back(FieldCause{"FieldValueNotSupported", cp + ".type",
+                                   "Unsupported value: \"" + pc.type +
+                                       "\": supported values: \"boolean\", \"date\", \"integer\", "
+                                       "\"number\", \"string\""});
+    }
+    out.push_back(pc);
+  }
+  return out;
+}
+
+// The version's schema (or the spec-wide one of older CRDs); it must be there
+// and describe an object.
+const json* VersionSchema(const json& spec, const json& v, const std::string& p, std::vector<FieldCause>* causes) {
+  const json* schema = nullptr;
+  if (v.contains("schema") && v["schema"].contains("openAPIV3Schema")) {
+    schema = &v["schema"]["openAPIV3Schema"];
+  } else if (spec.contains("validation") && spec["validation"].contains("openAPIV3Schema")) {
+    schema = &spec["validation"]["openAPIV3Schema"];
+  }
+  if (!schema) {
+    causes->push_back(
+        FieldCause{"FieldValueRequired", p + ".schema.openAPIV3Schema", "Required value: schemas are required"});
+  } else if (!schema->is_object() || (schema->contains("type") && (*schema)["type"] != "object")) {
+    causes->push_back(
+        BadValue(p + ".schema.openAPIV3Schema.type", schema->value("type", json()), "must be object at the root"));
+  }
+  return schema;
+}
+
+// Group, names and scope of a CRD.
+void CheckCrdNames(const std::string& name, const json& spec, std::vector<FieldCause>* causes) {
+  const std::string group = spec.value("group", "");
+  const json names = spec.value("names", json::object());
+  const std::string plural = names.value("plural", "");
+  const std::string scope = spec.value("scope", "");
+  if (group.empty()) causes->push_back(Required("spec.group"));
+  if (plural.empty()) causes->push_back(Required("spec.names.plural"));
+  if (names.value("kind", "").empty()) causes->push_back(Required("spec.names.kind"));
+  if (scope != "Namespaced" && scope != "Cluster") {
+    causes->push_back(FieldCause{"FieldValueNotSupported", "spec.scope",
+                                 "Unsupported value: \"" + scope + "\": supported values: \"Cluster\", \"Namespaced\""});
+  }
+  if (!plural.empty() && !group.empty() && name != plural + "." + group) {
+    causes->push_back(BadValue("metadata.name", name, "must be spec.names.plural+\".\"+spec.group"));
+  }
+  for (const char* f : {"plural", "singular"}) {
+    const std::string v = names.value(f, "");
+    std::string lower = v;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    if (v != lower) causes->push_back(BadValue(std::string("spec.names.") + f, v, "must be lowercase"));
+  }
+}
+
 }  // namespace
 
 Registry::Registry() {
@@ -92,29 +161,8 @@ StatusOr<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
   std::vector<FieldCause> causes;
   const std::string name = crd.value("/metadata/name"_json_pointer, std::string());
   const json spec = crd.value("spec", json::object());
-  const std::string group = spec.value("group", "");
   const json names = spec.value("names", json::object());
-  const std::string plural = names.value("plural", "");
-  const std::string kind = names.value("kind", "");
-  const std::string scope = spec.value("scope", "");
-  if (group.empty()) causes.push_back(Required("spec.group"));
-  if (plural.empty()) causes.push_back(Required("spec.names.plural"));
-  if (kind.empty()) causes.push_back(Required("spec.names.kind"));
-  if (scope != "Namespaced" && scope != "Cluster") {
-    causes.push_back(FieldCause{
-        "FieldValueNotSupported", "spec.scope",
-        "Unsupported value: \"" + scope + "\": supported values: \"Cluster\", \"Namespaced\""});
-  }
-  if (!plural.empty() && !group.empty() && name != plural + "." + group) {
-    causes.push_back(BadValue("metadata.name", name,
-                              "must be spec.names.plural+\".\"+spec.group"));
-  }
-  for (const char* f : {"plural", "singular"}) {
-    std::string v = names.value(f, "");
-    if (v != "" && v != [&] { std::string l = v; std::transform(l.begin(), l.end(), l.begin(), ::tolower); return l; }()) {
-      causes.push_back(BadValue(std::string("spec.names.") + f, v, "must be lowercase"));
-    }
-  }
+  CheckCrdNames(name, spec, &causes);
   const json versions = spec.value("versions", json::array());
   if (!versions.is_array() || versions.empty()) causes.push_back(Required("spec.versions"));
   int storage = 0;
@@ -127,31 +175,19 @@ StatusOr<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
     if (vname.empty()) causes.push_back(Required(p + ".name"));
     if (!seen.insert(vname).second) causes.push_back({"FieldValueDuplicate", p + ".name", "Duplicate value: \"" + vname + "\""});
     if (v.value("storage", false)) ++storage;
-    const json* schema = nullptr;
-    if (v.contains("schema") && v["schema"].contains("openAPIV3Schema")) {
-      schema = &v["schema"]["openAPIV3Schema"];
-    } else if (spec.contains("validation") && spec["validation"].contains("openAPIV3Schema")) {
-      schema = &spec["validation"]["openAPIV3Schema"];
-    }
-    if (!schema) {
-      causes.push_back(FieldCause{"FieldValueRequired", p + ".schema.openAPIV3Schema",
-                                  "Required value: schemas are required"});
-    } else if (!schema->is_object() || (schema->contains("type") && (*schema)["type"] != "object")) {
-      causes.push_back(BadValue(p + ".schema.openAPIV3Schema.type", schema->value("type", json()),
-                                "must be object at the root"));
-    }
+    const json* schema = VersionSchema(spec, v, p, &causes);
     if (!v.value("served", false)) continue;
     ResourceType t;
-    t.group = group;
+    t.group = spec.value("group", "");
     t.version = vname;
-    t.plural = plural;
+    t.plural = names.value("plural", "");
+    t.kind = names.value("kind", "");
     t.singular = names.value("singular", "");
     if (t.singular.empty()) {
-      t.singular = kind;
+      t.singular = t.kind;
       std::transform(t.singular.begin(), t.singular.end(), t.singular.begin(), ::tolower);
     }
-    t.kind = kind;
-    t.namespaced = scope == "Namespaced";
+    t.namespaced = spec.value("scope", "") == "Namespaced";
     t.short_names = names.value("shortNames", std::vector<std::string>{});
     t.categories = names.value("categories", std::vector<std::string>{});
     t.is_crd = true;
@@ -159,29 +195,8 @@ StatusOr<std::vector<ResourceType>> Registry::TypesFromCrd(const json& crd) {
     if (v.contains("subresources") && v["subresources"].contains("status")) t.has_status = true;
     if (spec.contains("subresources") && spec["subresources"].contains("status")) t.has_status = true;
     if (schema) t.schema = *schema;
-    json cols = v.value("additionalPrinterColumns",
-                        spec.value("additionalPrinterColumns", json::array()));
-    for (size_t c = 0; c < cols.size(); ++c) {
-      const std::string cp = p + ".additionalPrinterColumns[" + std::to_string(c) + "]";
-      PrinterColumn pc;
-      pc.name = cols[c].value("name", "");
-      pc.type = cols[c].value("type", "");
-      pc.format = cols[c].value("format", "");
-      pc.description = cols[c].value("description", "");
-      pc.priority = cols[c].value("priority", 0);
-      pc.json_path = cols[c].value("jsonPath", cols[c].value("JSONPath", ""));
-      if (pc.name.empty()) causes.push_back(Required(cp + ".name"));
-      if (pc.json_path.empty()) causes.push_back(Required(cp + ".jsonPath"));
-      static const std::set<std::string> kTypes = {"integer", "number", "string", "boolean",
-                                                   "date"};
-      if (!kTypes.count(pc.type)) {
-        causes.push_back(FieldCause{"FieldValueNotSupported", cp + ".type",
-                                    "Unsupported value: \"" + pc.type +
-                                        "\": supported values: \"boolean\", \"date\", \"integer\", "
-                                        "\"number\", \"string\""});
-      }
-      t.columns.push_back(pc);
-    }
+    t.columns = PrinterColumns(v.value("additionalPrinterColumns", spec.value("additionalPrinterColumns", json::array())),
+                               p, &causes);
     out.push_back(std::move(t));
   }
   if (versions.is_array() && !versions.empty() && storage != 1) {

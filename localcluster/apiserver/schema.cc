@@ -86,200 +86,217 @@ FieldCause Invalid(const std::string& path, const json& v, const std::string& wh
 }
 
 void Validate(const json& v, const json& s, const std::string& path, bool root,
-              std::vector<FieldCause>* out) {
-  if (!s.is_object()) return;
-  const std::string p = path.empty() ? "<root>" : path;
-  const std::string body = p + " in body";
+              std::vector<FieldCause>* out);
+
+// Where a cause is reported ("<root>" for the object itself) and the phrase
+// its messages use for that place.
+struct At {
+  std::string p;
+  std::string body;
+};
+
+// null against nullable and the declared type; false when the value's type is
+// wrong (or null), so nothing more is checked below it.
+bool ValidateType(const json& v, const json& s, const At& at, std::vector<FieldCause>* out) {
   if (v.is_null()) {
     if (!Flag(s, "nullable") && s.contains("type")) {
-      out->push_back({"FieldValueTypeInvalid", p,
-                      "Invalid value: \"null\": " + body + " must be of type " +
+      out->push_back({"FieldValueTypeInvalid", at.p,
+                      "Invalid value: \"null\": " + at.body + " must be of type " +
                           s["type"].get<std::string>() + ": \"null\""});
     }
-    return;
+    return false;
   }
-  const bool int_or_string = Flag(s, "x-kubernetes-int-or-string");
-  if (int_or_string) {
-    std::string t = TypeOf(v);
-    if (t != "integer" && t != "string") {
-      out->push_back({"FieldValueTypeInvalid", p,
-                      "Invalid value: \"" + t + "\": " + body +
-                          " must be of type integer or string: \"" + t + "\""});
-      return;
-    }
-  } else if (s.contains("type") && s["type"].is_string()) {
-    const std::string want = s["type"];
-    const std::string got = TypeOf(v);
-    bool ok = want == got || (want == "number" && got == "integer");
-    if (!ok) {
-      out->push_back({"FieldValueTypeInvalid", p,
-                      "Invalid value: \"" + got + "\": " + body + " must be of type " +
-                          want + ": \"" + got + "\""});
-      return;
-    }
+  if (Flag(s, "x-kubernetes-int-or-string")) {
+    const std::string t = TypeOf(v);
+    if (t == "integer" || t == "string") return true;
+    out->push_back({"FieldValueTypeInvalid", at.p,
+                    "Invalid value: \"" + t + "\": " + at.body + " must be of type integer or string: \"" +
+                        t + "\""});
+    return false;
   }
-  if (s.contains("enum") && s["enum"].is_array()) {
-    bool found = false;
-    for (const auto& e : s["enum"]) found = found || e == v;
-    if (!found) {
-      std::string vals;
-      for (const auto& e : s["enum"]) vals += (vals.empty() ? "" : ", ") + e.dump();
-      out->push_back({"FieldValueNotSupported", p,
-                      "Unsupported value: " + v.dump() + ": supported values: " + vals});
-    }
+  if (!s.contains("type") || !s["type"].is_string()) return true;
+  const std::string want = s["type"];
+  const std::string got = TypeOf(v);
+  if (want == got || (want == "number" && got == "integer")) return true;
+  out->push_back({"FieldValueTypeInvalid", at.p,
+                  "Invalid value: \"" + got + "\": " + at.body + " must be of type " + want + ": \"" + got +
+                      "\""});
+  return false;
+}
+
+void ValidateEnum(const json& v, const json& s, const At& at, std::vector<FieldCause>* out) {
+  if (!s.contains("enum") || !s["enum"].is_array()) return;
+  for (const auto& e : s["enum"]) {
+    if (e == v) return;
   }
-  if (v.is_number()) {
-    double d = v.get<double>();
-    if (s.contains("minimum")) {
-      double m = s["minimum"].get<double>();
-      bool excl = Flag(s, "exclusiveMinimum");
-      if (excl ? d <= m : d < m) {
-        out->push_back(Invalid(p, v, body + " should be greater than " +
-                                         std::string(excl ? "" : "or equal to ") + Num(m)));
-      }
-    }
-    if (s.contains("maximum")) {
-      double m = s["maximum"].get<double>();
-      bool excl = Flag(s, "exclusiveMaximum");
-      if (excl ? d >= m : d > m) {
-        out->push_back(Invalid(p, v, body + " should be less than " +
-                                         std::string(excl ? "" : "or equal to ") + Num(m)));
-      }
-    }
-    if (s.contains("multipleOf")) {
-      double m = s["multipleOf"].get<double>();
-      if (m > 0 && std::fmod(d, m) != 0) {
-        out->push_back(Invalid(p, v, body + " should be a multiple of " + Num(m)));
-      }
+  std::string vals;
+  for (const auto& e : s["enum"]) vals += (vals.empty() ? "" : ", ") + e.dump();
+  out->push_back({"FieldValueNotSupported", at.p, "Unsupported value: " + v.dump() + ": supported values: " + vals});
+}
+
+void ValidateNumber(const json& v, const json& s, const At& at, std::vector<FieldCause>* out) {
+  const double d = v.get<double>();
+  if (s.contains("minimum")) {
+    const double m = s["minimum"].get<double>();
+    const bool excl = Flag(s, "exclusiveMinimum");
+    if (excl ? d <= m : d < m) {
+      out->push_back(
+          Invalid(at.p, v, at.body + " should be greater than " + std::string(excl ? "" : "or equal to ") + Num(m)));
     }
   }
-  if (v.is_string()) {
-    const std::string str = v.get<std::string>();
-    // Lengths count characters (UTF-8 code points), as Kubernetes does.
-    size_t chars = 0;
-    for (unsigned char c : str) chars += (c & 0xC0) != 0x80;
-    if (s.contains("minLength") && chars < s["minLength"].get<size_t>()) {
-      out->push_back(Invalid(p, v, body + " should be at least " +
-                                       std::to_string(s["minLength"].get<size_t>()) +
-                                       " chars long"));
-    }
-    if (s.contains("maxLength") && chars > s["maxLength"].get<size_t>()) {
-      out->push_back(Invalid(p, v, body + " should be at most " +
-                                       std::to_string(s["maxLength"].get<size_t>()) +
-                                       " chars long"));
-    }
-    if (s.contains("pattern") && s["pattern"].is_string()) {
-      try {
-        std::regex re(s["pattern"].get<std::string>(), std::regex::ECMAScript);
-        if (!std::regex_search(str, re)) {
-          out->push_back(Invalid(p, v, body + " should match '" +
-                                           s["pattern"].get<std::string>() + "'"));
-        }
-      } catch (const std::regex_error&) {
-        // CheckSchema rejects bad patterns when the CRD is written.
-      }
+  if (s.contains("maximum")) {
+    const double m = s["maximum"].get<double>();
+    const bool excl = Flag(s, "exclusiveMaximum");
+    if (excl ? d >= m : d > m) {
+      out->push_back(
+          Invalid(at.p, v, at.body + " should be less than " + std::string(excl ? "" : "or equal to ") + Num(m)));
     }
   }
-  if (v.is_array()) {
-    if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) {
-      out->push_back(Invalid(p, v.size(), body + " should have at least " +
-                                              std::to_string(s["minItems"].get<size_t>()) +
-                                              " items"));
+  if (s.contains("multipleOf")) {
+    const double m = s["multipleOf"].get<double>();
+    if (m > 0 && std::fmod(d, m) != 0) {
+      out->push_back(Invalid(at.p, v, at.body + " should be a multiple of " + Num(m)));
     }
-    if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) {
-      out->push_back({"FieldValueTooMany", p,
-                      "Too many: " + std::to_string(v.size()) + ": must have at most " +
-                          std::to_string(s["maxItems"].get<size_t>()) + " items"});
-    }
-    const std::string list_type = s.value("x-kubernetes-list-type", "");
-    if (Flag(s, "uniqueItems") || list_type == "set") {
-      for (size_t i = 0; i < v.size(); ++i) {
-        for (size_t j = 0; j < i; ++j) {
-          if (v[i] == v[j]) {
-            const std::string ep = p + "[" + std::to_string(i) + "]";
-            out->push_back({"FieldValueDuplicate", ep, "Duplicate value: " + v[i].dump()});
-          }
-        }
+  }
+}
+
+void ValidateString(const json& v, const json& s, const At& at, std::vector<FieldCause>* out) {
+  const std::string str = v.get<std::string>();
+  // Lengths count characters (UTF-8 code points), as Kubernetes does.
+  size_t chars = 0;
+  for (unsigned char c : str) chars += (c & 0xC0) != 0x80;
+  if (s.contains("minLength") && chars < s["minLength"].get<size_t>()) {
+    out->push_back(Invalid(at.p, v,
+                           at.body + " should be at least " + std::to_string(s["minLength"].get<size_t>()) +
+                               " chars long"));
+  }
+  if (s.contains("maxLength") && chars > s["maxLength"].get<size_t>()) {
+    out->push_back(Invalid(at.p, v,
+                           at.body + " should be at most " + std::to_string(s["maxLength"].get<size_t>()) +
+                               " chars long"));
+  }
+  if (s.contains("pattern") && s["pattern"].is_string()) {
+    try {
+      std::regex re(s["pattern"].get<std::string>(), std::regex::ECMAScript);
+      if (!std::regex_search(str, re)) {
+        out->push_back(Invalid(at.p, v, at.body + " should match '" + s["pattern"].get<std::string>() + "'"));
       }
+    } catch (const std::regex_error&) {
+      // CheckSchema rejects bad patterns when the CRD is written.
     }
-    if (list_type == "map" && s.contains("x-kubernetes-list-map-keys")) {
-      for (size_t i = 0; i < v.size(); ++i) {
-        for (size_t j = 0; j < i; ++j) {
-          bool same = true;
-          for (const auto& k : s["x-kubernetes-list-map-keys"]) {
-            const std::string key = k.get<std::string>();
-            same = same && v[i].is_object() && v[j].is_object() &&
-                   v[i].value(key, json()) == v[j].value(key, json());
-          }
-          if (same) {
-            const std::string ep = p + "[" + std::to_string(i) + "]";
-            out->push_back({"FieldValueDuplicate", ep, "Duplicate value: " + v[i].dump()});
-          }
+  }
+}
+
+// Items i and j (j < i) are the same item of a set, or share a list-map's keys.
+bool SameListItem(const json& a, const json& b, const json& s, bool map_keys) {
+  if (!map_keys) return a == b;
+  for (const auto& k : s["x-kubernetes-list-map-keys"]) {
+    const std::string key = k.get<std::string>();
+    if (!a.is_object() || !b.is_object() || a.value(key, json()) != b.value(key, json())) return false;
+  }
+  return true;
+}
+
+void ValidateArray(const json& v, const json& s, const std::string& path, const At& at,
+                   std::vector<FieldCause>* out) {
+  if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) {
+    out->push_back(Invalid(at.p, v.size(),
+                           at.body + " should have at least " + std::to_string(s["minItems"].get<size_t>()) +
+                               " items"));
+  }
+  if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) {
+    out->push_back({"FieldValueTooMany", at.p,
+                    "Too many: " + std::to_string(v.size()) + ": must have at most " +
+                        std::to_string(s["maxItems"].get<size_t>()) + " items"});
+  }
+  const std::string list_type = s.value("x-kubernetes-list-type", "");
+  const bool set = Flag(s, "uniqueItems") || list_type == "set";
+  const bool map = list_type == "map" && s.contains("x-kubernetes-list-map-keys");
+  for (bool map_keys : {false, true}) {
+    if (!(map_keys ? map : set)) continue;
+    for (size_t i = 0; i < v.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (SameListItem(v[i], v[j], s, map_keys)) {
+          out->push_back({"FieldValueDuplicate", at.p + "[" + std::to_string(i) + "]",
+                          "Duplicate value: " + v[i].dump()});
         }
       }
     }
-    if (s.contains("items")) {
-      for (size_t i = 0; i < v.size(); ++i) {
-        Validate(v[i], s["items"], path + "[" + std::to_string(i) + "]", false, out);
-      }
+  }
+  if (s.contains("items")) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      Validate(v[i], s["items"], path + "[" + std::to_string(i) + "]", false, out);
     }
   }
-  if (v.is_object()) {
-    if (s.contains("required") && s["required"].is_array()) {
-      for (const auto& r : s["required"]) {
-        const std::string k = r.get<std::string>();
-        if (!v.contains(k)) {
-          const std::string fp = Join(path, k);
-          out->push_back({"FieldValueRequired", fp, "Required value"});
-        }
-      }
-    }
-    if (s.contains("minProperties") && v.size() < s["minProperties"].get<size_t>()) {
-      out->push_back(Invalid(p, v.size(), body + " should have at least " +
-                                              std::to_string(s["minProperties"].get<size_t>()) +
-                                              " properties"));
-    }
-    if (s.contains("maxProperties") && v.size() > s["maxProperties"].get<size_t>()) {
-      out->push_back(Invalid(p, v.size(), body + " should have at most " +
-                                              std::to_string(s["maxProperties"].get<size_t>()) +
-                                              " properties"));
-    }
-    for (const auto& [k, child] : v.items()) {
-      if (root && (k == "apiVersion" || k == "kind" || k == "metadata")) continue;
-      if (s.contains("properties") && s["properties"].contains(k)) {
-        Validate(child, s["properties"][k], Join(path, k), false, out);
-      } else if (s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
-        Validate(child, s["additionalProperties"], Join(path, k), false, out);
-      }
+}
+
+void ValidateObject(const json& v, const json& s, const std::string& path, bool root, const At& at,
+                    std::vector<FieldCause>* out) {
+  if (s.contains("required") && s["required"].is_array()) {
+    for (const auto& r : s["required"]) {
+      const std::string k = r.get<std::string>();
+      if (!v.contains(k)) out->push_back({"FieldValueRequired", Join(path, k), "Required value"});
     }
   }
-  // Combinators: validation only (structural schemas forbid types in them).
+  if (s.contains("minProperties") && v.size() < s["minProperties"].get<size_t>()) {
+    out->push_back(Invalid(at.p, v.size(),
+                           at.body + " should have at least " +
+                               std::to_string(s["minProperties"].get<size_t>()) + " properties"));
+  }
+  if (s.contains("maxProperties") && v.size() > s["maxProperties"].get<size_t>()) {
+    out->push_back(Invalid(at.p, v.size(),
+                           at.body + " should have at most " + std::to_string(s["maxProperties"].get<size_t>()) +
+                               " properties"));
+  }
+  for (const auto& [k, child] : v.items()) {
+    if (root && (k == "apiVersion" || k == "kind" || k == "metadata")) continue;
+    if (s.contains("properties") && s["properties"].contains(k)) {
+      Validate(child, s["properties"][k], Join(path, k), false, out);
+    } else if (s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
+      Validate(child, s["additionalProperties"], Join(path, k), false, out);
+    }
+  }
+}
+
+// Combinators: validation only (structural schemas forbid types in them).
+void ValidateCombinators(const json& v, const json& s, const std::string& path, bool root, const At& at,
+                         std::vector<FieldCause>* out) {
+  auto passes = [&](const json& sub) {
+    std::vector<FieldCause> tmp;
+    Validate(v, sub, path, root, &tmp);
+    return tmp.empty();
+  };
   if (s.contains("allOf")) {
     for (const auto& sub : s["allOf"]) Validate(v, sub, path, root, out);
   }
   if (s.contains("anyOf")) {
     bool any = false;
-    for (const auto& sub : s["anyOf"]) {
-      std::vector<FieldCause> tmp;
-      Validate(v, sub, path, root, &tmp);
-      any = any || tmp.empty();
-    }
-    if (!any) out->push_back(Invalid(p, v, body + " must validate at least one schema (anyOf)"));
+    for (const auto& sub : s["anyOf"]) any = passes(sub) || any;
+    if (!any) out->push_back(Invalid(at.p, v, at.body + " must validate at least one schema (anyOf)"));
   }
   if (s.contains("oneOf")) {
     int n = 0;
-    for (const auto& sub : s["oneOf"]) {
-      std::vector<FieldCause> tmp;
-      Validate(v, sub, path, root, &tmp);
-      n += tmp.empty();
-    }
-    if (n != 1) out->push_back(Invalid(p, v, body + " must validate one and only one schema (oneOf)"));
+    for (const auto& sub : s["oneOf"]) n += passes(sub);
+    if (n != 1) out->push_back(Invalid(at.p, v, at.body + " must validate one and only one schema (oneOf)"));
   }
-  if (s.contains("not")) {
-    std::vector<FieldCause> tmp;
-    Validate(v, s["not"], path, root, &tmp);
-    if (tmp.empty()) out->push_back(Invalid(p, v, body + " must not validate the schema (not)"));
+  if (s.contains("not") && passes(s["not"])) {
+    out->push_back(Invalid(at.p, v, at.body + " must not validate the schema (not)"));
   }
+}
+
+void Validate(const json& v, const json& s, const std::string& path, bool root,
+              std::vector<FieldCause>* out) {
+  if (!s.is_object()) return;
+  At at;
+  at.p = path.empty() ? "<root>" : path;
+  at.body = at.p + " in body";
+  if (!ValidateType(v, s, at, out)) return;
+  ValidateEnum(v, s, at, out);
+  if (v.is_number()) ValidateNumber(v, s, at, out);
+  if (v.is_string()) ValidateString(v, s, at, out);
+  if (v.is_array()) ValidateArray(v, s, path, at, out);
+  if (v.is_object()) ValidateObject(v, s, path, root, at, out);
+  ValidateCombinators(v, s, path, root, at, out);
 }
 
 void Check(const json& s, const std::string& path, std::vector<FieldCause>* out) {

@@ -32,48 +32,88 @@ std::string Str(const json& o, const std::string& ptr, const std::string& def = 
 
 std::string Created(const json& o) { return HumanAge(Str(o, "/metadata/creationTimestamp")); }
 
+void PodRow(const json& o, std::vector<Col>* cols, json* cells) {
+  const std::string name = Str(o, "/metadata/name");
+  *cols = {{"Name", "string", "name", "Name must be unique within a namespace.", 0},
+           {"Ready", "string", "", "The aggregate readiness state of this pod.", 0},
+           {"Status", "string", "", "The aggregate status of the containers in this pod.", 0},
+           {"Restarts", "string", "", "The number of times the containers have restarted.", 0},
+           {"Age", "string", "", "CreationTimestamp", 0},
+           {"IP", "string", "", "IP address allocated to the pod.", 1},
+           {"Node", "string", "", "Name of the node the pod is assigned to.", 1}};
+  int total = o.contains("/spec/containers"_json_pointer) ? o["spec"]["containers"].size() : 0;
+  int ready = 0, restarts = 0;
+  if (o.contains("/status/containerStatuses"_json_pointer)) {
+    for (const auto& cs : o["status"]["containerStatuses"]) {
+      ready += cs.value("ready", false);
+      restarts += cs.value("restartCount", 0);
+    }
+  }
+  std::string status = Str(o, "/status/reason", Str(o, "/status/phase", "Pending"));
+  if (o.contains("/metadata/deletionTimestamp"_json_pointer)) status = "Terminating";
+  *cells = {name, std::to_string(ready) + "/" + std::to_string(total), status,
+            std::to_string(restarts), Created(o), Str(o, "/status/podIP", "<none>"),
+            Str(o, "/spec/nodeName", "<none>")};
+}
+
+void ServiceRow(const json& o, std::vector<Col>* cols, json* cells) {
+  const std::string name = Str(o, "/metadata/name");
+  *cols = {{"Name", "string", "name", "Name must be unique within a namespace.", 0},
+           {"Type", "string", "", "The type of the service.", 0},
+           {"Cluster-IP", "string", "", "The cluster IP of the service.", 0},
+           {"External-IP", "string", "", "The external IP of the service.", 0},
+           {"Port(s)", "string", "", "The ports of the service.", 0},
+           {"Age", "string", "", "CreationTimestamp", 0}};
+  std::string ports;
+  if (o.contains("/spec/ports"_json_pointer)) {
+    for (const auto& p : o["spec"]["ports"]) {
+      if (!ports.empty()) ports += ",";
+      ports += std::to_string(p.value("port", 0)) + "/" + p.value("protocol", "TCP");
+    }
+  }
+  *cells = {name, Str(o, "/spec/type", "ClusterIP"), Str(o, "/spec/clusterIP", "<none>"),
+            "<none>", ports.empty() ? "<none>" : ports, Created(o)};
+}
+
+void NodeRow(const json& o, std::vector<Col>* cols, json* cells) {
+  const std::string name = Str(o, "/metadata/name");
+  *cols = {{"Name", "string", "name", "Name must be unique within a namespace.", 0},
+           {"Status", "string", "", "The status of the node", 0},
+           {"Roles", "string", "", "The roles of the node", 0},
+           {"Age", "string", "", "CreationTimestamp", 0},
+           {"Version", "string", "", "Kubelet Version", 0}};
+  std::string status = "Unknown";
+  if (o.contains("/status/conditions"_json_pointer)) {
+    for (const auto& c : o["status"]["conditions"]) {
+      if (c.value("type", "") == "Ready") status = c.value("status", "") == "True" ? "Ready" : "NotReady";
+    }
+  }
+  if (o.value("/spec/unschedulable"_json_pointer, false)) status += ",SchedulingDisabled";
+  *cells = {name, status, "<none>", Created(o), Str(o, "/status/nodeInfo/kubeletVersion", "")};
+}
+
+void EventRow(const json& o, std::vector<Col>* cols, json* cells) {
+  *cols = {{"Last Seen", "string", "", "Time since the last occurrence", 0},
+           {"Type", "string", "", "Event type", 0},
+           {"Reason", "string", "", "Reason", 0},
+           {"Object", "string", "", "Involved object", 0},
+           {"Message", "string", "", "Message", 0}};
+  std::string last = Str(o, "/lastTimestamp", Str(o, "/eventTime", Str(o, "/metadata/creationTimestamp")));
+  std::string kind = Str(o, "/involvedObject/kind");
+  for (auto& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  *cells = {HumanAge(last), Str(o, "/type"), Str(o, "/reason"),
+            kind + "/" + Str(o, "/involvedObject/name"), Str(o, "/message")};
+}
+
 // Built-in columns and cells for core types.
 bool BuiltinRow(const ResourceType& t, const json& o, std::vector<Col>* cols, json* cells) {
   const std::string name = Str(o, "/metadata/name");
   if (t.group.empty() && t.plural == "pods") {
-    *cols = {{"Name", "string", "name", "Name must be unique within a namespace.", 0},
-             {"Ready", "string", "", "The aggregate readiness state of this pod.", 0},
-             {"Status", "string", "", "The aggregate status of the containers in this pod.", 0},
-             {"Restarts", "string", "", "The number of times the containers have restarted.", 0},
-             {"Age", "string", "", "CreationTimestamp", 0},
-             {"IP", "string", "", "IP address allocated to the pod.", 1},
-             {"Node", "string", "", "Name of the node the pod is assigned to.", 1}};
-    int total = o.contains("/spec/containers"_json_pointer) ? o["spec"]["containers"].size() : 0;
-    int ready = 0, restarts = 0;
-    if (o.contains("/status/containerStatuses"_json_pointer)) {
-      for (const auto& cs : o["status"]["containerStatuses"]) {
-        ready += cs.value("ready", false);
-        restarts += cs.value("restartCount", 0);
-      }
-    }
-    std::string status = Str(o, "/status/reason", Str(o, "/status/phase", "Pending"));
-    if (o.contains("/metadata/deletionTimestamp"_json_pointer)) status = "Terminating";
-    *cells = {name, std::to_string(ready) + "/" + std::to_string(total), status,
-              std::to_string(restarts), Created(o), Str(o, "/status/podIP", "<none>"),
-              Str(o, "/spec/nodeName", "<none>")};
+    PodRow(o, cols, cells);
     return true;
   }
   if (t.group.empty() && t.plural == "services") {
-    *cols = {{"Name", "string", "name", "Name must be unique within a namespace.", 0},
-             {"Type", "string", "", "The type of the service.", 0},
-             {"Cluster-IP", "string", "", "The cluster IP of the service.", 0},
-             {"External-IP", "string", "", "The external IP of the service.", 0},
-             {"Port(s)", "string", "", "The ports of the service.", 0},
-             {"Age", "string", "", "CreationTimestamp", 0}};
-    std::string ports;
-    if (o.contains("/spec/ports"_json_pointer)) {
-      for (const auto& p : o["spec"]["ports"]) {
-        if (!ports.empty()) ports += ",";
-        ports += std::to_string(p.value("port", 0)) + "/" + p.value("protocol", "TCP");
-      }
-    }
-    *cells = {name, Str(o, "/spec/type", "ClusterIP"), Str(o, "/spec/clusterIP", "<none>"),
-              "<none>", ports.empty() ? "<none>" : ports, Created(o)};
+    ServiceRow(o, cols, cells);
     return true;
   }
   if (t.group.empty() && t.plural == "namespaces") {
@@ -84,32 +124,11 @@ bool BuiltinRow(const ResourceType& t, const json& o, std::vector<Col>* cols, js
     return true;
   }
   if (t.group.empty() && t.plural == "nodes") {
-    *cols = {{"Name", "string", "name", "Name must be unique within a namespace.", 0},
-             {"Status", "string", "", "The status of the node", 0},
-             {"Roles", "string", "", "The roles of the node", 0},
-             {"Age", "string", "", "CreationTimestamp", 0},
-             {"Version", "string", "", "Kubelet Version", 0}};
-    std::string status = "Unknown";
-    if (o.contains("/status/conditions"_json_pointer)) {
-      for (const auto& c : o["status"]["conditions"]) {
-        if (c.value("type", "") == "Ready") status = c.value("status", "") == "True" ? "Ready" : "NotReady";
-      }
-    }
-    if (o.value("/spec/unschedulable"_json_pointer, false)) status += ",SchedulingDisabled";
-    *cells = {name, status, "<none>", Created(o), Str(o, "/status/nodeInfo/kubeletVersion", "")};
+    NodeRow(o, cols, cells);
     return true;
   }
   if (t.group.empty() && t.plural == "events") {
-    *cols = {{"Last Seen", "string", "", "Time since the last occurrence", 0},
-             {"Type", "string", "", "Event type", 0},
-             {"Reason", "string", "", "Reason", 0},
-             {"Object", "string", "", "Involved object", 0},
-             {"Message", "string", "", "Message", 0}};
-    std::string last = Str(o, "/lastTimestamp", Str(o, "/eventTime", Str(o, "/metadata/creationTimestamp")));
-    std::string kind = Str(o, "/involvedObject/kind");
-    for (auto& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    *cells = {HumanAge(last), Str(o, "/type"), Str(o, "/reason"),
-              kind + "/" + Str(o, "/involvedObject/name"), Str(o, "/message")};
+    EventRow(o, cols, cells);
     return true;
   }
   if (t.group == "coordination.k8s.io" && t.plural == "leases") {
