@@ -257,6 +257,91 @@ void Agent::AdmitPodGroups(const std::vector<Json>& pods, Placement placement) {
   }
 }
 
+namespace {
+
+// Forks the container's process in its own process group, its output to
+// `log_path`; returns the pid, or -1 when fork fails.
+pid_t Spawn(ProcessSpec& ps, const std::string& dir, const std::string& log_path) {
+  std::vector<char*> argv, envp;
+  for (auto& a : ps.argv) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : ps.env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    if (log_fd >= 0) {
+      ::dup2(log_fd, 1);
+      ::dup2(log_fd, 2);
+    }
+    if (::chdir(dir.c_str()) != 0) _exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
+    dprintf(2, "node-agent: exec %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  if (log_fd >= 0) ::close(log_fd);
+  if (pid > 0) ::setpgid(pid, pid);  // also from the parent: no race with a fast kill
+  return pid;
+}
+
+}  // namespace
+
+std::map<std::string, Json> Agent::ConfigMapsOf(const Json& pod) {
+  std::map<std::string, Json> cms;
+  kube::ResourceClient cm_client(client_, kube::resources::kConfigMaps, S(pod, "/metadata/namespace"_json_pointer));
+  auto want_cm = [&](const std::string& cm) {
+    if (cm.empty() || cms.count(cm)) return;
+    if (auto got = cm_client.Get(cm); got.ok()) cms[cm] = *got;
+  };
+  for (const Json& v : pod["spec"].value("volumes", Json::array())) {
+    if (v.contains("configMap")) want_cm(v["configMap"].value("name", ""));
+  }
+  for (const Json& c : pod["spec"].value("containers", Json::array())) {
+    for (const Json& e : c.value("env", Json::array())) {
+      if (e.contains("/valueFrom/configMapKeyRef/name"_json_pointer)) {
+        want_cm(e["valueFrom"]["configMapKeyRef"]["name"].get<std::string>());
+      }
+    }
+  }
+  return cms;
+}
+
+ProcessOptions Agent::ProcessOptionsFor(const std::string& pod_dir) const {
+  ProcessOptions po;
+  po.pod_dir = pod_dir;
+  po.image_map = opts_.image_map;
+  po.extra_env = opts_.extra_env;
+  if (!opts_.pod_kubeconfig.empty()) po.extra_env["KUBECONFIG"] = opts_.pod_kubeconfig;
+  for (const char* k : {"PATH", "HOME", "LANG", "TMPDIR", "LD_LIBRARY_PATH"}) {
+    if (const char* v = std::getenv(k)) po.passthrough_env.push_back(std::string(k) + "=" + v);
+  }
+  return po;
+}
+
+void Agent::ReportRunning(const Json& pod, pid_t pid) {
+  const std::string ns = S(pod, "/metadata/namespace"_json_pointer);
+  const std::string name = S(pod, "/metadata/name"_json_pointer);
+  const std::string now = Now();
+  Json cs = {{"name", pod["spec"]["containers"][0].value("name", "main")},
+             {"image", pod["spec"]["containers"][0].value("image", "")},
+             {"ready", true},
+             {"restartCount", 0},
+             {"started", true},
+             {"containerID", "local://" + std::to_string(pid)},
+             {"state", {{"running", {{"startedAt", now}}}}}};
+  auto r = pods_.InNamespace(ns).PatchStatus(
+      name, {{"status", {{"phase", "Running"}, {"podIP", "127.0.0.1"}, {"hostIP", "127.0.0.1"},
+                         {"startTime", now}, {"conditions", ReadyConditions(true, now)},
+                         {"containerStatuses", Json::array({cs})}}}});
+  if (!r.ok()) spdlog::warn("status of {}/{}: {}", ns, name, r.status().ToString());
+}
+
 void Agent::Start(const Json& pod) {
   const std::string ns = S(pod, "/metadata/namespace"_json_pointer);
   const std::string name = S(pod, "/metadata/name"_json_pointer);
@@ -272,36 +357,10 @@ void Agent::Start(const Json& pod) {
   }
   p.dir = opts_.work_dir + "/" + ns + "_" + name + "_" + uid.substr(0, 8);
   const Status pod_dir = MakeDirs(p.dir);
-
-  // ConfigMaps the pod refers to.
-  std::map<std::string, Json> cms;
-  kube::ResourceClient cm_client(client_, kube::resources::kConfigMaps, ns);
-  auto want_cm = [&](const std::string& cm) {
-    if (cm.empty() || cms.count(cm)) return;
-    if (auto got = cm_client.Get(cm); got.ok()) cms[cm] = *got;
-  };
-  for (const Json& v : pod["spec"].value("volumes", Json::array())) {
-    if (v.contains("configMap")) want_cm(v["configMap"].value("name", ""));
-  }
-  for (const Json& c : pod["spec"].value("containers", Json::array())) {
-    for (const Json& e : c.value("env", Json::array())) {
-      if (e.contains("/valueFrom/configMapKeyRef/name"_json_pointer)) {
-        want_cm(e["valueFrom"]["configMapKeyRef"]["name"].get<std::string>());
-      }
-    }
-  }
-  ProcessOptions po;
-  po.pod_dir = p.dir;
-  po.image_map = opts_.image_map;
-  po.extra_env = opts_.extra_env;
-  if (!opts_.pod_kubeconfig.empty()) po.extra_env["KUBECONFIG"] = opts_.pod_kubeconfig;
-  for (const char* k : {"PATH", "HOME", "LANG", "TMPDIR", "LD_LIBRARY_PATH"}) {
-    if (const char* v = std::getenv(k)) po.passthrough_env.push_back(std::string(k) + "=" + v);
-  }
   ProcessSpec ps;
   std::string err = pod_dir.ok() ? "" : "pod directory: " + pod_dir.message();
   const std::string log_path = p.dir + "/container.log";
-  bool ok = pod_dir.ok() && BuildProcess(pod, cms, po, &ps, &err);
+  bool ok = pod_dir.ok() && BuildProcess(pod, ConfigMapsOf(pod), ProcessOptionsFor(p.dir), &ps, &err);
   if (ok) {
     if (Status w = WriteVolumeFiles(ps); !w.ok()) {
       ok = false;
@@ -321,51 +380,15 @@ void Agent::Start(const Json& pod) {
     ReportExit(procs_[uid]);
     return;
   }
-  std::vector<char*> argv, envp;
-  for (auto& a : ps.argv) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : ps.env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    if (log_fd >= 0) {
-      ::dup2(log_fd, 1);
-      ::dup2(log_fd, 2);
-    }
-    if (::chdir(p.dir.c_str()) != 0) _exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(argv[0], argv.data(), envp.data());
-    dprintf(2, "node-agent: exec %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
-  if (log_fd >= 0) ::close(log_fd);
+  const pid_t pid = Spawn(ps, p.dir, log_path);
   if (pid < 0) {
     spdlog::error("fork for {}/{}: {}", ns, name, std::strerror(errno));
     return;
   }
-  ::setpgid(pid, pid);  // also from the parent: no race with a fast kill
   p.pid = pid;
   procs_[uid] = p;
   spdlog::info("started {}/{} on {} pid {} log {}", ns, name, p.node, pid, log_path);
-  const std::string now = Now();
-  Json cs = {{"name", pod["spec"]["containers"][0].value("name", "main")},
-             {"image", pod["spec"]["containers"][0].value("image", "")},
-             {"ready", true},
-             {"restartCount", 0},
-             {"started", true},
-             {"containerID", "local://" + std::to_string(pid)},
-             {"state", {{"running", {{"startedAt", now}}}}}};
-  auto r = pods_.InNamespace(ns).PatchStatus(
-      name, {{"status", {{"phase", "Running"}, {"podIP", "127.0.0.1"}, {"hostIP", "127.0.0.1"},
-                         {"startTime", now}, {"conditions", ReadyConditions(true, now)},
-                         {"containerStatuses", Json::array({cs})}}}});
-  if (!r.ok()) spdlog::warn("status of {}/{}: {}", ns, name, r.status().ToString());
+  ReportRunning(pod, pid);
 }
 
 void Agent::ReportExit(Proc& p) {

@@ -77,6 +77,10 @@ class Agent {
   bool Bind(const kube::Json& pod, const std::string& node);
   void ReportPending(const kube::Json& pod, const std::string& reason, const std::string& message);
   void Start(const kube::Json& pod);
+  // The ConfigMaps a pod's volumes and env refer to (those that exist).
+  std::map<std::string, kube::Json> ConfigMapsOf(const kube::Json& pod);
+  ProcessOptions ProcessOptionsFor(const std::string& pod_dir) const;
+  void ReportRunning(const kube::Json& pod, pid_t pid);
   void Reap();
   void ReportExit(Proc& p);
   void HandleDeletion(const kube::Json& pod);

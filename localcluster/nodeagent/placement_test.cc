@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "contract/pod.h"
+
 namespace hypertrain::nodeagent {
 namespace {
 
@@ -18,7 +20,7 @@ Json Pod(const std::string& name, int rank, int gpus = 1, const std::string& nod
   Json pod = {{"metadata",
                {{"name", name},
                 {"namespace", "ns"},
-                {"labels", {{"hypertrain.dev/job-name", "j"}, {"hypertrain.dev/node-rank", std::to_string(rank)}}}}},
+                {"labels", {{contract::kLabelJobName, "j"}, {contract::kLabelNodeRank, std::to_string(rank)}}}}},
               {"spec", {{"containers", {{{"name", "trainer"}, {"resources", {{"limits", {{"nvidia.com/gpu", gpus}}}}}}}}}},
               {"status", {{"phase", node.empty() ? "Pending" : "Running"}}}};
   if (!node.empty()) pod["spec"]["nodeName"] = node;
@@ -28,7 +30,7 @@ Json Pod(const std::string& name, int rank, int gpus = 1, const std::string& nod
 Json SameDomain(Json pod) {
   pod["spec"]["affinity"] = {{"podAffinity",
                               {{"requiredDuringSchedulingIgnoredDuringExecution",
-                                {{{"labelSelector", {{"matchLabels", {{"hypertrain.dev/job-name", "j"}}}}},
+                                {{{"labelSelector", {{"matchLabels", {{contract::kLabelJobName, "j"}}}}},
                                   {"topologyKey", "topology.k8s.aws/network-node-layer-3"}}}}}}};
   return pod;
 }
@@ -65,7 +67,7 @@ TEST(PlacementTest, RequiredPodAntiAffinity) {
   Json pod = Pod("k-0", 0);
   pod["spec"]["affinity"] = {{"podAntiAffinity",
                               {{"requiredDuringSchedulingIgnoredDuringExecution",
-                                {{{"labelSelector", {{"matchExpressions", {{{"key", "hypertrain.dev/job-name"}, {"operator", "Exists"}}}}}},
+                                {{{"labelSelector", {{"matchExpressions", {{{"key", contract::kLabelJobName}, {"operator", "Exists"}}}}}},
                                   {"topologyKey", "topology.k8s.aws/network-node-layer-3"}}}}}}};
   Placement p({Node("a", "nn-1", 2), Node("b", "nn-2", 2), Node("c", "nn-1", 2)}, {Pod("x", 0, 1, "a")});
   std::string why;

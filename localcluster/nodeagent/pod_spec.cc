@@ -270,9 +270,168 @@ bool IsClusterDnsName(const std::string& s) {
   return ends(".svc") || ends(".svc.cluster.local");
 }
 
+namespace {
+
+using ConfigMaps = std::map<std::string, Json>;
+// A volume's mountPath and the local directory that stands for it.
+using PathRewrites = std::vector<std::pair<std::string, std::string>>;
+
+// One mounted volume: hostPath (used in place), configMap (files to write) or
+// anything else (an empty per-pod directory).
+bool BuildVolume(const Json& src, const std::string& name, const std::string& mount_path,
+                 const ConfigMaps& config_maps, const ProcessOptions& opts, ProcessSpec::Volume* vol,
+                 std::string* error) {
+  vol->mount_path = mount_path;
+  vol->local_dir = opts.pod_dir + "/volumes/" + name;
+  if (src.contains("hostPath")) {
+    vol->host_path = Str(src["hostPath"], "path");
+    vol->local_dir = vol->host_path;
+    return true;
+  }
+  if (!src.contains("configMap")) return true;
+  vol->config_map = Str(src["configMap"], "name");
+  auto cm = config_maps.find(vol->config_map);
+  if (cm == config_maps.end()) {
+    *error = "ConfigMap " + vol->config_map + " not found";
+    return false;
+  }
+  const Json& data = Field(cm->second, "data");
+  const Json& items = Field(src["configMap"], "items");
+  if (items.is_array() && !items.empty()) {
+    for (const Json& it : items) {
+      const std::string key = Str(it, "key");
+      if (!data.is_object() || !data.contains(key)) {
+        *error = "ConfigMap " + vol->config_map + " has no key " + key;
+        return false;
+      }
+      vol->files[Str(it, "path").empty() ? key : Str(it, "path")] = data[key].get<std::string>();
+    }
+  } else if (data.is_object()) {
+    for (auto it = data.begin(); it != data.end(); ++it) {
+      if (it.value().is_string()) vol->files[it.key()] = it.value().get<std::string>();
+    }
+  }
+  return true;
+}
+
+bool BuildVolumes(const Json& spec, const Json& c, const ConfigMaps& config_maps, const ProcessOptions& opts,
+                  ProcessSpec* out, PathRewrites* rewrites, std::string* error) {
+  std::map<std::string, Json> vols;
+  if (Field(spec, "volumes").is_array()) {
+    for (const Json& v : spec["volumes"]) vols[Str(v, "name")] = v;
+  }
+  if (!Field(c, "volumeMounts").is_array()) return true;
+  for (const Json& m : c["volumeMounts"]) {
+    const std::string name = Str(m, "name");
+    const std::string mp = Str(m, "mountPath");
+    auto v = vols.find(name);
+    if (v == vols.end()) {
+      *error = "volumeMount " + name + " names no volume";
+      return false;
+    }
+    ProcessSpec::Volume vol;
+    if (!BuildVolume(v->second, name, mp, config_maps, opts, &vol, error)) return false;
+    if (mp != "/dev/shm") rewrites->emplace_back(mp, vol.local_dir);
+    out->volumes.push_back(std::move(vol));
+  }
+  return true;
+}
+
+std::string RewritePath(const PathRewrites& rewrites, const std::string& s) {
+  for (const auto& [mp, dir] : rewrites) {
+    if (s == mp) return dir;
+    if (s.size() > mp.size() && s.compare(0, mp.size(), mp) == 0 && s[mp.size()] == '/') {
+      return dir + s.substr(mp.size());
+    }
+  }
+  return s;
+}
+
+// The value of a fieldRef (downward API) this agent supports.
+bool FieldRefValue(const Json& pod, const std::string& path, const ProcessOptions& opts, std::string* value) {
+  const Json& meta = Field(pod, "metadata");
+  const Json& spec = Field(pod, "spec");
+  auto entry = [&](const char* what, const std::string& key) -> std::string {
+    const Json& m = Field(meta, what);
+    return m.is_object() && m.contains(key) && m[key].is_string() ? m[key].get<std::string>() : "";
+  };
+  if (path == "metadata.name") *value = Str(meta, "name");
+  else if (path == "metadata.namespace") *value = Str(meta, "namespace");
+  else if (path == "metadata.uid") *value = Str(meta, "uid");
+  else if (path == "spec.nodeName") *value = Str(spec, "nodeName");
+  else if (path == "spec.serviceAccountName") *value = Str(spec, "serviceAccountName");
+  else if (path == "status.podIP" || path == "status.hostIP") *value = opts.loopback;
+  else if (path.rfind("metadata.labels['", 0) == 0 && path.size() > 19)
+    *value = entry("labels", path.substr(17, path.size() - 19));
+  else if (path.rfind("metadata.annotations['", 0) == 0 && path.size() > 24)
+    *value = entry("annotations", path.substr(22, path.size() - 24));
+  else
+    return false;
+  return true;
+}
+
+// An env entry's valueFrom: fieldRef or configMapKeyRef.
+bool ValueFrom(const Json& pod, const Json& from, const std::string& name, const ConfigMaps& config_maps,
+               const ProcessOptions& opts, std::string* value, std::string* error) {
+  if (from.contains("fieldRef")) {
+    const std::string path = Str(from["fieldRef"], "fieldPath");
+    if (FieldRefValue(pod, path, opts, value)) return true;
+    *error = "env " + name + ": unsupported fieldRef " + path;
+    return false;
+  }
+  if (from.contains("configMapKeyRef")) {
+    const std::string cm = Str(from["configMapKeyRef"], "name");
+    const std::string key = Str(from["configMapKeyRef"], "key");
+    auto it = config_maps.find(cm);
+    const Json& data = it == config_maps.end() ? Json() : Field(it->second, "data");
+    if (!data.is_object() || !data.contains(key)) {
+      *error = "env " + name + ": ConfigMap " + cm + " key " + key + " not found";
+      return false;
+    }
+    *value = data[key].get<std::string>();
+    return true;
+  }
+  *error = "env " + name + ": unsupported valueFrom (fieldRef and configMapKeyRef are)";
+  return false;
+}
+
+// The environment in order: the agent's passthrough, the container's env
+// (cluster DNS names become the loopback address, mount paths local
+// directories), then the agent's extra variables. `vars` gets every value.
+bool BuildEnv(const Json& pod, const Json& c, const ConfigMaps& config_maps, const ProcessOptions& opts,
+              const PathRewrites& rewrites, std::map<std::string, std::string>* vars, ProcessSpec* out,
+              std::string* error) {
+  std::vector<std::string> order;
+  auto set = [&](const std::string& k, const std::string& v) {
+    if (!vars->count(k)) order.push_back(k);
+    (*vars)[k] = v;
+  };
+  for (const std::string& kv : opts.passthrough_env) {
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) set(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  if (Field(c, "env").is_array()) {
+    for (const Json& e : c["env"]) {
+      const std::string name = Str(e, "name");
+      std::string value;
+      if (e.contains("value")) {
+        value = ExpandVars(Str(e, "value"), *vars);
+      } else if (Field(e, "valueFrom").is_object()) {
+        if (!ValueFrom(pod, e["valueFrom"], name, config_maps, opts, &value, error)) return false;
+      }
+      if (IsClusterDnsName(value)) value = opts.loopback;
+      set(name, RewritePath(rewrites, value));
+    }
+  }
+  for (const auto& [k, v] : opts.extra_env) set(k, v);
+  for (const std::string& k : order) out->env.push_back(k + "=" + (*vars)[k]);
+  return true;
+}
+
+}  // namespace
+
 bool BuildProcess(const Json& pod, const std::map<std::string, Json>& config_maps, const ProcessOptions& opts,
                   ProcessSpec* out, std::string* error) {
-  const Json& meta = Field(pod, "metadata");
   const Json& spec = Field(pod, "spec");
   const Json& containers = Field(spec, "containers");
   if (!containers.is_array() || containers.empty()) {
@@ -286,129 +445,11 @@ bool BuildProcess(const Json& pod, const std::map<std::string, Json>& config_map
     *error = "image \"" + image + "\" has no local binary (--image-map " + image + "=PATH)";
     return false;
   }
-
-  // Volumes.
-  std::map<std::string, Json> vols;
-  if (Field(spec, "volumes").is_array()) {
-    for (const Json& v : spec["volumes"]) vols[Str(v, "name")] = v;
-  }
-  std::vector<std::pair<std::string, std::string>> rewrites;  // mountPath → local dir
-  if (Field(c, "volumeMounts").is_array()) {
-    for (const Json& m : c["volumeMounts"]) {
-      const std::string name = Str(m, "name");
-      const std::string mp = Str(m, "mountPath");
-      auto v = vols.find(name);
-      if (v == vols.end()) {
-        *error = "volumeMount " + name + " names no volume";
-        return false;
-      }
-      ProcessSpec::Volume vol;
-      vol.mount_path = mp;
-      vol.local_dir = opts.pod_dir + "/volumes/" + name;
-      const Json& src = v->second;
-      if (src.contains("hostPath")) {
-        vol.host_path = Str(src["hostPath"], "path");
-        vol.local_dir = vol.host_path;
-      } else if (src.contains("configMap")) {
-        vol.config_map = Str(src["configMap"], "name");
-        auto cm = config_maps.find(vol.config_map);
-        if (cm == config_maps.end()) {
-          *error = "ConfigMap " + vol.config_map + " not found";
-          return false;
-        }
-        const Json& data = Field(cm->second, "data");
-        const Json& items = Field(src["configMap"], "items");
-        if (items.is_array() && !items.empty()) {
-          for (const Json& it : items) {
-            const std::string key = Str(it, "key");
-            if (!data.is_object() || !data.contains(key)) {
-              *error = "ConfigMap " + vol.config_map + " has no key " + key;
-              return false;
-            }
-            vol.files[Str(it, "path").empty() ? key : Str(it, "path")] = data[key].get<std::string>();
-          }
-        } else if (data.is_object()) {
-          for (auto it = data.begin(); it != data.end(); ++it) {
-            if (it.value().is_string()) vol.files[it.key()] = it.value().get<std::string>();
-          }
-        }
-      }
-      if (mp != "/dev/shm") rewrites.emplace_back(mp, vol.local_dir);
-      out->volumes.push_back(std::move(vol));
-    }
-  }
-  auto rewrite_path = [&](const std::string& s) {
-    for (const auto& [mp, dir] : rewrites) {
-      if (s == mp) return dir;
-      if (s.size() > mp.size() && s.compare(0, mp.size(), mp) == 0 && s[mp.size()] == '/') {
-        return dir + s.substr(mp.size());
-      }
-    }
-    return s;
-  };
-
-  // Environment.
-  auto label = [&](const char* what, const std::string& key) -> std::string {
-    const Json& m = Field(meta, what);
-    return m.is_object() && m.contains(key) && m[key].is_string() ? m[key].get<std::string>() : "";
-  };
+  PathRewrites rewrites;
+  if (!BuildVolumes(spec, c, config_maps, opts, out, &rewrites, error)) return false;
   std::map<std::string, std::string> vars;
-  std::vector<std::string> order;
-  auto set = [&](const std::string& k, const std::string& v) {
-    if (!vars.count(k)) order.push_back(k);
-    vars[k] = v;
-  };
-  for (const std::string& kv : opts.passthrough_env) {
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) set(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  if (Field(c, "env").is_array()) {
-    for (const Json& e : c["env"]) {
-      const std::string name = Str(e, "name");
-      std::string value;
-      if (e.contains("value")) {
-        value = ExpandVars(Str(e, "value"), vars);
-      } else if (Field(e, "valueFrom").is_object()) {
-        const Json& from = e["valueFrom"];
-        if (from.contains("fieldRef")) {
-          const std::string path = Str(from["fieldRef"], "fieldPath");
-          if (path == "metadata.name") value = Str(meta, "name");
-          else if (path == "metadata.namespace") value = Str(meta, "namespace");
-          else if (path == "metadata.uid") value = Str(meta, "uid");
-          else if (path == "spec.nodeName") value = Str(spec, "nodeName");
-          else if (path == "spec.serviceAccountName") value = Str(spec, "serviceAccountName");
-          else if (path == "status.podIP" || path == "status.hostIP") value = opts.loopback;
-          else if (path.rfind("metadata.labels['", 0) == 0 && path.size() > 19)
-            value = label("labels", path.substr(17, path.size() - 19));
-          else if (path.rfind("metadata.annotations['", 0) == 0 && path.size() > 24)
-            value = label("annotations", path.substr(22, path.size() - 24));
-          else {
-            *error = "env " + name + ": unsupported fieldRef " + path;
-            return false;
-          }
-        } else if (from.contains("configMapKeyRef")) {
-          const std::string cm = Str(from["configMapKeyRef"], "name");
-          const std::string key = Str(from["configMapKeyRef"], "key");
-          auto it = config_maps.find(cm);
-          const Json& data = it == config_maps.end() ? Json() : Field(it->second, "data");
-          if (!data.is_object() || !data.contains(key)) {
-            *error = "env " + name + ": ConfigMap " + cm + " key " + key + " not found";
-            return false;
-          }
-          value = data[key].get<std::string>();
-        } else {
-          *error = "env " + name + ": unsupported valueFrom (fieldRef and configMapKeyRef are)";
-          return false;
-        }
-      }
-      if (IsClusterDnsName(value)) value = opts.loopback;
-      set(name, rewrite_path(value));
-    }
-  }
-  for (const auto& [k, v] : opts.extra_env) set(k, v);
-  for (const std::string& k : order) out->env.push_back(k + "=" + vars[k]);
+  if (!BuildEnv(pod, c, config_maps, opts, rewrites, &vars, out, error)) return false;
 
-  // argv.
   // The image's binary stands for the entrypoint (command[0], or the image's
   // own entrypoint when the pod gives no command).
   std::vector<std::string> argv = {img->second};
@@ -419,7 +460,7 @@ bool BuildProcess(const Json& pod, const std::map<std::string, Json>& config_map
   if (Field(c, "args").is_array()) {
     for (const Json& a : c["args"]) argv.push_back(a.get<std::string>());
   }
-  for (size_t i = 1; i < argv.size(); ++i) argv[i] = rewrite_path(ExpandVars(argv[i], vars));
+  for (size_t i = 1; i < argv.size(); ++i) argv[i] = RewritePath(rewrites, ExpandVars(argv[i], vars));
   out->argv = std::move(argv);
   return true;
 }
