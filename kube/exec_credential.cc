@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/fd.h"
 #include "core/time.h"
 
 extern char** environ;
@@ -47,15 +48,15 @@ StatusOr<ExecCredential> ParseExecCredential(const std::string& text,
   return c;
 }
 
-StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string& server) {
-  Json info = {{"apiVersion", exec.api_version},
-               {"kind", "ExecCredential"},
-               {"spec", {{"interactive", false}}}};
-  if (exec.provide_cluster_info && !server.empty()) info["spec"]["cluster"] = {{"server", server}};
+namespace {
 
-  // Build argv/envp before fork (no allocation in the child).
-  std::vector<std::string> args{exec.command};
-  args.insert(args.end(), exec.args.begin(), exec.args.end());
+using hypertrain::Fd;
+
+// The plugin's environment: ours, with exec.env and KUBERNETES_EXEC_INFO
+// (what it is asked for) set over it.
+std::vector<std::string> PluginEnv(const ExecConfig& exec, const std::string& server) {
+  Json info = {{"apiVersion", exec.api_version}, {"kind", "ExecCredential"}, {"spec", {{"interactive", false}}}};
+  if (exec.provide_cluster_info && !server.empty()) info["spec"]["cluster"] = {{"server", server}};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv(*e);
@@ -65,48 +66,20 @@ StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string
   }
   for (const auto& [k, v] : exec.env) env.push_back(k + "=" + v);
   env.push_back("KUBERNETES_EXEC_INFO=" + info.dump());
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  return env;
+}
 
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return hypertrain::Unauthenticated("pipe failed");
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    return hypertrain::Unauthenticated("pipe failed");
-  }
-  pid_t pid = fork();
-  if (pid < 0) {
-    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
-    return hypertrain::Unauthenticated(std::string("fork failed: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    execvpe(argv[0], argv.data(), envp.data());
-    const char msg[] = "exec failed\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(127);
-  }
-  close(out[1]);
-  close(err[1]);
-  std::string stdout_s, stderr_s;
-  auto deadline = std::chrono::steady_clock::now() + exec.timeout;
-  bool out_open = true, err_open = true, timed_out = false;
-  while (out_open || err_open) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now())
-                    .count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd fds[2] = {{out_open ? out[0] : -1, POLLIN, 0}, {err_open ? err[0] : -1, POLLIN, 0}};
+// Reads both pipes until they close or the deadline passes (each kept up to
+// 1 MiB); false on timeout.
+bool ReadOutputs(const Fd& out, const Fd& err, std::chrono::steady_clock::time_point deadline,
+                 std::string* stdout_s, std::string* stderr_s) {
+  bool open[2] = {true, true};
+  std::string* dst[2] = {stdout_s, stderr_s};
+  while (open[0] || open[1]) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return false;
+    pollfd fds[2] = {{open[0] ? out.get() : -1, POLLIN, 0}, {open[1] ? err.get() : -1, POLLIN, 0}};
     int n = poll(fds, 2, static_cast<int>(std::min<long long>(left, 1000)));
     if (n < 0 && errno == EINTR) continue;
     char buf[4096];
@@ -114,15 +87,59 @@ StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t r = read(fds[i].fd, buf, sizeof(buf));
       if (r <= 0) {
-        (i == 0 ? out_open : err_open) = false;
-      } else {
-        std::string& dst = i == 0 ? stdout_s : stderr_s;
-        if (dst.size() < (1 << 20)) dst.append(buf, r);
+        open[i] = false;
+      } else if (dst[i]->size() < (1 << 20)) {
+        dst[i]->append(buf, r);
       }
     }
   }
-  close(out[0]);
-  close(err[0]);
+  return true;
+}
+
+// A pipe whose ends close with their owners.
+hypertrain::Status MakePipe(Fd* read_end, Fd* write_end) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return hypertrain::Unauthenticated("pipe failed");
+  *read_end = Fd(fds[0]);
+  *write_end = Fd(fds[1]);
+  return hypertrain::Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ExecCredential> RunExecPlugin(const ExecConfig& exec, const std::string& server) {
+  // Build argv/envp before fork (no allocation in the child).
+  std::vector<std::string> args{exec.command};
+  args.insert(args.end(), exec.args.begin(), exec.args.end());
+  std::vector<std::string> env = PluginEnv(exec, server);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  Fd out_r, out_w, err_r, err_w;
+  if (auto s = MakePipe(&out_r, &out_w); !s.ok()) return s;
+  if (auto s = MakePipe(&err_r, &err_w); !s.ok()) return s;
+  pid_t pid = fork();
+  if (pid < 0) return hypertrain::Unauthenticated(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(out_w.get(), 1);
+    dup2(err_w.get(), 2);
+    execvpe(argv[0], argv.data(), envp.data());
+    const char msg[] = "exec failed\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(127);
+  }
+  out_w.reset();
+  err_w.reset();
+  std::string stdout_s, stderr_s;
+  const bool timed_out =
+      !ReadOutputs(out_r, err_r, std::chrono::steady_clock::now() + exec.timeout, &stdout_s, &stderr_s);
+  out_r.reset();
+  err_r.reset();
   if (timed_out) kill(pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {

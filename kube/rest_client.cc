@@ -80,6 +80,47 @@ int ParseRetryAfter(const std::map<std::string, std::string>& h) {
   }
 }
 
+// Hands a watch stream's bytes to on_data as they come, until the stream
+// ends, on_data returns false (the connection is closed) or cancel fires.
+void StreamBody(http_response& resp, CancelToken* cancel, const std::function<bool(std::string_view)>& on_data,
+                pplx::cancellation_token_source& cts) {
+  auto sb = resp.body().streambuf();
+  std::vector<uint8_t> buf(64 * 1024);
+  while (true) {
+    if (cancel && cancel->cancelled()) break;
+    size_t n = sb.getn(buf.data(), 1).get();  // waits for at least one byte
+    if (n == 0) break;                        // normal end of stream
+    size_t avail = sb.in_avail();
+    if (avail > 0) n += sb.getn(buf.data() + 1, std::min(avail, buf.size() - 1)).get();
+    if (!on_data(std::string_view(reinterpret_cast<char*>(buf.data()), n))) {
+      cts.cancel();  // closes the connection
+      break;
+    }
+  }
+}
+
+// A failed attempt's error: cancelled, timed out and unreachable are
+// retryable transport failures; a TLS failure is not (it names what to check).
+void ClassifyTransportError(const web::http::http_exception& e, const std::string& line,
+                            std::chrono::milliseconds timeout, CancelToken* cancel, Attempt* a) {
+  std::string what = e.what();
+  auto ec = e.error_code();
+  if (cancel && cancel->cancelled()) {
+    a->error = hypertrain::Cancelled("request cancelled");
+  } else if (ec == std::errc::timed_out || Contains(what, "timed out")) {
+    a->error = hypertrain::DeadlineExceeded(line + ": timed out after " + std::to_string(timeout.count()) + " ms");
+    a->retryable_transport = true;
+  } else if (Contains(what, "ssl") || Contains(what, "certificate") || Contains(what, "handshake") ||
+             Contains(ec.category().name(), "ssl")) {
+    a->error = hypertrain::Unauthenticated(line + ": TLS error: " + what +
+                                           " (check certificate-authority, server name and client certificate)");
+  } else {
+    a->refused = ec == std::errc::connection_refused || Contains(what, "refused");
+    a->retryable_transport = true;
+    a->error = hypertrain::Unavailable(line + ": " + what);
+  }
+}
+
 }  // namespace
 
 std::string RedactSecrets(std::string s) {
@@ -175,19 +216,7 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
                (auth->empty() ? "" : " [Authorization: " + *auth + "]"));
     if (on_data && r.status == 200) {
       a.stream_started = true;
-      auto sb = resp.body().streambuf();
-      std::vector<uint8_t> buf(64 * 1024);
-      while (true) {
-        if (cancel && cancel->cancelled()) break;
-        size_t n = sb.getn(buf.data(), 1).get();  // waits for at least one byte
-        if (n == 0) break;                        // normal end of stream
-        size_t avail = sb.in_avail();
-        if (avail > 0) n += sb.getn(buf.data() + 1, std::min(avail, buf.size() - 1)).get();
-        if (!(*on_data)(std::string_view(reinterpret_cast<char*>(buf.data()), n))) {
-          cts.cancel();  // closes the connection
-          break;
-        }
-      }
+      StreamBody(resp, cancel, *on_data, cts);
       if (cancel && cancel->cancelled()) {
         a.error = hypertrain::Cancelled("stream cancelled");
         return a;
@@ -197,24 +226,7 @@ Attempt RestClient::Impl::Once(const Request& req, CancelToken* cancel,
     }
     a.response = std::move(r);
   } catch (const web::http::http_exception& e) {
-    std::string what = e.what();
-    auto ec = e.error_code();
-    if (cancel && cancel->cancelled()) {
-      a.error = hypertrain::Cancelled("request cancelled");
-    } else if (ec == std::errc::timed_out || Contains(what, "timed out")) {
-      a.error = hypertrain::DeadlineExceeded(line + ": timed out after " +
-                                             std::to_string(timeout.count()) + " ms");
-      a.retryable_transport = true;
-    } else if (Contains(what, "ssl") || Contains(what, "certificate") ||
-               Contains(what, "handshake") || Contains(ec.category().name(), "ssl")) {
-      a.error = hypertrain::Unauthenticated(line + ": TLS error: " + what +
-                                            " (check certificate-authority, server name and "
-                                            "client certificate)");
-    } else {
-      a.refused = ec == std::errc::connection_refused || Contains(what, "refused");
-      a.retryable_transport = true;
-      a.error = hypertrain::Unavailable(line + ": " + what);
-    }
+    ClassifyTransportError(e, line, timeout, cancel, &a);
     LogAttempt(line + " -> " + a.error->ToString());
   } catch (const pplx::task_canceled&) {
     a.error = hypertrain::Cancelled("request cancelled");
