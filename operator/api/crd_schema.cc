@@ -156,6 +156,67 @@ size_t Utf8Length(const std::string& s) {
   return n;
 }
 
+void Validate(const json& s, json& v, const std::string& path, std::vector<std::string>* out);
+
+void ValidateArray(const json& s, json& v, const std::string& path, const std::string& at,
+                   std::vector<std::string>* out) {
+  if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) out->push_back(at + ": too few items");
+  if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) {
+    out->push_back(at + ": more than " + s["maxItems"].dump() + " items");
+  }
+  if (s.contains("items")) {
+    for (size_t i = 0; i < v.size(); ++i) Validate(s["items"], v[i], path + "[" + std::to_string(i) + "]", out);
+  }
+  if (s.value("x-kubernetes-list-type", "") == "set") {
+    for (size_t i = 0; i < v.size(); ++i) {
+      for (size_t j = i + 1; j < v.size(); ++j) {
+        if (v[i] == v[j]) out->push_back(at + ": duplicate set item " + v[i].dump());
+      }
+    }
+  }
+  if (s.value("x-kubernetes-list-type", "") == "map") {
+    const json keys = s.value("x-kubernetes-list-map-keys", json::array());
+    auto key_of = [&](const json& item) {
+      json k = json::array();
+      for (const json& name : keys) k.push_back(item.is_object() ? item.value(name.get<std::string>(), json()) : json());
+      return k;
+    };
+    for (size_t i = 0; i < v.size(); ++i) {
+      for (size_t j = i + 1; j < v.size(); ++j) {
+        if (key_of(v[i]) == key_of(v[j])) out->push_back(at + ": duplicate map key " + key_of(v[j]).dump());
+      }
+    }
+  }
+}
+
+// Fills in defaults of missing properties, then checks the object's fields.
+void ValidateObject(const json& s, json& v, const std::string& path, const std::string& at,
+                    std::vector<std::string>* out) {
+  const bool preserve = Flag(s, "x-kubernetes-preserve-unknown-fields");
+  if (s.contains("maxProperties") && v.size() > s["maxProperties"].get<size_t>()) {
+    out->push_back(at + ": more than " + s["maxProperties"].dump() + " properties");
+  }
+  const json props = s.value("properties", json::object());
+  for (auto it = props.begin(); it != props.end(); ++it) {
+    if (!v.contains(it.key()) && it.value().contains("default")) v[it.key()] = it.value()["default"];
+  }
+  for (const json& r : s.value("required", json::array())) {
+    if (!v.contains(r.get<std::string>())) out->push_back((path.empty() ? "" : path + ".") + r.get<std::string>() + ": required");
+  }
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string p = (path.empty() ? "" : path + ".") + it.key();
+    // ObjectMeta is validated by the API server itself, not by the CRD schema.
+    if (path.empty() && it.key() == "metadata" && it.value().is_object()) continue;
+    if (props.contains(it.key())) {
+      Validate(props[it.key()], it.value(), p, out);
+    } else if (s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
+      Validate(s["additionalProperties"], it.value(), p, out);
+    } else if (!preserve && !(s.contains("additionalProperties") && s["additionalProperties"] == true)) {
+      out->push_back(p + ": unknown field (the API server would drop it)");
+    }
+  }
+}
+
 void Validate(const json& s, json& v, const std::string& path, std::vector<std::string>* out) {
   const std::string at = path.empty() ? "<root>" : path;
   if (v.is_null()) {
@@ -163,7 +224,6 @@ void Validate(const json& s, json& v, const std::string& path, std::vector<std::
     return;
   }
   const bool int_or_string = Flag(s, "x-kubernetes-int-or-string");
-  const bool preserve = Flag(s, "x-kubernetes-preserve-unknown-fields");
   const std::string type = s.value("type", "");
   if (int_or_string) {
     if (!v.is_number_integer() && !v.is_string()) {
@@ -203,59 +263,8 @@ void Validate(const json& s, json& v, const std::string& path, std::vector<std::
       if (!std::regex_match(str, kTime)) out->push_back(at + ": '" + str + "' is not an RFC 3339 date-time");
     }
   }
-  if (v.is_array()) {
-    if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) out->push_back(at + ": too few items");
-    if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) {
-      out->push_back(at + ": more than " + s["maxItems"].dump() + " items");
-    }
-    if (s.contains("items")) {
-      for (size_t i = 0; i < v.size(); ++i) Validate(s["items"], v[i], path + "[" + std::to_string(i) + "]", out);
-    }
-    if (s.value("x-kubernetes-list-type", "") == "set") {
-      for (size_t i = 0; i < v.size(); ++i) {
-        for (size_t j = i + 1; j < v.size(); ++j) {
-          if (v[i] == v[j]) out->push_back(at + ": duplicate set item " + v[i].dump());
-        }
-      }
-    }
-    if (s.value("x-kubernetes-list-type", "") == "map") {
-      const json keys = s.value("x-kubernetes-list-map-keys", json::array());
-      auto key_of = [&](const json& item) {
-        json k = json::array();
-        for (const json& name : keys) k.push_back(item.is_object() ? item.value(name.get<std::string>(), json()) : json());
-        return k;
-      };
-      for (size_t i = 0; i < v.size(); ++i) {
-        for (size_t j = i + 1; j < v.size(); ++j) {
-          if (key_of(v[i]) == key_of(v[j])) out->push_back(at + ": duplicate map key " + key_of(v[j]).dump());
-        }
-      }
-    }
-  }
-  if (v.is_object()) {
-    if (s.contains("maxProperties") && v.size() > s["maxProperties"].get<size_t>()) {
-      out->push_back(at + ": more than " + s["maxProperties"].dump() + " properties");
-    }
-    const json props = s.value("properties", json::object());
-    for (auto it = props.begin(); it != props.end(); ++it) {
-      if (!v.contains(it.key()) && it.value().contains("default")) v[it.key()] = it.value()["default"];
-    }
-    for (const json& r : s.value("required", json::array())) {
-      if (!v.contains(r.get<std::string>())) out->push_back((path.empty() ? "" : path + ".") + r.get<std::string>() + ": required");
-    }
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string p = (path.empty() ? "" : path + ".") + it.key();
-      // ObjectMeta is validated by the API server itself, not by the CRD schema.
-      if (path.empty() && it.key() == "metadata" && it.value().is_object()) continue;
-      if (props.contains(it.key())) {
-        Validate(props[it.key()], it.value(), p, out);
-      } else if (s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
-        Validate(s["additionalProperties"], it.value(), p, out);
-      } else if (!preserve && !(s.contains("additionalProperties") && s["additionalProperties"] == true)) {
-        out->push_back(p + ": unknown field (the API server would drop it)");
-      }
-    }
-  }
+  if (v.is_array()) ValidateArray(s, v, path, at, out);
+  if (v.is_object()) ValidateObject(s, v, path, at, out);
 }
 
 }  // namespace

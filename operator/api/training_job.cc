@@ -210,6 +210,61 @@ void ParseHardware(const json& spec, TrainingJobSpec& s) {
   }
 }
 
+// What the pods get besides the trainer: volumes, env, pod metadata, the pod
+// template and volume mounts (checked after the template, which adds
+// volumes), and the hugepages request = limit rule.
+void ParsePodFields(const json& spec, TrainingJobSpec& s) {
+  if (const json* vols = Find(spec, "volumes")) {
+    if (!vols->is_array()) Fail("spec.volumes", "must be a list");
+    std::set<std::string> names;
+    for (size_t i = 0; i < vols->size(); ++i) {
+      const std::string p = Index("spec.volumes", i);
+      const std::string name = ParseVolume((*vols)[i], p);
+      if (!names.insert(name).second) Fail(Join(p, "name"), "duplicate volume '" + name + "'");
+    }
+    s.volumes = *vols;
+  }
+  if (const json* env = Find(spec, "env")) {
+    if (!env->is_array()) Fail("spec.env", "must be a list");
+    std::set<std::string> seen;
+    for (size_t i = 0; i < env->size(); ++i) {
+      EnvVar var = ParseEnvVar((*env)[i], Index("spec.env", i));
+      if (!seen.insert(var.name).second) Fail(Index("spec.env", i) + ".name", "duplicate '" + var.name + "'");
+      s.env.push_back(std::move(var));
+    }
+  }
+  if (const json* pm = Find(spec, "podMetadata")) {
+    RequireObject(*pm, "spec.podMetadata");
+    s.pod_labels = StringMap(*pm, "labels", "spec.podMetadata");
+    s.pod_annotations = StringMap(*pm, "annotations", "spec.podMetadata");
+    ValidateLabels(s.pod_labels, "spec.podMetadata.labels");
+    ValidateAnnotations(s.pod_annotations, "spec.podMetadata.annotations");
+    for (const auto& [k, v] : s.pod_labels) {
+      if (IsOperatorLabel(k)) Fail("spec.podMetadata.labels." + k, "is set by the operator");
+    }
+    for (const auto& [k, v] : s.pod_annotations) {
+      if (IsOperatorAnnotation(k)) Fail("spec.podMetadata.annotations." + k, "is set by the operator");
+    }
+  }
+  // The pod template adds volumes, so mounts are checked after it.
+  ParsePodTemplate(Find(spec, "podTemplate"), "spec.podTemplate", &s);
+  std::set<std::string> volume_names;
+  for (const json& v : s.volumes) volume_names.insert(v.value("name", ""));
+  if (const json* mounts = Find(spec, "volumeMounts")) {
+    if (!mounts->is_array()) Fail("spec.volumeMounts", "must be a list");
+    for (size_t i = 0; i < mounts->size(); ++i) ParseVolumeMount((*mounts)[i], Index("spec.volumeMounts", i), volume_names);
+    json all = *mounts;
+    for (const json& m : s.volume_mounts) all.push_back(m);
+    s.volume_mounts = all;
+  }
+  auto rq = s.requests.find("hugepages-2Mi");
+  auto lm = s.limits.find("hugepages-2Mi");
+  if (rq != s.requests.end() && lm != s.limits.end() && rq->second != lm->second) {
+    Fail("spec.resources.limits.hugepages-2Mi", "must equal the request (" + rq->second +
+                                                    "): Kubernetes requires request = limit for hugepages");
+  }
+}
+
 TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
   const std::string P = "spec";
   RequireObject(spec, P);
@@ -272,55 +327,7 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
     s.checkpoint_dir = *summary->checkpoint_dir;
   }
 
-  if (const json* vols = Find(spec, "volumes")) {
-    if (!vols->is_array()) Fail("spec.volumes", "must be a list");
-    std::set<std::string> names;
-    for (size_t i = 0; i < vols->size(); ++i) {
-      const std::string p = Index("spec.volumes", i);
-      const std::string name = ParseVolume((*vols)[i], p);
-      if (!names.insert(name).second) Fail(Join(p, "name"), "duplicate volume '" + name + "'");
-    }
-    s.volumes = *vols;
-  }
-  if (const json* env = Find(spec, "env")) {
-    if (!env->is_array()) Fail("spec.env", "must be a list");
-    std::set<std::string> seen;
-    for (size_t i = 0; i < env->size(); ++i) {
-      EnvVar var = ParseEnvVar((*env)[i], Index("spec.env", i));
-      if (!seen.insert(var.name).second) Fail(Index("spec.env", i) + ".name", "duplicate '" + var.name + "'");
-      s.env.push_back(std::move(var));
-    }
-  }
-  if (const json* pm = Find(spec, "podMetadata")) {
-    RequireObject(*pm, "spec.podMetadata");
-    s.pod_labels = StringMap(*pm, "labels", "spec.podMetadata");
-    s.pod_annotations = StringMap(*pm, "annotations", "spec.podMetadata");
-    ValidateLabels(s.pod_labels, "spec.podMetadata.labels");
-    ValidateAnnotations(s.pod_annotations, "spec.podMetadata.annotations");
-    for (const auto& [k, v] : s.pod_labels) {
-      if (IsOperatorLabel(k)) Fail("spec.podMetadata.labels." + k, "is set by the operator");
-    }
-    for (const auto& [k, v] : s.pod_annotations) {
-      if (IsOperatorAnnotation(k)) Fail("spec.podMetadata.annotations." + k, "is set by the operator");
-    }
-  }
-  // The pod template adds volumes, so mounts are checked after it.
-  ParsePodTemplate(Find(spec, "podTemplate"), "spec.podTemplate", &s);
-  std::set<std::string> volume_names;
-  for (const json& v : s.volumes) volume_names.insert(v.value("name", ""));
-  if (const json* mounts = Find(spec, "volumeMounts")) {
-    if (!mounts->is_array()) Fail("spec.volumeMounts", "must be a list");
-    for (size_t i = 0; i < mounts->size(); ++i) ParseVolumeMount((*mounts)[i], Index("spec.volumeMounts", i), volume_names);
-    json all = *mounts;
-    for (const json& m : s.volume_mounts) all.push_back(m);
-    s.volume_mounts = all;
-  }
-  auto rq = s.requests.find("hugepages-2Mi");
-  auto lm = s.limits.find("hugepages-2Mi");
-  if (rq != s.requests.end() && lm != s.limits.end() && rq->second != lm->second) {
-    Fail("spec.resources.limits.hugepages-2Mi", "must equal the request (" + rq->second +
-                                                    "): Kubernetes requires request = limit for hugepages");
-  }
+  ParsePodFields(spec, s);
   CheckScheduling(s);
   return s;
 }
