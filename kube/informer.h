@@ -49,14 +49,10 @@ class Informer {
   // True once the first LIST has been applied; false on timeout.
   bool WaitForSync(std::chrono::milliseconds timeout);
   bool HasSynced() const { return reflector_.HasSynced(); }
+  // List/watch failures are logged with spdlog (warn: what was listed or
+  // watched, the error, the retry delay) and counted here.
   ReflectorStats stats() const { return reflector_.stats(); }
   std::string LastResourceVersion() const { return reflector_.LastResourceVersion(); }
-  // List/watch failures are logged with spdlog (warn). Kept for
-  // operator/cmd/main.cc, which still formats its own log lines.
-  [[deprecated("list/watch failures are logged with spdlog")]] void SetErrorLogger(
-      std::function<void(const std::string&)> log) {
-    reflector_.SetErrorLogger(std::move(log));
-  }
 
  private:
   void Dispatch(const StoreDelta& d);

@@ -117,11 +117,7 @@ void Reflector::Run(CancelToken* cancel) {
     }
     const auto delay = backoff.Delay(failures++);
     const std::string line = std::string(what) + " " + What() + ": " + e.ToString();
-    if (log_) {
-      log_(line);
-    } else {
-      spdlog::warn("{} (retrying in {} ms)", line, delay.count());
-    }
+    spdlog::warn("{} (retrying in {} ms)", line, delay.count());
     cancel->SleepFor(delay);
   };
   while (!cancel->cancelled()) {

@@ -53,10 +53,6 @@ class Reflector {
   bool HasSynced() const { return synced_.load(); }
   std::string LastResourceVersion() const;
   ReflectorStats stats() const;
-  // Deprecated: failures are logged with spdlog. A callback set here receives
-  // each failure line instead (no secrets: messages come from the client's
-  // Status); it stays for callers that still format their own logs.
-  void SetErrorLogger(std::function<void(const std::string&)> log) { log_ = std::move(log); }
 
  private:
   Status ListAndReplace(CancelToken* cancel);
@@ -74,7 +70,6 @@ class Reflector {
   mutable std::mutex mu_;
   std::string rv_;
   ReflectorStats stats_;
-  std::function<void(const std::string&)> log_;
 };
 
 }  // namespace kube

@@ -28,8 +28,8 @@
 #include "operator/controller/reconciler.h"
 #include "kube/resources.h"
 #include "kube/rest_client.h"
-#include "kube/testing/fake_server.h"
-#include "kube/testing/kube_local.h"
+#include "localcluster/testing/files.h"
+#include "localcluster/testing/kube_local.h"
 
 namespace hypertrain::operatorcmd {
 namespace {
@@ -189,9 +189,9 @@ class OperatorProcess {
 
 // Bad flags exit 2 at once with a message naming the flag (before any API call).
 TEST(OperatorE2ETest, RejectsBadFlags) {
-  const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
+  const std::string op_bin = kubelocal::testing::Runfile("operator/cmd/hypertrain-operator");
   ASSERT_FALSE(op_bin.empty());
-  const std::string dir = kube::testing::MakeTempDir("operator-flags");
+  const std::string dir = kubelocal::testing::MakeTempDir("operator-flags");
   for (const std::string& bad : {"--fault-settle-ms=-5", "--fault-settle-ms=2s", "--workers=0"}) {
     OperatorProcess op(op_bin, dir + "/no-kubeconfig", "flags", dir + "/op.log", {bad});
     EXPECT_EQ(op.Signal(0, 10s), 2) << bad;
@@ -234,12 +234,12 @@ TEST(OperatorE2ETest, AnswersHelpAndVersion) {
 }
 
 TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
-  const std::string kl_bin = kube::testing::Runfile("localcluster/apiserver/kube-local");
-  const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
+  const std::string kl_bin = kubelocal::testing::Runfile("localcluster/apiserver/kube-local");
+  const std::string op_bin = kubelocal::testing::Runfile("operator/cmd/hypertrain-operator");
   ASSERT_FALSE(kl_bin.empty());
   ASSERT_FALSE(op_bin.empty());
-  const std::string dir = kube::testing::MakeTempDir("operator-e2e");
-  kube::testing::KubeLocal kl(kl_bin, dir);
+  const std::string dir = kubelocal::testing::MakeTempDir("operator-e2e");
+  kubelocal::testing::KubeLocal kl(kl_bin, dir);
   auto started = kl.Start();
   ASSERT_TRUE(started.ok()) << started.ToString();
   auto cfg = kl.LoadConfig();
@@ -360,10 +360,10 @@ long RssKb(pid_t pid) {
 
 // Benchmark (manual): operator memory with 500 TrainingJobs reconciled.
 TEST(OperatorScaleBench, FiveHundredJobs) {
-  const std::string kl_bin = kube::testing::Runfile("localcluster/apiserver/kube-local");
-  const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
-  const std::string dir = kube::testing::MakeTempDir("operator-scale");
-  kube::testing::KubeLocal kl(kl_bin, dir);
+  const std::string kl_bin = kubelocal::testing::Runfile("localcluster/apiserver/kube-local");
+  const std::string op_bin = kubelocal::testing::Runfile("operator/cmd/hypertrain-operator");
+  const std::string dir = kubelocal::testing::MakeTempDir("operator-scale");
+  kubelocal::testing::KubeLocal kl(kl_bin, dir);
   ASSERT_TRUE(kl.Start().ok());
   auto cfg = kl.LoadConfig();
   ASSERT_TRUE(cfg.ok());

@@ -31,10 +31,6 @@ bool NodeHealthChanged(const Json& before, const Json& after) {
   return labels(before) != labels(after) || conditions(before) != conditions(after) || spec(before) != spec(after);
 }
 
-void LogWatchErrors(kube::Informer& informer, const std::string& what) {
-  informer.SetErrorLogger([what](const std::string& e) { spdlog::warn("watch error ({}): {}", what, e); });
-}
-
 std::string NamespaceName(const std::string& ns) { return ns.empty() ? "*" : ns; }
 
 }  // namespace
@@ -61,7 +57,6 @@ struct Manager::Term {
 Manager::Manager(ManagerOptions opts) : o_(std::move(opts)) {}
 
 void Manager::StartInformers(Term& t) {
-  LogWatchErrors(t.nodes, "nodes");
   t.nodes.Start();
   const std::vector<std::string> nss = o_.namespaces.empty() ? std::vector<std::string>{""} : o_.namespaces;
   for (const std::string& ns : nss) {
@@ -72,8 +67,6 @@ void Manager::StartInformers(Term& t) {
     s.pods = std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, kube::resources::kPods, ns), only_ours);
     s.jobs->AddEventHandlers(kube::EnqueueKeyHandlers(&t.queue));
     s.pods->AddEventHandlers(kube::EnqueueOwnerHandlers(&t.queue, api::kKind));
-    LogWatchErrors(*s.jobs, "trainingjobs in " + NamespaceName(ns));
-    LogWatchErrors(*s.pods, "pods in " + NamespaceName(ns));
     ReconcilerOptions ro;
     ro.client = o_.client;
     ro.jobs = &s.jobs->store();

@@ -15,8 +15,8 @@
 #include "operator/controller/builders.h"
 #include "kube/informer.h"
 #include "kube/rest_client.h"
-#include "kube/testing/fake_server.h"
-#include "kube/testing/kube_local.h"
+#include "localcluster/testing/files.h"
+#include "localcluster/testing/kube_local.h"
 
 namespace hypertrain::controller {
 namespace {
@@ -34,9 +34,9 @@ const kube::ResourceType kCrdType{"apiextensions.k8s.io", "v1", "customresourced
 class ReconcilerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string bin = kube::testing::Runfile("localcluster/apiserver/kube-local");
+    std::string bin = kubelocal::testing::Runfile("localcluster/apiserver/kube-local");
     ASSERT_FALSE(bin.empty()) << "kube-local binary not in runfiles";
-    kl_ = new kube::testing::KubeLocal(bin, kube::testing::MakeTempDir("reconciler"));
+    kl_ = new kubelocal::testing::KubeLocal(bin, kubelocal::testing::MakeTempDir("reconciler"));
     auto started = kl_->Start();
     ASSERT_TRUE(started.ok()) << started.ToString();
     auto cfg = kl_->LoadConfig();
@@ -264,7 +264,7 @@ class ReconcilerTest : public ::testing::Test {
     return out;
   }
 
-  static inline kube::testing::KubeLocal* kl_ = nullptr;
+  static inline kubelocal::testing::KubeLocal* kl_ = nullptr;
   static inline std::shared_ptr<kube::RestClient>* client_ = nullptr;
   std::unique_ptr<kube::Informer> job_informer_, pod_informer_, node_informer_;
   std::unique_ptr<Reconciler> reconciler_;
