@@ -43,4 +43,14 @@ std::vector<std::string> LogCapture::Matching(std::string_view needle) const {
   return out;
 }
 
+std::string LogCapture::text() const {
+  std::string out;
+  for (const Line& l : Lines()) {
+    const auto level = spdlog::level::to_string_view(l.level);
+    out.append(level.data(), level.size());
+    out += ": " + l.message + "\n";
+  }
+  return out;
+}
+
 }  // namespace hypertrain::testing

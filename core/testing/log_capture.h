@@ -1,6 +1,8 @@
 #pragma once
-// Test helper: captures what libraries log through spdlog's default logger
-// while it lives, then puts the previous default logger back.
+// Tests that assert on log lines: while a LogCapture lives, spdlog's default
+// logger (core/log.h) writes every message into it (and nowhere else); then
+// the previous default logger is back. Thread-safe: background threads may
+// log meanwhile. The one log capture of the code base.
 #include <spdlog/common.h>
 
 #include <memory>
@@ -29,6 +31,9 @@ class LogCapture {
   std::vector<Line> Lines() const;
   // The messages that contain `needle`.
   std::vector<std::string> Matching(std::string_view needle) const;
+  // "<level>: <message>\n" per line so far (level as spdlog names it:
+  // "info", "warning", "error", ...).
+  std::string text() const;
 
  private:
   class Sink;

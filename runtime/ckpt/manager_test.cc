@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "core/atomic_file.h"
+#include "core/testing/log_capture.h"
 #include "runtime/ckpt/test_util.h"
-#include "runtime/testing/log_capture.h"
 
 namespace hypertrain::ckpt {
 namespace {

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "core/atomic_file.h"
+#include "core/testing/log_capture.h"
 #include "runtime/ckpt/test_util.h"
-#include "runtime/testing/log_capture.h"
 
 namespace hypertrain::ckpt {
 namespace {
