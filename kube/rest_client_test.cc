@@ -76,16 +76,16 @@ TEST(RestClientTest, GetSendsHeadersAndEncodesQuery) {
 
 TEST(RestClientTest, ObserverSeesEveryAttemptWithMethodAndCode) {
   std::atomic<int> calls{0};
-  FakeServer srv([&](const HttpRequest& r, Conn& c) {
+  ScriptedServer srv([&](const HttpRequest& r, ResponseSink& c) {
     if (r.path == "/flaky" && calls++ == 0) {
-      c.Respond(503, StatusBody(503, "ServiceUnavailable", "try again"));
+      Respond(c, 503, StatusBody(503, "ServiceUnavailable", "try again"));
     } else if (r.path == "/missing") {
-      c.Respond(404, StatusBody(404, "NotFound", "no"));
+      Respond(c, 404, StatusBody(404, "NotFound", "no"));
     } else {
-      c.Respond(201, "{}");
+      Respond(c, 201, "{}");
     }
   });
-  auto client = MustClient(TestConfig(srv.url()));
+  auto client = MustClient(TestConfig(srv));
   std::mutex mu;
   std::vector<RequestRecord> seen;
   client->SetRequestObserver([&](const RequestRecord& r) {
@@ -110,7 +110,7 @@ TEST(RestClientTest, ObserverSeesEveryAttemptWithMethodAndCode) {
   for (const auto& r : seen) EXPECT_GT(r.seconds, 0);
 
   // No server: code 0, the attempts are still seen.
-  Config dead = TestConfig("http://127.0.0.1:1");
+  Config dead = TestConfig("https://127.0.0.1:1", "");
   dead.max_retries = 1;
   auto down = MustClient(dead);
   std::vector<int> codes;

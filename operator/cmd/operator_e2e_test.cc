@@ -208,8 +208,8 @@ std::pair<int, std::string> RunShell(const std::string& cmd, const std::string& 
 }
 
 TEST(OperatorE2ETest, AnswersHelpAndVersion) {
-  const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
-  const std::string dir = kube::testing::MakeTempDir("operator-cli");
+  const std::string op_bin = kubelocal::testing::Runfile("operator/cmd/hypertrain-operator");
+  const std::string dir = kubelocal::testing::MakeTempDir("operator-cli");
   for (const char* help : {"--help", "-h"}) {
     auto [rc, out] = RunShell(op_bin + " " + help, dir + "/help");
     EXPECT_EQ(rc, 0) << out;
