@@ -51,6 +51,8 @@ void Kueue(Input& t) {
   t.spec.scheduling.gang.queue_name = "q";
 }
 
+// Long on purpose (as GangRows below): one table of Decide rows, data rather
+// than logic, that reads best as a whole.
 std::vector<Row> TimeoutRows() {
   const std::vector<std::string> delete_both = {"delete Pod j-node-0", "delete Pod j-node-1"};
   return {
