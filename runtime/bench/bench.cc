@@ -6,6 +6,14 @@
 //         [--fp8-lm-head 0|1]
 //         [--checkpointing none|selective|full]
 //         [--graphs 0|1] [--share-grads 0|1] [--deterministic 0|1] [--json out.jsonl]
+//         [--attention-impl auto|cudnn|cudnn-fast|cudnn-fwd|tiled|simple]
+//         [--gemm-autotune on|off|verbose] [--cudnn-bwd-workspace-mb N]
+//
+// The kernel options default to the trainer's config keys cuda.attention_impl,
+// cuda.gemm_autotune and cuda.cudnn_bwd_workspace_mb as their HT_* variables
+// set them (config::CudaConfigFromEnv, the trainer's one mapping: the GPU
+// scripts set HT_ATTENTION_IMPL, HT_GEMM_AUTOTUNE, HT_CUDNN_BWD_WORKSPACE_MB);
+// the flags win over the variables.
 //
 // Per run it prints tokens/s, MFU (model FLOPs per token = 6 * matmul params
 // incl. LM head + 12 * layers * hidden * seq, over the device's dense peak:
@@ -36,6 +44,7 @@
 
 #include "runtime/bench/bench.h"
 #include "runtime/backends/cuda/backend.h"
+#include "runtime/config/config.h"
 #include "runtime/model/config.h"
 
 namespace hypertrain::bench {
@@ -53,6 +62,7 @@ struct RunSpec {
   bool share_grads = true;  // block gradients in freed activations (one micro-batch per step)
   bool deterministic = true;  // as trainer.deterministic; 0 = cuDNN's atomic-dQ attention backward
   model::Fp8Options fp8;      // --precision fp8
+  config::CudaConfig kernels;  // cuda.* keys: HT_* variables, then flags
 };
 
 std::string PrecisionLabel(const RunSpec& r) {
@@ -87,6 +97,12 @@ int Run(const RunSpec& r, const std::string& json_path) {
   co.share_grads_with_activations = r.share_grads;
   co.cuda_graphs = r.graphs;
   co.loss_chunk_rows = r.loss_chunk_rows;
+  const Status knobs = cuda::SetKernelOptions(r.kernels.attention_impl, r.kernels.gemm_autotune,
+                                              r.kernels.cudnn_bwd_workspace_mb, &co);
+  if (!knobs.ok()) {
+    spdlog::error("bench: {}", knobs.ToString());
+    return 2;
+  }
   auto b_or = cuda::CudaBackend::Create(cfg, o, co);
   if (!b_or.ok()) {
     spdlog::error("bench: {}", b_or.status().ToString());
@@ -230,6 +246,8 @@ constexpr char kUsage[] =
     "             [--fp8-recipe delayed|tensorwise] [--fp8-grad e5m2|e4m3] [--fp8-lm-head 0|1]\n"
     "             [--graphs 0|1] [--profile 0|1] [--loss-chunk-rows N] [--share-grads 0|1]\n"
     "             [--deterministic 0|1]\n"
+    "             [--attention-impl auto|cudnn|cudnn-fast|cudnn-fwd|tiled|simple]\n"
+    "             [--gemm-autotune on|off|verbose] [--cudnn-bwd-workspace-mb N]\n"
     "             [--json FILE]\n"
     "Without --model: the reference runs 125m 16x2048 and 1b 4x2048.\n";
 
@@ -237,6 +255,13 @@ constexpr char kUsage[] =
 
 int BenchMain(int argc, char** argv) {
   RunSpec spec;
+  StatusOr<config::CudaConfig> from_env =
+      config::CudaConfigFromEnv([](const char* name) -> const char* { return std::getenv(name); });
+  if (!from_env.ok()) {
+    spdlog::error("bench: {}", from_env.status().ToString());
+    return 2;
+  }
+  spec.kernels = *from_env;
   bool explicit_model = false;
   std::string json;
   for (int i = 1; i < argc; ++i) {
@@ -272,6 +297,9 @@ int BenchMain(int argc, char** argv) {
     else if (a == "--share-grads") spec.share_grads = as_int(next()) != 0;
     else if (a == "--deterministic") spec.deterministic = as_int(next()) != 0;
     else if (a == "--json") json = next();
+    else if (a == "--attention-impl") spec.kernels.attention_impl = next();
+    else if (a == "--gemm-autotune") spec.kernels.gemm_autotune = next();
+    else if (a == "--cudnn-bwd-workspace-mb") spec.kernels.cudnn_bwd_workspace_mb = as_int(next());
     else if (a == "--fp8-recipe") {
       auto p = model::ParseFp8Recipe(next());
       if (!p.ok()) { std::fprintf(stderr, "bench: %s\n", p.status().ToString().c_str()); return 2; }

@@ -30,6 +30,9 @@ const std::vector<EnvOverride>& EnvOverrides() {
       {"HT_NCCL_WORLD_MAX_CTAS", "distributed.nccl.world.max_ctas"},
       {"HT_NCCL_WORLD_PRIORITY", "distributed.nccl.world.priority"},
       {"HT_CUDA_GRAPHS", "trainer.cuda_graphs"},
+      {"HT_ATTENTION_IMPL", "cuda.attention_impl"},
+      {"HT_GEMM_AUTOTUNE", "cuda.gemm_autotune"},
+      {"HT_CUDNN_BWD_WORKSPACE_MB", "cuda.cudnn_bwd_workspace_mb"},
       {"HT_UNKNOWN_KEYS", "hypertrain.unknown_keys"},
   };
   return kTable;
@@ -100,6 +103,13 @@ Status PrepareDocument(YAML::Node& root, const std::vector<std::string>& overrid
     HT_RETURN_IF_ERROR(ApplyOverride(root, "exp_manager.exp_dir='${run.results_dir}'", "default"));
   }
   return ResolveInterpolations(root, env);
+}
+
+void ReadCuda(Reader& r, CudaConfig& cu) {
+  r.Bool("trainer.cuda_graphs", &cu.cuda_graphs);
+  r.String("cuda.attention_impl", &cu.attention_impl);
+  r.String("cuda.gemm_autotune", &cu.gemm_autotune);
+  r.Int("cuda.cudnn_bwd_workspace_mb", &cu.cudnn_bwd_workspace_mb);
 }
 
 // "model.x: V: hypertrain does not ...; supported: ..." for keys asking for
@@ -181,7 +191,7 @@ void ReadTrainer(Reader& r, TrainConfig& c, std::string* precision) {
   r.Double("trainer.loss_scale.backoff_factor", &c.loss_scale.backoff_factor);
   r.Double("trainer.loss_scale.min_scale", &c.loss_scale.min_scale);
   r.Double("trainer.collective_timeout", &c.collective_timeout_s);
-  r.Bool("trainer.cuda_graphs", &c.cuda.cuda_graphs);
+  ReadCuda(r, c.cuda);
   DistributedConfig& d = c.distributed;
   r.Double("distributed.rendezvous_timeout_s", &d.rendezvous_timeout_s);
   r.String("distributed.gloo_hostname", &d.gloo_hostname);
@@ -419,6 +429,7 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::vecto
   HT_ASSIGN_OR_RETURN(c.fp8.grad_format, model::ParseFp8Format(fp8_grad));
   HT_RETURN_IF_ERROR(c.fp8.Validate());
   HT_RETURN_IF_ERROR(ValidateRanges(c, seed, depth));
+  HT_RETURN_IF_ERROR(internal::ValidateCuda(c.cuda));
   c.seed = static_cast<uint64_t>(seed);
   c.data.prefetch_depth = static_cast<int>(depth);
   c.loss_scale.enabled = c.precision == model::Precision::kFP16;
@@ -485,6 +496,18 @@ StatusOr<RunConfigSource> ResolveRunConfig(const std::string& config_flag, const
   }
   src.overrides.insert(src.overrides.end(), set_flags.begin(), set_flags.end());
   return src;
+}
+
+StatusOr<CudaConfig> CudaConfigFromEnv(const EnvLookup& env) {
+  YAML::Node root(YAML::NodeType::Map);
+  std::vector<std::string> notes;
+  HT_RETURN_IF_ERROR(PrepareDocument(root, {}, env, &notes));
+  Reader r(root);
+  CudaConfig cu;
+  ReadCuda(r, cu);
+  HT_RETURN_IF_ERROR(r.status());
+  HT_RETURN_IF_ERROR(internal::ValidateCuda(cu));
+  return cu;
 }
 
 }  // namespace hypertrain::config

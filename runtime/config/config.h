@@ -12,6 +12,8 @@
 //                 hf_model_name_or_path, peft.*, optim.*, data.*}
 //   exp_manager: {exp_dir, checkpoint_dir, checkpoint_callback_params.*,
 //                 export_full_model.*, auto_checkpoint.*, checkpoint.*, ...}
+//   distributed: {rendezvous_timeout_s, reduce_dtype, replica_reduce, nccl.*, ...}
+//   cuda:        {attention_impl, gemm_autotune, cudnn_bwd_workspace_mb}
 // docs/TRAINER.md lists every key with its default and the recipes using it.
 //
 // Errors (InvalidArgument) name the key, the value and what is accepted, e.g.
@@ -128,10 +130,22 @@ struct DistributedConfig {
   NcclKind nccl_shard, nccl_replica, nccl_world;
 };
 
-// CUDA backend knobs; each has an HT_* override.
+// CUDA backend knobs; each has an HT_* override (EnvOverrides). The kernels
+// get them as parameters (runtime/kernels/cuda: AttentionParams, Gemm::Create).
 struct CudaConfig {
   bool cuda_graphs = false;  // trainer.cuda_graphs
+  // cuda.attention_impl: auto | cudnn | cudnn-fast | cudnn-fwd | tiled | simple
+  std::string attention_impl = "auto";
+  // cuda.gemm_autotune: on | off | verbose (0 and 1 read as off and on)
+  std::string gemm_autotune = "on";
+  // cuda.cudnn_bwd_workspace_mb: cap of one deterministic cuDNN attention
+  // backward call's workspace (MiB, > 0); the batch runs in chunks beyond it.
+  int64_t cudnn_bwd_workspace_mb = 2048;
 };
+
+// The values cuda.attention_impl and cuda.gemm_autotune accept.
+const std::vector<std::string>& AttentionImplNames();
+const std::vector<std::string>& GemmAutotuneNames();
 
 struct TrainConfig {
   // trainer:
@@ -209,6 +223,11 @@ struct EnvOverride {
   const char* key;
 };
 const std::vector<EnvOverride>& EnvOverrides();
+
+// The CUDA knobs from the HT_* environment overrides alone (defaults
+// elsewhere), validated as in ParseTrainConfig: for tools without a config
+// file (`hypertrain bench`). InvalidArgument naming the variable's key and value.
+StatusOr<CudaConfig> CudaConfigFromEnv(const EnvLookup& env);
 
 // The resolved, typed config as YAML (what `hypertrain config` prints and the
 // trainer logs at start): every key with the value that will run.

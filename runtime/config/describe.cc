@@ -172,6 +172,14 @@ void EmitDistributed(YAML::Emitter& e, const TrainConfig& c) {
   e << YAML::EndMap << YAML::EndMap;
 }
 
+void EmitCuda(YAML::Emitter& e, const CudaConfig& cu) {
+  e << YAML::Key << "cuda" << YAML::Value << YAML::BeginMap;
+  Kv(e, "attention_impl", cu.attention_impl);
+  Kv(e, "gemm_autotune", cu.gemm_autotune);
+  Kv(e, "cudnn_bwd_workspace_mb", cu.cudnn_bwd_workspace_mb);
+  e << YAML::EndMap;
+}
+
 }  // namespace
 
 std::string DescribeConfig(const TrainConfig& c) {
@@ -182,6 +190,7 @@ std::string DescribeConfig(const TrainConfig& c) {
   EmitModel(e, c);
   EmitExpManager(e, c);
   EmitDistributed(e, c);
+  EmitCuda(e, c.cuda);
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
 }

@@ -86,11 +86,14 @@ std::string SuggestKey(const std::string& unknown, const std::set<std::string>& 
 
 namespace hypertrain::config {
 struct TrainConfig;
+struct CudaConfig;
 namespace internal {
 // validate.cc: ranges of every numeric key (seed and prefetch depth before
 // they are narrowed), then the cross-key rules and the defaults that follow
 // from them (checkpoint_dir, export dir, auto_checkpoint, start-up notes).
 Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth);
 Status ValidateAndFinish(TrainConfig& c);
+// cuda.*: values and ranges; reads gemm_autotune 0/1 as off/on.
+Status ValidateCuda(CudaConfig& cu);
 }  // namespace internal
 }  // namespace hypertrain::config

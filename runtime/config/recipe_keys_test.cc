@@ -244,6 +244,66 @@ TEST(RecipeKeys, EnvironmentOverridesMapToKeysInOnePlace) {
   }
 }
 
+// The kernels' knobs: keys in the cuda section, each with its HT_* variable
+// (tools/gpu_bench_sweep.sh and cudnn_gpu_check.sh set them); bad values are
+// config errors naming the key and the value, from a file, --set or the env.
+TEST(RecipeKeys, CudaKernelKnobsAreKeysWithEnvOverrides) {
+  auto d = Parse({});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->cuda.attention_impl, "auto");
+  EXPECT_EQ(d->cuda.gemm_autotune, "on");
+  EXPECT_EQ(d->cuda.cudnn_bwd_workspace_mb, 2048);
+  std::map<std::string, std::string> vars = {
+      {"HT_ATTENTION_IMPL", "cudnn-fast"}, {"HT_GEMM_AUTOTUNE", "0"}, {"HT_CUDNN_BWD_WORKSPACE_MB", "256"}};
+  const EnvLookup env = [&vars](const char* n) -> const char* {
+    auto it = vars.find(n);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  auto c = Parse({}, env);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->cuda.attention_impl, "cudnn-fast");
+  EXPECT_EQ(c->cuda.gemm_autotune, "off");  // the scripts' 0 reads as off
+  EXPECT_EQ(c->cuda.cudnn_bwd_workspace_mb, 256);
+  EXPECT_EQ(c->notes.size(), vars.size());
+  const std::string described = DescribeConfig(*c);
+  EXPECT_NE(described.find("attention_impl: cudnn-fast"), std::string::npos) << described;
+  // The same mapping without a config file (hypertrain bench).
+  auto from_env = CudaConfigFromEnv(env);
+  ASSERT_TRUE(from_env.ok()) << from_env.status().ToString();
+  EXPECT_EQ(from_env->attention_impl, "cudnn-fast");
+  EXPECT_EQ(from_env->gemm_autotune, "off");
+  EXPECT_EQ(from_env->cudnn_bwd_workspace_mb, 256);
+  // A file's keys (YAML on/off stay words), and --set over the environment.
+  auto set = Parse({"cuda.gemm_autotune=verbose", "cuda.attention_impl=tiled"}, env);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->cuda.gemm_autotune, "verbose");
+  EXPECT_EQ(set->cuda.attention_impl, "tiled");
+  auto yaml_off = ParseTrainConfig(std::string(kBase) + "cuda:\n  gemm_autotune: off\n", {}, "t.yaml");
+  ASSERT_TRUE(yaml_off.ok()) << yaml_off.status().ToString();
+  EXPECT_EQ(yaml_off->cuda.gemm_autotune, "off");
+
+  const std::pair<std::map<std::string, std::string>, std::string> bad[] = {
+      {{{"HT_ATTENTION_IMPL", "flash"}},
+       "cuda.attention_impl: 'flash' is not one of auto, cudnn, cudnn-fast, cudnn-fwd, tiled, simple"},
+      {{{"HT_GEMM_AUTOTUNE", "2"}}, "cuda.gemm_autotune: '2' is not one of on, off, verbose"},
+      {{{"HT_CUDNN_BWD_WORKSPACE_MB", "0"}},
+       "cuda.cudnn_bwd_workspace_mb: 0 must be between 1 and 1048576 (MiB)"},
+      {{{"HT_CUDNN_BWD_WORKSPACE_MB", "2g"}}, "cuda.cudnn_bwd_workspace_mb: '2g' is not an integer"},
+  };
+  for (const auto& [v, message] : bad) {
+    vars = v;
+    auto p = Parse({}, env);
+    ASSERT_FALSE(p.ok()) << message;
+    EXPECT_EQ(p.status().message(), message);
+    auto e = CudaConfigFromEnv(env);
+    ASSERT_FALSE(e.ok()) << message;
+    EXPECT_EQ(e.status().message(), message);
+  }
+  auto neg = Parse({"cuda.cudnn_bwd_workspace_mb=-5"});
+  ASSERT_FALSE(neg.ok());
+  EXPECT_EQ(neg.status().message(), "cuda.cudnn_bwd_workspace_mb: -5 must be between 1 and 1048576 (MiB)");
+}
+
 TEST(RecipeKeys, DescribeConfigPrintsWhatWillRun) {
   auto c = Parse({"model.shape=1b", "model.activation_checkpointing=True", "exp_manager.exp_dir=/e",
                   "exp_manager.checkpoint_callback_params.save_top_k=0", "model.hf_access_token=secret-token"});

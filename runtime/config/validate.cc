@@ -1,6 +1,10 @@
 // Range and cross-key checks of a parsed TrainConfig (runtime/config/reader.h).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "contract/sharding.h"
 #include "runtime/config/config.h"
 #include "runtime/config/reader.h"
@@ -15,6 +19,27 @@ Status Check(bool ok, const std::string& key, T value, const std::string& rule) 
 }
 
 }  // namespace
+
+std::string OneOf(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+Status CheckOneOf(const std::string& key, const std::string& value, const std::vector<std::string>& names) {
+  if (std::find(names.begin(), names.end(), value) != names.end()) return Status::Ok();
+  return InvalidArgument(fmt::format("{}: '{}' is not one of {}", key, value, OneOf(names)));
+}
+
+Status ValidateCuda(CudaConfig& cu) {
+  HT_RETURN_IF_ERROR(CheckOneOf("cuda.attention_impl", cu.attention_impl, AttentionImplNames()));
+  if (cu.gemm_autotune == "1") cu.gemm_autotune = "on";
+  if (cu.gemm_autotune == "0") cu.gemm_autotune = "off";
+  HT_RETURN_IF_ERROR(CheckOneOf("cuda.gemm_autotune", cu.gemm_autotune, GemmAutotuneNames()));
+  // The cap is passed on in bytes; 1 TiB is far above any device.
+  return Check(cu.cudnn_bwd_workspace_mb >= 1 && cu.cudnn_bwd_workspace_mb <= (int64_t{1} << 20),
+               "cuda.cudnn_bwd_workspace_mb", cu.cudnn_bwd_workspace_mb, "must be between 1 and 1048576 (MiB)");
+}
 
 Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
   const OptimConfig& o = c.optim;
@@ -156,3 +181,19 @@ Status ValidateAndFinish(TrainConfig& c) {
 }
 
 }  // namespace hypertrain::config::internal
+
+namespace hypertrain::config {
+
+// Must match kernels::cuda::ParseAttentionImpl / ParseGemmAutotune (the CUDA
+// backend parses the validated value; backend_test checks every name).
+const std::vector<std::string>& AttentionImplNames() {
+  static const std::vector<std::string> kNames = {"auto", "cudnn", "cudnn-fast", "cudnn-fwd", "tiled", "simple"};
+  return kNames;
+}
+
+const std::vector<std::string>& GemmAutotuneNames() {
+  static const std::vector<std::string> kNames = {"on", "off", "verbose"};
+  return kNames;
+}
+
+}  // namespace hypertrain::config

@@ -153,6 +153,21 @@ CudaBackend::~CudaBackend() {
   if (h2d_stream_) cudaStreamDestroy(h2d_stream_);
 }
 
+Status SetKernelOptions(const std::string& attention_impl, const std::string& gemm_autotune,
+                        int64_t cudnn_bwd_workspace_mb, CudaOptions* o) {
+  StatusOr<kc::AttentionImpl> impl = kc::ParseAttentionImpl(attention_impl);
+  if (!impl.ok()) return InvalidArgument("cuda.attention_impl: " + impl.status().message());
+  StatusOr<kc::GemmAutotune> tune = kc::ParseGemmAutotune(gemm_autotune);
+  if (!tune.ok()) return InvalidArgument("cuda.gemm_autotune: " + tune.status().message());
+  if (cudnn_bwd_workspace_mb < 1) {
+    return InvalidArgument(fmt::format("cuda.cudnn_bwd_workspace_mb: {} must be >= 1", cudnn_bwd_workspace_mb));
+  }
+  o->attention_impl = *impl;
+  o->gemm_autotune = *tune;
+  o->cudnn_bwd_workspace_cap_bytes = static_cast<size_t>(cudnn_bwd_workspace_mb) << 20;
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelConfig& config,
                                                            const model::BackendOptions& options,
                                                            const CudaOptions& cuda) {
@@ -213,7 +228,8 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   peak_flops_ = PeakFlopsFor(device_name_, options_.precision);
   HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   HT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&h2d_stream_, cudaStreamNonBlocking));
-  HT_ASSIGN_OR_RETURN(gemm_, kc::Gemm::Create(options_.precision == model::Precision::kTF32));
+  HT_ASSIGN_OR_RETURN(gemm_, kc::Gemm::Create(options_.precision == model::Precision::kTF32,
+                                                kc::Gemm::kDefaultWorkspaceBytes, cuda_.gemm_autotune));
   allocated_bytes_ += static_cast<int64_t>(kc::Gemm::kDefaultWorkspaceBytes);
   for (cudaEvent_t* e : {&ev_data_, &ev_start_, &ev_fwd_, &ev_end_})
     HT_CUDA_RETURN_IF_ERROR(cudaEventCreate(e));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/backends/cpu/backend.h"
+#include "runtime/config/config.h"
 #include "runtime/testing/cuda_device.h"
 #include "runtime/train/loss_scaler.h"
 
@@ -105,6 +106,32 @@ TEST(CudaBackendArgs, RejectsUnsupportedHeadDims) {
   r = CudaBackend::Create(c, Options(Precision::kFP32));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("head_dim 24"), std::string::npos) << r.status().ToString();
+}
+
+// CPU-runnable: every value the config accepts for the kernel keys reaches
+// the kernels as the matching option (config and kernels agree on the names).
+TEST(CudaBackendArgs, KernelOptionsFromEveryConfigValue) {
+  const config::CudaConfig defaults;
+  CudaOptions o;
+  ASSERT_TRUE(SetKernelOptions(defaults.attention_impl, defaults.gemm_autotune,
+                               defaults.cudnn_bwd_workspace_mb, &o).ok());
+  EXPECT_EQ(o.attention_impl, kernels::cuda::AttentionImpl::kAuto);
+  EXPECT_EQ(o.gemm_autotune, kernels::cuda::GemmAutotune::kOn);
+  EXPECT_EQ(o.cudnn_bwd_workspace_cap_bytes, kernels::cuda::kDefaultCudnnBackwardWorkspaceCapBytes);
+  for (const std::string& impl : config::AttentionImplNames()) {
+    ASSERT_TRUE(SetKernelOptions(impl, "on", 1, &o).ok()) << impl;
+    EXPECT_EQ(kernels::cuda::AttentionImplName(o.attention_impl), impl);
+  }
+  for (const std::string& tune : config::GemmAutotuneNames()) {
+    ASSERT_TRUE(SetKernelOptions("auto", tune, 1, &o).ok()) << tune;
+    EXPECT_EQ(kernels::cuda::GemmAutotuneName(o.gemm_autotune), tune);
+  }
+  EXPECT_EQ(o.cudnn_bwd_workspace_cap_bytes, size_t{1} << 20);
+  const Status bad = SetKernelOptions("flash", "on", 1, &o);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("cuda.attention_impl"), std::string::npos) << bad.ToString();
+  EXPECT_FALSE(SetKernelOptions("auto", "maybe", 1, &o).ok());
+  EXPECT_FALSE(SetKernelOptions("auto", "on", 0, &o).ok());
 }
 
 // CPU-runnable: the ranges a first-write pass must zero are exactly the

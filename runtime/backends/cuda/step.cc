@@ -239,6 +239,8 @@ kc::AttentionParams CudaBackend::StepAttentionParams() const {
   ap.head_dim = static_cast<int>(cfg.head_dim());
   ap.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim()));
   ap.deterministic = options_.deterministic;
+  ap.impl = cuda_.attention_impl;
+  ap.cudnn_bwd_workspace_cap_bytes = cuda_.cudnn_bwd_workspace_cap_bytes;
   ap.dtype = dtype_ == kc::DType::kF16   ? kc::AttentionDtype::kFp16
              : dtype_ == kc::DType::kF32 ? kc::AttentionDtype::kFp32
                                          : kc::AttentionDtype::kBf16;

@@ -93,6 +93,7 @@ Status ValidateAttentionParams(const AttentionParams& p) {
   auto bad = [](const std::string& m) { return InvalidArgument("attention: " + m); };
   if (p.batch <= 0) return bad("batch must be > 0, got " + std::to_string(p.batch));
   if (p.seq <= 0) return bad("seq must be > 0, got " + std::to_string(p.seq));
+  if (p.cudnn_bwd_workspace_cap_bytes == 0) return bad("cudnn_bwd_workspace_cap_bytes must be > 0");
   if (p.n_heads <= 0 || p.n_kv_heads <= 0) {
     return bad("n_heads and n_kv_heads must be > 0, got " + std::to_string(p.n_heads) + " and " +
                std::to_string(p.n_kv_heads));
@@ -130,7 +131,7 @@ Status ValidateAttentionParams(const AttentionParams& p) {
 }
 
 size_t AttentionBackwardWorkspaceBytes(const AttentionParams& p) {
-  return internal::BackwardWorkspaceBytes(internal::DefaultImpl(), p);
+  return internal::BackwardWorkspaceBytes(p.impl, p);
 }
 
 
@@ -231,18 +232,6 @@ StatusOr<Impl> ParseImpl(const std::string& name) {
                          "tiled or simple, got '" + name + "'");
 }
 
-Impl DefaultImpl() {
-  static const Impl impl = [] {
-    const char* env = std::getenv("HT_ATTENTION_IMPL");
-    if (env == nullptr || *env == '\0') return Impl::kAuto;
-    StatusOr<Impl> parsed = ParseImpl(env);
-    if (parsed.ok()) return *parsed;
-    LogOnce("HT_ATTENTION_IMPL: " + parsed.status().message() + "; using auto");
-    return Impl::kAuto;
-  }();
-  return impl;
-}
-
 Impl Resolve(Impl impl, const AttentionParams& p, bool backward) {
   if (p.dtype == AttentionDtype::kFp32) return Impl::kSimple;  // tensor-core paths are 16-bit
   if (impl == Impl::kCudnnForward) return backward ? Impl::kTiled : Impl::kCudnn;
@@ -279,14 +268,18 @@ size_t BackwardWorkspaceBytes(Impl impl, const AttentionParams& p_in) {
 
 Status AttentionForward(const AttentionParams& p, const void* q, const void* k, const void* v,
                         void* out, float* lse, cudaStream_t stream) {
-  return internal::Forward(internal::DefaultImpl(), p, q, k, v, out, lse, stream);
+  return internal::Forward(p.impl, p, q, k, v, out, lse, stream);
 }
 
 Status AttentionBackward(const AttentionParams& p, const void* q, const void* k, const void* v,
                          const void* out, const void* dout, const float* lse, void* dq, void* dk,
                          void* dv, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  return internal::Backward(internal::DefaultImpl(), p, q, k, v, out, dout, lse, dq, dk, dv,
+  return internal::Backward(p.impl, p, q, k, v, out, dout, lse, dq, dk, dv,
                             workspace, workspace_bytes, stream);
 }
+
+const char* AttentionImplName(AttentionImpl impl) { return internal::ImplName(impl); }
+
+StatusOr<AttentionImpl> ParseAttentionImpl(const std::string& name) { return internal::ParseImpl(name); }
 
 }  // namespace hypertrain::kernels::cuda

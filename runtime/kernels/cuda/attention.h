@@ -20,7 +20,7 @@
 // with g = h / (n_heads / n_kv_heads) (causal; GQA). Accumulation is fp32;
 // inputs/outputs are bf16, fp16 or fp32 (all tensors of one call share it).
 //
-// Implementations (docs/ATTENTION.md): HT_ATTENTION_IMPL=auto (default) runs
+// Implementations (docs/ATTENTION.md): AttentionParams::impl = kAuto (default) runs
 // cuDNN's fused attention where cuDNN plans these params on this device, else
 // our tiled tensor-core kernels; cudnn, cudnn-fast, cudnn-fwd, tiled, simple
 // force one. The choice is printed once per shape on stderr.
@@ -45,6 +45,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/status.h"
 
@@ -53,6 +54,24 @@ namespace hypertrain::kernels::cuda {
 // kFp32 (the fp32 precision mode) runs scalar fp32 kernels without tensor
 // cores: correct but far slower; bf16/fp16 use the tensor-core kernels.
 enum class AttentionDtype { kBf16, kFp16, kFp32 };
+
+// Which kernels run (docs/ATTENTION.md; config key cuda.attention_impl):
+// kAuto = cuDNN where it runs these params on this device, else kTiled.
+enum class AttentionImpl {
+  kTiled,         // our tensor-core flash attention
+  kSimple,        // warp-per-row scalar kernels: slow, a fallback and cross-check
+  kCudnn,         // cuDNN fused attention, deterministic backward (attention_cudnn.h)
+  kCudnnFast,     // cuDNN fused attention, nondeterministic (atomic dQ) backward
+  kCudnnForward,  // cuDNN forward, our tiled backward (no cuDNN backward workspace)
+  kAuto,
+};
+const char* AttentionImplName(AttentionImpl impl);
+// Parses auto|cudnn|cudnn-fast|cudnn-fwd|tiled|simple; InvalidArgument otherwise.
+StatusOr<AttentionImpl> ParseAttentionImpl(const std::string& name);
+
+// Default cap of one deterministic cuDNN backward call's workspace
+// (cuda.cudnn_bwd_workspace_mb).
+constexpr size_t kDefaultCudnnBackwardWorkspaceCapBytes = size_t{2048} << 20;
 
 struct AttentionParams {
   int batch = 0;
@@ -72,6 +91,11 @@ struct AttentionParams {
   // cuDNN's atomic-dQ backward (cudnn-fast): faster and a smaller workspace,
   // but dq differs in its last bits from run to run. The forward is the same.
   bool deterministic = true;
+  // The implementation the public functions run (cuda.attention_impl).
+  AttentionImpl impl = AttentionImpl::kAuto;
+  // The deterministic cuDNN backward runs over batch chunks whose one-call
+  // workspace fits this many bytes (cuda.cudnn_bwd_workspace_mb); must be > 0.
+  size_t cudnn_bwd_workspace_cap_bytes = kDefaultCudnnBackwardWorkspaceCapBytes;
 };
 
 // Checks shapes, strides and dtype (pointers are checked by the calls).

@@ -406,32 +406,14 @@ StatusOr<size_t> OneCallWorkspaceBytes(const AttentionParams& p, BackwardMode mo
 // The deterministic backward's workspace grows with batch * heads * seq^2
 // (1.07 GB for 1b at 4 x 2048), so it runs over chunks of the batch: the
 // largest divisor of the batch whose one-call workspace fits
-// HT_CUDNN_BWD_WORKSPACE_MB (default 2048: 125m at 16 x 2048 and 1b at 4 x 2048
-// run unchunked). Each extra call costs its own
+// p.cudnn_bwd_workspace_cap_bytes (cuda.cudnn_bwd_workspace_mb, default 2048
+// MiB: 125m at 16 x 2048 and 1b at 4 x 2048 run unchunked). Each extra call costs its own
 // launches and wave tail (measured on an H200: 125m in chunks of 4 samples lost
 // ~4% of the step against one call, chunks of 2 lost 10%), so fewer is better.
 // Samples are independent, so the result does not depend on the chunking.
-size_t cap_for_testing = 0;
-
-size_t WorkspaceCapBytes() {
-  if (cap_for_testing != 0) return cap_for_testing;
-  static const size_t cap = [] {
-    const char* env = std::getenv("HT_CUDNN_BWD_WORKSPACE_MB");
-    if (env == nullptr || *env == '\0') return size_t{2048} << 20;
-    char* end = nullptr;
-    const long mb = std::strtol(env, &end, 10);
-    if (*end != '\0' || mb <= 0) {
-      spdlog::warn("HT_CUDNN_BWD_WORKSPACE_MB must be a positive integer (MiB), got '{}'; using 2048", env);
-      return size_t{2048} << 20;
-    }
-    return size_t(mb) << 20;
-  }();
-  return cap;
-}
-
 StatusOr<int> ChunkBatch(const AttentionParams& p, BackwardMode mode) {
   if (mode != BackwardMode::kDeterministic || p.batch <= 1) return p.batch;
-  const size_t cap = WorkspaceCapBytes();
+  const size_t cap = p.cudnn_bwd_workspace_cap_bytes;
   int cb = p.batch;
   while (cb > 1) {
     AttentionParams pc = p;
@@ -447,7 +429,6 @@ StatusOr<int> ChunkBatch(const AttentionParams& p, BackwardMode mode) {
 
 }  // namespace
 
-void SetBackwardWorkspaceCapForTesting(size_t bytes) { cap_for_testing = bytes; }
 
 StatusOr<size_t> BackwardWorkspaceBytes(const AttentionParams& p, BackwardMode mode) {
   HT_RETURN_IF_ERROR(CheckDtype(p));

@@ -23,7 +23,7 @@
 //    about 2 * batch * n_heads * seq^2 bytes. Engines cuDNN tags
 //    NONDETERMINISTIC are skipped. To bound that workspace the backward runs
 //    over chunks of the batch (the largest divisor of the batch whose
-//    workspace fits HT_CUDNN_BWD_WORKSPACE_MB, default 2048; samples are
+//    workspace fits p.cudnn_bwd_workspace_cap_bytes, default 2 GiB; samples are
 //    independent, so the result does not depend on the chunking).
 //  - kFast: cuDNN's default graph (fp32 dQ accumulator in the workspace,
 //    atomics): faster, smaller workspace, NOT bitwise reproducible.
@@ -44,9 +44,6 @@ namespace hypertrain::kernels::cuda::cudnn_attention {
 enum class BackwardMode { kDeterministic, kFast };
 const char* BackwardModeName(BackwardMode mode);
 
-// Test hook: replaces HT_CUDNN_BWD_WORKSPACE_MB for later calls (bytes; 0
-// restores it). Not thread-safe against concurrent backward calls.
-void SetBackwardWorkspaceCapForTesting(size_t bytes);
 
 // cudnnGetVersion() of the loaded library, e.g. 91900.
 size_t LoadedVersion();

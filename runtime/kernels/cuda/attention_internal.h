@@ -1,6 +1,6 @@
 #pragma once
 // Host-side entry points with an explicit implementation (attention.cc); the
-// public functions call these with DefaultImpl(). Tests use them to check each
+// public functions call these with AttentionParams::impl. Tests use them to check each
 // implementation against the reference. Not part of the public contract.
 #include <cuda_runtime.h>
 
@@ -12,20 +12,10 @@
 
 namespace hypertrain::kernels::cuda::internal {
 
-enum class Impl {
-  kTiled,       // our tensor-core flash attention
-  kSimple,      // warp-per-row scalar kernels: slow, a fallback and cross-check
-  kCudnn,       // cuDNN fused attention, deterministic backward (attention_cudnn.h)
-  kCudnnFast,   // cuDNN fused attention, nondeterministic (atomic dQ) backward
-  kCudnnForward,  // cuDNN forward, our tiled backward (no cuDNN backward workspace)
-  kAuto,        // kCudnn where cuDNN runs these params on this device, else kTiled
-};
+using Impl = AttentionImpl;
 const char* ImplName(Impl impl);
 // Parses auto|cudnn|cudnn-fast|cudnn-fwd|tiled|simple; InvalidArgument otherwise.
 StatusOr<Impl> ParseImpl(const std::string& name);
-// From HT_ATTENTION_IMPL (default auto); an unknown value is reported once on
-// stderr and auto is used.
-Impl DefaultImpl();
 // The implementation `impl` runs for p in the forward (backward = false) or
 // backward: kAuto becomes kCudnn or kTiled (the reason for kTiled is logged
 // once), kCudnnForward kCudnn forward and kTiled backward, fp32 always

@@ -242,6 +242,9 @@ TEST(AttentionArgs, RejectsBadShapes) {
   p = MakeParams(1, 5, 4, 2, 64);
   p.k_row_stride = 2 * 64 + 4;  // not a multiple of 8
   ExpectInvalid(p, "k_row_stride");
+  p = MakeParams(1, 5, 4, 2, 64);
+  p.cudnn_bwd_workspace_cap_bytes = 0;
+  ExpectInvalid(p, "cudnn_bwd_workspace_cap_bytes");
 }
 
 TEST(AttentionArgs, RejectsNullMisalignedPointersAndSmallWorkspace) {

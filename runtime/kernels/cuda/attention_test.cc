@@ -464,6 +464,7 @@ class CudnnModelShape {
   }
   bool ok() const { return ok_; }
   const AttentionParams& params() const { return p_; }
+  void set_workspace_cap(size_t bytes) { p_.cudnn_bwd_workspace_cap_bytes = bytes; }
 
   // Pointers of q, k, v (and dq, dk, dv) inside the QKV buffers.
   char* Q(const DeviceMem& m) const { return static_cast<char*>(m.get()); }
@@ -640,9 +641,8 @@ TEST(AttentionCudnn, ChunkedDeterministicBackwardMatchesOneCall) {
   Status st = m.Run(Impl::kCudnn, &whole);
   ASSERT_TRUE(st.ok()) << st.ToString();
   // One sample's workspace is ~2*12*2048^2 B = 96 MiB: a 200 MiB cap gives chunks of 1 or 2.
-  cudnn_attention::SetBackwardWorkspaceCapForTesting(size_t{200} << 20);
+  m.set_workspace_cap(size_t{200} << 20);
   st = m.Run(Impl::kCudnn, &chunked);
-  cudnn_attention::SetBackwardWorkspaceCapForTesting(0);
   ASSERT_TRUE(st.ok()) << st.ToString();
   const bool same = whole.out == chunked.out && whole.dq == chunked.dq && whole.dk == chunked.dk &&
                     whole.dv == chunked.dv;

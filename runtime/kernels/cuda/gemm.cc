@@ -38,17 +38,26 @@ int Alignment(const void* p) {
 constexpr int kTuneCandidates = 12;
 constexpr int kTuneRuns = 5;
 
-// HT_GEMM_AUTOTUNE: unset/"1" on, "0" off, "verbose" on and printing.
-int AutotuneFromEnv() {
-  const char* env = std::getenv("HT_GEMM_AUTOTUNE");
-  if (env == nullptr || *env == '\0' || std::strcmp(env, "1") == 0) return 1;
-  if (std::strcmp(env, "0") == 0) return 0;
-  if (std::strcmp(env, "verbose") == 0) return 2;
-  spdlog::warn("HT_GEMM_AUTOTUNE must be 0, 1 or verbose, got '{}'; autotuning stays on", env);
-  return 1;
+}  // namespace
+
+const char* GemmAutotuneName(GemmAutotune mode) {
+  switch (mode) {
+    case GemmAutotune::kOff:
+      return "off";
+    case GemmAutotune::kOn:
+      return "on";
+    case GemmAutotune::kVerbose:
+      return "verbose";
+  }
+  return "unknown";
 }
 
-}  // namespace
+StatusOr<GemmAutotune> ParseGemmAutotune(const std::string& name) {
+  for (GemmAutotune m : {GemmAutotune::kOff, GemmAutotune::kOn, GemmAutotune::kVerbose}) {
+    if (name == GemmAutotuneName(m)) return m;
+  }
+  return InvalidArgument("gemm autotune must be on, off or verbose, got '" + name + "'");
+}
 
 struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -63,7 +72,8 @@ struct Gemm::Plan {
   }
 };
 
-StatusOr<std::unique_ptr<Gemm>> Gemm::Create(bool allow_tf32, size_t workspace_bytes) {
+StatusOr<std::unique_ptr<Gemm>> Gemm::Create(bool allow_tf32, size_t workspace_bytes,
+                                            GemmAutotune autotune) {
   cublasLtHandle_t h = nullptr;
   HT_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&h));
   void* ws = nullptr;
@@ -74,18 +84,17 @@ StatusOr<std::unique_ptr<Gemm>> Gemm::Create(bool allow_tf32, size_t workspace_b
       return CudaStatus(err, "cudaMalloc(gemm workspace)");
     }
   }
-  std::unique_ptr<Gemm> g(new Gemm(h, ws, workspace_bytes, allow_tf32));
+  std::unique_ptr<Gemm> g(new Gemm(h, ws, workspace_bytes, allow_tf32, autotune));
   HT_CUBLAS_RETURN_IF_ERROR(cublasCreate(&g->blas_));
   if (ws != nullptr) HT_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(g->blas_, ws, workspace_bytes));
   HT_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(g->blas_, CUBLAS_POINTER_MODE_HOST));
   return g;
 }
 
-Gemm::Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool tf32)
+Gemm::Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool tf32, GemmAutotune autotune)
     : handle_(h), workspace_(ws), workspace_bytes_(ws_bytes), allow_tf32_(tf32) {
-  const int mode = AutotuneFromEnv();
-  autotune_ = mode > 0;
-  verbose_ = mode > 1;
+  autotune_ = autotune != GemmAutotune::kOff;
+  verbose_ = autotune == GemmAutotune::kVerbose;
 }
 
 Gemm::~Gemm() {

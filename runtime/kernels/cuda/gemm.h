@@ -13,8 +13,8 @@
 // Gemm was created with allow_tf32. The algorithm is chosen once per shape and
 // cached; one workspace is allocated at creation.
 //
-// Autotuning (on unless HT_GEMM_AUTOTUNE=0; "verbose" also prints each shape's
-// choice to stderr): on a shape's first call outside a CUDA graph capture, the
+// Autotuning (Create's `autotune`, config key cuda.gemm_autotune: on by
+// default; kVerbose also logs each shape's choice): on a shape's first call outside a CUDA graph capture, the
 // heuristic's top candidates are run into a scratch output on the real inputs
 // and timed, and the fastest wins among those whose output is bitwise
 // identical to the heuristic's first choice. So the tuning never changes a
@@ -31,12 +31,18 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "core/status.h"
 #include "runtime/kernels/cuda/dtype.h"
 
 namespace hypertrain::kernels::cuda {
+
+enum class GemmAutotune { kOff, kOn, kVerbose };
+const char* GemmAutotuneName(GemmAutotune mode);
+// Parses on|off|verbose; InvalidArgument otherwise.
+StatusOr<GemmAutotune> ParseGemmAutotune(const std::string& name);
 
 struct GemmShape {
   int m = 0, n = 0, k = 0;
@@ -50,7 +56,8 @@ class Gemm {
 
   // Creates the cuBLASLt handle and the workspace on the current device.
   static StatusOr<std::unique_ptr<Gemm>> Create(bool allow_tf32,
-                                                size_t workspace_bytes = kDefaultWorkspaceBytes);
+                                                size_t workspace_bytes = kDefaultWorkspaceBytes,
+                                                GemmAutotune autotune = GemmAutotune::kOn);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -80,13 +87,13 @@ class Gemm {
     double chosen_us = 0;     // the same with the chosen algorithm
   };
   TuneStats tune_stats() const;
-  // Overrides the HT_GEMM_AUTOTUNE default for shapes not planned yet.
+  // Overrides Create's `autotune` (on or off) for shapes not planned yet.
   void set_autotune(bool on) { autotune_ = on; }
 
  private:
   struct Plan;
   using Key = std::tuple<int, int, int, bool, bool, long, long, long, int, int, int, bool>;
-  Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool tf32);
+  Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool tf32, GemmAutotune autotune);
   Status Fallback(const GemmShape& s, long lda, long ldb, long ldc, const void* a, const void* b,
                   DType ab_type, void* c, DType c_type, float alpha, float beta,
                   cudaStream_t stream, const void* c_in);
