@@ -1,0 +1,230 @@
+// The memory half of contract/estimate.h: the unit layout's sizes and the
+// backends' allocation plans, replayed without a device. Each block below
+// names the code it mirrors; estimate_test (CPU, real allocations) and
+// runtime/estimate's GPU test (the CUDA backend's counters) keep them honest.
+#include <algorithm>
+
+#include "contract/estimate.h"
+
+namespace hypertrain::contract {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Sizes a ParamLayout unit from its tensors' numels (runtime/model/layout.cc:
+// each tensor starts at a multiple of the alignment, the unit is padded).
+struct UnitBuilder {
+  int64_t align;
+  int64_t cursor = 0;
+  void Add(int64_t numel) { cursor = RoundUp(cursor, align) + numel; }
+};
+
+// ---- CPU backend (runtime/backends/cpu/backend.cc Create, model.cc) --------
+
+// Floats of CpuModel's one activation allocation: the recompute scratch
+// (always), per block what the mode keeps, then the final norm and the
+// backward's gradient buffers.
+int64_t CpuActivationFloats(const ModelShape& m, int64_t N, Checkpointing c) {
+  const int64_t C = m.hidden_size, Q = m.q_dim(), K = m.kv_dim(), F = m.intermediate_size,
+                H = m.num_attention_heads, L = m.num_hidden_layers;
+  const bool none = c == Checkpointing::kNone, keep = none || c == Checkpointing::kSelective;
+  const int64_t scratch = 3 * N * C + 2 * N + 2 * N * Q + 2 * N * K + H * N + 3 * N * F;
+  int64_t layer = N * C;                                           // x
+  if (none) layer += 2 * N * C + 2 * N + N * F;                    // ln1, rstd1, ln2, rstd2, act
+  if (keep) layer += 2 * N * Q + 2 * N * K + H * N + N * C + 2 * N * F;  // q k v att lse h gate up
+  const int64_t tail = 3 * N * C + N      // x_final, ln_f, rstd_f, dln_f
+                       + 3 * N * C        // dres, dh, dln
+                       + 2 * N * Q + 2 * N * K + 3 * N * F;  // datt dq dk dv dact dgate dup
+  return scratch + L * layer + tail;
+}
+
+MemoryParts CpuMemory(const RunShape& run, const ShardingPlan& plan) {
+  const ModelShape& m = run.model;
+  const UnitSizes u = LayoutUnits(m, 64, plan.pad_multiple);
+  const int64_t L = m.num_hidden_layers, N = run.micro_batch * run.seq_len, f = 4;
+  const int64_t D = plan.shard_degree;
+  MemoryParts p;
+  const int64_t padded[2] = {u.embedding_padded, u.block_padded};
+  const int64_t count[2] = {1, L};
+  for (int k = 0; k < 2; ++k) {
+    const int64_t P = padded[k], r = plan.pooled ? P / D : P;
+    p.weights += count[k] * f * (plan.pooled ? r : P);  // params_ (the master aliases them)
+    if (!plan.pooled) p.gradients += count[k] * f * P;  // grads_
+    if (r != P) p.gradients += count[k] * f * r;        // shard_grads_
+    p.optimizer += count[k] * 2 * f * r;                // m_, v_
+  }
+  if (plan.pooled) {  // model::PlanUnitPool: embedding 1 + 1 slots, blocks N + 2
+    p.unit_pool = f * (2 * u.embedding_padded + (plan.param_slots + 2) * u.block_padded);
+  }
+  p.activations = f * CpuActivationFloats(m, N, run.checkpointing);
+  p.buffers = 4 * N                                // tokens_
+              + 2 * f * run.seq_len * m.head_dim() / 2;  // RoPE cos/sin tables
+  if (plan.pooled && D > 1) p.buffers += D * N * 4 + D * N * m.hidden_size * f;  // split embedding grad
+  p.loss_chunk_rows = std::min<int64_t>(256, N);  // ops.h FusedClassifier's default
+  p.transient = p.loss_chunk_rows * m.vocab_size * f;
+  return p;
+}
+
+// ---- CUDA backend (runtime/backends/cuda/backend.cc Init, step.cc) ---------
+
+int64_t PlanRound(int64_t b) { return RoundUp(b, 256); }  // step.cc PlanRoundUp
+int64_t Alloc(int64_t b) { return std::max<int64_t>(b, 256); }  // CudaBackend::Alloc
+
+constexpr int64_t kGemmWorkspace = 32 * kMiB;            // kernels/cuda/gemm.h
+constexpr int64_t kCudnnWorkspaceCap = 2048 * kMiB;       // attention_cudnn.cc default
+constexpr int64_t kSumSquaresPartials = 1024;             // kernels/cuda/reduce.h
+constexpr int64_t kRmsNormScratchRows = 256;              // rmsnorm.cu max(kDwGroups, kFusedBlocksSmall)
+constexpr int64_t kStagingSlots = 16;                     // CudaOptions::staging_slots
+constexpr int64_t kLogitsFloor = kGiB;                    // step.cc: at least 1 GiB of logits
+// Not allocated by the backend but resident (cudaMemGetInfo "in use" minus
+// "allocated"): CUDA context + cuBLASLt/cuDNN handles and plans, 0.69-0.73 GiB
+// in every single-GPU run of docs/PERF.md; each NCCL communicator of more than
+// one rank adds its buffers, ~0.8 GiB on the 2- and 4-GPU H200 runs there.
+constexpr int64_t kCudaContext = 740 * kMiB;
+constexpr int64_t kNcclCommunicator = 820 * kMiB;
+
+// kernels/cuda/embedding.cu EmbeddingBackwardScratchBytes: 3 int32 arrays +
+// CUB's radix-sort temporary storage (its alternate keys and values + a
+// small histogram area).
+int64_t EmbeddingScratch(int64_t n) { return 3 * PlanRound(4 * n) + PlanRound(8 * n + 64 * 1024); }
+
+int64_t DTypeBytes(Precision p) {
+  return p == Precision::kBF16 || p == Precision::kFP16 ? 2 : 4;
+}
+
+MemoryParts CudaMemory(const RunShape& run, const ShardingPlan& plan) {
+  const ModelShape& m = run.model;
+  const UnitSizes u = LayoutUnits(m, 64, plan.pad_multiple);
+  const int64_t es = DTypeBytes(run.precision);
+  const int64_t B = run.micro_batch, S = run.seq_len, N = B * S;
+  const int64_t C = m.hidden_size, Q = m.q_dim(), K = m.kv_dim(), F = m.intermediate_size,
+                L = m.num_hidden_layers, V = m.vocab_size, H = m.num_attention_heads,
+                D = m.head_dim();
+  const int64_t SD = plan.shard_degree;
+  MemoryParts p;
+
+  // Init: per unit state; shared block gradients are placed by the plan.
+  const bool shared = run.grad_accumulation == 1 && !plan.pooled && L >= 2;
+  const int64_t padded[2] = {u.embedding_padded, u.block_padded};
+  const int64_t count[2] = {1, L};
+  for (int k = 0; k < 2; ++k) {
+    const int64_t P = padded[k], r = plan.pooled ? P / SD : P;
+    if (plan.pooled) {
+      p.gradients += count[k] * Alloc(r * 4);  // shard grads
+      p.weights += count[k] * Alloc(r * es);   // compute shard
+      p.cuda_state += count[k] * r * (4 + es);
+    } else {
+      if (!shared || k == 0) {
+        p.gradients += count[k] * Alloc(P * 4);
+        p.cuda_state += count[k] * P * 4;
+      }
+      p.weights += count[k] * Alloc(P * es);
+      p.cuda_state += count[k] * P * es;
+    }
+    p.master += count[k] * Alloc(r * 4);
+    p.optimizer += count[k] * 2 * Alloc(r * 4);
+    p.cuda_state += count[k] * 3 * r * 4;
+  }
+  if (plan.pooled) {  // model::PlanUnitPool
+    p.unit_pool = Alloc(u.embedding_padded * es) + Alloc(u.embedding_padded * 4) +
+                  plan.param_slots * Alloc(u.block_padded * es) + 2 * Alloc(u.block_padded * 4);
+  }
+  const int64_t slots = std::max<int64_t>(kStagingSlots, run.prefetch_depth + 2);
+  p.buffers += kGemmWorkspace + slots * 2 * Alloc(N * 4);
+
+  // PlanActivations.
+  const AttentionWorkspace aw = AttentionWorkspaceBytes(m, B, S, run.precision, run.deterministic);
+  p.attention_workspace = aw.bytes;
+  p.attention_batch_chunk = aw.batch_chunk;
+  const bool att_in_gu = PlanRound(N * Q * es) + N * (Q + 2 * K) * es <= N * 2 * F * es;
+  const int64_t dact = PlanRound(N * std::max(F, Q) * es);
+  const int64_t dgu = PlanRound(N * std::max(2 * F, Q + 2 * K) * es);
+  const int64_t dead = att_in_gu ? std::max(dact + dgu, PlanRound(aw.bytes))
+                                 : dact + dgu + PlanRound(aw.bytes);
+  const int64_t fit = std::max<int64_t>(std::max(dead, kLogitsFloor) / (V * es), 1);
+  const int64_t chunks = (N + fit - 1) / fit;
+  p.loss_chunk_rows = (N + chunks - 1) / chunks;
+  const int64_t emb_ranks = plan.pooled && SD > 1 ? SD : 0;
+  const bool none = run.checkpointing == Checkpointing::kNone;
+  const bool keep = none || run.checkpointing == Checkpointing::kSelective;
+  auto act = [&](int64_t n) { return PlanRound(n * es); };
+  auto f32 = [&](int64_t n) { return PlanRound(n * 4); };
+  int64_t scratch = 0, layer = act(N * C);
+  const int64_t recomputed = act(N * C) + f32(N) + act(N * C) + f32(N) + act(N * F);
+  const int64_t gemm_outputs = act(N * (Q + 2 * K)) + act(N * Q) + f32(N * H) + act(N * C) +
+                               act(N * 2 * F);
+  (none ? layer : scratch) += recomputed;
+  (keep ? layer : scratch) += gemm_outputs;
+  const int64_t grad_bytes = PlanRound(u.block_padded * 4);
+  p.grads_share_activations = shared && layer >= grad_bytes;
+  if (shared && !p.grads_share_activations) {  // full checkpointing keeps too little per layer
+    p.gradients += L * Alloc(u.block_padded * 4);
+    p.cuda_state += L * u.block_padded * 4;
+  }
+  p.activations = scratch + L * layer + 4 * act(N * C) + f32(N);  // + x_final ln_f rstd_f dres dln
+  const int64_t shared_slot = p.grads_share_activations ? grad_bytes : 0;
+  p.workspace = PlanRound(std::max(dead, p.loss_chunk_rows * V * es));
+  const int64_t small = f32(N)                                   // losses
+                        + f32(kRmsNormScratchRows * C) + f32(S * D) + f32(1)  // norm, RoPE, dscale
+                        + PlanRound(8) + PlanRound(8 * kSumSquaresPartials * u.num_units) +
+                        PlanRound(8) + 2 * PlanRound(4 * N)      // tokens, targets
+                        + EmbeddingScratch(N * std::max<int64_t>(emb_ranks, 1)) +
+                        (emb_ranks > 1 ? PlanRound(emb_ranks * N * 4) + act(emb_ranks * N * C) : 0);
+  p.cuda_activation_plan = p.activations + shared_slot + p.workspace + small;
+  p.gradients += shared_slot;
+  p.buffers += small;
+  p.overhead = kCudaContext + plan.nccl_communicators * kNcclCommunicator;
+  return p;
+}
+
+}  // namespace
+
+UnitSizes LayoutUnits(const ModelShape& m, int64_t tensor_alignment, int64_t pad_multiple) {
+  const int64_t C = m.hidden_size, V = m.vocab_size, F = m.intermediate_size;
+  UnitSizes s;
+  UnitBuilder e{tensor_alignment};
+  e.Add(V * C);
+  e.Add(C);
+  if (!m.tie_word_embeddings) e.Add(V * C);
+  s.embedding_numel = e.cursor;
+  s.embedding_padded = RoundUp(std::max<int64_t>(e.cursor, 1), pad_multiple);
+  UnitBuilder b{tensor_alignment};
+  for (int64_t n : {C, m.q_dim() * C, m.kv_dim() * C, m.kv_dim() * C, C * m.q_dim(), C, F * C,
+                    F * C, C * F}) {
+    b.Add(n);
+  }
+  s.block_numel = b.cursor;
+  s.block_padded = RoundUp(std::max<int64_t>(b.cursor, 1), pad_multiple);
+  s.num_units = 1 + m.num_hidden_layers;
+  return s;
+}
+
+AttentionWorkspace AttentionWorkspaceBytes(const ModelShape& m, int64_t batch, int64_t seq,
+                                           Precision precision, bool deterministic) {
+  const int64_t H = m.num_attention_heads, D = m.head_dim();
+  // Ours (tiled, and the fp32 kernels' scratch): 4 B H S.
+  const int64_t ours = PlanRound(4 * batch * H * seq);
+  const bool cudnn = DTypeBytes(precision) == 2 && (D == 64 || D == 128);
+  if (!cudnn) return {ours, batch};
+  auto one_call = [&](int64_t b) {
+    const int64_t sums = PlanRound(4 * b * H * seq);
+    if (!deterministic) return sums + PlanRound(4 * b * H * seq * D) + PlanRound(21 * b * H * seq * D);
+    return sums + PlanRound(2 * b * H * seq * seq + 4 * b * seq * H * D);
+  };
+  int64_t cb = batch;
+  while (deterministic && cb > 1 && one_call(cb) > kCudnnWorkspaceCap) {
+    do {
+      --cb;
+    } while (batch % cb != 0);
+  }
+  return {std::max(ours, one_call(cb)), cb};
+}
+
+MemoryParts EstimateMemory(const RunShape& run, const ShardingPlan& plan) {
+  return run.device == Device::kCpu ? CpuMemory(run, plan) : CudaMemory(run, plan);
+}
+
+}  // namespace hypertrain::contract
