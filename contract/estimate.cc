@@ -220,19 +220,19 @@ std::vector<FitCheck> CheckFit(const MemoryParts& m, const std::optional<Instanc
 // the micro-batch with twice the accumulation).
 std::vector<Alternative> FindAlternatives(const RunShape& run, int64_t have) {
   std::vector<Alternative> out;
-  auto consider = [&](const RunShape& r, const std::string& change) {
+  auto consider = [&](const RunShape& r, const std::vector<std::string>& sets) {
     std::string error;
     const std::optional<ShardingPlan> plan = PlanSharding(r, &error);
     if (!plan) return;
     const int64_t need = EstimateMemory(r, *plan).in_use();
-    if (need <= have) out.push_back({change, need});
+    if (need <= have) out.push_back({sets, need});
   };
   const Checkpointing modes[] = {Checkpointing::kSelective, Checkpointing::kFull};
   for (Checkpointing c : modes) {
     if (c == run.checkpointing || (run.checkpointing == Checkpointing::kFull)) continue;
     RunShape r = run;
     r.checkpointing = c;
-    consider(r, std::string("model.activation_checkpointing=") + CheckpointingName(c));
+    consider(r, {std::string("model.activation_checkpointing=") + CheckpointingName(c)});
   }
   for (ShardingStrategy s : {ShardingStrategy::kFullShard, ShardingStrategy::kHybridShard}) {
     for (Checkpointing c : {run.checkpointing, Checkpointing::kSelective, Checkpointing::kFull}) {
@@ -241,23 +241,24 @@ std::vector<Alternative> FindAlternatives(const RunShape& run, int64_t have) {
       r.shard_degree = 0;
       r.checkpointing = c;
       if (s == run.strategy && c == run.checkpointing) continue;
-      std::string change = std::string("model.sharding_strategy=") + ShardingStrategyName(s);
-      if (c != run.checkpointing) change += std::string(" model.activation_checkpointing=") + CheckpointingName(c);
-      consider(r, change);
+      std::vector<std::string> sets = {std::string("model.sharding_strategy=") + ShardingStrategyName(s)};
+      if (run.shard_degree != 0) sets.push_back("model.shard_degree=0");
+      if (c != run.checkpointing) sets.push_back(std::string("model.activation_checkpointing=") + CheckpointingName(c));
+      consider(r, sets);
     }
   }
   if (run.micro_batch > 1) {
     RunShape r = run;
     r.micro_batch = run.micro_batch / 2;
     r.grad_accumulation = run.grad_accumulation * 2;
-    consider(r, "model.train_batch_size=" + Str(r.micro_batch) + " model.grad_accumulation_steps=" +
-                    Str(r.grad_accumulation) + " (same global batch)");
+    consider(r, {"model.train_batch_size=" + Str(r.micro_batch),
+                 "model.grad_accumulation_steps=" + Str(r.grad_accumulation)});
   }
   // In the order tried (the smallest change first), unique, at most 4.
   std::vector<Alternative> unique;
   for (const Alternative& a : out) {
     bool dup = false;
-    for (const Alternative& u : unique) dup = dup || u.change == a.change;
+    for (const Alternative& u : unique) dup = dup || u.sets == a.sets;
     if (!dup && unique.size() < 4) unique.push_back(a);
   }
   return unique;
@@ -313,6 +314,14 @@ std::optional<Estimate> MakeEstimate(const RunShape& run, const EstimateOptions&
   } else {
     e.mfu = record.mfu;
     e.mfu_source = record.name + " on " + record.gpu + " (" + record.source + ")";
+    const double ratio = static_cast<double>(e.params.total) / record.params;
+    if (ratio > 1.5 || ratio < 1 / 1.5) {
+      e.mfu_source += "; no run of this size was measured (" + std::to_string(record.params / 1000000) +
+                      " M there)";
+    }
+    if (record.seq_len != run.seq_len) {
+      e.mfu_source += "; measured at seq " + std::to_string(record.seq_len);
+    }
   }
   double peak_tflops = options.peak_tflops;
   if (peak_tflops <= 0) peak_tflops = options.instance ? options.instance->peak_bf16_tflops : 989.4;

@@ -135,12 +135,15 @@ struct MemoryParts {
   int64_t unit_pool = 0;    // full-size params + grads of gathered units (sharded runs)
   int64_t activations = 0;  // activations kept for backward (+ the recompute scratch)
   int64_t workspace = 0;    // backward region: LM-head logits chunk, dact/dgu, attention workspace
-  int64_t buffers = 0;      // GEMM workspace, staged batches, gather buffers, small scratch
+  int64_t embedding_gather = 0;  // split embedding gradient: every shard rank's tokens and
+                                 // output gradients (shard degree x micro-batch x hidden)
+  int64_t buffers = 0;      // GEMM workspace, staged batches, small scratch
   int64_t transient = 0;    // CPU: allocated inside a step (the LM head's logits chunk)
   int64_t overhead = 0;     // CUDA context, cuBLAS/cuDNN, NCCL buffers (not allocated by us)
 
   int64_t allocated() const {
-    return weights + master + gradients + optimizer + unit_pool + activations + workspace + buffers;
+    return weights + master + gradients + optimizer + unit_pool + activations + workspace +
+           embedding_gather + buffers;
   }
   int64_t peak() const { return allocated() + transient; }  // what a step touches
   int64_t in_use() const { return peak() + overhead; }      // what the device/driver sees
@@ -221,7 +224,7 @@ struct StrategyMemory {
 };
 
 struct Alternative {
-  std::string change;  // "model.activation_checkpointing=selective"
+  std::vector<std::string> sets;  // {"model.activation_checkpointing=selective", ...}
   int64_t in_use = 0;
 };
 

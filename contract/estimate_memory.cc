@@ -62,7 +62,7 @@ MemoryParts CpuMemory(const RunShape& run, const ShardingPlan& plan) {
   p.activations = f * CpuActivationFloats(m, N, run.checkpointing);
   p.buffers = 4 * N                                // tokens_
               + 2 * f * run.seq_len * m.head_dim() / 2;  // RoPE cos/sin tables
-  if (plan.pooled && D > 1) p.buffers += D * N * 4 + D * N * m.hidden_size * f;  // split embedding grad
+  if (plan.pooled && D > 1) p.embedding_gather = D * N * 4 + D * N * m.hidden_size * f;
   p.loss_chunk_rows = std::min<int64_t>(256, N);  // ops.h FusedClassifier's default
   p.transient = p.loss_chunk_rows * m.vocab_size * f;
   return p;
@@ -171,9 +171,9 @@ MemoryParts CudaMemory(const RunShape& run, const ShardingPlan& plan) {
                         + f32(kRmsNormScratchRows * C) + f32(S * D) + f32(1)  // norm, RoPE, dscale
                         + PlanRound(8) + PlanRound(8 * kSumSquaresPartials * u.num_units) +
                         PlanRound(8) + 2 * PlanRound(4 * N)      // tokens, targets
-                        + EmbeddingScratch(N * std::max<int64_t>(emb_ranks, 1)) +
-                        (emb_ranks > 1 ? PlanRound(emb_ranks * N * 4) + act(emb_ranks * N * C) : 0);
-  p.cuda_activation_plan = p.activations + shared_slot + p.workspace + small;
+                        + EmbeddingScratch(N * std::max<int64_t>(emb_ranks, 1));
+  p.embedding_gather = emb_ranks > 1 ? PlanRound(emb_ranks * N * 4) + act(emb_ranks * N * C) : 0;
+  p.cuda_activation_plan = p.activations + shared_slot + p.workspace + small + p.embedding_gather;
   p.gradients += shared_slot;
   p.buffers += small;
   p.overhead = kCudaContext + plan.nccl_communicators * kNcclCommunicator;

@@ -233,7 +233,10 @@ TEST(EstimateTest, WhatDoesNotFitGetsAlternativesThatDo) {
   ASSERT_TRUE(e.has_value()) << error;
   if (!e->fit[0].fits) {
     ASSERT_FALSE(e->alternatives.empty());
-    for (const Alternative& a : e->alternatives) EXPECT_LE(a.in_use, e->fit[0].have) << a.change;
+    for (const Alternative& a : e->alternatives) {
+      EXPECT_LE(a.in_use, e->fit[0].have) << a.sets.front();
+      EXPECT_FALSE(a.sets.empty());
+    }
   }
   // Without an instance: one fit line per GPU model of the table.
   std::set<std::string> models;

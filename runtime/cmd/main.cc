@@ -16,6 +16,7 @@
 #include "runtime/cmd/commands.h"
 #include "runtime/cmd/cuda_parts.h"
 #include "runtime/cmd/log_flags.h"
+#include "runtime/estimate/estimate.h"
 #include "runtime/launch/launch.h"
 #include "runtime/train/exit_codes.h"
 
@@ -23,6 +24,9 @@ namespace hypertrain::cmd {
 namespace {
 
 int BenchCommand(int argc, char** argv, const LogFlags&) { return BenchMain(argc, argv); }
+int EstimateCommand(int argc, char** argv, const LogFlags&) {
+  return estimate::EstimateMain(argc, argv);
+}
 
 struct Command {
   const char* name;
@@ -38,6 +42,7 @@ const Command kCommands[] = {
     {"detokenize", DetokenizeMain, "print the text of token ids on standard input"},
     {"launch", LaunchMain, "start one rank per GPU on this node"},
     {"bench", BenchCommand, "CUDA training throughput on synthetic data"},
+    {"estimate", EstimateCommand, "parameters, FLOPs, memory, fit, speed and cost of a config"},
 };
 
 // The commands and the build, below the global flags in --help and after a usage error.

@@ -30,9 +30,14 @@ StatusOr<Precision> ParsePrecision(const std::string& s) {
 }
 
 StatusOr<ActivationCheckpointing> ParseCheckpointing(const std::string& s) {
-  if (s == "none" || s == "false" || s == "0") return ActivationCheckpointing::kNone;
+  // HyperPod recipes write YAML 1.1 booleans (True/False): true = every block.
+  if (s == "none" || s == "false" || s == "False" || s == "FALSE" || s == "0") {
+    return ActivationCheckpointing::kNone;
+  }
   if (s == "selective") return ActivationCheckpointing::kSelective;
-  if (s == "full" || s == "true" || s == "1") return ActivationCheckpointing::kFull;
+  if (s == "full" || s == "true" || s == "True" || s == "TRUE" || s == "1") {
+    return ActivationCheckpointing::kFull;
+  }
   return InvalidArgument("model.activation_checkpointing: '" + s +
                          "' is not one of none, selective, full");
 }

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The real `hypertrain estimate`: a recipe-shaped config (YAML 1.1 booleans,
+# keys hypertrain cannot honour), text and JSON output, fit verdicts, and exit
+# codes for bad input.
+set -euo pipefail
+
+BIN="$PWD/runtime/cmd/hypertrain"
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cat > "$TMP/recipe.yaml" <<'YAML'
+trainer: {devices: 8, num_nodes: 1, precision: bf16, max_steps: 50}
+model:
+  train_batch_size: 2
+  tensor_model_parallel_degree: 2
+  activation_checkpointing: False
+  sharding_strategy: hybrid_shard
+  shard_degree: 8
+  fp8: True
+  max_context_width: 8192
+  num_hidden_layers: 16
+  hidden_size: 2048
+  num_attention_heads: 32
+  intermediate_size: 8192
+  vocab_size: 128256
+  num_key_value_heads: 8
+  tie_word_embeddings: true
+  data: {train_dir: null, use_synthetic_data: False}
+exp_manager: {checkpoint_dir: '${recipes.exp_manager.exp_dir}/checkpoints/'}
+YAML
+
+"$BIN" --help | grep -q "estimate" || fail "usage lists estimate"
+"$BIN" estimate --help | grep -q -- "--instance-type" || fail "estimate --help"
+
+out=$("$BIN" estimate --config "$TMP/recipe.yaml" --instance-type ml.p5.48xlarge --tokens 1T)
+echo "$out"
+for want in "1,235,814,400" "hybrid_shard\*" "fits: " "H100 80GB (ml.p5.48xlarge)" "GPU-hours" \
+            "model.tensor_model_parallel_degree: 2" "model.fp8" "131,072 tokens/step"; do
+  echo "$out" | grep -q -- "$want" || fail "missing '$want'"
+done
+
+# The same on a 24 GB A10G does not fit; the report says what would.
+out=$("$BIN" estimate --config "$TMP/recipe.yaml" --instance-type ml.g5.48xlarge --set model.sharding_strategy=no_shard --set model.shard_degree=0)
+echo "$out" | grep -q "DOES NOT FIT" || fail "no_shard 1b at 2x8192 should not fit an A10G"
+echo "$out" | grep -q -- "--set model.activation_checkpointing=" || fail "no alternative offered"
+
+# Without --instance-type: one fit line per GPU model of the instance table
+# (contract/instance_types.cc), each model once.
+fits=$("$BIN" estimate --config "$TMP/recipe.yaml" | grep '^fit ' | sed 's/^fit \(.*\) (ml\..*/\1/')
+for gpu in "A10G 24GB" "L4 24GB" "L40S 48GB" "A100 40GB" "A100 80GB" "H100 80GB" "H200 141GB" "B200 179GB"; do
+  echo "$fits" | grep -qx "$gpu" || fail "no fit line for $gpu: $fits"
+done
+[ -z "$(echo "$fits" | sort | uniq -d)" ] || fail "a GPU model twice: $fits"
+
+# JSON: the same numbers, machine-readable.
+"$BIN" estimate --config "$TMP/recipe.yaml" --nodes 2 --instance-type ml.p5.48xlarge --tokens 300B --json > "$TMP/e.json"
+python3 - "$TMP/e.json" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))
+assert e["params"]["total"] == 1235814400, e["params"]
+assert e["run"]["world"] == 16 and e["run"]["shardDegree"] == 8 and e["run"]["replicaDegree"] == 2, e["run"]
+m = e["memoryPerRank"]
+parts = ["weights", "master", "gradients", "optimizer", "unitPool", "activations", "workspace", "embeddingGather", "buffers"]
+assert sum(m[p] for p in parts) == m["allocated"], m
+assert m["inUse"] == m["allocated"] + m["transient"] + m["overhead"], m
+assert e["fit"][0]["instanceType"] == "ml.p5.48xlarge" and e["fit"][0]["fits"], e["fit"]
+b = e["budget"]
+assert abs(b["seconds"] - 3e11 / e["speed"]["tokensPerSecond"]) < 1e-6 * b["seconds"], b
+assert abs(b["gpuHours"] - b["seconds"] / 3600 * 16) < 1e-6 * b["gpuHours"], b
+assert set(e["memoryByStrategy"]) == {"hybrid_shard", "hybrid_shard_zero2", "full_shard", "shard_grad_op", "no_shard"}
+print("json ok")
+PY
+
+# Bad input: exit 2 and a message naming the flag or key.
+expect_error() {  # expect_error "message" args...
+  local msg=$1; shift
+  set +e
+  err=$("$BIN" estimate "$@" 2>&1 >/dev/null); rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "estimate $* exited $rc, want 2"
+  echo "$err" | grep -q -- "$msg" || fail "estimate $*: '$err' does not say '$msg'"
+}
+expect_error "--config is required"
+expect_error "unknown 'ml.p9.48xlarge'" --config "$TMP/recipe.yaml" --instance-type ml.p9.48xlarge
+expect_error "--tokens" --config "$TMP/recipe.yaml" --tokens 12X
+expect_error "--mfu" --config "$TMP/recipe.yaml" --mfu 45
+expect_error "--nodes" --config "$TMP/recipe.yaml" --nodes 0
+expect_error "model.shard_degree" --config "$TMP/recipe.yaml" --set model.shard_degree=3
+expect_error "config error" --config "$TMP/missing.yaml"
+expect_error "unexpected argument" --config "$TMP/recipe.yaml" --frobnicate
+echo PASS
