@@ -322,6 +322,15 @@ std::optional<Estimate> MakeEstimate(const RunShape& run, const EstimateOptions&
     if (record.seq_len != run.seq_len) {
       e.mfu_source += "; measured at seq " + std::to_string(record.seq_len);
     }
+    // The device sustains the same hardware FLOP/s whatever it recomputes:
+    // recompute the record did not do lowers the model-FLOPs utilisation.
+    const double record_hw =
+        CountFlops(run.model, run.seq_len, record.checkpointing).hardware_per_token;
+    if (record_hw != e.flops.hardware_per_token) {
+      e.mfu *= record_hw / e.flops.hardware_per_token;
+      e.mfu_source += std::string("; x ") + std::to_string(record_hw / e.flops.hardware_per_token).substr(0, 4) +
+                      " for " + CheckpointingName(run.checkpointing) + " checkpointing's recompute";
+    }
   }
   double peak_tflops = options.peak_tflops;
   if (peak_tflops <= 0) peak_tflops = options.instance ? options.instance->peak_bf16_tflops : 989.4;

@@ -208,6 +208,14 @@ TEST(EstimateTest, TokensPerSecondAndBudget) {
   EXPECT_TRUE(e->alternatives.empty());
   // Five strategies, each valid for one GPU.
   EXPECT_EQ(e->strategies.size(), 5u);
+  // No record recomputes whole blocks: full checkpointing keeps the hardware
+  // FLOP/s and loses model FLOPs utilisation by its recompute.
+  RunShape full = r;
+  full.checkpointing = Checkpointing::kFull;
+  auto f = MakeEstimate(full, o, &error);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NEAR(f->mfu, 0.529 * f->flops.model_per_token / f->flops.hardware_per_token, 1e-9);
+  EXPECT_NE(f->mfu_source.find("full checkpointing"), std::string::npos) << f->mfu_source;
   o.mfu = 0.40;
   e = MakeEstimate(r, o, &error);
   ASSERT_TRUE(e.has_value());
