@@ -33,6 +33,7 @@ const std::vector<EnvVarSpec>& EnvVars() {
       {kCheckpointDir, SetBy::kOperator, "", kRunConfig},
       {kDesiredNnodes, SetBy::kOperatorElastic, "", kElasticConfig},
       {kResizeReason, SetBy::kOperatorElastic, "", kElasticConfig},
+      {kProfile, SetBy::kOperator, "", kRunConfig},
       {kRank, SetBy::kLauncher, "", kRankEnv},
       {kLocalRank, SetBy::kLauncher, "", kRankEnv},
       {kLocalWorldSize, SetBy::kLauncher, "", kRankEnv},

@@ -75,6 +75,10 @@ inline constexpr char kConfig[] = "HYPERTRAIN_CONFIG";
 // config's exp_manager.checkpoint_dir (a --set of that key still wins), so a
 // config from a ConfigMap the operator cannot read saves where the job says.
 inline constexpr char kCheckpointDir[] = "HYPERTRAIN_CHECKPOINT_DIR";
+// Steps to trace (format: profile.h), from the job's kAnnotationProfile (pod.h)
+// when the pod was created; set only then. Becomes trainer.profile.* (a --set
+// of those keys still wins).
+inline constexpr char kProfile[] = "HYPERTRAIN_PROFILE";
 
 // --- Elastic jobs (spec.elastic): set by the operator on their pods only,
 // read by the trainer (runtime/cmd SizeForThisWorld), which keeps the global batch of the

@@ -20,6 +20,14 @@ std::string GpuFamily(const std::string& model) { return model.substr(0, model.f
 
 }  // namespace
 
+std::optional<NamedShape> NamedModelShape(const std::string& name) {
+  if (name == "tiny") return NamedShape{{256, 128, 4, 4, 2, 384, true}, 128};
+  if (name == "125m") return NamedShape{{32000, 768, 12, 12, 4, 2048, true}, 2048};
+  if (name == "1b") return NamedShape{{128256, 2048, 16, 32, 8, 8192, true}, 2048};
+  if (name == "8b") return NamedShape{{128256, 4096, 32, 32, 8, 14336, false}, 8192};
+  return std::nullopt;
+}
+
 const char* PrecisionName(Precision p) {
   switch (p) {
     case Precision::kBF16: return "bf16";

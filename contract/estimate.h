@@ -51,6 +51,16 @@ struct ModelShape {
   int64_t kv_dim() const { return num_key_value_heads * head_dim(); }
 };
 
+// The trainer's named shapes (model.shape; runtime/model/config.h holds the
+// same table, runtime/estimate's test keeps them equal) and their default
+// sequence length; nullopt for other names. The operator needs them to
+// estimate an inline config that says `shape: 1b`.
+struct NamedShape {
+  ModelShape model;
+  int64_t max_context_width = 0;
+};
+std::optional<NamedShape> NamedModelShape(const std::string& name);
+
 enum class Precision { kBF16, kFP16, kFP32, kTF32 };
 enum class Checkpointing { kNone, kSelective, kFull };
 enum class Device { kCuda, kCpu };

@@ -21,6 +21,13 @@ inline constexpr char kLabelRestartAttempt[] = "hypertrain.dev/restart-attempt";
 // status.progress and uses it for hang detection.
 inline constexpr char kAnnotationProgress[] = "hypertrain.dev/progress";
 
+// Annotation a user puts on a TrainingJob to trace some steps of its next
+// attempt (format: profile.h), e.g.
+//   kubectl annotate tj llama hypertrain.dev/profile=start_step=1200,num_steps=3
+// The operator passes it to the pods it creates from then on as
+// HYPERTRAIN_PROFILE (env.h); pods already running are not touched.
+inline constexpr char kAnnotationProfile[] = "hypertrain.dev/profile";
+
 // The trainer config inside the container: the operator mounts the job's
 // ConfigMap (read-only) at kConfigMountDir and passes kConfigPath as
 // HYPERTRAIN_CONFIG.

@@ -47,7 +47,9 @@ bool SetOne(TrainingJobStatus* s, std::string_view type, bool value, std::string
     c = std::move(next);
     return true;
   }
-  if (!value) return false;  // an absent condition is already "not True"
+  // An absent condition is already "not True"; Estimated=False is recorded
+  // anyway: its reason and message say why a dry run has no estimate.
+  if (!value && type != kCondEstimated) return false;
   s->conditions.push_back(Condition{std::string(type), status, std::string(reason),
                                     std::string(message), std::string(now), generation});
   return true;
@@ -63,8 +65,8 @@ bool Clear(TrainingJobStatus* s, std::string_view type, std::string_view reason,
 }  // namespace
 
 const std::vector<std::string>& ConditionTypes() {
-  static const std::vector<std::string> k = {kCondCreated,   kCondRunning, kCondRestarting,
-                                             kCondSucceeded, kCondFailed,  kCondSuspended};
+  static const std::vector<std::string> k = {kCondCreated, kCondRunning,   kCondRestarting, kCondSucceeded,
+                                             kCondFailed,  kCondSuspended, kCondEstimated};
   return k;
 }
 
@@ -75,7 +77,8 @@ const std::vector<std::string>& ConditionReasons() {
       kPodLost,           kPodEvicted,          kNodeUnhealthy,    kHang,
       kJobRestarting,     kAllPodsSucceeded,    kBackoffLimitExceeded, kDeadlineExceeded,
       kNonRetryableExitCode, kInvalidSpec,      kJobSuspended,     kJobResumed,
-      kJobSucceeded,      kJobFailed,           kUnschedulable,    kResized};
+      kJobSucceeded,      kJobFailed,           kUnschedulable,    kResized,
+      kEstimateReady,     kEstimateUnavailable};
   return k;
 }
 
@@ -99,6 +102,7 @@ std::string ComputeState(const TrainingJobStatus& s) {
   for (const char* t : {kCondFailed, kCondSucceeded, kCondSuspended, kCondRestarting, kCondRunning, kCondCreated}) {
     if (IsTrue(s, t)) return t;
   }
+  if (FindCondition(s, kCondEstimated) != nullptr) return kCondEstimated;  // a dry run (ready or not)
   return "";
 }
 
@@ -194,6 +198,7 @@ json ToJson(const TrainingJobStatus& s) {
     e["history"] = history;
     j["elastic"] = e;
   }
+  if (!s.estimate.is_null()) j["estimate"] = s.estimate;
   return j;
 }
 
@@ -272,6 +277,7 @@ StatusOr<TrainingJobStatus> ParseStatus(const json& j) {
       }
     }
   }
+  if (auto it = j.find("estimate"); it != j.end() && it->is_object()) s.estimate = *it;
   return s;
 }
 

@@ -7,8 +7,11 @@
 //  - Suspended=True sets Running False; Succeeded/Failed=True set Running and
 //    Restarting False.
 //  - Succeeded and Failed are terminal: once either is True, no condition changes.
+//  - Setting an absent condition False records nothing, except Estimated
+//    (its False says why a dry run has no estimate).
 //  - status.state is the job's summary state: Failed/Succeeded, else Suspended,
-//    else Restarting, else Running, else Created.
+//    else Restarting, else Running, else Created, else Estimated (a dry run
+//    that created nothing).
 #ifndef HYPERTRAIN_OPERATOR_API_STATUS_H_
 #define HYPERTRAIN_OPERATOR_API_STATUS_H_
 
@@ -31,6 +34,8 @@ inline constexpr char kCondRestarting[] = "Restarting";
 inline constexpr char kCondSucceeded[] = "Succeeded";
 inline constexpr char kCondFailed[] = "Failed";
 inline constexpr char kCondSuspended[] = "Suspended";
+// spec.estimateOnly: True once status.estimate holds the dry run's estimate.
+inline constexpr char kCondEstimated[] = "Estimated";
 
 // The enumerated reasons (the CRD's enum lists the same set).
 namespace reason {
@@ -57,6 +62,8 @@ inline constexpr char kJobFailed[] = "JobFailed";
 inline constexpr char kUnschedulable[] = "Unschedulable";
 // An elastic job's gang restarted on another number of nodes (Restarting).
 inline constexpr char kResized[] = "Resized";
+inline constexpr char kEstimateReady[] = "EstimateReady";
+inline constexpr char kEstimateUnavailable[] = "EstimateUnavailable";
 }  // namespace reason
 
 const std::vector<std::string>& ConditionTypes();
@@ -156,6 +163,8 @@ struct TrainingJobStatus {
   std::map<std::string, int32_t> node_faults;
   SchedulingStatus scheduling;
   ElasticStatus elastic;
+  // The dry run's estimate (operator/api/estimate.h); null when none.
+  nlohmann::json estimate;
 
   bool operator==(const TrainingJobStatus&) const = default;
 };

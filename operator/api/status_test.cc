@@ -81,7 +81,7 @@ TEST(ConditionsTest, ReasonSetHasNoDuplicates) {
   auto r = ConditionReasons();
   std::sort(r.begin(), r.end());
   EXPECT_EQ(std::adjacent_find(r.begin(), r.end()), r.end());
-  EXPECT_EQ(ConditionTypes().size(), 6u);
+  EXPECT_EQ(ConditionTypes().size(), 7u);
 }
 
 TEST(ConditionsTest, UnschedulableIsAReason) {

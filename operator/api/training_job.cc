@@ -306,6 +306,7 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
   s.run_policy = ParseRunPolicy(Find(spec, "runPolicy"), "spec.runPolicy");
   s.scheduling = ParseScheduling(Find(spec, "scheduling"), "spec.scheduling", s.fault_policy);
 
+  s.estimate_only = OptBool(spec, "estimateOnly", "spec.estimateOnly").value_or(false);
   s.trainer_config = ParseTrainerConfig(Find(spec, "trainerConfig"), "spec.trainerConfig");
   if (s.trainer_config.inline_yaml) {
     StatusOr<TrainerConfigSummary> summary =

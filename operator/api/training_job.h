@@ -226,6 +226,9 @@ struct TrainingJobSpec {
   // Things the user should know that are not errors (e.g. an instance type
   // not in the table): the operator reports each as a Warning event once.
   std::vector<std::string> warnings;
+  // Dry run: the operator puts the estimate (operator/api/estimate.h) in
+  // status.estimate and creates nothing until this is turned off.
+  bool estimate_only = false;
 
   int64_t WorldSize() const { return static_cast<int64_t>(nodes) * nproc_per_node; }
   int64_t TotalGpus() const { return static_cast<int64_t>(nodes) * gpus_per_node; }

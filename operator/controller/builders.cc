@@ -84,6 +84,16 @@ json DefaultEnv(const api::TrainingJobSpec& spec) {
   return out;
 }
 
+std::optional<contract::ProfileRequest> ProfileOf(const api::ObjectMeta& job, std::string* error) {
+  if (error != nullptr) error->clear();
+  const auto it = job.annotations.find(contract::kAnnotationProfile);
+  if (it == job.annotations.end()) return std::nullopt;
+  std::string why;
+  std::optional<contract::ProfileRequest> p = contract::DecodeProfile(it->second, &why);
+  if (!p && error != nullptr) *error = why;
+  return p;
+}
+
 json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int rank, int attempt) {
   return BuildEnv(job, spec, PodOptions{rank, attempt, {}});
 }
@@ -129,6 +139,9 @@ json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, cons
     if (nodes != spec.nodes && !opts.resize_reason.empty()) {
       out.push_back(EnvValue(env::kResizeReason, opts.resize_reason));
     }
+  }
+  if (const std::optional<contract::ProfileRequest> p = ProfileOf(job)) {
+    out.push_back(EnvValue(env::kProfile, contract::EncodeProfile(*p)));
   }
   out.push_back(EnvField(env::kJobName, std::string("metadata.labels['") + contract::kLabelJobName + "']"));
   out.push_back(EnvField(env::kNamespace, "metadata.namespace"));

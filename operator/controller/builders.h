@@ -12,11 +12,13 @@
 #ifndef HYPERTRAIN_OPERATOR_CONTROLLER_BUILDERS_H_
 #define HYPERTRAIN_OPERATOR_CONTROLLER_BUILDERS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "contract/profile.h"
 #include "core/status.h"
 #include "operator/api/training_job.h"
 
@@ -108,6 +110,11 @@ struct PodOptions {
 nlohmann::json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const PodOptions& opts);
 // The same for a job on spec.nodes.
 nlohmann::json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, int rank, int attempt);
+
+// The job's profile request (annotation contract::kAnnotationProfile), which
+// pods built now carry as HYPERTRAIN_PROFILE; nullopt when absent or
+// malformed (*error, when given, then says why; empty when absent).
+std::optional<contract::ProfileRequest> ProfileOf(const api::ObjectMeta& job, std::string* error = nullptr);
 
 // Container resources: the user's requests/limits plus nvidia.com/gpu and
 // vpc.amazonaws.com/efa (request = limit), hugepages-2Mi (request = limit;

@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "contract/env.h"
+#include "contract/pod.h"
 #include "operator/api/training_job.h"
 #include "operator/controller/builders.h"
 
@@ -99,7 +101,10 @@ TEST(BuildersContract, EveryPodEnvNameIsDefinedByTheContract) {
         for (const contract::EnvVarSpec& v : contract::EnvVars()) {
           const std::string name(v.name);
           if (v.set_by == contract::SetBy::kOperator) {
-            const bool expected = name != contract::env::kCheckpointDir || !spec->checkpoint_dir.empty();
+            // Set only when known: the checkpoint dir, and a profile request
+            // (none on these jobs; see ProfileAnnotationBecomesTheEnv).
+            const bool expected = (name != contract::env::kCheckpointDir || !spec->checkpoint_dir.empty()) &&
+                                  name != contract::env::kProfile;
             EXPECT_EQ(names.count(name), expected ? 1u : 0u) << c.name << ": " << name;
           } else if (v.set_by == contract::SetBy::kLauncher || v.set_by == contract::SetBy::kUser) {
             EXPECT_EQ(names.count(name), 0u) << c.name << ": " << name << " is not the operator's to set";
@@ -108,6 +113,29 @@ TEST(BuildersContract, EveryPodEnvNameIsDefinedByTheContract) {
       }
     }
   }
+}
+
+// kubectl annotate tj j hypertrain.dev/profile=... reaches the trainer of the
+// pods built afterwards as HYPERTRAIN_PROFILE, canonical; a malformed one does not.
+TEST(BuildersContract, ProfileAnnotationBecomesTheEnv) {
+  auto spec = api::ParseSpec(Cases().front().spec, Meta());
+  ASSERT_TRUE(spec.ok());
+  auto profile_env = [&](const api::ObjectMeta& meta) -> std::optional<std::string> {
+    for (const json& e : BuildEnv(meta, *spec, 0, 1)) {
+      if (e["name"] == contract::env::kProfile) return e["value"].get<std::string>();
+    }
+    return std::nullopt;
+  };
+  api::ObjectMeta meta = Meta();
+  EXPECT_FALSE(profile_env(meta).has_value());
+  meta.annotations[contract::kAnnotationProfile] = "start_step=0,num_steps=4";
+  EXPECT_EQ(profile_env(meta), "num_steps=4");
+  EXPECT_TRUE(Violations(BuildEnv(meta, *spec, 0, 1), *spec).empty());
+  meta.annotations[contract::kAnnotationProfile] = "steps=4";
+  EXPECT_FALSE(profile_env(meta).has_value());
+  std::string why;
+  EXPECT_FALSE(ProfileOf(meta, &why).has_value());
+  EXPECT_NE(why.find("unknown key 'steps'"), std::string::npos) << why;
 }
 
 TEST(BuildersContract, LibraryDefaultsOnlyOnGpuPodsAndTheUserWins) {

@@ -4,6 +4,7 @@
 
 #include "core/time.h"
 #include "operator/controller/elastic.h"
+#include "operator/api/estimate.h"
 
 namespace hypertrain::controller {
 namespace {
@@ -105,6 +106,21 @@ void Finished(Pass& p) {
     p.plan.actions.push_back(Action{Action::Kind::kDeleteJob, p.in.job.name, p.in.job.uid, nullptr});
   } else {
     p.plan.requeue_after = std::chrono::duration_cast<milliseconds>(expiry - p.now);
+  }
+}
+
+// Row "estimateOnly on a job that never started": the dry run's estimate in
+// status.estimate, condition Estimated (False with the reason when the config
+// cannot be estimated); nothing is created until the flag is turned off.
+void EstimateOnly(Pass& p) {
+  p.plan.decision = Case::kEstimateOnly;
+  StatusOr<nlohmann::json> e = api::EstimateJob(p.s());
+  if (e.ok()) {
+    p.status().estimate = *e;
+    p.SetCondition(api::kCondEstimated, true, api::reason::kEstimateReady, (*e)["message"].get<std::string>());
+  } else {
+    p.status().estimate = nullptr;
+    p.SetCondition(api::kCondEstimated, false, api::reason::kEstimateUnavailable, e.status().message());
   }
 }
 
@@ -541,6 +557,8 @@ void DecideValid(Pass& p) {
   p.status().gpus = p.nodes() * p.s().gpus_per_node;
   p.status().world_size = p.nodes() * p.s().nproc_per_node;
   if (api::IsFinished(p.status())) return Finished(p);
+  // Once pods ran, the flag no longer applies (the CRD refuses turning it on).
+  if (p.s().estimate_only && p.status().start_time.empty() && p.in.pods.empty()) return EstimateOnly(p);
   if (DeadlineExceeded(p)) return;
   if (p.s().run_policy.suspend) return Suspend(p);
   ResumeIfSuspended(p);
@@ -585,6 +603,7 @@ const char* CaseName(Case c) {
     case Case::kIgnored: return "Ignored";
     case Case::kInvalidSpec: return "InvalidSpec";
     case Case::kFinished: return "Finished";
+    case Case::kEstimateOnly: return "EstimateOnly";
     case Case::kDeadlineExceeded: return "DeadlineExceeded";
     case Case::kSuspended: return "Suspended";
     case Case::kStalePods: return "StalePods";

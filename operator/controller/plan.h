@@ -47,6 +47,7 @@ enum class Case {
   kIgnored,           // being deleted: owner references let the GC remove the rest
   kInvalidSpec,       // Failed/InvalidSpec, nothing created
   kFinished,          // cleanPodPolicy, then TTL deletion
+  kEstimateOnly,      // spec.estimateOnly: status.estimate, nothing created
   kDeadlineExceeded,  // Failed/DeadlineExceeded
   kSuspended,         // pods deleted, Suspended
   kStalePods,         // pods of an older attempt are deleted first

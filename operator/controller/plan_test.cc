@@ -1,7 +1,8 @@
 // Decide, table-driven, on plain structs (no server, no clock): the rows of
 // the reconciler's table (reconciler.h) about the job's life: invalid spec,
 // deletion, finished (cleanPodPolicy, TTL), deadline, suspend/resume, stale
-// attempts, success, creation, running, progress and hang detection. The
+// attempts, success, creation, running, progress and hang detection, and the
+// dry run (estimateOnly). The
 // fault rows are in plan_faults_test.cc; the harness in plan_testing.h.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -292,11 +293,73 @@ std::vector<Row> ProgressRows() {
 
 class DecideLifecycle : public ::testing::TestWithParam<Row> {};
 TEST_P(DecideLifecycle, Row) { CheckRow(GetParam()); }
+// spec.estimateOnly: the dry run's estimate in status, nothing created until
+// the flag is turned off; a running job ignores it.
+std::vector<Row> EstimateRows() {
+  auto dry_run = [](Input& t, nlohmann::json trainer_config) {
+    t.in.status = {};
+    t.in.pods.clear();
+    t.spec = ParsedSpec({{"image", "hypertrain:test"},
+                         {"nodes", 2},
+                         {"instanceType", "ml.p5.48xlarge"},
+                         {"estimateOnly", true},
+                         {"trainerConfig", trainer_config}});
+  };
+  const nlohmann::json inline_1b = {{"inline", "trainer: {max_steps: 50}\nmodel: {shape: 1b, train_batch_size: 2}\n"}};
+  return {
+      {"EstimateOnlyPutsTheEstimateInStatusAndCreatesNothing", [=](Input& t) { dry_run(t, inline_1b); },
+       Case::kEstimateOnly, "Estimated", {}, {"EstimateReady"}, std::nullopt,
+       [](const Plan& p, const Input&) {
+         ASSERT_TRUE(p.status->estimate.is_object());
+         EXPECT_EQ(p.status->estimate["parameters"], 1235814400);
+         EXPECT_EQ(p.status->estimate["worldSize"], 16);
+         EXPECT_EQ(p.status->estimate["fits"], true);
+         EXPECT_EQ(Cond(p, api::kCondEstimated).status, "True");
+         EXPECT_THAT(Cond(p, api::kCondEstimated).message, HasSubstr("1.24 B parameters on 16 ranks"));
+         EXPECT_TRUE(p.status->start_time.empty());
+         EXPECT_EQ(p.status->gpus, 16);
+       }},
+      {"EstimateOnlyWithAConfigMapSaysWhy",
+       [](Input& t) {
+         t.in.status = {};
+         t.in.pods.clear();
+         t.spec = ParsedSpec({{"image", "hypertrain:test"},
+                              {"instanceType", "ml.p5.48xlarge"},
+                              {"estimateOnly", true},
+                              {"trainerConfig", {{"configMapRef", {{"name", "cfg"}}}}}});
+       },
+       Case::kEstimateOnly, "Estimated", {}, {}, std::nullopt,
+       [](const Plan& p, const Input&) {
+         EXPECT_EQ(Cond(p, api::kCondEstimated).status, "False");
+         EXPECT_EQ(Cond(p, api::kCondEstimated).reason, api::reason::kEstimateUnavailable);
+         EXPECT_THAT(Cond(p, api::kCondEstimated).message, HasSubstr("inline configs only"));
+         EXPECT_TRUE(p.status->estimate.is_null());
+       }},
+      {"EstimateOnlyTurnedOffStartsTheJobAndKeepsTheEstimate",
+       [=](Input& t) {
+         dry_run(t, inline_1b);
+         t.in.status = t.Decide().status.value();
+         t.spec.estimate_only = false;
+       },
+       Case::kCreating, "Created",
+       {"create Service j", "create ConfigMap j-config", "create Pod j-node-0", "create Pod j-node-1"},
+       {"JobCreated"}, std::nullopt,
+       [](const Plan& p, const Input& t) {
+         EXPECT_EQ(p.status->estimate, t.in.status.estimate);
+         EXPECT_EQ(Cond(p, api::kCondEstimated).status, "True");
+       }},
+      {"EstimateOnlyIsIgnoredOnceTheJobRuns", [](Input& t) { t.spec.estimate_only = true; }, Case::kRunning,
+       "Running", {"create Service j", "create ConfigMap j-config"}, {}, std::nullopt,
+       [](const Plan& p, const Input&) { EXPECT_TRUE(p.status->estimate.is_null()); }},
+  };
+}
+
 INSTANTIATE_TEST_SUITE_P(Spec, DecideLifecycle, ::testing::ValuesIn(SpecRows()), RowName);
 INSTANTIATE_TEST_SUITE_P(Finished, DecideLifecycle, ::testing::ValuesIn(FinishedRows()), RowName);
 INSTANTIATE_TEST_SUITE_P(Suspend, DecideLifecycle, ::testing::ValuesIn(SuspendRows()), RowName);
 INSTANTIATE_TEST_SUITE_P(Run, DecideLifecycle, ::testing::ValuesIn(RunRows()), RowName);
 INSTANTIATE_TEST_SUITE_P(Progress, DecideLifecycle, ::testing::ValuesIn(ProgressRows()), RowName);
+INSTANTIATE_TEST_SUITE_P(Estimate, DecideLifecycle, ::testing::ValuesIn(EstimateRows()), RowName);
 
 // The plan is a function of its input: the same pass twice gives the same plan,
 // and a pass over the status it produced asks for nothing new (level-triggered).

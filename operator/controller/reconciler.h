@@ -3,6 +3,8 @@
 //
 //   invalid spec (api::ParseSpec)      → Failed/InvalidSpec, nothing created
 //   finished                           → cleanPodPolicy, then TTL deletion
+//   estimateOnly, never started        → status.estimate (the dry run's
+//                                        estimate), Estimated; nothing created
 //   deadline passed                    → Failed/DeadlineExceeded
 //   suspend                            → delete pods, Suspended (status kept)
 //   pods of an older attempt exist     → delete them and wait until they are gone

@@ -9,6 +9,7 @@
 
 #include "contract/env.h"
 #include "runtime/config/reader.h"
+#include "contract/profile.h"
 
 namespace hypertrain::config {
 
@@ -191,6 +192,9 @@ void ReadTrainer(Reader& r, TrainConfig& c, std::string* precision) {
   r.Double("trainer.loss_scale.backoff_factor", &c.loss_scale.backoff_factor);
   r.Double("trainer.loss_scale.min_scale", &c.loss_scale.min_scale);
   r.Double("trainer.collective_timeout", &c.collective_timeout_s);
+  r.Int("trainer.profile.start_step", &c.profile.start_step);
+  r.Int("trainer.profile.num_steps", &c.profile.num_steps);
+  r.String("trainer.profile.dir", &c.profile.dir);
   ReadCuda(r, c.cuda);
   DistributedConfig& d = c.distributed;
   r.Double("distributed.rendezvous_timeout_s", &d.rendezvous_timeout_s);
@@ -493,6 +497,14 @@ StatusOr<RunConfigSource> ResolveRunConfig(const std::string& config_flag, const
       }
     }
     src.overrides.push_back("exp_manager.checkpoint_dir=" + YamlQuoted(dir));
+  }
+  if (const char* text = env(contract::env::kProfile); text != nullptr && *text != '\0') {
+    std::string why;
+    const std::optional<contract::ProfileRequest> p = contract::DecodeProfile(text, &why);
+    if (!p) return InvalidArgument(fmt::format("{}: {}", contract::env::kProfile, why));
+    src.overrides.push_back("trainer.profile.start_step=" + std::to_string(p->start_step));
+    src.overrides.push_back("trainer.profile.num_steps=" + std::to_string(p->num_steps));
+    if (!p->dir.empty()) src.overrides.push_back("trainer.profile.dir=" + YamlQuoted(p->dir));
   }
   src.overrides.insert(src.overrides.end(), set_flags.begin(), set_flags.end());
   return src;

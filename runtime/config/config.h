@@ -147,6 +147,16 @@ struct CudaConfig {
 const std::vector<std::string>& AttentionImplNames();
 const std::vector<std::string>& GemmAutotuneNames();
 
+// trainer.profile: trace steps (start_step, start_step + num_steps] of a run
+// (runtime/trace). num_steps 0 = off. A run resumed past start_step traces
+// its first num_steps steps.
+struct ProfileConfig {
+  int64_t start_step = 0;
+  int64_t num_steps = 0;
+  std::string dir;  // "" = <exp_dir>/traces[/attempt-<RESTART_ATTEMPT>]
+  bool enabled() const { return num_steps > 0; }
+};
+
 struct TrainConfig {
   // trainer:
   int64_t max_steps = 100;
@@ -160,6 +170,7 @@ struct TrainConfig {
   int64_t devices = 1;           // per node (HyperPod trainer.devices)
   int64_t num_nodes = 1;
   train::LossScalerOptions loss_scale;  // enabled iff precision == fp16
+  ProfileConfig profile;
   // model:
   std::string shape;  // named base shape the explicit fields override
   model::ModelConfig model;
@@ -237,7 +248,8 @@ std::string DescribeConfig(const TrainConfig& c);
 // terms (contract/env.h): the file is --config, else $HYPERTRAIN_CONFIG (the
 // operator mounts the job's config there); $HYPERTRAIN_CHECKPOINT_DIR, when
 // set, becomes exp_manager.checkpoint_dir (the TrainingJob's checkpointDir wins
-// over the file); the --set overrides come last and win over both.
+// over the file); $HYPERTRAIN_PROFILE (contract/profile.h) becomes
+// trainer.profile.*; the --set overrides come last and win over all.
 struct RunConfigSource {
   std::string path;
   std::vector<std::string> overrides;  // for LoadTrainConfig

@@ -248,5 +248,37 @@ TEST(RunConfigTest, CheckpointDirFromTheEnvReplacesTheFilesAndASetWins) {
   EXPECT_FALSE(ResolveRunConfig(a, {}, Env({{"HYPERTRAIN_CHECKPOINT_DIR", "/x\ny"}})).ok());
 }
 
+TEST(ConfigTest, ProfileKeys) {
+  auto c = ParseTrainConfig(kRecipe, {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->profile.enabled());
+  c = ParseTrainConfig(kRecipe, {"trainer.profile.start_step=10", "trainer.profile.num_steps=3",
+                                 "trainer.profile.dir=/tmp/t"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->profile.enabled());
+  EXPECT_EQ(c->profile.start_step, 10);
+  EXPECT_EQ(c->profile.num_steps, 3);
+  EXPECT_EQ(c->profile.dir, "/tmp/t");
+  ExpectError({"trainer.profile.num_steps=101"}, "trainer.profile.num_steps: 101 must be in [0, 100] (0 = off)");
+  ExpectError({"trainer.profile.start_step=-2"}, "trainer.profile.start_step: -2 must be >= 0");
+}
+
+// The operator passes the job's profile annotation as HYPERTRAIN_PROFILE.
+TEST(RunConfigTest, ProfileFromTheEnvAndASetWins) {
+  const std::string a = WriteTemp("pr.yaml", kSmall);
+  auto c = Load(a, {}, Env({{"HYPERTRAIN_PROFILE", "start_step=7,num_steps=2,dir=/fsx/t r"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->profile.start_step, 7);
+  EXPECT_EQ(c->profile.num_steps, 2);
+  EXPECT_EQ(c->profile.dir, "/fsx/t r");
+  c = Load(a, {"trainer.profile.num_steps=0"}, Env({{"HYPERTRAIN_PROFILE", "num_steps=2"}}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->profile.enabled());
+  auto bad = ResolveRunConfig(a, {}, Env({{"HYPERTRAIN_PROFILE", "steps=2"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("HYPERTRAIN_PROFILE: unknown key 'steps'"), std::string::npos)
+      << bad.status().ToString();
+}
+
 }  // namespace
 }  // namespace hypertrain::config

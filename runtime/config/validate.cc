@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/profile.h"
 #include "contract/sharding.h"
 #include "runtime/config/config.h"
 #include "runtime/config/reader.h"
@@ -47,6 +48,10 @@ Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
   HT_RETURN_IF_ERROR(Check(c.log_every_n_steps >= 1, "trainer.log_every_n_steps", c.log_every_n_steps, "must be >= 1"));
   HT_RETURN_IF_ERROR(Check(c.peak_tflops >= 0, "trainer.peak_tflops", c.peak_tflops, "must be >= 0"));
   HT_RETURN_IF_ERROR(Check(c.devices >= 1, "trainer.devices", c.devices, "must be >= 1"));
+  HT_RETURN_IF_ERROR(Check(c.profile.start_step >= 0, "trainer.profile.start_step", c.profile.start_step, "must be >= 0"));
+  HT_RETURN_IF_ERROR(Check(c.profile.num_steps >= 0 && c.profile.num_steps <= contract::kMaxProfileSteps,
+                           "trainer.profile.num_steps", c.profile.num_steps,
+                           fmt::format("must be in [0, {}] (0 = off)", contract::kMaxProfileSteps)));
   HT_RETURN_IF_ERROR(Check(c.num_nodes >= 1, "trainer.num_nodes", c.num_nodes, "must be >= 1"));
   HT_RETURN_IF_ERROR(Check(c.loss_scale.initial_scale > 0, "trainer.loss_scale.initial_scale", c.loss_scale.initial_scale, "must be > 0"));
   HT_RETURN_IF_ERROR(Check(c.loss_scale.growth_interval >= 1, "trainer.loss_scale.growth_interval", c.loss_scale.growth_interval, "must be >= 1"));

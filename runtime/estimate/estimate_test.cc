@@ -74,6 +74,26 @@ TEST(EstimateLayoutTest, UnitSizesEqualTheModelsLayoutForEveryPadding) {
   }
 }
 
+// The operator estimates `shape: 1b` with the contract's copy of the table.
+TEST(EstimateLayoutTest, NamedShapesEqualTheModels) {
+  for (const std::string& name : model::NamedModelConfigNames()) {
+    const model::ModelConfig c = *model::NamedModelConfig(name);
+    const auto named = contract::NamedModelShape(name);
+    ASSERT_TRUE(named.has_value()) << name;
+    const contract::ModelShape want = Shape(c);
+    const contract::ModelShape& got = named->model;
+    EXPECT_EQ(got.vocab_size, want.vocab_size) << name;
+    EXPECT_EQ(got.hidden_size, want.hidden_size) << name;
+    EXPECT_EQ(got.num_hidden_layers, want.num_hidden_layers) << name;
+    EXPECT_EQ(got.num_attention_heads, want.num_attention_heads) << name;
+    EXPECT_EQ(got.num_key_value_heads, want.num_key_value_heads) << name;
+    EXPECT_EQ(got.intermediate_size, want.intermediate_size) << name;
+    EXPECT_EQ(got.tie_word_embeddings, want.tie_word_embeddings) << name;
+    EXPECT_EQ(named->max_context_width, c.max_context_width) << name;
+  }
+  EXPECT_FALSE(contract::NamedModelShape("70b").has_value());
+}
+
 TEST(EstimateLayoutTest, FlopsEqualTheTrainersFormulas) {
   for (const model::ModelConfig& c : Shapes()) {
     for (int64_t seq : {128, 2048, 8192}) {

@@ -1,0 +1,220 @@
+#include "operator/api/estimate.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "contract/instance_types.h"
+
+namespace hypertrain::api {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kField[] = "spec.trainerConfig.inline";
+
+// A scalar at a dotted path, or an undefined node.
+YAML::Node At(const YAML::Node& root, const std::string& path) {
+  YAML::Node n;
+  n.reset(root);
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!n.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node& cn = n;
+    YAML::Node child = cn[part];
+    if (!child.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+    n.reset(child);
+    if (dot == std::string::npos) return n;
+    start = dot + 1;
+  }
+}
+
+// Reads keys as the trainer's config reader does: absent or null keeps the
+// default; a value of the wrong type is an error naming the key.
+class Reader {
+ public:
+  explicit Reader(YAML::Node root) { root_.reset(root); }
+  template <typename T>
+  void Read(const std::string& path, T* out) {
+    const YAML::Node n = At(root_, path);
+    if (!n.IsDefined() || n.IsNull() || !status_.ok()) return;
+    try {
+      if (!n.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "not a scalar");
+      *out = n.as<T>();
+    } catch (const YAML::Exception&) {
+      status_ = InvalidField(kField, path + ": cannot read '" + (n.IsScalar() ? n.Scalar() : "a non-scalar") + "'");
+    }
+  }
+  bool Has(const std::string& path) const { return At(root_, path).IsDefined(); }
+  const Status& status() const { return status_; }
+
+ private:
+  YAML::Node root_;
+  Status status_;
+};
+
+std::string Gib(int64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.1f", static_cast<double>(bytes) / (1 << 30));
+  return b;
+}
+
+std::string Fixed(double v, int digits) {
+  char b[48];
+  std::snprintf(b, sizeof(b), "%.*f", digits, v);
+  return b;
+}
+
+std::string Duration(double s) {
+  if (s >= 2 * 86400) return Fixed(s / 86400, 1) + " days";
+  if (s >= 2 * 3600) return Fixed(s / 3600, 1) + " hours";
+  if (s >= 120) return Fixed(s / 60, 1) + " minutes";
+  return Fixed(s, 0) + " s";
+}
+
+json Memory(const contract::MemoryParts& m) {
+  return {{"weights", m.weights},         {"master", m.master},
+          {"gradients", m.gradients},     {"optimizer", m.optimizer},
+          {"unitPool", m.unit_pool},      {"activations", m.activations},
+          {"workspace", m.workspace},     {"embeddingGather", m.embedding_gather},
+          {"buffers", m.buffers},         {"allocated", m.allocated()},
+          {"overhead", m.overhead + m.transient}, {"inUse", m.in_use()}};
+}
+
+}  // namespace
+
+StatusOr<contract::RunShape> RunShapeFromTrainerConfig(std::string_view yaml, int nodes, int ranks_per_node,
+                                                       bool gpus) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return InvalidField(kField, "not valid YAML: " + e.msg);
+  }
+  Reader r(root);
+  contract::RunShape run;
+  std::string shape;
+  r.Read("model.shape", &shape);
+  const auto named = contract::NamedModelShape(shape.empty() ? "tiny" : shape);
+  if (!named) return InvalidField(kField, "model.shape: '" + shape + "' is not one of tiny, 125m, 1b, 8b");
+  run.model = named->model;
+  run.seq_len = named->max_context_width;
+  contract::ModelShape& m = run.model;
+  r.Read("model.vocab_size", &m.vocab_size);
+  r.Read("model.hidden_size", &m.hidden_size);
+  r.Read("model.num_hidden_layers", &m.num_hidden_layers);
+  r.Read("model.num_attention_heads", &m.num_attention_heads);
+  r.Read("model.num_key_value_heads", &m.num_key_value_heads);
+  r.Read("model.intermediate_size", &m.intermediate_size);
+  r.Read("model.tie_word_embeddings", &m.tie_word_embeddings);
+  r.Read("model.max_context_width", &run.seq_len);
+  r.Read("model.train_batch_size", &run.micro_batch);
+  r.Read("model.micro_batch_size", &run.micro_batch);
+  r.Read("model.grad_accumulation_steps", &run.grad_accumulation);
+  r.Read("model.gradient_accumulation_steps", &run.grad_accumulation);
+  std::string precision = "bf16", ckpt = "none", strategy = "hybrid_shard";
+  r.Read("model.precision", &precision);
+  r.Read("trainer.precision", &precision);
+  r.Read("model.activation_checkpointing", &ckpt);
+  r.Read("trainer.deterministic", &run.deterministic);
+  r.Read("model.sharding_strategy", &strategy);
+  r.Read("model.shard_degree", &run.shard_degree);
+  int64_t depth = 2;
+  r.Read("model.data.prefetch_depth", &depth);
+  std::string backend = "auto";
+  r.Read("trainer.backend", &backend);
+  HT_RETURN_IF_ERROR(r.status());
+  if (precision == "bf16") {
+    run.precision = contract::Precision::kBF16;
+  } else if (precision == "fp16") {
+    run.precision = contract::Precision::kFP16;
+  } else if (precision == "fp32") {
+    run.precision = contract::Precision::kFP32;
+  } else if (precision == "tf32") {
+    run.precision = contract::Precision::kTF32;
+  } else {
+    return InvalidField(kField, "trainer.precision: '" + precision + "' is not one of bf16, fp16, fp32, tf32");
+  }
+  // As the trainer reads it (YAML 1.1 booleans included: true = full).
+  if (ckpt == "none" || ckpt == "false" || ckpt == "False" || ckpt == "FALSE" || ckpt == "0") {
+    run.checkpointing = contract::Checkpointing::kNone;
+  } else if (ckpt == "selective") {
+    run.checkpointing = contract::Checkpointing::kSelective;
+  } else if (ckpt == "full" || ckpt == "true" || ckpt == "True" || ckpt == "TRUE" || ckpt == "1") {
+    run.checkpointing = contract::Checkpointing::kFull;
+  } else {
+    return InvalidField(kField, "model.activation_checkpointing: '" + ckpt + "' is not one of none, selective, full");
+  }
+  const auto s = contract::ParseShardingStrategy(strategy);
+  if (!s) return InvalidField(kField, "model.sharding_strategy: " + contract::UnknownShardingStrategyMessage(strategy));
+  run.strategy = *s;
+  run.prefetch_depth = static_cast<int>(depth);
+  run.nodes = nodes;
+  run.gpus_per_node = ranks_per_node;
+  run.device = gpus && backend != "cpu" ? contract::Device::kCuda : contract::Device::kCpu;
+  if (std::string e = contract::ValidateRunShape(run); !e.empty()) return InvalidField(kField, e);
+  return run;
+}
+
+StatusOr<json> EstimateJob(const TrainingJobSpec& spec) {
+  if (!spec.trainer_config.inline_yaml) {
+    return FailedPrecondition(
+        "spec.trainerConfig.configMapRef: the operator estimates inline configs only; run "
+        "`hypertrain estimate --config <file>` on the ConfigMap's content");
+  }
+  HT_ASSIGN_OR_RETURN(contract::RunShape run,
+                      RunShapeFromTrainerConfig(*spec.trainer_config.inline_yaml, spec.nodes,
+                                                spec.nproc_per_node, spec.gpus_per_node > 0));
+  contract::EstimateOptions o;
+  if (!spec.instance_type.empty()) o.instance = contract::LookupInstanceType(spec.instance_type);
+  const int64_t max_steps = spec.trainer_config.summary ? spec.trainer_config.summary->max_steps : kDefaultMaxSteps;
+  o.tokens = static_cast<double>(max_steps) * static_cast<double>(run.tokens_per_step());
+  std::string error;
+  const std::optional<contract::Estimate> e = contract::MakeEstimate(run, o, &error);
+  if (!e) return InvalidField(kField, error);
+
+  json j;
+  j["parameters"] = e->params.total;
+  j["flopsPerToken"] = e->flops.model_per_token;
+  j["worldSize"] = run.world();
+  j["shardingStrategy"] = contract::ShardingStrategyName(e->sharding.strategy);
+  j["shardDegree"] = e->sharding.shard_degree;
+  j["memoryPerGpu"] = Memory(e->memory);
+  std::string fit_text = Gib(e->memory.in_use()) + " GiB per GPU in use";
+  if (o.instance && run.device == contract::Device::kCuda) {
+    const contract::FitCheck& f = e->fit.front();
+    j["gpuMemory"] = f.have;
+    j["fits"] = f.fits;
+    fit_text = Gib(f.need) + " of " + Gib(f.have) + " GiB per GPU (" + f.instance.gpu_model + ")" +
+               (f.fits ? (f.tight ? ": fits, tight" : ": fits") : ": DOES NOT FIT");
+    json alts = json::array();
+    for (const auto& a : e->alternatives) {
+      std::string sets;
+      for (const std::string& kv : a.sets) sets += (sets.empty() ? "" : " ") + kv;
+      alts.push_back(sets);
+    }
+    if (!alts.empty()) j["fitsWith"] = alts;
+  } else if (run.device == contract::Device::kCuda) {
+    fit_text += " (no known instanceType: fit not checked)";
+  }
+  j["mfu"] = e->mfu;
+  j["mfuSource"] = e->mfu_source;
+  j["tokensPerSecond"] = e->tokens_per_s;
+  j["stepSeconds"] = e->step_seconds;
+  j["maxSteps"] = max_steps;
+  j["tokens"] = *e->tokens;
+  j["seconds"] = e->seconds;
+  j["gpuHours"] = e->gpu_hours;
+  j["message"] = Fixed(static_cast<double>(e->params.total) / 1e9, 2) + " B parameters on " +
+                 std::to_string(run.world()) + " ranks (" + contract::ShardingStrategyName(e->sharding.strategy) +
+                 ", shard degree " + std::to_string(e->sharding.shard_degree) + "): " + fit_text + "; ~" +
+                 Fixed(e->tokens_per_s, 0) + " tokens/s at " + Fixed(100 * e->mfu, 1) + "% MFU; " +
+                 std::to_string(max_steps) + " steps in " + Duration(e->seconds) + " (" +
+                 Fixed(e->gpu_hours, e->gpu_hours < 10 ? 2 : 0) + " GPU-hours)";
+  return j;
+}
+
+}  // namespace hypertrain::api
