@@ -1,5 +1,5 @@
 // The hypertrain-operator binary against the real local control plane: a job
-// applied gets its pods; /healthz, /readyz, /metrics answer; a standby takes
+// applied gets its pods; a dry run gets its estimate and no pod until started; /healthz, /readyz, /metrics answer; a standby takes
 // over when the leader is SIGKILLed, without duplicating pods; SIGTERM exits 0
 // and releases the Lease; a 64-node job's pods are all created promptly.
 #include <arpa/inet.h>
@@ -292,6 +292,33 @@ TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
     return j.ok() && (*j)["status"].value("state", "") == "Created";
   }, 10s));
 
+  // A dry run: the estimate in status, no pod; turned off, the job starts.
+  Json dry = {{"apiVersion", api::kApiVersion},
+              {"kind", api::kKind},
+              {"metadata", {{"name", "dry"}}},
+              {"spec",
+               {{"image", "hypertrain:test"},
+                {"instanceType", "ml.p5.48xlarge"},
+                {"estimateOnly", true},
+                {"trainerConfig", {{"inline", "trainer: {max_steps: 100}\nmodel: {shape: 1b, train_batch_size: 4}\n"}}},
+                {"faultPolicy", {{"healthyNodeValues", Json::array()}}}}}};
+  ASSERT_TRUE(jobs.Create(dry).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = jobs.Get("dry");
+    return j.ok() && j->contains("status") && (*j)["status"].is_object() &&
+           (*j)["status"].value("state", "") == "Estimated";
+  }, 10s)) << a->Log();
+  {
+    const Json est = (*jobs.Get("dry"))["status"]["estimate"];
+    EXPECT_EQ(est.value("parameters", int64_t{0}), 1235814400) << est.dump();
+    EXPECT_EQ(est.value("fits", false), true) << est.dump();
+    EXPECT_THAT(est.value("message", ""), HasSubstr("fits")) << est.dump();
+  }
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(pod_count("dry"), 0) << "a dry run creates no pod";
+  ASSERT_TRUE(jobs.Patch("dry", {{"spec", {{"estimateOnly", false}}}}).ok());
+  ASSERT_TRUE(WaitFor([&] { return pod_count("dry") == 1; }, 10s)) << a->Log();
+
   EXPECT_EQ(HttpGet(a->port(), "/healthz").first, 200);
   ASSERT_TRUE(WaitFor([&] { return HttpGet(a->port(), "/readyz").first == 200; }, 5s));
   auto m = HttpGet(a->port(), "/metrics");
@@ -315,9 +342,9 @@ TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   EXPECT_GE(Sample(s, "rest_client_requests_total", {"code=\"201\"", "method=\"POST\""}), 2) << "pods created";
   EXPECT_GE(Sample(s, "rest_client_request_duration_seconds_count", {"verb=\"PUT\""}), 1) << "status written";
   EXPECT_EQ(Sample(s, "leader_election_master_status", {"name=\"e2e-leader\""}), 1);
-  EXPECT_EQ(Sample(s, "hypertrain_jobs_created_total", {"namespace=\"op\""}), 1);
-  EXPECT_EQ(Sample(s, "hypertrain_pods_created_total", {"namespace=\"op\""}), 2);
-  EXPECT_EQ(Sample(s, "hypertrain_jobs", {"namespace=\"op\""}), 1);
+  EXPECT_EQ(Sample(s, "hypertrain_jobs_created_total", {"namespace=\"op\""}), 2);  // first, dry
+  EXPECT_EQ(Sample(s, "hypertrain_pods_created_total", {"namespace=\"op\""}), 3);
+  EXPECT_EQ(Sample(s, "hypertrain_jobs", {"namespace=\"op\""}), 2);
   EXPECT_GT(Sample(s, "process_cpu_seconds_total"), 0);
   EXPECT_GT(Sample(s, "process_resident_memory_bytes"), 0);
   EXPECT_GT(Sample(s, "process_start_time_seconds"), 0);
@@ -334,6 +361,7 @@ TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   create_job("second", 3);
   ASSERT_TRUE(WaitFor([&] { return pod_count("second") == 3; }, 10s)) << b->Log();
   EXPECT_EQ(pod_count("first"), 2) << "no duplicates after the takeover";
+  EXPECT_EQ(pod_count("dry"), 1) << "no duplicates after the takeover";
 
   // A 64-node job: apply to all pods created.
   const auto t0 = std::chrono::steady_clock::now();
