@@ -143,20 +143,26 @@ const std::vector<MfuRecord>& MeasuredMfu() {
     const int64_t p1b = ParamsOf(m1b), p125 = ParamsOf(m125);
     const auto none = Checkpointing::kNone;
     return std::vector<MfuRecord>{
-        {"1b 4x2048, 1 GPU", "1b", p1b, "H100", 1, none, 4, 2048, 0.529, 63650,
+        {"1b 4x2048, 1 GPU", "1b", p1b, "H100", 1, none, false, 4, 2048, 0.529, 63650,
          "PERF.md seventh session, final tree (02468b9)"},
-        {"1b 4x2048 selective, 1 GPU", "1b", p1b, "H100", 1, Checkpointing::kSelective, 4, 2048,
+        {"1b 4x2048 selective, 1 GPU", "1b", p1b, "H100", 1, Checkpointing::kSelective, false, 4, 2048,
          0.517, 62220, "PERF.md sixth session (d08f3ad)"},
-        {"125m 16x2048, 1 GPU", "125m", p125, "H100", 1, none, 16, 2048, 0.478, 572400,
+        {"125m 16x2048, 1 GPU", "125m", p125, "H100", 1, none, false, 16, 2048, 0.478, 572400,
          "PERF.md seventh session, final tree (02468b9)"},
-        {"1b 4x2048, 1 GPU", "1b", p1b, "H200", 1, none, 4, 2048, 0.544, 65400,
+        {"1b 4x2048, 1 GPU", "1b", p1b, "H200", 1, none, false, 4, 2048, 0.544, 65400,
          "PERF.md fourth session (slowest of three H200s, 65.4-67.0k)"},
-        {"125m 16x2048, 1 GPU", "125m", p125, "H200", 1, none, 16, 2048, 0.495, 592000,
+        {"125m 16x2048, 1 GPU", "125m", p125, "H200", 1, none, false, 16, 2048, 0.495, 592000,
          "PERF.md fourth session (592-599k)"},
-        {"1b 4x2048/GPU, HSDP 2x2", "1b", p1b, "H200", 4, none, 4, 2048, 0.487, 58680,
+        {"1b 4x2048/GPU, HSDP 2x2", "1b", p1b, "H200", 4, none, false, 4, 2048, 0.487, 58680,
          "PERF.md HSDP fourth session (5f745e9)"},
-        {"125m 16x2048/GPU, HSDP 2x2", "125m", p125, "H200", 4, none, 16, 2048, 0.458, 548200,
+        {"125m 16x2048/GPU, HSDP 2x2", "125m", p125, "H200", 4, none, false, 16, 2048, 0.458, 548200,
          "PERF.md HSDP fourth session (5f745e9)"},
+        // FP8 block GEMMs (delayed scaling, e5m2 gradients), MFU against the
+        // bf16 peak as the trainer reports it.
+        {"1b 4x2048 FP8, 1 GPU", "1b", p1b, "H100", 1, none, true, 4, 2048, 0.606, 72930,
+         "PERF.md FP8 (issue 25): 1.15x the same call's bf16 63,417"},
+        {"125m 16x2048 FP8, 1 GPU", "125m", p125, "H100", 1, none, true, 16, 2048, 0.474, 567269,
+         "PERF.md FP8 (issue 25)"},
     };
   }();
   return kRecords;
@@ -167,10 +173,11 @@ const MfuRecord& NearestMfuRecord(const RunShape& run, int64_t params, const std
   const MfuRecord* best = nullptr;
   auto key = [&](const MfuRecord& r) {
     const bool same_class = (r.world > 1) == (run.world() > 1);
+    const bool same_fp8 = r.fp8 == run.fp8;
     const double distance = std::fabs(std::log(static_cast<double>(params) / r.params));
     const bool same_ckpt = r.checkpointing == run.checkpointing;
     const bool same_gpu = family.empty() || r.gpu == family;
-    return std::make_tuple(!same_class, distance, !same_ckpt, !same_gpu);
+    return std::make_tuple(!same_class, !same_fp8, distance, !same_ckpt, !same_gpu);
   };
   for (const MfuRecord& r : MeasuredMfu()) {
     if (best == nullptr || key(r) < key(*best)) best = &r;
@@ -326,6 +333,9 @@ std::optional<Estimate> MakeEstimate(const RunShape& run, const EstimateOptions&
     if (ratio > 1.5 || ratio < 1 / 1.5) {
       e.mfu_source += "; no run of this size was measured (" + std::to_string(record.params / 1000000) +
                       " M there)";
+    }
+    if (record.fp8 != run.fp8) {
+      e.mfu_source += run.fp8 ? "; no FP8 run of this kind was measured (bf16 there)" : "; an FP8 run";
     }
     if (record.seq_len != run.seq_len) {
       e.mfu_source += "; measured at seq " + std::to_string(record.seq_len);

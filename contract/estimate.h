@@ -76,6 +76,8 @@ struct RunShape {
   Precision precision = Precision::kBF16;
   Checkpointing checkpointing = Checkpointing::kNone;
   bool deterministic = true;  // CUDA: cuDNN's atomic-free attention backward
+  bool fp8 = false;           // model.fp8: FP8 block GEMMs (speed from FP8 records;
+                              // memory is the bf16 plan: FP8 adds ~0.36 GiB, PERF.md)
   ShardingStrategy strategy = kDefaultShardingStrategy;
   int64_t shard_degree = 0;  // 0 = the strategy's default
   int64_t nodes = 1;
@@ -198,6 +200,7 @@ struct MfuRecord {
   std::string gpu;      // "H100", "H200"
   int64_t world = 1;
   Checkpointing checkpointing = Checkpointing::kNone;
+  bool fp8 = false;
   int64_t micro_batch = 0;
   int64_t seq_len = 0;
   double mfu = 0;                   // model FLOPs utilisation, 0..1
@@ -207,8 +210,8 @@ struct MfuRecord {
 const std::vector<MfuRecord>& MeasuredMfu();
 
 // The record to borrow an MFU from: same class of run (one GPU, or sharded
-// over several) first, then the nearest parameter count, then the same
-// checkpointing mode, then the same GPU model (from `gpu_model`, e.g.
+// over several) first, then FP8 or not as the run, then the nearest parameter
+// count, then the same checkpointing mode, then the same GPU model (from `gpu_model`, e.g.
 // "H100 80GB"; empty = any).
 const MfuRecord& NearestMfuRecord(const RunShape& run, int64_t params, const std::string& gpu_model);
 

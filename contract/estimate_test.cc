@@ -188,6 +188,10 @@ TEST(EstimateTest, NearestMfuRecordPrefersTheSameKindOfRun) {
   EXPECT_EQ(r.model, "1b");
   EXPECT_GT(r.world, 1);
   EXPECT_EQ(NearestMfuRecord(Bench(OneTwentyFiveM(), 16), 134e6, "").model, "125m");
+  RunShape fp8 = Bench(OneB(), 4);
+  fp8.fp8 = true;
+  EXPECT_TRUE(NearestMfuRecord(fp8, CountParams(OneB()).total, "").fp8);
+  EXPECT_FALSE(NearestMfuRecord(one, CountParams(OneB()).total, "").fp8);
 }
 
 TEST(EstimateTest, TokensPerSecondAndBudget) {

@@ -120,6 +120,7 @@ StatusOr<contract::RunShape> RunShapeFromTrainerConfig(std::string_view yaml, in
   r.Read("trainer.precision", &precision);
   r.Read("model.activation_checkpointing", &ckpt);
   r.Read("trainer.deterministic", &run.deterministic);
+  r.Read("model.fp8", &run.fp8);
   r.Read("model.sharding_strategy", &strategy);
   r.Read("model.shard_degree", &run.shard_degree);
   int64_t depth = 2;

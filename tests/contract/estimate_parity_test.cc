@@ -25,6 +25,7 @@ void ExpectSameRun(const contract::RunShape& a, const contract::RunShape& b, con
   EXPECT_EQ(a.precision, b.precision) << what;
   EXPECT_EQ(a.checkpointing, b.checkpointing) << what;
   EXPECT_EQ(a.deterministic, b.deterministic) << what;
+  EXPECT_EQ(a.fp8, b.fp8) << what;
   EXPECT_EQ(a.strategy, b.strategy) << what;
   EXPECT_EQ(a.shard_degree, b.shard_degree) << what;
   EXPECT_EQ(a.nodes, b.nodes) << what;
@@ -48,6 +49,7 @@ TEST(EstimateParityTest, OperatorAndTrainerReadTheSameRun) {
       "        train_batch_size: 5, grad_accumulation_steps: 2, activation_checkpointing: False,\n"
       "        sharding_strategy: no_shard, data: {use_synthetic_data: true}}\n",
       "trainer: {backend: cpu}\nmodel: {shape: tiny, data: {use_synthetic_data: true}}\n",
+      "model: {shape: 1b, fp8: True, data: {use_synthetic_data: true}}\n",
   };
   for (const std::string& yaml : configs) {
     auto trainer = config::ParseTrainConfig(yaml, {});
