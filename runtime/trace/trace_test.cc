@@ -7,6 +7,8 @@
 #include "runtime/trace/gzip.h"
 #include "runtime/trace/merge.h"
 #include "runtime/trace/recorder.h"
+#include "runtime/trace/tracing_hooks.h"
+#include "runtime/backends/cpu/backend.h"
 
 namespace hypertrain::trace {
 namespace {
@@ -210,6 +212,53 @@ TEST(MergeTest, RefusesDuplicateRanksAndForeignFiles) {
   auto foreign = Merge({Doc({X(0, 1)})}, {}, nullptr);
   ASSERT_FALSE(foreign.ok());
   EXPECT_NE(foreign.status().message().find("otherData"), std::string::npos);
+}
+
+// A real CPU pass through the decorator: forward holds every block's forward,
+// backward every block's backward, all nested; outside the window nothing.
+TEST(TracingHooksTest, RecordsTheStructureOfARealPass) {
+  model::ModelConfig cfg = *model::NamedModelConfig("tiny");
+  cfg.max_context_width = 16;
+  model::BackendOptions o;
+  o.micro_batch_size = 2;
+  o.seq_len = 16;
+  auto backend = cpu::CpuBackend::Create(cfg, o);
+  ASSERT_TRUE(backend.ok());
+  std::vector<std::string> names;
+  for (const auto& u : (*backend)->layout().units()) names.push_back(u.name);
+  Recorder r({0, 1, 0, "h", ""});
+  model::NoOpUnitHooks inner;
+  TracingHooks hooks(inner, r, names);
+  std::vector<int32_t> tokens(32);
+  for (int i = 0; i < 32; ++i) tokens[i] = (i * 37) % 256;
+  model::TokenBatch b{tokens.data(), tokens.data(), 2, 16, nullptr};
+  ASSERT_TRUE((*backend)->ForwardBackward(b, 1.0f, hooks).ok());
+  EXPECT_EQ(r.event_count(), 0);
+  r.Start();
+  ASSERT_TRUE(hooks.BeginMicroBatch(0, true).ok());
+  ASSERT_TRUE((*backend)->ForwardBackward(b, 1.0f, hooks).ok());
+  ASSERT_TRUE(hooks.FinishGradients().ok());
+  r.Stop();
+  const json doc = r.ToJson();
+  ASSERT_TRUE(Validate(doc).ok()) << Validate(doc).ToString();
+  std::map<std::string, std::pair<double, double>> span;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") span[e["name"]] = {e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()};
+  }
+  ASSERT_TRUE(span.count("forward") && span.count("backward")) << doc.dump();
+  EXPECT_LE(span["forward"].second, span["backward"].first);
+  for (int l = 0; l < 4; ++l) {
+    const std::string f = "fwd layers." + std::to_string(l), bw = "bwd layers." + std::to_string(l);
+    ASSERT_TRUE(span.count(f) && span.count(bw)) << l;
+    EXPECT_GE(span[f].first, span["forward"].first);
+    EXPECT_LE(span[f].second, span["forward"].second);
+    EXPECT_GE(span[bw].first, span["backward"].first);
+    EXPECT_LE(span[bw].second, span["backward"].second);
+  }
+  EXPECT_EQ(CountEvents(doc, "X", "before_forward"), 5);   // embedding + 4 blocks
+  EXPECT_EQ(CountEvents(doc, "X", "after_backward"), 5);
+  EXPECT_EQ(CountEvents(doc, "X", "finish_gradients"), 1);
+  EXPECT_EQ(CountEvents(doc, "i", "micro_batch"), 1);
 }
 
 TEST(GzipTest, RoundTrip) {
