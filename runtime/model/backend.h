@@ -56,6 +56,10 @@
 #include "runtime/model/layout.h"
 #include "runtime/model/unit_hooks.h"
 
+namespace hypertrain::trace {
+class Recorder;
+}  // namespace hypertrain::trace
+
 namespace hypertrain::model {
 
 enum class Precision { kBF16, kFP16, kFP32, kTF32 };
@@ -238,6 +242,13 @@ class Backend {
   // and the device-memory high-water mark in bytes (0 = not tracked).
   virtual double PeakFlops() const = 0;
   virtual int64_t PeakMemoryBytes() const = 0;
+  // Tracing (runtime/trace/recorder.h): while `recorder` is active the
+  // backend records its device work on the recorder's tracks (CUDA: each
+  // pass's phases and every op from CUDA events, the memory in use); a host
+  // backend records nothing (the loop's host spans are its work). nullptr
+  // (the default) turns it off; outside the recorder's window it costs a
+  // branch per pass. The recorder must outlive the backend's use of it.
+  virtual void SetTrace(trace::Recorder* /*recorder*/) {}
 };
 
 }  // namespace hypertrain::model

@@ -143,7 +143,7 @@ CudaBackend::~CudaBackend() {
     if (s->ready) cudaEventDestroy(s->ready);
     if (s->done) cudaEventDestroy(s->done);
   }
-  for (cudaEvent_t e : {ev_data_, ev_start_, ev_fwd_, ev_end_})
+  for (cudaEvent_t e : {ev_data_, ev_start_, ev_fwd_, ev_end_, ev_anchor_})
     if (e) cudaEventDestroy(e);
   gemm_.reset();
   for (void* p : allocations_) cudaFree(p);

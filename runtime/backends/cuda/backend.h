@@ -156,6 +156,14 @@ class CudaBackend final : public model::Backend {
   model::Fp8ScalingState* Fp8Scaling() override { return fp8_ ? &fp8_->state() : nullptr; }
   double PeakFlops() const override { return peak_flops_; }
   int64_t PeakMemoryBytes() const override { return peak_memory_; }
+  // Per traced pass (ForwardBackward synchronises at its end, so its events
+  // are complete there): track "cuda phases" gets data / forward / backward,
+  // track "cuda stream" every op between OpProfile marks (gemm, attention,
+  // rmsnorm, ... and waits on collectives as "other"), on the recorder's clock
+  // through an anchor event recorded on the idle stream; counter
+  // "cuda memory" the device memory in use and allocated. Op marks (an event
+  // per op, ~1 us each) are recorded only inside the window.
+  void SetTrace(trace::Recorder* recorder) override;
 
   // For the data loader: pinned host buffers and the H2D stager.
   data::HostAllocator* host_allocator();
@@ -196,6 +204,8 @@ class CudaBackend final : public model::Backend {
               const CudaOptions& cuda);
   Status PlanActivations();
   Status CheckBatch(const model::TokenBatch& batch) const;
+  // The finished pass's device spans (see SetTrace).
+  Status EmitTrace();
   // Attention over this micro-batch's fused QKV rows, as every step calls it
   // (and as the memory plan sizes its workspace).
   kernels::cuda::AttentionParams StepAttentionParams() const;
@@ -305,6 +315,10 @@ class CudaBackend final : public model::Backend {
   const Slot* current_slot_ = nullptr;
 
   cudaEvent_t ev_data_ = nullptr, ev_start_ = nullptr, ev_fwd_ = nullptr, ev_end_ = nullptr;
+  trace::Recorder* trace_ = nullptr;
+  cudaEvent_t ev_anchor_ = nullptr;  // tracing: the idle stream's "now"
+  int trace_phase_track_ = 0, trace_op_track_ = 0;
+  bool trace_owns_profile_ = false;
   PhaseTimes phase_;
   OpProfile profile_;
   PhaseTimes phase_sum_;

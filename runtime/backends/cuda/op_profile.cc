@@ -41,19 +41,19 @@ Status OpProfile::Enable(int capacity) {
 }
 
 void OpProfile::Begin(cudaStream_t stream) {
-  if (!enabled()) return;
+  if (!recording()) return;
   used_ = 0;
   cudaEventRecord(events_[used_++], stream);
 }
 
 void OpProfile::Mark(Op op, cudaStream_t stream) {
-  if (!enabled() || used_ == 0 || used_ >= static_cast<int>(events_.size())) return;
+  if (!recording() || used_ == 0 || used_ >= static_cast<int>(events_.size())) return;
   ops_[used_] = op;
   cudaEventRecord(events_[used_++], stream);
 }
 
 Status OpProfile::Collect() {
-  if (!enabled() || used_ < 2) return Status::Ok();
+  if (!recording() || used_ < 2) return Status::Ok();
   for (int i = 1; i < used_; ++i) {
     float ms = 0;
     const cudaError_t err = cudaEventElapsedTime(&ms, events_[i - 1], events_[i]);

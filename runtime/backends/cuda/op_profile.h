@@ -43,6 +43,17 @@ class OpProfile {
   // Allocates `capacity` events; marks past it in one pass are dropped.
   Status Enable(int capacity = 4096);
   bool enabled() const { return !events_.empty(); }
+  // Enabled profiles record while active (the default); a tracer keeps one
+  // enabled and inactive outside its window, so passes there record nothing.
+  void set_active(bool active) { active_ = active; }
+  bool recording() const { return enabled() && active_; }
+  // After the stream has synchronised, before Collect(): calls
+  // f(op, begin_event, end_event) for every interval of the pass, in order.
+  template <typename F>
+  void ForEachInterval(F&& f) const {
+    if (!recording()) return;
+    for (int i = 1; i < used_; ++i) f(ops_[i], events_[i - 1], events_[i]);
+  }
 
   void Begin(cudaStream_t stream);
   void Mark(Op op, cudaStream_t stream);
@@ -61,6 +72,7 @@ class OpProfile {
   std::vector<cudaEvent_t> events_;
   std::vector<Op> ops_;  // ops_[i] = op charged for events_[i-1] -> events_[i]
   int used_ = 0;
+  bool active_ = true;
   std::array<double, static_cast<int>(Op::kCount)> total_ms_{};
   int passes_ = 0;
 };

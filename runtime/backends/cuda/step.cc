@@ -9,6 +9,7 @@
 
 #include "runtime/model/math.h"
 #include "runtime/backends/cuda/backend_internal.h"
+#include "runtime/trace/recorder.h"
 #include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/embedding.h"
 #include "runtime/kernels/cuda/fp8_swiglu.h"
@@ -791,9 +792,65 @@ StatusOr<double> CudaBackend::ReadLoss() {
   return *host_result_;
 }
 
+void CudaBackend::SetTrace(trace::Recorder* recorder) {
+  trace_ = recorder;
+  if (trace_ == nullptr) return;
+  trace_phase_track_ = trace_->Track("cuda phases (device " + std::to_string(cuda_.device) + ")");
+  trace_op_track_ = trace_->Track("cuda stream (device " + std::to_string(cuda_.device) + ")");
+  trace_owns_profile_ = !profile_.enabled();  // else bench --profile records every pass
+  if (trace_owns_profile_) {
+    // One event per op: a pass of 1b marks ~700; room for several passes.
+    if (!profile_.Enable(16384).ok()) {
+      trace_ = nullptr;  // no events, no device trace; the host trace stays
+      return;
+    }
+    profile_.set_active(false);
+  }
+  if (ev_anchor_ == nullptr && cudaEventCreate(&ev_anchor_) != cudaSuccess) {
+    cudaGetLastError();
+    trace_ = nullptr;
+  }
+}
+
+Status CudaBackend::EmitTrace() {
+  HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_anchor_, stream_));
+  HT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev_anchor_));
+  const double now = trace_->NowUs();
+  // An event's time on the recorder's clock: now minus its distance to the anchor.
+  auto at = [&](cudaEvent_t e, double* us) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, e, ev_anchor_) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    *us = now - 1000.0 * static_cast<double>(ms);
+    return true;
+  };
+  double data = 0, start = 0, fwd = 0, end = 0;
+  if (at(ev_data_, &data) && at(ev_start_, &start) && at(ev_fwd_, &fwd) && at(ev_end_, &end)) {
+    trace_->Complete(trace_phase_track_, "data", "device", data, start);
+    trace_->Complete(trace_phase_track_, "forward", "device", start, fwd);
+    trace_->Complete(trace_phase_track_, "backward", "device", fwd, end);
+  }
+  profile_.ForEachInterval([&](Op op, cudaEvent_t a, cudaEvent_t b) {
+    double x = 0, y = 0;
+    if (at(a, &x) && at(b, &y)) trace_->Complete(trace_op_track_, OpName(op), "device", x, y);
+  });
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    trace_->Counter("cuda memory (MiB)", now,
+                    {{"in use", static_cast<double>(total_b - free_b) / kMiB},
+                     {"allocated", static_cast<double>(allocated_bytes_) / kMiB}});
+  }
+  return Status::Ok();
+}
+
 StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
                                               float grad_multiplier, model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(CheckBatch(batch));
+  const bool tracing = trace_ != nullptr && trace_->active();
+  if (trace_owns_profile_) profile_.set_active(tracing);
   const int64_t count = model::CountTargets(batch.targets, N_, options_.ignore_index);
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
   HT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev_data_, stream_));
@@ -816,7 +873,7 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
   grads_zero_pending_ = false;
   grads_hold_pass_ = shared_grads_;
   if (first_write_) HT_RETURN_IF_ERROR(ZeroGradsNotWrittenByGemms());
-  const bool graph = cuda_.cuda_graphs && !profile_.enabled() && !graph_failed_ && eager_steps_ > 0 &&
+  const bool graph = cuda_.cuda_graphs && !profile_.recording() && !graph_failed_ && eager_steps_ > 0 &&
                      dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
   if (graph) {
     if (graph_exec_ == nullptr) {
@@ -845,6 +902,7 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
   }
   HT_ASSIGN_OR_RETURN(const double loss_sum, ReadLoss());
   if (fp8_) HT_RETURN_IF_ERROR(fp8_->EndPass(hooks));  // the amaxes arrived with the loss
+  if (tracing) HT_RETURN_IF_ERROR(EmitTrace());
   if (passes_ > 0) {
     HT_RETURN_IF_ERROR(profile_.Collect());
   } else {
