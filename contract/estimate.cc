@@ -335,7 +335,29 @@ std::optional<Estimate> MakeEstimate(const RunShape& run, const EstimateOptions&
                       " M there)";
     }
     if (record.fp8 != run.fp8) {
-      e.mfu_source += run.fp8 ? "; no FP8 run of this kind was measured (bf16 there)" : "; an FP8 run";
+      // FP8 of the nearest size on one GPU against bf16 in the same session:
+      // the speed-up its GEMMs gave there.
+      const MfuRecord* fp8 = nullptr;
+      const MfuRecord* bf16 = nullptr;
+      for (const MfuRecord& r : MeasuredMfu()) {
+        if (!r.fp8 || r.world != 1) continue;
+        if (fp8 == nullptr || std::fabs(std::log(static_cast<double>(e.params.total) / r.params)) <
+                                  std::fabs(std::log(static_cast<double>(e.params.total) / fp8->params))) {
+          fp8 = &r;
+        }
+      }
+      for (const MfuRecord& r : MeasuredMfu()) {
+        if (fp8 != nullptr && !r.fp8 && r.world == 1 && r.model == fp8->model && r.gpu == fp8->gpu &&
+            r.checkpointing == Checkpointing::kNone) {
+          bf16 = &r;
+        }
+      }
+      if (fp8 != nullptr && bf16 != nullptr) {
+        const double factor = run.fp8 ? fp8->mfu / bf16->mfu : bf16->mfu / fp8->mfu;
+        e.mfu *= factor;
+        e.mfu_source += "; x " + std::to_string(factor).substr(0, 4) + (run.fp8 ? " for FP8 GEMMs" : " for bf16 GEMMs") +
+                        " (" + fp8->model + " FP8 vs bf16 on one " + fp8->gpu + ")";
+      }
     }
     if (record.seq_len != run.seq_len) {
       e.mfu_source += "; measured at seq " + std::to_string(record.seq_len);

@@ -192,6 +192,16 @@ TEST(EstimateTest, NearestMfuRecordPrefersTheSameKindOfRun) {
   fp8.fp8 = true;
   EXPECT_TRUE(NearestMfuRecord(fp8, CountParams(OneB()).total, "").fp8);
   EXPECT_FALSE(NearestMfuRecord(one, CountParams(OneB()).total, "").fp8);
+  // A sharded FP8 run borrows the HSDP bf16 record, times the FP8 speed-up
+  // of the same size on one GPU.
+  RunShape sharded_fp8 = Bench(OneB(), 4);
+  sharded_fp8.fp8 = true;
+  sharded_fp8.gpus_per_node = 8;
+  std::string error;
+  auto e = MakeEstimate(sharded_fp8, {}, &error);
+  ASSERT_TRUE(e.has_value()) << error;
+  EXPECT_NEAR(e->mfu, 0.487 * 0.606 / 0.529, 1e-9);
+  EXPECT_NE(e->mfu_source.find("for FP8 GEMMs"), std::string::npos) << e->mfu_source;
 }
 
 TEST(EstimateTest, TokensPerSecondAndBudget) {

@@ -163,8 +163,9 @@ std::vector<std::string> ConfigNotes(const config::TrainConfig& c, const contrac
   }
   if (run.fp8) {
     notes.push_back(
-        "model.fp8: speed from the FP8 runs of docs/PERF.md (one H100: 1b 1.15x, 125m 1.00x bf16); "
-        "memory is the bf16 plan, FP8's backward operands add ~0.36 GiB per GPU there");
+        "model.fp8: speed from FP8 runs of docs/PERF.md or, for other kinds of run, the FP8/bf16 "
+        "speed-up measured there (one H100: 1b 1.15x, 125m 1.00x); memory is the bf16 plan, FP8's "
+        "backward operands added ~0.36 GiB per GPU there");
   }
   if (Get<bool>(raw, "model.offload_activations", false)) {
     notes.push_back("model.offload_activations: true is not supported; activations stay on the GPU");

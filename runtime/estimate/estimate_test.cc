@@ -177,7 +177,7 @@ TEST(EstimateReportTest, TextAndJsonCarryTheSameNumbers) {
   const std::vector<std::string> notes = ConfigNotes(c, run, &*p5);
   const std::string text = FormatEstimate(*e, notes, "recipe.yaml");
   for (const char* want : {"1,235,814,400", "hybrid_shard*", "full_shard", "no_shard", "= in use",
-                           "H100 80GB (ml.p5.48xlarge)", "GPU-hours", "MFU 48.7% from 1b 4x2048/GPU, HSDP 2x2", "notes"}) {
+                           "H100 80GB (ml.p5.48xlarge)", "GPU-hours", "% from 1b 4x2048/GPU, HSDP 2x2", "for FP8 GEMMs", "notes"}) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
   }
   const nlohmann::json j = nlohmann::json::parse(EstimateToJson(*e, notes));
