@@ -2,6 +2,12 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "contract/env.h"
 
 #include <optional>
 #include <string>
@@ -24,6 +30,30 @@ StatusOr<train::BackendBundle> CreateCpuBackend(const config::TrainConfig& c,
   train::BackendBundle bundle;
   bundle.backend = std::move(b);
   return bundle;
+}
+
+// trainer.profile.dir, else <exp_dir>/traces, one folder per attempt under the
+// operator (RESTART_ATTEMPT), next to the metrics.
+std::string TraceDir(const config::TrainConfig& c, const launch::EnvLookup& env) {
+  if (!c.profile.dir.empty()) return c.profile.dir;
+  std::string dir = c.exp_dir + "/traces";
+  if (const char* attempt = env(contract::env::kRestartAttempt);
+      attempt != nullptr && *attempt != '\0') {
+    dir += std::string("/attempt-") + attempt;
+  }
+  return dir;
+}
+
+std::unique_ptr<trace::Recorder> MakeRecorder(const config::TrainConfig& c, int rank,
+                                              int world_size, const launch::EnvLookup& env) {
+  trace::RecorderOptions o;
+  o.rank = rank;
+  o.world_size = world_size;
+  if (const char* node = env(contract::env::kNodeRank); node != nullptr) o.node = std::atoi(node);
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) == 0) o.host = host;
+  o.dir = TraceDir(c, env);
+  return std::make_unique<trace::Recorder>(o);
 }
 
 }  // namespace
@@ -64,6 +94,13 @@ StatusOr<train::TrainParts> AssembleTrainJob(const config::TrainConfig& c,
   HT_ASSIGN_OR_RETURN(parts.backend, CreateBackend(c, o, env, &snapshots));
   checkpoint->set_snapshot_allocator(snapshots);
   parts.checkpoint = std::move(checkpoint);
+  // trainer.profile: one recorder per rank, on the backend and the process
+  // groups before the hooks exist; nothing is made (or checked) when off.
+  if (c.profile.enabled()) {
+    parts.recorder = MakeRecorder(c, parts.parallel->rank(), parts.parallel->world_size(), env);
+    parts.backend.backend->SetTrace(parts.recorder.get());
+    parts.parallel->SetTrace(parts.recorder.get());
+  }
   HT_ASSIGN_OR_RETURN(parts.hooks, parts.parallel->MakeHooks(*parts.backend.backend));
   return parts;
 }

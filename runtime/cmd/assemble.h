@@ -5,6 +5,8 @@
 //   parallel runtime  runtime/parallel (one process, or HSDP over Gloo/NCCL)
 //   checkpoint hooks  runtime/ckpt, always (a job never runs without them)
 //   backend           runtime/backends/cpu, or cuda (cuda_parts.h)
+//   trace recorder    runtime/trace, with trainer.profile only (handed to the
+//                     backend and the process groups before the hooks)
 //   unit hooks        the parallel runtime's, for that backend
 // and hands them to train::RunTrainJob, which only calls down into them.
 #include "core/status.h"

@@ -18,6 +18,7 @@
 #include "runtime/cmd/log_flags.h"
 #include "runtime/estimate/estimate.h"
 #include "runtime/launch/launch.h"
+#include "runtime/trace/merge.h"
 #include "runtime/train/exit_codes.h"
 
 namespace hypertrain::cmd {
@@ -27,6 +28,7 @@ int BenchCommand(int argc, char** argv, const LogFlags&) { return BenchMain(argc
 int EstimateCommand(int argc, char** argv, const LogFlags&) {
   return estimate::EstimateMain(argc, argv);
 }
+int TraceCommand(int argc, char** argv, const LogFlags&) { return trace::TraceMain(argc, argv); }
 
 struct Command {
   const char* name;
@@ -43,6 +45,7 @@ const Command kCommands[] = {
     {"launch", LaunchMain, "start one rank per GPU on this node"},
     {"bench", BenchCommand, "CUDA training throughput on synthetic data"},
     {"estimate", EstimateCommand, "parameters, FLOPs, memory, fit, speed and cost of a config"},
+    {"trace", TraceCommand, "merge or check step traces (trainer.profile)"},
 };
 
 // The commands and the build, below the global flags in --help and after a usage error.

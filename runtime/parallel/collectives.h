@@ -29,6 +29,10 @@
 
 #include "core/status.h"
 
+namespace hypertrain::trace {
+class Recorder;
+}  // namespace hypertrain::trace
+
 namespace hypertrain::parallel {
 
 enum class DType { kF32, kBF16, kU8 };
@@ -69,6 +73,14 @@ class ProcessGroup {
   virtual std::unique_ptr<Work> Broadcast(void* buf, size_t count, DType dtype, int root) = 0;
   // Blocks until every rank of the group arrived.
   virtual Status Barrier() = 0;
+  // Tracing (runtime/trace): while `recorder` is active every collective of
+  // the group becomes a span on its own track ("<backend> <group name>") with
+  // op, bytes, count, dtype and seq (issue order, equal across the group's
+  // ranks): Gloo when its worker runs it, NCCL from CUDA events on the
+  // group's stream, resolved by FlushTrace(). nullptr turns it off.
+  virtual void SetTrace(trace::Recorder* /*recorder*/) {}
+  // Puts the device-timed collectives that have completed on the recorder.
+  virtual void FlushTrace() {}
   // Blocking all-reduce of a few fp32 values in HOST memory (loss, grad
   // norm), whatever memory the backend's collectives use.
   virtual Status AllReduceHost(float* data, size_t count, ReduceOp op) {

@@ -61,6 +61,13 @@ class DistContext {
   ProcessGroup& world() { return *world_; }
   ProcessGroup& shard() { return *shard_; }
   ProcessGroup& replica() { return *replica_; }
+  // Every group's collectives on `recorder` (ProcessGroup::SetTrace).
+  void SetTrace(trace::Recorder* recorder) {
+    for (ProcessGroup* g : {world_.get(), shard_.get(), replica_.get()}) g->SetTrace(recorder);
+  }
+  void FlushTrace() {
+    for (ProcessGroup* g : {world_.get(), shard_.get(), replica_.get()}) g->FlushTrace();
+  }
 
  private:
   DistContext() = default;

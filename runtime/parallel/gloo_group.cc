@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "runtime/parallel/bf16.h"
+#include "runtime/trace/recorder.h"
 
 namespace hypertrain::parallel {
 
@@ -173,7 +174,7 @@ class GlooGroup final : public ProcessGroup {
   const char* backend() const override { return "gloo"; }
 
   std::unique_ptr<Work> AllGather(const void* shard, void* full, size_t count, DType dtype) override {
-    return Enqueue(Describe("all_gather", count, dtype), [=, this]() {
+    return Enqueue(Describe("all_gather", count, dtype), {"all_gather", count * size(), dtype}, [=, this]() {
       const size_t bytes = count * DTypeSize(dtype);
       char* out = static_cast<char*>(full);
       if (size() == 1) {
@@ -196,7 +197,8 @@ class GlooGroup final : public ProcessGroup {
     Status bad = CheckReduction("reduce_scatter", dtype, op, reduce_dtype);
     if (bad.ok() && op == ReduceOp::kMax) bad = InvalidArgument("reduce_scatter: max is not supported");
     if (!bad.ok()) return std::make_unique<DoneWork>(bad);
-    return Enqueue(Describe("reduce_scatter", count, dtype, reduce_dtype), [=, this]() {
+    return Enqueue(Describe("reduce_scatter", count, dtype, reduce_dtype), {"reduce_scatter", count * size(), dtype},
+                   [=, this]() {
       const size_t total = count * size();
       // The algorithm reduces in place; work on a copy in the reduce dtype.
       std::vector<char> buf(total * DTypeSize(reduce_dtype));
@@ -225,7 +227,7 @@ class GlooGroup final : public ProcessGroup {
                                   DType reduce_dtype) override {
     const Status bad = CheckReduction("all_reduce", dtype, op, reduce_dtype);
     if (!bad.ok()) return std::make_unique<DoneWork>(bad);
-    return Enqueue(Describe("all_reduce", count, dtype, reduce_dtype), [=, this]() {
+    return Enqueue(Describe("all_reduce", count, dtype, reduce_dtype), {"all_reduce", count, dtype}, [=, this]() {
       std::vector<char> tmp;
       void* work = buf;
       if (reduce_dtype != dtype) {
@@ -256,7 +258,7 @@ class GlooGroup final : public ProcessGroup {
           "broadcast root " + std::to_string(root) + " outside group '" + name_ + "' of " +
           std::to_string(size())));
     }
-    return Enqueue(Describe("broadcast", count, dtype), [=, this]() {
+    return Enqueue(Describe("broadcast", count, dtype), {"broadcast", count, dtype}, [=, this]() {
       if (size() == 1 || count == 0) return;
       gloo::BroadcastOptions opts(ctx_);
       opts.setOutput(static_cast<char*>(buf), count * DTypeSize(dtype));
@@ -267,7 +269,7 @@ class GlooGroup final : public ProcessGroup {
   }
 
   Status Barrier() override {
-    return Enqueue(name_ + " barrier", [this]() {
+    return Enqueue(name_ + " barrier", {"barrier", 0, DType::kF32}, [this]() {
              if (size() == 1) return;
              gloo::BarrierOptions opts(ctx_);
              opts.setTag(NextTag());
@@ -276,11 +278,26 @@ class GlooGroup final : public ProcessGroup {
         ->Wait();
   }
 
+ void SetTrace(trace::Recorder* recorder) override {
+    std::lock_guard<std::mutex> l(mu_);
+    trace_ = recorder;
+    if (trace_ != nullptr) track_ = trace_->Track("gloo " + name_);
+  }
+
  private:
+  // What a trace says about a collective: its op and the elements it moves
+  // (the full buffer: all_gather's output, reduce_scatter's input).
+  struct TraceInfo {
+    const char* op;
+    size_t count;
+    DType dtype;
+  };
   struct Task {
     std::string what;
     std::function<void()> fn;
     std::promise<Status> done;
+    TraceInfo info{"?", 0, DType::kF32};
+    uint64_t seq = 0;
   };
 
   std::string Describe(const char* op, size_t count, DType dtype) {
@@ -294,11 +311,12 @@ class GlooGroup final : public ProcessGroup {
 
   uint32_t NextTag() { return tag_++ & 0x00ffffffu; }
 
-  std::unique_ptr<Work> Enqueue(std::string what, std::function<void()> fn) {
-    Task t{std::move(what), std::move(fn), {}};
+  std::unique_ptr<Work> Enqueue(std::string what, TraceInfo info, std::function<void()> fn) {
+    Task t{std::move(what), std::move(fn), {}, info, 0};
     auto fut = t.done.get_future().share();
     {
       std::lock_guard<std::mutex> l(mu_);
+      t.seq = seq_++;
       queue_.push_back(std::move(t));
     }
     cv_.notify_one();
@@ -308,13 +326,18 @@ class GlooGroup final : public ProcessGroup {
   void Loop() {
     for (;;) {
       Task t;
+      trace::Recorder* tr = nullptr;
+      int track = 0;
       {
         std::unique_lock<std::mutex> l(mu_);
         cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
         if (queue_.empty()) return;  // stop with nothing left
         t = std::move(queue_.front());
         queue_.pop_front();
+        tr = trace_ != nullptr && trace_->active() ? trace_ : nullptr;
+        track = track_;
       }
+      const double begin = tr != nullptr ? tr->NowUs() : 0.0;
       Status s;
       if (failed_) {
         s = Unavailable(t.what + ": not run, an earlier collective of this group failed");
@@ -327,6 +350,16 @@ class GlooGroup final : public ProcessGroup {
           failed_ = true;  // the group's streams are out of step now
         }
       }
+      if (tr != nullptr) {
+        tr->Complete(track, t.info.op, "collective", begin, tr->NowUs(),
+                     {{"group", name_},
+                      {"seq", t.seq},
+                      {"count", t.info.count},
+                      {"dtype", DTypeName(t.info.dtype)},
+                      {"bytes", t.info.count * DTypeSize(t.info.dtype)},
+                      {"ranks", size()},
+                      {"ok", s.ok()}});
+      }
       t.done.set_value(std::move(s));
     }
   }
@@ -335,6 +368,9 @@ class GlooGroup final : public ProcessGroup {
   std::shared_ptr<gloo::Context> ctx_;
   CollectiveWatchdog* watchdog_;
   uint32_t tag_ = 1;
+  uint64_t seq_ = 0;  // collectives issued (mu_)
+  trace::Recorder* trace_ = nullptr;  // mu_
+  int track_ = 0;
   bool failed_ = false;
   std::mutex mu_;
   std::condition_variable cv_;

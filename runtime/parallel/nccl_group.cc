@@ -1,5 +1,7 @@
 #include "runtime/parallel/nccl_group.h"
 
+#include "runtime/trace/recorder.h"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -7,10 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string_view>
+#include <vector>
 #include <thread>
 
 #include "runtime/parallel/dist_context.h"
 #include "runtime/kernels/cuda/cast.h"
+#include "runtime/trace/recorder.h"
 
 namespace hypertrain::parallel {
 
@@ -124,6 +129,10 @@ class NcclGroup final : public ProcessGroup {
   ~NcclGroup() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    for (PendingSpan& p : pending_) {
+      cudaEventDestroy(p.begin);
+      cudaEventDestroy(p.end);
+    }
     if (scratch_) cudaFree(scratch_);
     comm_.reset();
     cudaStreamDestroy(stream_);
@@ -240,7 +249,31 @@ class NcclGroup final : public ProcessGroup {
       cudaStreamWaitEvent(stream_, ready, 0);
       cudaEventDestroy(ready);  // released once the wait is satisfied
     }
+    // Tracing: timing events around the collective on the group's stream
+    // (the first fires when the stream reaches it, after the compute wait).
+    const bool traced = trace_ != nullptr && trace_->active() && pending_.size() < kMaxPendingTrace;
+    cudaEvent_t t0 = nullptr, t1 = nullptr;
+    if (traced && cudaEventCreate(&t0) == cudaSuccess && cudaEventCreate(&t1) == cudaSuccess) {
+      cudaEventRecord(t0, stream_);
+    }
     Status s = enqueue();
+    if (t1 != nullptr) {
+      cudaEventRecord(t1, stream_);
+      const size_t moved = std::string_view(op) == "reduce_scatter" || std::string_view(op) == "all_gather"
+                               ? count * size_
+                               : count;
+      pending_.push_back({t0, t1, op,
+                          {{"group", name_},
+                           {"seq", seq_},
+                           {"count", moved},
+                           {"dtype", DTypeName(dtype)},
+                           {"reduce_dtype", DTypeName(reduce)},
+                           {"bytes", moved * DTypeSize(dtype)},
+                           {"ranks", size_}}});
+    } else if (t0 != nullptr) {
+      cudaEventDestroy(t0);
+    }
+    ++seq_;
     if (!s.ok()) {
       comm_->MarkFailed();
       return std::make_unique<DoneWork>(Status(s.code(), what + ": " + s.message()));
@@ -253,6 +286,49 @@ class NcclGroup final : public ProcessGroup {
     return std::make_unique<EventWork>(done, watchdog_, id, comm_.get());
   }
 
+  struct PendingSpan {
+    cudaEvent_t begin, end;
+    const char* op;
+    nlohmann::json args;
+  };
+  static constexpr size_t kMaxPendingTrace = 100000;
+
+ public:
+  void SetTrace(trace::Recorder* recorder) override {
+    std::lock_guard<std::mutex> l(mu_);
+    trace_ = recorder;
+    if (trace_ != nullptr) track_ = trace_->Track("nccl " + name_);
+  }
+
+  // Waits for the group's stream (an anchor event on it), then places every
+  // traced collective on the recorder's clock.
+  void FlushTrace() override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (trace_ == nullptr || pending_.empty()) return;
+    cudaSetDevice(device_);
+    cudaEvent_t anchor = nullptr;
+    if (cudaEventCreate(&anchor) == cudaSuccess && cudaEventRecord(anchor, stream_) == cudaSuccess &&
+        cudaEventSynchronize(anchor) == cudaSuccess) {
+      const double now = trace_->NowUs();
+      for (PendingSpan& p : pending_) {
+        float to_begin = 0, to_end = 0;
+        if (cudaEventElapsedTime(&to_begin, p.begin, anchor) == cudaSuccess &&
+            cudaEventElapsedTime(&to_end, p.end, anchor) == cudaSuccess) {
+          trace_->Complete(track_, p.op, "collective", now - 1000.0 * to_begin, now - 1000.0 * to_end,
+                           std::move(p.args));
+        }
+      }
+    }
+    cudaGetLastError();
+    if (anchor != nullptr) cudaEventDestroy(anchor);
+    for (PendingSpan& p : pending_) {
+      cudaEventDestroy(p.begin);
+      cudaEventDestroy(p.end);
+    }
+    pending_.clear();
+  }
+
+ private:
   StatusOr<char*> Scratch(size_t bytes) {
     if (bytes > scratch_bytes_) {
       // Earlier users of the scratch buffer are ordered before us on stream_.
@@ -289,6 +365,11 @@ class NcclGroup final : public ProcessGroup {
   std::mutex mu_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  // Tracing (mu_).
+  trace::Recorder* trace_ = nullptr;
+  int track_ = 0;
+  uint64_t seq_ = 0;  // collectives issued
+  std::vector<PendingSpan> pending_;
 };
 
 }  // namespace

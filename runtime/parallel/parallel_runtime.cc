@@ -49,8 +49,17 @@ class DistRuntime final : public train::ParallelRuntime {
                  env_.rank, env_.world_size, env_.node.node_rank, env_.local_rank,
                  ShardingStrategyName(layout_.strategy), layout_.shard_group, layout_.shard_degree,
                  layout_.replica_degree, ctx_->world().backend(), DTypeName(hsdp_.reduce_dtype));
+    if (trace_ != nullptr) ctx_->SetTrace(trace_);
     HT_ASSIGN_OR_RETURN(auto hooks, HsdpHooks::Create(*ctx_, backend, hsdp_));
     return std::unique_ptr<model::UnitHooks>(std::move(hooks));
+  }
+
+  void SetTrace(trace::Recorder* recorder) override {
+    trace_ = recorder;
+    if (ctx_ != nullptr) ctx_->SetTrace(recorder);
+  }
+  void FlushTrace() override {
+    if (ctx_ != nullptr) ctx_->FlushTrace();
   }
 
  private:
@@ -60,6 +69,7 @@ class DistRuntime final : public train::ParallelRuntime {
   HsdpOptions hsdp_;
   DeviceGroupsFactory device_groups_;
   std::unique_ptr<DistContext> ctx_;
+  trace::Recorder* trace_ = nullptr;
 };
 
 }  // namespace

@@ -9,6 +9,8 @@
 //    SingleProcessRuntime below).
 //  - CheckpointHooks: restore at start, save after steps and at the end
 //    (runtime/ckpt).
+//  - trace::Recorder: trainer.profile's per-rank recorder (runtime/trace),
+//    already handed to the backend and the process groups; null when off.
 #include <memory>
 
 #include "core/status.h"
@@ -16,6 +18,7 @@
 #include "runtime/data/sampler.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/unit_hooks.h"
+#include "runtime/trace/recorder.h"
 #include "runtime/train/loss_scaler.h"
 
 namespace hypertrain::train {
@@ -51,6 +54,11 @@ class ParallelRuntime {
     return base;
   }
   virtual StatusOr<std::unique_ptr<model::UnitHooks>> MakeHooks(model::Backend& backend) = 0;
+  // Tracing (runtime/trace): the process groups' collectives on `recorder`,
+  // from MakeHooks on (or at once when the groups exist); FlushTrace after a
+  // traced step puts device-timed collectives on it. Single process: nothing.
+  virtual void SetTrace(trace::Recorder* /*recorder*/) {}
+  virtual void FlushTrace() {}
 };
 
 // Single process: rank 0 of 1, no-op hooks.
@@ -80,6 +88,9 @@ class CheckpointHooks {
 // the backend's sharding, the hooks need the backend, the checkpoint hooks
 // need the rank. RunTrainJob refuses a job with any part missing.
 struct TrainParts {
+  // First, so that it is destroyed last: the process groups' worker threads
+  // and the backend record on it until they are gone.
+  std::unique_ptr<trace::Recorder> recorder;  // trainer.profile; null when off
   std::unique_ptr<ParallelRuntime> parallel;
   BackendBundle backend;
   std::unique_ptr<model::UnitHooks> hooks;

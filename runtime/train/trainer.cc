@@ -5,16 +5,21 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "runtime/data/manifest.h"
 #include "runtime/model/math.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/nvtx.h"
+#include "runtime/trace/tracing_hooks.h"
 
 namespace hypertrain::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kHost = trace::Recorder::kHostTrack;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -38,6 +43,8 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
   LossScaler scaler(c.loss_scale);
   if (state.step > 0) scaler.set_state(state.scaler);
 
+  StepTracer off;
+  StepTracer& tracer = ctx.tracer != nullptr ? *ctx.tracer : off;
   TrainSummary summary;
   const auto start = Clock::now();
   auto interval_start = start;
@@ -47,6 +54,8 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
   int consecutive_nonfinite = 0;
   loader.TakeWaitSeconds();
   while (state.step < c.max_steps) {
+    tracer.BeginStep(state.step + 1);
+    trace::Recorder* const tr = tracer.recording();  // null outside trainer.profile's window
     // Pooled HSDP overwrites every gradient shard on micro-batch 0 (and
     // holds no full-size gradient between steps): zeroing is wasted bandwidth.
     if (!hooks.OverwritesShardGrads()) HT_RETURN_IF_ERROR(backend.ZeroGrads());
@@ -56,11 +65,13 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
       data::Batch* batch;
       {
         NvtxRange r("data");
+        trace::Span s(tr, kHost, "data");
         HT_ASSIGN_OR_RETURN(batch, loader.Next());
       }
       HT_RETURN_IF_ERROR(hooks.BeginMicroBatch(static_cast<int>(m), m == A - 1));
       StatusOr<double> l = [&] {
         NvtxRange r("forward_backward");
+        trace::Span s(tr, kHost, "forward_backward");
         return backend.ForwardBackward(batch->view, static_cast<float>(loss_scale / A), hooks);
       }();
       loader.Release(batch);
@@ -72,6 +83,7 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
     bool applied;
     {
       NvtxRange r("optimizer");
+      trace::Span s(tr, kHost, "optimizer");
       HT_ASSIGN_OR_RETURN(double local, backend.TotalGradSumSquares());
       HT_ASSIGN_OR_RETURN(double sumsq, hooks.GlobalSumSquares(local));
       grad_norm = std::sqrt(sumsq) / loss_scale;
@@ -117,6 +129,7 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
     ++interval_steps;
     interval_wait += loader.TakeWaitSeconds();
     if (state.step % c.log_every_n_steps == 0 || state.step == c.max_steps) {
+      trace::Span s(tr, kHost, "log");
       const auto now = Clock::now();
       const double dt = Seconds(interval_start, now) / interval_steps;
       StepMetrics m;
@@ -158,10 +171,12 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
       interval_start += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(v.seconds));
     }
     if (ctx.checkpoint != nullptr) {
+      trace::Span s(tr, kHost, "checkpoint");
       const auto before = Clock::now();
       HT_RETURN_IF_ERROR(ctx.checkpoint->AfterStep(backend, state));
       interval_ckpt_stall += Seconds(before, Clock::now());  // snapshot time; the write is asynchronous
     }
+    HT_RETURN_IF_ERROR(tracer.EndStep(loss, state.tokens_seen));
   }
   if (ctx.checkpoint != nullptr) HT_RETURN_IF_ERROR(ctx.checkpoint->Finish(backend, state));
   summary.seconds = Seconds(start, Clock::now());
@@ -195,6 +210,15 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   BackendBundle& bundle = parts.backend;
   model::Backend& backend = *bundle.backend;
   CheckpointHooks* ckpt = parts.checkpoint.get();
+  // trainer.profile (the assembly made the recorder and handed it to the
+  // backend and the process groups): the unit hooks' structure is recorded too.
+  trace::Recorder* recorder = parts.recorder.get();
+  std::unique_ptr<trace::TracingHooks> traced_hooks;
+  if (recorder != nullptr) {
+    std::vector<std::string> names;
+    for (const auto& u : backend.layout().units()) names.push_back(u.name);
+    traced_hooks = std::make_unique<trace::TracingHooks>(*parts.hooks, *recorder, std::move(names));
+  }
 
   TrainState state;
   state.data.seed = c.seed;
@@ -267,17 +291,30 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
                    c.validation.check_interval, validator->passes(), c.train_batch_size);
     }
   }
+  StepTracer tracer(recorder, c.profile, par, &backend);
+  if (recorder != nullptr && logging_rank) {
+    spdlog::info("trace: steps {}..{} (trainer.profile) to {}", c.profile.start_step + 1,
+                 c.profile.start_step + c.profile.num_steps, recorder->options().dir);
+  }
   LoopContext ctx;
   ctx.validator = validator.get();
   ctx.backend = &backend;
-  ctx.hooks = parts.hooks.get();
+  ctx.hooks = traced_hooks != nullptr ? static_cast<model::UnitHooks*>(traced_hooks.get())
+                                      : parts.hooks.get();
+  ctx.tracer = &tracer;
   ctx.loader = loader.get();
   ctx.world_size = par->world_size();
   ctx.data_world = par->data_world();
   ctx.metrics = metrics.get();
   ctx.checkpoint = ckpt;
   ctx.log = logging_rank;
-  HT_ASSIGN_OR_RETURN(TrainSummary s, RunTrainingLoop(c, ctx, state));
+  StatusOr<TrainSummary> run = RunTrainingLoop(c, ctx, state);
+  // A run that failed mid-window still leaves its trace (what a hang or a
+  // crash looked like); the loop's error wins over a write error.
+  const Status traced = tracer.Finish();
+  if (!run.ok()) return run.status();
+  HT_RETURN_IF_ERROR(traced);
+  TrainSummary s = std::move(*run);
   if (logging_rank) {
     spdlog::info("done: {} steps in {:.1f} s, final loss {:.4f}, data wait total {:.2f} s",
                  s.steps_run, s.seconds, s.losses.empty() ? 0.0 : s.losses.back(),

@@ -16,6 +16,9 @@
 // The logged loss is the mean of the micro-batch losses, averaged across
 // data-parallel ranks. Every trainer.val_check_interval steps (and after the
 // last) a held-out evaluation runs (validation.h) and logs val/loss.
+// data-parallel ranks. With trainer.profile, the steps of its window are
+// traced (runtime/trace): the same phases as host spans, the unit hooks'
+// structure (TracingHooks), collectives and device work (StepTracer).
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +29,7 @@
 #include "runtime/train/metrics.h"
 #include "runtime/train/parts.h"
 #include "runtime/train/validation.h"
+#include "runtime/train/step_tracer.h"
 
 namespace hypertrain::train {
 
@@ -39,6 +43,7 @@ struct LoopContext {
   CheckpointHooks* checkpoint = nullptr;  // may be null
   Validator* validator = nullptr;         // may be null (no validation)
   bool log = true;                      // print step lines (logging rank)
+  StepTracer* tracer = nullptr;         // trainer.profile; may be null (off)
 };
 
 struct TrainSummary {
