@@ -167,6 +167,7 @@ Status Validate(const json& doc) {
 StatusOr<json> Merge(const std::vector<json>& docs, const MergeOptions& options, MergeReport* report) {
   if (docs.empty()) return InvalidArgument("nothing to merge");
   std::vector<int64_t> ranks, zeros;
+  std::vector<std::string> hosts;
   for (size_t i = 0; i < docs.size(); ++i) {
     HT_RETURN_IF_ERROR(Validate(docs[i]));
     const json* meta = HypertrainMeta(docs[i]);
@@ -179,22 +180,32 @@ StatusOr<json> Merge(const std::vector<json>& docs, const MergeOptions& options,
     }
     ranks.push_back(rank);
     zeros.push_back((*meta)["unix_us_at_zero"]);
+    // Ranks of one host share its clock; without a host name a rank is its own.
+    const std::string host = meta->contains("host") && (*meta)["host"].is_string() ? (*meta)["host"].get<std::string>() : "";
+    hosts.push_back(host.empty() ? fmt::format("rank {}", rank) : host);
   }
   const int64_t base = *std::min_element(zeros.begin(), zeros.end());
   std::vector<double> shift(docs.size());
   for (size_t i = 0; i < docs.size(); ++i) shift[i] = static_cast<double>(zeros[i] - base);
   std::vector<double> fix(docs.size(), 0.0);
   if (options.align_on_collectives && docs.size() > 1) {
+    // One correction per host (its ranks read the same clock; correcting
+    // them one by one would turn their threads' wake-up jitter into skew):
+    // the median over the host's ranks and the collectives they share with
+    // the lowest rank. The lowest rank's host stays on its wall clock.
     const size_t ref = static_cast<size_t>(std::min_element(ranks.begin(), ranks.end()) - ranks.begin());
     const std::map<int64_t, double> ref_ends = WorldCollectiveEnds(docs[ref]);
+    std::map<std::string, std::vector<double>> diffs;
     for (size_t i = 0; i < docs.size(); ++i) {
-      if (i == ref) continue;
-      std::vector<double> d;
+      if (hosts[i] == hosts[ref]) continue;
       for (const auto& [seq, end] : WorldCollectiveEnds(docs[i])) {
         auto it = ref_ends.find(seq);
-        if (it != ref_ends.end()) d.push_back((it->second + shift[ref]) - (end + shift[i]));
+        if (it != ref_ends.end()) diffs[hosts[i]].push_back((it->second + shift[ref]) - (end + shift[i]));
       }
-      if (!d.empty()) fix[i] = Median(d);
+    }
+    for (size_t i = 0; i < docs.size(); ++i) {
+      auto it = diffs.find(hosts[i]);
+      if (it != diffs.end() && !it->second.empty()) fix[i] = Median(it->second);
     }
   }
   json out_events = json::array();

@@ -3,11 +3,13 @@
 //
 // Merge puts every rank's file on one timeline: each file's timestamps are
 // moved to the wall clock (its otherData.hypertrain.unix_us_at_zero), then
-// — when both files recorded collectives of the world group — each rank's
-// offset to the lowest rank is corrected by the median difference of the
-// END times of the same collectives (args.seq): an all-reduce ends at nearly
-// the same moment on every rank, so this removes clock skew between hosts
-// (NTP: milliseconds) that the wall clock leaves. The earliest event becomes
+// — when the files recorded collectives of the world group — each host's
+// offset to the lowest rank's host is corrected by the median difference of
+// the END times of the same collectives (args.seq) over the host's ranks: an
+// all-reduce ends at nearly the same moment on every rank, so this removes
+// clock skew between hosts (NTP: milliseconds) that the wall clock leaves.
+// Ranks of one host (otherData.hypertrain.host) share its clock and get one
+// correction; a file without a host is its own. The earliest event becomes
 // time 0. Ranks stay separate processes (pid = rank).
 #include <string>
 #include <vector>

@@ -204,6 +204,42 @@ TEST(MergeTest, AlignsRanksOnTheWorldGroupsCollectives) {
   EXPECT_NE(summary.find("gloo world: 5 x"), std::string::npos) << summary;
 }
 
+// Ranks on one host read one clock: their wall clocks are kept even when
+// their collectives' end times differ (a worker thread woken late), and a
+// second host gets one correction for all its ranks.
+TEST(MergeTest, RanksOfOneHostShareOneCorrection) {
+  Recorder r0({0, 4, 0, "h0", ""}), r1({1, 4, 0, "h0", ""}), r2({2, 4, 1, "h1", ""}), r3({3, 4, 1, "h1", ""});
+  std::vector<Recorder*> rs = {&r0, &r1, &r2, &r3};
+  for (Recorder* r : rs) r->Start();
+  std::vector<int> tracks;
+  for (Recorder* r : rs) tracks.push_back(r->Track("gloo world"));
+  for (int seq = 0; seq < 5; ++seq) {
+    for (size_t i = 0; i < rs.size(); ++i) {
+      // 1 ms each; rank 1's and rank 3's ends recorded 1.5 ms late on every
+      // other seq.
+      const double begin = rs[i]->NowUs();
+      const double late = (i % 2 == 1 && seq % 2 == 0) ? 1500 : 0;
+      rs[i]->Complete(tracks[i], "all_reduce", "collective", begin, begin + 1000 + late,
+                      {{"group", "world"}, {"seq", seq}, {"bytes", 4}});
+    }
+    usleep(4000);
+  }
+  std::vector<json> docs;
+  for (Recorder* r : rs) docs.push_back(r->ToJson());
+  for (int i : {2, 3}) {  // host h1's clock is 20 ms ahead
+    auto& zero = docs[i]["otherData"]["hypertrain"]["unix_us_at_zero"];
+    zero = zero.get<int64_t>() + 20000;
+  }
+  MergeReport report;
+  auto merged = Merge(docs, {}, &report);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  ASSERT_EQ(report.collective_fix_us.size(), 4u);
+  EXPECT_EQ(report.collective_fix_us[0], 0);
+  EXPECT_EQ(report.collective_fix_us[1], 0);  // same host as rank 0: no correction
+  EXPECT_NEAR(report.collective_fix_us[2], -20000, 1000);
+  EXPECT_EQ(report.collective_fix_us[2], report.collective_fix_us[3]);
+}
+
 TEST(MergeTest, RefusesDuplicateRanksAndForeignFiles) {
   Recorder a({0, 2, 0, "a", ""});
   auto dup = Merge({a.ToJson(), a.ToJson()}, {}, nullptr);
