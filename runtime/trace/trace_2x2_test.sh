@@ -110,6 +110,24 @@ for s in common:
 print("merged trace ok:", len(ev), "events,", len(common), "world collectives aligned")
 PY
 
+# The docs' timeline picture of step 3: every rank's host and Gloo tracks.
+python3 "$PWD/tools/trace_svg.py" "$TMP/merged.json.gz" -o "$TMP/step3.svg" --from-step 3 --steps 1 \
+  --title "CPU 2x2, step 3" | tee "$TMP/svg.out"
+python3 - "$TMP/step3.svg" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+labels = [t.text or "" for t in root.iter(ns + "text")]
+boxes = [r for r in root.iter(ns + "rect") if r.find(ns + "title") is not None]
+for rank in range(4):
+    assert any(l.startswith(f"rank {rank} ") and l.endswith("/ host") for l in labels), (rank, labels[:20])
+assert any("/ gloo world" in l for l in labels), labels
+step3 = [b for b in boxes if b.find(ns + "title").text.startswith("step ") and '"step": 3' in b.find(ns + "title").text]
+assert len(step3) == 4, ("one box of step 3 per rank", len(step3))
+assert len(boxes) > 50, len(boxes)
+print("svg ok:", len(boxes), "boxes")
+PY
+
 # Off: no trace, no traces directory.
 "$BIN" train "${COMMON[@]}" --set trainer.max_steps=2 --set exp_manager.exp_dir="$TMP/off" > "$TMP/off.log" 2>&1 \
   || { cat "$TMP/off.log"; fail "untraced run"; }
