@@ -12,7 +12,6 @@ cat > "$TMP/recipe.yaml" <<'YAML'
 trainer: {devices: 8, num_nodes: 1, precision: bf16, max_steps: 50}
 model:
   train_batch_size: 2
-  tensor_model_parallel_degree: 2
   activation_checkpointing: False
   sharding_strategy: hybrid_shard
   shard_degree: 8
@@ -26,7 +25,7 @@ model:
   num_key_value_heads: 8
   tie_word_embeddings: true
   data: {train_dir: null, use_synthetic_data: False}
-exp_manager: {checkpoint_dir: '${recipes.exp_manager.exp_dir}/checkpoints/'}
+exp_manager: {exp_dir: /fsx/exp, checkpoint_dir: '${recipes.exp_manager.exp_dir}/checkpoints/'}
 YAML
 
 "$BIN" --help | grep -q "estimate" || fail "usage lists estimate"
@@ -35,7 +34,7 @@ YAML
 out=$("$BIN" estimate --config "$TMP/recipe.yaml" --instance-type ml.p5.48xlarge --tokens 1T)
 echo "$out"
 for want in "1,235,814,400" "hybrid_shard\*" "fits: " "H100 80GB (ml.p5.48xlarge)" "GPU-hours" \
-            "model.tensor_model_parallel_degree: 2" "model.fp8" "131,072 tokens/step"; do
+            "model.fp8" "131,072 tokens/step"; do
   echo "$out" | grep -q -- "$want" || fail "missing '$want'"
 done
 
