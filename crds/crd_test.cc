@@ -74,7 +74,7 @@ TEST_F(CrdTest, PrinterColumnsResolveWithMatchingTypes) {
     ASSERT_FALSE(node.is_null()) << path;
     EXPECT_EQ(node["type"], col["type"]) << path;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"State", "Nodes", "Current", "GPUs", "Step", "Restarts", "Age"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"State", "Nodes", "Current", "GPUs", "Step", "Restarts", "Age", "Estimate"}));
   // The State column's values are exactly the condition types.
   EXPECT_EQ(SchemaAt(schema_, ".status.state")["enum"], json(ConditionTypes()));
 }
