@@ -34,6 +34,8 @@ const std::vector<EnvVarSpec>& EnvVars() {
       {kDesiredNnodes, SetBy::kOperatorElastic, "", kElasticConfig},
       {kResizeReason, SetBy::kOperatorElastic, "", kElasticConfig},
       {kProfile, SetBy::kOperator, "", kRunConfig},
+      {kTerminationGraceS, SetBy::kOperator, "",
+       "runtime/launch (SIGKILL deadline), runtime/train Termination (save budget)"},
       {kRank, SetBy::kLauncher, "", kRankEnv},
       {kLocalRank, SetBy::kLauncher, "", kRankEnv},
       {kLocalWorldSize, SetBy::kLauncher, "", kRankEnv},

@@ -79,6 +79,14 @@ inline constexpr char kCheckpointDir[] = "HYPERTRAIN_CHECKPOINT_DIR";
 // when the pod was created; set only then. Becomes trainer.profile.* (a --set
 // of those keys still wins).
 inline constexpr char kProfile[] = "HYPERTRAIN_PROFILE";
+// The pod's termination grace budget in seconds: the pod's
+// terminationGracePeriodSeconds (spec.scheduling.terminationGracePeriodSeconds),
+// the time between Kubernetes' SIGTERM and its SIGKILL. On SIGTERM the
+// launcher gives its ranks this long before it kills them, and the ranks
+// finish the current step and save only when the save fits in what is left of
+// it (runtime/train/termination.h; docs/DISTRIBUTED.md "Termination"). Unset
+// (local runs): 30, Kubernetes' default.
+inline constexpr char kTerminationGraceS[] = "HYPERTRAIN_TERMINATION_GRACE_S";
 
 // --- Elastic jobs (spec.elastic): set by the operator on their pods only,
 // read by the trainer (runtime/cmd SizeForThisWorld), which keeps the global batch of the

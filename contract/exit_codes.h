@@ -14,7 +14,11 @@
 //            error (126 not executable, 127 command not found)
 //   200      retryable fault (device error, peer lost, I/O)     kRetry
 //   201      collective timeout / hang seen by the watchdog     kRetry
-//   128+sig  killed by a signal (137 SIGKILL, 143 SIGTERM)      kRetry
+//   143      stopped on SIGTERM (130 on SIGINT), or because a   kRetry
+//            peer rank was: the ranks finished the step together
+//            and saved it when the save fit in the grace budget
+//            (docs/DISTRIBUTED.md "Termination")
+//   128+sig  killed by a signal (137 SIGKILL)                   kRetry
 //   other    128-255 not listed above                           kRetry
 //
 // faultPolicy.retryableExitCodes turns kNotByDefault codes into restarts and
@@ -35,6 +39,8 @@ inline constexpr int kExitRetryable = 200;
 inline constexpr int kExitCollectiveTimeout = 201;
 // A process killed by signal s exits 128 + s (shells, the launcher).
 inline constexpr int kExitSignalBase = 128;
+// A graceful stop on SIGTERM (the trainer, the launcher): 128 + SIGTERM.
+inline constexpr int kExitTerminated = kExitSignalBase + 15;
 
 enum class RetryClass {
   kSuccess,       // the pod succeeded

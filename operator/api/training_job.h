@@ -154,7 +154,8 @@ struct Scheduling {
   std::map<std::string, std::string> node_selector;
   nlohmann::json tolerations = nlohmann::json::array();  // core/v1 Toleration list
   nlohmann::json affinity;                                // core/v1 Affinity or null
-  int64_t termination_grace_period_seconds = 60;
+  // Long enough to save an 8B model's sharded state after SIGTERM (docs/DISTRIBUTED.md).
+  int64_t termination_grace_period_seconds = 300;
   GangScheduling gang;
   Topology topology;
 };

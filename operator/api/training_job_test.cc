@@ -75,7 +75,7 @@ TEST(ParseSpecTest, DefaultsFromTheInstanceType) {
   EXPECT_TRUE(s.warnings.empty());
   EXPECT_EQ(s.fault_policy.node_health_label, "sagemaker.amazonaws.com/node-health-status");
   EXPECT_THAT(s.fault_policy.healthy_node_values, ElementsAre("Schedulable"));
-  EXPECT_EQ(s.scheduling.termination_grace_period_seconds, 60);
+  EXPECT_EQ(s.scheduling.termination_grace_period_seconds, 300);
   ASSERT_TRUE(s.trainer_config.summary.has_value());
   EXPECT_EQ(s.trainer_config.summary->max_steps, 100);
   EXPECT_EQ(s.trainer_config.summary->shard_degree, 8);

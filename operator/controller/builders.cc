@@ -143,6 +143,10 @@ json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, cons
   if (const std::optional<contract::ProfileRequest> p = ProfileOf(job)) {
     out.push_back(EnvValue(env::kProfile, contract::EncodeProfile(*p)));
   }
+  // The same number as the pod's terminationGracePeriodSeconds: the budget
+  // the trainer saves within after SIGTERM.
+  out.push_back(EnvValue(env::kTerminationGraceS,
+                         std::to_string(spec.scheduling.termination_grace_period_seconds)));
   out.push_back(EnvField(env::kJobName, std::string("metadata.labels['") + contract::kLabelJobName + "']"));
   out.push_back(EnvField(env::kNamespace, "metadata.namespace"));
   out.push_back(EnvField(env::kPodName, "metadata.name"));

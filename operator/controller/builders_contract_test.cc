@@ -155,6 +155,11 @@ TEST(BuildersContract, LibraryDefaultsOnlyOnGpuPodsAndTheUserWins) {
   for (const json& e : BuildEnv(Meta(), *spec, 0, 0)) env[e["name"]] = e.value("value", "<valueFrom>");
   EXPECT_EQ(env[contract::env::kNcclDebug], "INFO");
   EXPECT_EQ(env[contract::env::kCheckpointDir], "/fsx/ckpt/b");
+  // The grace budget is the pod's own terminationGracePeriodSeconds.
+  auto pod = BuildPod(Meta(), *spec, PodOptions{0, 0, {}});
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ(env[contract::env::kTerminationGraceS],
+            std::to_string((*pod)["spec"]["terminationGracePeriodSeconds"].get<int64_t>()));
 }
 
 TEST(BuildersContract, TheCheckCatchesAnUndefinedName) {

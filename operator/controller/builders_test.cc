@@ -106,7 +106,7 @@ TEST(PodTest, IdentityLabelsAndOwner) {
   EXPECT_EQ(labels["hypertrain.dev/restart-attempt"], "3");
   EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["uid"], "0b7c-uid");
   EXPECT_EQ(pod["spec"]["restartPolicy"], "Never");
-  EXPECT_EQ(pod["spec"]["terminationGracePeriodSeconds"], 60);
+  EXPECT_EQ(pod["spec"]["terminationGracePeriodSeconds"], 300);
   EXPECT_EQ(pod["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"], "ml.p5.48xlarge");
   EXPECT_FALSE(pod["spec"].contains("schedulerName"));
   EXPECT_FALSE(pod["spec"].contains("tolerations"));
