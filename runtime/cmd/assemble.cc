@@ -138,9 +138,11 @@ StatusOr<config::TrainConfig> SizeForThisWorld(const config::TrainConfig& c, con
 }
 
 StatusOr<train::TrainSummary> RunTrainJob(const config::TrainConfig& c,
-                                          const launch::EnvLookup& env) {
+                                          const launch::EnvLookup& env,
+                                          train::Termination* termination) {
   HT_ASSIGN_OR_RETURN(const config::TrainConfig sized, SizeForThisWorld(c, env));
   HT_ASSIGN_OR_RETURN(train::TrainParts parts, AssembleTrainJob(sized, env));
+  parts.termination = termination;
   return train::RunTrainJob(sized, std::move(parts));
 }
 

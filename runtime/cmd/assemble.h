@@ -43,7 +43,9 @@ StatusOr<train::TrainParts> AssembleTrainJob(const config::TrainConfig& c,
                                              const launch::EnvLookup& env);
 
 // AssembleTrainJob, then train::RunTrainJob: `hypertrain train`.
+// `termination` (may be null) asks the job to stop early (SIGTERM).
 StatusOr<train::TrainSummary> RunTrainJob(const config::TrainConfig& c,
-                                          const launch::EnvLookup& env);
+                                          const launch::EnvLookup& env,
+                                          train::Termination* termination = nullptr);
 
 }  // namespace hypertrain::cmd

@@ -12,6 +12,7 @@
 #include "runtime/cmd/commands.h"
 #include "runtime/config/config.h"
 #include "runtime/train/exit_codes.h"
+#include "runtime/train/termination.h"
 
 namespace hypertrain::cmd {
 namespace {
@@ -116,12 +117,25 @@ int TrainMain(int argc, char** argv, const LogFlags&) {
     for (const std::string& note : config->notes) spdlog::info("config: {}", note);
     spdlog::info("resolved config (hypertrain config prints the same):\n{}", config::DescribeConfig(*config));
   }
-  auto summary = RunTrainJob(*config, launch::ProcessEnv());
+  // SIGTERM/SIGINT: finish the step, save if it fits, exit 128+signal
+  // (termination.h). Taken before any thread exists, so all inherit the mask.
+  auto grace = train::Termination::GraceFromEnv(launch::ProcessEnv());
+  if (!grace.ok()) {
+    spdlog::error("config error: {}", grace.status().message());
+    return train::kExitConfigError;
+  }
+  train::Termination termination(*grace);
+  if (Status s = termination.HandleSignals(); !s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return train::kExitInternal;
+  }
+  auto summary = RunTrainJob(*config, launch::ProcessEnv(), &termination);
   if (!summary.ok()) {
     code = train::ExitCodeFor(summary.status());
     spdlog::error("training failed (exit {}): {}", code, summary.status().ToString());
     return code;
   }
+  if (summary->stopped_by_signal != 0) return contract::kExitSignalBase + summary->stopped_by_signal;
   return train::kExitOk;
 }
 

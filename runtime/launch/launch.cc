@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "contract/env.h"
 #include "runtime/launch/env.h"
 #include "runtime/train/exit_codes.h"
+#include "runtime/train/termination.h"
 
 extern char** environ;
 
@@ -158,6 +160,14 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     spdlog::error("{}", node.status().message().c_str());
     return train::kExitConfigError;
   }
+  // On SIGTERM the ranks get the pod's whole grace budget to finish their step
+  // and save (the kubelet's SIGKILL ends everything at its end anyway).
+  auto budget = train::Termination::GraceFromEnv(ProcessEnv());
+  if (!budget.ok()) {
+    spdlog::error("{}", budget.status().message());
+    return train::kExitConfigError;
+  }
+  const double signal_grace_s = std::max(config.grace_period_s, *budget);
   auto local_world = LocalWorldSize(*node, config.nproc_per_node);
   if (!local_world.ok()) {
     spdlog::error("{}", local_world.status().message());
@@ -222,6 +232,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
   const auto grace = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(config.grace_period_s));
 
+  int signals = 0;
   auto begin_stop = [&](const char* why) {
     if (stopping) return;
     stopping = true;
@@ -235,14 +246,21 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     timespec ts{0, 100 * 1000 * 1000};
     siginfo_t info;
     const int sig = ::sigtimedwait(&handled, &info, &ts);
-    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
-      spdlog::info("received signal {}; forwarding to the ranks", sig);
+    if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && ++signals > 1) {
+      // A second signal: stop now, whatever the ranks are doing.
+      spdlog::warn("received signal {} again: SIGKILL to {} rank(s)", sig, running);
+      SignalGroups(ranks, SIGKILL);
+      killed = true;
+    } else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+      spdlog::info("received signal {}; forwarding to the ranks (they finish the step and save "
+                   "when it fits; SIGKILL after {:.0f} s, or on a second signal)",
+                   sig, signal_grace_s);
       if (exit_code == 0) exit_code = 128 + sig;
       SignalGroups(ranks, sig);
-      if (!stopping) {
-        stopping = true;
-        kill_at = Clock::now() + grace;
-      }
+      const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(signal_grace_s));
+      if (!stopping || deadline > kill_at) kill_at = deadline;
+      stopping = true;
     }
     // Reap every exited rank (SIGCHLD may coalesce).
     for (auto& r : ranks) {

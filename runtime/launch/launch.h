@@ -13,7 +13,10 @@
 // else NPROC_PER_NODE; a pod WORLD_SIZE other than NNODES*N is a config error.
 //
 // Supervision: SIGTERM/SIGINT/SIGHUP to the launcher are forwarded to every
-// rank's process group. When a rank exits non-zero or is killed, the others
+// rank's process group, which then has the pod's grace budget
+// (HYPERTRAIN_TERMINATION_GRACE_S, at least --grace-period-s) to finish its
+// step and save before SIGKILL; a second signal SIGKILLs the ranks at once
+// (docs/DISTRIBUTED.md "Termination"). When a rank exits non-zero or is killed, the others
 // get SIGTERM, then SIGKILL after the grace period; the launcher exits with
 // the FIRST failure's code (a signal s maps to 128+s; see
 // contract/exit_codes.h), or 128+sig when it was itself told to stop.

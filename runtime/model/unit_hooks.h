@@ -60,6 +60,9 @@
 //    reduce-scatter writes the shard directly].
 //  - MeanAcrossDataParallel(x): mean of a per-rank scalar (the loss) over the
 //    data-parallel ranks, for logging.
+//  - AnyAcrossRanks(x): whether x is true on any rank of the job (the
+//    training loop's stop agreement after each step; every rank calls it
+//    the same number of times) [all-reduce max over the world].
 //  - ReduceAmax(amax, n): FP8 (runtime/model/fp8.h), after a pass: replace
 //    each of the n per-tensor amaxes by its max over all data-parallel ranks,
 //    so every rank's scaling state stays identical [all-reduce max].
@@ -86,6 +89,7 @@ class UnitHooks {
   virtual Status AfterOptimizerStep(int /*unit*/) { return Status::Ok(); }
   virtual bool OverwritesShardGrads() const { return false; }
   virtual StatusOr<double> MeanAcrossDataParallel(double local) { return local; }
+  virtual StatusOr<bool> AnyAcrossRanks(bool local) { return local; }
   virtual Status ReduceAmax(float* /*amax*/, size_t /*n*/) { return Status::Ok(); }
 };
 

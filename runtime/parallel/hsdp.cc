@@ -588,6 +588,13 @@ StatusOr<double> HsdpHooks::MeanAcrossDataParallel(double local) {
   return SumScalar(ctx_.world(), local, ReduceOp::kAvg);
 }
 
+StatusOr<bool> HsdpHooks::AnyAcrossRanks(bool local) {
+  if (ctx_.world().size() == 1) return local;
+  float v = local ? 1.0f : 0.0f;
+  HT_RETURN_IF_ERROR(ctx_.world().AllReduceHost(&v, 1, ReduceOp::kMax));
+  return v > 0.5f;
+}
+
 Status HsdpHooks::ReduceAmax(float* amax, size_t n) {
   if (ctx_.world().size() == 1 || n == 0) return Status::Ok();
   const auto t0 = std::chrono::steady_clock::now();

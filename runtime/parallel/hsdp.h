@@ -190,6 +190,7 @@ class HsdpHooks final : public model::UnitHooks {
   Status FinishGradients() override;
   StatusOr<double> GlobalSumSquares(double local) override;
   StatusOr<double> MeanAcrossDataParallel(double local) override;
+  StatusOr<bool> AnyAcrossRanks(bool local) override;
   // FP8: max of each amax over all world ranks (one host all-reduce per pass).
   Status ReduceAmax(float* amax, size_t n) override;
   // Starts the next pass's gather of the embedding unit (after its optimizer

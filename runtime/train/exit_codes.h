@@ -14,6 +14,7 @@ using contract::kExitDataError;
 using contract::kExitInternal;
 using contract::kExitOk;
 using contract::kExitRetryable;
+using contract::kExitTerminated;
 
 // Maps a Status from the runtime to its exit code.
 inline int ExitCodeFor(const Status& s) {
@@ -26,6 +27,7 @@ inline int ExitCodeFor(const Status& s) {
     case StatusCode::kUnavailable:
     case StatusCode::kIo: return kExitRetryable;
     case StatusCode::kFailedPrecondition:
+    case StatusCode::kUnimplemented:
     case StatusCode::kInternal: return kExitInternal;
   }
   return kExitInternal;

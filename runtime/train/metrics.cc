@@ -1,5 +1,7 @@
 #include "runtime/train/metrics.h"
 
+#include "core/atomic_file.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -38,12 +40,17 @@ std::string FormatStepLine(const StepMetrics& m) {
 StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Create(const std::string& exp_dir, bool tensorboard) {
   std::error_code ec;
   std::filesystem::create_directories(exp_dir, ec);
-  if (ec) return IoError(fmt::format("exp_manager.exp_dir {}: cannot create: {}", exp_dir, ec.message()));
+  if (ec) {
+    const std::string m = fmt::format("exp_manager.exp_dir {}: cannot create: {}", exp_dir, ec.message());
+    return IsPathConfigErrno(ec.value()) ? InvalidArgument(m) : IoError(m);
+  }
   std::unique_ptr<MetricsWriter> w(new MetricsWriter());
   w->jsonl_path_ = exp_dir + "/metrics.jsonl";
   w->jsonl_ = std::fopen(w->jsonl_path_.c_str(), "a");
   if (w->jsonl_ == nullptr) {
-    return IoError(fmt::format("{}: cannot open: {}", w->jsonl_path_, std::strerror(errno)));
+    const int err = errno;
+    const std::string m = fmt::format("{}: cannot open: {}", w->jsonl_path_, std::strerror(err));
+    return IsPathConfigErrno(err) ? InvalidArgument(m) : IoError(m);
   }
   if (tensorboard) {
     HT_ASSIGN_OR_RETURN(w->tb_, TfEventsWriter::Create(exp_dir + "/tensorboard"));
@@ -74,6 +81,12 @@ Status MetricsWriter::WriteValidation(const ValMetrics& v) {
   if (tb_ == nullptr) return Status::Ok();
   HT_RETURN_IF_ERROR(tb_->AddScalars(v.step, wall,
                                      {{"val/loss", v.loss}, {"val/perplexity", ppl}, {"perf/val_time_s", v.seconds}}));
+  return tb_->Flush();
+}
+
+Status MetricsWriter::Flush() {
+  if (std::fflush(jsonl_) != 0) return IoError(fmt::format("{}: flush failed", jsonl_path_));
+  if (tb_ == nullptr) return Status::Ok();
   return tb_->Flush();
 }
 

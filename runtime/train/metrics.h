@@ -53,6 +53,7 @@ class MetricsWriter {
   // A held-out evaluation: {"step", "val/loss", "val/perplexity", ...} in
   // metrics.jsonl and val/loss, val/perplexity in TensorBoard.
   Status WriteValidation(const ValMetrics& v);
+  Status Flush();  // before a stop on request
   const std::string& jsonl_path() const { return jsonl_path_; }
   std::string tensorboard_path() const { return tb_ ? tb_->path() : std::string("(off)"); }
 

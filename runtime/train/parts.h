@@ -20,6 +20,7 @@
 #include "runtime/model/unit_hooks.h"
 #include "runtime/trace/recorder.h"
 #include "runtime/train/loss_scaler.h"
+#include "runtime/train/termination.h"
 
 namespace hypertrain::train {
 
@@ -82,6 +83,16 @@ class CheckpointHooks {
   virtual Status AfterStep(model::Backend& backend, const TrainState& state) = 0;
   // After the last step (final save; wait for asynchronous saves).
   virtual Status Finish(model::Backend& backend, const TrainState& state) = 0;
+  // On a stop request (termination.h), after the step every rank agreed to
+  // stop at: how long saving it would take, in seconds (a guess before the
+  // first save), ...
+  virtual double EstimatedSaveSeconds() const { return 0; }
+  // ... then: save it unless `save` is false (it does not fit in the grace
+  // budget on some rank) or it is saved already, and wait for every save in
+  // flight. A save that fails is an error whatever the failure policy.
+  virtual Status Stop(model::Backend& backend, const TrainState& state, bool save) {
+    return save ? Finish(backend, state) : Status::Ok();
+  }
 };
 
 // One job's parts, in the order they are built: the parallel runtime decides
@@ -95,6 +106,8 @@ struct TrainParts {
   BackendBundle backend;
   std::unique_ptr<model::UnitHooks> hooks;
   std::unique_ptr<CheckpointHooks> checkpoint;
+  // Not owned; null: nothing asks this job to stop early.
+  Termination* termination = nullptr;
 };
 
 }  // namespace hypertrain::train

@@ -25,6 +25,35 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// Every rank stops after the step they agreed on: it is saved when the save
+// fits in what is left of the grace budget on every rank (a rank whose peer
+// was signalled has its whole budget; the signalled one less).
+Status StopAfterStep(const LoopContext& ctx, const TrainState& state, TrainSummary* summary) {
+  const double need = ctx.checkpoint != nullptr ? ctx.checkpoint->EstimatedSaveSeconds() : 0;
+  const double left = ctx.termination->SecondsLeft();
+  // Half again the estimate plus a second: the save must be durable before
+  // the SIGKILL, and the estimate is one earlier save (or a guess).
+  const bool fits = need * 1.5 + 1.0 <= left;
+  HT_ASSIGN_OR_RETURN(const bool too_tight, ctx.hooks->AnyAcrossRanks(!fits));
+  const bool save = ctx.checkpoint != nullptr && !too_tight;
+  if (ctx.log) {
+    spdlog::warn("stopping after step {} on request: {}", state.step,
+                 ctx.checkpoint == nullptr ? std::string("no checkpointing")
+                 : save ? fmt::format("saving it (estimated {:.1f} s, {:.1f} s of the grace budget left)",
+                                      need, left)
+                        : fmt::format("NOT saving it: the save (estimated {:.1f} s) does not fit in the "
+                                      "grace budget left on every rank ({:.1f} s here)",
+                                      need, left));
+  }
+  if (ctx.checkpoint != nullptr) {
+    HT_RETURN_IF_ERROR(ctx.checkpoint->Stop(*ctx.backend, state, save));
+  }
+  summary->saved_at_stop = save;
+  const int sig = ctx.termination->signal();
+  summary->stopped_by_signal = sig != 0 ? sig : 15;  // a peer's stop: as for SIGTERM
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext& ctx,
@@ -170,6 +199,14 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
       if (ctx.metrics != nullptr) HT_RETURN_IF_ERROR(ctx.metrics->WriteValidation(v));
       interval_start += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(v.seconds));
     }
+    if (ctx.termination != nullptr) {
+      HT_ASSIGN_OR_RETURN(const bool stop, hooks.AnyAcrossRanks(ctx.termination->requested()));
+      if (stop) {
+        HT_RETURN_IF_ERROR(StopAfterStep(ctx, state, &summary));
+        summary.seconds = Seconds(start, Clock::now());
+        return summary;
+      }
+    }
     if (ctx.checkpoint != nullptr) {
       trace::Span s(tr, kHost, "checkpoint");
       const auto before = Clock::now();
@@ -308,6 +345,7 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   ctx.metrics = metrics.get();
   ctx.checkpoint = ckpt;
   ctx.log = logging_rank;
+  ctx.termination = parts.termination;
   StatusOr<TrainSummary> run = RunTrainingLoop(c, ctx, state);
   // A run that failed mid-window still leaves its trace (what a hang or a
   // crash looked like); the loop's error wins over a write error.
@@ -315,10 +353,20 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   if (!run.ok()) return run.status();
   HT_RETURN_IF_ERROR(traced);
   TrainSummary s = std::move(*run);
-  if (logging_rank) {
+  if (metrics != nullptr) HT_RETURN_IF_ERROR(metrics->Flush());
+  if (logging_rank && s.stopped_by_signal != 0) {
+    spdlog::warn("stopped on request after step {} ({} steps run this time); {}", state.step,
+                 s.steps_run,
+                 s.saved_at_stop ? "its checkpoint is written: the next start resumes at step " +
+                                       std::to_string(state.step)
+                                 : std::string("no checkpoint of it: the next start resumes from the "
+                                               "newest earlier checkpoint"));
+  } else if (logging_rank && s.steps_run == 0) {
+    spdlog::info("done: nothing to do (step {} of max_steps {} reached already)", state.step,
+                 c.max_steps);
+  } else if (logging_rank) {
     spdlog::info("done: {} steps in {:.1f} s, final loss {:.4f}, data wait total {:.2f} s",
-                 s.steps_run, s.seconds, s.losses.empty() ? 0.0 : s.losses.back(),
-                 loader->TotalWaitSeconds());
+                 s.steps_run, s.seconds, s.losses.back(), loader->TotalWaitSeconds());
   }
   return s;
 }

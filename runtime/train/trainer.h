@@ -19,6 +19,9 @@
 // data-parallel ranks. With trainer.profile, the steps of its window are
 // traced (runtime/trace): the same phases as host spans, the unit hooks'
 // structure (TracingHooks), collectives and device work (StepTracer).
+// After the step: any rank asked to stop (SIGTERM) -> every rank stops here,
+// saves this step if the save fits in the grace budget on every rank, and
+// returns with stopped_by_signal set.
 #include <cstdint>
 #include <vector>
 
@@ -42,6 +45,9 @@ struct LoopContext {
   MetricsWriter* metrics = nullptr;     // logging rank only; may be null
   CheckpointHooks* checkpoint = nullptr;  // may be null
   Validator* validator = nullptr;         // may be null (no validation)
+  // May be null. When set, every rank must have one: after each step the
+  // ranks agree (AnyAcrossRanks) whether any was asked to stop.
+  Termination* termination = nullptr;
   bool log = true;                      // print step lines (logging rank)
   StepTracer* tracer = nullptr;         // trainer.profile; may be null (off)
 };
@@ -53,6 +59,10 @@ struct TrainSummary {
   double seconds = 0;
   std::vector<ValMetrics> validations;  // in step order
   double validation_seconds = 0;
+  // A stop on request (termination.h): the signal (SIGTERM when another rank
+  // was asked), 0 when the run reached max_steps.
+  int stopped_by_signal = 0;
+  bool saved_at_stop = false;
 };
 
 // Runs steps state.step .. config.max_steps-1, updating `state`.

@@ -153,6 +153,55 @@ TEST(TrainerTest, ResumeFromCheckpointHooksIsBitIdentical) {
   for (int i = 0; i < 7; ++i) EXPECT_EQ(resumed->losses[i], full->losses[5 + i]) << i;
 }
 
+// Records the stop: the step and whether the loop asked to save it.
+class StopRecorder : public CheckpointHooks {
+ public:
+  StopRecorder(Termination* t, int64_t request_at, double estimate)
+      : t_(t), request_at_(request_at), estimate_(estimate) {}
+  StatusOr<bool> Restore(model::Backend&, TrainState&) override { return false; }
+  Status AfterStep(model::Backend&, const TrainState& s) override {
+    if (s.step == request_at_) t_->Request(15);  // as if SIGTERM came during the next step
+    return Status::Ok();
+  }
+  Status Finish(model::Backend&, const TrainState&) override {
+    finished = true;
+    return Status::Ok();
+  }
+  double EstimatedSaveSeconds() const override { return estimate_; }
+  Status Stop(model::Backend&, const TrainState& s, bool save) override {
+    stopped_at = s.step;
+    saved = save;
+    return Status::Ok();
+  }
+  int64_t stopped_at = -1;
+  bool saved = false;
+  bool finished = false;
+
+ private:
+  Termination* t_;
+  int64_t request_at_;
+  double estimate_;
+};
+
+TEST(TrainerTest, StopRequestEndsTheStepAndSavesWhenItFits) {
+  for (const double estimate : {0.5, 100.0}) {  // grace 30 s: fits / does not
+    Termination t(30);
+    auto hooks = std::make_unique<StopRecorder>(&t, 4, estimate);
+    StopRecorder* rec = hooks.get();
+    const config::TrainConfig c = Config(TempDir("exp_stop"), {});
+    TrainParts parts = CpuParts(c, std::move(hooks));
+    parts.termination = &t;
+    auto s = RunTrainJob(c, std::move(parts));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(s->steps_run, 5);  // the step in progress when asked (5) ends, no more
+    EXPECT_EQ(rec->stopped_at, 5);
+    EXPECT_EQ(rec->saved, estimate < 10) << estimate;
+    EXPECT_FALSE(rec->finished);  // no final save / HF export on a stop
+    EXPECT_EQ(s->stopped_by_signal, 15);
+    EXPECT_EQ(s->saved_at_stop, estimate < 10);
+  }
+}
+
 // Writes +inf into one gradient at a chosen micro-batch.
 // at_call < 0: every micro-batch.
 class InfInjector : public model::UnitHooks {
