@@ -82,8 +82,25 @@ void SetWriteFailureBudget(int64_t bytes) {
   g_budget.store(bytes < 0 ? -1 : bytes);
 }
 
+bool IsPathConfigErrno(int err) {
+  switch (err) {
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case ENOTDIR:
+    case EISDIR:
+    case ENAMETOOLONG:
+    case ELOOP:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
-  return IoError(what + " " + path + ": " + std::strerror(err));
+  std::string m = what + " " + path + ": " + std::strerror(err);
+  if (IsPathConfigErrno(err)) return InvalidArgument(std::move(m) + " (fix the path or its permissions)");
+  return IoError(std::move(m));
 }
 
 StatusOr<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path, mode_t mode) {

@@ -29,8 +29,13 @@ namespace hypertrain {
 void SetWriteFailureBudget(int64_t bytes);
 
 // "<what> <path>: <strerror(err)>" as an IoError (DataLoss never: the caller
-// decides what a failed write means).
+// decides what a failed write means), except for errors no retry cures — a
+// path that is not writable or not a directory (EACCES, EPERM, EROFS,
+// ENOTDIR, EISDIR, ENAMETOOLONG, ELOOP) — which are InvalidArgument: a
+// configuration error (exit 2), not a transient I/O fault (exit 200).
 Status ErrnoStatus(const std::string& what, const std::string& path, int err);
+// Whether errno `err` is one of those configuration errors.
+bool IsPathConfigErrno(int err);
 
 class AtomicFileWriter {
  public:

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "core/atomic_file.h"
+#include "core/crc32c.h"
 
 namespace hypertrain::ckpt {
 namespace {
@@ -128,7 +131,17 @@ json Manifest::ToJson() const {
                        {"ranges", rs}});
   }
   j["files"] = files_j;
+  // Last: a checksum of everything above, so an edited or bit-flipped
+  // manifest (tokens_seen, adam_step, a sampler position) is corruption.
+  j[kManifestChecksumKey] = Crc32cHex(ManifestContentCrc32c(j));
   return j;
+}
+
+uint32_t ManifestContentCrc32c(const json& manifest) {
+  json content = manifest;
+  content.erase(kManifestChecksumKey);
+  const std::string text = content.dump();  // keys sorted: one canonical text
+  return Crc32c(text.data(), text.size());
 }
 
 StatusOr<Manifest> Manifest::FromJson(const json& j) {
@@ -217,6 +230,20 @@ StatusOr<Manifest> Manifest::FromJson(const json& j) {
 StatusOr<Manifest> Manifest::Parse(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return DataLoss("manifest.json is not valid JSON (truncated?)");
+  if (!j.is_object() || !j.contains(kManifestChecksumKey)) {
+    // Checkpoints written before the checksum existed still load.
+    static bool warned = false;
+    if (!warned) spdlog::warn("manifest.json without {} (an older checkpoint): its content is not checked",
+                              kManifestChecksumKey);
+    warned = true;
+  } else {
+    const json& want = j[kManifestChecksumKey];
+    const std::string have = Crc32cHex(ManifestContentCrc32c(j));
+    if (!want.is_string() || want.get<std::string>() != have) {
+      return DataLoss("manifest.json: content crc32c " + have + " != recorded " +
+                      (want.is_string() ? want.get<std::string>() : want.dump()) + " (edited or corrupt)");
+    }
+  }
   return FromJson(j);
 }
 

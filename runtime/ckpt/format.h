@@ -107,6 +107,11 @@ struct Manifest {
   const RankRecord* FindRank(int rank) const;
 };
 
+// The manifest's own checksum: crc32c (hex) of its JSON without this key,
+// keys sorted (nlohmann's dump). Parse() calls a mismatch DataLoss.
+inline constexpr char kManifestChecksumKey[] = "manifest_crc32c";
+uint32_t ManifestContentCrc32c(const nlohmann::json& manifest);
+
 std::string ShardFileName(int shard_rank, int shard_degree);
 
 // Header of one shard file.

@@ -148,7 +148,9 @@ StatusOr<HfWeights> HfWeights::Open(const std::string& dir, const model::ModelCo
   HfWeights w;
   w.dir_ = dir;
   StatusOr<std::string> cfg = ReadFileToString(dir + "/config.json");
-  if (!cfg.ok()) return Status(cfg.status().code(), "model.hf_init_dir: " + cfg.status().message());
+  if (!cfg.ok()) {
+    return Status(cfg.status().code(), dir + " is not a Hugging Face model directory: " + cfg.status().message());
+  }
   w.config_ = json::parse(*cfg, nullptr, false);
   if (w.config_.is_discarded()) return InvalidArgument(dir + "/config.json is not valid JSON");
   HT_RETURN_IF_ERROR(CheckHfConfigMatches(w.config_, expect));

@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <unistd.h>
 
 #include "contract/env.h"
@@ -21,6 +24,27 @@ std::string Mb(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
   return buf;
+}
+
+
+// A diverged run's state (inf/NaN) is never committed, so it can never
+// replace or evict a good checkpoint.
+Status CheckFinite(int64_t step, const ShardData& data) {
+  for (size_t u = 0; u < data.states.size(); ++u) {
+    const int64_t n = data.ranges[u].size();
+    for (int s = 0; s < kNumStates; ++s) {
+      const float* p = data.states[u][s];
+      for (int64_t i = 0; i < n; ++i) {
+        if (!std::isfinite(p[i])) {
+          return FailedPrecondition("step " + std::to_string(step) + ": " + kStateNames[s] + " of unit " +
+                                    std::to_string(u) + " hold a non-finite value (" + std::to_string(p[i]) +
+                                    " at element " + std::to_string(data.ranges[u].begin + i) +
+                                    "): the run diverged; this state is not saved");
+        }
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -71,13 +95,31 @@ CheckpointManager::CheckpointManager(CheckpointOptions options, RankPlacement pl
 CheckpointManager::~CheckpointManager() {
   cancel_.store(true);
   if (writer_.joinable()) writer_.join();
+  // rmdir removes only an empty directory: never anything a rank wrote.
+  if (last_saved_step_ < 0) {
+    for (const std::string& d : created_dirs_) ::rmdir(d.c_str());
+  }
 }
 
 StatusOr<std::optional<FoundCheckpoint>> CheckpointManager::Start() {
   HT_RETURN_IF_ERROR(options_.Validate());
   if (!options_.dir.empty()) {
+    // The directories this creates are removed again if the run ends before
+    // its first save (a config or data error): no empty checkpoints/ left.
+    std::error_code ec;
+    for (std::filesystem::path d = std::filesystem::absolute(options_.dir, ec);
+         !ec && d.has_relative_path() && !std::filesystem::exists(d, ec); d = d.parent_path()) {
+      created_dirs_.push_back(d.string());
+    }
     HT_RETURN_IF_ERROR(MakeDirs(options_.dir));
-    if (placement_.rank == 0) HT_RETURN_IF_ERROR(CleanStaleTemporaries(options_.dir));
+    if (placement_.rank == 0) {
+      // A directory this run cannot write is a configuration error now, not
+      // a failed save after hours of training.
+      const std::string probe = options_.dir + "/.write-probe-" + options_.attempt;
+      HT_RETURN_IF_ERROR(WriteFileAtomically(probe, ""));
+      ::unlink(probe.c_str());
+      HT_RETURN_IF_ERROR(CleanStaleTemporaries(options_.dir));
+    }
   }
   if (options_.start_fresh) {
     spdlog::info("start_fresh: ignoring any existing checkpoint");
@@ -100,6 +142,16 @@ StatusOr<std::optional<FoundCheckpoint>> CheckpointManager::Start() {
     }
     return f.status();
   }
+  // Newer checkpoints that failed verification would be taken over by this
+  // run's saves of the same steps: rank 0 moves them aside now (never
+  // deleted). Only content failures: an I/O error may pass.
+  if (placement_.rank == 0) {
+    for (const UnusableCheckpoint& u : f->skipped) {
+      if (u.why.code() != StatusCode::kDataLoss && u.why.code() != StatusCode::kNotFound) continue;
+      HT_ASSIGN_OR_RETURN(std::string aside, MoveAside(u.path, "corrupt"));
+      spdlog::warn("moved unusable checkpoint {} aside to {} (kept for inspection)", u.path, aside);
+    }
+  }
   return std::optional<FoundCheckpoint>(std::move(f).value());
 }
 
@@ -115,8 +167,11 @@ Status CheckpointManager::Load(const FoundCheckpoint& found, StateAccess& state,
   const WorldLayout& old = m.world;
   const WorldLayout& now = placement_.world;
   if (old.world_size != now.world_size || old.shard_degree != now.shard_degree) {
-    spdlog::warn("resharding {} from world {} (shard degree {}) to world {} (shard degree {}): parameters and "
-                 "optimizer state are exact, data order is not",
+    // The sampler position is global (whole global batches): the data order
+    // continues exactly when the global batch is unchanged.
+    spdlog::info("resharding {} from world {} (shard degree {}) to world {} (shard degree {}): parameters and "
+                 "optimizer state are exact; the data continues at the same global sample position (the same "
+                 "order when the global batch size is unchanged)",
                  found.path, old.world_size, old.shard_degree, now.world_size, now.shard_degree);
   }
   int64_t bytes = 0;
@@ -127,6 +182,12 @@ Status CheckpointManager::Load(const FoundCheckpoint& found, StateAccess& state,
     std::array<float*, kNumStates> dst;
     for (int s = 0; s < kNumStates; ++s) dst[s] = buf.data() + s * r.size();
     HT_RETURN_IF_ERROR(reader.ReadRange(u, r, dst));
+    for (size_t i = 0; i < buf.size(); ++i) {
+      if (!std::isfinite(buf[i])) {
+        return DataLoss(found.path + ": " + kStateNames[i / std::max<int64_t>(1, r.size())] + " of unit " +
+                        u.name + " hold a non-finite value: not resuming from it");
+      }
+    }
     for (int s = 0; s < kNumStates; ++s) HT_RETURN_IF_ERROR(state.Write(u.index, s, dst[s]));
     bytes += r.size() * kNumStates * 4;
   }
@@ -198,6 +259,7 @@ Status CheckpointManager::WaitAndReport() {
     std::lock_guard<std::mutex> lock(mu_);
     s = pending_;
   }
+  last_result_ = s;
   if (s.ok()) return Status::Ok();
   const std::string msg = "checkpoint of step " + std::to_string(pending_step_) + " FAILED: " + s.ToString() +
                           "; earlier checkpoints are intact" +
@@ -218,7 +280,8 @@ void CheckpointManager::WriteInBackground(SaveTarget target, RankRecord record, 
     data.states.push_back({p, p + n, p + 2 * n});
   }
   WriteStats ws;
-  Status s = WriteRankFiles(target, &data, record, &ws);
+  Status s = CheckFinite(target.step, data);
+  if (s.ok()) s = WriteRankFiles(target, &data, record, &ws);
   if (!s.ok()) ReportRankFailure(target, s);
   std::string committed;
   if (s.ok() && placement_.rank == 0) {
@@ -299,7 +362,23 @@ Status CheckpointManager::Save(const SaveRequest& req, StateAccess& state) {
   return result;
 }
 
-Status CheckpointManager::Finish() { return WaitAndReport(); }
+Status CheckpointManager::Finish(bool require_last) {
+  HT_RETURN_IF_ERROR(WaitAndReport());
+  if (require_last && !last_result_.ok()) {
+    return Status(last_result_.code(), "the final checkpoint (step " + std::to_string(pending_step_) +
+                                           ") was not written: " + last_result_.message() +
+                                           "; its steps are lost unless the run resumes from an earlier checkpoint");
+  }
+  return Status::Ok();
+}
+
+int64_t CheckpointManager::SnapshotBytes() const {
+  if (placement_.replica_rank != 0) return 0;
+  int64_t n = 0;
+  for (const UnitEntry& u : layout_.units) n += u.padded_numel;
+  // Owned ranges are a 1/shard_degree slice of every unit; three fp32 states.
+  return n / std::max(1, placement_.world.shard_degree) * kNumStates * 4;
+}
 
 SaveStats CheckpointManager::stats() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -16,8 +16,10 @@
 // the files and, on rank 0, commits and applies save_top_k. The stall, write
 // time and throughput are logged per save.
 //
-// A failed save (ENOSPC, EIO, a rank that never finished) leaves every
-// earlier checkpoint untouched. It is reported at the next Save()/Finish():
+// A failed save (ENOSPC, EIO, a rank that never finished, parameters or
+// optimizer state that are not finite: the run diverged) leaves every
+// earlier checkpoint untouched: nothing is committed and retention runs only
+// after a commit. It is reported at the next Save()/Finish():
 // with failure_policy kContinue it is logged as an error and training goes on;
 // with kStop that call returns the error.
 #include <atomic>
@@ -114,7 +116,9 @@ class CheckpointManager {
   // any rank can save, i.e. before the first training step). Then picks what
   // to resume from: nothing (start_fresh or no checkpoint), the forced
   // resume_from_checkpoint (an error if it does not verify), or the newest
-  // complete one (corrupt ones skipped with a warning).
+  // complete one (corrupt ones skipped with a warning and, by rank 0, moved
+  // aside as step-N.corrupt-<time>). Checkpoints exist but none verifies:
+  // DataLoss listing each and why (FindLatestCheckpoint).
   StatusOr<std::optional<FoundCheckpoint>> Start();
 
   // Restores this rank's owned ranges from `found`, resharding when the world
@@ -129,8 +133,12 @@ class CheckpointManager {
   // to allocate; doing it at start keeps it out of the first save's stall).
   Status PrepareSnapshot(StateAccess& state);
   Status Save(const SaveRequest& request, StateAccess& state);
-  // Waits for the in-flight save and reports its outcome per policy.
-  Status Finish();
+  // Waits for the in-flight save and reports its outcome per policy; with
+  // `require_last`, the outcome of the last Save() is an error whatever the
+  // policy (a final save that failed loses the run's last steps).
+  Status Finish(bool require_last = false);
+  // Bytes of this rank's host snapshot (0 for a rank that writes no shard).
+  int64_t SnapshotBytes() const;
 
   SaveStats stats() const;
   const CheckpointOptions& options() const { return options_; }
@@ -156,10 +164,12 @@ class CheckpointManager {
   std::atomic<bool> cancel_{false};
   bool in_flight_ = false;
   Status pending_;                // written by the writer thread before it exits
+  Status last_result_;            // of the last save waited for
   int64_t pending_step_ = -1;
   std::chrono::steady_clock::time_point last_save_time_;
   int64_t last_saved_step_ = -1;
   int64_t requested_step_ = -1;  // rank 0's pending time-based save request
+  std::vector<std::string> created_dirs_;  // by Start(), deepest first
   mutable std::mutex mu_;
   SaveStats stats_;
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -177,17 +178,15 @@ StatusOr<std::string> CommitCheckpoint(const SaveTarget& t, Manifest m) {
   for (int r = 0; r < t.world_size; ++r) ::unlink((dir + "/" + RankFileName(r)).c_str());
   HT_RETURN_IF_ERROR(FsyncDir(dir));
   if (fs::exists(final_dir)) {
-    // Only after an explicit resume from an older step or start-fresh: move
-    // the old one aside first (rename cannot replace a non-empty directory).
-    const std::string trash = t.root + "/.trash-" + StepDirName(t.step) + "-" + t.attempt;
-    HT_RETURN_IF_ERROR(RemoveTree(trash));
-    HT_RETURN_IF_ERROR(RenameDurably(final_dir, trash));
-    spdlog::warn("replacing existing checkpoint {}", final_dir);
-    HT_RETURN_IF_ERROR(RenameDurably(dir, final_dir));
-    HT_RETURN_IF_ERROR(RemoveTree(trash));
-  } else {
-    HT_RETURN_IF_ERROR(RenameDurably(dir, final_dir));
+    // Only after an explicit resume from an older step or start_fresh, or
+    // over a step-N that failed verification: it is moved aside, never
+    // deleted (rename cannot replace a non-empty directory anyway).
+    const bool valid = VerifyCheckpoint(final_dir, /*full_checksums=*/true).ok();
+    HT_ASSIGN_OR_RETURN(std::string aside, MoveAside(final_dir, valid ? "replaced" : "corrupt"));
+    spdlog::warn("{} existed ({}): moved aside to {}; delete it when it is not needed", final_dir,
+                 valid ? "a checkpoint of an earlier trajectory" : "it fails verification", aside);
   }
+  HT_RETURN_IF_ERROR(RenameDurably(dir, final_dir));
   return final_dir;
 }
 
@@ -245,16 +244,38 @@ StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, bool full_checksums)
 
 StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool full_checksums) {
   auto all = ListCheckpoints(root);
+  std::vector<UnusableCheckpoint> skipped;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     StatusOr<Manifest> m = VerifyCheckpoint(it->second, full_checksums);
     if (m.ok() && m->step != it->first) {
       m = DataLoss("manifest step " + std::to_string(m->step) + " does not match the directory name");
     }
-    if (m.ok()) return FoundCheckpoint{it->second, std::move(m).value()};
+    if (m.ok()) return FoundCheckpoint{it->second, std::move(m).value(), std::move(skipped)};
     spdlog::warn("skipping checkpoint {}: {}{}", it->second, m.status().ToString(),
                  std::next(it) != all.rend() ? "; falling back to an older one" : "");
+    skipped.push_back({it->second, m.status()});
   }
-  return NotFound("no complete checkpoint under " + root);
+  if (skipped.empty()) return NotFound("no checkpoint under " + root);
+  std::string list;
+  for (const UnusableCheckpoint& u : skipped) list += "\n  " + u.path + ": " + u.why.ToString();
+  return DataLoss(std::to_string(skipped.size()) + " checkpoint(s) under " + root +
+                  " and none is usable:" + list +
+                  "\nnothing was changed. Repair or restore one, resume from a specific one "
+                  "(exp_manager.resume_from_checkpoint), or train from initialisation on purpose "
+                  "(exp_manager.start_fresh: true; the checkpoints above are then moved aside, not "
+                  "deleted, as new ones take their names)");
+}
+
+StatusOr<std::string> MoveAside(const std::string& dir, const std::string& tag) {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+  std::string to = dir + "." + tag + "-" + stamp;
+  for (int i = 1; fs::exists(to); ++i) to = dir + "." + tag + "-" + stamp + "-" + std::to_string(i);
+  HT_RETURN_IF_ERROR(RenameDurably(dir, to));
+  return to;
 }
 
 Status CleanStaleTemporaries(const std::string& root) {

@@ -81,13 +81,28 @@ std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& 
 // NotFound naming the reason.
 StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, bool full_checksums);
 
+struct UnusableCheckpoint {
+  std::string path;
+  Status why;
+};
 struct FoundCheckpoint {
   std::string path;
   Manifest manifest;
+  // Newer checkpoints that failed verification (skipped), newest first.
+  std::vector<UnusableCheckpoint> skipped;
 };
 // Newest checkpoint under root that verifies; every skipped one is logged as a
-// warning with its reason. NotFound when none (or root is absent).
+// warning with its reason. NotFound when root holds no step-N directory (or
+// is absent); DataLoss listing each checkpoint and why it is unusable when
+// there are some but none verifies (never a silent fresh start: the user
+// decides — exp_manager.start_fresh or resume_from_checkpoint).
 StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool full_checksums);
+
+// Moves a checkpoint directory that failed verification (or is being
+// replaced) out of the way without deleting it: <dir>.<tag>-<UTC time>,
+// e.g. step-40.corrupt-20261125T213000Z. Names other than step-N are never
+// listed, loaded or removed by retention. Returns the new path.
+StatusOr<std::string> MoveAside(const std::string& dir, const std::string& tag);
 
 // Removes temporary directories of unfinished saves (".step-*.tmp-*") and
 // half-deleted ones (".trash-*"). Rank 0, at start, before any rank saves.

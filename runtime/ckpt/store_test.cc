@@ -132,7 +132,15 @@ TEST_F(StoreTest, CorruptTruncatedOrIncompleteNewestFallsBackWithWarning) {
   EXPECT_EQ(quick->manifest.step, 4);
   // A garbled manifest is reported as such.
   ASSERT_TRUE(WriteFileAtomically(root_ + "/step-1/manifest.json", "{\"format\": \"hypertrain-chec").ok());
-  EXPECT_EQ(FindLatestCheckpoint(root_, true).status().code(), StatusCode::kNotFound);
+  // Checkpoints exist and none verifies: DataLoss listing each (never the
+  // NotFound of an empty directory, which would start from scratch).
+  const Status none = FindLatestCheckpoint(root_, true).status();
+  EXPECT_EQ(none.code(), StatusCode::kDataLoss);
+  EXPECT_NE(none.message().find("4 checkpoint(s) under " + root_ + " and none is usable"), std::string::npos)
+      << none.message();
+  for (int s = 1; s <= 4; ++s) {
+    EXPECT_NE(none.message().find(root_ + "/step-" + std::to_string(s) + ": "), std::string::npos) << s;
+  }
   EXPECT_NE(logs_.text().find("not valid JSON"), std::string::npos) << logs_.text();
   ASSERT_TRUE(CleanStaleTemporaries(root_).ok());
   EXPECT_FALSE(fs::exists(root_ + "/.step-5.tmp-0"));

@@ -1,9 +1,11 @@
 #include "runtime/ckpt/train_hooks.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -176,7 +178,11 @@ Status TrainCheckpointHooks::InitFromHf(model::Backend& backend) {
   std::string dir = config_.finetune.hf_model_name_or_path;
   if (dir.empty()) dir = config_.checkpoint.hf_init_from;
   if (dir.empty()) return Status::Ok();
-  HT_ASSIGN_OR_RETURN(HfWeights w, HfWeights::Open(dir, config_.model));
+  StatusOr<HfWeights> opened = HfWeights::Open(dir, config_.model);
+  if (!opened.ok()) {
+    return Status(opened.status().code(), "exp_manager.hf_init_from: " + opened.status().message());
+  }
+  HfWeights w = std::move(opened).value();
   const ModelLayoutDesc d = DescribeLayout(backend.layout());
   HT_RETURN_IF_ERROR(w.CheckCovers(d));
   std::vector<float> buf;
@@ -274,10 +280,9 @@ Status TrainCheckpointHooks::AfterStep(model::Backend& backend, const train::Tra
 
 Status TrainCheckpointHooks::Finish(model::Backend& backend, const train::TrainState& state) {
   HT_RETURN_IF_ERROR(EnsureManager(backend));
-  if (!options_.dir.empty() && options_.save_last && manager_->last_saved_step() != state.step) {
-    HT_RETURN_IF_ERROR(SaveNow(backend, state));
-  }
-  HT_RETURN_IF_ERROR(manager_->Finish());
+  const bool final_save = options_.save_last && !options_.dir.empty() && manager_->last_saved_step() != state.step;
+  if (final_save) HT_RETURN_IF_ERROR(SaveNow(backend, state));
+  HT_RETURN_IF_ERROR(manager_->Finish(/*require_last=*/final_save));
   const config::CheckpointConfig& k = config_.checkpoint;
   const bool periodic_due = k.export_every_n_train_steps > 0 && state.step % k.export_every_n_train_steps == 0;
   if (k.export_save_last || periodic_due) {
@@ -285,6 +290,22 @@ Status TrainCheckpointHooks::Finish(model::Backend& backend, const train::TrainS
   }
   if (!k.export_hf_dir.empty()) HT_RETURN_IF_ERROR(ExportFullModel(backend, state, k.export_hf_dir));
   return Status::Ok();
+}
+
+// Before this process saved once: the bytes this rank writes at an assumed
+// 1 GB/s (a shared file system's per-client rate), plus a second.
+double TrainCheckpointHooks::EstimatedSaveSeconds() const {
+  if (manager_ == nullptr || options_.dir.empty()) return 0;
+  const SaveStats s = manager_->stats();
+  if (s.saves_ok > 0) return s.last_stall_s + s.last_write_s;
+  return static_cast<double>(manager_->SnapshotBytes()) / 1e9 + 1.0;
+}
+
+Status TrainCheckpointHooks::Stop(model::Backend& backend, const train::TrainState& state, bool save) {
+  HT_RETURN_IF_ERROR(EnsureManager(backend));
+  const bool now = save && !options_.dir.empty() && manager_->last_saved_step() != state.step;
+  if (now) HT_RETURN_IF_ERROR(SaveNow(backend, state));
+  return manager_->Finish(/*require_last=*/now);
 }
 
 // From the sharded checkpoint of this very step when there is one, else from

@@ -16,7 +16,9 @@
 // synchronous staging save under <export_dir>/.staging.
 // auto_checkpoint: the time-based interval (rank 0 decides, the others follow,
 // as for every_n_minutes) starts at min_interval_s and after every save
-// becomes AutoCheckpointInterval(measured stall).
+// becomes AutoCheckpointInterval(measured stall). A failed final save is an
+// error whatever checkpoint.failure_policy says (the run's last steps would be
+// lost). Stop(): the final save on a stop request, without the exports.
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -59,6 +61,8 @@ class TrainCheckpointHooks final : public train::CheckpointHooks {
   StatusOr<bool> Restore(model::Backend& backend, train::TrainState& state) override;
   Status AfterStep(model::Backend& backend, const train::TrainState& state) override;
   Status Finish(model::Backend& backend, const train::TrainState& state) override;
+  double EstimatedSaveSeconds() const override;
+  Status Stop(model::Backend& backend, const train::TrainState& state, bool save) override;
   CheckpointManager* manager() { return manager_.get(); }
   // Host memory for snapshots (null: pageable); before Restore().
   void set_snapshot_allocator(HostAllocator* allocator) { allocator_ = allocator; }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -307,6 +309,7 @@ void ReadOptimAndData(Reader& r, TrainConfig& c, std::string* sched, int64_t* de
       if (!b.IsSequence() || b.size() != 2) throw YAML::Exception(YAML::Mark(), "");
       o.beta1 = b[0].as<double>();
       o.beta2 = b[1].as<double>();
+      if (!std::isfinite(o.beta1) || !std::isfinite(o.beta2)) throw YAML::Exception(YAML::Mark(), "");
     } catch (const YAML::Exception&) {
       r.Fail(InvalidArgument("model.optim.betas: expected a list of two numbers, e.g. [0.9, 0.95]"));
     }
@@ -458,6 +461,10 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::vecto
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
                                       const EnvLookup& env) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgument(fmt::format("--config {}: is a directory, not a YAML file", path));
+  }
   std::ifstream f(path);
   if (!f) return InvalidArgument(fmt::format("--config {}: cannot read the file", path));
   std::stringstream ss;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,7 +29,12 @@ class Reader {
     return n.IsDefined() && !n.IsNull();
   }
   void Int(const std::string& path, int64_t* out) { Scalar(path, out, "an integer"); }
-  void Double(const std::string& path, double* out) { Scalar(path, out, "a number"); }
+  // inf and NaN parse as YAML numbers (.inf, .nan) but are never a valid
+  // setting: they would train non-finite state (issue 18).
+  void Double(const std::string& path, double* out) {
+    Scalar(path, out, "a number");
+    if (!std::isfinite(*out)) Fail(InvalidArgument(fmt::format("{}: {} is not a finite number", path, *out)));
+  }
   // YAML 1.1 booleans: true/false, True/False, yes/no, on/off (any case form).
   // Also 0/1 (environment overrides).
   void Bool(const std::string& path, bool* out) {

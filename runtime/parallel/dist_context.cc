@@ -1,10 +1,22 @@
 #include "runtime/parallel/dist_context.h"
 
+#include <algorithm>
 #include <csignal>
 
 namespace hypertrain::parallel {
 
-Status JoinRendezvous(const launch::RankEnv& env, std::chrono::milliseconds deadline,
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds Left(Clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(0),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+}
+
+}  // namespace
+
+Status JoinRendezvous(const launch::RankEnv& env, Clock::time_point deadline,
                       std::unique_ptr<launch::TcpStoreServer>* server,
                       std::unique_ptr<launch::TcpStoreClient>* client) {
   const launch::StoreIdentity id{env.node.job_id, env.node.restart_attempt};
@@ -19,12 +31,36 @@ Status JoinRendezvous(const launch::RankEnv& env, std::chrono::milliseconds dead
     host = "127.0.0.1";
   }
   launch::TcpStoreClientOptions o;
-  o.connect_deadline = deadline;
+  o.connect_deadline = Left(deadline);
   auto c = launch::TcpStoreClient::Connect(host, env.node.master_port, id, o);
-  if (!c.ok()) return c.status();
+  if (!c.ok()) {
+    return Unavailable("rank " + std::to_string(env.rank) + " cannot join the rendezvous of " +
+                       id.ToString() + ": " + c.status().message() +
+                       " (node rank 0, which serves the store, never started or is unreachable)");
+  }
   *client = std::move(*c);
-  return Status::Ok();
+  // Every rank announces itself, then waits for all: a node that never
+  // starts is named here, before any process group waits on it.
+  const auto key = [](int r) { return "rendezvous/joined/" + std::to_string(r); };
+  HT_RETURN_IF_ERROR((*client)->Set(key(env.rank), std::to_string(env.node.node_rank)));
+  std::vector<std::string> keys;
+  for (int r = 0; r < env.world_size; ++r) keys.push_back(key(r));
+  const Status all = (*client)->Wait(keys, Left(deadline));
+  if (all.ok()) return Status::Ok();
+  if (all.code() != StatusCode::kDeadlineExceeded) return Unavailable("rendezvous: " + all.message());
+  std::vector<int> missing;
+  for (int r = 0; r < env.world_size; ++r) {
+    StatusOr<bool> there = (*client)->Check(key(r));
+    if (!there.ok() || !*there) missing.push_back(r);
+  }
+  return Unavailable(std::to_string(missing.size()) + " of " + std::to_string(env.world_size) +
+                     " ranks did not join the rendezvous at " + (*client)->address() + " (" + id.ToString() +
+                     ") by the start-up deadline (HT_RENDEZVOUS_TIMEOUT_S): " +
+                     DescribeMissingRanks(missing, env.local_world_size) +
+                     " never started or cannot reach the store");
 }
+
+std::chrono::milliseconds DistContext::StartupTimeLeft() const { return Left(startup_deadline_); }
 
 StatusOr<std::unique_ptr<DistContext>> DistContext::Create(
     const launch::RankEnv& env, const DistOptions& options,
@@ -34,6 +70,7 @@ StatusOr<std::unique_ptr<DistContext>> DistContext::Create(
   std::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<DistContext> d(new DistContext());
   d->env_ = env;
+  d->startup_deadline_ = Clock::now() + options.rendezvous_timeout;
   HT_ASSIGN_OR_RETURN(d->layout_, ComputeGroupLayout(options.strategy, options.shard_degree,
                                                      env.world_size, env.local_world_size, env.rank));
   if (options.collective_timeout.count() <= 0) {
@@ -41,7 +78,7 @@ StatusOr<std::unique_ptr<DistContext>> DistContext::Create(
   }
   d->watchdog_ = std::make_unique<CollectiveWatchdog>(options.collective_timeout, env.rank,
                                                       options.hang_exit_code, options.on_hang);
-  HT_RETURN_IF_ERROR(JoinRendezvous(env, options.rendezvous_timeout, &d->server_, &d->client_));
+  HT_RETURN_IF_ERROR(JoinRendezvous(env, d->startup_deadline_, &d->server_, &d->client_));
   HT_ASSIGN_OR_RETURN(GroupFactory make, make_factory(*d));
   std::vector<int> all(env.world_size);
   for (int i = 0; i < env.world_size; ++i) all[i] = i;
@@ -61,6 +98,8 @@ StatusOr<std::unique_ptr<DistContext>> DistContext::CreateGloo(const launch::Ran
     // Gloo's own timeout backs up the watchdog; never shorter than it.
     gopts.timeout = std::max(gopts.timeout, options.collective_timeout * 2);
     gopts.rendezvous_timeout = options.rendezvous_timeout;
+    gopts.connect_deadline = d.startup_deadline();
+    gopts.local_world_size = d.env().local_world_size;
     HT_ASSIGN_OR_RETURN(d.gloo_device_, CreateGlooDevice(gopts));
     DistContext* self = &d;
     return GroupFactory([self, gopts](const std::string& name,

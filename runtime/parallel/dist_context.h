@@ -28,7 +28,10 @@ struct DistOptions {
   ShardingStrategy strategy = ShardingStrategy::kHybridShard;
   int shard_degree = 0;  // 0 = strategy default
   std::chrono::milliseconds collective_timeout{std::chrono::minutes(10)};
-  // Connecting to the store (workers may start long before the master).
+  // The whole start-up, from Create() on: connecting to the store (workers
+  // may start long before the master), the rendezvous barrier of all ranks,
+  // and connecting every process group. Past it Create() fails with
+  // Unavailable (exit 200) naming the node ranks / ranks that never joined.
   std::chrono::milliseconds rendezvous_timeout{std::chrono::minutes(5)};
   int hang_exit_code = contract::kExitCollectiveTimeout;
   CollectiveWatchdog::HangHandler on_hang;   // empty: log + _exit(hang_exit_code)
@@ -57,6 +60,9 @@ class DistContext {
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
   launch::TcpStoreClient& store() { return *client_; }
+  // What is left of the start-up deadline (rendezvous_timeout from Create).
+  std::chrono::milliseconds StartupTimeLeft() const;
+  std::chrono::steady_clock::time_point startup_deadline() const { return startup_deadline_; }
   CollectiveWatchdog& watchdog() { return *watchdog_; }
   ProcessGroup& world() { return *world_; }
   ProcessGroup& shard() { return *shard_; }
@@ -73,6 +79,7 @@ class DistContext {
   DistContext() = default;
   launch::RankEnv env_;
   GroupLayout layout_;
+  std::chrono::steady_clock::time_point startup_deadline_;
   std::unique_ptr<launch::TcpStoreServer> server_;
   std::unique_ptr<launch::TcpStoreClient> client_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;
@@ -82,8 +89,10 @@ class DistContext {
 
 // Rank 0 serves the store on all interfaces at MASTER_PORT; every rank then
 // connects to MASTER_ADDR:MASTER_PORT (rank 0 through loopback) with the job
-// id and restart attempt as the store identity.
-Status JoinRendezvous(const launch::RankEnv& env, std::chrono::milliseconds deadline,
+// id and restart attempt as the store identity, announces itself and waits
+// until every rank has: past `deadline` an Unavailable names the node ranks
+// and ranks that never joined and the store's address.
+Status JoinRendezvous(const launch::RankEnv& env, std::chrono::steady_clock::time_point deadline,
                       std::unique_ptr<launch::TcpStoreServer>* server,
                       std::unique_ptr<launch::TcpStoreClient>* client);
 

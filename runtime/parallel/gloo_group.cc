@@ -22,6 +22,7 @@
 
 #include "runtime/parallel/bf16.h"
 #include "runtime/trace/recorder.h"
+#include "runtime/parallel/groups.h"
 
 namespace hypertrain::parallel {
 
@@ -45,15 +46,25 @@ const char* DTypeName(DType d) {
 namespace {
 
 // gloo's rendezvous store interface over our TCP store (keys namespaced per group).
+// Every wait ends by `deadline` (Gloo's own is its op timeout, 30 min and
+// more); a wait that times out names the world ranks whose keys are missing
+// (Gloo's full-mesh keys are the group ranks).
 class StoreAdapter : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(launch::TcpStoreClient* store, std::string prefix, std::chrono::milliseconds timeout)
-      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+  StoreAdapter(launch::TcpStoreClient* store, std::string prefix, std::chrono::milliseconds timeout,
+               std::chrono::steady_clock::time_point deadline, const std::vector<int>* ranks,
+               int local_world_size)
+      : store_(store),
+        prefix_(std::move(prefix)),
+        timeout_(timeout),
+        deadline_(deadline),
+        ranks_(ranks),
+        local_world_size_(local_world_size) {}
   void set(const std::string& key, const std::vector<char>& data) override {
     Check(store_->Set(prefix_ + key, std::string(data.begin(), data.end())));
   }
   std::vector<char> get(const std::string& key) override {
-    auto v = store_->Get(prefix_ + key, timeout_);
+    auto v = store_->Get(prefix_ + key, Bound(timeout_));
     Check(v.status());
     return std::vector<char>(v->begin(), v->end());
   }
@@ -61,16 +72,37 @@ class StoreAdapter : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     std::vector<std::string> full;
     for (const auto& k : keys) full.push_back(prefix_ + k);
-    Check(store_->Wait(full, timeout));
+    const Status s = store_->Wait(full, Bound(timeout));
+    if (s.code() != StatusCode::kDeadlineExceeded || ranks_ == nullptr) return Check(s);
+    std::vector<int> missing;
+    for (const auto& k : keys) {
+      StatusOr<bool> there = store_->Check(prefix_ + k);
+      const int g = std::atoi(k.c_str());
+      if ((!there.ok() || !*there) && g >= 0 && g < static_cast<int>(ranks_->size())) {
+        missing.push_back((*ranks_)[g]);
+      }
+    }
+    throw std::runtime_error("by the start-up deadline (HT_RENDEZVOUS_TIMEOUT_S) " +
+                             DescribeMissingRanks(missing, local_world_size_) +
+                             " did not join, via the store at " + store_->address());
   }
 
  private:
+  std::chrono::milliseconds Bound(std::chrono::milliseconds t) const {
+    if (deadline_ == std::chrono::steady_clock::time_point{}) return t;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline_ - std::chrono::steady_clock::now());
+    return std::max(std::chrono::milliseconds(0), std::min(t, left));
+  }
   static void Check(const Status& s) {
     if (!s.ok()) throw std::runtime_error(s.ToString());
   }
   launch::TcpStoreClient* store_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point deadline_;
+  const std::vector<int>* ranks_;
+  int local_world_size_;
 };
 
 void SumF32(void* c, const void* a, const void* b, size_t n) {
@@ -339,15 +371,18 @@ class GlooGroup final : public ProcessGroup {
       }
       const double begin = tr != nullptr ? tr->NowUs() : 0.0;
       Status s;
-      if (failed_) {
-        s = Unavailable(t.what + ": not run, an earlier collective of this group failed");
+      if (!first_failure_.empty()) {
+        s = Unavailable(t.what + ": not run, an earlier collective of this group failed: " + first_failure_);
       } else {
         try {
           WatchdogScope scope(watchdog_, t.what);
           t.fn();
         } catch (const std::exception& e) {
           s = FromException(t.what, e);
-          failed_ = true;  // the group's streams are out of step now
+          // The group's streams are out of step now; every later collective
+          // repeats the cause (typically "connection closed by peer <addr>":
+          // that peer rank exited or its node was lost).
+          first_failure_ = s.message();
         }
       }
       if (tr != nullptr) {
@@ -372,6 +407,7 @@ class GlooGroup final : public ProcessGroup {
   trace::Recorder* trace_ = nullptr;  // mu_
   int track_ = 0;
   bool failed_ = false;
+  std::string first_failure_;  // worker thread only
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
@@ -419,7 +455,8 @@ StatusOr<std::unique_ptr<ProcessGroup>> CreateGlooGroup(
   auto ctx = std::make_shared<gloo::rendezvous::Context>(group_rank, static_cast<int>(ranks.size()));
   ctx->setTimeout(options.timeout);
   if (ranks.size() > 1) {
-    StoreAdapter adapter(store, "gloo/" + name + "/", options.rendezvous_timeout);
+    StoreAdapter adapter(store, "gloo/" + name + "/", options.rendezvous_timeout,
+                         options.connect_deadline, &ranks, options.local_world_size);
     try {
       ctx->connectFullMesh(adapter, device);
     } catch (const std::exception& e) {

@@ -29,8 +29,12 @@ struct GlooOptions {
   std::string iface;
   // Gloo's own per-operation timeout (should exceed the watchdog's).
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
-  // How long connecting the group may wait for its peers in the store.
+  // How long connecting the group may wait for its peers in the store, and
+  // the start-up deadline it never waits past (when set).
   std::chrono::milliseconds rendezvous_timeout{std::chrono::minutes(5)};
+  std::chrono::steady_clock::time_point connect_deadline{};
+  // To name the node of a missing rank (rank / local_world_size).
+  int local_world_size = 1;
 };
 
 // One transport device per process, shared by its groups.

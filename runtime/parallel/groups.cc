@@ -36,4 +36,18 @@ StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_de
   return g;
 }
 
+std::string DescribeMissingRanks(const std::vector<int>& ranks, int local_world_size) {
+  auto join = [](const std::vector<int>& v) {
+    std::string s;
+    for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+    return "[" + s + "]";
+  };
+  std::vector<int> nodes;
+  for (int r : ranks) {
+    const int n = r / (local_world_size > 0 ? local_world_size : 1);
+    if (nodes.empty() || nodes.back() != n) nodes.push_back(n);
+  }
+  return "node ranks " + join(nodes) + " (ranks " + join(ranks) + ")";
+}
+
 }  // namespace hypertrain::parallel

@@ -52,4 +52,9 @@ struct GroupLayout {
 StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_degree,
                                          int world_size, int local_world_size, int rank);
 
+// "node ranks [1] (ranks [2, 3])": the nodes and world ranks of `ranks`
+// (ascending), the node of rank r being r / local_world_size. For messages
+// about ranks that never joined or were lost.
+std::string DescribeMissingRanks(const std::vector<int>& ranks, int local_world_size);
+
 }  // namespace hypertrain::parallel

@@ -426,10 +426,10 @@ StatusOr<std::unique_ptr<DistContext>> CreateNcclDistContext(const launch::RankE
                                                              int cuda_device) {
   return DistContext::Create(env, options, [&](DistContext& d) -> StatusOr<GroupFactory> {
     DistContext* self = &d;
-    const auto timeout = options.rendezvous_timeout;
-    return GroupFactory([self, cuda_device, timeout, options](const std::string& name,
+    // Every group's unique-id exchange ends by the start-up deadline.
+    return GroupFactory([self, cuda_device, options](const std::string& name,
                                                               const std::vector<int>& ranks) {
-      return CreateNcclGroup(name, ranks, self->rank(), cuda_device, &self->store(), timeout,
+      return CreateNcclGroup(name, ranks, self->rank(), cuda_device, &self->store(), self->StartupTimeLeft(),
                              &self->watchdog(), NcclTuningFor(options, name));
     });
   });
