@@ -4,7 +4,9 @@
 # examples/local-tiny.yaml with kubectl (2 nodes x 2 CPU ranks, hybrid shard, the
 # tiny model on real text, a checkpoint every few steps), shows the job's state
 # moving, kills one trainer pod's process with SIGKILL mid-run, and shows the gang
-# restart and the resume from the checkpoint through to Succeeded. Cleans up
+# restart and the resume from the checkpoint; then deletes a pod with kubectl
+# (SIGTERM: the ranks finish the step and save it) and shows the next attempt
+# resuming at exactly that step (0 lost steps), through to Succeeded. Cleans up
 # after itself (every process it started is ended by PID).
 #
 #   tools/local-e2e.sh
@@ -16,6 +18,8 @@
 #   HT_MAX_STEPS     training steps (default 300)
 #   HT_CKPT_EVERY    checkpoint interval in steps (default 10)
 #   HT_KILL_AT_STEP  kill node 1's trainer once this step is logged (default 60; 0: no kill)
+#   HT_DELETE_AT_STEP  `kubectl delete pod` node 0 once this step is logged, after the
+#                    kill's restart (default 150; 0: no delete)
 #   HT_VERIFY_REFERENCE=1  afterwards also train the same config uninterrupted with
 #                    `hypertrain launch` (same 2x2 layout) and compare the final
 #                    checkpoint's shard files byte for byte
@@ -32,6 +36,7 @@ WORK="${HT_LOCAL_DIR:-/tmp/hypertrain-local}"
 MAX_STEPS="${HT_MAX_STEPS:-300}"
 CKPT_EVERY="${HT_CKPT_EVERY:-10}"
 KILL_AT="${HT_KILL_AT_STEP:-60}"
+DELETE_AT="${HT_DELETE_AT_STEP:-150}"
 TIMEOUT_S="${HT_TIMEOUT_S:-600}"
 JOB=local-tiny
 PIDS=()
@@ -140,6 +145,7 @@ last_step() { [ -s "$METRICS" ] && tail -n 1 "$METRICS" | sed -n 's/.*"step":\([
 state() { kubectl get tj "$JOB" -o jsonpath='{.status.state}/{.status.restartCount}' 2>/dev/null || true; }
 
 killed=0
+deleted=0
 prev=""
 deadline=$((SECONDS + TIMEOUT_S))
 while :; do
@@ -158,6 +164,14 @@ while :; do
     kill -9 "$pid"
     killed=1
   fi
+  # Graceful: Kubernetes' SIGTERM to the pod's launcher (the node agent sends it
+  # on deletion), after the SIGKILL's restart if there was one.
+  if [ "$deleted" = 0 ] && [ "$DELETE_AT" -gt 0 ] && [ "${s%/*}" = Running ] && [ "${s#*/}" -ge "$killed" ] &&
+     [ "$(last_step)" -ge "$DELETE_AT" ]; then
+    say ">>> kubectl delete pod $JOB-node-0 at step $(last_step) (SIGTERM: finish the step, save it, exit 143)"
+    kubectl delete pod "$JOB-node-0" --wait=false
+    deleted=1
+  fi
   [ "$SECONDS" -lt "$deadline" ] || { kubectl get tj "$JOB" -o yaml; die "timed out after ${TIMEOUT_S}s"; }
   sleep 0.5
 done
@@ -174,7 +188,7 @@ if [ "$killed" = 1 ]; then
   [ "${restarts:-0}" -ge 1 ] || die "the job succeeded without a gang restart"
   # The second attempt's rank 0 logs where it resumed; metrics.jsonl holds both
   # attempts' lines (steps after the checkpoint appear twice when attempt 1 got past it).
-  from="$(grep -h -o "resumed at step [0-9]*" "$WORK"/pods/*/container.log | head -n 1 | awk '{print $4}')"
+  from="$(grep -h -o "resumed at step [0-9]*" "$WORK"/pods/*/container.log | awk '{print $4}' | sort -n | head -n 1)"
   [ -n "$from" ] || die "no resume from a checkpoint in the pod logs ($WORK/pods)"
   reached="$(awk -F'"step":' '{split($2, a, /[,}]/); s = a[1] + 0; if (s <= prev) { print prev; exit } prev = s} END {}' "$METRICS")"
   say "attempt 1 was killed at step ${reached:-$from}; attempt 2 resumed from the checkpoint of step $from"
@@ -182,6 +196,19 @@ if [ "$killed" = 1 ]; then
   say "loss around the restart (step: loss):"
   awk -F'"step":' -v f="$from" '{split($2, a, /[,}]/); s = a[1] + 0; match($0, /"loss":[^,]*/);
       l = substr($0, RSTART + 7, RLENGTH - 7); if (s >= f - 2 && s <= f + 3) print "    " s ": " l}' "$METRICS"
+fi
+
+if [ "$deleted" = 1 ]; then
+  # The deleted pod's ranks (and their peers) stopped after one step and saved
+  # it; the next attempt resumed exactly there: no step is trained twice.
+  stopped="$(grep -h -o "stopping after step [0-9]* on request" "$WORK"/pods/*/container.log | awk '{print $4}' | sort -un | tail -n 1)"
+  [ -n "$stopped" ] || die "no graceful stop in the pod logs after kubectl delete pod"
+  grep -h -q "resumed at step $stopped " "$WORK"/pods/*/container.log ||
+    die "stopped after step $stopped on SIGTERM, but no attempt resumed at step $stopped"
+  twice="$(awk -F'"step":' -v n="$stopped" '{split($2, a, /[,}]/); if (a[1] + 0 == n) c++} END {print c + 0}' "$METRICS")"
+  [ "$twice" = 1 ] || die "step $stopped appears $twice times in $METRICS"
+  say "kubectl delete pod: every rank stopped after step $stopped and saved it (exit 143); the next attempt resumed at step $stopped: 0 lost steps"
+  grep -h "stopped on request\|received SIGTERM" "$WORK"/pods/*/container.log | sort -u | head -n 3 | sed 's/^/    /' || true
 fi
 
 if [ "${HT_VERIFY_REFERENCE:-0}" = 1 ]; then
