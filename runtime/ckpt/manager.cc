@@ -169,7 +169,7 @@ Status CheckpointManager::Load(const FoundCheckpoint& found, StateAccess& state,
   if (old.world_size != now.world_size || old.shard_degree != now.shard_degree) {
     // The sampler position is global (whole global batches): the data order
     // continues exactly when the global batch is unchanged.
-    spdlog::info("resharding {} from world {} (shard degree {}) to world {} (shard degree {}): parameters and "
+    spdlog::warn("resharding {} from world {} (shard degree {}) to world {} (shard degree {}): parameters and "
                  "optimizer state are exact; the data continues at the same global sample position (the same "
                  "order when the global batch size is unchanged)",
                  found.path, old.world_size, old.shard_degree, now.world_size, now.shard_degree);

@@ -154,40 +154,44 @@ TEST(TrainerTest, ResumeFromCheckpointHooksIsBitIdentical) {
 }
 
 // Records the stop: the step and whether the loop asked to save it.
+struct StopRecord {
+  int64_t stopped_at = -1;
+  bool saved = false;
+  bool finished = false;
+};
 class StopRecorder : public CheckpointHooks {
  public:
-  StopRecorder(Termination* t, int64_t request_at, double estimate)
-      : t_(t), request_at_(request_at), estimate_(estimate) {}
+  StopRecorder(Termination* t, int64_t request_at, double estimate, StopRecord* rec)
+      : t_(t), request_at_(request_at), estimate_(estimate), rec_(rec) {}
   StatusOr<bool> Restore(model::Backend&, TrainState&) override { return false; }
   Status AfterStep(model::Backend&, const TrainState& s) override {
     if (s.step == request_at_) t_->Request(15);  // as if SIGTERM came during the next step
     return Status::Ok();
   }
   Status Finish(model::Backend&, const TrainState&) override {
-    finished = true;
+    rec_->finished = true;
     return Status::Ok();
   }
   double EstimatedSaveSeconds() const override { return estimate_; }
   Status Stop(model::Backend&, const TrainState& s, bool save) override {
-    stopped_at = s.step;
-    saved = save;
+    rec_->stopped_at = s.step;
+    rec_->saved = save;
     return Status::Ok();
   }
-  int64_t stopped_at = -1;
-  bool saved = false;
-  bool finished = false;
 
  private:
   Termination* t_;
   int64_t request_at_;
   double estimate_;
+  StopRecord* rec_;
 };
 
 TEST(TrainerTest, StopRequestEndsTheStepAndSavesWhenItFits) {
   for (const double estimate : {0.5, 100.0}) {  // grace 30 s: fits / does not
     Termination t(30);
-    auto hooks = std::make_unique<StopRecorder>(&t, 4, estimate);
-    StopRecorder* rec = hooks.get();
+    StopRecord record;
+    const StopRecord* rec = &record;
+    auto hooks = std::make_unique<StopRecorder>(&t, 4, estimate, &record);
     const config::TrainConfig c = Config(TempDir("exp_stop"), {});
     TrainParts parts = CpuParts(c, std::move(hooks));
     parts.termination = &t;

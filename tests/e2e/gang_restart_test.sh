@@ -2,8 +2,10 @@
 # End to end on real processes: kube-local + node agent + operator; a
 # TrainingJob of 2 nodes x 2 CPU ranks; one trainer pod's process is killed
 # with SIGKILL mid-run -> the operator restarts the gang -> the trainer
-# resumes from the latest checkpoint -> Succeeded, and the final checkpoint's
-# parameters are byte-identical to an uninterrupted run of the same layout.
+# resumes from the latest checkpoint; then `kubectl delete pod` (SIGTERM) ->
+# every rank finishes its step and saves it -> the next attempt resumes at
+# exactly that step -> Succeeded, and the final checkpoint's parameters are
+# byte-identical to an uninterrupted run of the same layout.
 # This is tools/local-e2e.sh with the reference check on, on byte tokens (the
 # demo's Llama-2 vocab makes the model ~10x slower on CPU; the real tokenizer's
 # path to training is runtime/cmd:data_cli_test).
@@ -14,7 +16,7 @@ for b in localcluster/apiserver/kube-local localcluster/nodeagent/node-agent ope
   ln -s "$R/$b" "$BIN/$(basename "$b")"
 done
 out="$(mktemp "${TEST_TMPDIR:-/tmp}/out.XXXXXX")"
-HT_TOKENIZER=bytes HT_BIN_DIR="$BIN" HT_LOCAL_DIR="${TEST_TMPDIR:-/tmp}/e2e" HT_MAX_STEPS=60 HT_CKPT_EVERY=10 HT_KILL_AT_STEP=25 \
+HT_TOKENIZER=bytes HT_BIN_DIR="$BIN" HT_LOCAL_DIR="${TEST_TMPDIR:-/tmp}/e2e" HT_MAX_STEPS=60 HT_CKPT_EVERY=10 HT_KILL_AT_STEP=25 HT_DELETE_AT_STEP=42 \
   HT_VERIFY_REFERENCE=1 HT_REQUIRE_PROGRESS=1 HT_TIMEOUT_S=200 "$R/tools/local-e2e.sh" > "$out" 2>&1 || {
   cat "$out"
   for f in "${TEST_TMPDIR:-/tmp}"/e2e/logs/*.log; do echo "== $f"; tail -n 30 "$f"; done
@@ -27,7 +29,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # status.conditions and the gang-restart Event.
 grep -qE "^ +Restarting=(True|False) " "$out" || fail "no Restarting condition in the job's status"
 grep -q "PodFailed .*gang restart 1 after pod" "$out" || fail "no gang-restart Event"
-grep -q "state=Succeeded restarts=1" "$out" || fail "not Succeeded after one restart"
+grep -q "state=Succeeded restarts=2" "$out" || fail "not Succeeded after two restarts (kill -9, kubectl delete pod)"
 grep -q "attempt 2 resumed from the checkpoint of step" "$out" || fail "no resume from a checkpoint"
+grep -q "the next attempt resumed at step [0-9]*: 0 lost steps" "$out" || fail "kubectl delete pod: no resume at the stop step"
 grep -q "shard files identical to the uninterrupted run" "$out" || fail "final parameters not compared"
 echo PASS
