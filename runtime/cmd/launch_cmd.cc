@@ -3,6 +3,7 @@
 // on every node where a metrics port is set; this command's log flags are
 // passed on to the ranks. Before ranks start it logs which NCCL net plugin
 // NCCL will load, loudly when an EFA node has none.
+#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -76,6 +77,15 @@ int LaunchMain(int argc, char** argv, const LogFlags& log) {
     return train::kExitConfigError;
   }
   LogNcclNetPreflight();
+  // Threads started below (the metrics server's) must never take SIGTERM: a
+  // signal delivered to one would kill the launcher with its default action
+  // instead of reaching RunLauncher's sigtimedwait, which forwards it and
+  // gives the ranks their grace budget. They keep the stop signals blocked;
+  // this thread gets its mask back (the ranks inherit it from RunLauncher).
+  sigset_t stop_signals, original_mask;
+  sigemptyset(&stop_signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&stop_signals, s);
+  ::pthread_sigmask(SIG_BLOCK, &stop_signals, &original_mask);
   Observers observers;
   if (*port > 0) {
     auto server = progress::StartMetricsServer(config, *port);
@@ -93,6 +103,7 @@ int LaunchMain(int argc, char** argv, const LogFlags& log) {
   }
   // Null when progress reporting does not apply (not node 0, no pod).
   observers.Add(progress::MaybeCreateReporter(config));
+  ::pthread_sigmask(SIG_SETMASK, &original_mask, nullptr);
   return launch::RunLauncher(config, observers.empty() ? nullptr : &observers);
 }
 
