@@ -2,7 +2,8 @@
 // "started" here as the kubelet would (env values, downward-API fields, the
 // config volume), and the runtime's own parsers read it: the launcher's node
 // env and rank count, the progress reporter's pod, the trainer's config and
-// checkpoint dir. Every variable the operator sets must be asked for by one of
+// checkpoint dir, the launcher's and the ranks' termination grace budget.
+// Every variable the operator sets must be asked for by one of
 // them ("read by the runtime, or it is not set").
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include "runtime/launch/env.h"
 #include "runtime/launch/launch.h"
 #include "runtime/progress/progress_reporter.h"
+#include "runtime/train/termination.h"
 
 namespace hypertrain {
 namespace {
@@ -176,6 +178,12 @@ TEST(PodEnvContract, TheRuntimeReadsEveryVariableTheOperatorSets) {
       EXPECT_EQ(loaded->max_steps, 12);
       EXPECT_EQ(loaded->checkpoint_dir,
                 spec->checkpoint_dir.empty() ? "/fsx/exp/checkpoints" : spec->checkpoint_dir);
+
+      // On SIGTERM the launcher and every rank read the grace budget: the
+      // pod's own terminationGracePeriodSeconds.
+      auto grace = train::Termination::GraceFromEnv(env.Lookup());
+      ASSERT_TRUE(grace.ok()) << grace.status().ToString();
+      EXPECT_EQ(*grace, (*pod)["spec"]["terminationGracePeriodSeconds"].get<double>());
 
       for (const auto& [name, value] : env.env) {
         const contract::EnvVarSpec* v = contract::FindEnvVar(name);
