@@ -163,9 +163,9 @@ pass "failed final save with failure_policy=continue -> exit 200"
 rc=0; "$BIN" train --config "$TMP" > "$TMP/dir.log" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] && grep -q "is a directory, not a YAML file" "$TMP/dir.log" || { cat "$TMP/dir.log"; fail "--config <dir>"; }
 train typo typo --set trainer.max_steps=1 --set model.optim.lrr=1
-expect_rc 0 typo "unknown --set key"
-grep -q -- "--set: unknown keys (ignored): model.optim.lrr" "$TMP/typo.log" || { cat "$TMP/typo.log"; fail "unknown --set key message"; }
-grep -q "tiny-cpu.yaml: unknown keys" "$TMP/typo.log" && fail "the --set key was attributed to the YAML file"
+expect_rc 2 typo "unknown --set key"
+grep -q -- "--set: unknown key model.optim.lrr (did you mean model.optim.lr?)" "$TMP/typo.log" || { cat "$TMP/typo.log"; fail "unknown --set key message"; }
+grep -q "tiny-cpu.yaml: unknown key" "$TMP/typo.log" && fail "the --set key was attributed to the YAML file"
 train hf hf --set trainer.max_steps=1 --set exp_manager.hf_init_from="$TMP/no-such-hf"
 [ "$rc" -ne 0 ] && grep -q "exp_manager.hf_init_from: $TMP/no-such-hf is not a Hugging Face model directory" "$TMP/hf.log" ||
   { cat "$TMP/hf.log"; fail "hf_init_from message"; }

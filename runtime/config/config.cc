@@ -452,7 +452,14 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::vecto
     const std::string hint = internal::SuggestKey(k, r.read());
     const std::string item = hint.empty() ? k : fmt::format("{} (did you mean {}?)", k, hint);
     if (unknown_policy == "error") {
-      return InvalidArgument(fmt::format("{}: unknown key {}; set hypertrain.unknown_keys: warn to run anyway", source, item));
+      // Attributed to where it came from: a --set, or the file.
+      bool from_set = false;
+      for (const std::string& o : overrides) {
+        const std::string key = o.substr(0, o.find('='));
+        from_set = from_set || k == key || k.rfind(key + ".", 0) == 0;
+      }
+      return InvalidArgument(fmt::format("{}: unknown key {}; set hypertrain.unknown_keys: warn to run anyway",
+                                         from_set ? "--set" : source, item));
     }
     c.unknown_keys.push_back(item);
   }

@@ -182,16 +182,16 @@ TEST(RecipeKeys, LrDecayItersAndConstantSteps) {
 
 TEST(RecipeKeys, UnknownKeysAreErrorsWithSuggestionsUnlessWarn) {
   ExpectError({"model.hiden_size=64"},
-              "<test>: unknown key model.hiden_size (did you mean model.hidden_size?); set "
+              "--set: unknown key model.hiden_size (did you mean model.hidden_size?); set "
               "hypertrain.unknown_keys: warn to run anyway");
   ExpectError({"trainer.seed=1"},
-              "<test>: unknown key trainer.seed (did you mean model.seed?); set hypertrain.unknown_keys: warn to run "
+              "--set: unknown key trainer.seed (did you mean model.seed?); set hypertrain.unknown_keys: warn to run "
               "anyway");
   ExpectError({"exp_manager.checkpoint_callback_params.every_n_train_step=5"},
-              "<test>: unknown key exp_manager.checkpoint_callback_params.every_n_train_step (did you mean "
+              "--set: unknown key exp_manager.checkpoint_callback_params.every_n_train_step (did you mean "
               "exp_manager.checkpoint_callback_params.every_n_train_steps?); set hypertrain.unknown_keys: warn to "
               "run anyway");
-  ExpectError({"zzz=1"}, "<test>: unknown key zzz; set hypertrain.unknown_keys: warn to run anyway");
+  ExpectError({"zzz=1"}, "--set: unknown key zzz; set hypertrain.unknown_keys: warn to run anyway");
   auto w = Parse({"model.hiden_size=64", "hypertrain.unknown_keys=warn"});
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(w->unknown_keys, std::vector<std::string>{"model.hiden_size (did you mean model.hidden_size?)"});
