@@ -406,7 +406,6 @@ class GlooGroup final : public ProcessGroup {
   uint64_t seq_ = 0;  // collectives issued (mu_)
   trace::Recorder* trace_ = nullptr;  // mu_
   int track_ = 0;
-  bool failed_ = false;
   std::string first_failure_;  // worker thread only
   std::mutex mu_;
   std::condition_variable cv_;
