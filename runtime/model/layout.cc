@@ -90,6 +90,37 @@ StatusOr<ParamLayout> ParamLayout::Build(const ModelConfig& c, const LayoutOptio
   return l;
 }
 
+StatusOr<ParamLayout> ParamLayout::BuildLora(const ModelConfig& c, int64_t rank,
+                                             const std::vector<int>& targets,
+                                             const LayoutOptions& options) {
+  HT_ASSIGN_OR_RETURN(ParamLayout base, Build(c, options));
+  if (rank < 1) return InvalidArgument(fmt::format("LoRA rank must be >= 1, got {}", rank));
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const int t = targets[i];
+    if (t < kQProj || t >= kNumBlockTensors || t == kPostNorm || (i > 0 && t <= targets[i - 1])) {
+      return InvalidArgument("LoRA targets must be distinct projections in block order");
+    }
+  }
+  ParamLayout l;
+  l.config_ = c;
+  l.options_ = options;
+  l.units_.push_back(UnitBuilder(kEmbeddingUnit, "embedding", options.tensor_alignment)
+                         .Finish(options.pad_multiple));
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const int u = BlockUnit(static_cast<int>(layer));
+    UnitBuilder b(u, fmt::format("layers.{}", layer), options.tensor_alignment);
+    for (int t : targets) {
+      const TensorSlot& w = base.unit(u).tensors[t];
+      // "model.layers.3.self_attn.q_proj.weight" -> PEFT's module prefix.
+      const std::string module = "base_model.model." + w.name.substr(0, w.name.size() - 7);
+      b.Add(module + ".lora_A.weight", {rank, w.shape[1]}, TensorKind::kLoraA);
+      b.Add(module + ".lora_B.weight", {w.shape[0], rank}, TensorKind::kLoraB);
+    }
+    l.units_.push_back(b.Finish(options.pad_multiple));
+  }
+  return l;
+}
+
 int64_t ParamLayout::total_padded_numel() const {
   int64_t n = 0;
   for (const UnitLayout& u : units_) n += u.padded_numel;

@@ -50,6 +50,8 @@ enum class TensorKind {
   kEmbedding,  // [V, C]
   kNorm,       // [C]
   kLinear,     // [out, in]
+  kLoraA,      // [rank, in]  (runtime/model/peft.h)
+  kLoraB,      // [out, rank]
 };
 
 struct TensorSlot {
@@ -116,6 +118,17 @@ class ParamLayout {
   int64_t total_param_numel() const;
   // Every tensor of every unit in unit order (for checkpoint export).
   std::vector<std::pair<int, const TensorSlot*>> AllTensors() const;
+
+  // LoRA adapters (runtime/model/peft.h) as a layout of their own, unit for
+  // unit beside the model's: the embedding unit holds no tensor (padded to
+  // pad_multiple, at least 1 element), block unit l+1 holds, for every target
+  // projection t in block order (q, k, v, o, gate, up, down), t's lora_A
+  // [rank, in_t] then lora_B [out_t, rank], named as PEFT saves them
+  // ("base_model.model.model.layers.L.self_attn.q_proj.lora_A.weight").
+  // `targets` are BlockTensor indices of projections, ascending, no repeats.
+  static StatusOr<ParamLayout> BuildLora(const ModelConfig& config, int64_t rank,
+                                         const std::vector<int>& targets,
+                                         const LayoutOptions& options = {});
 
  private:
   ModelConfig config_;

@@ -14,32 +14,55 @@
 //              forward into shared scratch.
 // Recomputation runs the same code on the same inputs, so all three give
 // bit-identical gradients.
+//
+// PEFT (runtime/model/peft.h): given an adapter layout, every target
+// projection adds its LoRA term; a pass then takes the adapters' params and
+// grads in PassExtras. Base gradients may be null per unit (a frozen base):
+// nothing is computed for them, only the activation gradients the adapters
+// need. Packed samples: PassExtras::positions restarts RoPE per sample and
+// confines attention to it (ops.h AttentionForward).
 #include <cstdint>
 #include <vector>
 
 #include "core/status.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/layout.h"
+#include "runtime/model/peft.h"
 #include "runtime/model/unit_hooks.h"
 
 namespace hypertrain::cpu {
 
+// Per-pass inputs beyond the tokens.
+template <typename T>
+struct PassExtras {
+  const int32_t* positions = nullptr;   // [batch*seq] or null (0..seq-1 per row)
+  uint64_t rng_offset = 0;              // dropout pass number
+  const std::vector<T*>* adapter_params = nullptr;  // per unit of the adapter layout
+  const std::vector<T*>* adapter_grads = nullptr;   // null: forward only
+};
+
 template <typename T>
 class CpuModel {
  public:
+  // `adapters` (PEFT) must outlive the model; `seed` keys the dropout masks.
   CpuModel(const model::ParamLayout& layout, int64_t batch, int64_t seq,
-           model::ActivationCheckpointing checkpointing, int32_t ignore_index = -100);
+           model::ActivationCheckpointing checkpointing, int32_t ignore_index = -100,
+           const model::ParamLayout* adapters = nullptr, const model::PeftOptions& peft = {},
+           uint64_t seed = 0);
 
   // params[u] / grads[u]: full buffers of unit u (layout.unit(u).padded_numel).
   // Forward + backward of one micro-batch; grads accumulate the gradient of
   // grad_multiplier * mean loss. Returns the mean loss. Calls hooks in the
   // order documented in runtime/model/unit_hooks.h.
+  // A null grads[u] means unit u is frozen.
   StatusOr<double> ForwardBackward(const int32_t* inputs, const int32_t* targets,
                                    double grad_multiplier, const std::vector<T*>& params,
-                                   const std::vector<T*>& grads, model::UnitHooks& hooks);
+                                   const std::vector<T*>& grads, model::UnitHooks& hooks,
+                                   const PassExtras<T>& extras = {});
   // Forward only.
   StatusOr<double> Loss(const int32_t* inputs, const int32_t* targets,
-                        const std::vector<T*>& params, model::UnitHooks& hooks);
+                        const std::vector<T*>& params, model::UnitHooks& hooks,
+                        const PassExtras<T>& extras = {});
 
   // Bytes of activation memory planned (for tests comparing modes).
   int64_t activation_bytes() const { return activation_bytes_; }
@@ -50,13 +73,20 @@ class CpuModel {
  private:
   struct Acts {
     T *x, *ln1, *rstd1, *q, *k, *v, *att, *lse, *h, *ln2, *rstd2, *gate, *up, *act;
+    T* lora_t[model::kNumBlockTensors];  // [N, rank] per LoRA target (else null)
   };
   Status CheckTokens(const int32_t* inputs, const int32_t* targets) const;
+  Status CheckExtras(const PassExtras<T>& extras) const;
   Status Forward(const int32_t* inputs, const std::vector<T*>& params, model::UnitHooks& hooks);
+  // out[N, OF] = in W_t^T (+ t's LoRA term).
+  void Project(T* out, const T* in, const T* p, int layer, int t, const Acts& a);
+  // Backward of Project: din += ..., weight/adapter grads += ...
+  void ProjectBackward(T* din, T* g, const T* dout, const T* in, const T* p, int layer, int t,
+                       const Acts& a);
   // Writes the block output into y (skipped when y == nullptr: recompute).
-  void BlockForward(const Acts& a, const T* p, T* y);
+  void BlockForward(int layer, const Acts& a, const T* p, T* y);
   void Recompute(int layer, const T* p);
-  void BlockBackward(const Acts& a, const T* p, T* g, T* dres);
+  void BlockBackward(int layer, const Acts& a, const T* p, T* g, T* dres);
   const T* Tensor(const T* unit, int u, int t) const;
   T* Tensor(T* unit, int u, int t) const;
 
@@ -72,6 +102,13 @@ class CpuModel {
   T *dres_, *dh_, *dln_, *datt_, *dq_, *dk_, *dv_, *dact_, *dgate_, *dup_;
   std::vector<T> cos_, sin_;
   int64_t activation_bytes_ = 0;
+  // PEFT.
+  const model::ParamLayout* adapters_ = nullptr;
+  model::PeftOptions peft_;
+  model::AdapterSlots slots_{};
+  uint64_t seed_ = 0;
+  T *lora_u_ = nullptr, *lora_dt_ = nullptr;  // dropout input / dt scratch
+  PassExtras<T> pass_;                        // the pass being run
 };
 
 extern template class CpuModel<float>;

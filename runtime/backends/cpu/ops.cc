@@ -169,12 +169,13 @@ namespace {
 // Rotates every head vector of x by +angle (sign = 1) or -angle (sign = -1).
 template <typename T>
 void Rotate(T* out, const T* in, const T* cos, const T* sin, int64_t B, int64_t Tn, int64_t heads,
-            int64_t D, T sign) {
+            int64_t D, T sign, const int32_t* positions) {
   const int64_t half = D / 2;
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < Tn; ++t) {
-      const T* c = cos + t * half;
-      const T* s = sin + t * half;
+      const int64_t p = positions != nullptr ? positions[b * Tn + t] : t;
+      const T* c = cos + p * half;
+      const T* s = sin + p * half;
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t base = ((b * Tn + t) * heads + h) * D;
         for (int64_t i = 0; i < half; ++i) {
@@ -192,20 +193,20 @@ void Rotate(T* out, const T* in, const T* cos, const T* sin, int64_t B, int64_t 
 
 template <typename T>
 void RopeForward(T* out, const T* in, const T* cos, const T* sin, int64_t B, int64_t Tn,
-                 int64_t heads, int64_t D) {
-  Rotate(out, in, cos, sin, B, Tn, heads, D, T(1));
+                 int64_t heads, int64_t D, const int32_t* positions) {
+  Rotate(out, in, cos, sin, B, Tn, heads, D, T(1), positions);
 }
 
 template <typename T>
 void RopeBackward(T* din, const T* dout, const T* cos, const T* sin, int64_t B, int64_t Tn,
-                  int64_t heads, int64_t D) {
+                  int64_t heads, int64_t D, const int32_t* positions) {
   // The rotation is orthogonal: its Jacobian transposed is the inverse rotation.
-  Rotate(din, dout, cos, sin, B, Tn, heads, D, T(-1));
+  Rotate(din, dout, cos, sin, B, Tn, heads, D, T(-1), positions);
 }
 
 template <typename T>
 void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v, int64_t B, int64_t Tn,
-                      int64_t H, int64_t KV, int64_t D) {
+                      int64_t H, int64_t KV, int64_t D, const int32_t* positions) {
   const int64_t group = H / KV;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<double> s(Tn), acc(D);
@@ -214,8 +215,9 @@ void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v, int64_
       const int64_t kh = h / group;
       for (int64_t i = 0; i < Tn; ++i) {
         const T* qi = q + ((b * Tn + i) * H + h) * D;
+        const int64_t j0 = positions != nullptr ? i - positions[b * Tn + i] : 0;
         double m = -INFINITY;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = j0; j <= i; ++j) {
           const T* kj = k + ((b * Tn + j) * KV + kh) * D;
           double dot = 0;
           for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(qi[d]) * kj[d];
@@ -224,7 +226,7 @@ void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v, int64_
         }
         double l = 0;
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = j0; j <= i; ++j) {
           const double p = std::exp(s[j] - m);
           l += p;
           const T* vj = v + ((b * Tn + j) * KV + kh) * D;
@@ -241,7 +243,7 @@ void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v, int64_
 template <typename T>
 void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                        const T* out, const T* lse, int64_t B, int64_t Tn, int64_t H, int64_t KV,
-                       int64_t D) {
+                       int64_t D, const int32_t* positions) {
   const int64_t group = H / KV;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<double> dqi(D), p(Tn), ds(Tn);
@@ -256,8 +258,9 @@ void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* 
         double delta = 0;  // sum_j P_ij dP_ij = dout_i . out_i
         for (int64_t d = 0; d < D; ++d) delta += static_cast<double>(doi[d]) * oi[d];
         const double li = lse[(b * H + h) * Tn + i];
+        const int64_t j0 = positions != nullptr ? i - positions[b * Tn + i] : 0;
         // P_ij from the saved log-sum-exp; dS_ij = P_ij (dP_ij - delta) * scale.
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = j0; j <= i; ++j) {
           const int64_t krow = ((b * Tn + j) * KV + kh) * D;
           double dot = 0, dp = 0;
           for (int64_t d = 0; d < D; ++d) {
@@ -269,13 +272,13 @@ void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* 
         }
         if (dq != nullptr) {
           std::fill(dqi.begin(), dqi.end(), 0.0);
-          for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t j = j0; j <= i; ++j) {
             const T* kj = k + ((b * Tn + j) * KV + kh) * D;
             for (int64_t d = 0; d < D; ++d) dqi[d] += ds[j] * kj[d];
           }
           for (int64_t d = 0; d < D; ++d) dq[qrow + d] += static_cast<T>(dqi[d]);
         }
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = j0; j <= i; ++j) {
           const int64_t krow = ((b * Tn + j) * KV + kh) * D;
           if (dk != nullptr) {
             for (int64_t d = 0; d < D; ++d) dk[krow + d] += static_cast<T>(ds[j] * qi[d]);
@@ -306,6 +309,62 @@ void SwiGluBackward(T* dgate, T* dup, const T* dout, const T* gate, const T* up,
     const T silu = g * sig;
     if (dgate != nullptr) dgate[i] += dout[i] * up[i] * sig * (T(1) + g * (T(1) - sig));
     if (dup != nullptr) dup[i] += dout[i] * silu;
+  }
+}
+
+template <typename T>
+void DropoutForward(T* u, const T* x, int64_t n, const model::DropoutMask& mask) {
+  const T scale = static_cast<T>(mask.scale);
+  for (int64_t i = 0; i < n; ++i) {
+    u[i] = model::DropoutKeep(mask.key, static_cast<uint64_t>(i), mask.threshold) ? x[i] * scale
+                                                                                  : T(0);
+  }
+}
+
+template <typename T>
+void LoraForward(T* out, T* t, T* u_scratch, const T* x, const T* a, const T* b, int64_t N,
+                 int64_t IF, int64_t OF, int64_t r, double scaling,
+                 const model::DropoutMask& mask) {
+  const T* u = x;
+  if (mask.active()) {
+    DropoutForward(u_scratch, x, N * IF, mask);
+    u = u_scratch;
+  }
+  Matmul(t, u, a, N, IF, r);
+  const T s = static_cast<T>(scaling);
+  for (int64_t i = 0; i < N * r; ++i) t[i] *= s;
+  Matmul(out, t, b, N, r, OF, /*accumulate=*/true);
+}
+
+template <typename T>
+void LoraBackward(T* dx, T* da, T* db, T* dt, T* u_scratch, const T* dout, const T* x, const T* t,
+                  const T* a, const T* b, int64_t N, int64_t IF, int64_t OF, int64_t r,
+                  double scaling, const model::DropoutMask& mask) {
+  // out += t B^T: dB += dout^T t, dt = dout B.
+  std::fill(dt, dt + N * r, T(0));
+  MatmulBackward(dt, db, dout, t, b, N, r, OF);
+  const T s = static_cast<T>(scaling);
+  for (int64_t i = 0; i < N * r; ++i) dt[i] *= s;
+  // t = s * u A^T: dA += dt^T u, du = dt A.
+  const T* u = x;
+  if (mask.active()) {
+    DropoutForward(u_scratch, x, N * IF, mask);
+    u = u_scratch;
+  }
+  MatmulBackward<T>(nullptr, da, dt, u, a, N, IF, r);
+  if (dx == nullptr) return;
+  if (!mask.active()) {
+    MatmulBackward<T>(dx, nullptr, dt, u, a, N, IF, r);
+    return;
+  }
+  // du into the scratch (u is no longer needed), then dx += du * keep * scale.
+  std::fill(u_scratch, u_scratch + N * IF, T(0));
+  MatmulBackward<T>(u_scratch, nullptr, dt, x, a, N, IF, r);
+  const T sc = static_cast<T>(mask.scale);
+  for (int64_t i = 0; i < N * IF; ++i) {
+    if (model::DropoutKeep(mask.key, static_cast<uint64_t>(i), mask.threshold)) {
+      dx[i] += u_scratch[i] * sc;
+    }
   }
 }
 
@@ -403,14 +462,20 @@ double SumSquares(const T* x, int64_t n) {
                                    int64_t);                                                     \
   template void RopeTables<T>(T*, T*, int64_t, int64_t, double, const model::RopeScaling&);      \
   template void RopeForward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,      \
-                               int64_t);                                                         \
+                               int64_t, const int32_t*);                                         \
   template void RopeBackward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,     \
-                                int64_t);                                                        \
+                                int64_t, const int32_t*);                                        \
   template void AttentionForward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t,      \
-                                    int64_t, int64_t, int64_t);                                  \
+                                    int64_t, int64_t, int64_t, const int32_t*);                  \
   template void AttentionBackward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,         \
                                      const T*, const T*, int64_t, int64_t, int64_t, int64_t,     \
-                                     int64_t);                                                   \
+                                     int64_t, const int32_t*);                                   \
+  template void DropoutForward<T>(T*, const T*, int64_t, const model::DropoutMask&);             \
+  template void LoraForward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t,       \
+                               int64_t, int64_t, double, const model::DropoutMask&);             \
+  template void LoraBackward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,       \
+                                const T*, int64_t, int64_t, int64_t, int64_t, double,            \
+                                const model::DropoutMask&);                                      \
   template void SwiGluForward<T>(T*, const T*, const T*, int64_t);                               \
   template void SwiGluBackward<T>(T*, T*, const T*, const T*, const T*, int64_t);                \
   template void Add<T>(T*, const T*, const T*, int64_t);                                         \

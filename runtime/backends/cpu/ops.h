@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "runtime/model/config.h"
+#include "runtime/model/peft.h"
 
 namespace hypertrain::cpu {
 
@@ -67,29 +68,34 @@ void RmsNormBackward(T* dx, T* dw, const T* dout, const T* x, const T* w, const 
 template <typename T>
 void RopeTables(T* cos, T* sin, int64_t seq, int64_t head_dim, double theta,
                 const model::RopeScaling& s);
-// x: [B, T, heads, D]; pairs (i, i + D/2) rotate by angle t * inv_freq[i].
-// Writes out; out may alias in.
+// x: [B, T, heads, D]; pairs (i, i + D/2) rotate by angle p * inv_freq[i],
+// p = positions[b*T + t] (packed samples, see AttentionForward), or t when
+// positions is null. Writes out; out may alias in.
 template <typename T>
 void RopeForward(T* out, const T* in, const T* cos, const T* sin, int64_t B, int64_t T_,
-                 int64_t heads, int64_t D);
+                 int64_t heads, int64_t D, const int32_t* positions = nullptr);
 // Inverse rotation of the gradient. Writes din; din may alias dout.
 template <typename T>
 void RopeBackward(T* din, const T* dout, const T* cos, const T* sin, int64_t B, int64_t T_,
-                  int64_t heads, int64_t D);
+                  int64_t heads, int64_t D, const int32_t* positions = nullptr);
 
 // ---- Causal grouped-query attention --------------------------------------
 // q, out: [B, T, H, D]; k, v: [B, T, KV, D]; query head h uses kv head
 // h / (H / KV); scale 1/sqrt(D); key j visible to query i iff j <= i.
+// Packed samples (document masking): with positions [B, T] (each row holds
+// whole samples back to back, positions counting 0, 1, ... within each), key
+// j is visible to query i iff i - positions[i] <= j <= i: attention stays
+// inside the sample. positions[t] must be 0 or positions[t-1] + 1.
 // Writes out and lse[B, H, T] (natural-log log-sum-exp of the scaled scores,
 // what flash attention saves for backward).
 template <typename T>
 void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v, int64_t B, int64_t T_,
-                      int64_t H, int64_t KV, int64_t D);
+                      int64_t H, int64_t KV, int64_t D, const int32_t* positions = nullptr);
 // dq, dk, dv += gradients; recomputes probabilities from q, k and lse.
 template <typename T>
 void AttentionBackward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                        const T* out, const T* lse, int64_t B, int64_t T_, int64_t H, int64_t KV,
-                       int64_t D);
+                       int64_t D, const int32_t* positions = nullptr);
 
 // ---- SwiGLU MLP activation -----------------------------------------------
 // out = silu(gate) * up   (writes; out may alias gate or up).
@@ -98,6 +104,29 @@ void SwiGluForward(T* out, const T* gate, const T* up, int64_t n);
 // dgate += dout * up * silu'(gate);  dup += dout * silu(gate).
 template <typename T>
 void SwiGluBackward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n);
+
+// ---- LoRA adapter (runtime/model/peft.h) -----------------------------------
+// One target projection's adapter beside its frozen weight (x [N, IF],
+// A [r, IF], B [OF, r], s = alpha / rank):
+//   u = dropout(x)                       (mask.active(): u = x * keep * scale)
+//   t = s * (u A^T)                      [N, r], kept for backward
+//   out += t B^T
+// `u_scratch` [N, IF] is needed only with an active mask.
+template <typename T>
+void LoraForward(T* out, T* t, T* u_scratch, const T* x, const T* a, const T* b, int64_t N,
+                 int64_t in_features, int64_t out_features, int64_t rank, double scaling,
+                 const model::DropoutMask& mask);
+// dB += dout^T t;  dt = s * (dout B) [N, r] (scratch);  dA += dt^T u;
+// dx += dropout'(dt A) (null dx: not needed). u is drawn again from x and the
+// mask into u_scratch.
+template <typename T>
+void LoraBackward(T* dx, T* da, T* db, T* dt_scratch, T* u_scratch, const T* dout, const T* x,
+                  const T* t, const T* a, const T* b, int64_t N, int64_t in_features,
+                  int64_t out_features, int64_t rank, double scaling,
+                  const model::DropoutMask& mask);
+// u = x * keep(i) * scale over n elements (writes).
+template <typename T>
+void DropoutForward(T* u, const T* x, int64_t n, const model::DropoutMask& mask);
 
 // ---- Residual ------------------------------------------------------------
 // out = a + b (writes; out may alias a or b).
