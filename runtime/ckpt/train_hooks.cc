@@ -12,6 +12,7 @@
 
 #include "runtime/ckpt/hf_export.h"
 #include "runtime/ckpt/layout_desc.h"
+#include "runtime/ckpt/peft_hooks.h"
 #include "runtime/launch/env.h"
 #include "runtime/parallel/groups.h"
 
@@ -68,6 +69,11 @@ std::string ConfigHash(const config::TrainConfig& c) {
     j["fp8"] = {model::Fp8RecipeName(c.fp8.recipe), c.fp8.amax_history_len,
                 model::AmaxComputeAlgoName(c.fp8.amax_compute_algo), c.fp8.margin,
                 model::Fp8FormatName(c.fp8.grad_format), c.fp8.lm_head};
+  }
+  if (c.finetune.peft.enabled()) {  // only then, so full-training checkpoints keep their hash
+    std::vector<int> t = c.finetune.peft.targets;
+    j["peft"] = {model::PeftTypeName(c.finetune.peft.type), c.finetune.peft.rank,
+                 c.finetune.peft.alpha, c.finetune.peft.dropout, t};
   }
   j["seed"] = c.seed;
   j["max_steps"] = c.max_steps;
@@ -131,13 +137,35 @@ StatusOr<bool> TrainCheckpointHooks::Restore(model::Backend& backend, train::Tra
   HT_ASSIGN_OR_RETURN(std::optional<FoundCheckpoint> found, manager_->Start());
   BackendState access(backend);
   HT_RETURN_IF_ERROR(manager_->PrepareSnapshot(access));
+  const bool peft = backend.BaseLayout() != nullptr;
+  if (peft) {
+    // The frozen base is never in a checkpoint: load it on every start.
+    HT_RETURN_IF_ERROR(LoadFrozenBase(config_, backend));
+    HT_ASSIGN_OR_RETURN(base_reference_, BaseReference(config_));
+    if (placement_.rank == 0) {
+      std::fprintf(stderr, "[ckpt] INFO: frozen base %s\n",
+                   config_.finetune.hf_model_name_or_path.empty()
+                       ? "randomly initialised (no model.hf_model_name_or_path)"
+                       : ("loaded from " + config_.finetune.hf_model_name_or_path).c_str());
+    }
+  }
   if (!found.has_value()) {
-    HT_RETURN_IF_ERROR(InitFromHf(backend));
+    if (!peft) HT_RETURN_IF_ERROR(InitFromHf(backend));
     return false;
   }
-  HT_RETURN_IF_ERROR(manager_->Load(*found, access, config_hash_));
   const Manifest& m = found->manifest;
   const json& t = m.trainer_state;
+  if (peft || t.contains("peft")) {
+    if (!t.contains("peft")) {
+      return FailedPrecondition(found->path + " is a full-training checkpoint; this run trains "
+                                "PEFT adapters (start fresh or use another exp_dir)");
+    }
+    if (!peft) {
+      return FailedPrecondition(found->path + " holds PEFT adapters; this run has model.peft off");
+    }
+    HT_RETURN_IF_ERROR(CheckBaseReference(t.at("peft"), base_reference_, found->path));
+  }
+  HT_RETURN_IF_ERROR(manager_->Load(*found, access, config_hash_));
   try {
     state.step = m.step;
     state.tokens_seen = m.tokens_seen;
@@ -214,6 +242,7 @@ SaveRequest TrainCheckpointHooks::MakeRequest(model::Backend& backend, const tra
   if (const model::Fp8ScalingState* fp8 = backend.Fp8Scaling()) {
     r.trainer_state["fp8"] = json::parse(fp8->ToJson());
   }
+  if (backend.BaseLayout() != nullptr) r.trainer_state["peft"] = base_reference_;  // set by Restore
   r.sampler = json::parse(state.data.ToJson());
   // The trainer has no other random state: initialisation and synthetic data
   // are counter-based on (seed, position).
@@ -222,6 +251,9 @@ SaveRequest TrainCheckpointHooks::MakeRequest(model::Backend& backend, const tra
 }
 
 Status TrainCheckpointHooks::SaveNow(model::Backend& backend, const train::TrainState& state) {
+  if (backend.BaseLayout() != nullptr && base_reference_.is_null()) {
+    HT_ASSIGN_OR_RETURN(base_reference_, BaseReference(config_));
+  }
   HT_RETURN_IF_ERROR(backend.Synchronize());
   BackendState access(backend);
   return manager_->Save(MakeRequest(backend, state), access);
@@ -283,6 +315,13 @@ Status TrainCheckpointHooks::Finish(model::Backend& backend, const train::TrainS
   const bool final_save = options_.save_last && !options_.dir.empty() && manager_->last_saved_step() != state.step;
   if (final_save) HT_RETURN_IF_ERROR(SaveNow(backend, state));
   HT_RETURN_IF_ERROR(manager_->Finish(/*require_last=*/final_save));
+  if (backend.BaseLayout() != nullptr && placement_.rank == 0) {
+    // PEFT: the trained adapter always (PEFT's adapter_config.json +
+    // adapter_model.safetensors); the full exports below are base + adapter merged.
+    const std::string& dir = config_.finetune.adapter_dir;
+    HT_RETURN_IF_ERROR(ExportAdapterFromBackend(config_, backend, dir));
+    spdlog::info("wrote the PEFT adapter to {}", dir);
+  }
   const config::CheckpointConfig& k = config_.checkpoint;
   const bool periodic_due = k.export_every_n_train_steps > 0 && state.step % k.export_every_n_train_steps == 0;
   if (k.export_save_last || periodic_due) {
@@ -313,6 +352,17 @@ Status TrainCheckpointHooks::Stop(model::Backend& backend, const train::TrainSta
 // part in the save, rank 0 (which commits it) writes the HF files.
 Status TrainCheckpointHooks::ExportFullModel(model::Backend& backend, const train::TrainState& state,
                                              const std::string& out_dir) {
+  const StDType dtype = config_.checkpoint.export_dtype == "bf16" ? StDType::kBF16 : StDType::kF32;
+  if (backend.BaseLayout() != nullptr) {
+    // PEFT: the checkpoints hold only the adapters; every rank holds the
+    // whole base and the same adapters, so rank 0 merges from its backend.
+    if (placement_.rank != 0) return Status::Ok();
+    HT_RETURN_IF_ERROR(backend.Synchronize());
+    HT_RETURN_IF_ERROR(ExportMergedFromBackend(config_, backend, out_dir, dtype));
+    spdlog::info("exported step {}: base + adapter merged as Hugging Face Llama to {} ({})", state.step, out_dir,
+                 config_.checkpoint.export_dtype);
+    return Status::Ok();
+  }
   std::string root;
   if (!options_.dir.empty() && manager_->last_saved_step() == state.step) {
     HT_RETURN_IF_ERROR(manager_->Finish());  // committed before it is read
@@ -344,7 +394,6 @@ Status TrainCheckpointHooks::ExportFullModel(model::Backend& backend, const trai
   const std::string dir = root + "/" + StepDirName(state.step);
   HT_ASSIGN_OR_RETURN(Manifest m, VerifyCheckpoint(dir, false));
   HT_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::Open(dir, std::move(m)));
-  const StDType dtype = config_.checkpoint.export_dtype == "bf16" ? StDType::kBF16 : StDType::kF32;
   HT_RETURN_IF_ERROR(ExportHfFromCheckpoint(reader, config_.model, out_dir, dtype));
   spdlog::info("exported step {} as Hugging Face Llama to {} ({})", state.step, out_dir,
                config_.checkpoint.export_dtype);

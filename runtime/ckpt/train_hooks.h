@@ -24,6 +24,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/ckpt/host_allocator.h"
 #include "runtime/ckpt/manager.h"
 #include "runtime/config/config.h"
@@ -87,6 +89,7 @@ class TrainCheckpointHooks final : public train::CheckpointHooks {
   double step_seconds_sum_ = 0;
   int64_t steps_timed_ = 0;
   double auto_interval_s_ = 0;
+  nlohmann::json base_reference_;  // PEFT: what the checkpoints say the base is (set by Restore)
 };
 
 // auto_checkpoint's interval: the save stall may cost at most max_overhead of

@@ -118,14 +118,20 @@ expect_exit2 "$TMP/p8b.log" \
 HF="$TMP/r3/llama-8b/checkpoints/full/step-4"
 [ -s "$HF/model.safetensors" ] || fail "8b: no HF export"
 
-# --- LoRA fine-tuning: PEFT is refused until it lands -----------------------
-expect_exit2 "$TMP/lora.log" "model.peft.peft_type: lora: PEFT is not in this build yet" \
+# --- LoRA fine-tuning: adapters on the frozen base the recipe names --------
+expect_exit2 "$TMP/lora_nopath.log" "model.do_finetune: true needs model.hf_model_name_or_path" \
   "$BIN" train --config "$LORA" --set base_results_dir="$TMP/r4" --set model.data.train_dir="$TMP/data"
+# The base is the 8B run's export (the same shape); rank 32, alpha 16, dropout
+# 0.1 as the recipe says; the adapter is written at the end.
+"$BIN" train --config "$LORA" --set base_results_dir="$TMP/r5" --set model.data.train_dir="$TMP/data" "${TINY[@]}" \
+  --set model.hf_model_name_or_path="$HF" --set trainer.max_steps=3 > "$TMP/lora.log" 2>&1 \
+  || { cat "$TMP/lora.log"; fail "LoRA recipe"; }
+grep -q "frozen base loaded from $HF" "$TMP/lora.log" || { cat "$TMP/lora.log"; fail "LoRA: the base is not the HF directory"; }
+ADAPTER=$(find "$TMP/r5" -name adapter_config.json | head -1)
+[ -n "$ADAPTER" ] && grep -Eq '"r": ?32[,}]?' "$ADAPTER" || { cat "$TMP/lora.log"; fail "LoRA: no adapter with rank 32"; }
+[ -s "$(dirname "$ADAPTER")/adapter_model.safetensors" ] || fail "LoRA: no adapter weights"
 # Without PEFT the recipe fine-tunes every weight from the HF directory it names
 # (here the 8B run's export: the same shape).
-expect_exit2 "$TMP/lora_nopath.log" "model.do_finetune: true needs model.hf_model_name_or_path" \
-  "$BIN" train --config "$LORA" --set base_results_dir="$TMP/r4" --set model.data.train_dir="$TMP/data" \
-  --set model.peft.peft_type=null
 "$BIN" train --config "$LORA" --set base_results_dir="$TMP/r4" --set model.data.train_dir="$TMP/data" "${TINY[@]}" \
   --set model.peft.peft_type=null --set model.hf_model_name_or_path="$HF" --set trainer.max_steps=3 \
   > "$TMP/ft.log" 2>&1 || { cat "$TMP/ft.log"; fail "fine-tuning from HF"; }

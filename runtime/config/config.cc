@@ -151,7 +151,7 @@ Status CheckUnsupported(Reader& r) {
     return CannotHonour("model.viztracer.enabled", "true", "VizTracer profiles Python; the trainer is C++",
                         "false (profile with Nsight Systems: steps carry NVTX ranges)");
   }
-  std::string model_type = "llama_v3", dataset_type = "hf", peft_type;
+  std::string model_type = "llama_v3", dataset_type = "hf";
   r.String("model.model_type", &model_type);
   if (model_type.rfind("llama", 0) != 0) {
     return CannotHonour("model.model_type", model_type, "hypertrain trains Llama models", "llama_v3, llama_v2, llama");
@@ -161,13 +161,6 @@ Status CheckUnsupported(Reader& r) {
     return CannotHonour("model.data.dataset_type", dataset_type, "no loader for it",
                         "hf (a pre-tokenized save_to_disk dataset), hypertrain (`hypertrain prepare` shards), "
                         "megatron (*.idx/*.bin)");
-  }
-  r.String("model.peft.peft_type", &peft_type);
-  r.Claim("model.peft");  // rank, alpha, dropout, target_modules: meaningful only with a peft_type
-  if (!peft_type.empty() && peft_type != "null" && peft_type != "none") {
-    return CannotHonour("model.peft.peft_type", peft_type,
-                        "PEFT is not in this build yet (LoRA lands with issue 26)",
-                        "null (full-parameter training)");
   }
   double init_range = 0.02;
   r.Double("model.initializer_range", &init_range);
@@ -284,7 +277,60 @@ void ReadModel(Reader& r, TrainConfig& c, int64_t* seed) {
   r.Int("model.seed", seed);
   r.Bool("model.do_finetune", &c.finetune.do_finetune);
   r.String("model.hf_model_name_or_path", &c.finetune.hf_model_name_or_path);
-  r.String("model.peft.peft_type", &c.finetune.peft_type);
+}
+
+// model.peft.* (PEFT's own names r, lora_alpha, lora_dropout too) and
+// exp_manager.adapter_dir; the names become enums in FinishPeft.
+struct PeftKeys {
+  std::string type;
+  bool has_targets = false;
+  std::vector<std::string> targets;
+};
+
+void ReadPeft(Reader& r, FinetuneConfig& ft, PeftKeys* k) {
+  r.String("model.peft.peft_type", &k->type);
+  r.Int("model.peft.rank", &ft.peft.rank);
+  r.Int("model.peft.r", &ft.peft.rank);
+  r.Double("model.peft.alpha", &ft.peft.alpha);
+  r.Double("model.peft.lora_alpha", &ft.peft.alpha);
+  r.Double("model.peft.dropout", &ft.peft.dropout);
+  r.Double("model.peft.lora_dropout", &ft.peft.dropout);
+  r.String("exp_manager.adapter_dir", &ft.adapter_dir);
+  k->has_targets = r.Has("model.peft.target_modules");
+  if (!k->has_targets) return;
+  const YAML::Node t = r.Node("model.peft.target_modules");
+  try {
+    if (t.IsSequence()) {
+      for (const auto& x : t) k->targets.push_back(x.as<std::string>());
+      return;
+    }
+    std::stringstream ss(t.as<std::string>());
+    for (std::string x; std::getline(ss, x, ',');) {
+      x.erase(0, x.find_first_not_of(" "));
+      x.erase(x.find_last_not_of(" ") + 1);
+      if (!x.empty()) k->targets.push_back(x);
+    }
+  } catch (const YAML::Exception&) {
+    r.Fail(InvalidArgument("model.peft.target_modules: expected a list of module names, e.g. [q_proj, v_proj]"));
+  }
+}
+
+Status FinishPeft(const PeftKeys& k, model::PeftOptions& peft) {
+  HT_ASSIGN_OR_RETURN(peft.type, model::ParsePeftType(k.type));
+  if (!k.has_targets) return Status::Ok();
+  std::vector<int> targets;
+  for (const std::string& n : k.targets) {
+    if (n == "all-linear" || n == "all_linear") {
+      targets = model::PeftOptions{}.targets;
+      break;
+    }
+    HT_ASSIGN_OR_RETURN(int t, model::ParseTargetModule(n));
+    targets.push_back(t);
+  }
+  std::sort(targets.begin(), targets.end());
+  targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+  peft.targets = targets;
+  return Status::Ok();
 }
 
 void ReadFp8(Reader& r, model::Fp8Options& f, std::string* recipe, std::string* algo, std::string* grad) {
@@ -422,6 +468,8 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::vecto
   c.model = *named;
   int64_t seed = static_cast<int64_t>(c.seed), depth = c.data.prefetch_depth;
   ReadModel(r, c, &seed);
+  PeftKeys peft;
+  ReadPeft(r, c.finetune, &peft);
   ReadFp8(r, c.fp8, &fp8_recipe, &fp8_algo, &fp8_grad);
   ReadOptimAndData(r, c, &sched, &depth);
   r.Int("trainer.val_check_interval", &c.validation.check_interval);
@@ -437,6 +485,7 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::vecto
   HT_RETURN_IF_ERROR(c.fp8.Validate());
   HT_RETURN_IF_ERROR(ValidateRanges(c, seed, depth));
   HT_RETURN_IF_ERROR(internal::ValidateCuda(c.cuda));
+  HT_RETURN_IF_ERROR(FinishPeft(peft, c.finetune.peft));
   c.seed = static_cast<uint64_t>(seed);
   c.data.prefetch_depth = static_cast<int>(depth);
   c.loss_scale.enabled = c.precision == model::Precision::kFP16;

@@ -66,14 +66,19 @@ struct DataConfig {
   int prefetch_depth = 2;
 };
 
-// Fine-tuning from Hugging Face weights (recipe keys model.do_finetune,
-// model.hf_model_name_or_path, model.peft.*; PEFT itself is issue 26).
+// Fine-tuning from Hugging Face weights and PEFT (docs/PEFT.md). The HyperPod
+// recipe keys model.do_finetune, model.hf_model_name_or_path and model.peft.*,
+// read in one block of ParseTrainConfig.
 struct FinetuneConfig {
   bool do_finetune = false;
   // A local Hugging Face model directory (config.json + *.safetensors): the
-  // initial weights. Only with do_finetune.
+  // initial weights, or with PEFT the frozen base. Only with do_finetune.
   std::string hf_model_name_or_path;
-  std::string peft_type;  // "" = none; anything else is refused until LoRA lands
+  model::PeftOptions peft;  // model.peft.{peft_type, rank, alpha, dropout, target_modules}
+  // Where the trained adapter is written at the end (PEFT's
+  // adapter_config.json + adapter_model.safetensors): exp_manager.adapter_dir,
+  // default <exp_dir>/adapter.
+  std::string adapter_dir;
 };
 
 // Held-out evaluation (model.data.val_dir, trainer.val_check_interval,

@@ -109,6 +109,22 @@ TEST(RecipeKeys, FinetuneFromAHuggingFaceDirectory) {
   EXPECT_EQ(c->finetune.hf_model_name_or_path, "/models/llama");
   auto pre = Parse({"model.do_finetune=False", "model.hf_model_name_or_path=null", "model.peft.peft_type=null"});
   EXPECT_TRUE(pre.ok()) << pre.status().ToString();
+  // The LoRA recipe's peft block (runtime/model/peft.h; docs/PEFT.md).
+  auto lora = Parse({"model.do_finetune=True", "model.hf_model_name_or_path=/models/llama", "model.peft.peft_type=lora",
+                     "model.peft.rank=32", "model.peft.alpha=16", "model.peft.dropout=0.1",
+                     "model.peft.target_modules=q_proj,v_proj"});
+  ASSERT_TRUE(lora.ok()) << lora.status().ToString();
+  EXPECT_EQ(lora->finetune.peft.type, model::PeftType::kLora);
+  EXPECT_EQ(lora->finetune.peft.rank, 32);
+  EXPECT_DOUBLE_EQ(lora->finetune.peft.alpha, 16);
+  EXPECT_DOUBLE_EQ(lora->finetune.peft.dropout, 0.1);
+  EXPECT_EQ(lora->finetune.peft.targets.size(), 2u);
+  EXPECT_FALSE(lora->finetune.adapter_dir.empty());
+  ExpectError({"model.peft.peft_type=adapter"}, "model.peft.peft_type: 'adapter' is not one of lora, qlora, none");
+  ExpectError({"model.do_finetune=True", "model.hf_model_name_or_path=/m", "model.peft.peft_type=lora",
+               "model.peft.target_modules=w_proj"},
+              "model.peft.target_modules: 'w_proj' is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, "
+              "up_proj, down_proj");
   ExpectError({"model.do_finetune=True"},
               "model.do_finetune: true needs model.hf_model_name_or_path (a local Hugging Face model directory "
               "with config.json and *.safetensors)");
@@ -156,9 +172,6 @@ TEST(RecipeKeys, WhatCannotBeHonouredIsAnErrorNamingKeyValueAndWhatIsSupported) 
   ExpectError({"model.data.dataset_type=gpt"},
               "model.data.dataset_type: gpt: no loader for it; supported: hf (a pre-tokenized save_to_disk "
               "dataset), hypertrain (`hypertrain prepare` shards), megatron (*.idx/*.bin)");
-  ExpectError({"model.peft.peft_type=lora", "model.peft.rank=32"},
-              "model.peft.peft_type: lora: PEFT is not in this build yet (LoRA lands with issue 26); supported: "
-              "null (full-parameter training)");
   ExpectError({"model.initializer_range=0.01"},
               "model.initializer_range: 0.01: weights are initialised from N(0, 0.02) (runtime/model/init.h); "
               "supported: 0.02");

@@ -141,6 +141,12 @@ Status ValidateAndFinish(TrainConfig& c) {
         "model.do_finetune: true needs model.hf_model_name_or_path (a local Hugging Face model directory with "
         "config.json and *.safetensors)");
   }
+  HT_RETURN_IF_ERROR(ft.peft.Validate());
+  if (ft.peft.enabled() && c.fp8.enabled) {
+    return InvalidArgument(fmt::format(
+        "model.fp8: PEFT ({}) does not support FP8 (as the HyperPod recipes say); set model.fp8: false",
+        model::PeftTypeName(ft.peft.type)));
+  }
   if (ft.do_finetune && !c.checkpoint.hf_init_from.empty()) {
     return InvalidArgument("exp_manager.hf_init_from and model.hf_model_name_or_path both name initial weights; give one");
   }
@@ -150,6 +156,7 @@ Status ValidateAndFinish(TrainConfig& c) {
   while (c.checkpoint_dir.size() > 1 && c.checkpoint_dir.back() == '/') c.checkpoint_dir.pop_back();
   if (c.checkpoint_dir.empty()) c.checkpoint_dir = c.exp_dir + "/checkpoints";
   if (c.checkpoint.export_dir.empty()) c.checkpoint.export_dir = c.checkpoint_dir + "/full";
+  if (c.finetune.adapter_dir.empty()) c.finetune.adapter_dir = c.exp_dir + "/adapter";
   CheckpointConfig& k = c.checkpoint;
   if (k.auto_interval) {
     if (c.every_n_train_steps > 0 || c.every_n_minutes > 0) {

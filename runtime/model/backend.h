@@ -54,6 +54,7 @@
 #include "runtime/kernels/adamw_params.h"
 #include "runtime/model/fp8.h"
 #include "runtime/model/layout.h"
+#include "runtime/model/peft.h"
 #include "runtime/model/unit_hooks.h"
 
 namespace hypertrain::trace {
@@ -82,12 +83,19 @@ struct UnitBuffer {
 // targets[i] == ignore_index contributes neither loss nor gradient.
 // `staged` is opaque to everyone but the backend whose data stager filled it
 // (e.g. a CUDA backend's device copy + event, see runtime/data/loader.h).
+// Packed samples (SFT): `positions` [batch, seq] restart at 0 at every
+// sample's first token; RoPE uses them and attention stays inside each sample
+// (cpu/ops.h AttentionForward). nullptr = one sequence per row.
+// `rng_offset` numbers the pass for dropout masks (runtime/model/peft.h); the
+// trainer passes step * grad_accumulation_steps + micro_batch.
 struct TokenBatch {
   const int32_t* inputs = nullptr;
   const int32_t* targets = nullptr;
   int64_t batch = 0;
   int64_t seq = 0;
   void* staged = nullptr;
+  const int32_t* positions = nullptr;
+  uint64_t rng_offset = 0;
 };
 
 struct BackendOptions {
@@ -125,6 +133,8 @@ struct BackendOptions {
   // FP8 GEMMs (runtime/model/fp8.h); a backend without an FP8 path computes
   // as it does for the precision and says so (CPU: fp32).
   Fp8Options fp8;
+  // LoRA / QLoRA (runtime/model/peft.h): see "PEFT" in Backend below.
+  PeftOptions peft;
 };
 
 // Buffers of the split embedding gradient (Backend::EmbeddingGrad). A sharder
@@ -174,7 +184,7 @@ class Backend {
   // Returns mean_loss (unscaled).
   virtual StatusOr<double> ForwardBackward(const TokenBatch& batch, float grad_multiplier,
                                            UnitHooks& hooks) = 0;
-  // Forward only; returns the mean loss.
+  // Forward only (evaluation: no adapter dropout); returns the mean loss.
   virtual StatusOr<double> Loss(const TokenBatch& batch, UnitHooks& hooks) = 0;
   // Sum of squares of ShardGrads(unit) in fp64 (inf/nan when any grad is).
   virtual StatusOr<double> GradSumSquares(int unit) = 0;
@@ -238,6 +248,21 @@ class Backend {
   // runs FP8 GEMMs, else nullptr. Checkpoints save and restore it; it is the
   // same on every data-parallel rank (UnitHooks::ReduceAmax).
   virtual Fp8ScalingState* Fp8Scaling() { return nullptr; }
+  // PEFT (options().peft enabled): layout() and every state accessor above
+  // (params, grads, master, m, v, ReadState/WriteState, OptimizerStep)
+  // describe the ADAPTERS (ParamLayout::BuildLora). The frozen base model has
+  // the layout BaseLayout() (nullptr without PEFT) and is read and written in
+  // fp32 by element ranges of its units; the backend stores it in its own
+  // form (compute dtype; NF4 projections for QLoRA) and initialises it from
+  // options().seed like a model (runtime/model/init.h) until written.
+  virtual const ParamLayout* BaseLayout() const { return nullptr; }
+  virtual Status WriteBase(int /*unit*/, Range /*range*/, const float* /*host*/) {
+    return FailedPrecondition("this backend has no frozen base (model.peft is off)");
+  }
+  // The base as the forward sees it (QLoRA: dequantised).
+  virtual Status ReadBase(int /*unit*/, Range /*range*/, float* /*host*/) {
+    return FailedPrecondition("this backend has no frozen base (model.peft is off)");
+  }
   // Peak dense FLOP/s of the device at the active precision (0 = unknown),
   // and the device-memory high-water mark in bytes (0 = not tracked).
   virtual double PeakFlops() const = 0;

@@ -98,6 +98,8 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
         HT_ASSIGN_OR_RETURN(batch, loader.Next());
       }
       HT_RETURN_IF_ERROR(hooks.BeginMicroBatch(static_cast<int>(m), m == A - 1));
+      // Dropout masks follow the pass number, so a resumed run draws the same.
+      batch->view.rng_offset = static_cast<uint64_t>(state.step * A + m);
       StatusOr<double> l = [&] {
         NvtxRange r("forward_backward");
         trace::Span s(tr, kHost, "forward_backward");
@@ -230,6 +232,7 @@ model::BackendOptions BackendOptionsFor(const config::TrainConfig& c) {
   o.single_pass_grads = c.grad_accumulation_steps == 1;
   o.deterministic = c.deterministic;
   o.fp8 = c.fp8;
+  o.peft = c.finetune.peft;
   return o;
 }
 
@@ -306,6 +309,17 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
       spdlog::warn("model.fp8: the {} backend has no FP8 path and computes as for {} (the CPU "
                    "reference: fp32); FP8 GEMMs need a CUDA GPU with FP8 tensor cores",
                    backend.name(), model::PrecisionName(c.precision));
+    }
+    if (const model::ParamLayout* base = backend.BaseLayout()) {
+      spdlog::info("peft: {} | {} trainable adapter parameters ({:.3f}% of the {} frozen) | base {}",
+                   c.finetune.peft.Summary(), backend.layout().total_param_numel(),
+                   100.0 * static_cast<double>(backend.layout().total_param_numel()) /
+                       static_cast<double>(base->total_param_numel()),
+                   base->total_param_numel(),
+                   c.finetune.hf_model_name_or_path.empty()
+                       ? std::string("randomly initialised (no model.hf_model_name_or_path: "
+                                     "benchmarks only)")
+                       : c.finetune.hf_model_name_or_path);
     }
     spdlog::info("FLOPs: 6*{} matmul params + 12*{}*{}*{} = {:.4g} per token (used for MFU); "
                  "Megatron formula (full recompute) {:.4g} per step",

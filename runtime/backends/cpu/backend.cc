@@ -21,7 +21,26 @@ using model::UnitBuffer;
 StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfig& config,
                                                          const model::BackendOptions& options) {
   std::unique_ptr<CpuBackend> b(new CpuBackend());
-  HT_ASSIGN_OR_RETURN(b->layout_, model::ParamLayout::Build(config, options.layout));
+  b->peft_ = options.peft.enabled();
+  if (b->peft_) {
+    HT_RETURN_IF_ERROR(options.peft.Validate());
+    if (options.unit_pool) {
+      return InvalidArgument("model.peft: the CPU backend keeps the adapters whole (no unit pool)");
+    }
+    HT_ASSIGN_OR_RETURN(b->layout_, model::BuildAdapterLayout(config, options.peft, options.layout));
+    HT_ASSIGN_OR_RETURN(b->base_layout_,
+                        model::ParamLayout::Build(
+                            config, {.tensor_alignment = options.layout.tensor_alignment}));
+    for (const model::UnitLayout& u : b->base_layout_.units()) {
+      b->base_.emplace_back(u.padded_numel);
+      model::InitUnitParams(b->base_layout_, u.index, options.seed, {0, u.padded_numel},
+                            b->base_.back().data());
+      b->base_ptrs_.push_back(b->base_.back().data());
+    }
+    b->frozen_grads_.assign(b->base_.size(), nullptr);
+  } else {
+    HT_ASSIGN_OR_RETURN(b->layout_, model::ParamLayout::Build(config, options.layout));
+  }
   b->options_ = options;
   if (b->options_.seq_len == 0) b->options_.seq_len = config.max_context_width;
   if (b->options_.seq_len < 1 || b->options_.seq_len > config.max_context_width) {
@@ -88,9 +107,15 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
     b->all_tokens_.assign(N * b->emb_ranks_, 0);
     b->all_dout_.assign(N * b->emb_ranks_ * config.hidden_size, 0.0f);
   }
-  b->model_ = std::make_unique<CpuModel<float>>(b->layout_, options.micro_batch_size,
-                                                b->options_.seq_len, options.checkpointing,
-                                                options.ignore_index);
+  if (b->peft_) {
+    b->model_ = std::make_unique<CpuModel<float>>(
+        b->base_layout_, options.micro_batch_size, b->options_.seq_len, options.checkpointing,
+        options.ignore_index, &b->layout_, options.peft, options.seed);
+  } else {
+    b->model_ = std::make_unique<CpuModel<float>>(b->layout_, options.micro_batch_size,
+                                                  b->options_.seq_len, options.checkpointing,
+                                                  options.ignore_index);
+  }
   return b;
 }
 
@@ -243,26 +268,61 @@ class PoolCheckHooks final : public model::UnitHooks {
 
 }  // namespace
 
+Status CpuBackend::WriteBase(int u, Range r, const float* host) {
+  if (!peft_) return Backend::WriteBase(u, r, host);
+  if (u < 0 || u >= base_layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  if (r.begin < 0 || r.end > base_layout_.unit(u).padded_numel || r.begin > r.end) {
+    return InvalidArgument(fmt::format("base range [{}, {}) of unit {} is outside the unit", r.begin,
+                                       r.end, u));
+  }
+  std::copy(host, host + r.size(), base_[u].data() + r.begin);
+  return Status::Ok();
+}
+
+Status CpuBackend::ReadBase(int u, Range r, float* host) {
+  if (!peft_) return Backend::ReadBase(u, r, host);
+  if (u < 0 || u >= base_layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  if (r.begin < 0 || r.end > base_layout_.unit(u).padded_numel || r.begin > r.end) {
+    return InvalidArgument(fmt::format("base range [{}, {}) of unit {} is outside the unit", r.begin,
+                                       r.end, u));
+  }
+  std::copy(base_[u].data() + r.begin, base_[u].data() + r.end, host);
+  return Status::Ok();
+}
+
 StatusOr<double> CpuBackend::ForwardBackward(const model::TokenBatch& batch, float grad_multiplier,
                                              model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(CheckBatch(batch));
   std::copy(batch.inputs, batch.inputs + tokens_.size(), tokens_.begin());
+  PassExtras<float> x{batch.positions, batch.rng_offset};
+  if (peft_) {  // adapters are the trained parameters; the base is frozen
+    x.adapter_params = &param_ptrs_;
+    x.adapter_grads = &grad_ptrs_;
+    return model_->ForwardBackward(batch.inputs, batch.targets, grad_multiplier, base_ptrs_,
+                                   frozen_grads_, hooks, x);
+  }
   if (pool_) {
     PoolCheckHooks checked(hooks, param_ptrs_, grad_ptrs_);
     return model_->ForwardBackward(batch.inputs, batch.targets, grad_multiplier, param_ptrs_,
-                                   grad_ptrs_, checked);
+                                   grad_ptrs_, checked, x);
   }
   return model_->ForwardBackward(batch.inputs, batch.targets, grad_multiplier, param_ptrs_,
-                                 grad_ptrs_, hooks);
+                                 grad_ptrs_, hooks, x);
 }
 
 StatusOr<double> CpuBackend::Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(CheckBatch(batch));
+  PassExtras<float> x{batch.positions, batch.rng_offset};
+  x.dropout = false;  // a forward-only pass evaluates
+  if (peft_) {
+    x.adapter_params = &param_ptrs_;
+    return model_->Loss(batch.inputs, batch.targets, base_ptrs_, hooks, x);
+  }
   if (pool_) {
     PoolCheckHooks checked(hooks, param_ptrs_, grad_ptrs_);
-    return model_->Loss(batch.inputs, batch.targets, param_ptrs_, checked);
+    return model_->Loss(batch.inputs, batch.targets, param_ptrs_, checked, x);
   }
-  return model_->Loss(batch.inputs, batch.targets, param_ptrs_, hooks);
+  return model_->Loss(batch.inputs, batch.targets, param_ptrs_, hooks, x);
 }
 
 model::EmbeddingGradIo CpuBackend::EmbeddingGrad() {

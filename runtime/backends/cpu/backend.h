@@ -16,6 +16,12 @@
 // acquire/release window poisons the loss at once (what CI relies on).
 // BackendOptions::embedding_grad_ranks adds the split embedding gradient of
 // runtime/model/backend.h (host gather buffers, cpu::EmbeddingBackwardRange).
+//
+// PEFT (BackendOptions::peft): the units above are the adapters' (fp32,
+// trained as any parameter); the frozen base is one fp32 buffer per unit
+// (the CPU computes in fp32 whatever the precision) with no gradient, master
+// or optimizer state. QLoRA keeps the block projections as NF4 blocks
+// (runtime/model/nf4.h) and dequantises a unit when the pass reaches it.
 #include <memory>
 #include <vector>
 
@@ -71,6 +77,10 @@ class CpuBackend final : public model::Backend {
   model::EmbeddingGradIo EmbeddingGrad() override;
   Status AccumulateEmbeddingGrad(bool bf16_reduce) override;
 
+  const model::ParamLayout* BaseLayout() const override { return peft_ ? &base_layout_ : nullptr; }
+  Status WriteBase(int unit, model::Range range, const float* host) override;
+  Status ReadBase(int unit, model::Range range, float* host) override;
+
   int64_t activation_bytes() const { return model_->activation_bytes(); }
 
  private:
@@ -101,6 +111,12 @@ class CpuBackend final : public model::Backend {
   int emb_ranks_ = 0;
   std::vector<int32_t> tokens_, all_tokens_;
   std::vector<float> all_dout_;
+  // PEFT: the frozen base (full units, fp32), pointers per unit, and the
+  // null gradient list CpuModel reads as "frozen".
+  bool peft_ = false;
+  model::ParamLayout base_layout_;
+  std::vector<std::vector<float>> base_;
+  std::vector<float*> base_ptrs_, frozen_grads_;
 };
 
 }  // namespace hypertrain::cpu

@@ -126,6 +126,12 @@ Status CpuModel<T>::CheckExtras(const PassExtras<T>& x) const {
 }
 
 template <typename T>
+model::DropoutMask CpuModel<T>::Mask(int layer, int t) const {
+  if (!pass_.dropout) return {};
+  return model::MakeDropoutMask(peft_, seed_, pass_.rng_offset, layer, t);
+}
+
+template <typename T>
 void CpuModel<T>::Project(T* out, const T* in, const T* p, int layer, int t, const Acts& a) {
   const model::TensorSlot& w = layout_.unit(1).tensors[t];
   const int64_t OF = w.shape[0], IF = w.shape[1];
@@ -136,7 +142,7 @@ void CpuModel<T>::Project(T* out, const T* in, const T* p, int layer, int t, con
   const model::UnitLayout& au = adapters_->unit(u);
   LoraForward(out, a.lora_t[t], lora_u_, in, ap + au.tensors[slots_.lora_a[t]].offset,
               ap + au.tensors[slots_.lora_b[t]].offset, N_, IF, OF, peft_.rank, peft_.scaling(),
-              model::MakeDropoutMask(peft_, seed_, pass_.rng_offset, layer, t));
+              Mask(layer, t));
 }
 
 template <typename T>
@@ -152,8 +158,7 @@ void CpuModel<T>::ProjectBackward(T* din, T* g, const T* dout, const T* in, cons
   const model::UnitLayout& au = adapters_->unit(u);
   const int64_t ao = au.tensors[slots_.lora_a[t]].offset, bo = au.tensors[slots_.lora_b[t]].offset;
   LoraBackward(din, ag + ao, ag + bo, lora_dt_, lora_u_, dout, in, a.lora_t[t], ap + ao, ap + bo,
-               N_, IF, OF, peft_.rank, peft_.scaling(),
-               model::MakeDropoutMask(peft_, seed_, pass_.rng_offset, layer, t));
+               N_, IF, OF, peft_.rank, peft_.scaling(), Mask(layer, t));
 }
 
 template <typename T>

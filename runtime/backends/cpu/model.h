@@ -39,6 +39,7 @@ struct PassExtras {
   uint64_t rng_offset = 0;              // dropout pass number
   const std::vector<T*>* adapter_params = nullptr;  // per unit of the adapter layout
   const std::vector<T*>* adapter_grads = nullptr;   // null: forward only
+  bool dropout = true;  // false: evaluation (no adapter dropout)
 };
 
 template <typename T>
@@ -78,6 +79,7 @@ class CpuModel {
   Status CheckTokens(const int32_t* inputs, const int32_t* targets) const;
   Status CheckExtras(const PassExtras<T>& extras) const;
   Status Forward(const int32_t* inputs, const std::vector<T*>& params, model::UnitHooks& hooks);
+  model::DropoutMask Mask(int layer, int t) const;
   // out[N, OF] = in W_t^T (+ t's LoRA term).
   void Project(T* out, const T* in, const T* p, int layer, int t, const Acts& a);
   // Backward of Project: din += ..., weight/adapter grads += ...
