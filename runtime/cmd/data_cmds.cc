@@ -13,6 +13,7 @@
 
 #include "runtime/cmd/commands.h"
 #include "runtime/data/prepare/prepare.h"
+#include "runtime/data/sft/prepare.h"
 #include "runtime/data/tokenizer/tokenizer.h"
 #include "runtime/train/exit_codes.h"
 
@@ -33,7 +34,12 @@ constexpr char kPrepareUsage[] =
     "  --bos auto|always|never  BOS before each document (auto: as the tokenizer does)\n"
     "  --overwrite            replace a non-empty DIR (only once the new data is complete)\n"
     "  --no-progress          no progress line\n"
-    "  Each document ends with the tokenizer's EOS (bytes: 0).\n";
+    "  Each document ends with the tokenizer's EOS (bytes: 0).\n"
+    "  --sft                  supervised fine-tuning samples instead: each JSONL line is\n"
+    "                         {\"messages\": [{\"role\", \"content\"}, ...]} or {\"prompt\", \"completion\"},\n"
+    "                         rendered in --chat-format, loss on the assistant turns only\n"
+    "                         (DIR/samples.bin + manifest.json; needs --tokenizer)\n"
+    "  --chat-format F        llama3 (default), llama2, none (BOS prompt completion EOS)\n";
 
 constexpr char kTokenizeUsage[] =
     "usage: hypertrain tokenize --tokenizer DIR [--no-special] [--plain-special]\n"
@@ -88,10 +94,16 @@ StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::string&
 
 int PrepareMain(int argc, char** argv, const LogFlags&) {
   data::prepare::PrepareOptions o;
+  bool sft = false;
+  std::string chat_format = "llama3";
   for (int i = 1; i < argc; ++i) {
     std::string v;
     int64_t n = 0;
-    if (IsHelp(argv[i])) {
+    if (std::strcmp(argv[i], "--sft") == 0) {
+      sft = true;
+    } else if (Flag(argc, argv, &i, "--chat-format", &v)) {
+      chat_format = v;
+    } else if (IsHelp(argv[i])) {
       std::fputs(kPrepareUsage, stdout);
       return train::kExitOk;
     } else if (Flag(argc, argv, &i, "--out", &v)) {
@@ -125,6 +137,23 @@ int PrepareMain(int argc, char** argv, const LogFlags&) {
   }
   if (o.out_dir.empty() || o.inputs.empty()) {
     return Usage("prepare", "--out and at least one input are required", kPrepareUsage);
+  }
+  if (sft) {
+    auto f = data::sft::ParseChatFormat(chat_format);
+    if (!f.ok()) return Usage("prepare", f.status().message(), kPrepareUsage);
+    data::sft::PrepareOptions so;
+    so.inputs = o.inputs;
+    so.out_dir = o.out_dir;
+    so.tokenizer_dir = o.tokenizer_dir;
+    so.format = *f;
+    so.overwrite = o.overwrite;
+    auto m = data::sft::Prepare(so);
+    if (!m.ok()) return Fail("prepare", m.status());
+    std::fprintf(stderr, "prepare: %lld SFT samples, %lld tokens (%lld in the loss) in %s\n",
+                 static_cast<long long>((*m)["samples"].get<int64_t>()),
+                 static_cast<long long>((*m)["tokens"].get<int64_t>()),
+                 static_cast<long long>((*m)["target_tokens"].get<int64_t>()), so.out_dir.c_str());
+    return train::kExitOk;
   }
   auto m = data::prepare::Prepare(o);
   if (!m.ok()) return Fail("prepare", m.status());

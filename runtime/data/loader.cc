@@ -60,7 +60,33 @@ StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(const LoaderOptions& o,
       d->num_tokens_ += f->num_tokens();
       d->files_.push_back(std::move(f));
     };
-    if (arrow::IsHfDatasetDir(o.train_dir)) {
+    if (sft::IsSftDataset(o.train_dir)) {
+      HT_ASSIGN_OR_RETURN(d->sft_, sft::Dataset::Open(o.train_dir));
+      const nlohmann::json& m = d->sft_->manifest();
+      if (d->sft_->vocab_size() > static_cast<uint32_t>(o.vocab_size)) {
+        return InvalidArgument(fmt::format("{} was tokenized for vocab_size {} but model.vocab_size is {}",
+                                           o.train_dir, d->sft_->vocab_size(), o.vocab_size));
+      }
+      const std::string sha = m.contains("tokenizer") ? m["tokenizer"].value("sha256", std::string()) : "";
+      if (!o.tokenizer_sha256.empty() && sha != o.tokenizer_sha256) {
+        return InvalidArgument(fmt::format("{} was made with another tokenizer (sha256 {}) than "
+                                           "model.data.tokenizer (sha256 {})",
+                                           o.train_dir, sha, o.tokenizer_sha256));
+      }
+      sft::PackPlan plan = sft::PackBestFit(*d->sft_, o.seq);
+      if (plan.rows.empty()) {
+        return InvalidArgument(fmt::format("{}: no sample of at least 2 tokens", o.train_dir));
+      }
+      d->sft_rows_ = std::move(plan.rows);
+      d->num_tokens_ = d->sft_->num_tokens();
+      d->num_samples_ = static_cast<int64_t>(d->sft_rows_.size());
+      d->packing_summary_ = fmt::format(
+          "{} samples packed into {} rows of {} ({:.1f}% of positions used, {} truncated, {} "
+          "skipped)",
+          d->sft_->num_samples(), d->num_samples_, o.seq,
+          100.0 * static_cast<double>(plan.used_positions) / (d->num_samples_ * o.seq),
+          plan.truncated, plan.skipped);
+    } else if (arrow::IsHfDatasetDir(o.train_dir)) {
       HT_ASSIGN_OR_RETURN(std::vector<std::string> arrows, arrow::HfDatasetArrowFiles(o.train_dir, "train"));
       for (const std::string& a : arrows) {
         HT_ASSIGN_OR_RETURN(std::unique_ptr<TokenFile> f, TokenFile::OpenArrow(a, "input_ids"));
@@ -96,7 +122,7 @@ StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(const LoaderOptions& o,
         add(std::move(f));
       }
     }
-    d->num_samples_ = (d->num_tokens_ - 1) / o.seq;
+    if (!d->sft_) d->num_samples_ = (d->num_tokens_ - 1) / o.seq;
     if (d->num_samples_ < 1) {
       return InvalidArgument(fmt::format("model.data.train_dir '{}' holds {} tokens; a sample needs "
                                          "seq+1 = {}",
@@ -112,6 +138,10 @@ StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(const LoaderOptions& o,
     b->inputs = static_cast<int32_t*>(allocator->Allocate(sizeof(int32_t) * n));
     b->targets = static_cast<int32_t*>(allocator->Allocate(sizeof(int32_t) * n));
     b->view = {b->inputs, b->targets, o.micro_batch, o.seq, nullptr};
+    if (d->sft_) {
+      b->positions = static_cast<int32_t*>(allocator->Allocate(sizeof(int32_t) * n));
+      b->view.positions = b->positions;
+    }
     d->free_.push_back(b.get());
     d->pool_.push_back(std::move(b));
   }
@@ -129,11 +159,25 @@ DataLoader::~DataLoader() {
   for (auto& b : pool_) {
     allocator_->Free(b->inputs);
     allocator_->Free(b->targets);
+    if (b->positions != nullptr) allocator_->Free(b->positions);
   }
 }
 
 Status DataLoader::Fill(Batch& b, const std::vector<int64_t>& samples) {
   const int64_t T = options_.seq;
+  if (sft_) {
+    for (size_t r = 0; r < samples.size(); ++r) {
+      sft::FillRow(*sft_, sft_rows_[samples[r]], T, options_.ignore_index, b.inputs + r * T,
+                   b.targets + r * T, b.positions + r * T);
+    }
+    for (int64_t i = 0; i < static_cast<int64_t>(samples.size()) * T; ++i) {
+      if (b.inputs[i] >= options_.vocab_size) {
+        return DataLoss(fmt::format("token id {} in {} is >= model.vocab_size {}", b.inputs[i],
+                                    options_.train_dir, options_.vocab_size));
+      }
+    }
+    return Status::Ok();
+  }
   std::vector<int32_t> row(T + 1);
   for (size_t r = 0; r < samples.size(); ++r) {
     const int64_t k = samples[r];

@@ -21,6 +21,7 @@
 
 #include "core/status.h"
 #include "runtime/data/sampler.h"
+#include "runtime/data/sft/dataset.h"
 #include "runtime/data/shard.h"
 #include "runtime/model/backend.h"
 
@@ -36,6 +37,7 @@ class HostAllocator {
 struct Batch {
   int32_t* inputs = nullptr;   // [micro_batch * seq]
   int32_t* targets = nullptr;  // [micro_batch * seq]
+  int32_t* positions = nullptr;  // [micro_batch * seq], SFT (packed samples) only
   model::TokenBatch view;      // points at inputs/targets; `staged` for the backend
   SamplerState state_after;    // sampler state once this batch is consumed
   int64_t step_index = 0;      // 0-based micro-batch counter since start
@@ -50,7 +52,9 @@ class BatchStager {
 struct LoaderOptions {
   // *.bin shards (with their manifest.json when `hypertrain prepare` made
   // them) and/or Megatron *.idx/*.bin pairs, or a Hugging Face save_to_disk
-  // dataset with an `input_ids` column (its "train" split for a DatasetDict).
+  // dataset with an `input_ids` column (its "train" split for a DatasetDict),
+  // or an SFT dataset (`hypertrain prepare --sft`, runtime/data/sft): its
+  // samples packed into rows (sft/dataset.h), each batch with positions.
   std::string train_dir;
   // SHA-256 of the model's tokenizer.json (model.data.tokenizer); when set, a
   // manifest naming another tokenizer is refused.
@@ -64,6 +68,7 @@ struct LoaderOptions {
   int dp_world = 1;
   int prefetch_depth = 2;       // >= 1
   SamplerState state;           // resume point (seed set from config)
+  int32_t ignore_index = -100;  // SFT targets out of the loss
 };
 
 class DataLoader {
@@ -87,6 +92,9 @@ class DataLoader {
   SamplerState state() const { return consumed_state_; }
   int64_t num_samples() const { return num_samples_; }
   int64_t num_tokens() const { return num_tokens_; }
+  // SFT: "N samples packed into R rows of T (E% of positions used, K
+  // truncated, S skipped)"; empty otherwise.
+  const std::string& packing_summary() const { return packing_summary_; }
 
  private:
   DataLoader() = default;
@@ -102,6 +110,9 @@ class DataLoader {
   int64_t num_tokens_ = 0;
   int64_t num_samples_ = 0;
   std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<sft::Dataset> sft_;
+  std::vector<std::vector<int64_t>> sft_rows_;
+  std::string packing_summary_;
 
   std::vector<std::unique_ptr<Batch>> pool_;
   std::mutex mu_;

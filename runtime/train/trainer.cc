@@ -326,7 +326,9 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
                  c.model.NumMatmulParams(), c.model.num_hidden_layers, c.model.hidden_size, seq,
                  c.model.TrainFlopsPerToken(seq),
                  c.model.MegatronFlopsPerIteration(global_batch, seq));
-    if (loader->num_tokens() > 0) {
+    if (!loader->packing_summary().empty()) {
+      spdlog::info("data: SFT {}: {}", c.data.train_dir, loader->packing_summary());
+    } else if (loader->num_tokens() > 0) {
       spdlog::info("data: {} tokens in {} ({} samples of {})", loader->num_tokens(),
                    c.data.train_dir, loader->num_samples(), seq + 1);
     } else {

@@ -178,6 +178,12 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelCon
 
 Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendOptions& options,
                          const CudaOptions& cuda) {
+  if (options.peft.enabled()) {
+    return Unimplemented(fmt::format(
+        "model.peft ({}): the CUDA backend has no LoRA/QLoRA path yet; the CPU backend "
+        "(trainer.backend: cpu) runs it (docs/PEFT.md)",
+        model::PeftTypeName(options.peft.type)));
+  }
   HT_ASSIGN_OR_RETURN(layout_, model::ParamLayout::Build(config, options.layout));
   options_ = options;
   cuda_ = cuda;

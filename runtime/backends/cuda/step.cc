@@ -253,6 +253,10 @@ kc::AttentionParams CudaBackend::StepAttentionParams() const {
 
 Status CudaBackend::CheckBatch(const model::TokenBatch& batch) const {
   if (batch.inputs == nullptr || batch.targets == nullptr) return InvalidArgument("empty batch");
+  if (batch.positions != nullptr) {
+    return Unimplemented("packed SFT rows (per-sample positions and document masking) are not in "
+                         "the CUDA backend yet; the CPU backend runs them (docs/PEFT.md)");
+  }
   if (batch.batch != B_ || batch.seq != S_) {
     return InvalidArgument(fmt::format("batch is {}x{}, the CUDA backend was planned for {}x{}",
                                        batch.batch, batch.seq, B_, S_));
