@@ -93,6 +93,14 @@ StatusOr<RankPlacement> PlacementFor(const config::TrainConfig& c, int rank, int
                       parallel::ComputeGroupLayout(strategy, static_cast<int>(c.shard_degree), world_size,
                                                env.local_world_size, rank));
   p.world.nnodes = env.node.nnodes;
+  if (c.finetune.peft.enabled()) {  // whole adapters on every rank: rank 0 writes them
+    p.world.shard_degree = 1;
+    p.world.replica_degree = world_size;
+    p.world.strategy = "ddp";
+    p.shard_rank = 0;
+    p.replica_rank = rank;
+    return p;
+  }
   p.world.shard_degree = g.shard_degree;
   p.world.replica_degree = g.replica_degree;
   p.world.strategy = c.sharding_strategy;

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/parallel/hsdp.h"
+#include "runtime/parallel/peft_hooks.h"
 #include "runtime/train/exit_codes.h"
 
 namespace hypertrain::parallel {
@@ -32,6 +33,7 @@ class DistRuntime final : public train::ParallelRuntime {
 
   StatusOr<model::BackendOptions> ShardOptions(const model::ModelConfig& m,
                                                model::BackendOptions base) override {
+    if (base.peft.enabled()) return base;  // PEFT: whole adapters and base on every rank
     return ShardedBackendOptions(m, std::move(base), layout_);
   }
 
@@ -50,6 +52,12 @@ class DistRuntime final : public train::ParallelRuntime {
                  ShardingStrategyName(layout_.strategy), layout_.shard_group, layout_.shard_degree,
                  layout_.replica_degree, ctx_->world().backend(), DTypeName(hsdp_.reduce_dtype));
     if (trace_ != nullptr) ctx_->SetTrace(trace_);
+    if (backend.BaseLayout() != nullptr) {
+      spdlog::info("model.peft: adapters replicated, gradients averaged over all {} ranks; the "
+                   "frozen base is whole on every rank", env_.world_size);
+      HT_ASSIGN_OR_RETURN(auto peft, PeftDataParallelHooks::Create(*ctx_, backend));
+      return std::unique_ptr<model::UnitHooks>(std::move(peft));
+    }
     HT_ASSIGN_OR_RETURN(auto hooks, HsdpHooks::Create(*ctx_, backend, hsdp_));
     return std::unique_ptr<model::UnitHooks>(std::move(hooks));
   }

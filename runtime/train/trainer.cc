@@ -98,8 +98,10 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
         HT_ASSIGN_OR_RETURN(batch, loader.Next());
       }
       HT_RETURN_IF_ERROR(hooks.BeginMicroBatch(static_cast<int>(m), m == A - 1));
-      // Dropout masks follow the pass number, so a resumed run draws the same.
-      batch->view.rng_offset = static_cast<uint64_t>(state.step * A + m);
+      // Dropout masks follow the global micro-batch number, so a resumed run,
+      // or the same global batch split over other ranks, draws the same.
+      batch->view.rng_offset =
+          static_cast<uint64_t>((state.step * ctx.data_world + ctx.data_rank) * A + m);
       StatusOr<double> l = [&] {
         NvtxRange r("forward_backward");
         trace::Span s(tr, kHost, "forward_backward");
@@ -358,6 +360,7 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   ctx.loader = loader.get();
   ctx.world_size = par->world_size();
   ctx.data_world = par->data_world();
+  ctx.data_rank = par->data_rank();
   ctx.metrics = metrics.get();
   ctx.checkpoint = ckpt;
   ctx.log = logging_rank;

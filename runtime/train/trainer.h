@@ -42,6 +42,7 @@ struct LoopContext {
   data::DataLoader* loader = nullptr;
   int world_size = 1;                   // devices taking part (for per-device rates)
   int data_world = 1;                   // data-parallel ranks (for tokens per step)
+  int data_rank = 0;                    // this rank's slice of each global batch
   MetricsWriter* metrics = nullptr;     // logging rank only; may be null
   CheckpointHooks* checkpoint = nullptr;  // may be null
   Validator* validator = nullptr;         // may be null (no validation)
