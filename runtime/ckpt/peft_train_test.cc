@@ -230,6 +230,9 @@ TEST(PeftTrainTest, ConfigErrors) {
                                            "model.fp8=true"});
   ASSERT_FALSE(fp8.ok());
   EXPECT_NE(fp8.status().message().find("does not support FP8"), std::string::npos);
+  auto qlora = config::ParseTrainConfig("", {"model.data.use_synthetic_data=true", "model.peft.peft_type=qlora"});
+  ASSERT_FALSE(qlora.ok());
+  EXPECT_NE(qlora.status().message().find("not implemented yet"), std::string::npos);
   auto nofinetune = config::ParseTrainConfig(
       "", {"model.data.use_synthetic_data=true", "model.hf_model_name_or_path=/x"});
   ASSERT_FALSE(nofinetune.ok());
