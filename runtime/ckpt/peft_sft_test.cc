@@ -65,7 +65,6 @@ TEST(PeftSftTest, LoraFromHfWeightsLowersHeldOutLoss) {
   }
   // The base: a model fully trained on another task with the same words, as
   // HF weights.
-  testing::SetStopAfterStep(-1);
   auto base_sets = Sets(root + "/base", tok);
   for (const std::string& s : std::vector<std::string>{"trainer.max_steps=40", "model.optim.lr=1e-2",
                                "model.data.train_dir=" + root + "/pre",
@@ -75,7 +74,7 @@ TEST(PeftSftTest, LoraFromHfWeightsLowersHeldOutLoss) {
   }
   auto base_cfg = config::ParseTrainConfig("", base_sets);
   ASSERT_TRUE(base_cfg.ok()) << base_cfg.status().ToString();
-  ASSERT_TRUE(train::RunTrainJob(*base_cfg).ok());
+  ASSERT_TRUE(testing::RunJob(*base_cfg).ok());
 
   auto sets = Sets(root + "/lora", tok);
   for (const std::string& s :
@@ -87,7 +86,7 @@ TEST(PeftSftTest, LoraFromHfWeightsLowersHeldOutLoss) {
   }
   auto c = config::ParseTrainConfig("", sets);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  auto run = train::RunTrainJob(*c);
+  auto run = testing::RunJob(*c);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
 
   // Held-out loss over every packed val row: base + fresh adapter vs base +

@@ -47,8 +47,7 @@ const std::string& Base() {
     auto sets = Common(exp);
     sets.push_back("exp_manager.checkpoint.export_hf_dir=" + exp + "/hf");
     sets.push_back("exp_manager.checkpoint.export_hf_dtype=fp32");
-    testing::SetStopAfterStep(-1);
-    auto r = train::RunTrainJob(Parse(sets));
+    auto r = testing::RunJob(Parse(sets));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return exp + "/hf";
   }();
@@ -80,8 +79,7 @@ std::vector<float> ReadAll(const SafetensorsReader& r, const std::string& name) 
 TEST(PeftTrainTest, CheckpointsHoldOnlyAdaptersAndResumeBitIdentically) {
   const std::string base = Base();
   const std::string straight = TempDir("straight");
-  testing::SetStopAfterStep(-1);
-  auto a = train::RunTrainJob(Peft(straight, base));
+  auto a = testing::RunJob(Peft(straight, base));
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_EQ(a->losses.size(), 8u);
   for (double l : a->losses) EXPECT_TRUE(std::isfinite(l));
@@ -99,11 +97,9 @@ TEST(PeftTrainTest, CheckpointsHoldOnlyAdaptersAndResumeBitIdentically) {
   EXPECT_EQ(m->trainer_state["peft"]["rank"], 4);
 
   const std::string stopped = TempDir("stopped");
-  testing::SetStopAfterStep(5);  // last save: step 3
-  auto b1 = train::RunTrainJob(Peft(stopped, base));
+  auto b1 = testing::RunJob(Peft(stopped, base), 5);
   ASSERT_EQ(b1.status().code(), StatusCode::kUnavailable) << b1.status().ToString();
-  testing::SetStopAfterStep(-1);
-  auto b2 = train::RunTrainJob(Peft(stopped, base));
+  auto b2 = testing::RunJob(Peft(stopped, base));
   ASSERT_TRUE(b2.ok()) << b2.status().ToString();
   ASSERT_EQ(b2->losses.size(), 5u);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(b2->losses[i], a->losses[3 + i]) << "step " << 4 + i;
@@ -114,8 +110,8 @@ TEST(PeftTrainTest, CheckpointsHoldOnlyAdaptersAndResumeBitIdentically) {
   auto other_sets = Common(other_exp);
   other_sets.push_back("model.seed=99");
   other_sets.push_back("exp_manager.checkpoint.export_hf_dir=" + other_exp + "/hf");
-  ASSERT_TRUE(train::RunTrainJob(Parse(other_sets)).ok());
-  auto refused = train::RunTrainJob(Peft(stopped, other_exp + "/hf", {"trainer.max_steps=9"}));
+  ASSERT_TRUE(testing::RunJob(Parse(other_sets)).ok());
+  auto refused = testing::RunJob(Peft(stopped, other_exp + "/hf", {"trainer.max_steps=9"}));
   ASSERT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status().ToString();
   EXPECT_NE(refused.status().message().find("differs"), std::string::npos);
 }
@@ -123,9 +119,8 @@ TEST(PeftTrainTest, CheckpointsHoldOnlyAdaptersAndResumeBitIdentically) {
 TEST(PeftTrainTest, AdapterAndMergedExportReproduceTheTrainersLoss) {
   const std::string base = Base();
   const std::string exp = TempDir("export");
-  testing::SetStopAfterStep(-1);
   const config::TrainConfig c = Peft(exp, base);
-  ASSERT_TRUE(train::RunTrainJob(c).ok());
+  ASSERT_TRUE(testing::RunJob(c).ok());
   auto adapter = LoadAdapter(exp + "/adapter");
   ASSERT_TRUE(adapter.ok()) << adapter.status().ToString();
   EXPECT_EQ(adapter->options.rank, 4);

@@ -151,10 +151,9 @@ StatusOr<bool> TrainCheckpointHooks::Restore(model::Backend& backend, train::Tra
     HT_RETURN_IF_ERROR(LoadFrozenBase(config_, backend));
     HT_ASSIGN_OR_RETURN(base_reference_, BaseReference(config_));
     if (placement_.rank == 0) {
-      std::fprintf(stderr, "[ckpt] INFO: frozen base %s\n",
-                   config_.finetune.hf_model_name_or_path.empty()
-                       ? "randomly initialised (no model.hf_model_name_or_path)"
-                       : ("loaded from " + config_.finetune.hf_model_name_or_path).c_str());
+      spdlog::info("frozen base {}", config_.finetune.hf_model_name_or_path.empty()
+                                         ? "randomly initialised (no model.hf_model_name_or_path)"
+                                         : "loaded from " + config_.finetune.hf_model_name_or_path);
     }
   }
   if (!found.has_value()) {

@@ -149,10 +149,9 @@ int PrepareMain(int argc, char** argv, const LogFlags&) {
     so.overwrite = o.overwrite;
     auto m = data::sft::Prepare(so);
     if (!m.ok()) return Fail("prepare", m.status());
-    std::fprintf(stderr, "prepare: %lld SFT samples, %lld tokens (%lld in the loss) in %s\n",
-                 static_cast<long long>((*m)["samples"].get<int64_t>()),
-                 static_cast<long long>((*m)["tokens"].get<int64_t>()),
-                 static_cast<long long>((*m)["target_tokens"].get<int64_t>()), so.out_dir.c_str());
+    spdlog::info("prepare: {} SFT samples, {} tokens ({} in the loss) in {}",
+                 (*m)["samples"].get<int64_t>(), (*m)["tokens"].get<int64_t>(),
+                 (*m)["target_tokens"].get<int64_t>(), so.out_dir);
     return train::kExitOk;
   }
   auto m = data::prepare::Prepare(o);
