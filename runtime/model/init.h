@@ -13,22 +13,12 @@
 #include <cmath>
 #include <cstdint>
 
+#include "runtime/model/counter_rng.h"
 #include "runtime/model/layout.h"
-
-#ifndef HT_INIT_HOST_DEVICE
-#define HT_INIT_HOST_DEVICE
-#endif
 
 namespace hypertrain::model {
 
 inline constexpr float kInitStd = 0.02f;
-
-HT_INIT_HOST_DEVICE inline uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // Standard normal sample for counter (seed, unit, index) via Box-Muller.
 HT_INIT_HOST_DEVICE inline float NormalAt(uint64_t seed, uint64_t unit, uint64_t index) {

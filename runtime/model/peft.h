@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/model/counter_rng.h"
 #include "runtime/model/init.h"
 #include "runtime/model/layout.h"
 
@@ -71,15 +72,7 @@ StatusOr<ParamLayout> BuildAdapterLayout(const ModelConfig& config, const PeftOp
                                          const LayoutOptions& layout = {});
 
 // ---- Dropout (host and device) ---------------------------------------------
-// keep iff the 32-bit hash of (key, index) >= threshold = p * 2^32.
-HT_INIT_HOST_DEVICE inline uint64_t DropoutKey(uint64_t seed, uint64_t pass, uint32_t layer,
-                                               uint32_t target) {
-  return SplitMix64(SplitMix64(SplitMix64(seed ^ 0x6C6F7261ull) + pass) +
-                    ((static_cast<uint64_t>(layer) << 8) | target));
-}
-HT_INIT_HOST_DEVICE inline bool DropoutKeep(uint64_t key, uint64_t index, uint32_t threshold) {
-  return static_cast<uint32_t>(SplitMix64(key + index) >> 32) >= threshold;
-}
+// DropoutKey / DropoutKeep: runtime/model/counter_rng.h.
 uint32_t DropoutThreshold(double p);
 
 // What a LoRA op needs to draw one adapter input's mask.
