@@ -142,10 +142,6 @@ Status ValidateAndFinish(TrainConfig& c) {
         "config.json and *.safetensors)");
   }
   HT_RETURN_IF_ERROR(ft.peft.Validate());
-  if (ft.peft.quantized()) {
-    return InvalidArgument("model.peft.peft_type: qlora (an NF4 base) is not implemented yet; "
-                           "peft_type: lora trains the same adapters on a bf16 base (docs/PEFT.md)");
-  }
   if (ft.peft.enabled() && c.fp8.enabled) {
     return InvalidArgument(fmt::format(
         "model.fp8: PEFT ({}) does not support FP8 (as the HyperPod recipes say); set model.fp8: false",

@@ -11,6 +11,7 @@
 #include "runtime/backends/cpu/ops.h"
 #include "runtime/kernels/cpu/adamw.h"
 #include "runtime/model/init.h"
+#include "runtime/model/nf4.h"
 
 namespace hypertrain::cpu {
 
@@ -38,6 +39,7 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
       b->base_ptrs_.push_back(b->base_.back().data());
     }
     b->frozen_grads_.assign(b->base_.size(), nullptr);
+    b->base_needs_nf4_ = options.peft.quantized();
   } else {
     HT_ASSIGN_OR_RETURN(b->layout_, model::ParamLayout::Build(config, options.layout));
   }
@@ -276,11 +278,34 @@ Status CpuBackend::WriteBase(int u, Range r, const float* host) {
                                        r.end, u));
   }
   std::copy(host, host + r.size(), base_[u].data() + r.begin);
+  base_needs_nf4_ = options_.peft.quantized();
+  return Status::Ok();
+}
+
+Status CpuBackend::QuantizeBaseIfNeeded() {
+  if (!base_needs_nf4_) return Status::Ok();
+  // Every block projection (not only the adapter targets), as QLoRA
+  // quantises every linear layer of the base but the LM head.
+  for (const model::UnitLayout& u : base_layout_.units()) {
+    if (u.name.rfind("layers.", 0) != 0) continue;
+    for (int t = model::kQProj; t <= model::kDownProj; ++t) {
+      if (t >= static_cast<int>(u.tensors.size())) {
+        return Internal(fmt::format("unit {} has no tensor {}", u.name, t));
+      }
+      const model::TensorSlot& slot = u.tensors[t];
+      if (slot.kind != model::TensorKind::kLinear) continue;
+      float* w = base_[u.index].data() + slot.offset;
+      const model::Nf4Tensor q = model::QuantizeNf4(w, slot.numel);
+      model::DequantizeNf4(q, 0, slot.numel, w);
+    }
+  }
+  base_needs_nf4_ = false;
   return Status::Ok();
 }
 
 Status CpuBackend::ReadBase(int u, Range r, float* host) {
   if (!peft_) return Backend::ReadBase(u, r, host);
+  HT_RETURN_IF_ERROR(QuantizeBaseIfNeeded());
   if (u < 0 || u >= base_layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
   if (r.begin < 0 || r.end > base_layout_.unit(u).padded_numel || r.begin > r.end) {
     return InvalidArgument(fmt::format("base range [{}, {}) of unit {} is outside the unit", r.begin,
@@ -296,6 +321,7 @@ StatusOr<double> CpuBackend::ForwardBackward(const model::TokenBatch& batch, flo
   std::copy(batch.inputs, batch.inputs + tokens_.size(), tokens_.begin());
   PassExtras<float> x{batch.positions, batch.rng_offset};
   if (peft_) {  // adapters are the trained parameters; the base is frozen
+    HT_RETURN_IF_ERROR(QuantizeBaseIfNeeded());
     x.adapter_params = &param_ptrs_;
     x.adapter_grads = &grad_ptrs_;
     return model_->ForwardBackward(batch.inputs, batch.targets, grad_multiplier, base_ptrs_,
@@ -315,6 +341,7 @@ StatusOr<double> CpuBackend::Loss(const model::TokenBatch& batch, model::UnitHoo
   PassExtras<float> x{batch.positions, batch.rng_offset};
   x.dropout = false;  // a forward-only pass evaluates
   if (peft_) {
+    HT_RETURN_IF_ERROR(QuantizeBaseIfNeeded());
     x.adapter_params = &param_ptrs_;
     return model_->Loss(batch.inputs, batch.targets, base_ptrs_, hooks, x);
   }

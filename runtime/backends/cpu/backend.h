@@ -117,6 +117,11 @@ class CpuBackend final : public model::Backend {
   model::ParamLayout base_layout_;
   std::vector<std::vector<float>> base_;
   std::vector<float*> base_ptrs_, frozen_grads_;
+  // QLoRA: the block projections of the base are rounded through NF4
+  // (runtime/model/nf4.h) once written, before the next pass or read, so
+  // the reference computes with exactly the dequantised weights.
+  bool base_needs_nf4_ = false;
+  Status QuantizeBaseIfNeeded();
 };
 
 }  // namespace hypertrain::cpu
