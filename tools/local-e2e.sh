@@ -168,7 +168,8 @@ while :; do
   # on deletion), after the SIGKILL's restart if there was one.
   if [ "$deleted" = 0 ] && [ "$DELETE_AT" -gt 0 ] && [ "${s%/*}" = Running ] && [ "${s#*/}" -ge "$killed" ] &&
      [ "$(last_step)" -ge "$DELETE_AT" ]; then
-    say ">>> kubectl delete pod $JOB-node-0 at step $(last_step) (SIGTERM: finish the step, save it, exit 143)"
+    deleted_at="$(last_step)"
+    say ">>> kubectl delete pod $JOB-node-0 at step $deleted_at (SIGTERM: finish the step, save it, exit 143)"
     kubectl delete pod "$JOB-node-0" --wait=false
     deleted=1
   fi
@@ -202,6 +203,8 @@ if [ "$deleted" = 1 ]; then
   # The deleted pod's ranks (and their peers) stopped after one step and saved
   # it; the next attempt resumed exactly there: no step is trained twice.
   stopped="$(grep -h -o "stopping after step [0-9]* on request" "$WORK"/pods/*/container.log | awk '{print $4}' | sort -un | tail -n 1)"
+  [ -n "$stopped" ] || [ "$deleted_at" -lt $((MAX_STEPS - 1)) ] ||
+    die "kubectl delete pod came at step $deleted_at of $MAX_STEPS: the training ended before this poll saw step $DELETE_AT (a slow machine; raise HT_MAX_STEPS)"
   [ -n "$stopped" ] || die "no graceful stop in the pod logs after kubectl delete pod"
   grep -h -q "resumed at step $stopped " "$WORK"/pods/*/container.log ||
     die "stopped after step $stopped on SIGTERM, but no attempt resumed at step $stopped"

@@ -327,8 +327,8 @@ TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   const auto s = ParseExposition(m.second);
   const std::string ctl = "controller=\"trainingjob\"", q = "name=\"trainingjob\"";
   EXPECT_GE(Sample(s, "controller_runtime_reconcile_total", {ctl, "result=\"success\""}), 1) << m.second;
-  EXPECT_EQ(Sample(s, "controller_runtime_reconcile_total", {ctl, "result=\"error\""}), 0);
-  EXPECT_EQ(Sample(s, "controller_runtime_reconcile_errors_total", {ctl}), 0);
+  EXPECT_EQ(Sample(s, "controller_runtime_reconcile_total", {ctl, "result=\"error\""}), 0) << a->Log();
+  EXPECT_EQ(Sample(s, "controller_runtime_reconcile_errors_total", {ctl}), 0) << a->Log();
   EXPECT_GE(Sample(s, "controller_runtime_reconcile_time_seconds_count", {ctl}), 1);
   EXPECT_GE(Sample(s, "controller_runtime_reconcile_time_seconds_bucket", {ctl, "le=\"+Inf\""}), 1);
   EXPECT_EQ(Sample(s, "controller_runtime_max_concurrent_reconciles", {ctl}), 2);

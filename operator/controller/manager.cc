@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kube/informer.h"
+#include "kube/status.h"
 #include "kube/workqueue.h"
 #include "operator/api/training_job.h"
 #include "operator/controller/reconciler.h"
@@ -112,12 +113,20 @@ void Manager::ReconcileKey(Term& t, const std::string& key) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o_.metrics) o_.metrics->WorkerActive(true);
   StatusOr<ReconcileResult> r = it->second.reconciler->Reconcile(key);
+  // A 409 Conflict is a stale read racing another writer (a user's patch, the
+  // node agent): not a failure; the next pass reads the newer object.
+  const bool conflict = !r.ok() && kube::IsConflict(r.status());
   if (o_.metrics) {
     o_.metrics->WorkerActive(false);
-    o_.metrics->ObserveReconcile(!r.ok() ? "error" : r->requeue_after ? "requeue_after" : "success",
+    o_.metrics->ObserveReconcile(conflict ? "requeue"
+                                 : !r.ok() ? "error"
+                                 : r->requeue_after ? "requeue_after" : "success",
                                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  if (r.ok()) {
+  if (conflict) {
+    spdlog::debug("reconcile of {} raced another writer; requeued: {}", key, r.status().ToString());
+    t.queue.AddRateLimited(key);
+  } else if (r.ok()) {
     t.queue.Forget(key);
     if (r->requeue_after) t.queue.AddAfter(key, *r->requeue_after);
     spdlog::debug("reconciled {}", key);
