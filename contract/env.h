@@ -110,6 +110,15 @@ inline constexpr char kLocalRank[] = "LOCAL_RANK";
 // Ranks in this pod.
 inline constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
 
+// --- Per rank when `hypertrain train` runs as a torchrun worker (torchrun,
+// HyperPod's hyperpodrun inside a HyperPodPyTorchJob): their names for the
+// node rank and the node count, read where NODE_RANK/NNODES are unset.
+inline constexpr char kGroupRank[] = "GROUP_RANK";
+inline constexpr char kGroupWorldSize[] = "GROUP_WORLD_SIZE";
+// "True" when the agent already serves a store on MASTER_PORT (torch >= 2.2):
+// rank 0's hypertrain store then listens on MASTER_PORT + 1.
+inline constexpr char kTorchelasticUseAgentStore[] = "TORCHELASTIC_USE_AGENT_STORE";
+
 // --- Library defaults: the operator sets these on GPU pods unless spec.env
 // names them; libfabric and NCCL read them inside the ranks.
 
@@ -151,6 +160,7 @@ enum class SetBy {
   kOperatorDefault,  // unless spec.env names it: library tuning on GPU pods, the metrics port on every pod
   kOperatorElastic,  // on the pods of elastic jobs (kResizeReason: while resized); reserved
   kLauncher,         // by `hypertrain launch`, per rank; reserved
+  kTorchrun,         // by torchrun/hyperpodrun for their workers; never by the operator
   kUser,             // optionally by the user
 };
 

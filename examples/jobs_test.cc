@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include <fstream>
@@ -194,6 +195,69 @@ TEST(ExampleJobsTest, KubeflowPyTorchJobExampleIsConsistent) {
       auto local = launch::LocalWorldSize(*node, nproc);
       ASSERT_TRUE(local.ok()) << local.status().ToString();
       EXPECT_EQ(*local * node->nnodes, trainer->num_nodes * trainer->devices);
+    }
+  }
+}
+
+// The trainer under HyperPod's HyperPodPyTorchJob: hyperpodrun starts
+// `hypertrain train` as its worker; every rank's torchrun environment parses
+// to the world the trainer config describes.
+TEST(ExampleJobsTest, HyperPodPyTorchJobExampleIsConsistent) {
+  const std::string file = "examples/interop/hyperpod-pytorchjob.yaml";
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << file;
+  std::stringstream text;
+  text << in.rdbuf();
+  auto docs = api::YamlDocumentsToJson(text.str());
+  ASSERT_TRUE(docs.ok()) << docs.status().ToString();
+  ASSERT_EQ(docs->size(), 2u);
+  const json& cm = (*docs)[0];
+  const json& hj = (*docs)[1];
+  ASSERT_EQ(cm["kind"], "ConfigMap");
+  ASSERT_EQ(hj["apiVersion"], "sagemaker.amazonaws.com/v1");
+  ASSERT_EQ(hj["kind"], "HyperPodPyTorchJob");
+  auto trainer = config::ParseTrainConfig(cm["data"]["config.yaml"].get<std::string>(), {}, file);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  EXPECT_THAT(trainer->unknown_keys, IsEmpty());
+
+  const int nproc = std::stoi(hj["spec"]["nprocPerNode"].get<std::string>());
+  EXPECT_EQ(nproc, trainer->devices);
+  ASSERT_EQ(hj["spec"]["replicaSpecs"].size(), 1u);
+  const json& spec = hj["spec"]["replicaSpecs"][0];
+  const int nodes = spec["replicas"].get<int>();
+  EXPECT_EQ(nodes, trainer->num_nodes);
+  const json& c = spec["template"]["spec"]["containers"][0];
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], nproc);
+  const std::vector<std::string> cmd = c["command"];
+  ASSERT_FALSE(cmd.empty());
+  EXPECT_EQ(cmd[0], "hyperpodrun");
+  const auto at = [&](const std::string& s) { return std::find(cmd.begin(), cmd.end(), s) - cmd.begin(); };
+  EXPECT_LT(at("--nnodes=" + std::to_string(nodes)), static_cast<long>(cmd.size()));
+  EXPECT_LT(at("--nproc-per-node=" + std::to_string(nproc)), static_cast<long>(cmd.size()));
+  const long no_python = at("--no-python");
+  ASSERT_LT(no_python + 3, static_cast<long>(cmd.size())) << "hypertrain is a binary: torchrun's --no-python";
+  EXPECT_EQ(cmd[no_python + 1], "hypertrain");
+  EXPECT_EQ(cmd[no_python + 2], "train");
+  // What the agent gives each worker (torchrun's names; no NODE_RANK).
+  for (int node = 0; node < nodes; ++node) {
+    for (int local = 0; local < nproc; ++local) {
+      const int rank = node * nproc + local;
+      const std::map<std::string, std::string> env = {
+          {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+          {"WORLD_SIZE", std::to_string(nodes * nproc)}, {"RANK", std::to_string(rank)},
+          {"LOCAL_RANK", std::to_string(local)}, {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+          {"GROUP_RANK", std::to_string(node)}, {"GROUP_WORLD_SIZE", std::to_string(nodes)},
+          {"NNODES", std::to_string(nodes)}, {"NPROC_PER_NODE", std::to_string(nproc)}};
+      auto r = launch::ParseRankEnv(
+          [&](const char* k) -> const char* {
+            auto it = env.find(k);
+            return it == env.end() ? nullptr : it->second.c_str();
+          },
+          /*require_rank_vars=*/true);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->node.node_rank, node);
+      EXPECT_EQ(r->world_size, trainer->num_nodes * trainer->devices);
+      EXPECT_EQ(r->node.StorePort(), 29501);
     }
   }
 }

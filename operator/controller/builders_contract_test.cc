@@ -106,7 +106,8 @@ TEST(BuildersContract, EveryPodEnvNameIsDefinedByTheContract) {
             const bool expected = (name != contract::env::kCheckpointDir || !spec->checkpoint_dir.empty()) &&
                                   name != contract::env::kProfile;
             EXPECT_EQ(names.count(name), expected ? 1u : 0u) << c.name << ": " << name;
-          } else if (v.set_by == contract::SetBy::kLauncher || v.set_by == contract::SetBy::kUser) {
+          } else if (v.set_by == contract::SetBy::kLauncher || v.set_by == contract::SetBy::kUser ||
+                     v.set_by == contract::SetBy::kTorchrun) {
             EXPECT_EQ(names.count(name), 0u) << c.name << ": " << name << " is not the operator's to set";
           }
         }

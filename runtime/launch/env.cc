@@ -74,6 +74,25 @@ StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& lookup) {
     nnodes = lookup(env::kWorldSize);
     node_rank = lookup(env::kRank);
   }
+  // A rank that torchrun or HyperPod's hyperpodrun started: their agents name
+  // the node count and rank GROUP_WORLD_SIZE/GROUP_RANK (the rendezvous' word;
+  // with an elastic --nnodes=min:max the pod's NNODES is a range).
+  const bool torchrun_worker = lookup(env::kLocalRank) && lookup(env::kGroupRank) && lookup(env::kGroupWorldSize);
+  if (torchrun_worker) {
+    HT_ASSIGN_OR_RETURN(const int group_world, ParseIntVar(env::kGroupWorldSize, lookup(env::kGroupWorldSize), 1, kMaxRanks));
+    HT_ASSIGN_OR_RETURN(const int group_rank, ParseIntVar(env::kGroupRank, lookup(env::kGroupRank), 0, kMaxRanks));
+    const auto disagrees = [](const std::string& v, int want) {
+      return !v.empty() && v.find(':') == std::string::npos && v != std::to_string(want);
+    };
+    if (disagrees(nnodes, group_world) || disagrees(node_rank, group_rank)) {
+      return InvalidArgument("NNODES/NODE_RANK (" + (nnodes.empty() ? "-" : nnodes) + "/" +
+                             (node_rank.empty() ? "-" : node_rank) + ") disagree with the torchrun agent's " +
+                             "GROUP_WORLD_SIZE/GROUP_RANK (" + std::to_string(group_world) + "/" +
+                             std::to_string(group_rank) + ")");
+    }
+    nnodes = std::to_string(group_world);
+    node_rank = std::to_string(group_rank);
+  }
   if (!nnodes.empty()) {
     // torchrun accepts "min:max" for elastic jobs; we run a fixed size only.
     const auto colon = nnodes.find(':');
@@ -85,10 +104,15 @@ StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& lookup) {
       }
       nnodes = lo;
     }
-    HT_ASSIGN_OR_RETURN(n.nnodes, ParseIntVar(pytorchjob_pod ? env::kWorldSize : env::kNnodes, nnodes, 1, kMaxRanks));
+    HT_ASSIGN_OR_RETURN(n.nnodes, ParseIntVar(pytorchjob_pod     ? env::kWorldSize
+                                              : torchrun_worker ? env::kGroupWorldSize
+                                                                : env::kNnodes,
+                                              nnodes, 1, kMaxRanks));
   }
   if (!node_rank.empty()) {
-    const char* name = pytorchjob_pod ? env::kRank : lookup(env::kNodeRank) ? env::kNodeRank : env::kPetNodeRank;
+    const char* name = pytorchjob_pod    ? env::kRank
+                       : torchrun_worker ? env::kGroupRank
+                       : lookup(env::kNodeRank) ? env::kNodeRank : env::kPetNodeRank;
     HT_ASSIGN_OR_RETURN(n.node_rank, ParseIntVar(name, node_rank, 0, kMaxRanks));
   }
   if (n.node_rank >= n.nnodes) {
@@ -109,6 +133,14 @@ StatusOr<NodeEnv> ParseNodeEnv(const EnvLookup& lookup) {
   if (n.master_addr.empty()) {
     if (n.nnodes > 1) return InvalidArgument("MASTER_ADDR (or PET_MASTER_ADDR) is required when NNODES > 1");
     n.master_addr = "127.0.0.1";
+  }
+  if (const char* agent = lookup(env::kTorchelasticUseAgentStore);
+      agent && (std::string(agent) == "True" || std::string(agent) == "true" || std::string(agent) == "1")) {
+    if (n.master_port >= 65535) {
+      return InvalidArgument("MASTER_PORT=65535 is the torchrun agent's store (TORCHELASTIC_USE_AGENT_STORE): "
+                             "hypertrain's store needs MASTER_PORT + 1");
+    }
+    n.store_port = n.master_port + 1;
   }
   const char* job = lookup(env::kJobName);
   n.job_id = job && *job ? job : "default";

@@ -18,6 +18,7 @@ EnvLookup ProcessEnv();
 struct NodeEnv {
   std::string master_addr;
   int master_port = 0;
+  int store_port = 0;      // MASTER_PORT + 1 when a torchrun agent holds MASTER_PORT; 0: none
   int nnodes = 1;
   int node_rank = 0;
   int nproc_per_node = 0;  // 0: unset (the launcher's flag decides)
@@ -25,6 +26,9 @@ struct NodeEnv {
   int world_size = 0;      // WORLD_SIZE as the pod got it; 0: unset
   std::string job_id;      // HYPERTRAIN_JOB_NAME, else "default"
   int restart_attempt = 0; // RESTART_ATTEMPT, else 0
+
+  // Where rank 0 serves the rendezvous store.
+  int StorePort() const { return store_port != 0 ? store_port : master_port; }
 };
 
 // What one rank knows: NodeEnv plus its place in the world.
@@ -42,6 +46,10 @@ struct RankEnv {
 // NPROC_PER_NODE|PET_NPROC_PER_NODE (optional; torchrun's "auto", "gpu" and
 // "cpu" count as unset), WORLD_SIZE (optional), HYPERTRAIN_JOB_NAME,
 // RESTART_ATTEMPT. A variable and its alias that disagree are an error.
+// A rank started by torchrun or hyperpodrun (LOCAL_RANK, GROUP_RANK and
+// GROUP_WORLD_SIZE set) takes its node rank and count from GROUP_RANK and
+// GROUP_WORLD_SIZE; with TORCHELASTIC_USE_AGENT_STORE=True the agent's store
+// holds MASTER_PORT, so store_port is MASTER_PORT + 1.
 // A Kubeflow PyTorchJob pod runs unchanged: without the node variables above
 // and without LOCAL_RANK (so not a rank's env), its WORLD_SIZE (the number of
 // pods) and RANK (the pod's index) give NNODES and NODE_RANK.

@@ -72,6 +72,46 @@ TEST(Env, KubeflowPyTorchJobPodsRunUnchanged) {
   EXPECT_FALSE(ParseRankEnv(FromMap({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"}})).ok());
 }
 
+// A rank that torchrun or HyperPod's hyperpodrun (a HyperPodPyTorchJob pod)
+// started: the agent's per-worker variables, the pod's NNODES/NPROC_PER_NODE
+// from the HyperPod operator, an elastic PET_NNODES range, no NODE_RANK.
+TEST(Env, TorchrunAndHyperpodrunWorkersRunUnchanged) {
+  std::map<std::string, std::string> worker = {
+      {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29500"}, {"WORLD_SIZE", "16"},
+      {"RANK", "13"},              {"LOCAL_RANK", "5"},      {"LOCAL_WORLD_SIZE", "8"},
+      {"GROUP_RANK", "1"},         {"GROUP_WORLD_SIZE", "2"}, {"ROLE_RANK", "13"},
+      {"TORCHELASTIC_RUN_ID", "llama"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"NNODES", "2"},             {"NPROC_PER_NODE", "8"}};
+  auto r = ParseRankEnv(FromMap(worker), /*require_rank_vars=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.nnodes, 2);
+  EXPECT_EQ(r->node.node_rank, 1);
+  EXPECT_EQ(r->rank, 13);
+  EXPECT_EQ(r->local_rank, 5);
+  EXPECT_EQ(r->node.master_port, 29500);
+  EXPECT_EQ(r->node.StorePort(), 29501) << "the agent serves its own store on MASTER_PORT";
+  // Elastic --nnodes=1:4 (PET_NNODES a range): the agent's GROUP_WORLD_SIZE is the size.
+  worker.erase("NNODES");
+  worker["PET_NNODES"] = "1:4";
+  worker["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  r = ParseRankEnv(FromMap(worker), true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->node.nnodes, 2);
+  EXPECT_EQ(r->node.StorePort(), 29500);
+  // A pod's NODE_RANK that contradicts the agent is an error naming both.
+  worker["NODE_RANK"] = "0";
+  r = ParseRankEnv(FromMap(worker), true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("GROUP_WORLD_SIZE/GROUP_RANK (2/1)"), std::string::npos)
+      << r.status().message();
+  worker.erase("NODE_RANK");
+  worker["MASTER_PORT"] = "65535";
+  worker["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  r = ParseRankEnv(FromMap(worker), true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("MASTER_PORT + 1"), std::string::npos) << r.status().message();
+}
+
 TEST(Env, DefaultsForASingleNode) {
   auto n = ParseNodeEnv(FromMap({}));
   ASSERT_TRUE(n.ok());

@@ -105,6 +105,40 @@ for run in hybrid_shard full_shard no_shard hybrid_shard:whole; do
     END { if (n != 4) { print s ": expected 4 steps, got " n; bad = 1 } exit bad }' || fail "$run trajectory"
 done
 
+# The same job with torchrun's (HyperPod's hyperpodrun's) agent in place of
+# `hypertrain launch` (examples/interop/hyperpod-pytorchjob.yaml): each rank
+# gets the agent's worker variables (GROUP_RANK/GROUP_WORLD_SIZE, no NODE_RANK)
+# and the agent's own store holds MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE),
+# so hypertrain's store must take the next port; same trajectory.
+exp="$TMP/torchrun_workers"
+p=$(port)
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8); time.sleep(600)' "$p" &
+agent_store=$!
+trap 'kill $agent_store 2>/dev/null || true' EXIT
+workers=()
+for node in 0 1; do
+  for local in 0 1; do
+    env $(gpus_of_node $node) MASTER_ADDR=127.0.0.1 MASTER_PORT=$p WORLD_SIZE=4 RANK=$((2 * node + local)) \
+      LOCAL_RANK=$local LOCAL_WORLD_SIZE=2 GROUP_RANK=$node GROUP_WORLD_SIZE=2 ROLE_RANK=$((2 * node + local)) \
+      TORCHELASTIC_RUN_ID=e2e TORCHELASTIC_USE_AGENT_STORE=True NNODES=2 NPROC_PER_NODE=2 \
+      HYPERTRAIN_JOB_NAME=e2e HT_GLOO_HOSTNAME=127.0.0.1 HT_RENDEZVOUS_TIMEOUT_S=60 \
+      "$BIN" train "${COMMON[@]}" --set exp_manager.exp_dir="$exp" --set trainer.max_steps=4 \
+      --set model.grad_accumulation_steps=1 --set model.sharding_strategy=hybrid_shard \
+      > "$exp.rank$((2 * node + local)).log" 2>&1 &
+    workers+=($!)
+  done
+done
+for w in "${workers[@]}"; do wait "$w" || { cat "$exp".rank*.log; fail "torchrun workers: a rank failed"; }; done
+kill $agent_store 2>/dev/null || true
+trajectory "$exp/metrics.jsonl" > "$exp.traj"
+paste "$TMP/single.traj" "$exp.traj" | awk -v lt="$LOSS_RTOL" -v nt="$NORM_RTOL" '
+  function abs(x) { return x < 0 ? -x : x }
+  { n++; if ($1 != $4 || abs($2 - $5) > lt * abs($2) || abs($3 - $6) > nt * abs($3)) bad = 1 }
+  END { exit bad || n != 4 }' || { paste "$TMP/single.traj" "$exp.traj"; fail "torchrun workers trajectory"; }
+echo "== torchrun/hyperpodrun workers (GROUP_RANK, agent store on MASTER_PORT): same 4-step trajectory"
+
 # A rank killed mid-run: both launchers exit non-zero within the grace period.
 # Logged as JSON: the launcher passes its log flags on to the ranks.
 exp="$TMP/killed"

@@ -22,17 +22,17 @@ Status JoinRendezvous(const launch::RankEnv& env, Clock::time_point deadline,
   const launch::StoreIdentity id{env.node.job_id, env.node.restart_attempt};
   std::string host = env.node.master_addr;
   if (env.rank == 0) {
-    auto s = launch::TcpStoreServer::Start("", env.node.master_port, id);
+    auto s = launch::TcpStoreServer::Start("", env.node.StorePort(), id);
     if (!s.ok()) {
       return Unavailable("rank 0 cannot serve the rendezvous store on port " +
-                         std::to_string(env.node.master_port) + ": " + s.status().message());
+                         std::to_string(env.node.StorePort()) + ": " + s.status().message());
     }
     *server = std::move(*s);
     host = "127.0.0.1";
   }
   launch::TcpStoreClientOptions o;
   o.connect_deadline = Left(deadline);
-  auto c = launch::TcpStoreClient::Connect(host, env.node.master_port, id, o);
+  auto c = launch::TcpStoreClient::Connect(host, env.node.StorePort(), id, o);
   if (!c.ok()) {
     return Unavailable("rank " + std::to_string(env.rank) + " cannot join the rendezvous of " +
                        id.ToString() + ": " + c.status().message() +
