@@ -182,7 +182,7 @@ TEST_F(CrdTest, RejectsBadSpecs) {
   };
   json s = MinimalSpec();
   s["nodes"] = 0;
-  expect_problem(s, "spec.nodes: 0 is less than the minimum 1");
+  expect_problem(s, "spec.nodes in body should be greater than or equal to 1");
   s = MinimalSpec();
   s["instanceType"] = "p5.48xlarge";
   expect_problem(s, "spec.instanceType");
@@ -200,13 +200,13 @@ TEST_F(CrdTest, RejectsBadSpecs) {
   expect_problem(s, "spec.gpusPerNod: unknown field");
   s = MinimalSpec();
   s.erase("image");
-  expect_problem(s, "spec.image: required");
+  expect_problem(s, "spec.image: Required value");
   s = MinimalSpec();
   s["masterPort"] = 99999;
   expect_problem(s, "spec.masterPort");
   s = MinimalSpec();
   s["faultPolicy"] = {{"nonRetryableExitCodes", {137, 137}}};
-  expect_problem(s, "duplicate set item");
+  expect_problem(s, "nonRetryableExitCodes[1]: Duplicate value: 137");
   // Garbage affinity, gang and topology are refused at admission.
   s = MinimalSpec();
   s["scheduling"] = {{"affinity", {{"nodeAffinity", {{"anything", 1}}}}}};
@@ -216,11 +216,11 @@ TEST_F(CrdTest, RejectsBadSpecs) {
   expect_problem(s, "operator");
   s["scheduling"] = json::parse(R"({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
       [{"labelSelector": {"matchLabels": {"a": "b"}}}]}}})");
-  expect_problem(s, "topologyKey: required");
+  expect_problem(s, "topologyKey: Required value");
   s["scheduling"] = {{"gang", {{"provider", "yunikorn"}}}};
   expect_problem(s, "spec.scheduling.gang.provider");
   s["scheduling"] = {{"gang", {{"queueName", "q"}}}};
-  expect_problem(s, "spec.scheduling.gang.provider: required");
+  expect_problem(s, "spec.scheduling.gang.provider: Required value");
   s["scheduling"] = {{"topology", {{"layer", 4}}}};
   expect_problem(s, "spec.scheduling.topology.layer");
   s["scheduling"] = {{"nodeSelector", {{"pool", "a b"}}}};
@@ -232,15 +232,15 @@ TEST_F(CrdTest, RejectsBadSpecs) {
   s["podTemplate"] = {{"metadata", {{"labels", {{"team", std::string(64, 'x')}}}}}};
   expect_problem(s, "spec.podTemplate.metadata.labels.team");
   s["podTemplate"] = {{"spec", {{"containers", {{{"image", "x"}}}}}}};
-  expect_problem(s, "spec.podTemplate.spec.containers[0].name: required");
+  expect_problem(s, "spec.podTemplate.spec.containers[0].name: Required value");
   s["podTemplate"] = {{"spec", {{"volumes", {{{"name", "a"}, {"emptyDir", json::object()}}, {{"name", "a"}, {"emptyDir", json::object()}}}}}}};
-  expect_problem(s, "duplicate");
+  expect_problem(s, "Duplicate value");
   s = MinimalSpec();
   s["runPolicy"] = {{"schedulingTimeoutSeconds", -5}};
   expect_problem(s, "spec.runPolicy.schedulingTimeoutSeconds");
   s = MinimalSpec();
   s["elastic"] = {{"maxNodes", 2}};
-  expect_problem(s, "spec.elastic.minNodes: required");
+  expect_problem(s, "spec.elastic.minNodes: Required value");
   s["elastic"] = {{"minNodes", 0}};
   expect_problem(s, "spec.elastic.minNodes");
   s["elastic"] = {{"minNodes", 1}, {"checkIntervalSeconds", 0}};

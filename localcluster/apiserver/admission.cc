@@ -6,7 +6,7 @@
 #include <set>
 
 #include "localcluster/apiserver/object_ops.h"
-#include "localcluster/apiserver/schema.h"
+#include "kube/openapi_schema.h"
 
 namespace kubelocal {
 namespace {
@@ -101,7 +101,8 @@ void CheckPodUpdate(const json& old_spec, const json& spec, std::vector<FieldCau
 Status AdmitCustomResource(const json& schema, const std::string& field_validation, json& obj,
                            std::vector<std::string>* warnings, std::vector<FieldCause>* causes) {
   if (schema.is_null()) return Status();
-  auto pruned = PruneUnknownFields(obj, schema);
+  namespace openapi = hypertrain::kube::openapi;
+  auto pruned = openapi::PruneUnknownFields(obj, schema);
   if (!pruned.empty() && field_validation == "Strict") {
     std::string msg = "strict decoding error: ";
     for (size_t i = 0; i < pruned.size(); ++i) {
@@ -112,8 +113,8 @@ Status AdmitCustomResource(const json& schema, const std::string& field_validati
   if (!pruned.empty() && field_validation == "Warn" && warnings) {
     for (const auto& p : pruned) warnings->push_back("unknown field \"" + p + "\"");
   }
-  ApplyDefaults(obj, schema);
-  auto c = ValidateAgainstSchema(obj, schema);
+  openapi::ApplyDefaults(obj, schema);
+  auto c = openapi::Validate(obj, schema);
   causes->insert(causes->end(), c.begin(), c.end());
   return Status();
 }
@@ -178,7 +179,7 @@ Status AdmitCrd(json& obj, const std::vector<ResourceType>& registered, std::vec
   for (size_t i = 0; i < versions.size(); ++i) {
     const std::string p = "spec.versions[" + std::to_string(i) + "].schema.openAPIV3Schema";
     if (versions[i].contains("/schema/openAPIV3Schema"_json_pointer)) {
-      auto c = CheckSchema(versions[i]["schema"]["openAPIV3Schema"], p);
+      auto c = hypertrain::kube::openapi::CheckStructural(versions[i]["schema"]["openAPIV3Schema"], p);
       causes->insert(causes->end(), c.begin(), c.end());
     }
   }

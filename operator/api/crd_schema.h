@@ -1,13 +1,12 @@
-// Checks for CustomResourceDefinition schemas without a server:
-//  - CheckStructural applies the structural-schema rules that kube-apiserver
-//    (apiextensions.k8s.io/v1) enforces on a CRD's openAPIV3Schema, plus
-//    hygiene rules (known keywords only, required names declared).
-//  - ValidateAgainstSchema validates an object against an OpenAPI v3 schema
-//    subset the way the API server does (types, required, enum, ranges,
-//    lengths, patterns, item/property counts, int-or-string, preserve-unknown),
-//    applying defaults in place. Unknown fields are reported (the API server
-//    would silently prune them: a typo in a manifest). CEL rules are not
-//    evaluated here; ParseSpec enforces the same rules in C++.
+// Manifest checks for CustomResourceDefinitions without a server, on the
+// API server's own rules (kube/openapi_schema.h), as "path: message" lines:
+//  - CheckStructural: the structural-schema rules kube-apiserver enforces on a
+//    CRD's openAPIV3Schema, plus hygiene (known keywords, declared required).
+//  - ValidateAgainstSchema: an object as the API server would admit it
+//    (defaults applied in place, then validated), and stricter in one way: a
+//    field the schema does not describe is reported (the API server would
+//    silently prune it: a typo in a manifest). CEL rules are not evaluated
+//    here; ParseSpec enforces the same rules in C++.
 #ifndef HYPERTRAIN_OPERATOR_API_CRD_SCHEMA_H_
 #define HYPERTRAIN_OPERATOR_API_CRD_SCHEMA_H_
 

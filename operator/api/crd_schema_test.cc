@@ -35,14 +35,14 @@ TEST(CheckStructuralTest, AcceptsAStructuralSchema) {
 }
 
 TEST(CheckStructuralTest, FlagsNonStructuralSchemas) {
-  EXPECT_TRUE(AnyContains(CheckStructural(Obj({{"a", {{"description", "no type"}}}})), "type is required"));
+  EXPECT_TRUE(AnyContains(CheckStructural(Obj({{"a", {{"description", "no type"}}}})), ".type: Required value"));
   EXPECT_TRUE(AnyContains(CheckStructural(Obj({{"a", {{"type", "array"}}}})), "needs items"));
   EXPECT_TRUE(AnyContains(
       CheckStructural(Obj({{"a", {{"type", "object"}, {"properties", json::object()}, {"additionalProperties", {{"type", "string"}}}}}})),
       "mutually exclusive"));
   EXPECT_TRUE(AnyContains(CheckStructural(Obj({{"a", {{"type", "string"}, {"anyOf", json::array({{{"type", "string"}}})}}}})),
                           "inside anyOf"));
-  EXPECT_TRUE(AnyContains(CheckStructural(Obj({{"a", {{"type", "integer"}, {"default", "x"}}}})), "default: invalid"));
+  EXPECT_TRUE(AnyContains(CheckStructural(Obj({{"a", {{"type", "integer"}, {"default", "x"}}}})), "default in body must be of type integer"));
   EXPECT_TRUE(AnyContains(CheckStructural(Obj({{"a", {{"type", "string"}, {"patern", "x"}}}})), "unknown keyword"));
   EXPECT_TRUE(AnyContains(CheckStructural(Obj({{"metadata", {{"type", "object"}, {"properties", {{"name", {{"type", "string"}}}}}}}})),
                           "root metadata"));
@@ -76,15 +76,21 @@ TEST(ValidateTest, TypesRangesEnumsPatternsAndDefaults) {
 
   json bad = {{"n", 9}, {"mode", "c"}, {"name", "ABCDEFG"}, {"q", true}, {"typo", 1}, {"set", {1, 1}}};
   auto p = ValidateAgainstSchema(s, &bad);
-  EXPECT_TRUE(AnyContains(p, "n: 9 is more than the maximum 4"));
-  EXPECT_TRUE(AnyContains(p, "mode: \"c\" is not one of"));
-  EXPECT_TRUE(AnyContains(p, "name: longer than 5"));
-  EXPECT_TRUE(AnyContains(p, "does not match"));
-  EXPECT_TRUE(AnyContains(p, "q: must be an integer or a string"));
+  EXPECT_TRUE(AnyContains(p, "n: Invalid value: 9: n in body should be less than or equal to 4"));
+  EXPECT_TRUE(AnyContains(p, "mode: Unsupported value: \"c\": supported values: \"a\", \"b\""));
+  EXPECT_TRUE(AnyContains(p, "name in body should be at most 5 chars long"));
+  EXPECT_TRUE(AnyContains(p, "should match '^[a-z]+$'"));
+  EXPECT_TRUE(AnyContains(p, "q in body must be of type integer or string"));
   EXPECT_TRUE(AnyContains(p, "typo: unknown field"));
-  EXPECT_TRUE(AnyContains(p, "duplicate set item"));
+  EXPECT_TRUE(AnyContains(p, "set[1]: Duplicate value: 1"));
   json missing = json::object();
-  EXPECT_TRUE(AnyContains(ValidateAgainstSchema(s, &missing), "mode: required"));
+  EXPECT_TRUE(AnyContains(ValidateAgainstSchema(s, &missing), "mode: Required value"));
+  json when = {{"mode", "a"}, {"at", "2026-11-26T00:10:00Z"}};
+  json at_schema = s;
+  at_schema["properties"]["at"] = {{"type", "string"}, {"format", "date-time"}};
+  EXPECT_THAT(ValidateAgainstSchema(at_schema, &when), IsEmpty());
+  when["at"] = "yesterday";
+  EXPECT_TRUE(AnyContains(ValidateAgainstSchema(at_schema, &when), "at in body must be of type date-time"));
   json wrong_type = {{"mode", 1}};
   EXPECT_TRUE(AnyContains(ValidateAgainstSchema(s, &wrong_type), "must be of type string"));
 }

@@ -1,17 +1,22 @@
-#include "localcluster/apiserver/schema.h"
+#include "kube/openapi_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <set>
 
-namespace kubelocal {
+namespace hypertrain::kube::openapi {
 namespace {
 
 std::string Join(const std::string& path, const std::string& field) {
   return path.empty() ? field : path + "." + field;
 }
 
-bool Flag(const json& s, const char* key) { return s.is_object() && s.value(key, false); }
+bool Flag(const json& s, const char* key) {
+  if (!s.is_object()) return false;
+  auto it = s.find(key);
+  return it != s.end() && it->is_boolean() && it->get<bool>();
+}
 
 void Prune(json& obj, const json& schema, const std::string& path, bool root,
            std::vector<std::string>* pruned) {
@@ -81,12 +86,12 @@ std::string Num(double d) {
   return s;
 }
 
-FieldCause Invalid(const std::string& path, const json& v, const std::string& what) {
+Cause Invalid(const std::string& path, const json& v, const std::string& what) {
   return {"FieldValueInvalid", path, "Invalid value: " + v.dump() + ": " + what};
 }
 
 void Validate(const json& v, const json& s, const std::string& path, bool root,
-              std::vector<FieldCause>* out);
+              std::vector<Cause>* out);
 
 // Where a cause is reported ("<root>" for the object itself) and the phrase
 // its messages use for that place.
@@ -97,7 +102,7 @@ struct At {
 
 // null against nullable and the declared type; false when the value's type is
 // wrong (or null), so nothing more is checked below it.
-bool ValidateType(const json& v, const json& s, const At& at, std::vector<FieldCause>* out) {
+bool ValidateType(const json& v, const json& s, const At& at, std::vector<Cause>* out) {
   if (v.is_null()) {
     if (!Flag(s, "nullable") && s.contains("type")) {
       out->push_back({"FieldValueTypeInvalid", at.p,
@@ -124,7 +129,7 @@ bool ValidateType(const json& v, const json& s, const At& at, std::vector<FieldC
   return false;
 }
 
-void ValidateEnum(const json& v, const json& s, const At& at, std::vector<FieldCause>* out) {
+void ValidateEnum(const json& v, const json& s, const At& at, std::vector<Cause>* out) {
   if (!s.contains("enum") || !s["enum"].is_array()) return;
   for (const auto& e : s["enum"]) {
     if (e == v) return;
@@ -134,7 +139,7 @@ void ValidateEnum(const json& v, const json& s, const At& at, std::vector<FieldC
   out->push_back({"FieldValueNotSupported", at.p, "Unsupported value: " + v.dump() + ": supported values: " + vals});
 }
 
-void ValidateNumber(const json& v, const json& s, const At& at, std::vector<FieldCause>* out) {
+void ValidateNumber(const json& v, const json& s, const At& at, std::vector<Cause>* out) {
   const double d = v.get<double>();
   if (s.contains("minimum")) {
     const double m = s["minimum"].get<double>();
@@ -160,7 +165,7 @@ void ValidateNumber(const json& v, const json& s, const At& at, std::vector<Fiel
   }
 }
 
-void ValidateString(const json& v, const json& s, const At& at, std::vector<FieldCause>* out) {
+void ValidateString(const json& v, const json& s, const At& at, std::vector<Cause>* out) {
   const std::string str = v.get<std::string>();
   // Lengths count characters (UTF-8 code points), as Kubernetes does.
   size_t chars = 0;
@@ -175,6 +180,12 @@ void ValidateString(const json& v, const json& s, const At& at, std::vector<Fiel
                            at.body + " should be at most " + std::to_string(s["maxLength"].get<size_t>()) +
                                " chars long"));
   }
+  if (s.value("format", "") == "date-time") {
+    static const std::regex kTime(R"(^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$)");
+    if (!std::regex_match(str, kTime)) {
+      out->push_back(Invalid(at.p, v, at.body + " must be of type date-time"));
+    }
+  }
   if (s.contains("pattern") && s["pattern"].is_string()) {
     try {
       std::regex re(s["pattern"].get<std::string>(), std::regex::ECMAScript);
@@ -182,7 +193,7 @@ void ValidateString(const json& v, const json& s, const At& at, std::vector<Fiel
         out->push_back(Invalid(at.p, v, at.body + " should match '" + s["pattern"].get<std::string>() + "'"));
       }
     } catch (const std::regex_error&) {
-      // CheckSchema rejects bad patterns when the CRD is written.
+      // CheckStructural rejects bad patterns when the CRD is written.
     }
   }
 }
@@ -198,7 +209,7 @@ bool SameListItem(const json& a, const json& b, const json& s, bool map_keys) {
 }
 
 void ValidateArray(const json& v, const json& s, const std::string& path, const At& at,
-                   std::vector<FieldCause>* out) {
+                   std::vector<Cause>* out) {
   if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) {
     out->push_back(Invalid(at.p, v.size(),
                            at.body + " should have at least " + std::to_string(s["minItems"].get<size_t>()) +
@@ -231,7 +242,7 @@ void ValidateArray(const json& v, const json& s, const std::string& path, const 
 }
 
 void ValidateObject(const json& v, const json& s, const std::string& path, bool root, const At& at,
-                    std::vector<FieldCause>* out) {
+                    std::vector<Cause>* out) {
   if (s.contains("required") && s["required"].is_array()) {
     for (const auto& r : s["required"]) {
       const std::string k = r.get<std::string>();
@@ -260,9 +271,9 @@ void ValidateObject(const json& v, const json& s, const std::string& path, bool 
 
 // Combinators: validation only (structural schemas forbid types in them).
 void ValidateCombinators(const json& v, const json& s, const std::string& path, bool root, const At& at,
-                         std::vector<FieldCause>* out) {
+                         std::vector<Cause>* out) {
   auto passes = [&](const json& sub) {
-    std::vector<FieldCause> tmp;
+    std::vector<Cause> tmp;
     Validate(v, sub, path, root, &tmp);
     return tmp.empty();
   };
@@ -285,7 +296,7 @@ void ValidateCombinators(const json& v, const json& s, const std::string& path, 
 }
 
 void Validate(const json& v, const json& s, const std::string& path, bool root,
-              std::vector<FieldCause>* out) {
+              std::vector<Cause>* out) {
   if (!s.is_object()) return;
   At at;
   at.p = path.empty() ? "<root>" : path;
@@ -299,37 +310,183 @@ void Validate(const json& v, const json& s, const std::string& path, bool root,
   ValidateCombinators(v, s, path, root, at, out);
 }
 
-void Check(const json& s, const std::string& path, std::vector<FieldCause>* out) {
-  if (!s.is_object()) {
-    out->push_back({"FieldValueInvalid", path, "Invalid value: must be an object"});
+// --- Structural-schema rules -------------------------------------------------
+
+const std::set<std::string>& KnownKeywords() {
+  static const std::set<std::string> k = {
+      "type",          "format",        "description", "properties", "additionalProperties", "items",
+      "required",      "enum",          "minimum",     "maximum",    "exclusiveMinimum",     "exclusiveMaximum",
+      "minLength",     "maxLength",     "pattern",     "minItems",   "maxItems",             "uniqueItems",
+      "minProperties", "maxProperties", "default",     "nullable",   "anyOf",                "allOf",
+      "oneOf",         "not",           "title",       "multipleOf", "example",              "externalDocs"};
+  return k;
+}
+
+bool IsIntOrStringAnyOf(const json& any) {
+  return any == json::array({{{"type", "integer"}}, {{"type", "string"}}});
+}
+
+Cause Forbidden(const std::string& field, const std::string& message) {
+  return {"FieldValueForbidden", field, "Forbidden: " + message};
+}
+Cause Required(const std::string& field, const std::string& message) {
+  return {"FieldValueRequired", field, "Required value: " + message};
+}
+Cause BadValue(const std::string& field, const json& v, const std::string& message) {
+  return {"FieldValueInvalid", field, "Invalid value: " + v.dump() + ": " + message};
+}
+
+// allOf/anyOf/oneOf: lists whose members set no type, default, description,
+// additionalProperties or nullable (the int-or-string anyOf excepted).
+void CheckJunctors(const json& n, const std::string& path, std::vector<Cause>* out) {
+  for (const char* j : {"anyOf", "allOf", "oneOf"}) {
+    auto it = n.find(j);
+    if (it == n.end()) continue;
+    if (!it->is_array()) {
+      out->push_back(BadValue(path + "." + j, *it, "must be a list"));
+      continue;
+    }
+    if (std::string(j) == "anyOf" && Flag(n, "x-kubernetes-int-or-string") && IsIntOrStringAnyOf(*it)) continue;
+    for (size_t i = 0; i < it->size(); ++i) {
+      for (const char* bad : {"description", "type", "default", "additionalProperties", "nullable"}) {
+        if ((*it)[i].contains(bad)) {
+          out->push_back(Forbidden(path + "." + j + "[" + std::to_string(i) + "]." + bad,
+                                   std::string("must not be set inside ") + j + " (structural schema)"));
+        }
+      }
+    }
+  }
+}
+
+// type: required unless int-or-string or preserve-unknown-fields; a known name.
+void CheckType(const json& n, const std::string& path, std::vector<Cause>* out) {
+  const bool int_or_string = Flag(n, "x-kubernetes-int-or-string");
+  const bool preserve = Flag(n, "x-kubernetes-preserve-unknown-fields");
+  if (n.contains("type") && !n["type"].is_string()) {
+    out->push_back(BadValue(path + ".type", n["type"], "must be a string"));
     return;
   }
-  static const std::set<std::string> kTypes = {"object", "array",   "string",
-                                               "integer", "number", "boolean"};
-  if (s.contains("type")) {
-    if (!s["type"].is_string() || !kTypes.count(s["type"].get<std::string>())) {
-      out->push_back({"FieldValueNotSupported", path + ".type",
-                      "Unsupported value: " + s["type"].dump() +
-                          ": supported values: \"array\", \"boolean\", \"integer\", \"number\", "
-                          "\"object\", \"string\""});
+  const std::string type = n.value("type", "");
+  static const std::set<std::string> kTypes = {"object", "array", "string", "integer", "number", "boolean"};
+  if (int_or_string) {
+    if (!type.empty()) out->push_back(Forbidden(path + ".type", "x-kubernetes-int-or-string must not set a type"));
+    if (n.contains("anyOf") && !IsIntOrStringAnyOf(n["anyOf"])) {
+      out->push_back(Forbidden(path + ".anyOf", "x-kubernetes-int-or-string allows only anyOf [integer, string]"));
+    }
+  } else if (type.empty()) {
+    if (!preserve) out->push_back(Required(path + ".type", "must not be empty for specified object fields"));
+  } else if (!kTypes.count(type)) {
+    out->push_back({"FieldValueNotSupported", path + ".type",
+                    "Unsupported value: " + n["type"].dump() +
+                        ": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""});
+  }
+}
+
+// properties/additionalProperties/required/items agree with the type; required
+// names are declared; list-map keys are required or defaulted.
+void CheckShape(const json& n, const std::string& path, std::vector<Cause>* out) {
+  const std::string type = n.value("type", "");
+  const bool preserve = Flag(n, "x-kubernetes-preserve-unknown-fields");
+  if (Flag(n, "uniqueItems")) out->push_back(Forbidden(path + ".uniqueItems", "uniqueItems cannot be set to true"));
+  if (n.contains("properties") && n.contains("additionalProperties")) {
+    out->push_back(Forbidden(path + ".additionalProperties",
+                             "additionalProperties and properties are mutually exclusive"));
+  }
+  if ((n.contains("properties") || n.contains("additionalProperties") || n.contains("required")) &&
+      type != "object" && !preserve) {
+    out->push_back(Forbidden(path + ".properties", "properties and required need type: object"));
+  }
+  if (type == "array" && !n.contains("items")) out->push_back(Required(path + ".items", "type array needs items"));
+  if (n.contains("required")) {
+    for (const json& r : n["required"]) {
+      if (!r.is_string() || !n.contains("properties") || !n["properties"].contains(r.get<std::string>())) {
+        out->push_back(BadValue(path + ".required", r, "is not a declared property"));
+      }
     }
   }
-  if (s.contains("pattern")) {
+  if (n.contains("x-kubernetes-validations")) {
+    const json& rules = n["x-kubernetes-validations"];
+    if (!rules.is_array()) out->push_back(BadValue(path + ".x-kubernetes-validations", rules, "must be a list"));
+    for (const json& r : rules) {
+      if (!r.is_object() || !r.contains("rule") || !r["rule"].is_string() || r["rule"].get<std::string>().empty()) {
+        out->push_back(Required(path + ".x-kubernetes-validations", "each entry needs a rule"));
+      }
+    }
+  }
+  if (n.value("x-kubernetes-list-type", "") == "map") {
+    const json items = n.value("items", json::object());
+    const json keys = n.value("x-kubernetes-list-map-keys", json::array());
+    if (keys.empty()) out->push_back(Required(path + ".x-kubernetes-list-map-keys", "list-type map needs keys"));
+    for (const json& k : keys) {
+      const std::string key = k.get<std::string>();
+      const json req = items.value("required", json::array());
+      const bool required = std::find(req.begin(), req.end(), k) != req.end();
+      const bool defaulted = items.contains("properties") && items["properties"].contains(key) &&
+                             items["properties"][key].contains("default");
+      if (!required && !defaulted) {
+        out->push_back(Required(path + ".items.properties[" + key + "]",
+                                "list map key '" + key + "' must be required or defaulted"));
+      }
+    }
+  }
+}
+
+// A default must validate against its own node; a pattern must compile.
+void CheckValues(const json& n, const std::string& path, std::vector<Cause>* out) {
+  if (n.contains("pattern")) {
     try {
-      std::regex re(s["pattern"].get<std::string>(), std::regex::ECMAScript);
+      std::regex re(n["pattern"].get<std::string>(), std::regex::ECMAScript);
     } catch (const std::exception&) {
-      out->push_back({"FieldValueInvalid", path + ".pattern",
-                      "Invalid value: " + s["pattern"].dump() +
-                          ": must be a valid regular expression"});
+      out->push_back(BadValue(path + ".pattern", n["pattern"], "must be a valid regular expression"));
     }
   }
-  if (s.contains("properties") && s["properties"].is_object()) {
-    for (const auto& [k, sub] : s["properties"].items()) Check(sub, path + ".properties[" + k + "]", out);
+  if (n.contains("default")) {
+    json value = n["default"];
+    json schema = n;
+    schema.erase("default");
+    Default(value, schema);
+    Validate(value, schema, path + ".default", false, out);
   }
-  if (s.contains("items")) Check(s["items"], path + ".items", out);
-  if (s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
-    Check(s["additionalProperties"], path + ".additionalProperties", out);
+}
+
+void Check(const json& n, const std::string& path, bool root, std::vector<Cause>* out) {
+  if (!n.is_object()) {
+    out->push_back(BadValue(path, n, "must be an object"));
+    return;
   }
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string& k = it.key();
+    if (k.rfind("x-kubernetes-", 0) == 0) continue;
+    if (k == "$ref") {
+      out->push_back(Forbidden(path + ".$ref", "$ref is not allowed"));
+    } else if (!KnownKeywords().count(k)) {
+      out->push_back({"FieldValueNotSupported", path + "." + k, "Unsupported value: unknown keyword '" + k + "'"});
+    }
+  }
+  CheckType(n, path, out);
+  CheckJunctors(n, path, out);
+  CheckShape(n, path, out);
+  CheckValues(n, path, out);
+  if (n.contains("properties") && n["properties"].is_object()) {
+    for (auto it = n["properties"].begin(); it != n["properties"].end(); ++it) {
+      const std::string p = path + ".properties[" + it.key() + "]";
+      if (root && it.key() == "metadata" && it.value().is_object()) {
+        for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+          if (m.key() != "type") out->push_back(Forbidden(p + "." + m.key(), "root metadata may only set type: object"));
+        }
+      }
+      Check(it.value(), p, false, out);
+    }
+  }
+  if (n.contains("additionalProperties")) {
+    const json& ap = n["additionalProperties"];
+    if (ap.is_object()) {
+      Check(ap, path + ".additionalProperties", false, out);
+    } else if (!ap.is_boolean()) {
+      out->push_back(BadValue(path + ".additionalProperties", ap, "must be a schema or a boolean"));
+    }
+  }
+  if (n.contains("items")) Check(n["items"], path + ".items", false, out);
 }
 
 }  // namespace
@@ -342,16 +499,37 @@ std::vector<std::string> PruneUnknownFields(json& object, const json& schema) {
 
 void ApplyDefaults(json& object, const json& schema) { Default(object, schema); }
 
-std::vector<FieldCause> ValidateAgainstSchema(const json& object, const json& schema) {
-  std::vector<FieldCause> out;
+std::vector<Cause> Validate(const json& object, const json& schema) {
+  std::vector<Cause> out;
   Validate(object, schema, "", true, &out);
   return out;
 }
 
-std::vector<FieldCause> CheckSchema(const json& schema, const std::string& path) {
-  std::vector<FieldCause> out;
-  Check(schema, path, &out);
+std::vector<Cause> CheckStructural(const json& schema, const std::string& path) {
+  std::vector<Cause> out;
+  if (!schema.is_object() || schema.value("type", "") != "object") {
+    out.push_back(BadValue(path + ".type", schema.is_object() ? schema.value("type", json()) : schema,
+                           "the root must be type: object"));
+  }
+  Check(schema, path, true, &out);
   return out;
 }
 
-}  // namespace kubelocal
+json SchemaAt(const json& schema, const std::string& json_path) {
+  static const std::regex kStep(R"(\.([A-Za-z0-9_-]+)|\[[^\]]*\])");
+  json node = schema;
+  for (auto it = std::sregex_iterator(json_path.begin(), json_path.end(), kStep); it != std::sregex_iterator();
+       ++it) {
+    if ((*it)[1].matched) {
+      const std::string key = (*it)[1];
+      if (!node.contains("properties") || !node["properties"].contains(key)) return nullptr;
+      node = node["properties"][key];
+    } else {
+      if (!node.contains("items")) return nullptr;
+      node = node["items"];
+    }
+  }
+  return node;
+}
+
+}  // namespace hypertrain::kube::openapi

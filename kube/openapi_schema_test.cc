@@ -1,8 +1,8 @@
-#include "localcluster/apiserver/schema.h"
+#include "kube/openapi_schema.h"
 
 #include <gtest/gtest.h>
 
-namespace kubelocal {
+namespace hypertrain::kube::openapi {
 namespace {
 
 const json kSchema = json::parse(R"({
@@ -36,7 +36,7 @@ const json kSchema = json::parse(R"({
   }
 })");
 
-std::vector<std::string> Fields(const std::vector<FieldCause>& cs) {
+std::vector<std::string> Fields(const std::vector<Cause>& cs) {
   std::vector<std::string> out;
   for (const auto& c : cs) out.push_back(c.field + "|" + c.reason);
   return out;
@@ -50,7 +50,7 @@ TEST(Schema, DefaultsAreAppliedRecursively) {
   EXPECT_EQ(o["spec"]["resources"]["gpus"], 8);
   EXPECT_EQ(o["spec"]["resources"]["nested"]["deep"], "yes");
   EXPECT_EQ(o["spec"]["env"][0]["value"], "v");
-  EXPECT_TRUE(ValidateAgainstSchema(o, kSchema).empty());
+  EXPECT_TRUE(Validate(o, kSchema).empty());
 }
 
 TEST(Schema, PruningKeepsPreservedAndRootMeta) {
@@ -71,7 +71,7 @@ TEST(Schema, ReportsEveryViolationWithFieldPaths) {
   json o = {{"spec", {{"replicas", 0}, {"image", "UPPER"}, {"policy", "Always"},
                       {"port", true}, {"env", {{{"value", "x"}}, {{"name", "b"}}, {{"name", "c"}}}},
                       {"labels", {{"k", 1}}}, {"ratio", 0}}}};
-  auto causes = ValidateAgainstSchema(o, kSchema);
+  auto causes = Validate(o, kSchema);
   auto f = Fields(causes);
   auto has = [&](const std::string& s) { return std::find(f.begin(), f.end(), s) != f.end(); };
   EXPECT_TRUE(has("spec.replicas|FieldValueInvalid"));
@@ -88,20 +88,20 @@ TEST(Schema, ReportsEveryViolationWithFieldPaths) {
     }
   }
   json missing = {{"spec", json::object()}};
-  auto m = Fields(ValidateAgainstSchema(missing, kSchema));
+  auto m = Fields(Validate(missing, kSchema));
   EXPECT_EQ(m, (std::vector<std::string>{"spec.replicas|FieldValueRequired", "spec.image|FieldValueRequired"}));
 }
 
 TEST(Schema, LengthsAndIntOrString) {
   json o = {{"spec", {{"replicas", 8}, {"image", "ab"}, {"port", "http"}}}};
-  auto f = Fields(ValidateAgainstSchema(o, kSchema));
+  auto f = Fields(Validate(o, kSchema));
   EXPECT_EQ(f, (std::vector<std::string>{"spec.image|FieldValueInvalid"}));
   o["spec"]["image"] = std::string(21, 'a');
   o["spec"]["port"] = 80;
-  EXPECT_EQ(Fields(ValidateAgainstSchema(o, kSchema)), (std::vector<std::string>{"spec.image|FieldValueInvalid"}));
+  EXPECT_EQ(Fields(Validate(o, kSchema)), (std::vector<std::string>{"spec.image|FieldValueInvalid"}));
   o["spec"]["replicas"] = 9;
   o["spec"]["image"] = "ok:1";
-  EXPECT_EQ(Fields(ValidateAgainstSchema(o, kSchema)), (std::vector<std::string>{"spec.replicas|FieldValueInvalid"}));
+  EXPECT_EQ(Fields(Validate(o, kSchema)), (std::vector<std::string>{"spec.replicas|FieldValueInvalid"}));
 }
 
 TEST(Schema, CombinatorsAndListTypes) {
@@ -111,21 +111,21 @@ TEST(Schema, CombinatorsAndListTypes) {
           "items":{"type":"object","properties":{"name":{"type":"string"}}}},
      "c":{"type":"array","x-kubernetes-list-type":"set","items":{"type":"string"}}}})");
   json ok = {{"a", 11}, {"b", {{{"name", "x"}}, {{"name", "y"}}}}, {"c", {"p", "q"}}};
-  EXPECT_TRUE(ValidateAgainstSchema(ok, s).empty());
+  EXPECT_TRUE(Validate(ok, s).empty());
   json bad = {{"a", 5}, {"b", {{{"name", "x"}}, {{"name", "x"}}}}, {"c", {"p", "p"}}};
-  EXPECT_EQ(Fields(ValidateAgainstSchema(bad, s)),
+  EXPECT_EQ(Fields(Validate(bad, s)),
             (std::vector<std::string>{"a|FieldValueInvalid", "b[1]|FieldValueDuplicate",
                                       "c[1]|FieldValueDuplicate"}));
 }
 
-TEST(Schema, CheckSchemaRejectsBadTypesAndPatterns) {
+TEST(Schema, CheckStructuralRejectsBadTypesAndPatterns) {
   json s = {{"type", "object"},
             {"properties", {{"a", {{"type", "int"}}}, {"b", {{"type", "string"}, {"pattern", "(["}}}}}};
-  auto c = CheckSchema(s, "schema");
+  auto c = CheckStructural(s, "schema");
   ASSERT_EQ(c.size(), 2u);
   EXPECT_EQ(c[0].field, "schema.properties[a].type");
   EXPECT_EQ(c[1].field, "schema.properties[b].pattern");
 }
 
 }  // namespace
-}  // namespace kubelocal
+}  // namespace hypertrain::kube::openapi
