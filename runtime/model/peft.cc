@@ -93,6 +93,13 @@ AdapterSlots AdapterSlots::For(const std::vector<int>& targets) {
   return s;
 }
 
+StatusOr<double> PeftTrainFlopsPerToken(const ModelConfig& config, const PeftOptions& options, int64_t seq) {
+  HT_ASSIGN_OR_RETURN(ParamLayout adapters, BuildAdapterLayout(config, options));
+  return 4.0 * static_cast<double>(config.NumMatmulParams()) +
+         6.0 * static_cast<double>(adapters.total_param_numel()) +
+         12.0 * static_cast<double>(config.num_hidden_layers) * config.hidden_size * static_cast<double>(seq);
+}
+
 StatusOr<ParamLayout> BuildAdapterLayout(const ModelConfig& config, const PeftOptions& options,
                                          const LayoutOptions& layout) {
   HT_RETURN_IF_ERROR(options.Validate());

@@ -71,6 +71,12 @@ struct AdapterSlots {
 StatusOr<ParamLayout> BuildAdapterLayout(const ModelConfig& config, const PeftOptions& options,
                                          const LayoutOptions& layout = {});
 
+// Model FLOPs per token of a PEFT step, the MFU numerator: the frozen base
+// runs forward (2N) and the input-gradient half of its backward (2N), no
+// weight gradients: 4 * matmul params; the adapters train fully: 6 * their
+// parameters; attention as for full training, 12 * l * h * seq.
+StatusOr<double> PeftTrainFlopsPerToken(const ModelConfig& config, const PeftOptions& options, int64_t seq);
+
 // ---- Dropout (host and device) ---------------------------------------------
 // DropoutKey / DropoutKeep: runtime/model/counter_rng.h.
 uint32_t DropoutThreshold(double p);

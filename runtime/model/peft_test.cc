@@ -34,6 +34,22 @@ TEST(PeftTest, AdapterLayoutHasPeftNamesAndShapes) {
   EXPECT_FALSE(s.has(kInputNorm));
 }
 
+// Llama-3.2-1B, rank 16 on all seven projections: 11,272,192 adapter
+// parameters (what PEFT's print_trainable_parameters reports for it).
+TEST(PeftTest, FlopsPerTokenCountNoBaseWeightGradients) {
+  const ModelConfig c = *NamedModelConfig("1b");
+  PeftOptions o;
+  o.type = PeftType::kLora;
+  o.rank = 16;
+  auto f = PeftTrainFlopsPerToken(c, o, 2048);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  const double attention = 12.0 * 16 * 2048 * 2048;
+  EXPECT_DOUBLE_EQ(*f, 4.0 * static_cast<double>(c.NumMatmulParams()) + 6.0 * 11272192 + attention);
+  EXPECT_LT(*f, c.TrainFlopsPerToken(2048));
+  o.type = PeftType::kNone;
+  EXPECT_FALSE(PeftTrainFlopsPerToken(c, o, 2048).ok());
+}
+
 TEST(PeftTest, InitIsPeftsKaimingUniformAndZeroB) {
   const ModelConfig c = *NamedModelConfig("tiny");
   PeftOptions o;

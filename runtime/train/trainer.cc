@@ -54,6 +54,16 @@ Status StopAfterStep(const LoopContext& ctx, const TrainState& state, TrainSumma
   return Status::Ok();
 }
 
+// The MFU numerator: full training's, or PEFT's (a frozen base has no weight
+// gradients: runtime/model/peft.h).
+double FlopsPerToken(const config::TrainConfig& c) {
+  if (c.finetune.peft.enabled()) {
+    StatusOr<double> f = model::PeftTrainFlopsPerToken(c.model, c.finetune.peft, c.seq_len());
+    if (f.ok()) return *f;
+  }
+  return c.model.TrainFlopsPerToken(c.seq_len());
+}
+
 }  // namespace
 
 StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext& ctx,
@@ -65,7 +75,7 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
   const int64_t A = c.grad_accumulation_steps;
   const int64_t seq = c.seq_len();
   const int64_t tokens_per_step = c.train_batch_size * A * seq * ctx.data_world;
-  const double flops_per_token = c.model.TrainFlopsPerToken(seq);
+  const double flops_per_token = FlopsPerToken(c);
   const double peak = c.peak_tflops > 0 ? c.peak_tflops * 1e12 : backend.PeakFlops();
   LrSchedule sched{c.optim.sched, c.optim.lr, c.optim.min_lr, c.optim.warmup_steps,
                    c.optim.DecayEnd(c.max_steps)};
@@ -323,10 +333,11 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
                                      "benchmarks only)")
                        : c.finetune.hf_model_name_or_path);
     }
-    spdlog::info("FLOPs: 6*{} matmul params + 12*{}*{}*{} = {:.4g} per token (used for MFU); "
+    spdlog::info("FLOPs: {}*{} matmul params{} + 12*{}*{}*{} = {:.4g} per token (used for MFU); "
                  "Megatron formula (full recompute) {:.4g} per step",
-                 c.model.NumMatmulParams(), c.model.num_hidden_layers, c.model.hidden_size, seq,
-                 c.model.TrainFlopsPerToken(seq),
+                 c.finetune.peft.enabled() ? 4 : 6, c.model.NumMatmulParams(),
+                 c.finetune.peft.enabled() ? " (frozen: no weight gradients) + 6*adapter params" : "",
+                 c.model.num_hidden_layers, c.model.hidden_size, seq, FlopsPerToken(c),
                  c.model.MegatronFlopsPerIteration(global_batch, seq));
     if (!loader->packing_summary().empty()) {
       spdlog::info("data: SFT {}: {}", c.data.train_dir, loader->packing_summary());
