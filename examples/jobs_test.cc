@@ -146,10 +146,10 @@ TEST(ExampleJobsTest, GangExamplesCarryTheirProvidersMarks) {
   EXPECT_EQ(pg["spec"]["minResources"]["nvidia.com/gpu"], "32");
 }
 
-// The trainer under Kubeflow's PyTorchJob: what each pod's environment makes
-// the launcher start is the world the trainer config describes.
-TEST(ExampleJobsTest, KubeflowPyTorchJobExampleIsConsistent) {
-  const std::string file = "examples/interop/kubeflow-pytorchjob.yaml";
+// An interop example: a ConfigMap with the trainer config, then the foreign
+// job (kind `kind`); the parsed trainer config goes to *trainer.
+void LoadInteropExample(const std::string& file, const std::string& kind, json* job,
+                        config::TrainConfig* trainer) {
   std::ifstream in(file);
   ASSERT_TRUE(in) << file;
   std::stringstream text;
@@ -158,12 +158,22 @@ TEST(ExampleJobsTest, KubeflowPyTorchJobExampleIsConsistent) {
   ASSERT_TRUE(docs.ok()) << docs.status().ToString();
   ASSERT_EQ(docs->size(), 2u);
   const json& cm = (*docs)[0];
-  const json& pj = (*docs)[1];
   ASSERT_EQ(cm["kind"], "ConfigMap");
-  ASSERT_EQ(pj["kind"], "PyTorchJob");
-  auto trainer = config::ParseTrainConfig(cm["data"]["config.yaml"].get<std::string>(), {}, file);
-  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
-  EXPECT_THAT(trainer->unknown_keys, IsEmpty());
+  ASSERT_EQ((*docs)[1]["kind"], kind);
+  *job = (*docs)[1];
+  auto parsed = config::ParseTrainConfig(cm["data"]["config.yaml"].get<std::string>(), {}, file);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_THAT(parsed->unknown_keys, IsEmpty());
+  *trainer = *parsed;
+}
+
+// The trainer under Kubeflow's PyTorchJob: what each pod's environment makes
+// the launcher start is the world the trainer config describes.
+TEST(ExampleJobsTest, KubeflowPyTorchJobExampleIsConsistent) {
+  json pj;
+  config::TrainConfig tc;
+  ASSERT_NO_FATAL_FAILURE(LoadInteropExample("examples/interop/kubeflow-pytorchjob.yaml", "PyTorchJob", &pj, &tc));
+  const config::TrainConfig* trainer = &tc;
 
   const json& replicas = pj["spec"]["pytorchReplicaSpecs"];
   const int pods = replicas["Master"]["replicas"].get<int>() + replicas["Worker"]["replicas"].get<int>();
@@ -203,22 +213,12 @@ TEST(ExampleJobsTest, KubeflowPyTorchJobExampleIsConsistent) {
 // `hypertrain train` as its worker; every rank's torchrun environment parses
 // to the world the trainer config describes.
 TEST(ExampleJobsTest, HyperPodPyTorchJobExampleIsConsistent) {
-  const std::string file = "examples/interop/hyperpod-pytorchjob.yaml";
-  std::ifstream in(file);
-  ASSERT_TRUE(in) << file;
-  std::stringstream text;
-  text << in.rdbuf();
-  auto docs = api::YamlDocumentsToJson(text.str());
-  ASSERT_TRUE(docs.ok()) << docs.status().ToString();
-  ASSERT_EQ(docs->size(), 2u);
-  const json& cm = (*docs)[0];
-  const json& hj = (*docs)[1];
-  ASSERT_EQ(cm["kind"], "ConfigMap");
+  json hj;
+  config::TrainConfig tc;
+  ASSERT_NO_FATAL_FAILURE(
+      LoadInteropExample("examples/interop/hyperpod-pytorchjob.yaml", "HyperPodPyTorchJob", &hj, &tc));
   ASSERT_EQ(hj["apiVersion"], "sagemaker.amazonaws.com/v1");
-  ASSERT_EQ(hj["kind"], "HyperPodPyTorchJob");
-  auto trainer = config::ParseTrainConfig(cm["data"]["config.yaml"].get<std::string>(), {}, file);
-  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
-  EXPECT_THAT(trainer->unknown_keys, IsEmpty());
+  const config::TrainConfig* trainer = &tc;
 
   const int nproc = std::stoi(hj["spec"]["nprocPerNode"].get<std::string>());
   EXPECT_EQ(nproc, trainer->devices);
