@@ -7,8 +7,12 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include <spdlog/spdlog.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "runtime/backends/cuda/accumulate.h"
 #include "runtime/backends/cuda/backend_internal.h"
@@ -178,13 +182,30 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelCon
 
 Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendOptions& options,
                          const CudaOptions& cuda) {
-  if (options.peft.enabled()) {
-    return Unimplemented(fmt::format(
-        "model.peft ({}): the CUDA backend has no LoRA/QLoRA path yet; the CPU backend "
-        "(trainer.backend: cpu) runs it (docs/PEFT.md)",
-        model::PeftTypeName(options.peft.type)));
+  peft_ = options.peft.enabled();
+  if (peft_) {
+    HT_RETURN_IF_ERROR(options.peft.Validate());
+    if (options.peft.quantized()) {
+      return Unimplemented(
+          "model.peft.peft_type qlora: the NF4 base is not in the CUDA backend yet; peft_type "
+          "lora runs on it, qlora on the CPU backend (trainer.backend: cpu; docs/PEFT.md)");
+    }
+    if (options.fp8.enabled) {
+      return InvalidArgument("model.fp8 with model.peft: the frozen base stays in bf16 (FP8 "
+                             "training of adapters is not supported, as in the recipes)");
+    }
+    if (options.unit_pool) {
+      return InvalidArgument("model.peft: the CUDA backend keeps the base and the adapters whole "
+                             "on every rank (no unit pool)");
+    }
+    HT_ASSIGN_OR_RETURN(layout_, model::BuildAdapterLayout(config, options.peft, options.layout));
+    HT_ASSIGN_OR_RETURN(base_layout_,
+                        model::ParamLayout::Build(
+                            config, {.tensor_alignment = options.layout.tensor_alignment}));
+    adapter_slots_ = model::AdapterSlots::For(options.peft.targets);
+  } else {
+    HT_ASSIGN_OR_RETURN(layout_, model::ParamLayout::Build(config, options.layout));
   }
-  HT_ASSIGN_OR_RETURN(layout_, model::ParamLayout::Build(config, options.layout));
   options_ = options;
   cuda_ = cuda;
   if (options_.seq_len == 0) options_.seq_len = config.max_context_width;
@@ -243,7 +264,8 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_result_), sizeof(double), 0));
 
   // Which projections can run as one GEMM (weights stored back to back).
-  const auto& bt = layout_.unit(model::ParamLayout::BlockUnit(0)).tensors;
+  const auto& bt =
+      (peft_ ? base_layout_ : layout_).unit(model::ParamLayout::BlockUnit(0)).tensors;
   fused_qkv_ = bt[model::kKProj].offset == bt[model::kQProj].offset + bt[model::kQProj].numel &&
                bt[model::kVProj].offset == bt[model::kKProj].offset + bt[model::kKProj].numel;
   fused_gu_ = bt[model::kUpProj].offset == bt[model::kGateProj].offset + bt[model::kGateProj].numel;
@@ -276,7 +298,7 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   // PlanActivations places the block gradients (or allocates them if the
   // plan's per-layer activations are too small to hold one).
   shared_grads_ = options_.single_pass_grads && cuda_.share_grads_with_activations &&
-                  !options_.unit_pool && !cuda_.cuda_graphs && whole_units &&
+                  !options_.unit_pool && !cuda_.cuda_graphs && whole_units && !peft_ &&
                   config.num_hidden_layers >= 2;
   const size_t es = kc::DTypeSize(dtype_);
   int64_t max_p = 0;
@@ -354,6 +376,12 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   // activation plan is allocated, so it never counts toward the peak.
   cudaFree(tmp);
   tmp_free.p = nullptr;
+  if (peft_) {
+    HT_RETURN_IF_ERROR(InitBase());
+    void* p = nullptr;
+    HT_RETURN_IF_ERROR(Alloc(config.hidden_size * sizeof(float), &p));
+    frozen_dw_ = static_cast<float*>(p);
+  }
   if (pool_) {  // slot counts and sizes: model::PlanUnitPool
     for (int k = 0; k < 2; ++k) {
       const int64_t n = plan.slot_numel[k];
@@ -373,7 +401,13 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
       grad_pool_[k] = plan.GradSlots(k, U);
     }
   }
-  unwritten_grads_ = UnwrittenGradRanges(layout_);
+  if (peft_) {  // the adapter ops accumulate: a first pass zeroes every adapter gradient
+    for (const model::UnitLayout& u : layout_.units()) {
+      if (u.padded_numel > 0) unwritten_grads_.push_back({u.index, {0, u.padded_numel}});
+    }
+  } else {
+    unwritten_grads_ = UnwrittenGradRanges(layout_);
+  }
 
   for (int i = 0; i < cuda_.staging_slots; ++i) {
     auto s = std::make_unique<Slot>();
@@ -671,9 +705,119 @@ void* CudaBackend::OwnedCompute(int u, int64_t i) const {
 }
 
 void* CudaBackend::W(int u, int t) const {
+  if (peft_) {
+    return static_cast<char*>(base_[u]) +
+           base_layout_.unit(u).tensors[t].offset * kc::DTypeSize(dtype_);
+  }
   return static_cast<char*>(compute_[u]) +
          layout_.unit(u).tensors[t].offset * kc::DTypeSize(dtype_);
 }
-float* CudaBackend::G(int u, int t) const { return grads_[u] + layout_.unit(u).tensors[t].offset; }
+float* CudaBackend::G(int u, int t) const {
+  if (peft_) return nullptr;  // the base is frozen: no weight gradients
+  return grads_[u] + layout_.unit(u).tensors[t].offset;
+}
+
+// ---- PEFT: the frozen base ---------------------------------------------------
+
+namespace {
+
+// fp32 <-> compute dtype on the host, rounding as kc::Cast does (nearest even).
+template <typename T>
+T FromFloat(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(x);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(x);
+  } else {
+    return x;
+  }
+}
+template <typename T>
+float ToFloat(T x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(x);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(x);
+  } else {
+    return x;
+  }
+}
+
+}  // namespace
+
+// Every base unit initialised from the seed like a model (the CPU backend's
+// base, runtime/model/init.h), in the compute dtype.
+Status CudaBackend::InitBase() {
+  const size_t es = kc::DTypeSize(dtype_);
+  int64_t max_p = 0;
+  for (const model::UnitLayout& u : base_layout_.units()) max_p = std::max(max_p, u.padded_numel);
+  std::vector<float> host(static_cast<size_t>(max_p));
+  void* tmp = nullptr;
+  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(&tmp, std::max<size_t>(max_p * sizeof(float), 256)));
+  struct TmpFree {
+    void* p;
+    ~TmpFree() { cudaFree(p); }
+  } tmp_free{tmp};
+  for (const model::UnitLayout& u : base_layout_.units()) {
+    const int64_t P = u.padded_numel;
+    void* p = nullptr;
+    HT_RETURN_IF_ERROR(Alloc(P * es, &p));
+    base_.push_back(p);
+    state_bytes_ += P * static_cast<int64_t>(es);
+    model::InitUnitParams(base_layout_, u.index, options_.seed, {0, P}, host.data());
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tmp, host.data(), P * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream_));
+    HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
+      using T = decltype(tag);
+      return kc::Cast<T, float>(static_cast<T*>(p), static_cast<const float*>(tmp), P, stream_);
+    }));
+    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::CheckBaseRange(int u, Range r) const {
+  if (u < 0 || u >= base_layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
+  if (r.begin < 0 || r.end > base_layout_.unit(u).padded_numel || r.begin > r.end) {
+    return InvalidArgument(fmt::format("base range [{}, {}) of unit {} is outside the unit", r.begin,
+                                       r.end, u));
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::WriteBase(int u, Range r, const float* host) {
+  if (!peft_) return Backend::WriteBase(u, r, host);
+  HT_RETURN_IF_ERROR(CheckBaseRange(u, r));
+  if (r.empty()) return Status::Ok();
+  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  // Queued passes may still read the base: the copy goes after them on stream_.
+  return DispatchDType(dtype_, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    std::vector<T> v(static_cast<size_t>(r.size()));
+    for (int64_t i = 0; i < r.size(); ++i) v[i] = FromFloat<T>(host[i]);
+    T* dst = static_cast<T*>(base_[u]) + r.begin;
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, v.data(), v.size() * sizeof(T),
+                                            cudaMemcpyHostToDevice, stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // before `v` goes
+    return Status::Ok();
+  });
+}
+
+Status CudaBackend::ReadBase(int u, Range r, float* host) {
+  if (!peft_) return Backend::ReadBase(u, r, host);
+  HT_RETURN_IF_ERROR(CheckBaseRange(u, r));
+  if (r.empty()) return Status::Ok();
+  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  return DispatchDType(dtype_, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    std::vector<T> v(static_cast<size_t>(r.size()));
+    const T* src = static_cast<const T*>(base_[u]) + r.begin;
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(v.data(), src, v.size() * sizeof(T),
+                                            cudaMemcpyDeviceToHost, stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    for (int64_t i = 0; i < r.size(); ++i) host[i] = ToFloat<T>(v[i]);
+    return Status::Ok();
+  });
+}
 
 }  // namespace hypertrain::cuda

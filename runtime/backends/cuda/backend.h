@@ -46,6 +46,23 @@
 // LM head's logits chunk), so the plan grows only where that region is
 // smaller than the scratch; attention, norms, the LM head and the optimizer
 // are unchanged. Creation fails at once on a GPU without FP8 tensor cores.
+//
+// PEFT (BackendOptions::peft, peft_type lora; runtime/model/peft.h): the
+// units above (compute copy, fp32 grads, master, m, v) are the ADAPTERS'
+// (model::BuildAdapterLayout, the CPU backend's layout and names); the base
+// model is a frozen store in the compute dtype per unit of BaseLayout() (no
+// master, gradient or optimizer state), written/read in fp32 through
+// WriteBase/ReadBase. Each target projection runs its frozen GEMM and the
+// adapter ops of kernels/cuda/lora.h beside it (q/k/v and gate/up adapters
+// write into their column slice of the fused output row); the backward
+// computes no weight gradient of the base (no dW GEMMs, no LM-head dW, no
+// embedding scatter; the frozen norms' dw goes to a scratch row), only the
+// activation gradients through base + adapters and the adapters' fp32
+// gradients. Each layer keeps its adapters' t = s (u A^T) [N, rank] (small),
+// so every checkpointing mode recomputes nothing of them. Dropout masks are
+// the CPU's counter-based ones (seed, TokenBatch::rng_offset, layer,
+// projection); with dropout CUDA graphs stay off (the keys change per pass).
+// Not here: QLoRA (NF4 base on the GPU), fp8, a unit pool, packed rows.
 #include <cuda_runtime.h>
 
 #include <array>
@@ -63,6 +80,7 @@
 #include "runtime/kernels/cuda/dtype.h"
 #include "runtime/kernels/cuda/gemm.h"
 #include "runtime/model/backend.h"
+#include "runtime/model/peft.h"
 #include "runtime/model/unit_pool.h"
 
 namespace hypertrain::cuda {
@@ -153,6 +171,9 @@ class CudaBackend final : public model::Backend {
   bool SplitsEmbeddingGrad() const override { return emb_ranks_ > 1; }
   model::EmbeddingGradIo EmbeddingGrad() override;
   Status AccumulateEmbeddingGrad(bool bf16_reduce) override;
+  const model::ParamLayout* BaseLayout() const override { return peft_ ? &base_layout_ : nullptr; }
+  Status WriteBase(int unit, model::Range range, const float* host) override;
+  Status ReadBase(int unit, model::Range range, float* host) override;
   model::Fp8ScalingState* Fp8Scaling() override { return fp8_ ? &fp8_->state() : nullptr; }
   double PeakFlops() const override { return peak_flops_; }
   int64_t PeakMemoryBytes() const override { return peak_memory_; }
@@ -216,6 +237,15 @@ class CudaBackend final : public model::Backend {
   Status BackwardPass(model::UnitHooks& hooks);
   Status DeviceForwardBackward(model::UnitHooks& hooks);  // enqueue only
   Status BlockForward(int layer, bool write_output);
+  // PEFT: target t's adapter beside its frozen projection of `layer`:
+  // out[:, :OF] (row stride ld) += s * dropout(x) A^T B^T; the backward adds
+  // into dx and the adapter gradients. No-ops for a projection no adapter
+  // targets (or without PEFT).
+  Status AdapterForward(int layer, int t, const void* x, void* out, long ld);
+  Status AdapterBackward(int layer, int t, const void* x, const void* dout, long ld, void* dx);
+  model::DropoutMask AdapterMask(int layer, int t) const;
+  Status InitBase();
+  Status CheckBaseRange(int u, model::Range r) const;
   Status BlockBackward(int layer);
   Status Recompute(int layer);
   Status HeadLoss(bool backward);
@@ -224,7 +254,10 @@ class CudaBackend final : public model::Backend {
   void UpdatePeakMemory();
   // Unit u's tensor t, compute dtype / fp32 grad.
   void* W(int u, int t) const;
-  float* G(int u, int t) const;
+  float* G(int u, int t) const;  // nullptr with PEFT (a frozen base)
+  // Where a norm's weight gradient goes: G(u, t), or with PEFT a scratch row
+  // nobody reads (the kernel always writes one).
+  float* NormDw(int u, int t) const { return peft_ ? frozen_dw_ : G(u, t); }
   float* State(int u, model::StateKind kind);
   Status RefreshCompute(int u, model::Range r);
   // Element i (in unit coordinates, inside Owned(u)) of the persistent
@@ -252,6 +285,16 @@ class CudaBackend final : public model::Backend {
 
   model::ParamLayout layout_;
   model::BackendOptions options_;
+  // PEFT: layout_ is the adapters'; the frozen base (compute dtype, whole
+  // units of base_layout_) in base_; the adapter slots per target; this
+  // pass's dropout counter (TokenBatch::rng_offset; no dropout in Loss).
+  bool peft_ = false;
+  model::ParamLayout base_layout_;
+  std::vector<void*> base_;
+  model::AdapterSlots adapter_slots_{};
+  uint64_t pass_rng_offset_ = 0;
+  bool pass_dropout_ = false;
+  float* frozen_dw_ = nullptr;  // [C] fp32: where the frozen norms' dw goes
   CudaOptions cuda_;
   kernels::cuda::DType dtype_ = kernels::cuda::DType::kBF16;
   model::DType model_dtype_ = model::DType::kBF16;
@@ -293,6 +336,7 @@ class CudaBackend final : public model::Backend {
   void *x_final_ = nullptr, *ln_f_ = nullptr, *dln_f_ = nullptr, *dres_ = nullptr;
   void *dact_ = nullptr, *dgu_ = nullptr, *dln_ = nullptr, *datt_ = nullptr, *dqkv_ = nullptr;
   void* logits_ = nullptr;
+  void *lora_dt_ = nullptr, *lora_u_ = nullptr;  // PEFT scratch: [N, rank], [N, max(C, Q, F)]
   float *rstd_f_ = nullptr, *losses_ = nullptr, *norm_scratch_ = nullptr, *rope_table_ = nullptr;
   float* dscale_ = nullptr;
   double *loss_sum_ = nullptr, *sumsq_partials_ = nullptr, *sumsq_ = nullptr;

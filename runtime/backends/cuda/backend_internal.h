@@ -21,6 +21,9 @@ struct CudaBackend::Acts {
   float* rstd2 = nullptr;
   void* gu = nullptr;   // [N, 2F] gate | up
   void* act = nullptr;  // [N, F]
+  // PEFT: t = s (u A^T) [N, rank] per adapter target (null otherwise),
+  // always kept per layer (a full recompute skips the down projection).
+  void* lora_t[model::kNumBlockTensors] = {};
 };
 
 // Device slot of a staged batch: tokens copied on the H2D stream; `ready`

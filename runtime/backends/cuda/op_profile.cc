@@ -16,6 +16,7 @@ const char* OpName(Op op) {
     case Op::kLmHeadLoss: return "lm_head+loss";
     case Op::kEmbedding: return "embedding";
     case Op::kFp8Cast: return "fp8_cast";
+    case Op::kLora: return "lora";
     case Op::kOther: return "other";
     case Op::kCount: break;
   }

@@ -14,6 +14,7 @@
 #include "runtime/kernels/cuda/embedding.h"
 #include "runtime/kernels/cuda/fp8_swiglu.h"
 #include "runtime/kernels/cuda/lm_head_loss.h"
+#include "runtime/kernels/cuda/lora.h"
 #include "runtime/kernels/cuda/naive_attention_f32.h"
 #include "runtime/kernels/cuda/reduce.h"
 #include "runtime/kernels/cuda/rmsnorm.h"
@@ -158,6 +159,9 @@ Status CudaBackend::PlanActivations() {
       a.lse = keep_gemm_outputs ? f32(N * cfg.num_attention_heads) : s.lse;
       a.h = keep_gemm_outputs ? act(N * C) : s.h;
       a.gu = keep_gemm_outputs ? act(N * 2 * F) : s.gu;
+      for (int t = 0; t < model::kNumBlockTensors; ++t) {
+        a.lora_t[t] = peft_ && adapter_slots_.has(t) ? act(N * options_.peft.rank) : nullptr;
+      }
     }
     layer_bytes = (off - layers_begin) / static_cast<size_t>(L);
     if (share) {
@@ -193,6 +197,10 @@ Status CudaBackend::PlanActivations() {
       dqkv_ = dgu_;   // dgu_ is dead once the gate/up weight gradients ran
       attn_ws_ = region == nullptr ? nullptr : region + dact_bytes + dgu_bytes;
     }
+    // PEFT scratch: the adapters' dt, and the dropped-out adapter input (and
+    // its gradient) of the widest projection input.
+    lora_dt_ = peft_ ? act(N * options_.peft.rank) : nullptr;
+    lora_u_ = peft_ && options_.peft.dropout > 0 ? act(N * std::max({C, Q, F})) : nullptr;
     losses_ = f32(N);
     norm_scratch_ = f32(static_cast<int64_t>(kc::RmsNormBackwardScratchFloats(static_cast<int>(C))));
     rope_table_ = f32(S_ * D);
@@ -336,6 +344,12 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
     }
   }
   profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kQProj, a.ln1, a.qkv, QKV));
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kKProj, a.ln1, Off(a.qkv, Q, es), QKV));
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kVProj, a.ln1, Off(a.qkv, Q + K, es), QKV));
+    profile_.Mark(Op::kLora, stream_);
+  }
   // q and k heads are adjacent in each row: one in-place RoPE call for both.
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -362,6 +376,10 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
                                 1.0f, 1.0f, stream_, a.x));
   }
   profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kOProj, a.att, a.h, C));
+    profile_.Mark(Op::kLora, stream_);
+  }
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     return kc::RmsNormForward<T>(static_cast<T*>(a.ln2), a.rstd2, nullptr, static_cast<T*>(a.h),
@@ -384,6 +402,11 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
         g.Matmul(s, a.ln2, W(u, model::kUpProj), dt, Off(a.gu, F, es), dt, 1.0f, 0.0f, stream_));
   }
   profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kGateProj, a.ln2, a.gu, 2 * F));
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kUpProj, a.ln2, Off(a.gu, F, es), 2 * F));
+    profile_.Mark(Op::kLora, stream_);
+  }
   // With a delayed scale at hand the SwiGLU writes the down GEMM's FP8 input
   // too (not when recomputing: the down GEMM does not run then).
   const std::optional<Fp8Projections::CastTarget> act_fp8 =
@@ -412,7 +435,70 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
                                 1.0f, 1.0f, stream_, a.h));
   }
   profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kDownProj, a.act, y, C));
+    profile_.Mark(Op::kLora, stream_);
+  }
   return Status::Ok();
+}
+
+model::DropoutMask CudaBackend::AdapterMask(int layer, int t) const {
+  if (!pass_dropout_) return {};  // Loss() evaluates: no dropout
+  return model::MakeDropoutMask(options_.peft, options_.seed, pass_rng_offset_, layer, t);
+}
+
+Status CudaBackend::AdapterForward(int layer, int t, const void* x, void* out, long ld) {
+  if (!peft_ || !adapter_slots_.has(t)) return Status::Ok();
+  const int u = ParamLayout::BlockUnit(layer);
+  const model::TensorSlot& w = base_layout_.unit(u).tensors[t];
+  const model::UnitLayout& au = layout_.unit(u);
+  const size_t es = kc::DTypeSize(dtype_);
+  kc::LoraShape s;
+  s.n = static_cast<int>(N_);
+  s.in_features = static_cast<int>(w.shape[1]);
+  s.out_features = static_cast<int>(w.shape[0]);
+  s.rank = static_cast<int>(options_.peft.rank);
+  s.scaling = static_cast<float>(options_.peft.scaling());
+  s.out_ld = ld;
+  const void* A = Off(compute_[u], au.tensors[adapter_slots_.lora_a[t]].offset, es);
+  const void* B = Off(compute_[u], au.tensors[adapter_slots_.lora_b[t]].offset, es);
+  const model::DropoutMask mask = AdapterMask(layer, t);
+  return DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::LoraForward<T>(*gemm_, s, static_cast<T*>(out),
+                              static_cast<T*>(acts_[layer]->lora_t[t]), static_cast<T*>(lora_u_),
+                              static_cast<const T*>(x), static_cast<const T*>(A),
+                              static_cast<const T*>(B), mask, stream_);
+  });
+}
+
+Status CudaBackend::AdapterBackward(int layer, int t, const void* x, const void* dout, long ld,
+                                    void* dx) {
+  if (!peft_ || !adapter_slots_.has(t)) return Status::Ok();
+  const int u = ParamLayout::BlockUnit(layer);
+  const model::TensorSlot& w = base_layout_.unit(u).tensors[t];
+  const model::UnitLayout& au = layout_.unit(u);
+  const size_t es = kc::DTypeSize(dtype_);
+  kc::LoraShape s;
+  s.n = static_cast<int>(N_);
+  s.in_features = static_cast<int>(w.shape[1]);
+  s.out_features = static_cast<int>(w.shape[0]);
+  s.rank = static_cast<int>(options_.peft.rank);
+  s.scaling = static_cast<float>(options_.peft.scaling());
+  s.out_ld = ld;
+  const int64_t ao = au.tensors[adapter_slots_.lora_a[t]].offset;
+  const int64_t bo = au.tensors[adapter_slots_.lora_b[t]].offset;
+  const void* A = Off(compute_[u], ao, es);
+  const void* B = Off(compute_[u], bo, es);
+  const model::DropoutMask mask = AdapterMask(layer, t);
+  return DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::LoraBackward<T>(*gemm_, s, static_cast<T*>(dx), grads_[u] + ao, grads_[u] + bo,
+                               static_cast<T*>(lora_dt_), static_cast<T*>(lora_u_),
+                               static_cast<const T*>(dout), static_cast<const T*>(x),
+                               static_cast<const T*>(acts_[layer]->lora_t[t]),
+                               static_cast<const T*>(A), static_cast<const T*>(B), mask, stream_);
+  });
 }
 
 Status CudaBackend::Recompute(int layer) {
@@ -476,10 +562,16 @@ Status CudaBackend::BlockBackward(int layer) {
   } else {
     HT_RETURN_IF_ERROR(g.Matmul({N, F, C, false, false}, dres_, W(u, model::kDownProj), dt, dact_,
                                 dt, 1.0f, 0.0f, stream_));
-    HT_RETURN_IF_ERROR(g.Matmul({C, F, N, true, false}, dres_, a.act, dt, G(u, model::kDownProj),
-                                f32, 1.0f, dw_beta, stream_));
+    if (!peft_) {
+      HT_RETURN_IF_ERROR(g.Matmul({C, F, N, true, false}, dres_, a.act, dt,
+                                  G(u, model::kDownProj), f32, 1.0f, dw_beta, stream_));
+    }
   }
   profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kDownProj, a.act, dres_, C, dact_));
+    profile_.Mark(Op::kLora, stream_);
+  }
   // With a delayed scale at hand the SwiGLU backward writes the gate|up
   // GEMMs' FP8 output gradient directly (no bf16 dgu).
   const std::optional<Fp8Projections::CastTarget> dgu_fp8 =
@@ -506,8 +598,10 @@ Status CudaBackend::BlockBackward(int layer) {
   } else if (fused_gu_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, 2 * F, false, false}, dgu_, W(u, model::kGateProj), dt,
                                 dln_, dt, 1.0f, 0.0f, stream_));
-    HT_RETURN_IF_ERROR(g.Matmul({2 * F, C, N, true, false}, dgu_, a.ln2, dt,
-                                G(u, model::kGateProj), f32, 1.0f, dw_beta, stream_));
+    if (!peft_) {
+      HT_RETURN_IF_ERROR(g.Matmul({2 * F, C, N, true, false}, dgu_, a.ln2, dt,
+                                  G(u, model::kGateProj), f32, 1.0f, dw_beta, stream_));
+    }
   } else {
     kc::GemmShape dx{N, C, F, false, false};
     dx.lda = 2 * F;
@@ -516,17 +610,24 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(g.Matmul(dx, dgu_, W(u, model::kGateProj), dt, dln_, dt, 1.0f, 0.0f, stream_));
     HT_RETURN_IF_ERROR(
         g.Matmul(dx, Off(dgu_, F, es), W(u, model::kUpProj), dt, dln_, dt, 1.0f, 1.0f, stream_));
-    HT_RETURN_IF_ERROR(
-        g.Matmul(dw, dgu_, a.ln2, dt, G(u, model::kGateProj), f32, 1.0f, dw_beta, stream_));
-    HT_RETURN_IF_ERROR(
-        g.Matmul(dw, Off(dgu_, F, es), a.ln2, dt, G(u, model::kUpProj), f32, 1.0f, dw_beta, stream_));
+    if (!peft_) {
+      HT_RETURN_IF_ERROR(
+          g.Matmul(dw, dgu_, a.ln2, dt, G(u, model::kGateProj), f32, 1.0f, dw_beta, stream_));
+      HT_RETURN_IF_ERROR(g.Matmul(dw, Off(dgu_, F, es), a.ln2, dt, G(u, model::kUpProj), f32, 1.0f,
+                                  dw_beta, stream_));
+    }
   }
   profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kGateProj, a.ln2, dgu_, 2 * F, dln_));
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kUpProj, a.ln2, Off(dgu_, F, es), 2 * F, dln_));
+    profile_.Mark(Op::kLora, stream_);
+  }
   // dres (= dy) += norm2 backward: dres becomes dh.
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     return kc::RmsNormBackward<T>(static_cast<T*>(dres_), static_cast<const T*>(dres_),
-                                  G(u, model::kPostNorm), norm_scratch_,
+                                  NormDw(u, model::kPostNorm), norm_scratch_,
                                   static_cast<const T*>(dln_), static_cast<const T*>(a.h),
                                   static_cast<const T*>(W(u, model::kPostNorm)), a.rstd2, N, C,
                                   stream_);
@@ -540,10 +641,16 @@ Status CudaBackend::BlockBackward(int layer) {
   } else {
     HT_RETURN_IF_ERROR(g.Matmul({N, Q, C, false, false}, dres_, W(u, model::kOProj), dt, datt, dt,
                                 1.0f, 0.0f, stream_));
-    HT_RETURN_IF_ERROR(g.Matmul({C, Q, N, true, false}, dres_, a.att, dt, G(u, model::kOProj), f32,
-                                1.0f, dw_beta, stream_));
+    if (!peft_) {
+      HT_RETURN_IF_ERROR(g.Matmul({C, Q, N, true, false}, dres_, a.att, dt, G(u, model::kOProj),
+                                  f32, 1.0f, dw_beta, stream_));
+    }
   }
   profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kOProj, a.att, dres_, C, datt));
+    profile_.Mark(Op::kLora, stream_);
+  }
   const kc::AttentionParams ap = StepAttentionParams();
   if (dt == kc::DType::kF32) {
     const float* qkv = static_cast<const float*>(a.qkv);
@@ -571,8 +678,10 @@ Status CudaBackend::BlockBackward(int layer) {
   } else if (fused_qkv_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv, W(u, model::kQProj), dt, dln_,
                                 dt, 1.0f, 0.0f, stream_));
-    HT_RETURN_IF_ERROR(g.Matmul({QKV, C, N, true, false}, dqkv, a.ln1, dt, G(u, model::kQProj),
-                                f32, 1.0f, dw_beta, stream_));
+    if (!peft_) {
+      HT_RETURN_IF_ERROR(g.Matmul({QKV, C, N, true, false}, dqkv, a.ln1, dt, G(u, model::kQProj),
+                                  f32, 1.0f, dw_beta, stream_));
+    }
   } else {
     const int tensors[3] = {model::kQProj, model::kKProj, model::kVProj};
     const int widths[3] = {Q, K, K};
@@ -584,17 +693,26 @@ Status CudaBackend::BlockBackward(int layer) {
                                   i == 0 ? 0.0f : 1.0f, stream_));
       kc::GemmShape dw{widths[i], C, N, true, false};
       dw.lda = QKV;
-      HT_RETURN_IF_ERROR(g.Matmul(dw, Off(dqkv, col, es), a.ln1, dt, G(u, tensors[i]), f32, 1.0f,
-                                  dw_beta, stream_));
+      if (!peft_) {
+        HT_RETURN_IF_ERROR(g.Matmul(dw, Off(dqkv, col, es), a.ln1, dt, G(u, tensors[i]), f32,
+                                    1.0f, dw_beta, stream_));
+      }
       col += widths[i];
     }
   }
   profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kQProj, a.ln1, dqkv, QKV, dln_));
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kKProj, a.ln1, Off(dqkv, Q, es), QKV, dln_));
+    HT_RETURN_IF_ERROR(
+        AdapterBackward(layer, model::kVProj, a.ln1, Off(dqkv, Q + K, es), QKV, dln_));
+    profile_.Mark(Op::kLora, stream_);
+  }
   // dres (= dh) += norm1 backward: dres becomes dx of the block.
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     return kc::RmsNormBackward<T>(static_cast<T*>(dres_), static_cast<const T*>(dres_),
-                                  G(u, model::kInputNorm), norm_scratch_,
+                                  NormDw(u, model::kInputNorm), norm_scratch_,
                                   static_cast<const T*>(dln_), static_cast<const T*>(a.x),
                                   static_cast<const T*>(W(u, model::kInputNorm)), a.rstd1, N, C,
                                   stream_);
@@ -630,7 +748,7 @@ Status CudaBackend::HeadLoss(bool backward) {
   la.losses = losses_;
   if (backward) {
     la.dh = dln_f_;
-    la.dw = G(E, head);
+    la.dw = peft_ ? nullptr : G(E, head);  // a frozen head has no weight gradient
     la.dw_overwrite = first_write_;
     la.dscale = dscale_;
   }
@@ -646,7 +764,7 @@ Status CudaBackend::HeadLoss(bool backward) {
   if (!backward) return Status::Ok();
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    return kc::RmsNormBackward<T>(static_cast<T*>(dres_), nullptr, G(E, model::kFinalNorm),
+    return kc::RmsNormBackward<T>(static_cast<T*>(dres_), nullptr, NormDw(E, model::kFinalNorm),
                                   norm_scratch_, static_cast<const T*>(dln_f_),
                                   static_cast<const T*>(x_final_),
                                   static_cast<const T*>(W(E, model::kFinalNorm)), rstd_f_, N, C,
@@ -724,7 +842,7 @@ Status CudaBackend::BackwardPass(model::UnitHooks& hooks) {
     HT_RETURN_IF_ERROR(hooks.AfterBackward(u));
     profile_.Mark(Op::kOther, stream_);
   }
-  if (!split) {
+  if (!split && !peft_) {  // PEFT: the embedding is frozen
     HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
       using T = decltype(tag);
       return kc::EmbeddingBackward<T>(
@@ -877,8 +995,12 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
   grads_zero_pending_ = false;
   grads_hold_pass_ = shared_grads_;
   if (first_write_) HT_RETURN_IF_ERROR(ZeroGradsNotWrittenByGemms());
+  // PEFT dropout keys change every pass: a replayed graph would reuse the first one's.
+  pass_rng_offset_ = batch.rng_offset;
+  pass_dropout_ = true;
+  const bool dropout_keys = peft_ && options_.peft.dropout > 0;
   const bool graph = cuda_.cuda_graphs && !profile_.recording() && !graph_failed_ && eager_steps_ > 0 &&
-                     dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
+                     !dropout_keys && dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
   if (graph) {
     if (graph_exec_ == nullptr) {
       HT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -939,6 +1061,8 @@ StatusOr<double> CudaBackend::Loss(const model::TokenBatch& batch, model::UnitHo
     grads_zero_pending_ = !grads_clobbered_;  // zeros are re-made on demand
   }
   if (fp8_) HT_RETURN_IF_ERROR(fp8_->BeginPass(stream_));  // a forward-only pass records nothing
+  pass_rng_offset_ = batch.rng_offset;
+  pass_dropout_ = false;  // evaluation: no adapter dropout
   HT_RETURN_IF_ERROR(ForwardPass(hooks, false));
   HT_RETURN_IF_ERROR(HeadLoss(/*backward=*/false));
   HT_RETURN_IF_ERROR(hooks.AfterForward(ParamLayout::kEmbeddingUnit));

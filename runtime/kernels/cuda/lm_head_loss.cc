@@ -23,8 +23,8 @@ Status LmHeadLoss(Gemm& gemm, const LmHeadLossArgs& a, cudaStream_t stream) {
     return InvalidArgument("lm head loss: n, cols, vocab, chunk_rows must be positive");
   }
   const bool backward = a.dscale != nullptr;
-  if (backward && (a.dh == nullptr || a.dw == nullptr)) {
-    return InvalidArgument("lm head loss: dscale given without dh and dw");
+  if (backward && a.dh == nullptr) {
+    return InvalidArgument("lm head loss: dscale given without dh");
   }
   if (a.fp8 != nullptr && (a.dtype != DType::kBF16 || a.fp8->gemm == nullptr)) {
     return InvalidArgument("lm head loss: FP8 logits need bf16 and an FP8 GEMM");
@@ -69,6 +69,7 @@ Status LmHeadLoss(Gemm& gemm, const LmHeadLossArgs& a, cudaStream_t stream) {
     GemmShape dx{rows, a.cols, a.vocab, false, false};
     char* dh = static_cast<char*>(a.dh) + static_cast<size_t>(r0) * a.cols * es;
     HT_RETURN_IF_ERROR(gemm.Matmul(dx, a.logits, a.w, a.dtype, dh, a.dtype, 1.0f, 0.0f, stream));
+    if (a.dw == nullptr) continue;  // frozen head
     // dW[V, C] += dlogits^T[V, rows] . h[rows, C]
     GemmShape dw{a.vocab, a.cols, rows, true, false};
     HT_RETURN_IF_ERROR(

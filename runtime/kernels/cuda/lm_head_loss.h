@@ -31,7 +31,9 @@ struct LmHeadLossArgs {
   float* losses = nullptr;     // [n], written
   // Gradient outputs; all null for a forward-only loss.
   void* dh = nullptr;          // [n, cols], written
-  float* dw = nullptr;         // [vocab, cols], accumulated (or written, see below)
+  // [vocab, cols], accumulated (or written, see below); null with dh set: a
+  // frozen head (PEFT), no weight-gradient GEMM.
+  float* dw = nullptr;
   bool dw_overwrite = false;   // the first chunk writes dw instead of adding to it
   const float* dscale = nullptr;  // device scalar: d(total)/d(per-token loss)
   // model.fp8_lm_head: the logits GEMM multiplies these e4m3 codes of h

@@ -15,6 +15,9 @@ Status CheckShape(const LoraShape& s) {
   if (s.n <= 0 || s.in_features <= 0 || s.out_features <= 0 || s.rank <= 0) {
     return InvalidArgument("LoRA shape must be positive (n, in, out, rank)");
   }
+  if (s.out_ld != 0 && s.out_ld < s.out_features) {
+    return InvalidArgument("LoRA out_ld must be 0 or >= out_features");
+  }
   return Status::Ok();
 }
 
@@ -43,6 +46,7 @@ Status LoraForward(Gemm& gemm, const LoraShape& s, T* out, T* t, T* u_scratch, c
   HT_RETURN_IF_ERROR(gemm.Matmul(g1, u, a, kT, t, kT, s.scaling, 0.0f, stream));
   // out[N,OF] += t[N,r] . B[OF,r]^T
   GemmShape g2{s.n, s.out_features, s.rank, false, true};
+  g2.ldc = s.out_ld;
   return gemm.Matmul(g2, t, b, kT, out, kT, 1.0f, 1.0f, stream);
 }
 
@@ -54,9 +58,11 @@ Status LoraBackward(Gemm& gemm, const LoraShape& s, T* dx, float* da, float* db,
   constexpr DType kT = DTypeOf<T>::value;
   // dB[OF,r] += dout[N,OF]^T . t[N,r]
   GemmShape gb{s.out_features, s.rank, s.n, true, false};
+  gb.lda = s.out_ld;
   HT_RETURN_IF_ERROR(gemm.Matmul(gb, dout, t, kT, db, DType::kF32, 1.0f, 1.0f, stream));
   // dt[N,r] = s * dout[N,OF] . B[OF,r]
   GemmShape gt{s.n, s.rank, s.out_features, false, false};
+  gt.lda = s.out_ld;
   HT_RETURN_IF_ERROR(gemm.Matmul(gt, dout, b, kT, dt, kT, s.scaling, 0.0f, stream));
   // dA[r,IF] += dt[N,r]^T . u[N,IF]
   HT_ASSIGN_OR_RETURN(const T* u, AdapterInput<T>(s, u_scratch, x, mask, stream));

@@ -13,7 +13,9 @@
 // Four (five with dx) cuBLASLt GEMMs with fp32 accumulation, the scaling in
 // their alpha; dropout is the counter-based kernel of lora_dropout.h, so a
 // recomputation draws the mask of the forward. `u_scratch` [N, IF] is needed
-// only with an active mask.
+// only with an active mask. `out` (forward) and `dout` (backward) may be
+// column slices of a wider row (LoraShape::out_ld, e.g. q inside a fused
+// q|k|v row); x, dx, t and the scratch are packed.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -30,6 +32,7 @@ struct LoraShape {
   int out_features = 0;  // OF
   int rank = 0;          // r
   float scaling = 1.0f;  // alpha / rank
+  long out_ld = 0;       // row stride of out / dout in elements (0 = out_features)
 };
 
 template <typename T>
