@@ -1,0 +1,452 @@
+// LoRA on the CUDA backend against the CPU reference backend (issue 26): the
+// same random frozen base and adapters written into both through the Backend
+// interface (WriteBase / WriteState), then the loss, the adapter gradients and
+// the adapters after several AdamW steps compared (fp32: tight; bf16: the
+// base and adapters are exactly representable in bf16, so only the
+// arithmetic differs). Also: the base round trip, what the backend stores
+// (no gradient, master or optimizer state for the base), checkpointing modes
+// bit-identical, an evaluation pass without dropout, a restored state
+// continuing bit-identically, and the configurations it refuses.
+// GPU tests skip on machines without one; the argument checks run anywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/backends/cpu/backend.h"
+#include "runtime/backends/cuda/backend.h"
+#include "runtime/model/peft.h"
+#include "runtime/testing/cuda_device.h"
+
+namespace hypertrain::cuda {
+namespace {
+
+using model::ActivationCheckpointing;
+using model::Precision;
+using model::StateKind;
+
+model::ModelConfig SmallConfig(bool tied) {
+  model::ModelConfig c;
+  c.vocab_size = 300;
+  c.hidden_size = 128;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;  // head_dim 64: the bf16 flash kernels
+  c.num_key_value_heads = 1;
+  c.intermediate_size = 352;
+  c.max_context_width = 64;
+  c.rope_theta = 10000.0;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+model::BackendOptions Options(Precision p, double dropout,
+                              ActivationCheckpointing ck = ActivationCheckpointing::kNone) {
+  model::BackendOptions o;
+  o.precision = p;
+  o.checkpointing = ck;
+  o.micro_batch_size = 2;
+  o.seq_len = 64;
+  o.seed = 21;
+  o.peft.type = model::PeftType::kLora;
+  o.peft.rank = 8;
+  o.peft.alpha = 16;
+  o.peft.dropout = dropout;
+  return o;
+}
+
+struct Tokens {
+  std::vector<int32_t> inputs, targets;
+  model::TokenBatch view(uint64_t rng_offset) const {
+    model::TokenBatch b{inputs.data(), targets.data(), 2, 64};
+    b.rng_offset = rng_offset;
+    return b;
+  }
+};
+
+Tokens RandomTokens(int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
+  Tokens t;
+  for (int i = 0; i < 128; ++i) {
+    t.inputs.push_back(d(rng));
+    t.targets.push_back(i % 11 == 3 ? -100 : d(rng));
+  }
+  return t;
+}
+
+// A multiple of 1/1024 with at most 7 significant bits: exact in bf16.
+float Bf16Exact(std::mt19937& rng, double scale) {
+  std::normal_distribution<double> n01;
+  const double v = std::round(std::clamp(n01(rng), -3.9, 3.9) * 32.0) / 32.0;  // |v| * 32 <= 125
+  return static_cast<float>(v * scale);
+}
+
+// The same random base (norms around 1) and adapters (B non-zero, so every
+// path matters) in every backend given.
+void Randomize(const std::vector<model::Backend*>& backends, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const model::ParamLayout& base = *backends[0]->BaseLayout();
+  for (const model::UnitLayout& u : base.units()) {
+    std::vector<float> v(u.padded_numel, 0.0f);
+    for (const model::TensorSlot& t : u.tensors) {
+      for (int64_t i = t.offset; i < t.offset + t.numel; ++i) {
+        // Norms 1 + j/64, |j| <= 16: exact in bf16 too.
+        v[i] = t.kind == model::TensorKind::kNorm
+                   ? 1.0f + static_cast<float>(static_cast<int>(rng() % 33) - 16) / 64.0f
+                   : Bf16Exact(rng, 1.0 / 16);
+      }
+    }
+    for (model::Backend* b : backends) {
+      ASSERT_TRUE(b->WriteBase(u.index, {0, u.padded_numel}, v.data()).ok());
+    }
+  }
+  const model::ParamLayout& ad = backends[0]->layout();
+  for (const model::UnitLayout& u : ad.units()) {
+    std::vector<float> v(u.padded_numel, 0.0f);
+    for (const model::TensorSlot& t : u.tensors) {
+      for (int64_t i = t.offset; i < t.offset + t.numel; ++i) v[i] = Bf16Exact(rng, 1.0 / 64);
+    }
+    for (model::Backend* b : backends) {
+      ASSERT_TRUE(b->WriteState(u.index, StateKind::kMasterParams, v.data()).ok());
+    }
+  }
+}
+
+std::vector<float> Read(model::Backend& b, int u, StateKind k) {
+  std::vector<float> v(b.Owned(u).size());
+  const Status st = b.ReadState(u, k, v.data());
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return v;
+}
+
+std::vector<float> ReadAll(model::Backend& b, StateKind k) {
+  std::vector<float> all;
+  for (int u = 0; u < b.layout().num_units(); ++u) {
+    const std::vector<float> v = Read(b, u, k);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+// ||x - ref|| / ||ref||.
+double RelL2(const std::vector<float>& x, const std::vector<float>& ref) {
+  EXPECT_EQ(x.size(), ref.size());
+  double d = 0, n = 0;
+  for (size_t i = 0; i < x.size() && i < ref.size(); ++i) {
+    d += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
+    n += double(ref[i]) * ref[i];
+  }
+  return n > 0 ? std::sqrt(d / n) : std::sqrt(d);
+}
+
+double Norm(const std::vector<float>& x) {
+  double n = 0;
+  for (float v : x) n += double(v) * v;
+  return std::sqrt(n);
+}
+
+double Pass(model::Backend& b, const Tokens& t, uint64_t rng_offset) {
+  model::NoOpUnitHooks hooks;
+  EXPECT_TRUE(b.ZeroGrads().ok());
+  auto loss = b.ForwardBackward(t.view(rng_offset), 1.0f, hooks);
+  EXPECT_TRUE(loss.ok()) << loss.status().ToString();
+  return loss.ok() ? *loss : NAN;
+}
+
+// One optimizer step as runtime/train drives it (global-norm clipping at 1).
+// Comparisons across backends pass a large eps: AdamW's first steps are
+// nearly sign(g), so a gradient within rounding of zero would flip a whole
+// lr-sized update; with eps above the gradients the update is ~linear in g.
+double TrainStep(model::Backend& b, const Tokens& t, int step, float eps = 1e-8f) {
+  const double loss = Pass(b, t, static_cast<uint64_t>(step));
+  double sumsq = 0;
+  for (int u = 0; u < b.layout().num_units(); ++u) sumsq += *b.GradSumSquares(u);
+  kernels::AdamWParams p;
+  p.lr = 1e-3f;
+  p.weight_decay = 0.1f;
+  p.step = step;
+  p.eps = eps;
+  p.grad_scale = static_cast<float>(std::min(1.0, 1.0 / (std::sqrt(sumsq) + 1e-6)));
+  for (int u = 0; u < b.layout().num_units(); ++u) EXPECT_TRUE(b.OptimizerStep(u, p).ok());
+  return loss;
+}
+
+struct Pair {
+  std::unique_ptr<cpu::CpuBackend> cpu;
+  std::unique_ptr<CudaBackend> gpu;
+};
+
+Pair MakePair(const model::ModelConfig& c, const model::BackendOptions& o) {
+  Pair p;
+  auto cpu = cpu::CpuBackend::Create(c, o);
+  EXPECT_TRUE(cpu.ok()) << cpu.status().ToString();
+  auto gpu = CudaBackend::Create(c, o);
+  EXPECT_TRUE(gpu.ok()) << gpu.status().ToString();
+  if (cpu.ok()) p.cpu = std::move(*cpu);
+  if (gpu.ok()) p.gpu = std::move(*gpu);
+  return p;
+}
+
+struct Tolerance {
+  double loss;      // relative
+  double grads;     // relative L2, per unit
+  double updates;   // relative L2 of the adapters' change after the steps
+};
+
+void ExpectMatchesCpu(Precision precision, bool tied, double dropout, ActivationCheckpointing ck,
+                      const Tolerance& tol) {
+  const model::ModelConfig c = SmallConfig(tied);
+  Pair p = MakePair(c, Options(precision, dropout, ck));
+  ASSERT_TRUE(p.cpu && p.gpu);
+  // Same layouts and names: checkpoints and PEFT export see one model.
+  ASSERT_EQ(p.gpu->layout().num_units(), p.cpu->layout().num_units());
+  for (int u = 0; u < p.cpu->layout().num_units(); ++u) {
+    const auto& a = p.cpu->layout().unit(u).tensors;
+    const auto& b = p.gpu->layout().unit(u).tensors;
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t t = 0; t < a.size(); ++t) {
+      EXPECT_EQ(a[t].name, b[t].name);
+      EXPECT_EQ(a[t].offset, b[t].offset);
+    }
+  }
+  Randomize({p.cpu.get(), p.gpu.get()}, 5);
+  const Tokens t = RandomTokens(c.vocab_size, 9);
+  const double lc = Pass(*p.cpu, t, 7), lg = Pass(*p.gpu, t, 7);
+  EXPECT_NEAR(lg, lc, tol.loss * std::abs(lc)) << "loss";
+  for (int u = 1; u < p.cpu->layout().num_units(); ++u) {
+    const std::vector<float> gc = Read(*p.cpu, u, StateKind::kShardGrads);
+    const std::vector<float> gg = Read(*p.gpu, u, StateKind::kShardGrads);
+    ASSERT_GT(Norm(gc), 0.0) << "unit " << u;
+    EXPECT_LT(RelL2(gg, gc), tol.grads) << "adapter gradients of unit " << u;
+    // Per tensor too: every adapter (A and B of every target) takes part.
+    for (const model::TensorSlot& s : p.cpu->layout().unit(u).tensors) {
+      const std::vector<float> a(gc.begin() + s.offset, gc.begin() + s.offset + s.numel);
+      const std::vector<float> b(gg.begin() + s.offset, gg.begin() + s.offset + s.numel);
+      ASSERT_GT(Norm(a), 0.0) << s.name;
+      EXPECT_LT(RelL2(b, a), tol.grads) << s.name;
+    }
+  }
+  const std::vector<float> before = ReadAll(*p.cpu, StateKind::kMasterParams);
+  for (int step = 1; step <= 4; ++step) {
+    const double a = TrainStep(*p.cpu, t, step, 1e-2f), b = TrainStep(*p.gpu, t, step, 1e-2f);
+    EXPECT_NEAR(b, a, tol.loss * std::abs(a)) << "step " << step;
+  }
+  const std::vector<float> mc = ReadAll(*p.cpu, StateKind::kMasterParams);
+  const std::vector<float> mg = ReadAll(*p.gpu, StateKind::kMasterParams);
+  std::vector<float> dc(mc.size()), dg(mg.size());
+  for (size_t i = 0; i < mc.size(); ++i) dc[i] = mc[i] - before[i], dg[i] = mg[i] - before[i];
+  ASSERT_GT(Norm(dc), 0.0);
+  EXPECT_LT(RelL2(dg, dc), tol.updates) << "adapters' change after 4 AdamW steps";
+  EXPECT_LT(RelL2(mg, mc), tol.updates) << "adapters after 4 AdamW steps";
+  // Evaluation: no dropout, same loss.
+  model::NoOpUnitHooks hooks;
+  const double ec = *p.cpu->Loss(t.view(99), hooks), eg = *p.gpu->Loss(t.view(99), hooks);
+  EXPECT_NEAR(eg, ec, tol.loss * std::abs(ec)) << "evaluation loss";
+}
+
+constexpr Tolerance kFp32{2e-5, 2e-4, 1e-3};
+// bf16 activations and outputs (fp32 accumulation), fp32 adapter gradients.
+constexpr Tolerance kBf16{1e-2, 6e-2, 1e-1};
+
+TEST(CudaPeftBackend, MatchesCpuFp32) {
+  HT_SKIP_WITHOUT_GPU();
+  ExpectMatchesCpu(Precision::kFP32, true, 0.0, ActivationCheckpointing::kNone, kFp32);
+}
+
+TEST(CudaPeftBackend, MatchesCpuFp32DropoutUntiedFullCheckpointing) {
+  HT_SKIP_WITHOUT_GPU();
+  ExpectMatchesCpu(Precision::kFP32, false, 0.1, ActivationCheckpointing::kFull, kFp32);
+}
+
+TEST(CudaPeftBackend, MatchesCpuBf16) {
+  HT_SKIP_WITHOUT_GPU();
+  ExpectMatchesCpu(Precision::kBF16, true, 0.0, ActivationCheckpointing::kNone, kBf16);
+}
+
+TEST(CudaPeftBackend, MatchesCpuBf16DropoutSelective) {
+  HT_SKIP_WITHOUT_GPU();
+  ExpectMatchesCpu(Precision::kBF16, false, 0.25, ActivationCheckpointing::kSelective, kBf16);
+}
+
+// Only some projections targeted: the others run their frozen GEMM alone.
+TEST(CudaPeftBackend, MatchesCpuWithSomeTargets) {
+  HT_SKIP_WITHOUT_GPU();
+  const model::ModelConfig c = SmallConfig(true);
+  model::BackendOptions o = Options(Precision::kFP32, 0.1);
+  o.peft.targets = {model::kKProj, model::kOProj, model::kUpProj};
+  Pair p = MakePair(c, o);
+  ASSERT_TRUE(p.cpu && p.gpu);
+  Randomize({p.cpu.get(), p.gpu.get()}, 6);
+  const Tokens t = RandomTokens(c.vocab_size, 10);
+  const double lc = Pass(*p.cpu, t, 2), lg = Pass(*p.gpu, t, 2);
+  EXPECT_NEAR(lg, lc, kFp32.loss * std::abs(lc));
+  EXPECT_LT(RelL2(ReadAll(*p.gpu, StateKind::kShardGrads), ReadAll(*p.cpu, StateKind::kShardGrads)),
+            kFp32.grads);
+}
+
+// The base is stored in the compute dtype: fp32 round-trips exactly, bf16
+// rounds to nearest even; the frozen base has no gradient, master or
+// optimizer state (state = base in the compute dtype + the adapters'
+// compute copy, fp32 gradient, master, m and v).
+TEST(CudaPeftBackend, FrozenBaseStoreAndState) {
+  HT_SKIP_WITHOUT_GPU();
+  const model::ModelConfig c = SmallConfig(false);
+  for (Precision prec : {Precision::kFP32, Precision::kBF16}) {
+    auto b = CudaBackend::Create(c, Options(prec, 0.0));
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    const model::ParamLayout* base = (*b)->BaseLayout();
+    ASSERT_NE(base, nullptr);
+    const size_t es = prec == Precision::kFP32 ? 4 : 2;
+    int64_t base_numel = 0, adapter_numel = 0;
+    for (const model::UnitLayout& u : base->units()) base_numel += u.padded_numel;
+    for (const model::UnitLayout& u : (*b)->layout().units()) adapter_numel += u.padded_numel;
+    EXPECT_EQ((*b)->state_bytes(),
+              static_cast<int64_t>(base_numel * es + adapter_numel * (es + 4 * sizeof(float))));
+    // Initialised from the seed exactly as the CPU backend's base.
+    auto cpu = cpu::CpuBackend::Create(c, Options(prec, 0.0));
+    ASSERT_TRUE(cpu.ok());
+    const model::UnitLayout& u1 = base->unit(1);
+    std::vector<float> want(u1.padded_numel), got(u1.padded_numel);
+    ASSERT_TRUE((*cpu)->ReadBase(1, {0, u1.padded_numel}, want.data()).ok());
+    ASSERT_TRUE((*b)->ReadBase(1, {0, u1.padded_numel}, got.data()).ok());
+    for (int64_t i = 0; i < u1.padded_numel; ++i) {
+      ASSERT_NEAR(got[i], want[i], es == 4 ? 0.0 : std::abs(want[i]) / 256) << i;
+    }
+    // A partial write lands where it should and rounds like a cast.
+    std::vector<float> v = {1.0f, 1.0f + 1.0f / 512, -3.0f, 0.1f};
+    ASSERT_TRUE((*b)->WriteBase(1, {10, 14}, v.data()).ok());
+    std::vector<float> r(6);
+    ASSERT_TRUE((*b)->ReadBase(1, {9, 15}, r.data()).ok());
+    EXPECT_EQ(r[0], got[9]);
+    EXPECT_EQ(r[5], got[14]);
+    EXPECT_EQ(r[1], 1.0f);
+    EXPECT_EQ(r[2], es == 4 ? v[1] : 1.0f);  // below half a bf16 step (2^-8) above 1
+    EXPECT_EQ(r[3], -3.0f);
+    EXPECT_NEAR(r[4], 0.1f, es == 4 ? 0.0 : 0.1 / 256);
+    EXPECT_EQ((*b)->WriteBase(1, {0, u1.padded_numel + 1}, want.data()).code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ((*b)->ReadBase(base->num_units(), {0, 1}, got.data()).code(),
+              StatusCode::kInvalidArgument);
+  }
+}
+
+// Every checkpointing mode gives bit-identical adapter gradients (with
+// dropout: the recomputation draws the forward's masks).
+TEST(CudaPeftBackend, CheckpointingModesAreBitIdentical) {
+  HT_SKIP_WITHOUT_GPU();
+  const model::ModelConfig c = SmallConfig(true);
+  const Tokens t = RandomTokens(c.vocab_size, 12);
+  std::vector<float> ref;
+  double ref_loss = 0;
+  for (ActivationCheckpointing ck : {ActivationCheckpointing::kNone,
+                                     ActivationCheckpointing::kSelective,
+                                     ActivationCheckpointing::kFull}) {
+    auto b = CudaBackend::Create(c, Options(Precision::kBF16, 0.1, ck));
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    Randomize({b->get()}, 8);
+    const double loss = Pass(**b, t, 4);
+    const std::vector<float> g = ReadAll(**b, StateKind::kShardGrads);
+    if (ref.empty()) {
+      ref = g, ref_loss = loss;
+      continue;
+    }
+    EXPECT_EQ(loss, ref_loss) << model::CheckpointingName(ck);
+    EXPECT_EQ(g, ref) << model::CheckpointingName(ck);
+  }
+}
+
+// Dropout draws a new mask per pass number: same pass, same gradients;
+// another pass, other gradients.
+TEST(CudaPeftBackend, DropoutFollowsThePassNumber) {
+  HT_SKIP_WITHOUT_GPU();
+  const model::ModelConfig c = SmallConfig(true);
+  auto b = CudaBackend::Create(c, Options(Precision::kBF16, 0.25));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  Randomize({b->get()}, 3);
+  const Tokens t = RandomTokens(c.vocab_size, 13);
+  Pass(**b, t, 1);
+  const std::vector<float> g1 = ReadAll(**b, StateKind::kShardGrads);
+  Pass(**b, t, 1);
+  EXPECT_EQ(ReadAll(**b, StateKind::kShardGrads), g1);
+  Pass(**b, t, 2);
+  EXPECT_NE(ReadAll(**b, StateKind::kShardGrads), g1);
+}
+
+// A backend restored from another's adapters, AdamW moments and base (what a
+// checkpoint holds plus the HF base) continues bit-identically.
+TEST(CudaPeftBackend, RestoredStateContinuesBitIdentically) {
+  HT_SKIP_WITHOUT_GPU();
+  const model::ModelConfig c = SmallConfig(true);
+  const model::BackendOptions o = Options(Precision::kBF16, 0.1, ActivationCheckpointing::kFull);
+  auto a = CudaBackend::Create(c, o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Randomize({a->get()}, 4);
+  const Tokens t = RandomTokens(c.vocab_size, 14);
+  for (int step = 1; step <= 2; ++step) TrainStep(**a, t, step);
+  auto b = CudaBackend::Create(c, o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  for (const model::UnitLayout& u : (*a)->BaseLayout()->units()) {
+    std::vector<float> v(u.padded_numel);
+    ASSERT_TRUE((*a)->ReadBase(u.index, {0, u.padded_numel}, v.data()).ok());
+    ASSERT_TRUE((*b)->WriteBase(u.index, {0, u.padded_numel}, v.data()).ok());
+  }
+  for (int u = 0; u < (*a)->layout().num_units(); ++u) {
+    for (StateKind k : {StateKind::kMasterParams, StateKind::kAdamM, StateKind::kAdamV}) {
+      ASSERT_TRUE((*b)->WriteState(u, k, Read(**a, u, k).data()).ok());
+    }
+  }
+  for (int step = 3; step <= 4; ++step) {
+    EXPECT_EQ(TrainStep(**b, t, step), TrainStep(**a, t, step)) << "step " << step;
+  }
+  EXPECT_EQ(ReadAll(**b, StateKind::kMasterParams), ReadAll(**a, StateKind::kMasterParams));
+}
+
+// Refused before any device work (these run without a GPU too).
+TEST(CudaPeftBackendArgs, RefusesQloraFp8AndAUnitPool) {
+  const model::ModelConfig c = SmallConfig(true);
+  model::BackendOptions o = Options(Precision::kBF16, 0.0);
+  o.peft.type = model::PeftType::kQlora;
+  auto r = CudaBackend::Create(c, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("qlora"), std::string::npos) << r.status().ToString();
+  o = Options(Precision::kBF16, 0.0);
+  o.fp8.enabled = true;
+  r = CudaBackend::Create(c, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("model.fp8"), std::string::npos) << r.status().ToString();
+  o = Options(Precision::kBF16, 0.0);
+  o.unit_pool = true;
+  r = CudaBackend::Create(c, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  o = Options(Precision::kBF16, 0.0);
+  o.peft.rank = 0;
+  r = CudaBackend::Create(c, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+// Packed SFT rows are still refused on CUDA (docs/PEFT.md), with a clear error.
+TEST(CudaPeftBackend, RefusesPackedRows) {
+  HT_SKIP_WITHOUT_GPU();
+  const model::ModelConfig c = SmallConfig(true);
+  auto b = CudaBackend::Create(c, Options(Precision::kBF16, 0.0));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const Tokens t = RandomTokens(c.vocab_size, 15);
+  std::vector<int32_t> positions(128);
+  for (int i = 0; i < 128; ++i) positions[i] = i % 32;
+  model::TokenBatch batch = t.view(0);
+  batch.positions = positions.data();
+  model::NoOpUnitHooks hooks;
+  auto r = (*b)->ForwardBackward(batch, 1.0f, hooks);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace hypertrain::cuda
