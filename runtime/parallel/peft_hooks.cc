@@ -14,6 +14,10 @@ StatusOr<std::unique_ptr<PeftDataParallelHooks>> PeftDataParallelHooks::Create(
       return InvalidArgument("PEFT data parallelism keeps the adapters whole on every rank");
     }
   }
+  // A device backend (CUDA): every all-reduce first waits for the compute
+  // queued so far on its stream (the unit's backward that wrote the
+  // gradients); FinishGradients waits on the host before the optimizer runs.
+  if (backend.ComputeStream() != nullptr) ctx.world().SetComputeStream(backend.ComputeStream());
   return std::unique_ptr<PeftDataParallelHooks>(new PeftDataParallelHooks(ctx, backend));
 }
 

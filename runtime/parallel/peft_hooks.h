@@ -9,7 +9,9 @@
 // of the last micro-batch ends, waited in FinishGradients). Every rank then
 // applies the identical AdamW update, so the replicas never drift; the
 // gradient norm is local (identical everywhere). The step equals a single
-// process's on the whole global batch.
+// process's on the whole global batch. On a device backend (CUDA + NCCL) the
+// world group orders each all-reduce after the compute stream's work so far
+// (ProcessGroup::SetComputeStream), as HSDP does for its groups.
 //
 // Not done (docs/PEFT.md): sharding the frozen base over the shard group
 // (all-gathered per unit, like HSDP's parameters); today each rank keeps it
