@@ -7,12 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <type_traits>
 
 #include <spdlog/spdlog.h>
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include "runtime/backends/cuda/accumulate.h"
 #include "runtime/backends/cuda/backend_internal.h"
@@ -715,109 +711,6 @@ void* CudaBackend::W(int u, int t) const {
 float* CudaBackend::G(int u, int t) const {
   if (peft_) return nullptr;  // the base is frozen: no weight gradients
   return grads_[u] + layout_.unit(u).tensors[t].offset;
-}
-
-// ---- PEFT: the frozen base ---------------------------------------------------
-
-namespace {
-
-// fp32 <-> compute dtype on the host, rounding as kc::Cast does (nearest even).
-template <typename T>
-T FromFloat(float x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(x);
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(x);
-  } else {
-    return x;
-  }
-}
-template <typename T>
-float ToFloat(T x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(x);
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(x);
-  } else {
-    return x;
-  }
-}
-
-}  // namespace
-
-// Every base unit initialised from the seed like a model (the CPU backend's
-// base, runtime/model/init.h), in the compute dtype.
-Status CudaBackend::InitBase() {
-  const size_t es = kc::DTypeSize(dtype_);
-  int64_t max_p = 0;
-  for (const model::UnitLayout& u : base_layout_.units()) max_p = std::max(max_p, u.padded_numel);
-  std::vector<float> host(static_cast<size_t>(max_p));
-  void* tmp = nullptr;
-  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(&tmp, std::max<size_t>(max_p * sizeof(float), 256)));
-  struct TmpFree {
-    void* p;
-    ~TmpFree() { cudaFree(p); }
-  } tmp_free{tmp};
-  for (const model::UnitLayout& u : base_layout_.units()) {
-    const int64_t P = u.padded_numel;
-    void* p = nullptr;
-    HT_RETURN_IF_ERROR(Alloc(P * es, &p));
-    base_.push_back(p);
-    state_bytes_ += P * static_cast<int64_t>(es);
-    model::InitUnitParams(base_layout_, u.index, options_.seed, {0, P}, host.data());
-    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tmp, host.data(), P * sizeof(float),
-                                            cudaMemcpyHostToDevice, stream_));
-    HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
-      using T = decltype(tag);
-      return kc::Cast<T, float>(static_cast<T*>(p), static_cast<const float*>(tmp), P, stream_);
-    }));
-    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  }
-  return Status::Ok();
-}
-
-Status CudaBackend::CheckBaseRange(int u, Range r) const {
-  if (u < 0 || u >= base_layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
-  if (r.begin < 0 || r.end > base_layout_.unit(u).padded_numel || r.begin > r.end) {
-    return InvalidArgument(fmt::format("base range [{}, {}) of unit {} is outside the unit", r.begin,
-                                       r.end, u));
-  }
-  return Status::Ok();
-}
-
-Status CudaBackend::WriteBase(int u, Range r, const float* host) {
-  if (!peft_) return Backend::WriteBase(u, r, host);
-  HT_RETURN_IF_ERROR(CheckBaseRange(u, r));
-  if (r.empty()) return Status::Ok();
-  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
-  // Queued passes may still read the base: the copy goes after them on stream_.
-  return DispatchDType(dtype_, [&](auto tag) -> Status {
-    using T = decltype(tag);
-    std::vector<T> v(static_cast<size_t>(r.size()));
-    for (int64_t i = 0; i < r.size(); ++i) v[i] = FromFloat<T>(host[i]);
-    T* dst = static_cast<T*>(base_[u]) + r.begin;
-    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, v.data(), v.size() * sizeof(T),
-                                            cudaMemcpyHostToDevice, stream_));
-    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // before `v` goes
-    return Status::Ok();
-  });
-}
-
-Status CudaBackend::ReadBase(int u, Range r, float* host) {
-  if (!peft_) return Backend::ReadBase(u, r, host);
-  HT_RETURN_IF_ERROR(CheckBaseRange(u, r));
-  if (r.empty()) return Status::Ok();
-  HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
-  return DispatchDType(dtype_, [&](auto tag) -> Status {
-    using T = decltype(tag);
-    std::vector<T> v(static_cast<size_t>(r.size()));
-    const T* src = static_cast<const T*>(base_[u]) + r.begin;
-    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(v.data(), src, v.size() * sizeof(T),
-                                            cudaMemcpyDeviceToHost, stream_));
-    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    for (int64_t i = 0; i < r.size(); ++i) host[i] = ToFloat<T>(v[i]);
-    return Status::Ok();
-  });
 }
 
 }  // namespace hypertrain::cuda

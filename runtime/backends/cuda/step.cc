@@ -14,7 +14,6 @@
 #include "runtime/kernels/cuda/embedding.h"
 #include "runtime/kernels/cuda/fp8_swiglu.h"
 #include "runtime/kernels/cuda/lm_head_loss.h"
-#include "runtime/kernels/cuda/lora.h"
 #include "runtime/kernels/cuda/naive_attention_f32.h"
 #include "runtime/kernels/cuda/reduce.h"
 #include "runtime/kernels/cuda/rmsnorm.h"
@@ -440,65 +439,6 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
     profile_.Mark(Op::kLora, stream_);
   }
   return Status::Ok();
-}
-
-model::DropoutMask CudaBackend::AdapterMask(int layer, int t) const {
-  if (!pass_dropout_) return {};  // Loss() evaluates: no dropout
-  return model::MakeDropoutMask(options_.peft, options_.seed, pass_rng_offset_, layer, t);
-}
-
-Status CudaBackend::AdapterForward(int layer, int t, const void* x, void* out, long ld) {
-  if (!peft_ || !adapter_slots_.has(t)) return Status::Ok();
-  const int u = ParamLayout::BlockUnit(layer);
-  const model::TensorSlot& w = base_layout_.unit(u).tensors[t];
-  const model::UnitLayout& au = layout_.unit(u);
-  const size_t es = kc::DTypeSize(dtype_);
-  kc::LoraShape s;
-  s.n = static_cast<int>(N_);
-  s.in_features = static_cast<int>(w.shape[1]);
-  s.out_features = static_cast<int>(w.shape[0]);
-  s.rank = static_cast<int>(options_.peft.rank);
-  s.scaling = static_cast<float>(options_.peft.scaling());
-  s.out_ld = ld;
-  const void* A = Off(compute_[u], au.tensors[adapter_slots_.lora_a[t]].offset, es);
-  const void* B = Off(compute_[u], au.tensors[adapter_slots_.lora_b[t]].offset, es);
-  const model::DropoutMask mask = AdapterMask(layer, t);
-  return DispatchDType(dtype_, [&](auto tag) {
-    using T = decltype(tag);
-    return kc::LoraForward<T>(*gemm_, s, static_cast<T*>(out),
-                              static_cast<T*>(acts_[layer]->lora_t[t]), static_cast<T*>(lora_u_),
-                              static_cast<const T*>(x), static_cast<const T*>(A),
-                              static_cast<const T*>(B), mask, stream_);
-  });
-}
-
-Status CudaBackend::AdapterBackward(int layer, int t, const void* x, const void* dout, long ld,
-                                    void* dx) {
-  if (!peft_ || !adapter_slots_.has(t)) return Status::Ok();
-  const int u = ParamLayout::BlockUnit(layer);
-  const model::TensorSlot& w = base_layout_.unit(u).tensors[t];
-  const model::UnitLayout& au = layout_.unit(u);
-  const size_t es = kc::DTypeSize(dtype_);
-  kc::LoraShape s;
-  s.n = static_cast<int>(N_);
-  s.in_features = static_cast<int>(w.shape[1]);
-  s.out_features = static_cast<int>(w.shape[0]);
-  s.rank = static_cast<int>(options_.peft.rank);
-  s.scaling = static_cast<float>(options_.peft.scaling());
-  s.out_ld = ld;
-  const int64_t ao = au.tensors[adapter_slots_.lora_a[t]].offset;
-  const int64_t bo = au.tensors[adapter_slots_.lora_b[t]].offset;
-  const void* A = Off(compute_[u], ao, es);
-  const void* B = Off(compute_[u], bo, es);
-  const model::DropoutMask mask = AdapterMask(layer, t);
-  return DispatchDType(dtype_, [&](auto tag) {
-    using T = decltype(tag);
-    return kc::LoraBackward<T>(*gemm_, s, static_cast<T*>(dx), grads_[u] + ao, grads_[u] + bo,
-                               static_cast<T*>(lora_dt_), static_cast<T*>(lora_u_),
-                               static_cast<const T*>(dout), static_cast<const T*>(x),
-                               static_cast<const T*>(acts_[layer]->lora_t[t]),
-                               static_cast<const T*>(A), static_cast<const T*>(B), mask, stream_);
-  });
 }
 
 Status CudaBackend::Recompute(int layer) {
