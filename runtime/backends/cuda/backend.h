@@ -62,7 +62,15 @@
 // so every checkpointing mode recomputes nothing of them. Dropout masks are
 // the CPU's counter-based ones (seed, TokenBatch::rng_offset, layer,
 // projection); with dropout CUDA graphs stay off (the keys change per pass).
-// Not here: QLoRA (NF4 base on the GPU), fp8, a unit pool, packed rows.
+// Not here: QLoRA (NF4 base on the GPU), fp8, a unit pool.
+//
+// Packed rows (TokenBatch::positions, SFT): each sample of a row is its own
+// causal attention call (batch 1, the sample's length; our tiled kernels, as a
+// cuDNN plan per length would be built otherwise) and its own RoPE call from
+// position 0, so attention stays inside the sample exactly as the CPU's
+// document masking; the rest of the pass is per token and unchanged. Rows
+// whose positions are 0..seq-1 run as one batched call. No CUDA graphs for a
+// pass with packed rows (the calls depend on the batch).
 #include <cuda_runtime.h>
 
 #include <array>
@@ -237,6 +245,12 @@ class CudaBackend final : public model::Backend {
   Status BackwardPass(model::UnitHooks& hooks);
   Status DeviceForwardBackward(model::UnitHooks& hooks);  // enqueue only
   Status BlockForward(int layer, bool write_output);
+  // Packed rows: segments_ from the batch's positions (InvalidArgument for
+  // positions that do not start at 0 and count up by 1 or restart at 0), and
+  // RoPE + attention (forward; backward then inverse RoPE) per segment.
+  Status SetSegments(const model::TokenBatch& batch);
+  Status SegmentedRopeAttentionForward(const Acts& a);
+  Status SegmentedAttentionRopeBackward(const Acts& a, const void* datt, void* dqkv);
   // PEFT: target t's adapter beside its frozen projection of `layer`:
   // out[:, :OF] (row stride ld) += s * dropout(x) A^T B^T; the backward adds
   // into dx and the adapter gradients. No-ops for a projection no adapter
@@ -300,6 +314,14 @@ class CudaBackend final : public model::Backend {
   model::DType model_dtype_ = model::DType::kBF16;
   std::vector<model::Range> owned_;
   int64_t B_ = 0, S_ = 0, N_ = 0;
+  // This pass's packed samples: first row (token index), length, offset of
+  // its lse in a layer's lse buffer (16-byte aligned). Empty: one sequence
+  // per row (no positions, or every row a single sample).
+  struct Segment {
+    int row = 0, len = 0;
+    int64_t lse = 0;
+  };
+  std::vector<Segment> segments_;
   bool fused_qkv_ = false, fused_gu_ = false;
 
   cudaStream_t stream_ = nullptr;

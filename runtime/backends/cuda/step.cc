@@ -141,7 +141,10 @@ Status CudaBackend::PlanActivations() {
     s.act = none ? nullptr : act(N * F);
     s.qkv = keep_gemm_outputs ? nullptr : act(N * (Q + 2 * K));
     s.att = keep_gemm_outputs ? nullptr : act(N * Q);
-    s.lse = keep_gemm_outputs ? nullptr : f32(N * cfg.num_attention_heads);
+    // lse: + 4 floats per token of slack, so each packed sample's lse can
+    // start 16-byte aligned (Segment::lse).
+    const int64_t lse_floats = N * cfg.num_attention_heads + 4 * N;
+    s.lse = keep_gemm_outputs ? nullptr : f32(lse_floats);
     s.h = keep_gemm_outputs ? nullptr : act(N * C);
     s.gu = keep_gemm_outputs ? nullptr : act(N * 2 * F);
     const size_t layers_begin = off;
@@ -155,7 +158,7 @@ Status CudaBackend::PlanActivations() {
       a.act = none ? act(N * F) : s.act;
       a.qkv = keep_gemm_outputs ? act(N * (Q + 2 * K)) : s.qkv;
       a.att = keep_gemm_outputs ? act(N * Q) : s.att;
-      a.lse = keep_gemm_outputs ? f32(N * cfg.num_attention_heads) : s.lse;
+      a.lse = keep_gemm_outputs ? f32(lse_floats) : s.lse;
       a.h = keep_gemm_outputs ? act(N * C) : s.h;
       a.gu = keep_gemm_outputs ? act(N * 2 * F) : s.gu;
       for (int t = 0; t < model::kNumBlockTensors; ++t) {
@@ -260,10 +263,6 @@ kc::AttentionParams CudaBackend::StepAttentionParams() const {
 
 Status CudaBackend::CheckBatch(const model::TokenBatch& batch) const {
   if (batch.inputs == nullptr || batch.targets == nullptr) return InvalidArgument("empty batch");
-  if (batch.positions != nullptr) {
-    return Unimplemented("packed SFT rows (per-sample positions and document masking) are not in "
-                         "the CUDA backend yet; the CPU backend runs them (docs/PEFT.md)");
-  }
   if (batch.batch != B_ || batch.seq != S_) {
     return InvalidArgument(fmt::format("batch is {}x{}, the CUDA backend was planned for {}x{}",
                                        batch.batch, batch.seq, B_, S_));
@@ -349,23 +348,27 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
     HT_RETURN_IF_ERROR(AdapterForward(layer, model::kVProj, a.ln1, Off(a.qkv, Q + K, es), QKV));
     profile_.Mark(Op::kLora, stream_);
   }
-  // q and k heads are adjacent in each row: one in-place RoPE call for both.
-  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
-    using T = decltype(tag);
-    return kc::RopeForward<T>(static_cast<T*>(a.qkv), QKV, static_cast<T*>(a.qkv), QKV,
-                              rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
-  }));
-  profile_.Mark(Op::kRope, stream_);
-  const kc::AttentionParams ap = StepAttentionParams();
-  if (dt == kc::DType::kF32) {
-    const float* qkv = static_cast<const float*>(a.qkv);
-    HT_RETURN_IF_ERROR(kc::NaiveAttentionForwardF32(ap, qkv, qkv + Q, qkv + Q + K,
-                                                    static_cast<float*>(a.att), a.lse, stream_));
+  if (!segments_.empty()) {
+    HT_RETURN_IF_ERROR(SegmentedRopeAttentionForward(a));
   } else {
-    HT_RETURN_IF_ERROR(kc::AttentionForward(ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es),
-                                            a.att, a.lse, stream_));
+    // q and k heads are adjacent in each row: one in-place RoPE call for both.
+    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      return kc::RopeForward<T>(static_cast<T*>(a.qkv), QKV, static_cast<T*>(a.qkv), QKV,
+                                rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
+    }));
+    profile_.Mark(Op::kRope, stream_);
+    const kc::AttentionParams ap = StepAttentionParams();
+    if (dt == kc::DType::kF32) {
+      const float* qkv = static_cast<const float*>(a.qkv);
+      HT_RETURN_IF_ERROR(kc::NaiveAttentionForwardF32(ap, qkv, qkv + Q, qkv + Q + K,
+                                                      static_cast<float*>(a.att), a.lse, stream_));
+    } else {
+      HT_RETURN_IF_ERROR(kc::AttentionForward(ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es),
+                                              a.att, a.lse, stream_));
+    }
+    profile_.Mark(Op::kAttention, stream_);
   }
-  profile_.Mark(Op::kAttention, stream_);
   // h = x + att Wo^T
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kO, Bf16(a.att), N, Q,
@@ -591,26 +594,30 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kOProj, a.att, dres_, C, datt));
     profile_.Mark(Op::kLora, stream_);
   }
-  const kc::AttentionParams ap = StepAttentionParams();
-  if (dt == kc::DType::kF32) {
-    const float* qkv = static_cast<const float*>(a.qkv);
-    float* const dqkv_f = static_cast<float*>(dqkv);
-    HT_RETURN_IF_ERROR(kc::NaiveAttentionBackwardF32(
-        ap, qkv, qkv + Q, qkv + Q + K, static_cast<const float*>(a.att),
-        static_cast<const float*>(datt), a.lse, dqkv_f, dqkv_f + Q, dqkv_f + Q + K,
-        static_cast<float*>(attn_ws_), stream_));
+  if (!segments_.empty()) {
+    HT_RETURN_IF_ERROR(SegmentedAttentionRopeBackward(a, datt, dqkv));
   } else {
-    HT_RETURN_IF_ERROR(kc::AttentionBackward(
-        ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es), a.att, datt, a.lse, dqkv,
-        Off(dqkv, Q, es), Off(dqkv, Q + K, es), attn_ws_, attn_ws_bytes_, stream_));
+    const kc::AttentionParams ap = StepAttentionParams();
+    if (dt == kc::DType::kF32) {
+      const float* qkv = static_cast<const float*>(a.qkv);
+      float* const dqkv_f = static_cast<float*>(dqkv);
+      HT_RETURN_IF_ERROR(kc::NaiveAttentionBackwardF32(
+          ap, qkv, qkv + Q, qkv + Q + K, static_cast<const float*>(a.att),
+          static_cast<const float*>(datt), a.lse, dqkv_f, dqkv_f + Q, dqkv_f + Q + K,
+          static_cast<float*>(attn_ws_), stream_));
+    } else {
+      HT_RETURN_IF_ERROR(kc::AttentionBackward(
+          ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es), a.att, datt, a.lse, dqkv,
+          Off(dqkv, Q, es), Off(dqkv, Q + K, es), attn_ws_, attn_ws_bytes_, stream_));
+    }
+    profile_.Mark(Op::kAttention, stream_);
+    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      return kc::RopeBackward<T>(static_cast<T*>(dqkv), QKV, static_cast<T*>(dqkv), QKV,
+                                 rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
+    }));
+    profile_.Mark(Op::kRope, stream_);
   }
-  profile_.Mark(Op::kAttention, stream_);
-  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
-    using T = decltype(tag);
-    return kc::RopeBackward<T>(static_cast<T*>(dqkv), QKV, static_cast<T*>(dqkv), QKV,
-                               rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
-  }));
-  profile_.Mark(Op::kRope, stream_);
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kQkv, Bf16(dqkv), Bf16(a.ln1), N, C,
                                       Bf16(W(u, model::kQProj)), QKV, Bf16(dln_),
@@ -911,6 +918,7 @@ Status CudaBackend::EmitTrace() {
 StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
                                               float grad_multiplier, model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(CheckBatch(batch));
+  HT_RETURN_IF_ERROR(SetSegments(batch));
   const bool tracing = trace_ != nullptr && trace_->active();
   if (trace_owns_profile_) profile_.set_active(tracing);
   const int64_t count = model::CountTargets(batch.targets, N_, options_.ignore_index);
@@ -940,7 +948,8 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
   pass_dropout_ = true;
   const bool dropout_keys = peft_ && options_.peft.dropout > 0;
   const bool graph = cuda_.cuda_graphs && !profile_.recording() && !graph_failed_ && eager_steps_ > 0 &&
-                     !dropout_keys && dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
+                     !dropout_keys && segments_.empty() &&
+                     dynamic_cast<model::NoOpUnitHooks*>(&hooks) != nullptr;
   if (graph) {
     if (graph_exec_ == nullptr) {
       HT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -992,6 +1001,7 @@ StatusOr<double> CudaBackend::ForwardBackward(const model::TokenBatch& batch,
 
 StatusOr<double> CudaBackend::Loss(const model::TokenBatch& batch, model::UnitHooks& hooks) {
   HT_RETURN_IF_ERROR(CheckBatch(batch));
+  HT_RETURN_IF_ERROR(SetSegments(batch));
   const int64_t count = model::CountTargets(batch.targets, N_, options_.ignore_index);
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
   HT_RETURN_IF_ERROR(LoadTokens(batch));
