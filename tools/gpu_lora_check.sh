@@ -63,7 +63,7 @@ train_bench() {  # model shape, checkpointing
     --set trainer.backend=cuda --set trainer.max_steps="${TRAIN_STEPS:-20}" --set trainer.log_every_n_steps=1 \
     --set trainer.precision=bf16 --set model.shape="$shape" --set model.max_context_width=2048 \
     --set model.train_batch_size=2 --set model.activation_checkpointing="$ckpt" \
-    --set model.do_finetune=true --set model.peft.peft_type=lora --set model.peft.rank=16 \
+    --set model.peft.peft_type=lora --set model.peft.rank=16 \
     --set model.peft.alpha=32 --set model.peft.dropout="${LORA_DROPOUT:-0.1}" \
     --set model.data.use_synthetic_data=true \
     --set exp_manager.exp_dir="$exp" --set exp_manager.every_n_train_steps=0 \
@@ -86,7 +86,7 @@ dp_check() {
           --set trainer.max_steps=6 --set trainer.log_every_n_steps=1 --set model.shape=tiny
           --set model.num_attention_heads=2 --set model.num_key_value_heads=1
           --set model.max_context_width=256 --set model.train_batch_size=2
-          --set model.data.use_synthetic_data=true --set model.do_finetune=true
+          --set model.data.use_synthetic_data=true
           --set model.peft.peft_type=lora --set model.peft.rank=8 --set model.peft.alpha=16
           --set model.peft.dropout=0.1 --set model.optim.lr=1e-2 --set exp_manager.every_n_train_steps=3)
   "$HT" train "${common[@]}" --set model.grad_accumulation_steps=2 --set exp_manager.exp_dir="$tmp/single" \
