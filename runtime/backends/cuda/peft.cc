@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -55,6 +56,27 @@ float ToFloat(T x) {
 
 }  // namespace
 
+namespace {
+
+// model::InitUnitParams over [0, P) in chunks on all host cores: the init is
+// counter-based, so the values do not depend on the split (an 8b base is
+// ~8e9 normal draws, minutes on one core).
+void InitParallel(const model::ParamLayout& layout, int unit, uint64_t seed, int64_t P,
+                  float* dst) {
+  const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 32);
+  const int64_t chunk = std::max<int64_t>((P + threads - 1) / threads, int64_t{1} << 20);
+  std::vector<std::thread> pool;
+  for (int64_t b = 0; b < P; b += chunk) {
+    const model::Range r{b, std::min(P, b + chunk)};
+    pool.emplace_back([&layout, unit, seed, r, dst] {
+      model::InitUnitParams(layout, unit, seed, r, dst + r.begin);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace
+
 // Every base unit initialised from the seed like a model (the CPU backend's
 // base, runtime/model/init.h), in the compute dtype.
 Status CudaBackend::InitBase() {
@@ -74,7 +96,7 @@ Status CudaBackend::InitBase() {
     HT_RETURN_IF_ERROR(Alloc(P * es, &p));
     base_.push_back(p);
     state_bytes_ += P * static_cast<int64_t>(es);
-    model::InitUnitParams(base_layout_, u.index, options_.seed, {0, P}, host.data());
+    InitParallel(base_layout_, u.index, options_.seed, P, host.data());
     HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tmp, host.data(), P * sizeof(float),
                                             cudaMemcpyHostToDevice, stream_));
     HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
