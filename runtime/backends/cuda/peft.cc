@@ -26,12 +26,6 @@ const void* Off(const void* p, int64_t elems, size_t es) {
   return static_cast<const char*>(p) + elems * es;
 }
 
-}  // namespace
-
-// ---- The frozen base ---------------------------------------------------------
-
-namespace {
-
 // fp32 <-> compute dtype on the host, rounding as kc::Cast does (nearest even).
 template <typename T>
 T FromFloat(float x) {
@@ -54,10 +48,6 @@ float ToFloat(T x) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // model::InitUnitParams over [0, P) in chunks on all host cores: the init is
 // counter-based, so the values do not depend on the split (an 8b base is
 // ~8e9 normal draws, minutes on one core).
@@ -76,6 +66,8 @@ void InitParallel(const model::ParamLayout& layout, int unit, uint64_t seed, int
 }
 
 }  // namespace
+
+// ---- The frozen base ---------------------------------------------------------
 
 // Every base unit initialised from the seed like a model (the CPU backend's
 // base, runtime/model/init.h), in the compute dtype.
