@@ -1,0 +1,54 @@
+// NF4 dequantisation; the math is in nf4_dequant.h.
+#include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/nf4_dequant.h"
+
+namespace hypertrain::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBlockSize = 64;     // model::kNf4BlockSize
+constexpr int kScaleGroup = 256;   // model::kNf4ScaleGroup
+
+struct Codebook {
+  float v[16];
+};
+
+template <typename T>
+__global__ void Nf4DequantizeKernel(T* __restrict__ out, const uint8_t* __restrict__ codes,
+                                    const int8_t* __restrict__ scale_codes,
+                                    const float* __restrict__ scale_absmax, float offset,
+                                    int64_t n, Codebook book) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int byte = codes[i / 2];
+    const int code = i % 2 == 0 ? byte >> 4 : byte & 0xF;
+    const int64_t b = i / kBlockSize;
+    const float m = __fadd_rn(offset, __fmul_rn(__fdiv_rn(static_cast<float>(scale_codes[b]), 127.0f),
+                                                scale_absmax[b / kScaleGroup]));
+    out[i] = FromF<T>(__fmul_rn(book.v[code], m));
+  }
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t Nf4Dequantize(T* out, const Nf4View& q, const float (&codebook)[16],
+                          cudaStream_t stream) {
+  if (q.numel <= 0) return cudaSuccess;
+  Codebook book;
+  for (int c = 0; c < 16; ++c) book.v[c] = codebook[c];
+  const int64_t want = (q.numel + kThreads - 1) / kThreads;
+  const int blocks = static_cast<int>(want < 65535 * 8 ? want : 65535 * 8);
+  Nf4DequantizeKernel<T><<<blocks, kThreads, 0, stream>>>(out, q.codes, q.scale_codes,
+                                                          q.scale_absmax, q.scale_offset, q.numel,
+                                                          book);
+  return cudaGetLastError();
+}
+
+template cudaError_t Nf4Dequantize<float>(float*, const Nf4View&, const float (&)[16], cudaStream_t);
+template cudaError_t Nf4Dequantize<__nv_bfloat16>(__nv_bfloat16*, const Nf4View&,
+                                                  const float (&)[16], cudaStream_t);
+template cudaError_t Nf4Dequantize<__half>(__half*, const Nf4View&, const float (&)[16],
+                                           cudaStream_t);
+
+}  // namespace hypertrain::kernels::cuda
