@@ -4,7 +4,8 @@
 // run's losses and exported adapter match the CPU backend's run of the same
 // job (fp32: tight; bf16: the losses); checkpoints hold only the adapters and
 // a stopped run resumes bit-identically on the GPU; the merged export equals
-// base + (alpha/r) B A of the run's own adapter. Skips without a GPU.
+// base + (alpha/r) B A of the run's own adapter; QLoRA matches the CPU's and
+// merges on the NF4 round trip of the base. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "runtime/ckpt/resume_testing.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
+#include "runtime/model/nf4.h"
 #include "runtime/testing/cuda_device.h"
 #include "runtime/train/trainer.h"
 
@@ -54,11 +56,12 @@ const std::string& Base() {
 }
 
 config::TrainConfig Peft(const std::string& exp, const std::string& backend,
-                         const std::string& precision, double dropout) {
+                         const std::string& precision, double dropout,
+                         const std::string& type = "lora") {
   auto sets = Common(exp, backend);
   for (const std::string& s : std::vector<std::string>{
            "trainer.precision=" + precision, "model.do_finetune=true",
-           "model.hf_model_name_or_path=" + Base(), "model.peft.peft_type=lora",
+           "model.hf_model_name_or_path=" + Base(), "model.peft.peft_type=" + type,
            "model.peft.rank=4", "model.peft.alpha=8",
            "model.peft.dropout=" + std::to_string(dropout),
            "exp_manager.checkpoint.export_hf_dir=" + exp + "/merged",
@@ -182,6 +185,49 @@ TEST(GpuPeftTrainTest, MergedExportIsBasePlusScaledBA) {
     EXPECT_GT(max_delta, 1e-4) << t.name << ": the adapter learnt nothing";
   }
   EXPECT_EQ(adapted, 14);
+}
+
+// QLoRA on the GPU (fp32): the same losses as the CPU backend's QLoRA job, and
+// the merged export is the NF4 round trip of the HF base + (alpha/r) B A.
+TEST(GpuPeftTrainTest, QloraMatchesTheCpuAndMergesOnTheNf4Base) {
+  HT_SKIP_WITHOUT_GPU();
+  const std::string cpu_exp = TempDir("qlora_cpu"), exp = TempDir("qlora_gpu");
+  auto c = testing::RunJob(Peft(cpu_exp, "cpu", "fp32", 0.1, "qlora"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto g = testing::RunJob(Peft(exp, "cuda", "fp32", 0.1, "qlora"));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->losses.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_NEAR(g->losses[i], c->losses[i], 1e-4 * std::abs(c->losses[i])) << "step " << i + 1;
+  }
+  auto adapter = LoadAdapter(exp + "/adapter");
+  ASSERT_TRUE(adapter.ok()) << adapter.status().ToString();
+  auto b = SafetensorsReader::Open(Base() + "/model.safetensors");
+  auto mg = SafetensorsReader::Open(exp + "/merged/model.safetensors");
+  ASSERT_TRUE(b.ok() && mg.ok());
+  int quantized = 0;
+  for (const StTensorInfo& t : b->tensors()) {
+    const std::vector<float> w = ReadAll(*b, t.name), m = ReadAll(*mg, t.name);
+    auto [la, lb] = adapter->ForWeight(t.name);
+    if (la == nullptr) {
+      EXPECT_EQ(w, m) << t.name;
+      continue;
+    }
+    ++quantized;
+    const model::Nf4Tensor q = model::QuantizeNf4(w.data(), static_cast<int64_t>(w.size()));
+    std::vector<float> wq(w.size());
+    model::DequantizeNf4(q, 0, static_cast<int64_t>(w.size()), wq.data());
+    const int64_t out = t.shape[0], in = t.shape[1], r = 4;
+    for (int64_t o = 0; o < out; ++o) {
+      for (int64_t i = 0; i < in; ++i) {
+        double d = 0;
+        for (int64_t k = 0; k < r; ++k) d += double(lb->values[o * r + k]) * la->values[k * in + i];
+        const double want = wq[o * in + i] + 2.0 * d;
+        ASSERT_NEAR(m[o * in + i], want, 1e-6 * (1 + std::abs(want))) << t.name;
+      }
+    }
+  }
+  EXPECT_EQ(quantized, 14);
 }
 
 }  // namespace

@@ -181,11 +181,7 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   peft_ = options.peft.enabled();
   if (peft_) {
     HT_RETURN_IF_ERROR(options.peft.Validate());
-    if (options.peft.quantized()) {
-      return Unimplemented(
-          "model.peft.peft_type qlora: the NF4 base is not in the CUDA backend yet; peft_type "
-          "lora runs on it, qlora on the CPU backend (trainer.backend: cpu; docs/PEFT.md)");
-    }
+    qlora_ = options.peft.quantized();
     if (options.fp8.enabled) {
       return InvalidArgument("model.fp8 with model.peft: the frozen base stays in bf16 (FP8 "
                              "training of adapters is not supported, as in the recipes)");
@@ -702,8 +698,10 @@ void* CudaBackend::OwnedCompute(int u, int64_t i) const {
 
 void* CudaBackend::W(int u, int t) const {
   if (peft_) {
-    return static_cast<char*>(base_[u]) +
-           base_layout_.unit(u).tensors[t].offset * kc::DTypeSize(dtype_);
+    // QLoRA: a block's weights are read from its dequantised copy
+    // (MaterializeBlock(u) ran for the block being computed).
+    void* unit = qlora_ && u != model::ParamLayout::kEmbeddingUnit ? qlora_block_ : base_[u];
+    return static_cast<char*>(unit) + base_layout_.unit(u).tensors[t].offset * kc::DTypeSize(dtype_);
   }
   return static_cast<char*>(compute_[u]) +
          layout_.unit(u).tensors[t].offset * kc::DTypeSize(dtype_);

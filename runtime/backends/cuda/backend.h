@@ -62,7 +62,15 @@
 // so every checkpointing mode recomputes nothing of them. Dropout masks are
 // the CPU's counter-based ones (seed, TokenBatch::rng_offset, layer,
 // projection); with dropout CUDA graphs stay off (the keys change per pass).
-// Not here: QLoRA (NF4 base on the GPU), fp8, a unit pool.
+// QLoRA (peft_type qlora): every block projection of the base (q, k, v, o,
+// gate, up, down) is stored as NF4 on the device (runtime/model/nf4.h,
+// quantised on the host exactly as the CPU reference does), the block norms
+// and the embedding unit in the compute dtype; the pass dequantises the block
+// it reaches (kernels/cuda/nf4_dequant.h, bit for bit the CPU's values) into
+// one block-sized buffer that the frozen GEMMs read: one dequantisation per
+// block per forward and per backward (a recompute shares the backward's). A
+// block unit of the base is written whole (WriteBase).
+// Not here: fp8, a unit pool.
 //
 // Packed rows (TokenBatch::positions, SFT): each sample of a row is its own
 // causal attention call (batch 1, the sample's length; our tiled kernels, as a
@@ -87,6 +95,7 @@
 #include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/dtype.h"
 #include "runtime/kernels/cuda/gemm.h"
+#include "runtime/kernels/cuda/nf4_dequant.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/peft.h"
 #include "runtime/model/unit_pool.h"
@@ -259,6 +268,11 @@ class CudaBackend final : public model::Backend {
   Status AdapterBackward(int layer, int t, const void* x, const void* dout, long ld, void* dx);
   model::DropoutMask AdapterMask(int layer, int t) const;
   Status InitBase();
+  // QLoRA: quantise block unit u's projections (host, fp32 unit `host`) into
+  // its NF4 buffers and its norms into base_[u]; dequantise unit u into
+  // qlora_block_ unless it is there already.
+  Status StoreQloraBlock(int u, const float* host);
+  Status MaterializeBlock(int u);
   Status CheckBaseRange(int u, model::Range r) const;
   Status BlockBackward(int layer);
   Status Recompute(int layer);
@@ -309,6 +323,13 @@ class CudaBackend final : public model::Backend {
   uint64_t pass_rng_offset_ = 0;
   bool pass_dropout_ = false;
   float* frozen_dw_ = nullptr;  // [C] fp32: where the frozen norms' dw goes
+  // QLoRA: per block unit, one NF4 view per projection (by BlockTensor index,
+  // numel 0 for the norms); base_[u] of a block unit holds only its two norms
+  // ([C] input, then [C] post); the dequantised block and which unit it holds.
+  bool qlora_ = false;
+  std::vector<std::vector<kernels::cuda::Nf4View>> nf4_;
+  void* qlora_block_ = nullptr;
+  int materialized_ = -1;
   CudaOptions cuda_;
   kernels::cuda::DType dtype_ = kernels::cuda::DType::kBF16;
   model::DType model_dtype_ = model::DType::kBF16;

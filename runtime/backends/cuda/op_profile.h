@@ -28,7 +28,7 @@ enum class Op {
   kLmHeadLoss,   // chunked LM head GEMMs + softmax/loss + loss sum
   kEmbedding,    // lookup and deterministic backward
   kFp8Cast,      // FP8 GEMM operands: amax, scales, cast / cast-transpose
-  kLora,         // PEFT adapters beside the frozen projections (GEMMs + dropout)
+  kLora,         // PEFT adapters beside the frozen projections (GEMMs + dropout), QLoRA dequantisation
   kOther,        // waits on collectives, pool bookkeeping, copies
   kCount
 };

@@ -12,7 +12,9 @@
 #include "runtime/backends/cuda/backend_internal.h"
 #include "runtime/kernels/cuda/cast.h"
 #include "runtime/kernels/cuda/lora.h"
+#include "runtime/kernels/cuda/nf4_dequant.h"
 #include "runtime/model/init.h"
+#include "runtime/model/nf4.h"
 
 namespace hypertrain::cuda {
 
@@ -82,13 +84,25 @@ Status CudaBackend::InitBase() {
     void* p;
     ~TmpFree() { cudaFree(p); }
   } tmp_free{tmp};
+  base_.assign(base_layout_.num_units(), nullptr);
+  if (qlora_) {  // the dequantised block the GEMMs read; gaps stay zero
+    const int64_t P = base_layout_.unit(ParamLayout::BlockUnit(0)).padded_numel;
+    HT_RETURN_IF_ERROR(Alloc(P * es, &qlora_block_));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(qlora_block_, 0, P * es, stream_));
+    state_bytes_ += P * static_cast<int64_t>(es);
+    nf4_.assign(base_layout_.num_units(), {});
+  }
   for (const model::UnitLayout& u : base_layout_.units()) {
     const int64_t P = u.padded_numel;
+    InitParallel(base_layout_, u.index, options_.seed, P, host.data());
+    if (qlora_ && u.index != ParamLayout::kEmbeddingUnit) {
+      HT_RETURN_IF_ERROR(StoreQloraBlock(u.index, host.data()));
+      continue;
+    }
     void* p = nullptr;
     HT_RETURN_IF_ERROR(Alloc(P * es, &p));
-    base_.push_back(p);
+    base_[u.index] = p;
     state_bytes_ += P * static_cast<int64_t>(es);
-    InitParallel(base_layout_, u.index, options_.seed, P, host.data());
     HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tmp, host.data(), P * sizeof(float),
                                             cudaMemcpyHostToDevice, stream_));
     HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
@@ -114,6 +128,14 @@ Status CudaBackend::WriteBase(int u, Range r, const float* host) {
   HT_RETURN_IF_ERROR(CheckBaseRange(u, r));
   if (r.empty()) return Status::Ok();
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  if (qlora_ && u != ParamLayout::kEmbeddingUnit) {
+    if (r.begin != 0 || r.end != base_layout_.unit(u).padded_numel) {
+      return InvalidArgument(fmt::format(
+          "QLoRA base: block unit {} is written whole (its projections are quantised per tensor), "
+          "got [{}, {})", u, r.begin, r.end));
+    }
+    return StoreQloraBlock(u, host);
+  }
   // Queued passes may still read the base: the copy goes after them on stream_.
   return DispatchDType(dtype_, [&](auto tag) -> Status {
     using T = decltype(tag);
@@ -132,16 +154,110 @@ Status CudaBackend::ReadBase(int u, Range r, float* host) {
   HT_RETURN_IF_ERROR(CheckBaseRange(u, r));
   if (r.empty()) return Status::Ok();
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  // QLoRA: a block as the forward sees it, dequantised.
+  const bool block = qlora_ && u != ParamLayout::kEmbeddingUnit;
+  if (block) HT_RETURN_IF_ERROR(MaterializeBlock(u));
   return DispatchDType(dtype_, [&](auto tag) -> Status {
     using T = decltype(tag);
     std::vector<T> v(static_cast<size_t>(r.size()));
-    const T* src = static_cast<const T*>(base_[u]) + r.begin;
+    const T* src = static_cast<const T*>(block ? qlora_block_ : base_[u]) + r.begin;
     HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(v.data(), src, v.size() * sizeof(T),
                                             cudaMemcpyDeviceToHost, stream_));
     HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     for (int64_t i = 0; i < r.size(); ++i) host[i] = ToFloat<T>(v[i]);
     return Status::Ok();
   });
+}
+
+// ---- QLoRA: NF4 block projections ----------------------------------------------
+
+Status CudaBackend::StoreQloraBlock(int u, const float* host) {
+  const model::UnitLayout& ul = base_layout_.unit(u);
+  const int64_t C = base_layout_.config().hidden_size;
+  const size_t es = kc::DTypeSize(dtype_);
+  const int T = model::kNumBlockTensors;
+  // Quantised on the host exactly as the CPU reference (model::QuantizeNf4),
+  // the seven projections concurrently.
+  std::vector<model::Nf4Tensor> q(T);
+  std::vector<std::thread> pool;
+  for (int t = model::kQProj; t <= model::kDownProj; ++t) {
+    if (ul.tensors[t].kind != model::TensorKind::kLinear) continue;
+    pool.emplace_back([&q, &ul, host, t] {
+      q[t] = model::QuantizeNf4(host + ul.tensors[t].offset, ul.tensors[t].numel);
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  if (nf4_[u].empty()) {  // sizes depend only on the shapes: allocated once
+    nf4_[u].assign(T, {});
+    for (int t = 0; t < T; ++t) {
+      if (q[t].numel == 0) continue;
+      kc::Nf4View& v = nf4_[u][t];
+      void* p = nullptr;
+      HT_RETURN_IF_ERROR(Alloc(q[t].codes.size(), &p));
+      v.codes = static_cast<const uint8_t*>(p);
+      HT_RETURN_IF_ERROR(Alloc(q[t].scale_codes.size(), &p));
+      v.scale_codes = static_cast<const int8_t*>(p);
+      HT_RETURN_IF_ERROR(Alloc(q[t].scale_absmax.size() * sizeof(float), &p));
+      v.scale_absmax = static_cast<const float*>(p);
+      state_bytes_ += q[t].bytes();
+    }
+    HT_RETURN_IF_ERROR(Alloc(2 * C * es, &base_[u]));  // the two norms
+    state_bytes_ += 2 * C * static_cast<int64_t>(es);
+  }
+  for (int t = 0; t < T; ++t) {
+    if (q[t].numel == 0) continue;
+    kc::Nf4View& v = nf4_[u][t];
+    v.numel = q[t].numel;
+    v.scale_offset = q[t].scale_offset;
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<uint8_t*>(v.codes), q[t].codes.data(),
+                                            q[t].codes.size(), cudaMemcpyHostToDevice, stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<int8_t*>(v.scale_codes),
+                                            q[t].scale_codes.data(), q[t].scale_codes.size(),
+                                            cudaMemcpyHostToDevice, stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<float*>(v.scale_absmax),
+                                            q[t].scale_absmax.data(),
+                                            q[t].scale_absmax.size() * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream_));
+  }
+  const Status norms = DispatchDType(dtype_, [&](auto tag) -> Status {
+    using TT = decltype(tag);
+    std::vector<TT> v(static_cast<size_t>(2 * C));
+    const float* in = host + ul.tensors[model::kInputNorm].offset;
+    const float* post = host + ul.tensors[model::kPostNorm].offset;
+    for (int64_t i = 0; i < C; ++i) v[i] = FromFloat<TT>(in[i]), v[C + i] = FromFloat<TT>(post[i]);
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base_[u], v.data(), v.size() * sizeof(TT),
+                                            cudaMemcpyHostToDevice, stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // before `q` and `v` go
+    return Status::Ok();
+  });
+  HT_RETURN_IF_ERROR(norms);
+  if (materialized_ == u) materialized_ = -1;
+  return Status::Ok();
+}
+
+Status CudaBackend::MaterializeBlock(int u) {
+  if (materialized_ == u) return Status::Ok();
+  const model::UnitLayout& ul = base_layout_.unit(u);
+  const int64_t C = base_layout_.config().hidden_size;
+  const size_t es = kc::DTypeSize(dtype_);
+  char* block = static_cast<char*>(qlora_block_);
+  for (int t = 0; t < static_cast<int>(nf4_[u].size()); ++t) {
+    const kc::Nf4View& v = nf4_[u][t];
+    if (v.numel == 0) continue;
+    void* out = block + ul.tensors[t].offset * es;
+    HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
+      using TT = decltype(tag);
+      return kc::Nf4Dequantize<TT>(static_cast<TT*>(out), v, model::kNf4Codebook, stream_);
+    }));
+  }
+  HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(block + ul.tensors[model::kInputNorm].offset * es,
+                                          base_[u], C * es, cudaMemcpyDeviceToDevice, stream_));
+  HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(block + ul.tensors[model::kPostNorm].offset * es,
+                                          static_cast<char*>(base_[u]) + C * es, C * es,
+                                          cudaMemcpyDeviceToDevice, stream_));
+  profile_.Mark(Op::kLora, stream_);
+  materialized_ = u;
+  return Status::Ok();
 }
 
 // ---- The adapters ------------------------------------------------------------

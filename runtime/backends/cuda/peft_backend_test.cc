@@ -7,7 +7,8 @@
 // (no gradient, master or optimizer state for the base), checkpointing modes
 // bit-identical, an evaluation pass without dropout, a restored state
 // continuing bit-identically, packed rows (per-sample RoPE and attention)
-// against the CPU's document masking, and the configurations it refuses.
+// against the CPU's document masking, QLoRA (NF4 base) against the CPU's, and
+// the configurations it refuses.
 // GPU tests skip on machines without one; the argument checks run anywhere.
 #include <gtest/gtest.h>
 
@@ -405,18 +406,80 @@ TEST(CudaPeftBackend, RestoredStateContinuesBitIdentically) {
   EXPECT_EQ(ReadAll(**b, StateKind::kMasterParams), ReadAll(**a, StateKind::kMasterParams));
 }
 
+// QLoRA: the projections of the base are NF4 on the device. The forward sees
+// exactly the CPU reference's dequantised weights (fp32: bit for bit through
+// ReadBase), so loss and adapter gradients match as for LoRA; the base takes
+// less memory than LoRA's; a block unit is written whole.
+void ExpectQloraMatchesCpu(Precision precision, ActivationCheckpointing ck, const Tolerance& tol) {
+  const model::ModelConfig c = SmallConfig(false);
+  model::BackendOptions o = Options(precision, 0.1, ck);
+  o.peft.type = model::PeftType::kQlora;
+  Pair p = MakePair(c, o);
+  ASSERT_TRUE(p.cpu && p.gpu);
+  Randomize({p.cpu.get(), p.gpu.get()}, 20);
+  const model::ParamLayout& base = *p.gpu->BaseLayout();
+  for (const model::UnitLayout& u : base.units()) {
+    std::vector<float> a(u.padded_numel), b(u.padded_numel);
+    ASSERT_TRUE(p.cpu->ReadBase(u.index, {0, u.padded_numel}, a.data()).ok());
+    ASSERT_TRUE(p.gpu->ReadBase(u.index, {0, u.padded_numel}, b.data()).ok());
+    for (int64_t i = 0; i < u.padded_numel; ++i) {
+      if (precision == Precision::kFP32) {
+        ASSERT_EQ(b[i], a[i]) << u.name << " element " << i;
+      } else {
+        ASSERT_NEAR(b[i], a[i], std::abs(a[i]) / 256) << u.name << " element " << i;
+      }
+    }
+  }
+  const Tokens t = RandomTokens(c.vocab_size, 21);
+  const double lc = Pass(*p.cpu, t, 4), lg = Pass(*p.gpu, t, 4);
+  EXPECT_NEAR(lg, lc, tol.loss * std::abs(lc));
+  EXPECT_LT(RelL2(ReadAll(*p.gpu, StateKind::kShardGrads), ReadAll(*p.cpu, StateKind::kShardGrads)),
+            tol.grads);
+  for (int step = 1; step <= 3; ++step) {
+    const double a = TrainStep(*p.cpu, t, step, 1e-2f), b = TrainStep(*p.gpu, t, step, 1e-2f);
+    EXPECT_NEAR(b, a, tol.loss * std::abs(a)) << "step " << step;
+  }
+  EXPECT_LT(RelL2(ReadAll(*p.gpu, StateKind::kMasterParams),
+                  ReadAll(*p.cpu, StateKind::kMasterParams)),
+            tol.updates);
+}
+
+TEST(CudaPeftBackend, QloraMatchesCpuFp32) {
+  HT_SKIP_WITHOUT_GPU();
+  ExpectQloraMatchesCpu(Precision::kFP32, ActivationCheckpointing::kNone, kFp32);
+}
+
+TEST(CudaPeftBackend, QloraMatchesCpuBf16FullCheckpointing) {
+  HT_SKIP_WITHOUT_GPU();
+  ExpectQloraMatchesCpu(Precision::kBF16, ActivationCheckpointing::kFull, kBf16);
+}
+
+TEST(CudaPeftBackend, QloraBaseIsSmallerAndWrittenWhole) {
+  HT_SKIP_WITHOUT_GPU();
+  model::ModelConfig c = SmallConfig(true);
+  c.intermediate_size = 1024;  // blocks outweigh the embedding
+  model::BackendOptions o = Options(Precision::kBF16, 0.0);
+  auto lora = CudaBackend::Create(c, o);
+  o.peft.type = model::PeftType::kQlora;
+  auto qlora = CudaBackend::Create(c, o);
+  ASSERT_TRUE(lora.ok() && qlora.ok()) << qlora.status().ToString();
+  EXPECT_LT((*qlora)->state_bytes(), (*lora)->state_bytes());
+  const model::UnitLayout& u1 = (*qlora)->BaseLayout()->unit(1);
+  std::vector<float> v(u1.padded_numel, 0.5f);
+  const Status partial = (*qlora)->WriteBase(1, {0, u1.padded_numel - 1}, v.data());
+  EXPECT_EQ(partial.code(), StatusCode::kInvalidArgument) << partial.ToString();
+  ASSERT_TRUE((*qlora)->WriteBase(1, {0, u1.padded_numel}, v.data()).ok());
+  std::vector<float> r(u1.padded_numel);
+  ASSERT_TRUE((*qlora)->ReadBase(1, {0, u1.padded_numel}, r.data()).ok());
+  for (const model::TensorSlot& t : u1.tensors) EXPECT_EQ(r[t.offset + 1], 0.5f) << t.name;
+}
+
 // Refused before any device work (these run without a GPU too).
-TEST(CudaPeftBackendArgs, RefusesQloraFp8AndAUnitPool) {
+TEST(CudaPeftBackendArgs, RefusesFp8AndAUnitPool) {
   const model::ModelConfig c = SmallConfig(true);
   model::BackendOptions o = Options(Precision::kBF16, 0.0);
-  o.peft.type = model::PeftType::kQlora;
-  auto r = CudaBackend::Create(c, o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(r.status().message().find("qlora"), std::string::npos) << r.status().ToString();
-  o = Options(Precision::kBF16, 0.0);
   o.fp8.enabled = true;
-  r = CudaBackend::Create(c, o);
+  auto r = CudaBackend::Create(c, o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("model.fp8"), std::string::npos) << r.status().ToString();

@@ -316,6 +316,7 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
   const kc::DType dt = dtype_;
   kc::Gemm& g = *gemm_;
   if (fp8_) fp8_->UseWeights(layer, versions_[u]);
+  if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));
   HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
     using T = decltype(tag);
     return kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr, static_cast<T*>(a.x),
@@ -459,6 +460,7 @@ Status CudaBackend::Recompute(int layer) {
     case ActivationCheckpointing::kSelective:
       break;
   }
+  if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));  // the norms' weights
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
     cudaError_t e = kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr,
@@ -497,6 +499,7 @@ Status CudaBackend::BlockBackward(int layer) {
   void* const dqkv =
       att_grads_in_gu_ ? static_cast<char*>(a.gu) + DqkvOffsetInGu(N, Q, es) : dqkv_;
   if (fp8_) fp8_->UseWeights(layer, versions_[u]);
+  if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));  // no-op after a full recompute
   // --- MLP: y = h + down(act), act = silu(gate) * up.
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kDown, Bf16(dres_), Bf16(a.act), N, F,
@@ -736,6 +739,9 @@ Status CudaBackend::ForwardPass(model::UnitHooks& hooks, bool for_backward) {
   NvtxRange r("forward");
   const model::ModelConfig& cfg = layout_.config();
   const int E = ParamLayout::kEmbeddingUnit;
+  // QLoRA: every pass dequantises its blocks itself (the same launches in
+  // every pass, so a captured graph replays correctly).
+  materialized_ = -1;
   HT_RETURN_IF_ERROR(hooks.BeforeForward(E));
   HT_RETURN_IF_ERROR(CheckHeld(E, false));
   profile_.Mark(Op::kOther, stream_);
