@@ -11,6 +11,8 @@
 #                                           # LoRA rank 16 on all 7 projections, 2x2048 tokens per step,
 #                                           # 1b and 8b, full and selective activation checkpointing;
 #                                           # prints median tok/s and peak memory per run
+#   bash tools/gpu_lora_check.sh qlora      # the same with peft_type qlora (8b, full checkpointing;
+#                                           # target <= 16 GiB)
 #   bash tools/gpu_lora_check.sh anchor     # tools/bench/peft_anchor.py (plain PyTorch LoRA, the same
 #                                           # shapes) on the same machine, right after
 #   bash tools/gpu_lora_check.sh dp         # 2 GPUs: `hypertrain launch` 2 ranks (NCCL) vs one process
@@ -56,20 +58,20 @@ print(f"   median {tps/1e3:.2f}k tok/s over {len(rows)} steps | peak device memo
 PY
 }
 
-train_bench() {  # model shape, checkpointing
-  local shape=$1 ckpt=$2 label=$1-$2 exp=/tmp/lora-bench-$1-$2
+train_bench() {  # model shape, checkpointing[, peft type (lora)]
+  local shape=$1 ckpt=$2 type=${3:-lora} label=${3:-lora}-$1-$2 exp=/tmp/lora-bench-${3:-lora}-$1-$2
   rm -rf "$exp"
   timeout 540 "$HT" train --config /dev/null \
     --set trainer.backend=cuda --set trainer.max_steps="${TRAIN_STEPS:-20}" --set trainer.log_every_n_steps=1 \
     --set trainer.precision=bf16 --set model.shape="$shape" --set model.max_context_width=2048 \
     --set model.train_batch_size=2 --set model.activation_checkpointing="$ckpt" \
-    --set model.peft.peft_type=lora --set model.peft.rank=16 \
+    --set model.peft.peft_type="$type" --set model.peft.rank=16 \
     --set model.peft.alpha=32 --set model.peft.dropout="${LORA_DROPOUT:-0.1}" \
     --set model.data.use_synthetic_data=true \
     --set exp_manager.exp_dir="$exp" --set exp_manager.every_n_train_steps=0 \
     --set exp_manager.checkpoint.save_last=false > "$OUTDIR/train_$label.log" 2>&1
   local rc=$?
-  echo "== train $label (LoRA rank 16 on all 7, 2x2048, $ckpt checkpointing, bf16): rc $rc"
+  echo "== train $label ($type rank 16 on all 7, 2x2048, $ckpt checkpointing, bf16): rc $rc"
   grep -E "peft:|CUDA device|error|Error|Unimplemented" "$OUTDIR/train_$label.log" | head -n 4 | cut -c1-300
   grep -E "step [0-9]+/" "$OUTDIR/train_$label.log" | tail -n 2 | cut -c1-300
   [ -f "$exp/metrics.jsonl" ] && summarise "$exp/metrics.jsonl" "$OUTDIR/train_$label.log"
@@ -129,6 +131,10 @@ for mode in "${modes[@]}"; do
       for m in ${TRAIN_MODELS:-1b 8b}; do
         for ck in ${TRAIN_CKPT:-full selective}; do train_bench "$m" "$ck"; done
       done
+      ;;
+    qlora)
+      echo "target (issue 26): QLoRA 8b <= 16 GiB"
+      for m in ${TRAIN_MODELS:-8b}; do train_bench "$m" "${TRAIN_CKPT:-full}" qlora; done
       ;;
     anchor)
       echo "== tools/bench/peft_anchor.py (plain PyTorch LoRA)"
