@@ -117,7 +117,7 @@ PY
 for mode in "${modes[@]}"; do
   case "$mode" in
     tests)
-      GPU_TEST_FILTER=${GPU_TEST_FILTER:-'cuda_lora|cuda_gemm|backends_cuda_backend_test|backends_cuda_peft|gpu_peft|cuda_lm_head'} \
+      GPU_TEST_FILTER=${GPU_TEST_FILTER:-'cuda_lora|cuda_nf4|cuda_gemm|cuda_lm_head|backends_cuda_backend_test|backends_cuda_peft|gpu_peft'} \
         .gpu/run.sh > "$OUTDIR/tests.log" 2>&1 || rc_all=1
       grep -E "^\[(PASS|FAIL)|passed,|Failure|Expected|Which is|actual|error" "$OUTDIR/tests.log" | head -60
       ;;
