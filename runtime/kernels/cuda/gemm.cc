@@ -220,7 +220,7 @@ void Gemm::Tune(Plan* plan, const GemmShape& s, long ldc, const void* a, const v
   std::vector<cublasLtMatmulAlgo_t> candidates;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    candidates.swap(plan->candidates);  // tuned once, whatever happens below
+    candidates.swap(plan->candidates);  // tuned once (unless the product is all zero, below)
   }
   if (candidates.size() < 2) return;
   // Scratch output (same layout as C) plus the hash slot; C itself is only read.
@@ -235,10 +235,11 @@ void Gemm::Tune(Plan* plan, const GemmShape& s, long ldc, const void* a, const v
   cudaEvent_t start = nullptr, stop = nullptr;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
-  auto run = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(handle_, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c_in,
+  auto run_beta = [&](const cublasLtMatmulAlgo_t& algo, const float* b_) {
+    return cublasLtMatmul(handle_, plan->desc, &alpha, b, plan->a, a, plan->b, b_, c_in,
                           plan->c, scratch, plan->c, &algo, workspace_, workspace_bytes_, stream);
   };
+  auto run = [&](const cublasLtMatmulAlgo_t& algo) { return run_beta(algo, &beta); };
   auto hash = [&](unsigned long long* out) {
     if (BitHash(scratch, out_bytes, hash_dev, stream) != cudaSuccess) return false;
     return cudaMemcpyAsync(out, hash_dev, sizeof(*out), cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
@@ -256,6 +257,25 @@ void Gemm::Tune(Plan* plan, const GemmShape& s, long ldc, const void* a, const v
     }
     return 1e3 * ms / kTuneRuns;
   };
+  // Equal bits prove the same rounding only when the product itself is not
+  // all zero (a LoRA B starts at zero: every algorithm agrees on zeros, and
+  // on C_in alone). Such a call keeps the heuristic's algorithm and leaves the
+  // candidates for a later call with a real product.
+  const float no_addend = 0.0f;
+  unsigned long long zero = 0, product = 0;
+  const bool degenerate = cudaMemsetAsync(scratch, 0, out_bytes, stream) == cudaSuccess && hash(&zero) &&
+                          run_beta(candidates[0], &no_addend) == CUBLAS_STATUS_SUCCESS && hash(&product) &&
+                          product == zero;
+  if (degenerate) {
+    cudaGetLastError();
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaFree(scratch);
+    std::lock_guard<std::mutex> lock(mu_);
+    plan->candidates.swap(candidates);
+    ++stats_.deferred;
+    return;
+  }
   unsigned long long ref = 0;
   double heuristic_us = -1, best_us = -1;
   size_t best = 0;

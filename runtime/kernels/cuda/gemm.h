@@ -17,8 +17,10 @@
 // default; kVerbose also logs each shape's choice): on a shape's first call outside a CUDA graph capture, the
 // heuristic's top candidates are run into a scratch output on the real inputs
 // and timed, and the fastest wins among those whose output is bitwise
-// identical to the heuristic's first choice. So the tuning never changes a
-// result (runs stay reproducible whatever the timings), never writes C, and
+// identical to the heuristic's first choice. A call whose product is all
+// zero (e.g. by a LoRA B still at its zero init) proves nothing about
+// rounding, so tuning waits for a call with a real product. So the tuning
+// never changes a result (runs stay reproducible whatever the timings), never writes C, and
 // costs a few ms once per shape. Without memory for the scratch output the
 // heuristic's choice stays.
 // Shapes cuBLASLt has no algorithm for (e.g. rows not 16-byte aligned) fall
@@ -83,6 +85,7 @@ class Gemm {
     int shapes = 0;          // shapes tuned
     int changed = 0;         // shapes where another algorithm won
     int rejected = 0;        // candidates dropped for different output bits
+    int deferred = 0;        // calls whose product was all zero: nothing to compare, tuned later
     double heuristic_us = 0;  // one call of each tuned shape, heuristic's algorithm
     double chosen_us = 0;     // the same with the chosen algorithm
   };

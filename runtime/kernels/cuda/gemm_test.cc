@@ -246,6 +246,44 @@ TEST(GemmAutotune, SameBitsAsTheHeuristicAndCIsUntouched) {
   EXPECT_EQ(plain.tune_stats().shapes, 0);
 }
 
+// A zero operand (a LoRA B at init) makes every algorithm's bits agree:
+// the tuner must not choose on it (the choice would rest on timing alone and
+// differ between processes), only on the first call with a real product.
+TEST(GemmAutotune, AnAllZeroProductDefersTheChoice) {
+  HT_SKIP_WITHOUT_GPU();
+  using T = __nv_bfloat16;
+  auto g = Gemm::Create(false);
+  ASSERT_TRUE(g.ok());
+  (*g)->set_autotune(true);
+  const int N = 2048, I = 768, O = 1536;
+  std::mt19937 rng(29);
+  std::vector<double> ignore;
+  auto hx = RandomVector<T>(size_t(N) * I, rng, 1.0f, &ignore);
+  auto hw = RandomVector<T>(size_t(O) * I, rng, 0.05f, &ignore);
+  auto hc = RandomVector<float>(size_t(N) * O, rng, 1.0f, &ignore);
+  DeviceBuffer<T> x(hx.size()), w(hw.size());
+  DeviceBuffer<float> c(hc.size());
+  HT_CUDA_ASSERT(x.Upload(hx));
+  HT_CUDA_ASSERT(cudaMemset(w.get(), 0, hw.size() * sizeof(T)));
+  HT_CUDA_ASSERT(c.Upload(hc));
+  // C += X W^T with W = 0: the output is C_in, whatever the algorithm.
+  ASSERT_TRUE((*g)->Matmul({N, O, I, false, true}, x.get(), w.get(), DType::kBF16, c.get(), DType::kF32,
+                           1.0f, 1.0f, nullptr).ok());
+  HT_CUDA_ASSERT(cudaDeviceSynchronize());
+  Gemm::TuneStats ts = (*g)->tune_stats();
+  if (ts.deferred == 0 && ts.shapes == 0) GTEST_SKIP() << "cuBLASLt offered one candidate: nothing to tune";
+  EXPECT_EQ(ts.shapes, 0);
+  EXPECT_EQ(ts.deferred, 1);
+  EXPECT_EQ(c.Download(), hc) << "C_in + X 0 = C_in";
+  HT_CUDA_ASSERT(w.Upload(hw));
+  ASSERT_TRUE((*g)->Matmul({N, O, I, false, true}, x.get(), w.get(), DType::kBF16, c.get(), DType::kF32,
+                           1.0f, 1.0f, nullptr).ok());
+  HT_CUDA_ASSERT(cudaDeviceSynchronize());
+  ts = (*g)->tune_stats();
+  EXPECT_EQ(ts.shapes, 1) << "tuned on the first real product";
+  EXPECT_EQ(ts.deferred, 1);
+}
+
 TEST(GemmArgs, RejectsBadShapesAndTypes) {
   HT_SKIP_WITHOUT_GPU();
   auto gemm_or = Gemm::Create(false);

@@ -25,7 +25,8 @@ __global__ void DropoutBackwardKernel(T* __restrict__ dx, const T* __restrict__ 
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     if (model::DropoutKeep(key, static_cast<uint64_t>(i), threshold)) {
-      dx[i] = FromF<T>(ToF(dx[i]) + ToF(du[i]) * scale);
+      // Rounded twice, as the host computes it (no FMA contraction).
+      dx[i] = FromF<T>(__fadd_rn(ToF(dx[i]), __fmul_rn(ToF(du[i]), scale)));
     }
   }
 }
