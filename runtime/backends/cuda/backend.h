@@ -91,6 +91,7 @@
 #include "core/status.h"
 #include "runtime/backends/cuda/fp8_projections.h"
 #include "runtime/backends/cuda/op_profile.h"
+#include "runtime/backends/cuda/packed_segments.h"
 #include "runtime/data/loader.h"
 #include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/dtype.h"
@@ -335,14 +336,9 @@ class CudaBackend final : public model::Backend {
   model::DType model_dtype_ = model::DType::kBF16;
   std::vector<model::Range> owned_;
   int64_t B_ = 0, S_ = 0, N_ = 0;
-  // This pass's packed samples: first row (token index), length, offset of
-  // its lse in a layer's lse buffer (16-byte aligned). Empty: one sequence
-  // per row (no positions, or every row a single sample).
-  struct Segment {
-    int row = 0, len = 0;
-    int64_t lse = 0;
-  };
-  std::vector<Segment> segments_;
+  // This pass's packed samples (packed_segments.h). Empty: one sequence per
+  // row (no positions, or every row a single sample).
+  std::vector<PackedSegment> segments_;
   bool fused_qkv_ = false, fused_gu_ = false;
 
   cudaStream_t stream_ = nullptr;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "runtime/backends/cuda/backend_internal.h"
+#include "runtime/backends/cuda/packed_segments.h"
 #include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/naive_attention_f32.h"
 #include "runtime/kernels/cuda/rope.h"
@@ -29,35 +30,14 @@ Status CudaBackend::SetSegments(const model::TokenBatch& batch) {
   segments_.clear();
   if (batch.positions == nullptr) return Status::Ok();
   const int64_t H = layout_.config().num_attention_heads;
-  int64_t lse = 0;
-  bool all_whole = true;
-  for (int64_t b = 0; b < B_; ++b) {
-    const int32_t* pos = batch.positions + b * S_;
-    int64_t start = 0;
-    for (int64_t t = 0; t <= S_; ++t) {
-      if (t < S_) {
-        const int32_t p = pos[t];
-        const bool ok = t == 0 ? p == 0 : (p == 0 || p == pos[t - 1] + 1);
-        if (!ok) {
-          segments_.clear();
-          return InvalidArgument(fmt::format(
-              "positions[{}][{}] = {}: a packed row's positions must start at 0 and either "
-              "continue by 1 or restart at 0",
-              b, t, p));
-        }
-        if (t == 0 || p != 0) continue;
-      }
-      // [start, t) is one sample.
-      const int len = static_cast<int>(t - start);
-      all_whole = all_whole && len == S_;
-      segments_.push_back({static_cast<int>(b * S_ + start), len, lse});
-      lse = (lse + H * len + 3) / 4 * 4;  // the next one 16-byte aligned
-      start = t;
+  HT_ASSIGN_OR_RETURN(segments_, PackedSegments(batch.positions, B_, S_, H));
+  // PlanActivations' lse buffers hold N * H + 4 * N floats.
+  for (const PackedSegment& s : segments_) {
+    if (s.lse + H * s.len > N_ * H + 4 * N_) {
+      segments_.clear();
+      return Internal("packed rows: an lse offset past the planned buffer");
     }
   }
-  // PlanActivations' lse buffers hold N * H + 4 * N floats.
-  if (lse > N_ * H + 4 * N_) return Internal("packed rows: lse offsets past the planned buffer");
-  if (all_whole) segments_.clear();  // one sample per row: the batched calls
   return Status::Ok();
 }
 
@@ -78,7 +58,7 @@ Status CudaBackend::SegmentedRopeAttentionForward(const Acts& a) {
   const int QKV = Q + 2 * K;
   const size_t es = kc::DTypeSize(dtype_);
   const kc::AttentionParams step = StepAttentionParams();
-  for (const Segment& s : segments_) {
+  for (const PackedSegment& s : segments_) {
     void* qkv = Off(a.qkv, int64_t{s.row} * QKV, es);
     void* att = Off(a.att, int64_t{s.row} * Q, es);
     float* lse = a.lse + s.lse;
@@ -110,7 +90,7 @@ Status CudaBackend::SegmentedAttentionRopeBackward(const Acts& a, const void* da
   const int QKV = Q + 2 * K;
   const size_t es = kc::DTypeSize(dtype_);
   const kc::AttentionParams step = StepAttentionParams();
-  for (const Segment& s : segments_) {
+  for (const PackedSegment& s : segments_) {
     const void* qkv = Off(static_cast<const void*>(a.qkv), int64_t{s.row} * QKV, es);
     const void* att = Off(static_cast<const void*>(a.att), int64_t{s.row} * Q, es);
     const void* dout = Off(datt, int64_t{s.row} * Q, es);
