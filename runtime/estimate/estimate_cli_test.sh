@@ -86,5 +86,5 @@ expect_error "--mfu" --config "$TMP/recipe.yaml" --mfu 45
 expect_error "--nodes" --config "$TMP/recipe.yaml" --nodes 0
 expect_error "model.shard_degree" --config "$TMP/recipe.yaml" --set model.shard_degree=3
 expect_error "config error" --config "$TMP/missing.yaml"
-expect_error "unexpected argument" --config "$TMP/recipe.yaml" --frobnicate
+expect_error "not expected: --frobnicate" --config "$TMP/recipe.yaml" --frobnicate
 echo PASS
