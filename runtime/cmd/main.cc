@@ -92,7 +92,9 @@ int Main(int argc, char** argv) {
         return cli::kUsageError;
       }
     }
-    std::printf("%s", about->help(help_for.empty() ? "" : "hypertrain").c_str());
+    // (app.help() would describe the selected subcommand: help itself.)
+    const std::string name = help_for.empty() ? "hypertrain" : "hypertrain " + help_for;
+    std::printf("%s", app.get_formatter()->make_help(about, name, CLI::AppFormatMode::Normal).c_str());
     return train::kExitOk;
   }
   if (Status s = log::Init(log_flags.format, log_flags.level,
