@@ -30,8 +30,9 @@ help_lists() {  # help_lists "command words" flag...
     grep -q -- "$flag" "$TMP/help.out" || { cat "$TMP/help.out"; fail "$cmd --help does not list '$flag'"; }
   done
 }
+"$BIN" --help > "$TMP/top-help.out"
 for c in train config prepare tokenize detokenize launch bench estimate trace; do
-  grep -Eq "^  $c +[A-Z]" < <("$BIN" --help) || fail "hypertrain --help does not list $c"
+  grep -Eq "^  $c +[A-Z]" "$TMP/top-help.out" || fail "hypertrain --help does not list $c"
 done
 help_lists train "--config FILE" "--set KEY.PATH=VALUE ..." "--log-level" "--log-format text|json=text"
 help_lists config "--config FILE" "--set KEY.PATH=VALUE ..."
@@ -45,10 +46,11 @@ help_lists estimate "--config FILE (required)" "--instance-type" "--tokens" "--j
 help_lists trace merge check
 help_lists "trace merge" "-o,--out FILE" "--no-align"
 help_lists "trace check" "FILE"
-if "$BIN" --help | grep -q "CPU and CUDA backends"; then
+if grep -q "CPU and CUDA backends" "$TMP/top-help.out"; then
   help_lists bench "--model NAME=125m" "--precision bf16|fp16|fp32|tf32|fp8=bf16" "--steps N >= 1=20"
 fi
-"$BIN" help prepare | grep -q -- "--tokens-per-shard" || fail "hypertrain help prepare"
+"$BIN" help prepare > "$TMP/help-prepare.out"
+grep -q -- "--tokens-per-shard" "$TMP/help-prepare.out" || fail "hypertrain help prepare"
 
 # Usage errors exit 2 and name the flag: unknown flags, extra arguments,
 # missing values, missing required flags, bad values.
