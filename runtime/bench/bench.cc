@@ -36,12 +36,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "core/cli.h"
 #include "runtime/bench/bench.h"
 #include "runtime/backends/cuda/backend.h"
 #include "runtime/config/config.h"
@@ -240,21 +243,19 @@ int Run(const RunSpec& r, const std::string& json_path) {
   return 0;
 }
 
-constexpr char kUsage[] =
-    "usage: bench [--model NAME --batch B --seq S] [--steps N] [--warmup N]\n"
-    "             [--precision bf16|fp16|fp32|tf32|fp8] [--checkpointing none|selective|full]\n"
-    "             [--fp8-recipe delayed|tensorwise] [--fp8-grad e5m2|e4m3] [--fp8-lm-head 0|1]\n"
-    "             [--graphs 0|1] [--profile 0|1] [--loss-chunk-rows N] [--share-grads 0|1]\n"
-    "             [--deterministic 0|1]\n"
-    "             [--attention-impl auto|cudnn|cudnn-fast|cudnn-fwd|tiled|simple]\n"
-    "             [--gemm-autotune on|off|verbose] [--cudnn-bwd-workspace-mb N]\n"
-    "             [--json FILE]\n"
-    "Without --model: the reference runs 125m 16x2048 and 1b 4x2048.\n";
+// The flags as given; applied over the defaults and the HT_* variables when
+// the benchmark runs (flags win).
+struct BenchFlags {
+  RunSpec spec;  // the fields without an HT_* variable are bound directly
+  std::string precision = "bf16", checkpointing = "none", fp8_recipe, fp8_grad, json;
+  int64_t graphs = 0, profile = 0, share_grads = 1, deterministic = 1, fp8_lm_head = -1;
+  std::string attention_impl, gemm_autotune;
+  int64_t cudnn_bwd_workspace_mb = -1;
+  bool explicit_model = false;
+};
 
-}  // namespace
-
-int BenchMain(int argc, char** argv) {
-  RunSpec spec;
+int RunBench(BenchFlags f) {
+  RunSpec& spec = f.spec;
   StatusOr<config::CudaConfig> from_env =
       config::CudaConfigFromEnv([](const char* name) -> const char* { return std::getenv(name); });
   if (!from_env.ok()) {
@@ -262,83 +263,103 @@ int BenchMain(int argc, char** argv) {
     return 2;
   }
   spec.kernels = *from_env;
-  bool explicit_model = false;
-  std::string json;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        spdlog::error("bench: {} needs a value", a);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    auto as_int = [&](const std::string& v) -> int64_t {
-      char* end = nullptr;
-      const long long x = std::strtoll(v.c_str(), &end, 10);
-      if (end == v.c_str() || *end != '\0' || x < 0) {
-        spdlog::error("bench: {} expects a non-negative integer, got '{}'", a, v);
-        std::exit(2);
-      }
-      return x;
-    };
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (a == "--model") spec.model = next(), explicit_model = true;
-    else if (a == "--batch") spec.batch = as_int(next());
-    else if (a == "--seq") spec.seq = as_int(next());
-    else if (a == "--steps") spec.steps = static_cast<int>(as_int(next()));
-    else if (a == "--warmup") spec.warmup = static_cast<int>(as_int(next()));
-    else if (a == "--graphs") spec.graphs = as_int(next()) != 0;
-    else if (a == "--profile") spec.profile = as_int(next()) != 0;
-    else if (a == "--loss-chunk-rows") spec.loss_chunk_rows = as_int(next());
-    else if (a == "--share-grads") spec.share_grads = as_int(next()) != 0;
-    else if (a == "--deterministic") spec.deterministic = as_int(next()) != 0;
-    else if (a == "--json") json = next();
-    else if (a == "--attention-impl") spec.kernels.attention_impl = next();
-    else if (a == "--gemm-autotune") spec.kernels.gemm_autotune = next();
-    else if (a == "--cudnn-bwd-workspace-mb") spec.kernels.cudnn_bwd_workspace_mb = as_int(next());
-    else if (a == "--fp8-recipe") {
-      auto p = model::ParseFp8Recipe(next());
-      if (!p.ok()) { std::fprintf(stderr, "bench: %s\n", p.status().ToString().c_str()); return 2; }
-      spec.fp8.recipe = *p;
-    } else if (a == "--fp8-grad") {
-      auto p = model::ParseFp8Format(next());
-      if (!p.ok()) { std::fprintf(stderr, "bench: %s\n", p.status().ToString().c_str()); return 2; }
-      spec.fp8.grad_format = *p;
-    } else if (a == "--fp8-lm-head") {
-      spec.fp8.lm_head = as_int(next()) != 0;
-    } else if (a == "--precision" && i + 1 < argc && std::string(argv[i + 1]) == "fp8") {
-      ++i;
-      spec.precision = model::Precision::kBF16;
-      spec.fp8.enabled = true;
-    } else if (a == "--precision") {
-      auto p = model::ParsePrecision(next());
-      if (!p.ok()) { spdlog::error("bench: {}", p.status().ToString()); return 2; }
-      spec.precision = *p;
-    } else if (a == "--checkpointing") {
-      auto c = model::ParseCheckpointing(next());
-      if (!c.ok()) { spdlog::error("bench: {}", c.status().ToString()); return 2; }
-      spec.checkpointing = *c;
-    } else {
-      spdlog::error("bench: unknown argument '{}'", a);
-      std::fputs(kUsage, stderr);
-      return 2;
-    }
+  if (!f.attention_impl.empty()) spec.kernels.attention_impl = f.attention_impl;
+  if (!f.gemm_autotune.empty()) spec.kernels.gemm_autotune = f.gemm_autotune;
+  if (f.cudnn_bwd_workspace_mb >= 0) spec.kernels.cudnn_bwd_workspace_mb = f.cudnn_bwd_workspace_mb;
+  spec.graphs = f.graphs != 0;
+  spec.profile = f.profile != 0;
+  spec.share_grads = f.share_grads != 0;
+  spec.deterministic = f.deterministic != 0;
+  if (f.fp8_lm_head >= 0) spec.fp8.lm_head = f.fp8_lm_head != 0;
+  if (!f.fp8_recipe.empty()) {
+    auto p = model::ParseFp8Recipe(f.fp8_recipe);
+    if (!p.ok()) { spdlog::error("bench: --fp8-recipe: {}", p.status().ToString()); return 2; }
+    spec.fp8.recipe = *p;
   }
-  if (spec.steps < 1) {
-    spdlog::error("bench: --steps must be >= 1");
-    return 2;
+  if (!f.fp8_grad.empty()) {
+    auto p = model::ParseFp8Format(f.fp8_grad);
+    if (!p.ok()) { spdlog::error("bench: --fp8-grad: {}", p.status().ToString()); return 2; }
+    spec.fp8.grad_format = *p;
   }
-  if (explicit_model) return Run(spec, json);
+  if (f.precision == "fp8") {
+    spec.precision = model::Precision::kBF16;
+    spec.fp8.enabled = true;
+  } else {
+    auto p = model::ParsePrecision(f.precision);
+    if (!p.ok()) { spdlog::error("bench: --precision: {}", p.status().ToString()); return 2; }
+    spec.precision = *p;
+  }
+  auto c = model::ParseCheckpointing(f.checkpointing);
+  if (!c.ok()) { spdlog::error("bench: --checkpointing: {}", c.status().ToString()); return 2; }
+  spec.checkpointing = *c;
+  if (f.explicit_model) return Run(spec, f.json);
   // The two reference runs.
   RunSpec small = spec, large = spec;
   small.model = "125m", small.batch = 16, small.seq = 2048;
   large.model = "1b", large.batch = 4, large.seq = 2048;
-  const int rc = Run(small, json);
-  return Run(large, json) | rc;
+  const int rc = Run(small, f.json);
+  return Run(large, f.json) | rc;
+}
+
+}  // namespace
+
+std::function<int()> AddBenchFlags(CLI::App& app) {
+  app.footer(
+      "Without --model: the reference runs 125m 16x2048 and 1b 4x2048. The kernel flags default to\n"
+      "HT_ATTENTION_IMPL, HT_GEMM_AUTOTUNE and HT_CUDNN_BWD_WORKSPACE_MB (the trainer's cuda.* keys).");
+  auto f = std::make_shared<BenchFlags>();
+  RunSpec& s = f->spec;
+  CLI::Option* model = app.add_option("--model", s.model, "Model shape (125m, 1b, 8b, ...)")->type_name("NAME");
+  app.add_option("--batch", s.batch, "Micro-batch")->type_name("B")->check(cli::IntRange(1));
+  app.add_option("--seq", s.seq, "Sequence length")->type_name("S")->check(cli::IntRange(1));
+  app.add_option("--steps", s.steps, "Timed steps")->type_name("N")->check(cli::IntRange(1));
+  app.add_option("--warmup", s.warmup, "Untimed steps first")->type_name("N")->check(cli::IntRange(0));
+  app.add_option("--precision", f->precision, "fp8: bf16 with the block GEMMs in FP8")
+      ->type_name("")
+      ->check(cli::OneOf({"bf16", "fp16", "fp32", "tf32", "fp8"}));
+  app.add_option("--checkpointing", f->checkpointing, "Activation checkpointing")
+      ->type_name("")
+      ->check(cli::OneOf({"none", "selective", "full"}));
+  app.add_option("--fp8-recipe", f->fp8_recipe, "FP8 scaling recipe")
+      ->type_name("")
+      ->check(cli::OneOf({"delayed", "tensorwise"}))
+      ->default_str("model.fp8's");
+  app.add_option("--fp8-grad", f->fp8_grad, "FP8 format of the gradients")
+      ->type_name("")
+      ->check(cli::OneOf({"e5m2", "e4m3"}))
+      ->default_str("model.fp8's");
+  app.add_option("--fp8-lm-head", f->fp8_lm_head, "LM head in FP8 too")
+      ->type_name("0|1")
+      ->check(cli::IntRange(0))
+      ->default_str("model.fp8's");
+  app.add_option("--graphs", f->graphs, "CUDA graphs")->type_name("0|1")->check(cli::IntRange(0));
+  app.add_option("--profile", f->profile, "Per-op device times (adds events between ops)")
+      ->type_name("0|1")
+      ->check(cli::IntRange(0));
+  app.add_option("--loss-chunk-rows", s.loss_chunk_rows, "Rows per loss chunk (0: the backend's choice)")
+      ->type_name("N")
+      ->check(cli::IntRange(0));
+  app.add_option("--share-grads", f->share_grads, "Block gradients in freed activations")
+      ->type_name("0|1")
+      ->check(cli::IntRange(0));
+  app.add_option("--deterministic", f->deterministic, "0: cuDNN's atomic-dQ attention backward")
+      ->type_name("0|1")
+      ->check(cli::IntRange(0));
+  app.add_option("--attention-impl", f->attention_impl, "Attention kernels (cuda.attention_impl)")
+      ->type_name("auto|cudnn|cudnn-fast|cudnn-fwd|tiled|simple")
+      ->default_str("$HT_ATTENTION_IMPL, else auto");
+  app.add_option("--gemm-autotune", f->gemm_autotune, "GEMM algorithm autotuning (cuda.gemm_autotune)")
+      ->type_name("on|off|verbose")
+      ->default_str("$HT_GEMM_AUTOTUNE, else on");
+  app.add_option("--cudnn-bwd-workspace-mb", f->cudnn_bwd_workspace_mb, "cuDNN attention backward workspace")
+      ->type_name("N")
+      ->check(cli::IntRange(0))
+      ->default_str("$HT_CUDNN_BWD_WORKSPACE_MB");
+  app.add_option("--json", f->json, "Append one JSON line per run to FILE")->type_name("FILE");
+  return [f, model] {
+    f->explicit_model = model->count() > 0;
+    return RunBench(*f);
+  };
 }
 
 }  // namespace hypertrain::bench

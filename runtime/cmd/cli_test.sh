@@ -19,6 +19,97 @@ set -e
 "$BIN" --help | grep -q -- "--version" || fail "--help lists --version"
 "$BIN" help | grep -q "launch" || fail "help lists the commands"
 "$BIN" launch --help | grep -q -- "--metrics-port" || fail "launch --help lists --metrics-port"
+
+# Every command's --help (exit 0) lists its flags with their defaults; the
+# binary's lists every command.
+help_lists() {  # help_lists "command words" flag...
+  local cmd=$1; shift
+  "$BIN" $cmd --help > "$TMP/help.out" 2>&1 || { cat "$TMP/help.out"; fail "$cmd --help exited $?"; }
+  grep -q "^Usage: hypertrain $cmd " "$TMP/help.out" || { cat "$TMP/help.out"; fail "$cmd --help: no usage line"; }
+  for flag in "$@"; do
+    grep -q -- "$flag" "$TMP/help.out" || { cat "$TMP/help.out"; fail "$cmd --help does not list '$flag'"; }
+  done
+}
+"$BIN" --help > "$TMP/top-help.out"
+for c in train config prepare tokenize detokenize launch bench estimate trace; do
+  grep -Eq "^  $c +[A-Z]" "$TMP/top-help.out" || fail "hypertrain --help does not list $c"
+done
+help_lists train "--config FILE" "--set KEY.PATH=VALUE ..." "--log-level" "--log-format text|json=text"
+help_lists config "--config FILE" "--set KEY.PATH=VALUE ..."
+help_lists prepare "--out DIR (required)" "--tokens-per-shard N >= 2=16777216" "--bos auto|always|never=auto" \
+  "--no-progress " "--sft " "--chat-format llama3|llama2|none=llama3" "INPUT FILE|DIR ... (required)"
+help_lists tokenize "--tokenizer DIR (required)" "--no-special" "--plain-special"
+help_lists detokenize "--tokenizer DIR (required)" "--skip-special"
+help_lists launch "--nproc-per-node,--nproc_per_node N in \[1, 4096\]" "--grace-period-s S in \[0, 3600\]=30" \
+  "--metrics-port P" "--log-level"
+help_lists estimate "--config FILE (required)" "--instance-type" "--tokens" "--json"
+help_lists trace merge check
+help_lists "trace merge" "-o,--out FILE" "--no-align"
+help_lists "trace check" "FILE"
+if grep -q "CPU and CUDA backends" "$TMP/top-help.out"; then
+  help_lists bench "--model NAME=125m" "--precision bf16|fp16|fp32|tf32|fp8=bf16" "--steps N >= 1=20"
+fi
+"$BIN" help prepare > "$TMP/help-prepare.out"
+grep -q -- "--tokens-per-shard" "$TMP/help-prepare.out" || fail "hypertrain help prepare"
+
+# Usage errors exit 2 and name the flag: unknown flags, extra arguments,
+# missing values, missing required flags, bad values.
+usage_error() {  # usage_error "message" args...
+  local msg=$1; shift
+  set +e
+  "$BIN" "$@" > "$TMP/usage.out" 2> "$TMP/usage.err"; local rc=$?
+  set -e
+  [ $rc -eq 2 ] || { cat "$TMP/usage.err"; fail "hypertrain $* exited $rc, want 2"; }
+  grep -qF -- "$msg" "$TMP/usage.err" || fail "hypertrain $*: '$(cat "$TMP/usage.err")' does not say '$msg'"
+  [ ! -s "$TMP/usage.out" ] || fail "hypertrain $* wrote to stdout"
+}
+usage_error "hypertrain train: The following argument was not expected: --frobnicate" train --config "$EXAMPLE" --frobnicate
+usage_error "not expected: stray" train --config "$EXAMPLE" stray
+usage_error "not expected: b=2" config --config "$EXAMPLE" --set a=1 b=2
+usage_error "--config: 1 required FILE missing" train --config
+usage_error "hypertrain prepare: --out is required" prepare in.txt
+usage_error "hypertrain prepare: INPUT is required" prepare --out "$TMP/never"
+usage_error "--tokens-per-shard: must be an integer >= 2, got '1'" prepare --out "$TMP/never" --tokens-per-shard 1 in.txt
+usage_error "--bos: must be auto, always or never, got 'sometimes'" prepare --out "$TMP/never" --bos sometimes in.txt
+usage_error "not expected: --frob" prepare --frob --out "$TMP/never" in.txt
+usage_error "hypertrain tokenize: --tokenizer is required" tokenize
+usage_error "hypertrain detokenize: --tokenizer is required" detokenize
+usage_error "not expected: --frob" tokenize --tokenizer x --frob
+usage_error "hypertrain estimate: --config is required" estimate
+usage_error "hypertrain trace: A subcommand is required" trace
+usage_error "hypertrain trace merge: INPUT is required" trace merge -o x.json.gz
+usage_error "unknown launch flag '--frob'" launch --frob -- train
+usage_error "unknown launch flag '--frob'" launch --nproc-per-node 2 --frob 3 train
+usage_error "no command to launch" launch --nproc-per-node 2 --
+usage_error "--nproc-per-node: must be an integer in [1, 4096], got '0'" launch --nproc-per-node 0 -- train
+usage_error "--grace-period-s: must be a number in [0, 3600], got 'soon'" launch --grace-period-s soon -- train
+usage_error "unknown command 'frobnicate'" frobnicate
+usage_error "hypertrain help: unknown command 'frobnicate'" help frobnicate
+[ ! -e "$TMP/never" ] || fail "a usage error created prepare's output"
+
+# --set is repeatable, in both spellings, applied in order (the last wins).
+"$BIN" config --config "$EXAMPLE" --set trainer.max_steps=7 --set=model.optim.lr=0.0042 \
+  --set trainer.log_every_n_steps=3 --set trainer.max_steps=9 > "$TMP/sets.yaml"
+grep -q "^  max_steps: 9$" "$TMP/sets.yaml" || fail "--set trainer.max_steps: $(grep max_steps "$TMP/sets.yaml")"
+grep -q "^    lr: 0.0042$" "$TMP/sets.yaml" || fail "--set=model.optim.lr"
+grep -q "^  log_every_n_steps: 3$" "$TMP/sets.yaml" || fail "--set trainer.log_every_n_steps"
+
+# launch passes everything after -- (or from the first non-flag) to the
+# command untouched, even flags launch or hypertrain know; a hypertrain
+# subcommand gets launch's log flags.
+node_env=(MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + RANDOM % 20000)) NNODES=1 NODE_RANK=0)
+env "${node_env[@]}" "$BIN" launch --nproc-per-node 2 -- /bin/sh -c 'echo "rank $RANK: $*"' sh \
+  --nproc-per-node 5 --help -- --log-level x > "$TMP/pass.out" 2> "$TMP/pass.err" || { cat "$TMP/pass.err"; fail "launch -- /bin/sh"; }
+for r in 0 1; do
+  grep -qxF -- "rank $r: --nproc-per-node 5 --help -- --log-level x" "$TMP/pass.out" || { cat "$TMP/pass.out"; fail "rank $r's arguments"; }
+done
+env "${node_env[@]}" "$BIN" launch --nproc_per_node=1 /bin/echo --config x.yaml -h > "$TMP/pass2.out" 2>&1 \
+  && grep -qx -- "--config x.yaml -h" "$TMP/pass2.out" || { cat "$TMP/pass2.out"; fail "launch without --"; }
+env "${node_env[@]}" "$BIN" launch --log-level=warn --nproc-per-node 1 -- config --config "$EXAMPLE" \
+  --set trainer.max_steps=11 > "$TMP/pass3.out" 2> "$TMP/pass3.err" || { cat "$TMP/pass3.err"; fail "launch -- config"; }
+grep -q "^  max_steps: 11$" "$TMP/pass3.out" || { cat "$TMP/pass3.out"; fail "the launched config's --set"; }
+! grep -q "\[info\]" "$TMP/pass3.err" || { cat "$TMP/pass3.err"; fail "--log-level=warn was not passed on"; }
+
 set +e
 "$BIN" launch --metrics-port 70000 -- train > "$TMP/badport.log" 2>&1
 [ $? -eq 2 ] || fail "--metrics-port 70000 should exit 2"

@@ -62,6 +62,6 @@ parallel::DeviceGroupsFactory CudaProcessGroups() {
   };
 }
 
-int BenchMain(int argc, char** argv) { return bench::BenchMain(argc, argv); }
+std::function<int()> AddBenchFlags(CLI::App& bench) { return bench::AddBenchFlags(bench); }
 
 }  // namespace hypertrain::cmd

@@ -5,6 +5,10 @@
 // CPU-only build (no toolkit, or --config=cpu; see README "Building")
 // compiles cuda_parts_none.cc instead, whose functions report the CUDA
 // backend as not built in and say how to get a CUDA build.
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
 #include "core/status.h"
 #include "runtime/ckpt/host_allocator.h"
 #include "runtime/config/config.h"
@@ -33,7 +37,9 @@ StatusOr<CudaParts> CreateCudaBackend(const config::TrainConfig& c, const model:
 // CPU-only build.
 parallel::DeviceGroupsFactory CudaProcessGroups();
 
-// `hypertrain bench` (CUDA throughput benchmark; argv[0] = "bench").
-int BenchMain(int argc, char** argv);
+// `hypertrain bench` (CUDA throughput benchmark): declares its flags on
+// `bench`; the returned function runs it (a CPU-only build takes any
+// arguments and says the benchmark is not built in).
+std::function<int()> AddBenchFlags(CLI::App& bench);
 
 }  // namespace hypertrain::cmd

@@ -33,9 +33,13 @@ StatusOr<CudaParts> CreateCudaBackend(const config::TrainConfig&, const model::B
 
 parallel::DeviceGroupsFactory CudaProcessGroups() { return nullptr; }
 
-int BenchMain(int, char**) {
-  spdlog::error("hypertrain bench: {}", NotBuiltIn("the CUDA benchmark"));
-  return train::kExitConfigError;
+std::function<int()> AddBenchFlags(CLI::App& bench) {
+  bench.allow_extras();
+  bench.footer(NotBuiltIn("The CUDA benchmark"));
+  return [] {
+    spdlog::error("hypertrain bench: {}", NotBuiltIn("the CUDA benchmark"));
+    return train::kExitConfigError;
+  };
 }
 
 }  // namespace hypertrain::cmd

@@ -32,7 +32,10 @@ done
 
 # Errors: exit 2 for usage and unsupported tokenizers, 3 for missing files.
 set +e
-echo hi | "$BIN" tokenize > /dev/null 2>&1; [ $? -eq 2 ] || fail "tokenize without --tokenizer should exit 2"
+echo hi | "$BIN" tokenize > /dev/null 2> "$TMP/notok.log"; [ $? -eq 2 ] || fail "tokenize without --tokenizer should exit 2"
+grep -q -- "hypertrain tokenize: --tokenizer is required" "$TMP/notok.log" || fail "missing --tokenizer message: $(cat "$TMP/notok.log")"
+"$BIN" prepare --out "$TMP/sftx" --sft --chat-format llama4 x.jsonl > /dev/null 2> "$TMP/chat.log"; [ $? -eq 2 ] || fail "a bad --chat-format should exit 2"
+grep -q -- "--chat-format: must be llama3, llama2 or none, got 'llama4'" "$TMP/chat.log" || fail "bad --chat-format message: $(cat "$TMP/chat.log")"
 mkdir -p "$TMP/wordpiece"
 echo '{"model": {"type": "WordPiece", "vocab": {}}}' > "$TMP/wordpiece/tokenizer.json"
 echo hi | "$BIN" tokenize --tokenizer "$TMP/wordpiece" > /dev/null 2> "$TMP/wp.log"

@@ -5,12 +5,13 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/cli.h"
 #include "runtime/cmd/commands.h"
 #include "runtime/data/prepare/prepare.h"
 #include "runtime/data/sft/prepare.h"
@@ -20,52 +21,6 @@
 namespace hypertrain::cmd {
 namespace {
 
-constexpr char kPrepareUsage[] =
-    "usage: hypertrain prepare --out DIR [--tokenizer DIR] [options] INPUT...\n"
-    "  Tokenizes INPUTs into token shards DIR/shard_00000.bin, ... and DIR/manifest.json.\n"
-    "  INPUT: *.jsonl[.gz] (one document per line), a text file[.gz] (one document), a\n"
-    "  Hugging Face dataset directory (save_to_disk) or *.arrow file (text rows, or\n"
-    "  pre-tokenized input_ids rows copied as they are).\n"
-    "  --tokenizer DIR        tokenizer.json + tokenizer_config.json (default: bytes, vocab 256)\n"
-    "  --text-field NAME      JSONL field / Arrow column with the text (default text)\n"
-    "  --split NAME           split of a DatasetDict (default train)\n"
-    "  --tokens-per-shard N   (default 16777216)\n"
-    "  --workers N            tokenizer threads (default: one per core)\n"
-    "  --bos auto|always|never  BOS before each document (auto: as the tokenizer does)\n"
-    "  --overwrite            replace a non-empty DIR (only once the new data is complete)\n"
-    "  --no-progress          no progress line\n"
-    "  Each document ends with the tokenizer's EOS (bytes: 0).\n"
-    "  --sft                  supervised fine-tuning samples instead: each JSONL line is\n"
-    "                         {\"messages\": [{\"role\", \"content\"}, ...]} or {\"prompt\", \"completion\"},\n"
-    "                         rendered in --chat-format, loss on the assistant turns only\n"
-    "                         (DIR/samples.bin + manifest.json; needs --tokenizer)\n"
-    "  --chat-format F        llama3 (default), llama2, none (BOS prompt completion EOS)\n";
-
-constexpr char kTokenizeUsage[] =
-    "usage: hypertrain tokenize --tokenizer DIR [--no-special] [--plain-special]\n"
-    "  Reads standard input as one text and prints its token ids separated by spaces.\n"
-    "  --no-special     no BOS/EOS from the tokenizer's template\n"
-    "  --plain-special  special-token text (e.g. <|eot_id|>) is encoded as plain text\n";
-
-constexpr char kDetokenizeUsage[] =
-    "usage: hypertrain detokenize --tokenizer DIR [--skip-special]\n"
-    "  Reads token ids (separated by spaces or newlines) from standard input and prints the text.\n";
-
-bool IsHelp(const char* a) { return std::strcmp(a, "--help") == 0 || std::strcmp(a, "-h") == 0; }
-
-// "--name value" or "--name=value" at argv[*i]; advances *i.
-bool Flag(int argc, char** argv, int* i, const char* name, std::string* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(argv[*i], name, n) != 0) return false;
-  if (argv[*i][n] == '=') {
-    *value = argv[*i] + n + 1;
-    return true;
-  }
-  if (argv[*i][n] != '\0' || *i + 1 >= argc) return false;
-  *value = argv[++*i];
-  return true;
-}
-
 bool ParseInt(const std::string& s, int64_t min, int64_t* out) {
   char* end = nullptr;
   const long long v = std::strtoll(s.c_str(), &end, 10);
@@ -74,110 +29,45 @@ bool ParseInt(const std::string& s, int64_t min, int64_t* out) {
   return true;
 }
 
-int Usage(const char* cmd, const std::string& why, const char* usage) {
-  spdlog::error("hypertrain {}: {}", cmd, why);
-  std::fputs(usage, stderr);
-  return train::kExitConfigError;
-}
-
 int Fail(const char* cmd, const Status& s) {
   spdlog::error("hypertrain {}: {}", cmd, s.message());
   return train::ExitCodeFor(s);
 }
 
-StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::string& dir) {
-  if (dir.empty()) return InvalidArgument("--tokenizer DIR is required");
-  return tokenizer::Tokenizer::FromDir(dir);
-}
-
-}  // namespace
-
-int PrepareMain(int argc, char** argv, const LogFlags&) {
-  data::prepare::PrepareOptions o;
+struct PrepareFlags {
+  data::prepare::PrepareOptions options;
+  std::string bos = "auto";
   bool sft = false;
   std::string chat_format = "llama3";
-  for (int i = 1; i < argc; ++i) {
-    std::string v;
-    int64_t n = 0;
-    if (std::strcmp(argv[i], "--sft") == 0) {
-      sft = true;
-    } else if (Flag(argc, argv, &i, "--chat-format", &v)) {
-      chat_format = v;
-    } else if (IsHelp(argv[i])) {
-      std::fputs(kPrepareUsage, stdout);
-      return train::kExitOk;
-    } else if (Flag(argc, argv, &i, "--out", &v)) {
-      o.out_dir = v;
-    } else if (Flag(argc, argv, &i, "--tokenizer", &v)) {
-      o.tokenizer_dir = v;
-    } else if (Flag(argc, argv, &i, "--text-field", &v)) {
-      o.input.text_field = v;
-    } else if (Flag(argc, argv, &i, "--split", &v)) {
-      o.input.split = v;
-    } else if (Flag(argc, argv, &i, "--tokens-per-shard", &v)) {
-      if (!ParseInt(v, 2, &n)) return Usage("prepare", fmt::format("--tokens-per-shard '{}' must be an integer >= 2", v), kPrepareUsage);
-      o.tokens_per_shard = n;
-    } else if (Flag(argc, argv, &i, "--workers", &v)) {
-      if (!ParseInt(v, 1, &n) || n > 1024) return Usage("prepare", fmt::format("--workers '{}' must be in [1, 1024]", v), kPrepareUsage);
-      o.workers = static_cast<int>(n);
-    } else if (Flag(argc, argv, &i, "--bos", &v)) {
-      if (v == "auto") o.bos = data::prepare::BosPolicy::kAuto;
-      else if (v == "always") o.bos = data::prepare::BosPolicy::kAlways;
-      else if (v == "never") o.bos = data::prepare::BosPolicy::kNever;
-      else return Usage("prepare", fmt::format("--bos '{}' is not auto, always or never", v), kPrepareUsage);
-    } else if (std::strcmp(argv[i], "--overwrite") == 0) {
-      o.overwrite = true;
-    } else if (std::strcmp(argv[i], "--no-progress") == 0) {
-      o.progress = false;
-    } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-      return Usage("prepare", fmt::format("unknown flag '{}'", argv[i]), kPrepareUsage);
-    } else {
-      o.inputs.emplace_back(argv[i]);
-    }
-  }
-  if (o.out_dir.empty() || o.inputs.empty()) {
-    return Usage("prepare", "--out and at least one input are required", kPrepareUsage);
-  }
-  if (sft) {
-    auto f = data::sft::ParseChatFormat(chat_format);
-    if (!f.ok()) return Usage("prepare", f.status().message(), kPrepareUsage);
-    data::sft::PrepareOptions so;
-    so.inputs = o.inputs;
-    so.out_dir = o.out_dir;
-    so.tokenizer_dir = o.tokenizer_dir;
-    so.format = *f;
-    so.overwrite = o.overwrite;
-    auto m = data::sft::Prepare(so);
+};
+
+int RunPrepare(const PrepareFlags& f) {
+  data::prepare::PrepareOptions o = f.options;
+  o.bos = f.bos == "always"  ? data::prepare::BosPolicy::kAlways
+          : f.bos == "never" ? data::prepare::BosPolicy::kNever
+                             : data::prepare::BosPolicy::kAuto;
+  if (!f.sft) {
+    auto m = data::prepare::Prepare(o);
     if (!m.ok()) return Fail("prepare", m.status());
-    spdlog::info("prepare: {} SFT samples, {} tokens ({} in the loss) in {}",
-                 (*m)["samples"].get<int64_t>(), (*m)["tokens"].get<int64_t>(),
-                 (*m)["target_tokens"].get<int64_t>(), so.out_dir);
     return train::kExitOk;
   }
-  auto m = data::prepare::Prepare(o);
+  auto format = data::sft::ParseChatFormat(f.chat_format);
+  if (!format.ok()) return Fail("prepare", format.status());
+  data::sft::PrepareOptions so;
+  so.inputs = o.inputs;
+  so.out_dir = o.out_dir;
+  so.tokenizer_dir = o.tokenizer_dir;
+  so.format = *format;
+  so.overwrite = o.overwrite;
+  auto m = data::sft::Prepare(so);
   if (!m.ok()) return Fail("prepare", m.status());
+  spdlog::info("prepare: {} SFT samples, {} tokens ({} in the loss) in {}", (*m)["samples"].get<int64_t>(),
+               (*m)["tokens"].get<int64_t>(), (*m)["target_tokens"].get<int64_t>(), so.out_dir);
   return train::kExitOk;
 }
 
-int TokenizeMain(int argc, char** argv, const LogFlags&) {
-  std::string dir;
-  tokenizer::EncodeOptions eo;
-  for (int i = 1; i < argc; ++i) {
-    std::string v;
-    if (IsHelp(argv[i])) {
-      std::fputs(kTokenizeUsage, stdout);
-      return train::kExitOk;
-    } else if (Flag(argc, argv, &i, "--tokenizer", &v)) {
-      dir = v;
-    } else if (std::strcmp(argv[i], "--no-special") == 0) {
-      eo.add_special = false;
-    } else if (std::strcmp(argv[i], "--plain-special") == 0) {
-      eo.parse_special = false;
-    } else {
-      return Usage("tokenize", fmt::format("unexpected argument '{}'", argv[i]), kTokenizeUsage);
-    }
-  }
-  auto tok = LoadTokenizer(dir);
+int RunTokenize(const std::string& dir, const tokenizer::EncodeOptions& eo) {
+  auto tok = tokenizer::Tokenizer::FromDir(dir);
   if (!tok.ok()) return Fail("tokenize", tok.status());
   const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   auto ids = (*tok)->Encode(text, eo);
@@ -189,23 +79,8 @@ int TokenizeMain(int argc, char** argv, const LogFlags&) {
   return train::kExitOk;
 }
 
-int DetokenizeMain(int argc, char** argv, const LogFlags&) {
-  std::string dir;
-  tokenizer::DecodeOptions d;
-  for (int i = 1; i < argc; ++i) {
-    std::string v;
-    if (IsHelp(argv[i])) {
-      std::fputs(kDetokenizeUsage, stdout);
-      return train::kExitOk;
-    } else if (Flag(argc, argv, &i, "--tokenizer", &v)) {
-      dir = v;
-    } else if (std::strcmp(argv[i], "--skip-special") == 0) {
-      d.skip_special = true;
-    } else {
-      return Usage("detokenize", fmt::format("unexpected argument '{}'", argv[i]), kDetokenizeUsage);
-    }
-  }
-  auto tok = LoadTokenizer(dir);
+int RunDetokenize(const std::string& dir, const tokenizer::DecodeOptions& d) {
+  auto tok = tokenizer::Tokenizer::FromDir(dir);
   if (!tok.ok()) return Fail("detokenize", tok.status());
   std::vector<int32_t> ids;
   std::string word;
@@ -220,6 +95,73 @@ int DetokenizeMain(int argc, char** argv, const LogFlags&) {
   if (!text.ok()) return Fail("detokenize", text.status());
   std::fwrite(text->data(), 1, text->size(), stdout);
   return train::kExitOk;
+}
+
+void AddTokenizerFlag(CLI::App& app, std::string* dir) {
+  app.add_option("--tokenizer", *dir, "Directory with tokenizer.json (+ tokenizer_config.json)")
+      ->type_name("DIR")
+      ->required();
+}
+
+}  // namespace
+
+Command AddPrepareCommand(CLI::App& hypertrain) {
+  CLI::App* app = hypertrain.add_subcommand("prepare", "Tokenize text/JSONL/HF datasets into token shards");
+  app->footer(
+      "Writes DIR/shard_00000.bin, ... and DIR/manifest.json. INPUT: *.jsonl[.gz] (one document per\n"
+      "line), a text file[.gz] (one document), a Hugging Face dataset directory (save_to_disk) or\n"
+      "*.arrow file (text rows, or pre-tokenized input_ids rows copied as they are). Each document\n"
+      "ends with the tokenizer's EOS (bytes: 0). With --sft: supervised fine-tuning samples instead,\n"
+      "each JSONL line {\"messages\": [{\"role\", \"content\"}, ...]} or {\"prompt\", \"completion\"},\n"
+      "rendered in --chat-format, loss on the assistant turns only (DIR/samples.bin + manifest.json).");
+  auto f = std::make_shared<PrepareFlags>();
+  data::prepare::PrepareOptions& o = f->options;
+  app->add_option("INPUT", o.inputs, "Files or directories to tokenize")->type_name("FILE|DIR")->required();
+  app->add_option("--out", o.out_dir, "Output directory of the shards")->type_name("DIR")->required();
+  app->add_option("--tokenizer", o.tokenizer_dir,
+                  "Directory with tokenizer.json + tokenizer_config.json (default: bytes, vocab 256)")
+      ->type_name("DIR");
+  app->add_option("--text-field", o.input.text_field, "JSONL field / Arrow column with the text")
+      ->type_name("NAME");
+  app->add_option("--split", o.input.split, "Split of a DatasetDict")->type_name("NAME");
+  app->add_option("--tokens-per-shard", o.tokens_per_shard, "Tokens per shard file")
+      ->type_name("N")
+      ->check(cli::IntRange(2));
+  app->add_option("--workers", o.workers, "Tokenizer threads (0: one per core)")
+      ->type_name("N")
+      ->check(cli::IntRange(0, 1024));
+  app->add_option("--bos", f->bos, "BOS before each document (auto: as the tokenizer does)")
+      ->type_name("")
+      ->check(cli::OneOf({"auto", "always", "never"}));
+  app->add_flag("--overwrite", o.overwrite, "Replace a non-empty DIR (only once the new data is complete)");
+  app->add_flag("!--no-progress", o.progress, "No progress line on stderr");
+  app->add_flag("--sft", f->sft, "Supervised fine-tuning samples (needs --tokenizer; see below)");
+  app->add_option("--chat-format", f->chat_format, "Chat template of --sft (none: BOS prompt completion EOS)")
+      ->type_name("")
+      ->check(cli::OneOf({"llama3", "llama2", "none"}));
+  return {app, [f](const LogFlags&) { return RunPrepare(*f); }};
+}
+
+Command AddTokenizeCommand(CLI::App& hypertrain) {
+  CLI::App* app = hypertrain.add_subcommand("tokenize", "Print the token ids of standard input");
+  app->footer("Reads standard input as one text and prints its token ids separated by spaces.");
+  auto dir = std::make_shared<std::string>();
+  auto eo = std::make_shared<tokenizer::EncodeOptions>();
+  AddTokenizerFlag(*app, dir.get());
+  app->add_flag("!--no-special", eo->add_special, "No BOS/EOS from the tokenizer's template");
+  app->add_flag("!--plain-special", eo->parse_special,
+                "Special-token text (e.g. <|eot_id|>) is encoded as plain text");
+  return {app, [dir, eo](const LogFlags&) { return RunTokenize(*dir, *eo); }};
+}
+
+Command AddDetokenizeCommand(CLI::App& hypertrain) {
+  CLI::App* app = hypertrain.add_subcommand("detokenize", "Print the text of token ids on standard input");
+  app->footer("Reads token ids (separated by spaces or newlines) from standard input and prints the text.");
+  auto dir = std::make_shared<std::string>();
+  auto d = std::make_shared<tokenizer::DecodeOptions>();
+  AddTokenizerFlag(*app, dir.get());
+  app->add_flag("--skip-special", d->skip_special, "Drop special tokens");
+  return {app, [dir, d](const LogFlags&) { return RunDetokenize(*dir, *d); }};
 }
 
 }  // namespace hypertrain::cmd

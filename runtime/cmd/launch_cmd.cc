@@ -56,20 +56,7 @@ void LogNcclNetPreflight() {
   }
 }
 
-}  // namespace
-
-int LaunchMain(int argc, char** argv, const LogFlags& log) {
-  launch::LaunchConfig config;
-  std::string error;
-  if (!launch::ParseLaunchArgs(argc, argv, &config, &error)) {
-    if (error == launch::kLaunchUsage) {
-      std::printf("%s\n", launch::kLaunchUsage);
-      return train::kExitOk;
-    }
-    spdlog::error("hypertrain launch: {}", error);
-    std::fprintf(stderr, "%s\n", launch::kLaunchUsage);
-    return train::kExitConfigError;
-  }
+int RunLaunch(launch::LaunchConfig config, const LogFlags& log) {
   config.subcommand_prefix = log.AsArgs();
   auto port = progress::ResolveMetricsPort(config.metrics_port, std::getenv(contract::env::kMetricsPort));
   if (!port.ok()) {
@@ -105,6 +92,22 @@ int LaunchMain(int argc, char** argv, const LogFlags& log) {
   observers.Add(progress::MaybeCreateReporter(config));
   ::pthread_sigmask(SIG_SETMASK, &original_mask, nullptr);
   return launch::RunLauncher(config, observers.empty() ? nullptr : &observers);
+}
+
+}  // namespace
+
+Command AddLaunchCommand(CLI::App& hypertrain) {
+  CLI::App* app = hypertrain.add_subcommand("launch", "Start one rank per GPU on this node");
+  app->footer(
+      "Everything after -- (or from the first argument that is not a launch flag) is the command,\n"
+      "passed on as it is: hypertrain launch --nproc-per-node 8 -- train --config job.yaml.\n"
+      "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, ... (contract/env.h) from the node's NNODES,\n"
+      "NODE_RANK, MASTER_ADDR, MASTER_PORT; this command's --log-format/--log-level are passed on.\n"
+      "SIGTERM is forwarded; the ranks get $HYPERTRAIN_TERMINATION_GRACE_S (at least --grace-period-s)\n"
+      "to save. Exit: the first failing rank's code (docs/DISTRIBUTED.md).");
+  auto config = std::make_shared<launch::LaunchConfig>();
+  launch::AddLaunchFlags(*app, config.get());
+  return {app, [config](const LogFlags& log) { return RunLaunch(*config, log); }};
 }
 
 }  // namespace hypertrain::cmd

@@ -1,44 +1,20 @@
 #include "runtime/cmd/log_flags.h"
 
-#include <algorithm>
 #include <cstdlib>
+
+#include "core/cli.h"
 
 namespace hypertrain::cmd {
 
-Status TakeLogFlags(std::vector<std::string>* args, size_t begin, bool stop_at_positional,
-                    LogFlags* flags, const std::vector<std::string>& value_flags) {
-  std::vector<std::string>& a = *args;
-  size_t i = begin;
-  while (i < a.size()) {
-    if (a[i] == "--") break;
-    if (stop_at_positional && (a[i].empty() || a[i][0] != '-')) break;
-    const std::pair<std::string, std::string*> known[] = {{"--log-format", &flags->format},
-                                                          {"--log-level", &flags->level}};
-    std::string* target = nullptr;
-    std::string name;
-    for (const auto& [flag, field] : known) {
-      if (a[i] == flag || a[i].rfind(flag + "=", 0) == 0) {
-        target = field;
-        name = flag;
-      }
-    }
-    if (target == nullptr) {
-      const bool takes_next =
-          std::find(value_flags.begin(), value_flags.end(), a[i]) != value_flags.end();
-      i += takes_next ? 2 : 1;
-      continue;
-    }
-    if (a[i].size() > name.size()) {  // --flag=value
-      *target = a[i].substr(name.size() + 1);
-      a.erase(a.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      if (i + 1 >= a.size()) return InvalidArgument(name + " needs a value");
-      *target = a[i + 1];
-      a.erase(a.begin() + static_cast<std::ptrdiff_t>(i),
-              a.begin() + static_cast<std::ptrdiff_t>(i) + 2);
-    }
-  }
-  return Status::Ok();
+void AddLogFlags(CLI::App& app, LogFlags* flags) {
+  app.add_option("--log-format", flags->format, "text, or json (one object per line)")
+      ->type_name("")
+      ->check(cli::kLogFormat)
+      ->group("Logging");
+  app.add_option("--log-level", flags->level, "trace, debug, info, warn, error, critical or off")
+      ->type_name("")
+      ->check(cli::kLogLevel)
+      ->group("Logging");
 }
 
 log::Fields LogContext(const std::string& command, const launch::EnvLookup& env) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "core/log.h"
 #include "core/status.h"
 #include "runtime/launch/env.h"
@@ -23,13 +25,9 @@ struct LogFlags {
   }
 };
 
-// Removes the log flags ("--log-format x" or "--log-format=x", same for
-// --log-level) from args[begin..], stopping at "--" and, when
-// stop_at_positional, at the first argument that is neither a flag nor the
-// value of one of `value_flags` (there a launched command starts).
-// InvalidArgument for a log flag without a value.
-Status TakeLogFlags(std::vector<std::string>* args, size_t begin, bool stop_at_positional,
-                    LogFlags* flags, const std::vector<std::string>& value_flags = {});
+// Declares --log-format and --log-level on `app` (the binary and each of its
+// subcommands, all bound to the same `flags`; a bad value is a usage error).
+void AddLogFlags(CLI::App& app, LogFlags* flags);
 
 // Context fields of `command`'s log lines: the rank of a training rank that
 // is one of several (RANK, WORLD_SIZE > 1), the node of a launcher

@@ -11,45 +11,54 @@ namespace {
 
 using Args = std::vector<std::string>;
 
-TEST(LogFlagsTest, BothSpellingsAreTakenOutAndTheRestIsKept) {
-  Args a = {"train",  "--log-format",      "json",  "--config",
-            "x.yaml", "--log-level=debug", "--set", "a=1"};
+// Parses argv (argv[0] = the program) with the log flags declared on a
+// binary and on its "train" subcommand, as main.cc does.
+LogFlags Parse(Args args, std::string* error = nullptr) {
+  CLI::App app("test", "hypertrain");
   LogFlags f;
-  ASSERT_TRUE(TakeLogFlags(&a, 1, false, &f).ok());
+  AddLogFlags(app, &f);
+  CLI::App* train = app.add_subcommand("train");
+  AddLogFlags(*train, &f);
+  std::string config;
+  train->add_option("--config", config);
+  args.insert(args.begin(), "hypertrain");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    if (error) *error = e.what();
+  }
+  return f;
+}
+
+TEST(LogFlagsTest, BothSpellingsBeforeOrAfterTheCommand) {
+  LogFlags f = Parse({"--log-format", "json", "train", "--config", "x.yaml", "--log-level=debug"});
   EXPECT_EQ(f.format, "json");
   EXPECT_EQ(f.level, "debug");
-  EXPECT_EQ(a, (Args{"train", "--config", "x.yaml", "--set", "a=1"}));
   EXPECT_EQ(f.AsArgs(), (Args{"--log-format=json", "--log-level=debug"}));
+  f = Parse({"--log-level=warn", "train", "--log-format=json"});
+  EXPECT_EQ(f.format, "json");
+  EXPECT_EQ(f.level, "warn");
 }
 
 TEST(LogFlagsTest, DefaultsAreTextAndInfo) {
-  Args a = {"prepare", "--out", "d", "f.txt"};
-  LogFlags f;
-  ASSERT_TRUE(TakeLogFlags(&a, 1, false, &f).ok());
+  LogFlags f = Parse({"train", "--config", "x.yaml"});
   EXPECT_EQ(f.format, "text");
   EXPECT_EQ(f.level, "info");
-  EXPECT_EQ(a.size(), 4u);
 }
 
-TEST(LogFlagsTest, StopsAtDoubleDashAndForLaunchAtTheLaunchedCommand) {
-  Args a = {"launch", "--nproc-per-node", "2", "--log-level=warn", "train", "--log-level=debug"};
-  LogFlags f;
-  ASSERT_TRUE(TakeLogFlags(&a, 1, true, &f, {"--nproc-per-node"}).ok());
-  EXPECT_EQ(f.level, "warn");  // the launched train's own flag stays with it
-  EXPECT_EQ(a, (Args{"launch", "--nproc-per-node", "2", "train", "--log-level=debug"}));
-  Args b = {"launch", "--", "/bin/prog", "--log-format", "x"};
-  LogFlags g;
-  ASSERT_TRUE(TakeLogFlags(&b, 1, true, &g).ok());
-  EXPECT_EQ(b.size(), 5u);
-  EXPECT_EQ(g.format, "text");
-}
-
-TEST(LogFlagsTest, AFlagWithoutItsValueIsAnError) {
-  Args a = {"train", "--log-level"};
-  LogFlags f;
-  const Status s = TakeLogFlags(&a, 1, false, &f);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "--log-level needs a value");
+TEST(LogFlagsTest, BadValuesAndMissingValuesAreErrorsNamingTheFlag) {
+  std::string error;
+  Parse({"train", "--log-format=yaml"}, &error);
+  EXPECT_NE(error.find("--log-format"), std::string::npos) << error;
+  EXPECT_NE(error.find("log format 'yaml' is not text or json"), std::string::npos) << error;
+  error.clear();
+  Parse({"train", "--log-level"}, &error);
+  EXPECT_NE(error.find("--log-level"), std::string::npos) << error;
+  error.clear();
+  Parse({"--log-level", "loud", "train"}, &error);
+  EXPECT_NE(error.find("loud"), std::string::npos) << error;
 }
 
 launch::EnvLookup FromMap(std::map<std::string, std::string> m) {

@@ -1,10 +1,13 @@
-// hypertrain: one binary, several subcommands (dispatch table below).
-//   hypertrain [--log-format=text|json] [--log-level=LEVEL] <command> [args]
-//   hypertrain --help | --version   (exit 0)
-// The global flags are parsed with CLI11 (core/cli.h: a bad one exits 2); each
-// command parses its own arguments.
+// hypertrain: one binary, several subcommands, all parsed with CLI11
+// (core/cli.h conventions):
+//   hypertrain [--log-format=text|json] [--log-level=LEVEL] <command> [flags]
+//   hypertrain <command> --help    (its flags, with defaults; exit 0)
+//   hypertrain --help | --version  (exit 0)
+// A bad, unknown or missing flag, an extra argument or an unknown command
+// prints the error naming it and exits 2 (contract/exit_codes.h). The log
+// flags are taken before the command or among its flags.
 #include <cstdio>
-#include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,103 +27,86 @@
 namespace hypertrain::cmd {
 namespace {
 
-int BenchCommand(int argc, char** argv, const LogFlags&) { return BenchMain(argc, argv); }
-int EstimateCommand(int argc, char** argv, const LogFlags&) {
-  return estimate::EstimateMain(argc, argv);
-}
-int TraceCommand(int argc, char** argv, const LogFlags&) { return trace::TraceMain(argc, argv); }
-
-struct Command {
-  const char* name;
-  int (*main)(int argc, char** argv, const LogFlags& log);  // argv[0] = the subcommand name
-  const char* help;
-};
-
-const Command kCommands[] = {
-    {"train", TrainMain, "train a model from a YAML config"},
-    {"config", ConfigMain, "print the resolved, typed config a train run would use"},
-    {"prepare", PrepareMain, "tokenize text/JSONL/HF datasets into token shards"},
-    {"tokenize", TokenizeMain, "print the token ids of standard input"},
-    {"detokenize", DetokenizeMain, "print the text of token ids on standard input"},
-    {"launch", LaunchMain, "start one rank per GPU on this node"},
-    {"bench", BenchCommand, "CUDA training throughput on synthetic data"},
-    {"estimate", EstimateCommand, "parameters, FLOPs, memory, fit, speed and cost of a config"},
-    {"trace", TraceCommand, "merge or check step traces (trainer.profile)"},
-};
-
-// The commands and the build, below the global flags in --help and after a usage error.
-std::string CommandsText() {
-  std::string out = "Commands (hypertrain <command> --help):\n";
-  for (const Command& c : kCommands) out += fmt::format("  {:<10} {}\n", c.name, c.help);
-  out += fmt::format("\nThis build: {}\n",
-                     CudaBuiltIn() ? "CPU and CUDA backends" : "CPU backend only (CUDA not built in)");
-  return out;
+// A subcommand whose flags another package declares (it needs no log flags).
+Command Add(CLI::App& hypertrain, const char* name, const char* description,
+            const std::function<std::function<int()>(CLI::App&)>& add_flags) {
+  CLI::App* app = hypertrain.add_subcommand(name, description);
+  std::function<int()> run = add_flags(*app);
+  return {app, [run](const LogFlags&) { return run(); }};
 }
 
-void Usage(std::FILE* f) {
-  std::fprintf(f,
-               "usage: hypertrain [--log-format=text|json] [--log-level=LEVEL] <command> [args]\n"
-               "       hypertrain --help | --version\n\n%s",
-               CommandsText().c_str());
-}
-
-const Command* Find(const std::string& name) {
-  for (const Command& c : kCommands) {
-    if (name == c.name) return &c;
-  }
-  return nullptr;
-}
-
-int UsageError(const std::string& message) {
-  std::fprintf(stderr, "hypertrain: %s\n", message.c_str());
-  Usage(stderr);
-  return train::kExitConfigError;
+// `hypertrain help [COMMAND]`: the same as --help (not listed).
+void AddHelpCommand(CLI::App& hypertrain, std::string* command) {
+  CLI::App* help = hypertrain.add_subcommand("help", "Print this help, or a command's");
+  help->group("");
+  help->add_option("command", *command, "A command");
 }
 
 int Main(int argc, char** argv) {
-  LogFlags log_flags;
-  // Global flags (core/cli.h conventions): everything up to the command name;
-  // the command and its arguments are left for the command.
-  CLI::App app("Distributed LLM training: one binary, several commands.\n"
-               "usage: hypertrain [OPTIONS] <command> [args]   (--flag value or --flag=value)",
+  CLI::App app("Distributed LLM training: one binary, several commands (--flag value or --flag=value).",
                "hypertrain");
-  app.prefix_command();
+  cli::UseHelpFormatter(app);
   app.option_defaults()->always_capture_default();
-  app.add_option("--log-format", log_flags.format, "text or json (one object per line); also after the command")
-      ->check(cli::kLogFormat);
-  app.add_option("--log-level", log_flags.level, "trace, debug, info, warn, error, critical or off")
-      ->check(cli::kLogLevel);
+  app.require_subcommand(1);
+  app.footer(fmt::format("Run hypertrain <command> --help for a command's flags.\nThis build: {}",
+                         CudaBuiltIn() ? "CPU and CUDA backends" : "CPU backend only (CUDA not built in)"));
+  LogFlags log_flags;
+  AddLogFlags(app, &log_flags);
   cli::AddVersionFlag(app);
-  app.footer(CommandsText());
-  if (std::optional<int> rc = cli::Parse(app, argc, argv)) return *rc;
-  std::vector<std::string> args = app.remaining();
-  if (args.empty()) return UsageError("no command");
-  if (args[0] == "help") {
-    std::printf("%s", app.help().c_str());
+  const std::vector<Command> commands = {
+      AddTrainCommand(app),
+      AddConfigCommand(app),
+      AddPrepareCommand(app),
+      AddTokenizeCommand(app),
+      AddDetokenizeCommand(app),
+      AddLaunchCommand(app),
+      Add(app, "bench", "CUDA training throughput on synthetic data", AddBenchFlags),
+      Add(app, "estimate", "Parameters, FLOPs, memory, fit, speed and cost of a config",
+          estimate::AddEstimateFlags),
+      Add(app, "trace", "Merge or check step traces (trainer.profile)", trace::AddTraceCommands),
+  };
+  for (const Command& c : commands) AddLogFlags(*c.app, &log_flags);
+  std::string help_for;
+  AddHelpCommand(app, &help_for);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const std::vector<std::string> extras = app.remaining();
+    if (app.get_subcommands().empty() && !extras.empty() && extras.front()[0] != '-' &&
+        e.get_exit_code() != 0) {
+      std::fprintf(stderr, "hypertrain: unknown command '%s'\nRun with --help for the commands.\n",
+                   extras.front().c_str());
+      return cli::kUsageError;
+    }
+    return cli::Exit(app, e);
+  }
+  const CLI::App* chosen = app.get_subcommands().front();
+  if (chosen->get_name() == "help") {
+    const CLI::App* about = &app;
+    if (!help_for.empty()) {
+      try {
+        about = app.get_subcommand(help_for);
+      } catch (const CLI::OptionNotFound&) {
+        std::fprintf(stderr, "hypertrain help: unknown command '%s'\n", help_for.c_str());
+        return cli::kUsageError;
+      }
+    }
+    // (app.help() would describe the selected subcommand: help itself.)
+    const std::string name = help_for.empty() ? "hypertrain" : "hypertrain " + help_for;
+    std::printf("%s", app.get_formatter()->make_help(about, name, CLI::AppFormatMode::Normal).c_str());
     return train::kExitOk;
   }
-  const Command* command = Find(args[0]);
-  if (command == nullptr) {
-    return UsageError(std::string(args[0][0] == '-' ? "unknown flag '" : "unknown command '") +
-                      args[0] + "'");
-  }
-  // The command's own flags (for launch, only its own: the launched
-  // command's arguments start at the first non-flag).
-  const bool launch = args[0] == "launch";
-  if (Status s = TakeLogFlags(&args, 1, /*stop_at_positional=*/launch, &log_flags,
-                              launch ? launch::LaunchValueFlags() : std::vector<std::string>{});
+  if (Status s = log::Init(log_flags.format, log_flags.level,
+                           LogContext(chosen->get_name(), launch::ProcessEnv()));
       !s.ok()) {
-    return UsageError(s.message());
+    std::fprintf(stderr, "hypertrain: %s\n", s.message().c_str());
+    return cli::kUsageError;
   }
-  if (Status s =
-          log::Init(log_flags.format, log_flags.level, LogContext(args[0], launch::ProcessEnv()));
-      !s.ok()) {
-    return UsageError(s.message());
+  for (const Command& c : commands) {
+    if (c.app == chosen) return c.run(log_flags);
   }
-  std::vector<char*> cargs;
-  for (std::string& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  return command->main(static_cast<int>(args.size()), cargs.data(), log_flags);
+  return train::kExitInternal;  // every subcommand but help is in `commands`
 }
 
 }  // namespace

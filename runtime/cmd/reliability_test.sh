@@ -170,7 +170,7 @@ train hf hf --set trainer.max_steps=1 --set exp_manager.hf_init_from="$TMP/no-su
 [ "$rc" -ne 0 ] && grep -q "exp_manager.hf_init_from: $TMP/no-such-hf is not a Hugging Face model directory" "$TMP/hf.log" ||
   { cat "$TMP/hf.log"; fail "hf_init_from message"; }
 rc=0; "$BIN" launch --help > "$TMP/lh.out" 2> "$TMP/lh.err" || rc=$?
-[ "$rc" -eq 0 ] && [ "$(grep -c "usage: hypertrain launch" "$TMP/lh.out" "$TMP/lh.err" | awk -F: '{s+=$2} END {print s}')" -eq 1 ] ||
+[ "$rc" -eq 0 ] && [ "$(grep -c "Usage: hypertrain launch" "$TMP/lh.out" "$TMP/lh.err" | awk -F: '{s+=$2} END {print s}')" -eq 1 ] ||
   { cat "$TMP/lh.out" "$TMP/lh.err"; fail "launch --help: exit $rc or usage not printed once"; }
 train done base3 --set trainer.max_steps=2
 train manifest nothing --set trainer.max_steps=2 --set exp_manager.resume_from_checkpoint="$TMP/manifest/checkpoints/step-2"

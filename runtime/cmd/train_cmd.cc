@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,73 +18,21 @@
 namespace hypertrain::cmd {
 namespace {
 
-constexpr char kTrainUsage[] =
-    "usage: hypertrain train [--config job.yaml] [--set key.path=value ...] [--log-format=text|json]\n"
-    "                        [--log-level=LEVEL]\n"
-    "  Trains per the YAML (HyperPod recipe layout; see docs/TRAINER.md); without\n"
-    "  --config, the file named by $HYPERTRAIN_CONFIG. $HYPERTRAIN_CHECKPOINT_DIR,\n"
-    "  when set, replaces exp_manager.checkpoint_dir.\n"
-    "  --set overrides one key (repeatable), e.g. --set model.optim.lr=1e-3\n";
-
-constexpr char kConfigUsage[] =
-    "usage: hypertrain config [--config job.yaml] [--set key.path=value ...]\n"
-    "  Prints the resolved, typed config `hypertrain train` would run with the same\n"
-    "  arguments and environment (interpolations resolved, HT_* overrides applied,\n"
-    "  defaults filled in), then exits; exit 2 on a config error.\n";
-
-// Matches "--name value" or "--name=value" at argv[*i]; advances *i.
-bool Flag(int argc, char** argv, int* i, const char* name, std::string* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(argv[*i], name, n) != 0) return false;
-  if (argv[*i][n] == '=') {
-    *value = argv[*i] + n + 1;
-    return true;
-  }
-  if (argv[*i][n] != '\0' || *i + 1 >= argc) return false;
-  *value = argv[++*i];
-  return true;
-}
-
-// A command-line error: logged, then the usage on stderr; exit 2.
-int UsageError(const std::string& message, const char* usage) {
-  spdlog::error("{}", message);
-  std::fputs(usage, stderr);
+// A command-line error found after parsing (no config): logged; exit 2.
+int UsageError(const char* command, const std::string& message) {
+  spdlog::error("hypertrain {}: {} (hypertrain {} --help lists the flags)", command, message, command);
   return train::kExitConfigError;
-}
-
-// --config/--set (and --help) of train and config; kExitOk with *done set
-// after --help, kExitConfigError after a usage error.
-int ParseConfigFlags(int argc, char** argv, const char* usage, std::string* config_path,
-                     std::vector<std::string>* sets, bool* done) {
-  *done = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string v;
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fputs(usage, stdout);
-      *done = true;
-      return train::kExitOk;
-    } else if (Flag(argc, argv, &i, "--config", &v)) {
-      *config_path = v;
-    } else if (Flag(argc, argv, &i, "--set", &v)) {
-      sets->push_back(v);
-    } else {
-      *done = true;
-      return UsageError(fmt::format("hypertrain {}: unexpected argument '{}'", argv[0], argv[i]), usage);
-    }
-  }
-  return train::kExitOk;
 }
 
 // The config of this run (contract/env.h: in a TrainingJob pod the path and
 // the checkpoint dir come from the environment; --config and --set win; HT_*
 // variables override their keys). Logs and returns the exit code on error.
-std::optional<config::TrainConfig> LoadRunConfig(const char* command, std::string config_path,
-                                                 const std::vector<std::string>& sets, const char* usage,
+std::optional<config::TrainConfig> LoadRunConfig(const char* command, const ConfigFlags& flags,
                                                  int* exit_code) {
   const config::EnvLookup env = [](const char* n) -> const char* { return std::getenv(n); };
-  auto source = config::ResolveRunConfig(config_path, sets, env);
+  auto source = config::ResolveRunConfig(flags.path, flags.sets, env);
   if (!source.ok()) {
-    *exit_code = UsageError(fmt::format("hypertrain {}: {}", command, source.status().message()), usage);
+    *exit_code = UsageError(command, source.status().message());
     return std::nullopt;
   }
   auto config = config::LoadTrainConfig(source->path, source->overrides, env);
@@ -99,15 +48,9 @@ std::optional<config::TrainConfig> LoadRunConfig(const char* command, std::strin
   return std::move(*config);
 }
 
-}  // namespace
-
-int TrainMain(int argc, char** argv, const LogFlags&) {
-  std::string config_path;
-  std::vector<std::string> sets;
-  bool done;
-  int code = ParseConfigFlags(argc, argv, kTrainUsage, &config_path, &sets, &done);
-  if (done) return code;
-  std::optional<config::TrainConfig> config = LoadRunConfig("train", config_path, sets, kTrainUsage, &code);
+int RunTrain(const ConfigFlags& flags) {
+  int code = train::kExitOk;
+  std::optional<config::TrainConfig> config = LoadRunConfig("train", flags, &code);
   if (!config) return code;
   const bool logging_rank = [] {
     const char* r = std::getenv(contract::env::kRank);
@@ -139,17 +82,48 @@ int TrainMain(int argc, char** argv, const LogFlags&) {
   return train::kExitOk;
 }
 
-int ConfigMain(int argc, char** argv, const LogFlags&) {
-  std::string config_path;
-  std::vector<std::string> sets;
-  bool done;
-  int code = ParseConfigFlags(argc, argv, kConfigUsage, &config_path, &sets, &done);
-  if (done) return code;
-  std::optional<config::TrainConfig> config = LoadRunConfig("config", config_path, sets, kConfigUsage, &code);
+int RunConfig(const ConfigFlags& flags) {
+  int code = train::kExitOk;
+  std::optional<config::TrainConfig> config = LoadRunConfig("config", flags, &code);
   if (!config) return code;
   for (const std::string& note : config->notes) std::printf("# %s\n", note.c_str());
   std::fputs(config::DescribeConfig(*config).c_str(), stdout);
   return train::kExitOk;
+}
+
+}  // namespace
+
+void AddConfigFlags(CLI::App& app, ConfigFlags* flags) {
+  app.add_option("--config", flags->path,
+                 "The job's YAML (HyperPod recipe layout, docs/TRAINER.md); default: the file named by "
+                 "$HYPERTRAIN_CONFIG")
+      ->type_name("FILE");
+  app.add_option("--set", flags->sets,
+                 "Override one config key, e.g. --set model.optim.lr=1e-3 (repeatable, applied in order)")
+      ->type_name("KEY.PATH=VALUE")
+      ->allow_extra_args(false);
+}
+
+Command AddTrainCommand(CLI::App& hypertrain) {
+  CLI::App* app = hypertrain.add_subcommand("train", "Train a model from a YAML config");
+  app->footer(
+      "Logs the resolved config first (hypertrain config prints the same). $HYPERTRAIN_CHECKPOINT_DIR,\n"
+      "when set, replaces exp_manager.checkpoint_dir; HT_* variables override their keys.\n"
+      "Exit codes: contract/exit_codes.h (2 config error, 3 data error, 143 stopped by SIGTERM).");
+  auto flags = std::make_shared<ConfigFlags>();
+  AddConfigFlags(*app, flags.get());
+  return {app, [flags](const LogFlags&) { return RunTrain(*flags); }};
+}
+
+Command AddConfigCommand(CLI::App& hypertrain) {
+  CLI::App* app = hypertrain.add_subcommand("config", "Print the resolved, typed config a train run would use");
+  app->footer(
+      "Prints the config `hypertrain train` would run with the same arguments and environment\n"
+      "(interpolations resolved, HT_* overrides applied, defaults filled in), then exits; exit 2 on a\n"
+      "config error.");
+  auto flags = std::make_shared<ConfigFlags>();
+  AddConfigFlags(*app, flags.get());
+  return {app, [flags](const LogFlags&) { return RunConfig(*flags); }};
 }
 
 }  // namespace hypertrain::cmd

@@ -8,8 +8,11 @@
 //                        (tensor parallelism, LoRA, FP8 GEMMs, ...)
 //   FormatEstimate       the report (docs/TRAINER.md "Estimating a run")
 //   EstimateToJson       the same numbers, one JSON object
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "contract/estimate.h"
 #include "core/status.h"
@@ -38,7 +41,9 @@ std::string FormatEstimate(const contract::Estimate& e, const std::vector<std::s
                            const std::string& title);
 std::string EstimateToJson(const contract::Estimate& e, const std::vector<std::string>& notes);
 
-// argv[0] = "estimate". Exit codes: 0, kExitConfigError (bad flags/config).
-int EstimateMain(int argc, char** argv);
+// Declares `hypertrain estimate`'s flags on `app` (a CLI11 subcommand); the
+// returned function runs it after a parse. Exit codes: 0, kExitConfigError
+// (bad flags/config).
+std::function<int()> AddEstimateFlags(CLI::App& app);
 
 }  // namespace hypertrain::estimate

@@ -35,13 +35,13 @@ out=$("$BIN" estimate --config "$TMP/recipe.yaml" --instance-type ml.p5.48xlarge
 echo "$out"
 for want in "1,235,814,400" "hybrid_shard\*" "fits: " "H100 80GB (ml.p5.48xlarge)" "GPU-hours" \
             "model.fp8" "131,072 tokens/step"; do
-  echo "$out" | grep -q -- "$want" || fail "missing '$want'"
+  grep -q -- "$want" <<< "$out" || fail "missing '$want'"
 done
 
 # The same on a 24 GB A10G does not fit; the report says what would.
 out=$("$BIN" estimate --config "$TMP/recipe.yaml" --instance-type ml.g5.48xlarge --set model.sharding_strategy=no_shard --set model.shard_degree=0)
-echo "$out" | grep -q "DOES NOT FIT" || fail "no_shard 1b at 2x8192 should not fit an A10G"
-echo "$out" | grep -q -- "--set model.activation_checkpointing=" || fail "no alternative offered"
+grep -q "DOES NOT FIT" <<< "$out" || fail "no_shard 1b at 2x8192 should not fit an A10G"
+grep -q -- "--set model.activation_checkpointing=" <<< "$out" || fail "no alternative offered"
 
 # Without --instance-type: one fit line per GPU model of the instance table
 # (contract/instance_types.cc), each model once.
@@ -77,7 +77,7 @@ expect_error() {  # expect_error "message" args...
   err=$("$BIN" estimate "$@" 2>&1 >/dev/null); rc=$?
   set -e
   [ $rc -eq 2 ] || fail "estimate $* exited $rc, want 2"
-  echo "$err" | grep -q -- "$msg" || fail "estimate $*: '$err' does not say '$msg'"
+  grep -q -- "$msg" <<< "$err" || fail "estimate $*: '$err' does not say '$msg'"
 }
 expect_error "--config is required"
 expect_error "unknown 'ml.p9.48xlarge'" --config "$TMP/recipe.yaml" --instance-type ml.p9.48xlarge
@@ -86,5 +86,5 @@ expect_error "--mfu" --config "$TMP/recipe.yaml" --mfu 45
 expect_error "--nodes" --config "$TMP/recipe.yaml" --nodes 0
 expect_error "model.shard_degree" --config "$TMP/recipe.yaml" --set model.shard_degree=3
 expect_error "config error" --config "$TMP/missing.yaml"
-expect_error "unexpected argument" --config "$TMP/recipe.yaml" --frobnicate
+expect_error "not expected: --frobnicate" --config "$TMP/recipe.yaml" --frobnicate
 echo PASS

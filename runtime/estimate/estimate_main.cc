@@ -2,101 +2,41 @@
 // of a training config, without running it.
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "core/cli.h"
 #include "runtime/estimate/estimate.h"
 #include "runtime/train/exit_codes.h"
 
 namespace hypertrain::estimate {
 namespace {
 
-constexpr char kUsage[] =
-    "usage: hypertrain estimate --config job.yaml [--set key=value ...]\n"
-    "                           [--nodes N] [--gpus-per-node G] [--instance-type ml.p5.48xlarge]\n"
-    "                           [--tokens 1T] [--mfu 0.45] [--peak-tflops 989.4] [--json]\n"
-    "  Predicts, for the config's model and parallel layout: parameters (embedding,\n"
-    "  blocks, head), FLOPs per token (the trainer's MFU convention and Megatron's),\n"
-    "  memory per GPU by part for every sharding strategy, whether it fits the\n"
-    "  instance's GPUs (every GPU model when no --instance-type), tokens/s from a\n"
-    "  measured MFU (docs/PERF.md, or --mfu), and days and GPU-hours for --tokens.\n"
-    "  --nodes / --gpus-per-node default to trainer.num_nodes and the instance's\n"
-    "  GPUs (else trainer.devices). --tokens takes K, M, B (or G) and T suffixes.\n";
-
-bool Flag(int argc, char** argv, int* i, const char* name, std::string* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(argv[*i], name, n) != 0) return false;
-  if (argv[*i][n] == '=') {
-    *value = argv[*i] + n + 1;
-    return true;
-  }
-  if (argv[*i][n] != '\0' || *i + 1 >= argc) return false;
-  *value = argv[++*i];
-  return true;
-}
+struct EstimateFlags {
+  std::string config_path, instance_name, tokens_text, mfu_text, peak_text;
+  std::vector<std::string> sets;
+  int64_t nodes = 0, gpus_per_node = 0;  // 0: from the config (Layout)
+  bool json = false;
+};
 
 int Fail(const std::string& message) {
   spdlog::error("hypertrain estimate: {}", message);
   return train::kExitConfigError;
 }
 
-// A positive integer flag value, or -1.
-int64_t PositiveInt(const std::string& s) {
-  char* end = nullptr;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  return !s.empty() && *end == '\0' && v > 0 ? v : -1;
-}
-
-}  // namespace
-
-int EstimateMain(int argc, char** argv) {
-  std::string config_path, instance_name, tokens_text, mfu_text, peak_text, nodes_text, gpus_text;
-  std::vector<std::string> sets;
-  bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string v;
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fputs(kUsage, stdout);
-      return train::kExitOk;
-    } else if (std::strcmp(argv[i], "--json") == 0) {
-      json = true;
-    } else if (Flag(argc, argv, &i, "--config", &v)) {
-      config_path = v;
-    } else if (Flag(argc, argv, &i, "--set", &v)) {
-      sets.push_back(v);
-    } else if (Flag(argc, argv, &i, "--instance-type", &v)) {
-      instance_name = v;
-    } else if (Flag(argc, argv, &i, "--tokens", &v)) {
-      tokens_text = v;
-    } else if (Flag(argc, argv, &i, "--mfu", &v)) {
-      mfu_text = v;
-    } else if (Flag(argc, argv, &i, "--peak-tflops", &v)) {
-      peak_text = v;
-    } else if (Flag(argc, argv, &i, "--nodes", &v)) {
-      nodes_text = v;
-    } else if (Flag(argc, argv, &i, "--gpus-per-node", &v)) {
-      gpus_text = v;
-    } else {
-      spdlog::error("hypertrain estimate: unexpected argument '{}'", argv[i]);
-      std::fputs(kUsage, stderr);
-      return train::kExitConfigError;
-    }
-  }
-  if (config_path.empty()) {
-    spdlog::error("hypertrain estimate: --config is required");
-    std::fputs(kUsage, stderr);
-    return train::kExitConfigError;
-  }
+int RunEstimate(const EstimateFlags& f) {
   Layout layout;
-  if (!nodes_text.empty() && (layout.nodes = PositiveInt(nodes_text)) < 0) {
-    return Fail("--nodes must be a positive integer, got '" + nodes_text + "'");
-  }
-  if (!gpus_text.empty() && (layout.gpus_per_node = PositiveInt(gpus_text)) < 0) {
-    return Fail("--gpus-per-node must be a positive integer, got '" + gpus_text + "'");
-  }
+  layout.nodes = f.nodes;
+  layout.gpus_per_node = f.gpus_per_node;
+  const std::string& config_path = f.config_path;
+  const std::string& instance_name = f.instance_name;
+  const std::string& tokens_text = f.tokens_text;
+  const std::string& mfu_text = f.mfu_text;
+  const std::string& peak_text = f.peak_text;
+  std::vector<std::string> sets = f.sets;
   contract::EstimateOptions options;
   if (!instance_name.empty()) {
     options.instance = contract::LookupInstanceType(instance_name);
@@ -137,9 +77,43 @@ int EstimateMain(int argc, char** argv) {
   const std::optional<contract::Estimate> e = contract::MakeEstimate(*run, options, &error);
   if (!e) return Fail(error);
   const std::vector<std::string> notes = ConfigNotes(*config, *run, instance);
-  const std::string out = json ? EstimateToJson(*e, notes) : FormatEstimate(*e, notes, config_path);
+  const std::string out = f.json ? EstimateToJson(*e, notes) : FormatEstimate(*e, notes, config_path);
   std::fputs(out.c_str(), stdout);
   return train::kExitOk;
+}
+
+}  // namespace
+
+std::function<int()> AddEstimateFlags(CLI::App& app) {
+  app.footer(
+      "Predicts, for the config's model and parallel layout: parameters (embedding, blocks, head),\n"
+      "FLOPs per token (the trainer's MFU convention and Megatron's), memory per GPU by part for every\n"
+      "sharding strategy, whether it fits the instance's GPUs (every GPU model when no\n"
+      "--instance-type), tokens/s from a measured MFU (docs/PERF.md, or --mfu), and days and GPU-hours\n"
+      "for --tokens.");
+  auto f = std::make_shared<EstimateFlags>();
+  app.add_option("--config", f->config_path, "The job's YAML")->type_name("FILE")->required();
+  app.add_option("--set", f->sets, "Override one config key (repeatable, applied in order)")
+      ->type_name("KEY.PATH=VALUE")
+      ->allow_extra_args(false);
+  app.add_option("--nodes", f->nodes, "Nodes")
+      ->type_name("N")
+      ->check(cli::IntRange(1))
+      ->default_str("trainer.num_nodes");
+  app.add_option("--gpus-per-node", f->gpus_per_node, "GPUs per node")
+      ->type_name("G")
+      ->check(cli::IntRange(1))
+      ->default_str("the instance's, else trainer.devices");
+  app.add_option("--instance-type", f->instance_name, "e.g. ml.p5.48xlarge (default: every GPU model)")
+      ->type_name("TYPE");
+  app.add_option("--tokens", f->tokens_text, "Training tokens for the budget, with K, M, B (or G) or T, e.g. 1T")
+      ->type_name("COUNT");
+  app.add_option("--mfu", f->mfu_text, "Model FLOPs utilisation in (0, 1] (default: measured, docs/PERF.md)")
+      ->type_name("FRACTION");
+  app.add_option("--peak-tflops", f->peak_text, "Dense bf16 peak per GPU (default: the GPU's datasheet)")
+      ->type_name("TFLOPS");
+  app.add_flag("--json", f->json, "The estimate as JSON (the TrainingJob's status.estimate)");
+  return [f] { return RunEstimate(*f); };
 }
 
 }  // namespace hypertrain::estimate

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "contract/env.h"
+#include "core/cli.h"
 #include "runtime/launch/env.h"
 #include "runtime/train/exit_codes.h"
 #include "runtime/train/termination.h"
@@ -99,58 +100,59 @@ void SignalGroups(const std::vector<Rank>& ranks, int sig) {
   }
 }
 
+// The launched command: what parsing left in app.remaining().
+Status TakeLaunchCommand(const CLI::App& app, LaunchConfig* c) {
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() != "--" && !rest.front().empty() && rest.front()[0] == '-') {
+    return InvalidArgument("unknown launch flag '" + rest.front() + "'");
+  }
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (rest.empty()) return InvalidArgument("no command to launch (hypertrain launch [flags] -- train ...)");
+  c->command = std::move(rest);
+  return Status::Ok();
+}
+
 }  // namespace
 
-std::vector<std::string> LaunchValueFlags() {
-  return {"--nproc-per-node", "--nproc_per_node", "--grace-period-s", "--metrics-port"};
+void AddLaunchFlags(CLI::App& app, LaunchConfig* c) {
+  app.add_option("--nproc-per-node,--nproc_per_node", c->nproc_per_node, "Ranks on this node")
+      ->type_name("N")
+      ->check(cli::IntRange(1, 4096))
+      ->default_str("$NPROC_PER_NODE");
+  app.add_option("--grace-period-s", c->grace_period_s,
+                 "After a rank fails, how long the others get between SIGTERM and SIGKILL")
+      ->type_name("S")
+      ->check(cli::NumberRange(0, 3600));
+  app.add_option("--metrics-port", c->metrics_port,
+                 "Serve Prometheus metrics (the ranks, the trainer's step metrics) on port P; 0 turns it off")
+      ->type_name("P")
+      ->check(cli::IntRange(0, 65535))
+      ->default_str("$HYPERTRAIN_METRICS_PORT, else off");
+  // The launched command is never parsed here: the first positional ends
+  // launch's flags (prefix_command) and everything from it on stays in
+  // remaining(). "--" needs a positional that is still open to be kept there
+  // too, so "command" is declared but rejects every value (it documents the
+  // command in --help).
+  app.prefix_command();
+  app.validate_positionals();
+  app.add_option("command", c->command,
+                 "A hypertrain subcommand (train ...: this binary) or /path/to/program, with its arguments")
+      ->type_name("<subcommand|/path/program> [args...]")
+      ->check(CLI::Validator([](std::string&) { return std::string("taken as the command"); }, ""));
+  app.parse_complete_callback([&app, c] {
+    if (Status s = TakeLaunchCommand(app, c); !s.ok()) throw CLI::ValidationError(s.message());
+  });
 }
 
 bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* c, std::string* error) {
-  int i = 1;
-  for (; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    auto value = [&](std::string* out) {
-      const auto eq = a.find('=');
-      if (eq != std::string::npos) {
-        *out = a.substr(eq + 1);
-        return true;
-      }
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (a.rfind("--nproc-per-node", 0) == 0 || a.rfind("--nproc_per_node", 0) == 0) {
-      if (!value(&v)) return *error = a + " needs a value", false;
-      auto n = ParseIntVar("--nproc-per-node", v, 1, 4096);
-      if (!n.ok()) return *error = n.status().message(), false;
-      c->nproc_per_node = *n;
-    } else if (a.rfind("--grace-period-s", 0) == 0) {
-      if (!value(&v)) return *error = a + " needs a value", false;
-      char* end = nullptr;
-      c->grace_period_s = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end || !(c->grace_period_s >= 0) || c->grace_period_s > 3600) {
-        return *error = "--grace-period-s '" + v + "' must be a number of seconds in [0, 3600]", false;
-      }
-    } else if (a == "--metrics-port" || a.rfind("--metrics-port=", 0) == 0) {
-      if (!value(&v)) return *error = a + " needs a value", false;
-      auto p = ParseIntVar("--metrics-port", v, 0, 65535);
-      if (!p.ok()) return *error = p.status().message(), false;
-      c->metrics_port = *p;
-    } else if (a == "--help" || a == "-h") {
-      return *error = kLaunchUsage, false;
-    } else if (!a.empty() && a[0] == '-') {
-      return *error = "unknown launch flag '" + a + "'", false;
-    } else {
-      break;  // the command starts (a "--" is optional)
-    }
+  CLI::App app("launch", "launch");
+  AddLaunchFlags(app, c);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    *error = e.what();
+    return false;
   }
-  for (; i < argc; ++i) c->command.emplace_back(argv[i]);
-  if (c->command.empty()) return *error = "no command to launch", false;
   return true;
 }
 

@@ -23,8 +23,12 @@
 // It exits 0 only when every rank exited 0.
 #include <memory>
 #include <string>
+
+#include <CLI/CLI.hpp>
 #include <sys/types.h>
 #include <vector>
+
+#include "core/status.h"
 
 namespace hypertrain::launch {
 
@@ -54,18 +58,17 @@ struct LaunchConfig {
   int metrics_port = -1;
 };
 
-inline constexpr char kLaunchUsage[] =
-    "usage: hypertrain launch [--nproc-per-node N] [--grace-period-s S] [--metrics-port P]\n"
-    "                         -- <subcommand|/path/program> [args...]\n"
-    "  --nproc-per-node N  ranks on this node (default: $NPROC_PER_NODE)\n"
-    "  --grace-period-s S  after a rank fails, how long the others get between SIGTERM and SIGKILL (default 30)\n"
-    "  --metrics-port P    serve Prometheus metrics (the ranks, the trainer's step metrics) on port P;\n"
-    "                      0 turns it off (default: $HYPERTRAIN_METRICS_PORT, else off)";
+// Declares launch's flags on `app` (`hypertrain launch`, a CLI11 subcommand)
+// bound to `config`: --nproc-per-node (also --nproc_per_node, torchrun's
+// spelling), --grace-period-s, --metrics-port. The command to launch starts at
+// the first argument that is not a launch flag or its value, or after "--"; it
+// and everything after it are passed on unparsed (config->command). An
+// unknown launch flag (named) or no command is a parse error (exit 2).
+void AddLaunchFlags(CLI::App& app, LaunchConfig* config);
 
-// Parses argv (argv[0] = "launch"); errors are config errors.
+// Both, for argv = {"launch", flags..., [--], command...} (the pod's command
+// line in tests); errors are config errors.
 bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* config, std::string* error);
-// The flags of ParseLaunchArgs that take the next argument as their value.
-std::vector<std::string> LaunchValueFlags();
 
 // Runs the launcher; returns the process exit code. `observer` (may be null)
 // is told about ranks starting and exiting (runtime/cmd passes the progress

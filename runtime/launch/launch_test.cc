@@ -244,5 +244,46 @@ TEST(Launch, ParsesArgs) {
   EXPECT_EQ(c.command, (std::vector<std::string>{"train", "--config", "x.yaml"}));
 }
 
+// ParseLaunchArgs on `a`; the error ("" when it parsed).
+std::string Parse(std::vector<std::string> a, LaunchConfig* c) {
+  a.insert(a.begin(), "launch");
+  std::vector<char*> argv;
+  for (auto& s : a) argv.push_back(s.data());
+  std::string err;
+  return ParseLaunchArgs(static_cast<int>(argv.size()), argv.data(), c, &err) ? "" : err;
+}
+
+TEST(Launch, PassesEverythingFromTheCommandOnUntouched) {
+  LaunchConfig c;
+  ASSERT_EQ(Parse({"--nproc_per_node=2", "--metrics-port", "0", "--", "train", "--nproc-per-node", "3", "--",
+                   "--help", "--log-level=debug"},
+                  &c),
+            "");
+  EXPECT_EQ(c.nproc_per_node, 2);
+  EXPECT_EQ(c.metrics_port, 0);
+  EXPECT_EQ(c.command,
+            (std::vector<std::string>{"train", "--nproc-per-node", "3", "--", "--help", "--log-level=debug"}));
+  // Without "--" the command starts at the first argument that is not a flag.
+  LaunchConfig d;
+  ASSERT_EQ(Parse({"--grace-period-s=1", "/bin/prog", "-h", "--config", "x"}, &d), "");
+  EXPECT_DOUBLE_EQ(d.grace_period_s, 1);
+  EXPECT_EQ(d.nproc_per_node, 0);  // NPROC_PER_NODE decides
+  EXPECT_EQ(d.metrics_port, -1);   // HYPERTRAIN_METRICS_PORT decides
+  EXPECT_EQ(d.command, (std::vector<std::string>{"/bin/prog", "-h", "--config", "x"}));
+}
+
+TEST(Launch, ArgumentErrorsNameTheFlag) {
+  LaunchConfig c;
+  EXPECT_EQ(Parse({"--frob", "--", "train"}, &c), "unknown launch flag '--frob'");
+  EXPECT_EQ(Parse({"--nproc-per-node", "2", "--frob", "3", "train"}, &c), "unknown launch flag '--frob'");
+  EXPECT_EQ(Parse({"--nproc-per-node", "0", "train"}, &c),
+            "--nproc-per-node: must be an integer in [1, 4096], got '0'");
+  EXPECT_EQ(Parse({"--metrics-port=65536", "train"}, &c), "--metrics-port: must be an integer in [0, 65535], got '65536'");
+  EXPECT_EQ(Parse({"--grace-period-s", "-1", "--", "train"}, &c).rfind("--grace-period-s", 0), 0u);
+  EXPECT_NE(Parse({"--nproc-per-node"}, &c).find("--nproc-per-node"), std::string::npos);
+  EXPECT_EQ(Parse({"--nproc-per-node", "2", "--"}, &c), "no command to launch (hypertrain launch [flags] -- train ...)");
+  EXPECT_EQ(Parse({}, &c), "no command to launch (hypertrain launch [flags] -- train ...)");
+}
+
 }  // namespace
 }  // namespace hypertrain::launch

@@ -11,9 +11,11 @@
 // Ranks of one host (otherData.hypertrain.host) share its clock and get one
 // correction; a file without a host is its own. The earliest event becomes
 // time 0. Ranks stay separate processes (pid = rank).
+#include <functional>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
@@ -59,7 +61,9 @@ std::string Summarize(const nlohmann::json& doc);
 // atomically.
 Status WriteTrace(const nlohmann::json& doc, const std::string& path);
 
-// argv[0] = "trace". `trace merge [-o OUT] INPUT...`, `trace check FILE...`.
-int TraceMain(int argc, char** argv);
+// Declares `hypertrain trace`'s subcommands on `trace` (a CLI11 subcommand):
+// `merge [-o OUT] [--no-align] INPUT...` and `check FILE...`; the returned
+// function runs the one a parse selected and returns the exit code.
+std::function<int()> AddTraceCommands(CLI::App& trace);
 
 }  // namespace hypertrain::trace

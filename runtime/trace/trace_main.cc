@@ -2,7 +2,8 @@
 #include <sys/stat.h>
 
 #include <cstdio>
-#include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,17 +14,6 @@
 
 namespace hypertrain::trace {
 namespace {
-
-constexpr char kUsage[] =
-    "usage: hypertrain trace merge [-o merged.json.gz] [--no-align] INPUT...\n"
-    "       hypertrain trace check FILE...\n"
-    "  merge: puts the per-rank traces of a run (trainer.profile) on one timeline.\n"
-    "         INPUT is a trace-rank<R>.json.gz file or a directory holding them;\n"
-    "         -o defaults to merged.json.gz in the first input's directory. Ranks\n"
-    "         are aligned on the wall clock, then on the world group's collectives\n"
-    "         (--no-align: wall clock only). Prints a per-rank summary.\n"
-    "  check: validates trace files (Chrome/Perfetto JSON trace event format).\n"
-    "  Open the result in https://ui.perfetto.dev (or chrome://tracing).\n";
 
 bool IsDir(const std::string& p) {
   struct stat st {};
@@ -40,31 +30,19 @@ int Fail(const Status& s) {
   return train::ExitCodeFor(s);
 }
 
-int Merge(const std::vector<std::string>& args) {
-  std::string out;
-  MergeOptions options;
+int Merge(const std::vector<std::string>& inputs, std::string out, const MergeOptions& options) {
   std::vector<std::string> files;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "-o" || args[i] == "--out") {
-      if (i + 1 >= args.size()) return Fail(InvalidArgument("-o needs a path"));
-      out = args[++i];
-    } else if (args[i] == "--no-align") {
-      options.align_on_collectives = false;
-    } else if (!args[i].empty() && args[i][0] == '-') {
-      return Fail(InvalidArgument("unknown flag '" + args[i] + "'"));
-    } else if (IsDir(args[i])) {
-      auto found = RankFiles(args[i]);
+  for (const std::string& input : inputs) {
+    if (IsDir(input)) {
+      auto found = RankFiles(input);
       if (!found.ok()) return Fail(found.status());
       files.insert(files.end(), found->begin(), found->end());
     } else {
-      files.push_back(args[i]);
+      files.push_back(input);
     }
   }
-  if (files.empty()) {
-    std::fputs(kUsage, stderr);
-    return train::kExitConfigError;
-  }
-  if (out.empty()) out = (IsDir(args.back()) ? args.back() : DirOf(files.front())) + "/merged.json.gz";
+  if (files.empty()) return Fail(InvalidArgument("no trace-rank*.json.gz files in " + inputs.back()));
+  if (out.empty()) out = (IsDir(inputs.back()) ? inputs.back() : DirOf(files.front())) + "/merged.json.gz";
   std::vector<nlohmann::json> docs;
   for (const std::string& f : files) {
     auto doc = ReadTrace(f);
@@ -89,10 +67,6 @@ int Merge(const std::vector<std::string>& args) {
 }
 
 int Check(const std::vector<std::string>& files) {
-  if (files.empty()) {
-    std::fputs(kUsage, stderr);
-    return train::kExitConfigError;
-  }
   for (const std::string& f : files) {
     auto doc = ReadTrace(f);
     if (!doc.ok()) return Fail(doc.status());
@@ -104,18 +78,29 @@ int Check(const std::vector<std::string>& files) {
 
 }  // namespace
 
-int TraceMain(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? train::kExitConfigError : train::kExitOk;
-  }
-  const std::string sub = argv[1];
-  std::vector<std::string> rest(argv + 2, argv + argc);
-  if (sub == "merge") return Merge(rest);
-  if (sub == "check") return Check(rest);
-  spdlog::error("hypertrain trace: unknown subcommand '{}'", sub);
-  std::fputs(kUsage, stderr);
-  return train::kExitConfigError;
+std::function<int()> AddTraceCommands(CLI::App& trace) {
+  trace.require_subcommand(1);
+  trace.footer("Open a merged trace in https://ui.perfetto.dev (or chrome://tracing).");
+  struct Flags {
+    std::vector<std::string> inputs, files;
+    std::string out;
+    MergeOptions options;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* merge = trace.add_subcommand("merge", "Put the per-rank traces of a run on one timeline");
+  merge->footer(
+      "INPUT is a trace-rank<R>.json.gz file or a directory holding them. Ranks are aligned on the\n"
+      "wall clock, then on the world group's collectives. Prints a per-rank summary.");
+  merge->add_option("INPUT", f->inputs, "Per-rank trace files or directories")->type_name("FILE|DIR")->required();
+  merge->add_option("-o,--out", f->out, "Merged trace")
+      ->type_name("FILE")
+      ->default_str("merged.json.gz in the first input's directory");
+  merge->add_flag("!--no-align", f->options.align_on_collectives, "Align on the wall clock only");
+  CLI::App* check = trace.add_subcommand("check", "Validate trace files (Chrome/Perfetto trace event format)");
+  check->add_option("FILE", f->files, "Trace files")->type_name("FILE")->required();
+  return [f, merge] {
+    return merge->parsed() ? Merge(f->inputs, f->out, f->options) : Check(f->files);
+  };
 }
 
 }  // namespace hypertrain::trace
