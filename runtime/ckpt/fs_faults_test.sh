@@ -28,16 +28,12 @@ if [ -z "${HT_FS_FAULTS_IN_NS:-}" ]; then
   HT_FS_FAULTS_IN_NS=none
 fi
 
-BIN="${HYPERTRAIN_BIN:-$PWD/runtime/cmd/hypertrain}"
-CONFIG="$PWD/examples/tiny-cpu.yaml"
-TMP="$(mktemp -d "${TEST_TMPDIR:-/tmp}/fs_faults.XXXXXX")"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-export OPENBLAS_NUM_THREADS=1
+source runtime/testing/cli_test_lib.sh
+cli_test_init fs_faults
 passed=0
 pass() { echo "PASS: $*"; passed=$((passed + 1)); }
 
-for i in $(seq 1 3000); do echo "line $i: the quick brown fox jumps over the lazy dog"; done > "$TMP/gen.txt"
-"$BIN" prepare --out "$TMP/data" --tokens-per-shard 100000 "$TMP/gen.txt" 2> "$TMP/prepare.log"
+prepare_text_data "$TMP/data"
 
 MNT="$TMP/mnt"
 CKPT="$MNT/checkpoints"

@@ -7,14 +7,10 @@
 # connection instead of only "connection reset by peer <address>"; both
 # launchers exit with a retryable code (not 0, not 2).
 set -euo pipefail
-BIN="${HYPERTRAIN_BIN:-$PWD/runtime/cmd/hypertrain}"
-CONFIG="$PWD/examples/tiny-cpu.yaml"
-TMP="$(mktemp -d "${TEST_TMPDIR:-/tmp}/peer_death.XXXXXX")"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-export OPENBLAS_NUM_THREADS=1
+source runtime/testing/cli_test_lib.sh
+cli_test_init peer_death
 
-for i in $(seq 1 3000); do echo "line $i: the quick brown fox jumps over the lazy dog"; done > "$TMP/gen.txt"
-"$BIN" prepare --out "$TMP/data" --tokens-per-shard 100000 "$TMP/gen.txt" 2> "$TMP/prepare.log"
+prepare_text_data "$TMP/data"
 
 port=$((20000 + (RANDOM % 20000)))
 for node in 0 1; do
