@@ -367,12 +367,15 @@ class GlooGroup final : public ProcessGroup {
     if (address.empty()) return "";
     auto who = store_ != nullptr ? store_->Get(PeerKey(name_, address), std::chrono::seconds(2))
                                  : StatusOr<std::string>(Unavailable("no store"));
+    if (who.status().code() == StatusCode::kDeadlineExceeded) {
+      return "peer " + address + " (no rank registered that address)";
+    }
     if (!who.ok()) {
       return "peer " + address + "; its rank is unknown: the store at " +
              (store_ != nullptr ? store_->address() : std::string("?")) +
              " does not answer (rank 0 serves it)";
     }
-    // "<world rank> <host>" (PeerValue).
+    // "<world rank> <host>" (see PeerKey).
     const size_t space = who->find(' ');
     const std::string host = space == std::string::npos ? "" : who->substr(space + 1);
     return DescribeFailedPeer(error, {{address, std::atoi(who->c_str()), host}}, local_world_size_);
