@@ -28,25 +28,6 @@ std::optional<NamedShape> NamedModelShape(const std::string& name) {
   return std::nullopt;
 }
 
-const char* PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kBF16: return "bf16";
-    case Precision::kFP16: return "fp16";
-    case Precision::kFP32: return "fp32";
-    case Precision::kTF32: return "tf32";
-  }
-  return "?";
-}
-
-const char* CheckpointingName(Checkpointing c) {
-  switch (c) {
-    case Checkpointing::kNone: return "none";
-    case Checkpointing::kSelective: return "selective";
-    case Checkpointing::kFull: return "full";
-  }
-  return "?";
-}
-
 std::string ValidateRunShape(const RunShape& run) {
   const ModelShape& m = run.model;
   const std::pair<const char*, int64_t> positive[] = {

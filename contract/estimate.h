@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "contract/instance_types.h"
+#include "contract/precision.h"
 #include "contract/sharding.h"
 
 namespace hypertrain::contract {
@@ -61,11 +62,7 @@ struct NamedShape {
 };
 std::optional<NamedShape> NamedModelShape(const std::string& name);
 
-enum class Precision { kBF16, kFP16, kFP32, kTF32 };
-enum class Checkpointing { kNone, kSelective, kFull };
 enum class Device { kCuda, kCpu };
-const char* PrecisionName(Precision p);       // "bf16", ...
-const char* CheckpointingName(Checkpointing c);  // "none", "selective", "full"
 
 // What a run is: the model, one rank's micro-batch, and the parallel layout.
 struct RunShape {

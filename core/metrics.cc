@@ -8,17 +8,19 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 namespace hypertrain::metrics {
 
 void Die(const std::string& what) {
-  std::fprintf(stderr, "metrics: %s\n", what.c_str());
+  spdlog::critical("metrics: {}", what);
+  spdlog::default_logger()->flush();
   std::abort();
 }
 

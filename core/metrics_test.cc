@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/http_server.h"
+#include "core/log.h"
 
 namespace hypertrain::metrics {
 namespace {
@@ -78,6 +79,7 @@ TEST(Metrics, CountersAreSafeFromManyThreads) {
 }
 
 TEST(MetricsDeathTest, MisuseIsAProgrammingError) {
+  log::Init(log::Format::kText, spdlog::level::info);  // stderr, as the binaries log
   Registry r;
   auto& c = r.AddCounter("a_total", "a", {"x"});
   EXPECT_DEATH(c.With({"1", "2"}), "a_total has 1 labels, got 2 values");

@@ -331,5 +331,51 @@ TEST(RecipeKeys, DescribeConfigPrintsWhatWillRun) {
   EXPECT_NO_THROW(YAML::Load(d));
 }
 
+TEST(RecipeKeys, DescribeConfigPrintsPeftAndFinetune) {
+  auto c = Parse({"model.do_finetune=True", "model.hf_model_name_or_path=/models/llama", "model.peft.peft_type=lora",
+                  "model.peft.r=32", "model.peft.lora_alpha=16", "model.peft.lora_dropout=0.05",
+                  "model.peft.target_modules=[v_proj, q_proj, down_proj]", "exp_manager.exp_dir=/e",
+                  "trainer.profile.start_step=3", "trainer.profile.num_steps=2"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::string d = DescribeConfig(*c);
+  const YAML::Node y = YAML::Load(d);
+  const YAML::Node m = y["model"];
+  EXPECT_TRUE(m["do_finetune"].as<bool>()) << d;
+  EXPECT_EQ(m["hf_model_name_or_path"].as<std::string>(), "/models/llama") << d;
+  // PEFT's own spellings (r, lora_alpha, lora_dropout) print under the recipe names.
+  const YAML::Node p = m["peft"];
+  EXPECT_EQ(p["peft_type"].as<std::string>(), "lora") << d;
+  EXPECT_EQ(p["rank"].as<int>(), 32) << d;
+  EXPECT_DOUBLE_EQ(p["alpha"].as<double>(), 16) << d;
+  EXPECT_DOUBLE_EQ(p["dropout"].as<double>(), 0.05) << d;
+  // The resolved targets: in block order, whatever order the config gave.
+  EXPECT_EQ(p["target_modules"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"q_proj", "v_proj", "down_proj"}))
+      << d;
+  EXPECT_EQ(y["exp_manager"]["adapter_dir"].as<std::string>(), "/e/adapter") << d;
+  EXPECT_EQ(y["trainer"]["profile"]["start_step"].as<int>(), 3) << d;
+  EXPECT_EQ(y["trainer"]["profile"]["num_steps"].as<int>(), 2) << d;
+
+  // What it prints for PEFT parses back to the same options.
+  std::vector<std::string> sets = {"model.do_finetune=True", "model.hf_model_name_or_path=/models/llama"};
+  for (const char* k : {"peft_type", "rank", "alpha", "dropout"}) {
+    sets.push_back(std::string("model.peft.") + k + "=" + p[k].as<std::string>());
+  }
+  YAML::Emitter targets;
+  targets << YAML::Flow << p["target_modules"];
+  sets.push_back(std::string("model.peft.target_modules=") + targets.c_str());
+  auto again = Parse(sets);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->finetune.peft.Summary(), c->finetune.peft.Summary());
+  EXPECT_EQ(again->finetune.peft.targets, c->finetune.peft.targets);
+
+  // Without PEFT: only the type.
+  auto plain = Parse({});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  const YAML::Node q = YAML::Load(DescribeConfig(*plain))["model"]["peft"];
+  EXPECT_EQ(q["peft_type"].as<std::string>(), "none");
+  EXPECT_FALSE(q["rank"]);
+}
+
 }  // namespace
 }  // namespace hypertrain::config

@@ -40,25 +40,6 @@ std::string Duration(double seconds) {
   return fmt::format("{:.1f} s", seconds);
 }
 
-contract::Precision ToContract(model::Precision p) {
-  switch (p) {
-    case model::Precision::kBF16: return contract::Precision::kBF16;
-    case model::Precision::kFP16: return contract::Precision::kFP16;
-    case model::Precision::kFP32: return contract::Precision::kFP32;
-    case model::Precision::kTF32: return contract::Precision::kTF32;
-  }
-  return contract::Precision::kBF16;
-}
-
-Checkpointing ToContract(model::ActivationCheckpointing a) {
-  switch (a) {
-    case model::ActivationCheckpointing::kNone: return Checkpointing::kNone;
-    case model::ActivationCheckpointing::kSelective: return Checkpointing::kSelective;
-    case model::ActivationCheckpointing::kFull: return Checkpointing::kFull;
-  }
-  return Checkpointing::kNone;
-}
-
 // The rows of the memory table: label and the part's bytes.
 struct Row {
   const char* label;
@@ -76,8 +57,8 @@ StatusOr<contract::RunShape> RunShapeFromConfig(const config::TrainConfig& c, co
   r.seq_len = c.seq_len();
   r.micro_batch = c.train_batch_size;
   r.grad_accumulation = c.grad_accumulation_steps;
-  r.precision = ToContract(c.precision);
-  r.checkpointing = ToContract(c.activation_checkpointing);
+  r.precision = c.precision;  // the model uses the contract modes
+  r.checkpointing = c.activation_checkpointing;
   r.deterministic = c.deterministic;
   r.fp8 = c.fp8.enabled;
   const std::optional<contract::ShardingStrategy> s = contract::ParseShardingStrategy(c.sharding_strategy);

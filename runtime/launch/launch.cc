@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "contract/env.h"
@@ -92,6 +93,12 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   const char msg[] = "hypertrain launch: exec failed\n";  // async-signal-safe: no logger in the child
   (void)!::write(2, msg, sizeof(msg) - 1);
   ::_exit(127);
+}
+
+std::string HostName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "?";
+  return host;
 }
 
 void SignalGroups(const std::vector<Rank>& ranks, int sig) {
@@ -225,6 +232,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       config.command[0].c_str());
   if (observer) observer->OnRanksStarted(node->node_rank, pids);
 
+  const std::string host = HostName();
   int running = nproc;
   int exit_code = 0;          // first failure (0 while none)
   bool stopping = false;
@@ -276,15 +284,17 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       // Leftovers of the rank's group (its own children) go with it.
       ::kill(-r.pid, SIGKILL);
       if (observer) observer->OnRankExited(r.local, r.global, r.code);
+      // Who it was, as the other nodes' ranks name their peers: rank, node, host.
+      const std::string who = fmt::format("rank {} (node {}, host {}, local rank {}, pid {})", r.global,
+                                          node->node_rank, host, r.local, r.pid);
       if (r.code == 0) {
-        spdlog::info("rank {} (local {}, pid {}) finished", r.global, r.local, r.pid);
+        spdlog::info("{} finished", who);
         continue;
       }
       if (WIFSIGNALED(st)) {
-        spdlog::warn("rank {} (local {}, pid {}) was killed by signal {} ({}) -> code {}", r.global, r.local,
-            r.pid, WTERMSIG(st), strsignal(WTERMSIG(st)), r.code);
+        spdlog::warn("{} exited with signal {} ({}) -> code {}", who, WTERMSIG(st), strsignal(WTERMSIG(st)), r.code);
       } else {
-        spdlog::warn("rank {} (local {}, pid {}) exited with code {}", r.global, r.local, r.pid, r.code);
+        spdlog::warn("{} exited with code {}", who, r.code);
       }
       if (exit_code == 0) {
         exit_code = r.code;

@@ -50,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/precision.h"
 #include "core/status.h"
 #include "runtime/kernels/adamw_params.h"
 #include "runtime/model/fp8.h"
@@ -63,12 +64,15 @@ class Recorder;
 
 namespace hypertrain::model {
 
-enum class Precision { kBF16, kFP16, kFP32, kTF32 };
-enum class ActivationCheckpointing { kNone, kSelective, kFull };
+// The modes and their names are the contract's (contract/precision.h), which
+// the estimate shares.
+using Precision = contract::Precision;
+using ActivationCheckpointing = contract::Checkpointing;
+using contract::CheckpointingName;
+using contract::PrecisionName;
 enum class DType { kF32, kBF16, kF16 };
 
-const char* PrecisionName(Precision p);                     // "bf16", "fp16", "fp32", "tf32"
-const char* CheckpointingName(ActivationCheckpointing a);   // "none", "selective", "full"
+// The contract's parsers with the config key in the error.
 StatusOr<Precision> ParsePrecision(const std::string& s);
 StatusOr<ActivationCheckpointing> ParseCheckpointing(const std::string& s);
 int DTypeSize(DType d);

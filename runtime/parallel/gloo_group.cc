@@ -175,6 +175,17 @@ Status FromException(const std::string& what, const std::exception& e) {
   return Unavailable(msg);
 }
 
+std::string HostName() {
+  char host[256] = {};
+  return ::gethostname(host, sizeof(host) - 1) == 0 ? host : "";
+}
+
+// The store key naming the rank behind `address`, one end of a connection of
+// group `group`; its value is "<world rank> <host name>".
+std::string PeerKey(const std::string& group, const std::string& address) {
+  return "gloo/" + group + "/peer/" + address;
+}
+
 class FutureWork final : public Work {
  public:
   explicit FutureWork(std::shared_future<Status> f) : f_(std::move(f)) {}
@@ -186,8 +197,13 @@ class FutureWork final : public Work {
 
 class GlooGroup final : public ProcessGroup {
  public:
-  GlooGroup(std::string name, std::shared_ptr<gloo::Context> ctx, CollectiveWatchdog* watchdog)
-      : name_(std::move(name)), ctx_(std::move(ctx)), watchdog_(watchdog) {
+  GlooGroup(std::string name, std::shared_ptr<gloo::Context> ctx, CollectiveWatchdog* watchdog,
+            launch::TcpStoreClient* store, int local_world_size)
+      : name_(std::move(name)),
+        ctx_(std::move(ctx)),
+        watchdog_(watchdog),
+        store_(store),
+        local_world_size_(local_world_size) {
     worker_ = std::thread([this] { Loop(); });
   }
 
@@ -343,6 +359,28 @@ class GlooGroup final : public ProcessGroup {
 
   uint32_t NextTag() { return tag_++ & 0x00ffffffu; }
 
+  // Who is at the far end of the connection a Gloo error names (by its
+  // address only): the rank each peer registered for that address when the
+  // group connected (PeerKey). "" when no address is named.
+  std::string NameFailedPeer(const std::string& error) {
+    const std::string address = TransportPeerAddress(error);
+    if (address.empty()) return "";
+    auto who = store_ != nullptr ? store_->Get(PeerKey(name_, address), std::chrono::seconds(2))
+                                 : StatusOr<std::string>(Unavailable("no store"));
+    if (who.status().code() == StatusCode::kDeadlineExceeded) {
+      return "peer " + address + " (no rank registered that address)";
+    }
+    if (!who.ok()) {
+      return "peer " + address + "; its rank is unknown: the store at " +
+             (store_ != nullptr ? store_->address() : std::string("?")) +
+             " does not answer (rank 0 serves it)";
+    }
+    // "<world rank> <host>" (see PeerKey).
+    const size_t space = who->find(' ');
+    const std::string host = space == std::string::npos ? "" : who->substr(space + 1);
+    return DescribeFailedPeer(error, {{address, std::atoi(who->c_str()), host}}, local_world_size_);
+  }
+
   std::unique_ptr<Work> Enqueue(std::string what, TraceInfo info, std::function<void()> fn) {
     Task t{std::move(what), std::move(fn), {}, info, 0};
     auto fut = t.done.get_future().share();
@@ -379,9 +417,13 @@ class GlooGroup final : public ProcessGroup {
           t.fn();
         } catch (const std::exception& e) {
           s = FromException(t.what, e);
+          // Name the peer behind a failed connection (Gloo names only its
+          // address): typically a peer rank that exited or a lost node.
+          if (std::string peer = NameFailedPeer(e.what()); !peer.empty()) {
+            s = Status(s.code(), s.message() + "; " + peer);
+          }
           // The group's streams are out of step now; every later collective
-          // repeats the cause (typically "connection closed by peer <addr>":
-          // that peer rank exited or its node was lost).
+          // repeats the cause.
           first_failure_ = s.message();
         }
       }
@@ -402,6 +444,8 @@ class GlooGroup final : public ProcessGroup {
   std::string name_;
   std::shared_ptr<gloo::Context> ctx_;
   CollectiveWatchdog* watchdog_;
+  launch::TcpStoreClient* const store_;
+  const int local_world_size_;
   uint32_t tag_ = 1;
   uint64_t seq_ = 0;  // collectives issued (mu_)
   trace::Recorder* trace_ = nullptr;  // mu_
@@ -427,9 +471,8 @@ StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(const GlooOp
   } else if (!iface.empty()) {
     attr.iface = iface;
   } else {
-    char host[256] = {};
-    if (::gethostname(host, sizeof(host) - 1) != 0) return Internal("gethostname failed");
-    attr.hostname = host;
+    attr.hostname = HostName();
+    if (attr.hostname.empty()) return Internal("gethostname failed");
   }
   try {
     return gloo::transport::tcp::CreateDevice(attr);
@@ -463,7 +506,20 @@ StatusOr<std::unique_ptr<ProcessGroup>> CreateGlooGroup(
                          " ranks) as group rank " + std::to_string(group_rank) + ": " + e.what());
     }
   }
-  return std::unique_ptr<ProcessGroup>(new GlooGroup(name, std::move(ctx), watchdog));
+  // Gloo names a failed connection by the far end's address (each pair has
+  // its own port): register who this rank is for each of its ends, so that a
+  // peer whose connection to it fails can name it.
+  const std::string host = HostName();
+  for (int g = 0; g < static_cast<int>(ranks.size()); ++g) {
+    if (g == group_rank) continue;
+    const std::string address = ctx->getPair(g)->address().str();
+    if (Status s = store->Set(PeerKey(name, address), std::to_string(world_rank) + " " + host); !s.ok()) {
+      return Unavailable("registering Gloo group '" + name + "' connection " + address + " in the store: " +
+                         s.ToString());
+    }
+  }
+  return std::unique_ptr<ProcessGroup>(
+      new GlooGroup(name, std::move(ctx), watchdog, store, options.local_world_size));
 }
 
 }  // namespace hypertrain::parallel

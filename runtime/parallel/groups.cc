@@ -1,5 +1,7 @@
 #include "runtime/parallel/groups.h"
 
+#include <regex>
+
 namespace hypertrain::parallel {
 
 StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& s) {
@@ -48,6 +50,29 @@ std::string DescribeMissingRanks(const std::vector<int>& ranks, int local_world_
     if (nodes.empty() || nodes.back() != n) nodes.push_back(n);
   }
   return "node ranks " + join(nodes) + " (ranks " + join(ranks) + ")";
+}
+
+std::string TransportPeerAddress(const std::string& transport_error) {
+  // "[host]:port"; Gloo's "[file.cc:123] " source prefix has no ":port" after it.
+  static const std::regex kAddress(R"(\[[^\]\s]+\]:[0-9]+)");
+  std::smatch m;
+  return std::regex_search(transport_error, m, kAddress) ? m.str() : "";
+}
+
+std::string DescribeFailedPeer(const std::string& transport_error, const std::vector<PeerAddress>& peers,
+                               int local_world_size) {
+  for (const PeerAddress& p : peers) {
+    if (p.address.empty() || transport_error.find(p.address) == std::string::npos) continue;
+    const int node = p.world_rank / (local_world_size > 0 ? local_world_size : 1);
+    const std::string who = "peer rank " + std::to_string(p.world_rank) + " (node " + std::to_string(node) + ", " +
+                            (p.host.empty() ? "" : "host " + p.host + ", ") + p.address + ")";
+    if (transport_error.find("closed by peer") != std::string::npos ||
+        transport_error.find("reset by peer") != std::string::npos) {
+      return who + " closed the connection: that rank exited or its node was lost";
+    }
+    return "the failed connection is to " + who;
+  }
+  return "";
 }
 
 }  // namespace hypertrain::parallel

@@ -57,4 +57,27 @@ StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_de
 // about ranks that never joined or were lost.
 std::string DescribeMissingRanks(const std::vector<int>& ranks, int local_world_size);
 
+// One peer of a connected group: the address its end of our connection has
+// (what the transport names when that connection fails, e.g. Gloo's
+// "Connection closed by peer [10.0.0.7]:41234") and its world rank.
+struct PeerAddress {
+  std::string address;
+  int world_rank = 0;
+  std::string host;  // the peer's host name ("" unknown)
+};
+
+// The "[10.0.0.7]:41234" a transport error names as the far end of the
+// connection that failed (Gloo: "Read error [10.0.0.7]:41234: Connection
+// reset by peer", "Connection closed by peer [...]:p"); "" when none.
+std::string TransportPeerAddress(const std::string& transport_error);
+
+// When `transport_error` names one of `peers`' addresses, who that peer is and
+// what happened to it: "peer rank 3 (node 1, host ip-10-0-0-7,
+// [10.0.0.7]:41234) closed the connection: that rank exited or its node was
+// lost" (a closed connection),
+// else "the failed connection is to peer rank 3 (node 1, ...)"; "" when no
+// peer is named (a timeout, a local error).
+std::string DescribeFailedPeer(const std::string& transport_error, const std::vector<PeerAddress>& peers,
+                               int local_world_size);
+
 }  // namespace hypertrain::parallel

@@ -44,5 +44,31 @@ TEST(Groups, ClearErrors) {
   EXPECT_EQ(*ParseShardingStrategy("shard_grad_op"), ShardingStrategy::kShardGradOp);
 }
 
+TEST(TransportPeerAddress, TheFarEndGlooNames) {
+  EXPECT_EQ(TransportPeerAddress("[./gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:12205: Connection "
+                                 "reset by peer"),
+            "[127.0.0.1]:12205");
+  EXPECT_EQ(TransportPeerAddress("[../gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.1.2.3]:41234"),
+            "[10.1.2.3]:41234");
+  EXPECT_EQ(TransportPeerAddress("Write error [::1]:5000: Broken pipe"), "[::1]:5000");
+  EXPECT_EQ(TransportPeerAddress("[./gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms"), "");
+}
+
+TEST(DescribeFailedPeer, NamesThePeerBehindAFailedConnection) {
+  const std::vector<PeerAddress> peers = {
+      {"[10.0.0.5]:41000", 1, ""}, {"[10.0.0.7]:41234", 3, "ip-10-0-0-7"}, {"[10.0.0.7]:41235", 2, ""}};
+  EXPECT_EQ(DescribeFailedPeer("[/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.7]:41234",
+                               peers, 2),
+            "peer rank 3 (node 1, host ip-10-0-0-7, [10.0.0.7]:41234) closed the connection: that rank exited or "
+            "its node was lost");
+  EXPECT_EQ(DescribeFailedPeer("Read error [10.0.0.7]:41235: Connection reset by peer", peers, 2),
+            "peer rank 2 (node 1, [10.0.0.7]:41235) closed the connection: that rank exited or its node was lost");
+  EXPECT_EQ(DescribeFailedPeer("Write error [10.0.0.5]:41000: Broken pipe", peers, 2),
+            "the failed connection is to peer rank 1 (node 0, [10.0.0.5]:41000)");
+  // No address named (a timeout) or an unknown one: nothing to add.
+  EXPECT_EQ(DescribeFailedPeer("Timed out waiting 1800000ms for recv operation to complete", peers, 2), "");
+  EXPECT_EQ(DescribeFailedPeer("Connection closed by peer [10.0.0.9]:1", peers, 2), "");
+}
+
 }  // namespace
 }  // namespace hypertrain::parallel

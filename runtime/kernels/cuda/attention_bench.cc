@@ -20,57 +20,16 @@
 
 #include "core/log.h"
 #include "runtime/kernels/cuda/attention.h"
+#include "runtime/kernels/cuda/bench_timing.h"
 #include "runtime/kernels/cuda/attention_cudnn.h"
 #include "runtime/kernels/cuda/attention_internal.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {
 
-#define BENCH_CHECK(expr)                                                                  \
-  do {                                                                                     \
-    const cudaError_t e_ = (expr);                                                         \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                   \
-                   cudaGetErrorString(e_));                                                \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
-
-void CheckStatus(const Status& st) {
-  if (!st.ok()) {
-    std::fprintf(stderr, "%s\n", st.ToString().c_str());
-    std::exit(1);
-  }
-}
-
-void* RandomDevice(std::mt19937& rng, size_t n) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<uint16_t> h(n);
-  for (auto& x : h) x = __nv_bfloat16_raw(__float2bfloat16_rn(dist(rng))).x;
-  void* d = nullptr;
-  BENCH_CHECK(cudaMalloc(&d, n * 2));
-  BENCH_CHECK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
-  return d;
-}
-
-template <typename Fn>
-double MedianMs(int iters, cudaStream_t stream, Fn fn) {
-  for (int i = 0; i < 3; ++i) fn();  // warm-up (module load, smem attributes)
-  BENCH_CHECK(cudaStreamSynchronize(stream));
-  std::vector<cudaEvent_t> ev(iters + 1);
-  for (auto& e : ev) BENCH_CHECK(cudaEventCreate(&e));
-  std::vector<float> ms(iters);
-  for (int i = 0; i < iters; ++i) {
-    BENCH_CHECK(cudaEventRecord(ev[i], stream));
-    fn();
-    BENCH_CHECK(cudaEventRecord(ev[i + 1], stream));
-  }
-  BENCH_CHECK(cudaStreamSynchronize(stream));
-  for (int i = 0; i < iters; ++i) BENCH_CHECK(cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]));
-  for (auto& e : ev) BENCH_CHECK(cudaEventDestroy(e));
-  std::sort(ms.begin(), ms.end());
-  return ms[iters / 2];
-}
+using bench::CheckStatus;
+using bench::MedianMs;
+using bench::RandomBf16Device;
 
 void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl, bool fused) {
   AttentionParams p;
@@ -85,10 +44,10 @@ void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl, boo
   std::mt19937 rng(1);
   // One buffer for q, k, v (and one for their gradients): [q | k | v] blocks,
   // or with --fused interleaved rows of width (H + 2 KV) D.
-  char* qkv = static_cast<char*>(RandomDevice(rng, nq + 2 * nkv));
-  void* dout = RandomDevice(rng, nq);
+  char* qkv = reinterpret_cast<char*>(RandomBf16Device(rng, nq + 2 * nkv));
+  void* dout = RandomBf16Device(rng, nq);
   char* dqkv = nullptr;
-  BENCH_CHECK(cudaMalloc(&dqkv, (nq + 2 * nkv) * 2));
+  HT_BENCH_CHECK(cudaMalloc(&dqkv, (nq + 2 * nkv) * 2));
   void *q = qkv, *k = qkv + nq * 2, *v = qkv + (nq + nkv) * 2;
   void *dq = dqkv, *dk = dqkv + nq * 2, *dv = dqkv + (nq + nkv) * 2;
   if (fused) {
@@ -99,11 +58,11 @@ void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl, boo
   void *out, *ws;
   float* lse;
   const size_t ws_bytes = internal::BackwardWorkspaceBytes(impl, p);
-  BENCH_CHECK(cudaMalloc(&out, nq * 2));
-  BENCH_CHECK(cudaMalloc(&ws, ws_bytes));
-  BENCH_CHECK(cudaMalloc(&lse, size_t(B) * H * T * 4));
+  HT_BENCH_CHECK(cudaMalloc(&out, nq * 2));
+  HT_BENCH_CHECK(cudaMalloc(&ws, ws_bytes));
+  HT_BENCH_CHECK(cudaMalloc(&lse, size_t(B) * H * T * 4));
   cudaStream_t stream;
-  BENCH_CHECK(cudaStreamCreate(&stream));
+  HT_BENCH_CHECK(cudaStreamCreate(&stream));
 
   // Tiled forward: time both variants (1 and 2 m-tiles per warp) and the default.
   if (impl == internal::Impl::kTiled) {
@@ -122,7 +81,7 @@ void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl, boo
     CheckStatus(internal::Backward(impl, p, q, k, v, out, dout, lse, dq, dk, dv, ws, ws_bytes,
                                    stream));
   });
-  BENCH_CHECK(cudaGetLastError());
+  HT_BENCH_CHECK(cudaGetLastError());
   const double fwd_flops = 4.0 * B * double(T) * T * H * D / 2;
   const double bwd_flops = 2.5 * fwd_flops;
   std::printf("%-10s B=%-2d T=%-5d H=%-2d KV=%-2d D=%-3d%s | fwd %7.3f ms %6.1f TFLOP/s | "
@@ -132,10 +91,10 @@ void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl, boo
               (fwd_flops + bwd_flops) / (fwd_ms + bwd_ms) * 1e-9, ws_bytes / 1048576.0);
   std::fflush(stdout);
   for (void* ptr : {static_cast<void*>(qkv), static_cast<void*>(dqkv), dout, out, ws}) {
-    BENCH_CHECK(cudaFree(ptr));
+    HT_BENCH_CHECK(cudaFree(ptr));
   }
-  BENCH_CHECK(cudaFree(lse));
-  BENCH_CHECK(cudaStreamDestroy(stream));
+  HT_BENCH_CHECK(cudaFree(lse));
+  HT_BENCH_CHECK(cudaStreamDestroy(stream));
 }
 
 }  // namespace
@@ -175,7 +134,7 @@ int main(int argc, char** argv) {
     }
   }
   cudaDeviceProp prop;
-  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
+  HT_BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (%d SMs), cuDNN %zu, median of %d runs, bf16, causal\n", prop.name,
               prop.multiProcessorCount, hypertrain::kernels::cuda::cudnn_attention::LoadedVersion(),
               iters);

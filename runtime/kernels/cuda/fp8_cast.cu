@@ -79,19 +79,82 @@ __global__ void CastKernel(uint8_t* __restrict__ q, const T* __restrict__ x, siz
   if (amax != nullptr) CommitAmax(m, amax);
 }
 
-// 64x64 tiles, 256 threads. Vector path: cols % 8 == 0, rows % 16 == 0 and
-// aligned pointers (the model's shapes); else element by element.
+// The FP8 codes of a [rows, cols] row-major tensor, as TransposeTileKernel
+// reads them: Codes8 gives columns gc .. gc + 7 of row gr packed into 8 bytes
+// (vector path: gc % 8 == 0, aligned), Code1 one element; Finish runs once
+// per thread at the end.
+//
+// CastSource: the codes of x * scale, computed on the fly; also stores them
+// row-major into q when q is not null, and folds |x| into *amax.
+template <typename T, bool kE5M2>
+struct CastSource {
+  uint8_t* q;
+  const T* x;
+  const float* scale_p;
+  float* amax;
+  float scale = 0.0f;
+  float m = 0.0f;
+
+  __device__ void Start() { scale = *scale_p; }
+  __device__ uint2 Codes8(int gr, int gc, int cols) {
+    const T* src = x + size_t(gr) * cols + gc;
+    float v[8];
+    if constexpr (sizeof(T) == 2) {
+      const Pack<T> p = LoadPack(src);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = ToF(p.v[k]);
+    } else {
+      const Pack<T> p0 = LoadPack(src), p1 = LoadPack(src + 4);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = ToF(p0.v[k]), v[k + 4] = ToF(p1.v[k]);
+    }
+    uint16_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      m = fmaxf(m, fmaxf(fabsf(v[2 * k]), fabsf(v[2 * k + 1])));
+      w[k] = ToFp8x2<kE5M2>(v[2 * k] * scale, v[2 * k + 1] * scale);
+    }
+    uint2 out;
+    out.x = uint32_t(w[0]) | (uint32_t(w[1]) << 16);
+    out.y = uint32_t(w[2]) | (uint32_t(w[3]) << 16);
+    if (q != nullptr) *reinterpret_cast<uint2*>(q + size_t(gr) * cols + gc) = out;
+    return out;
+  }
+  __device__ uint8_t Code1(int gr, int gc, int cols) {
+    const float v = ToF(x[size_t(gr) * cols + gc]);
+    m = fmaxf(m, fabsf(v));
+    const uint8_t b = ToFp8<kE5M2>(v * scale);
+    if (q != nullptr) q[size_t(gr) * cols + gc] = b;
+    return b;
+  }
+  __device__ void Finish() {
+    if (amax != nullptr) CommitAmax(m, amax);
+  }
+};
+
+// CodeSource: codes already cast (Fp8Transpose), read as they are.
+struct CodeSource {
+  const uint8_t* q;
+
+  __device__ void Start() {}
+  __device__ uint2 Codes8(int gr, int gc, int cols) {
+    return *reinterpret_cast<const uint2*>(q + size_t(gr) * cols + gc);
+  }
+  __device__ uint8_t Code1(int gr, int gc, int cols) { return q[size_t(gr) * cols + gc]; }
+  __device__ void Finish() {}
+};
+
+// qt[c, r] = code(r, c) of `Source`, 64x64 tiles, 256 threads. Vector path:
+// cols % 8 == 0, rows % 16 == 0 and aligned pointers (the model's shapes);
+// else element by element.
 constexpr int kTile = 64;
 
-template <typename T, bool kE5M2>
-__global__ void CastTransposeKernel(uint8_t* __restrict__ q, uint8_t* __restrict__ qt,
-                                    const T* __restrict__ x, int rows, int cols,
-                                    const float* scale_p, float* amax, bool vec) {
+template <typename Source>
+__global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int rows, int cols, bool vec) {
   // Rows padded to a multiple of 8 bytes: the load phase stores 8 bytes at once.
   __shared__ __align__(16) uint8_t tile[kTile][kTile + 8];
-  const float scale = *scale_p;
+  src.Start();
   const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
-  float m = 0.0f;
   const int t = threadIdx.x;
   if (vec) {
     // Load: thread t takes 8 consecutive columns of rows (t / 8) and (t / 8) + 32.
@@ -100,30 +163,7 @@ __global__ void CastTransposeKernel(uint8_t* __restrict__ q, uint8_t* __restrict
     for (int h = 0; h < 2; ++h) {
       const int r = rr + h * 32;
       const int gr = r0 + r, gc = c0 + cg;
-      if (gr < rows && gc < cols) {
-        const T* src = x + size_t(gr) * cols + gc;
-        float v[8];
-        if constexpr (sizeof(T) == 2) {
-          const Pack<T> p = LoadPack(src);
-#pragma unroll
-          for (int k = 0; k < 8; ++k) v[k] = ToF(p.v[k]);
-        } else {
-          const Pack<T> p0 = LoadPack(src), p1 = LoadPack(src + 4);
-#pragma unroll
-          for (int k = 0; k < 4; ++k) v[k] = ToF(p0.v[k]), v[k + 4] = ToF(p1.v[k]);
-        }
-        uint16_t w[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          m = fmaxf(m, fmaxf(fabsf(v[2 * k]), fabsf(v[2 * k + 1])));
-          w[k] = ToFp8x2<kE5M2>(v[2 * k] * scale, v[2 * k + 1] * scale);
-        }
-        uint2 out;
-        out.x = uint32_t(w[0]) | (uint32_t(w[1]) << 16);
-        out.y = uint32_t(w[2]) | (uint32_t(w[3]) << 16);
-        if (q != nullptr) *reinterpret_cast<uint2*>(q + size_t(gr) * cols + gc) = out;
-        *reinterpret_cast<uint2*>(&tile[r][cg]) = out;
-      }
+      if (gr < rows && gc < cols) *reinterpret_cast<uint2*>(&tile[r][cg]) = src.Codes8(gr, gc, cols);
     }
     __syncthreads();
     // Store: thread t writes 16 consecutive rows (t % 4) * 16 .. of output row
@@ -143,13 +183,7 @@ __global__ void CastTransposeKernel(uint8_t* __restrict__ q, uint8_t* __restrict
     for (int i = t; i < kTile * kTile; i += blockDim.x) {
       const int r = i / kTile, c = i % kTile;
       const int gr = r0 + r, gc = c0 + c;
-      if (gr < rows && gc < cols) {
-        const float v = ToF(x[size_t(gr) * cols + gc]);
-        m = fmaxf(m, fabsf(v));
-        const uint8_t b = ToFp8<kE5M2>(v * scale);
-        if (q != nullptr) q[size_t(gr) * cols + gc] = b;
-        tile[r][c] = b;
-      }
+      if (gr < rows && gc < cols) tile[r][c] = src.Code1(gr, gc, cols);
     }
     __syncthreads();
     for (int i = t; i < kTile * kTile; i += blockDim.x) {
@@ -158,52 +192,7 @@ __global__ void CastTransposeKernel(uint8_t* __restrict__ q, uint8_t* __restrict
       if (gr < rows && gc < cols) qt[size_t(gc) * rows + gr] = tile[r][c];
     }
   }
-  if (amax != nullptr) CommitAmax(m, amax);
-}
-
-// Byte transpose of FP8 codes, 64x64 tiles: qt[c, r] = q[r, c]. Vector path
-// as CastTransposeKernel's (cols % 8 == 0, rows % 16 == 0, aligned).
-__global__ void TransposeKernel(uint8_t* __restrict__ qt, const uint8_t* __restrict__ q, int rows,
-                                int cols, bool vec) {
-  __shared__ __align__(16) uint8_t tile[kTile][kTile + 8];
-  const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
-  const int t = threadIdx.x;
-  if (vec) {
-    const int cg = (t % 8) * 8, rr = t / 8;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = rr + h * 32;
-      const int gr = r0 + r, gc = c0 + cg;
-      if (gr < rows && gc < cols) {
-        *reinterpret_cast<uint2*>(&tile[r][cg]) =
-            *reinterpret_cast<const uint2*>(q + size_t(gr) * cols + gc);
-      }
-    }
-    __syncthreads();
-    const int oc = t / 4, seg = (t % 4) * 16;
-    const int gc = c0 + oc, gr = r0 + seg;
-    if (gc < cols && gr < rows) {
-      uint32_t w[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        w[k] = uint32_t(tile[seg + 4 * k][oc]) | (uint32_t(tile[seg + 4 * k + 1][oc]) << 8) |
-               (uint32_t(tile[seg + 4 * k + 2][oc]) << 16) | (uint32_t(tile[seg + 4 * k + 3][oc]) << 24);
-      }
-      *reinterpret_cast<uint4*>(qt + size_t(gc) * rows + gr) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-  } else {
-    for (int i = t; i < kTile * kTile; i += blockDim.x) {
-      const int r = i / kTile, c = i % kTile;
-      const int gr = r0 + r, gc = c0 + c;
-      if (gr < rows && gc < cols) tile[r][c] = q[size_t(gr) * cols + gc];
-    }
-    __syncthreads();
-    for (int i = t; i < kTile * kTile; i += blockDim.x) {
-      const int c = i / kTile, r = i % kTile;
-      const int gr = r0 + r, gc = c0 + c;
-      if (gr < rows && gc < cols) qt[size_t(gc) * rows + gr] = tile[r][c];
-    }
-  }
+  src.Finish();
 }
 
 template <typename T, bool kE5M2>
@@ -259,9 +248,9 @@ cudaError_t Fp8CastTranspose(uint8_t* q, uint8_t* qt, const T* x, int rows, int 
                    (q == nullptr || (reinterpret_cast<uintptr_t>(q) & 7) == 0);
   const dim3 grid(CeilDiv(cols, kTile), CeilDiv(rows, kTile));
   if (format == Fp8Format::kE5M2) {
-    CastTransposeKernel<T, true><<<grid, kThreads, 0, stream>>>(q, qt, x, rows, cols, scale, amax, vec);
+    TransposeTileKernel<<<grid, kThreads, 0, stream>>>(qt, CastSource<T, true>{q, x, scale, amax}, rows, cols, vec);
   } else {
-    CastTransposeKernel<T, false><<<grid, kThreads, 0, stream>>>(q, qt, x, rows, cols, scale, amax, vec);
+    TransposeTileKernel<<<grid, kThreads, 0, stream>>>(qt, CastSource<T, false>{q, x, scale, amax}, rows, cols, vec);
   }
   return cudaGetLastError();
 }
@@ -271,7 +260,7 @@ cudaError_t Fp8Transpose(uint8_t* qt, const uint8_t* q, int rows, int cols, cuda
   const bool vec = cols % 8 == 0 && rows % 16 == 0 && Aligned16(qt) &&
                    (reinterpret_cast<uintptr_t>(q) & 7) == 0;
   const dim3 grid(CeilDiv(cols, kTile), CeilDiv(rows, kTile));
-  TransposeKernel<<<grid, kThreads, 0, stream>>>(qt, q, rows, cols, vec);
+  TransposeTileKernel<<<grid, kThreads, 0, stream>>>(qt, CodeSource{q}, rows, cols, vec);
   return cudaGetLastError();
 }
 

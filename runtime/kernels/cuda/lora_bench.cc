@@ -11,77 +11,30 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "runtime/kernels/cuda/bench_timing.h"
 #include "runtime/kernels/cuda/gemm.h"
 #include "runtime/kernels/cuda/lora.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {
 
-#define BENCH_CHECK(expr)                                                                  \
-  do {                                                                                     \
-    const cudaError_t e_ = (expr);                                                         \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                   \
-                   cudaGetErrorString(e_));                                                \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
-
-void Check(const Status& st) {
-  if (!st.ok()) {
-    std::fprintf(stderr, "%s\n", st.ToString().c_str());
-    std::exit(1);
-  }
-}
-
+using bench::CheckStatus;
+using bench::MedianMs;
+using bench::RandomBf16Device;
 using bf16 = __nv_bfloat16;
-
-bf16* RandomDevice(size_t n, std::mt19937& rng, float scale) {
-  std::vector<bf16> h(n);
-  std::normal_distribution<float> d(0.0f, scale);
-  for (auto& v : h) v = __float2bfloat16_rn(d(rng));
-  bf16* p = nullptr;
-  BENCH_CHECK(cudaMalloc(&p, n * sizeof(bf16)));
-  BENCH_CHECK(cudaMemcpy(p, h.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
-  return p;
-}
 
 float* ZeroDeviceF32(size_t n) {
   float* p = nullptr;
-  BENCH_CHECK(cudaMalloc(&p, n * sizeof(float)));
-  BENCH_CHECK(cudaMemset(p, 0, n * sizeof(float)));
+  HT_BENCH_CHECK(cudaMalloc(&p, n * sizeof(float)));
+  HT_BENCH_CHECK(cudaMemset(p, 0, n * sizeof(float)));
   return p;
-}
-
-// Median milliseconds of `iters` timed runs of fn (after 3 warm-up runs).
-double MedianMs(int iters, const std::function<void()>& fn) {
-  cudaEvent_t a, b;
-  BENCH_CHECK(cudaEventCreate(&a));
-  BENCH_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<float> ms;
-  for (int i = 0; i < iters; ++i) {
-    BENCH_CHECK(cudaEventRecord(a));
-    fn();
-    BENCH_CHECK(cudaEventRecord(b));
-    BENCH_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    BENCH_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  BENCH_CHECK(cudaEventDestroy(a));
-  BENCH_CHECK(cudaEventDestroy(b));
-  return ms[ms.size() / 2];
 }
 
 struct Proj {
@@ -98,16 +51,16 @@ void BenchModel(const char* model, int hidden, int kv, int inter, int tokens, in
   std::mt19937 rng(7);
   double frozen = 0, full = 0, adapter = 0, adapter_dropout = 0;
   for (const Proj& p : projs) {
-    bf16* x = RandomDevice(size_t(tokens) * p.in, rng, 1.0f);
-    bf16* w = RandomDevice(size_t(p.out) * p.in, rng, 0.02f);
-    bf16* y = RandomDevice(size_t(tokens) * p.out, rng, 1.0f);
-    bf16* dy = RandomDevice(size_t(tokens) * p.out, rng, 1.0f);
-    bf16* dx = RandomDevice(size_t(tokens) * p.in, rng, 1.0f);
-    bf16* u = RandomDevice(size_t(tokens) * p.in, rng, 1.0f);
-    bf16* a = RandomDevice(size_t(rank) * p.in, rng, 0.02f);
-    bf16* b = RandomDevice(size_t(p.out) * rank, rng, 0.02f);
-    bf16* t = RandomDevice(size_t(tokens) * rank, rng, 1.0f);
-    bf16* dt = RandomDevice(size_t(tokens) * rank, rng, 1.0f);
+    bf16* x = RandomBf16Device(rng, size_t(tokens) * p.in, 1.0f);
+    bf16* w = RandomBf16Device(rng, size_t(p.out) * p.in, 0.02f);
+    bf16* y = RandomBf16Device(rng, size_t(tokens) * p.out, 1.0f);
+    bf16* dy = RandomBf16Device(rng, size_t(tokens) * p.out, 1.0f);
+    bf16* dx = RandomBf16Device(rng, size_t(tokens) * p.in, 1.0f);
+    bf16* u = RandomBf16Device(rng, size_t(tokens) * p.in, 1.0f);
+    bf16* a = RandomBf16Device(rng, size_t(rank) * p.in, 0.02f);
+    bf16* b = RandomBf16Device(rng, size_t(p.out) * rank, 0.02f);
+    bf16* t = RandomBf16Device(rng, size_t(tokens) * rank, 1.0f);
+    bf16* dt = RandomBf16Device(rng, size_t(tokens) * rank, 1.0f);
     float* dw = ZeroDeviceF32(size_t(p.out) * p.in);
     float* da = ZeroDeviceF32(size_t(rank) * p.in);
     float* db = ZeroDeviceF32(size_t(p.out) * rank);
@@ -115,19 +68,19 @@ void BenchModel(const char* model, int hidden, int kv, int inter, int tokens, in
     const GemmShape bwd_x{tokens, p.in, p.out, false, false};
     const GemmShape bwd_w{p.out, p.in, tokens, true, false};
     auto base = [&] {
-      Check(gemm.Matmul(fwd, x, w, DType::kBF16, y, DType::kBF16, 1, 0, nullptr));
-      Check(gemm.Matmul(bwd_x, dy, w, DType::kBF16, dx, DType::kBF16, 1, 0, nullptr));
+      CheckStatus(gemm.Matmul(fwd, x, w, DType::kBF16, y, DType::kBF16, 1, 0, nullptr));
+      CheckStatus(gemm.Matmul(bwd_x, dy, w, DType::kBF16, dx, DType::kBF16, 1, 0, nullptr));
     };
-    const double f = MedianMs(iters, base);
-    const double full_ms = MedianMs(iters, [&] {
+    const double f = MedianMs(iters, nullptr, base);
+    const double full_ms = MedianMs(iters, nullptr, [&] {
       base();
-      Check(gemm.Matmul(bwd_w, dy, x, DType::kBF16, dw, DType::kF32, 1, 1, nullptr));
+      CheckStatus(gemm.Matmul(bwd_w, dy, x, DType::kBF16, dw, DType::kF32, 1, 1, nullptr));
     });
     const LoraShape s{tokens, p.in, p.out, rank, 2.0f};
     auto lora = [&](const model::DropoutMask& m) {
-      return MedianMs(iters, [&] {
-        Check(LoraForward<bf16>(gemm, s, y, t, u, x, a, b, m, nullptr));
-        Check(LoraBackward<bf16>(gemm, s, dx, da, db, dt, u, dy, x, t, a, b, m, nullptr));
+      return MedianMs(iters, nullptr, [&] {
+        CheckStatus(LoraForward<bf16>(gemm, s, y, t, u, x, a, b, m, nullptr));
+        CheckStatus(LoraBackward<bf16>(gemm, s, dx, da, db, dt, u, dy, x, t, a, b, m, nullptr));
       });
     };
     model::PeftOptions o;
@@ -147,7 +100,7 @@ void BenchModel(const char* model, int hidden, int kv, int inter, int tokens, in
                       static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(t),
                       static_cast<void*>(dt), static_cast<void*>(dw), static_cast<void*>(da),
                       static_cast<void*>(db)}) {
-      BENCH_CHECK(cudaFree(ptr));
+      HT_BENCH_CHECK(cudaFree(ptr));
     }
   }
   std::printf("%s block (%d tokens, rank %d): frozen base %.3f ms + adapters %.3f ms "
@@ -174,7 +127,7 @@ int main(int argc, char** argv) {
   const int rank = Flag(argc, argv, "--rank", 16);
   const int tokens = Flag(argc, argv, "--tokens", 4096);
   auto gemm = Gemm::Create(/*allow_tf32=*/false);
-  Check(gemm.status());
+  CheckStatus(gemm.status());
   BenchModel("1b", 2048, 512, 8192, tokens, rank, iters, **gemm);
   BenchModel("8b", 4096, 1024, 14336, tokens, rank, iters, **gemm);
   return 0;
