@@ -26,6 +26,9 @@ const ResourceType kNodes{"", "v1", "nodes", "Node", false};
 const ResourceType kNamespaces{"", "v1", "namespaces", "Namespace", false};
 const ResourceType kConfigMaps{"", "v1", "configmaps", "ConfigMap", true};
 const ResourceType kLeases{"coordination.k8s.io", "v1", "leases", "Lease", true};
+const ResourceType kServiceAccounts{"", "v1", "serviceaccounts", "ServiceAccount", true};
+const ResourceType kRoles{"rbac.authorization.k8s.io", "v1", "roles", "Role", true};
+const ResourceType kRoleBindings{"rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true};
 ResourceType Custom(std::string group, std::string version, std::string plural, std::string kind,
                     bool namespaced) {
   return ResourceType{std::move(group), std::move(version), std::move(plural), std::move(kind),

@@ -41,6 +41,9 @@ extern const ResourceType kNodes;
 extern const ResourceType kNamespaces;
 extern const ResourceType kConfigMaps;
 extern const ResourceType kLeases;  // coordination.k8s.io/v1
+extern const ResourceType kServiceAccounts;
+extern const ResourceType kRoles;         // rbac.authorization.k8s.io/v1
+extern const ResourceType kRoleBindings;  // rbac.authorization.k8s.io/v1
 ResourceType Custom(std::string group, std::string version, std::string plural, std::string kind,
                     bool namespaced = true);
 }  // namespace resources

