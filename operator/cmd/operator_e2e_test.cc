@@ -30,6 +30,7 @@
 #include "kube/rest_client.h"
 #include "localcluster/testing/files.h"
 #include "localcluster/testing/kube_local.h"
+#include "localcluster/envtest/control_plane.h"
 
 namespace hypertrain::operatorcmd {
 namespace {
@@ -188,7 +189,7 @@ class OperatorProcess {
 };
 
 // Bad flags exit 2 at once with a message naming the flag (before any API call).
-TEST(OperatorE2ETest, RejectsBadFlags) {
+TEST(OperatorFlagsTest, RejectsBadFlags) {
   const std::string op_bin = kubelocal::testing::Runfile("operator/cmd/hypertrain-operator");
   ASSERT_FALSE(op_bin.empty());
   const std::string dir = kubelocal::testing::MakeTempDir("operator-flags");
@@ -207,7 +208,7 @@ std::pair<int, std::string> RunShell(const std::string& cmd, const std::string& 
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, std::string(std::istreambuf_iterator<char>(in), {})};
 }
 
-TEST(OperatorE2ETest, AnswersHelpAndVersion) {
+TEST(OperatorCliTest, AnswersHelpAndVersion) {
   const std::string op_bin = kubelocal::testing::Runfile("operator/cmd/hypertrain-operator");
   const std::string dir = kubelocal::testing::MakeTempDir("operator-cli");
   for (const char* help : {"--help", "-h"}) {
@@ -233,16 +234,77 @@ TEST(OperatorE2ETest, AnswersHelpAndVersion) {
   EXPECT_THAT(log3, HasSubstr("--help"));
 }
 
-TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
-  const std::string kl_bin = kubelocal::testing::Runfile("localcluster/apiserver/kube-local");
+// The API server under test: the project's kube-local, or the real
+// kube-apiserver 1.26 (envtest; skipped where its binaries are missing).
+class Cluster {
+ public:
+  virtual ~Cluster() = default;
+  virtual std::string kubeconfig() const = 0;
+};
+
+class LocalCluster : public Cluster {
+ public:
+  explicit LocalCluster(const std::string& dir)
+      : kl_(kubelocal::testing::Runfile("localcluster/apiserver/kube-local"), dir) {}
+  std::string Start() {
+    auto r = kl_.Start();
+    return r.ok() ? "" : r.ToString();
+  }
+  std::string kubeconfig() const override { return kl_.kubeconfig_path(); }
+
+ private:
+  kubelocal::testing::KubeLocal kl_;
+};
+
+class RealCluster : public Cluster {
+ public:
+  // "" when started; otherwise why not. `*skip` is set when the binaries are missing.
+  std::string Start(const std::string& dir, bool* skip) {
+    auto bins = envtest::FindBinaries();
+    if (!bins.ok()) {
+      *skip = true;
+      return bins.status().message();
+    }
+    envtest::Options o;
+    o.work_dir = dir + "/envtest";
+    o.binaries = *bins;
+    o.scheduler = false;  // pods stay unbound: nothing here runs them
+    auto cp = envtest::ControlPlane::Start(o);
+    if (!cp.ok()) return cp.status().ToString();
+    cp_ = std::move(*cp);
+    return "";
+  }
+  std::string kubeconfig() const override { return cp_->kubeconfig(); }
+
+ private:
+  std::unique_ptr<envtest::ControlPlane> cp_;
+};
+
+class OperatorE2ETest : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(ApiServers, OperatorE2ETest, ::testing::Values("KubeLocal", "RealKubeApiserver"),
+                         [](const auto& info) { return info.param; });
+
+TEST_P(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   const std::string op_bin = kubelocal::testing::Runfile("operator/cmd/hypertrain-operator");
-  ASSERT_FALSE(kl_bin.empty());
   ASSERT_FALSE(op_bin.empty());
   const std::string dir = kubelocal::testing::MakeTempDir("operator-e2e");
-  kubelocal::testing::KubeLocal kl(kl_bin, dir);
-  auto started = kl.Start();
-  ASSERT_TRUE(started.ok()) << started.ToString();
-  auto cfg = kl.LoadConfig();
+  std::unique_ptr<Cluster> cluster;
+  if (GetParam() == "KubeLocal") {
+    auto local = std::make_unique<LocalCluster>(dir);
+    const std::string err = local->Start();
+    ASSERT_EQ(err, "");
+    cluster = std::move(local);
+  } else {
+    auto real = std::make_unique<RealCluster>();
+    bool skip = false;
+    const std::string err = real->Start(dir, &skip);
+    if (skip) GTEST_SKIP() << err;
+    ASSERT_EQ(err, "");
+    cluster = std::move(real);
+  }
+  const std::string kubeconfig = cluster->kubeconfig();
+  auto cfg = kube::LoadKubeconfig({kubeconfig});
   ASSERT_TRUE(cfg.ok());
   cfg->qps = 0;
   auto client = *kube::RestClient::Create(*cfg);
@@ -255,7 +317,7 @@ TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   kube::ResourceClient jobs(client, controller::TrainingJobType(), kNs);
   kube::ResourceClient pods(client, kube::resources::kPods, kNs);
   kube::ResourceClient leases(client, kube::resources::kLeases, kNs);
-  ASSERT_TRUE(WaitFor([&] { return jobs.List().ok(); }, 5s));
+  ASSERT_TRUE(WaitFor([&] { return jobs.List().ok(); }, 10s));
 
   auto create_job = [&](const std::string& name, int nodes) {
     Json job = {{"apiVersion", api::kApiVersion},
@@ -281,9 +343,9 @@ TEST(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
     return l.ok() ? (*l)["spec"].value("holderIdentity", "") : "";
   };
 
-  auto a = std::make_unique<OperatorProcess>(op_bin, kl.kubeconfig_path(), "op-a", dir + "/op-a.log");
+  auto a = std::make_unique<OperatorProcess>(op_bin, kubeconfig, "op-a", dir + "/op-a.log");
   ASSERT_TRUE(WaitFor([&] { return holder() == "op-a"; }, 10s)) << a->Log();
-  auto b = std::make_unique<OperatorProcess>(op_bin, kl.kubeconfig_path(), "op-b", dir + "/op-b.log");
+  auto b = std::make_unique<OperatorProcess>(op_bin, kubeconfig, "op-b", dir + "/op-b.log");
 
   create_job("first", 2);
   ASSERT_TRUE(WaitFor([&] { return pod_count("first") == 2; }, 10s)) << a->Log();
