@@ -20,6 +20,7 @@
 #include "contract/env.h"
 #include "core/cli.h"
 #include "runtime/launch/env.h"
+#include "runtime/launch/termination_log.h"
 #include "runtime/train/exit_codes.h"
 #include "runtime/train/termination.h"
 
@@ -235,6 +236,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
   const std::string host = HostName();
   int running = nproc;
   int exit_code = 0;          // first failure (0 while none)
+  std::string cause;          // its one-line explanation when the logs have none
   bool stopping = false;
   Clock::time_point kill_at{};
   bool killed = false;
@@ -265,7 +267,11 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       spdlog::info("received signal {}; forwarding to the ranks (they finish the step and save "
                    "when it fits; SIGKILL after {:.0f} s, or on a second signal)",
                    sig, signal_grace_s);
-      if (exit_code == 0) exit_code = 128 + sig;
+      if (exit_code == 0) {
+        exit_code = 128 + sig;
+        cause = "the launcher received signal " + std::to_string(sig) + " (" + strsignal(sig) +
+                ") and stopped the ranks";
+      }
       SignalGroups(ranks, sig);
       const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                std::chrono::duration<double>(signal_grace_s));
@@ -293,6 +299,11 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       }
       if (WIFSIGNALED(st)) {
         spdlog::warn("{} exited with signal {} ({}) -> code {}", who, WTERMSIG(st), strsignal(WTERMSIG(st)), r.code);
+        // A killed rank logged nothing about it: the pod's termination message says it.
+        if (exit_code == 0) {
+          cause = "rank " + std::to_string(r.global) + " (local rank " + std::to_string(r.local) +
+                  ") was killed by signal " + std::to_string(WTERMSIG(st)) + " (" + strsignal(WTERMSIG(st)) + ")";
+        }
       } else {
         spdlog::warn("{} exited with code {}", who, r.code);
       }
@@ -313,6 +324,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
   }
   ::sigprocmask(SIG_SETMASK, &original, nullptr);
   spdlog::info("all ranks exited; exit code {}", exit_code);
+  if (!cause.empty()) WriteTerminationMessage(cause);
   if (observer) observer->OnFinished(exit_code);
   return exit_code;
 }

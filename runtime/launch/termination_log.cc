@@ -1,0 +1,27 @@
+#include "runtime/launch/termination_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "core/fd.h"
+
+namespace hypertrain::launch {
+
+bool WriteTerminationMessage(const std::string& line) {
+  const char* env = std::getenv(kTerminationLogEnv);
+  const bool configured = env != nullptr && *env != '\0';
+  const std::string path = configured ? env : kDefaultTerminationLog;
+  const int flags = O_WRONLY | O_TRUNC | O_CLOEXEC | (configured ? O_CREAT : 0);
+  const Fd fd(::open(path.c_str(), flags, 0644));
+  if (!fd.valid()) return false;
+  std::string text = line.substr(0, 1024);
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  text += '\n';
+  return ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
+}
+
+}  // namespace hypertrain::launch
