@@ -28,7 +28,7 @@ const std::vector<EnvVarSpec>& EnvVars() {
       {kRestartAttempt, SetBy::kOperator, "", "runtime/launch ParseNodeEnv (store identity), runtime/ckpt"},
       {kJobName, SetBy::kOperator, "", "runtime/launch ParseNodeEnv (store identity)"},
       {kNamespace, SetBy::kOperator, "", kReporter},
-      {kPodName, SetBy::kOperator, "", kReporter},
+      {kProgressConfigMap, SetBy::kOperator, "", kReporter},
       {kConfig, SetBy::kOperator, "", kRunConfig},
       {kCheckpointDir, SetBy::kOperator, "", kRunConfig},
       {kDesiredNnodes, SetBy::kOperatorElastic, "", kElasticConfig},
@@ -49,7 +49,6 @@ const std::vector<EnvVarSpec>& EnvVars() {
       {kNcclDebug, SetBy::kOperatorDefault, "", "NCCL"},
       {kMetricsPort, SetBy::kOperatorDefault, "", "runtime/cmd launch (the metrics endpoint)"},
       {kProgressIntervalS, SetBy::kUser, "", kReporter},
-      {kPodNameFallback, SetBy::kUser, "", kReporter},
       {kPodNamespaceFallback, SetBy::kUser, "", kReporter},
   };
   return k;

@@ -59,10 +59,12 @@ inline constexpr char kRestartAttempt[] = "RESTART_ATTEMPT";
 // The TrainingJob's name (from the pod label kLabelJobName): the rendezvous
 // store's job identity. Unset (local runs): "default".
 inline constexpr char kJobName[] = "HYPERTRAIN_JOB_NAME";
-// The pod's namespace and name: node 0's launcher writes the progress
-// annotation (progress.h) on this pod.
+// The pod's namespace: node 0's launcher writes the progress annotation
+// (progress.h) on the job's progress ConfigMap there.
 inline constexpr char kNamespace[] = "HYPERTRAIN_NAMESPACE";
-inline constexpr char kPodName[] = "HYPERTRAIN_POD_NAME";
+// The job's progress ConfigMap, "<job>-progress": the only object the pods'
+// ServiceAccount may change (patch, by name); node 0's launcher annotates it.
+inline constexpr char kProgressConfigMap[] = "HYPERTRAIN_PROGRESS_CONFIGMAP";
 
 // --- Trainer inputs: set by the operator, read by `hypertrain train` and by the
 // launcher's progress reporter (runtime/config: ResolveRunConfig).
@@ -148,9 +150,7 @@ inline constexpr int kDefaultMetricsPort = 9400;
 // Seconds between node 0's progress annotations (default 10); keep it well
 // below faultPolicy.hangTimeoutSeconds.
 inline constexpr char kProgressIntervalS[] = "HYPERTRAIN_PROGRESS_INTERVAL_S";
-// Read when HYPERTRAIN_POD_NAME / HYPERTRAIN_NAMESPACE are unset (a pod the
-// operator did not build).
-inline constexpr char kPodNameFallback[] = "POD_NAME";
+// Read when HYPERTRAIN_NAMESPACE is unset (a pod the operator did not build).
 inline constexpr char kPodNamespaceFallback[] = "POD_NAMESPACE";
 
 }  // namespace env

@@ -52,7 +52,7 @@ TEST(EnvContract, ReservedAreWhatTheOperatorAndTheLauncherSet) {
     EXPECT_TRUE(reserved(n)) << n;
   }
   // Library defaults and user knobs stay overridable.
-  for (const char* n : {env::kNcclDebug, env::kFiProvider, env::kProgressIntervalS, env::kPodNameFallback}) {
+  for (const char* n : {env::kNcclDebug, env::kFiProvider, env::kProgressIntervalS, env::kPodNamespaceFallback}) {
     EXPECT_FALSE(reserved(n)) << n;
   }
 }

@@ -1,5 +1,5 @@
 // What a TrainingJob pod looks like to both sides: the labels the operator
-// puts on it, the annotation the launcher writes on it, and where the trainer
+// puts on it, the progress annotation the launcher writes, and where the trainer
 // finds its config inside the container.
 #ifndef HYPERTRAIN_CONTRACT_POD_H_
 #define HYPERTRAIN_CONTRACT_POD_H_
@@ -16,9 +16,11 @@ inline constexpr char kLabelNodeRank[] = "hypertrain.dev/node-rank";
 // The gang's restart attempt (the same value as RESTART_ATTEMPT).
 inline constexpr char kLabelRestartAttempt[] = "hypertrain.dev/restart-attempt";
 
-// Annotation `hypertrain launch` on node rank 0 writes on its own pod with the
-// job's progress (format: progress.h); the operator copies it to
-// status.progress and uses it for hang detection.
+// Annotation `hypertrain launch` on node rank 0 writes with the job's progress
+// (format: progress.h) on the job's progress ConfigMap (env
+// HYPERTRAIN_PROGRESS_CONFIGMAP), not on a pod: the pods may patch that one
+// object only. The operator copies it to status.progress and uses it for hang
+// detection.
 inline constexpr char kAnnotationProgress[] = "hypertrain.dev/progress";
 
 // Annotation a user puts on a TrainingJob to trace some steps of its next

@@ -130,6 +130,9 @@ Registry::Registry() {
   Add(T("", "serviceaccounts", "serviceaccount", "ServiceAccount", true, {"sa"}, false));
   Add(T("", "endpoints", "endpoints", "Endpoints", true, {"ep"}, false));
   Add(T("coordination.k8s.io", "leases", "lease", "Lease", true, {}, false));
+  // Stored, not enforced: kube-local authorizes every authenticated user.
+  Add(T("rbac.authorization.k8s.io", "roles", "role", "Role", true, {}, false));
+  Add(T("rbac.authorization.k8s.io", "rolebindings", "rolebinding", "RoleBinding", true, {}, false));
   Add(T("apiextensions.k8s.io", "customresourcedefinitions", "customresourcedefinition",
         "CustomResourceDefinition", false, {"crd", "crds"}, true, {"api-extensions"}));
 }

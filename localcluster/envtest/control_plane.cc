@@ -318,7 +318,7 @@ Status ControlPlane::Init() {
   ca_file_ = dir_ + "/pki/ca.crt";
   kubeconfig_ = dir_ + "/kubeconfig";
 
-  auto err = [](const std::string& what, const auto& r) { return Internal(what + ": " + r.error().message); };
+  auto err = [](const std::string& what, const auto& r) { return Internal(what + ": " + r.status().message()); };
   auto ca = kubelocal::MakeCA("hypertrain-envtest-ca");
   if (!ca.ok()) return err("CA", ca);
   auto serving = kubelocal::IssueServerCert(*ca, {"localhost", "kubernetes", "kubernetes.default.svc"}, {"127.0.0.1"});

@@ -80,6 +80,19 @@ std::string TailFile(const std::string& path, int max_lines, size_t max_bytes) {
   return out;
 }
 
+std::string TerminationMessage(const std::string& termination_log, const std::string& container_log,
+                               const std::string& policy, int exit_code) {
+  std::string msg;
+  if (std::ifstream f(termination_log, std::ios::binary); f) {
+    msg.resize(4096);
+    f.read(msg.data(), static_cast<std::streamsize>(msg.size()));
+    msg.resize(static_cast<size_t>(f.gcount()));
+  }
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == '\r')) msg.pop_back();
+  if (msg.empty() && policy == "FallbackToLogsOnError" && exit_code != 0) msg = TailFile(container_log, 80, 2048);
+  return msg;
+}
+
 Agent::Agent(std::shared_ptr<kube::RestClient> client, AgentOptions opts)
     : client_(std::move(client)),
       opts_(std::move(opts)),
@@ -312,12 +325,15 @@ std::map<std::string, Json> Agent::ConfigMapsOf(const Json& pod) {
   return cms;
 }
 
-ProcessOptions Agent::ProcessOptionsFor(const std::string& pod_dir) const {
+ProcessOptions Agent::ProcessOptionsFor(const std::string& pod_dir, const std::string& pod_kubeconfig) const {
   ProcessOptions po;
   po.pod_dir = pod_dir;
   po.image_map = opts_.image_map;
   po.extra_env = opts_.extra_env;
-  if (!opts_.pod_kubeconfig.empty()) po.extra_env["KUBECONFIG"] = opts_.pod_kubeconfig;
+  if (!pod_kubeconfig.empty()) po.extra_env["KUBECONFIG"] = pod_kubeconfig;
+  // The kubelet mounts an empty file at terminationMessagePath; the agent
+  // cannot mount, so hypertrain's launcher is told where it is (Start makes it).
+  po.extra_env["HYPERTRAIN_TERMINATION_LOG"] = pod_dir + "/termination-log";
   for (const char* k : {"PATH", "HOME", "LANG", "TMPDIR", "LD_LIBRARY_PATH"}) {
     if (const char* v = std::getenv(k)) po.passthrough_env.push_back(std::string(k) + "=" + v);
   }
@@ -357,10 +373,27 @@ void Agent::Start(const Json& pod) {
   }
   p.dir = opts_.work_dir + "/" + ns + "_" + name + "_" + uid.substr(0, 8);
   const Status pod_dir = MakeDirs(p.dir);
+  if (pod.contains("/spec/containers/0/terminationMessagePolicy"_json_pointer)) {
+    p.message_policy = S(pod, "/spec/containers/0/terminationMessagePolicy"_json_pointer);
+  }
+  std::string pod_kubeconfig = opts_.pod_kubeconfig;
+  if (pod_dir.ok() && opts_.serviceaccount_tokens) {
+    const std::string token_err = WriteServiceAccountKubeconfig(pod, p.dir);
+    if (!token_err.empty()) {
+      // A kubelet keeps such a pod in ContainerCreating and retries: so does the agent.
+      if (start_errors_[uid] != token_err) spdlog::warn("{}/{}: not started yet: {}", ns, name, token_err);
+      start_errors_[uid] = token_err;
+      return;
+    }
+    pod_kubeconfig = p.dir + "/kubeconfig";
+  }
+  start_errors_.erase(uid);
+  Status made = pod_dir;
+  if (made.ok()) made = WriteFileAtomically(p.dir + "/termination-log", "");
   ProcessSpec ps;
-  std::string err = pod_dir.ok() ? "" : "pod directory: " + pod_dir.message();
+  std::string err = made.ok() ? "" : "pod directory: " + made.message();
   const std::string log_path = p.dir + "/container.log";
-  bool ok = pod_dir.ok() && BuildProcess(pod, ConfigMapsOf(pod), ProcessOptionsFor(p.dir), &ps, &err);
+  bool ok = made.ok() && BuildProcess(pod, ConfigMapsOf(pod), ProcessOptionsFor(p.dir, pod_kubeconfig), &ps, &err);
   if (ok) {
     if (Status w = WriteVolumeFiles(ps); !w.ok()) {
       ok = false;
@@ -373,6 +406,7 @@ void Agent::Start(const Json& pod) {
     spdlog::warn("{}/{} cannot start: {}", ns, name, err);
     p.exited = true;
     p.code = 128;
+    p.message = "node-agent: " + err;
     if (Status w = WriteFileAtomically(log_path, "node-agent: " + err + "\n"); !w.ok()) {
       spdlog::warn("{}/{}: container log: {}", ns, name, w.message());
     }
@@ -391,13 +425,51 @@ void Agent::Start(const Json& pod) {
   ReportRunning(pod, pid);
 }
 
+std::string Agent::WriteServiceAccountKubeconfig(const Json& pod, const std::string& dir) {
+  const std::string ns = S(pod, "/metadata/namespace"_json_pointer);
+  std::string sa = S(pod, "/spec/serviceAccountName"_json_pointer);
+  if (sa.empty()) sa = "default";
+  kube::Request r;
+  r.method = "POST";
+  r.path = "/api/v1/namespaces/" + ns + "/serviceaccounts/" + sa + "/token";
+  r.body = Json{{"apiVersion", "authentication.k8s.io/v1"},
+                {"kind", "TokenRequest"},
+                {"spec",
+                 {{"expirationSeconds", 3600},
+                  {"boundObjectRef",
+                   {{"apiVersion", "v1"},
+                    {"kind", "Pod"},
+                    {"name", S(pod, "/metadata/name"_json_pointer)},
+                    {"uid", S(pod, "/metadata/uid"_json_pointer)}}}}}}
+               .dump();
+  auto res = client_->SendJson(r);
+  if (!res.ok()) return "token for ServiceAccount " + ns + "/" + sa + ": " + res.status().ToString();
+  const std::string token = res->value("status", Json::object()).value("token", "");
+  if (token.empty()) return "token for ServiceAccount " + ns + "/" + sa + ": empty TokenRequest status";
+  const kube::Config& cfg = client_->config();
+  std::string ca_line;
+  if (!cfg.ca_pem.empty()) {
+    if (Status w = WriteFileAtomically(dir + "/ca.crt", cfg.ca_pem); !w.ok()) return "ca.crt: " + w.message();
+    ca_line = "    certificate-authority: " + dir + "/ca.crt\n";
+  }
+  const std::string kubeconfig =
+      "apiVersion: v1\nkind: Config\nclusters:\n- name: cluster\n  cluster:\n    server: " + cfg.server + "\n" +
+      ca_line + "users:\n- name: " + sa + "\n  user:\n    token: " + token +
+      "\ncontexts:\n- name: pod\n  context:\n    cluster: cluster\n    user: " + sa + "\n    namespace: " + ns +
+      "\ncurrent-context: pod\n";
+  if (Status w = WriteFileAtomically(dir + "/kubeconfig", kubeconfig, 0600); !w.ok()) {
+    return "kubeconfig: " + w.message();
+  }
+  return "";
+}
+
 void Agent::ReportExit(Proc& p) {
   const std::string log_path = p.dir + "/container.log";
   const std::string now = Now();
-  Json term = {{"exitCode", p.code},
-               {"reason", p.code == 0 ? "Completed" : "Error"},
-               {"message", TailFile(log_path, 20, 2048)},
-               {"finishedAt", now}};
+  const std::string message = !p.message.empty() ? p.message
+                              : TerminationMessage(p.dir + "/termination-log", log_path, p.message_policy, p.code);
+  Json term = {{"exitCode", p.code}, {"reason", p.code == 0 ? "Completed" : "Error"}, {"finishedAt", now}};
+  if (!message.empty()) term["message"] = message;
   if (p.code > 128) term["signal"] = p.code - 128;
   Json cs = {{"name", p.container}, {"image", p.image}, {"ready", false}, {"restartCount", 0}, {"started", false},
              {"state", {{"terminated", term}}}};
@@ -487,6 +559,8 @@ void Agent::Step() {
     }
     if (node.empty()) {
       const std::string sched = S(pod, "/spec/schedulerName"_json_pointer);
+      // Under a real kube-scheduler (--bind-pods=false) it binds, gates and gangs included.
+      if (!opts_.bind_pods) continue;
       if (!sched.empty() && sched != "default-scheduler" && sched != opts_.scheduler_name) continue;
       if (Gated(pod)) {
         ReportPending(pod, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates");
@@ -510,6 +584,7 @@ void Agent::Step() {
       if (pod.contains("/spec/containers/0/name"_json_pointer)) p.container = S(pod, "/spec/containers/0/name"_json_pointer);
       p.exited = true;
       p.code = 137;
+      p.message = "node-agent: the container's process belonged to an earlier node agent and is gone";
       p.dir = opts_.work_dir + "/" + p.ns + "_" + p.name + "_" + uid.substr(0, 8);
       procs_[uid] = p;
       ReportExit(procs_[uid]);

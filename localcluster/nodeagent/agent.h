@@ -39,6 +39,13 @@ struct AgentOptions {
   std::string work_dir;          // per-pod directories and logs
   std::map<std::string, std::string> extra_env;  // set in every process (after the pod's env)
   std::string pod_kubeconfig;    // injected as KUBECONFIG into processes ("" = none)
+  // Each pod's process gets its own kubeconfig with a token of the pod's
+  // ServiceAccount (TokenRequest API, bound to the pod), as a kubelet mounts
+  // one: RBAC then applies to what the pod does. Excludes pod_kubeconfig.
+  bool serviceaccount_tokens = false;
+  // Bind pending pods to the agent's nodes (its own scheduler). False when the
+  // cluster runs kube-scheduler.
+  bool bind_pods = true;
   double max_grace_s = 10;       // cap on terminationGracePeriodSeconds
   std::chrono::milliseconds poll{200};
   std::chrono::milliseconds heartbeat{2000};
@@ -67,6 +74,8 @@ class Agent {
     bool term_sent = false;
     std::chrono::steady_clock::time_point kill_at;
     bool status_reported = false;
+    std::string message_policy = "File";  // the container's terminationMessagePolicy
+    std::string message;                  // the agent's own reason (start failures)
   };
   void Heartbeat();
   void Schedule(const kube::Json& pod, Placement* placement);
@@ -79,18 +88,28 @@ class Agent {
   void Start(const kube::Json& pod);
   // The ConfigMaps a pod's volumes and env refer to (those that exist).
   std::map<std::string, kube::Json> ConfigMapsOf(const kube::Json& pod);
-  ProcessOptions ProcessOptionsFor(const std::string& pod_dir) const;
+  ProcessOptions ProcessOptionsFor(const std::string& pod_dir, const std::string& pod_kubeconfig) const;
   void ReportRunning(const kube::Json& pod, pid_t pid);
   void Reap();
   void ReportExit(Proc& p);
   void HandleDeletion(const kube::Json& pod);
+  // Writes <dir>/kubeconfig with a token of the pod's ServiceAccount; error text on failure.
+  std::string WriteServiceAccountKubeconfig(const kube::Json& pod, const std::string& dir);
 
   std::shared_ptr<kube::RestClient> client_;
   AgentOptions opts_;
   kube::ResourceClient nodes_, pods_;
   std::map<std::string, Proc> procs_;  // pod uid → process
   std::chrono::steady_clock::time_point last_heartbeat_{};
+  std::map<std::string, std::string> start_errors_;  // pod uid → last reason it could not start (logged once)
 };
+
+// The container's termination message as the kubelet reports it: the
+// termination log file (at most 4096 bytes); when that is empty, the policy is
+// FallbackToLogsOnError and the container failed, the last 80 lines (at most
+// 2048 bytes) of its log.
+std::string TerminationMessage(const std::string& termination_log, const std::string& container_log,
+                               const std::string& policy, int exit_code);
 
 // Last `max_lines` lines of a file, at most `max_bytes` bytes.
 std::string TailFile(const std::string& path, int max_lines, size_t max_bytes);

@@ -34,7 +34,8 @@ constexpr char kUsage[] =
     "                  [--capacity RES=QTY]... [--label K=V]... [--node-label INDEX:K=V]... [--image-map IMAGE=PATH]...\n"
     "                  [--image-map-file FILE] [--work-dir DIR] [--pod-kubeconfig FILE]\n"
     "                  [--env NAME=VALUE]... [--scheduler-name NAME] [--admit-pod-groups] [--max-grace-s S]\n"
-    "                  [--poll-ms MS] [--pid-file FILE] [--log-format text|json] [--log-level LEVEL]\n";
+    "                  [--poll-ms MS] [--pid-file FILE] [--pod-credentials serviceaccount] [--bind-pods true|false]\n"
+    "                  [--log-format text|json] [--log-level LEVEL]\n";
 
 bool SplitKV(const std::string& s, std::string* k, std::string* v) {
   const size_t eq = s.find('=');
@@ -100,7 +101,13 @@ std::string ApplyFlag(const std::string& a, const std::string& val, Flags* f) {
   else if (a == "--work-dir") opts.work_dir = std::filesystem::absolute(val).string();
   else if (a == "--pod-kubeconfig") opts.pod_kubeconfig = std::filesystem::absolute(val).string();
   else if (a == "--scheduler-name") opts.scheduler_name = val;
-  else if (a == "--max-grace-s") opts.max_grace_s = std::stod(val);
+  else if (a == "--pod-credentials") {
+    if (val != "serviceaccount") return "--pod-credentials must be serviceaccount";
+    opts.serviceaccount_tokens = true;
+  } else if (a == "--bind-pods") {
+    if (val != "true" && val != "false") return "--bind-pods must be true or false";
+    opts.bind_pods = val == "true";
+  } else if (a == "--max-grace-s") opts.max_grace_s = std::stod(val);
   else if (a == "--poll-ms") opts.poll = std::chrono::milliseconds(std::max(20, std::stoi(val)));
   else if (a == "--pid-file") f->pid_file = val;
   else if (a == "--log-format") f->log_format = val;
@@ -162,6 +169,9 @@ int main(int argc, char** argv) {
   }
   if (auto s = hypertrain::log::Init(f.log_format, f.log_level, {{"component", "node-agent"}}); !s.ok()) {
     return fail(s.message());
+  }
+  if (opts.serviceaccount_tokens && !opts.pod_kubeconfig.empty()) {
+    return fail("--pod-credentials serviceaccount and --pod-kubeconfig exclude each other");
   }
   for (const auto& [image, path] : opts.image_map) {
     if (::access(path.c_str(), X_OK) != 0) return fail("image " + image + ": " + path + " is not executable");

@@ -7,6 +7,7 @@
 //     [--kube-api-qps=50 --kube-api-burst=100]   (client-side API rate limit)
 //     [--lease-duration-ms=15000 --renew-deadline-ms=10000 --retry-period-ms=2000]
 //     [--fault-settle-ms=5000]
+//     [--exclude-namespaces=kube-system,kube-public,kube-node-lease]  (all-namespaces mode)
 //   hypertrain-operator --print-instance-types   (the instance table: name GPUs EFA RDMA, one a line)
 //
 // Serves /metrics (Prometheus), /healthz and /readyz on --metrics-addr. With
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -60,6 +62,8 @@ struct Flags {
   int kube_api_burst = 100;
   int lease_duration_ms = 15000, renew_deadline_ms = 10000, retry_period_ms = 2000;
   int fault_settle_ms = 5000;  // ManagerOptions::fault_settle_window; 0 disables it
+  std::vector<std::string> excluded_namespaces = {controller::ManagerOptions{}.excluded_namespaces.begin(),
+                                                 controller::ManagerOptions{}.excluded_namespaces.end()};
 };
 
 // Declares every flag on `app`, bound to `f`. Names and meanings are those
@@ -93,6 +97,10 @@ void DeclareFlags(CLI::App& app, Flags* f) {
   app.add_option("--fault-settle-ms", f->fault_settle_ms,
                  "How long a follow-on pod exit waits for the root cause's status (0 disables the wait)")
       ->check(cli::kNonNegative);
+  app.add_option("--exclude-namespaces", f->excluded_namespaces,
+                 "With every namespace watched: namespaces whose TrainingJobs are ignored")
+      ->delimiter(',')
+      ->type_name("NS[,NS...]");
   cli::AddVersionFlag(app);
 }
 
@@ -205,8 +213,10 @@ int Main(int argc, char** argv) {
   controller::Metrics metrics(&registry);
   metrics.ObserveRestClient(client->get(), HostOf(cfg->server));
   if (flags.leader_elect()) metrics.SetLeader(flags.lease_name, false);
-  controller::Manager manager(controller::ManagerOptions{*client, flags.namespaces, flags.workers, identity,
-                                                         std::chrono::milliseconds(flags.fault_settle_ms), &metrics});
+  controller::ManagerOptions mo{*client, flags.namespaces, flags.workers, identity,
+                                std::chrono::milliseconds(flags.fault_settle_ms), &metrics};
+  mo.excluded_namespaces = {flags.excluded_namespaces.begin(), flags.excluded_namespaces.end()};
+  controller::Manager manager(std::move(mo));
   registry.OnScrape([&] { metrics.SetJobs(manager.JobsByNamespace()); });
   HttpServer http;
   ServeProbes(&http, flags, manager, metrics, registry);

@@ -38,6 +38,11 @@ std::string PodGroupName(const api::ObjectMeta& job, int nodes) {
       job.uid.empty() ? job.name : job.name + "-" + job.uid.substr(0, std::min<size_t>(8, job.uid.size()));
   return nodes > 0 ? name + "-n" + std::to_string(nodes) : name;
 }
+std::string TrainerServiceAccountName(const std::string& job) { return job + "-trainer"; }
+std::string ProgressConfigMapName(const std::string& job) { return job + "-progress"; }
+std::string PodServiceAccountName(const api::ObjectMeta& job, const api::TrainingJobSpec& spec) {
+  return spec.service_account_name.empty() ? TrainerServiceAccountName(job.name) : spec.service_account_name;
+}
 std::string MasterAddr(const api::ObjectMeta& job) {
   return PodName(job.name, 0) + "." + ServiceName(job.name) + "." + job.namespace_ + ".svc";
 }
@@ -69,6 +74,40 @@ StatusOr<json> BuildConfigMap(const api::ObjectMeta& job, const api::TrainingJob
   json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", ObjectMetaFor(job, ConfigMapName(job.name))}};
   cm["data"] = {{contract::kConfigFileName, *spec.trainer_config.inline_yaml}};
   return cm;
+}
+
+json BuildTrainerServiceAccount(const api::ObjectMeta& job) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ServiceAccount"},
+          {"metadata", ObjectMetaFor(job, TrainerServiceAccountName(job.name))}};
+}
+
+json BuildProgressConfigMap(const api::ObjectMeta& job) {
+  return {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", ObjectMetaFor(job, ProgressConfigMapName(job.name))}};
+}
+
+json BuildProgressRole(const api::ObjectMeta& job) {
+  // No `get`: the launcher only merge-patches its annotation.
+  return {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+          {"kind", "Role"},
+          {"metadata", ObjectMetaFor(job, ProgressConfigMapName(job.name))},
+          {"rules",
+           json::array({{{"apiGroups", json::array({""})},
+                         {"resources", json::array({"configmaps"})},
+                         {"resourceNames", json::array({ProgressConfigMapName(job.name)})},
+                         {"verbs", json::array({"patch"})}}})}};
+}
+
+json BuildProgressRoleBinding(const api::ObjectMeta& job, const api::TrainingJobSpec& spec) {
+  return {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+          {"kind", "RoleBinding"},
+          {"metadata", ObjectMetaFor(job, ProgressConfigMapName(job.name))},
+          {"roleRef",
+           {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", ProgressConfigMapName(job.name)}}},
+          {"subjects",
+           json::array({{{"kind", "ServiceAccount"},
+                         {"name", PodServiceAccountName(job, spec)},
+                         {"namespace", job.namespace_}}})}};
 }
 
 json DefaultEnv(const api::TrainingJobSpec& spec) {
@@ -149,7 +188,7 @@ json BuildEnv(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, cons
                          std::to_string(spec.scheduling.termination_grace_period_seconds)));
   out.push_back(EnvField(env::kJobName, std::string("metadata.labels['") + contract::kLabelJobName + "']"));
   out.push_back(EnvField(env::kNamespace, "metadata.namespace"));
-  out.push_back(EnvField(env::kPodName, "metadata.name"));
+  out.push_back(EnvValue(env::kProgressConfigMap, ProgressConfigMapName(job.name)));
   return out;
 }
 
@@ -443,7 +482,10 @@ StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& 
                     {"command", spec.command},
                     {"env", BuildEnv(job, spec, opts)},
                     {"ports", ContainerPorts(spec)},
-                    {"volumeMounts", mounts}};
+                    {"volumeMounts", mounts},
+                    // The launcher explains a signal death in /dev/termination-log;
+                    // other failures show the log's last lines (the trainer's error).
+                    {"terminationMessagePolicy", "FallbackToLogsOnError"}};
   if (!spec.args.empty()) container["args"] = spec.args;
   json resources = BuildResources(spec);
   if (!resources.empty()) container["resources"] = resources;
@@ -473,7 +515,7 @@ StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& 
   if (!spec.scheduling.priority_class_name.empty()) {
     pod_spec["priorityClassName"] = spec.scheduling.priority_class_name;
   }
-  if (!spec.service_account_name.empty()) pod_spec["serviceAccountName"] = spec.service_account_name;
+  pod_spec["serviceAccountName"] = PodServiceAccountName(job, spec);
   ApplyGang(metadata, pod_spec, job, spec, nodes);
 
   return json{{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", pod_spec}};

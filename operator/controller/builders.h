@@ -2,13 +2,20 @@
 // out as JSON. No I/O, no clock: callers pass `now`. The reconciler creates
 // what these return; tests check them without a server.
 //
-// Objects per job <job> in namespace <ns>:
-//   Service   <job>              headless, publishNotReadyAddresses, selects the job's pods
-//   ConfigMap <job>-config       the inline trainer config (key config.yaml)
-//   PodGroup  <job>-<uid8>       gang provider coscheduling or volcano: minMember = nodes
-//                                (an elastic job on N != nodes: <job>-<uid8>-n<N>, minMember N)
-//   Pod       <job>-node-<i>     one per node, hostname <job>-node-<i>, subdomain <job>
-// Rank 0 is reachable as <job>-node-0.<job>.<ns>.svc (MASTER_ADDR).
+// Objects per job <job> in namespace <ns> (all owned by the job, so the garbage
+// collector removes them with it):
+//   Service        <job>              headless, publishNotReadyAddresses, selects the job's pods
+//   ConfigMap      <job>-config       the inline trainer config (key config.yaml)
+//   PodGroup       <job>-<uid8>       gang provider coscheduling or volcano: minMember = nodes
+//                                     (an elastic job on N != nodes: <job>-<uid8>-n<N>, minMember N)
+//   ServiceAccount <job>-trainer      the pods' identity, unless spec.serviceAccountName names one
+//   ConfigMap      <job>-progress     node 0's launcher annotates it with progress (hypertrain.dev/progress)
+//   Role           <job>-progress     patch on that one ConfigMap, nothing else
+//   RoleBinding    <job>-progress     the Role to the pods' ServiceAccount
+//   Pod            <job>-node-<i>     one per node, hostname <job>-node-<i>, subdomain <job>
+// Rank 0 is reachable as <job>-node-0.<job>.<ns>.svc (MASTER_ADDR). The trainer
+// pods can change nothing but their job's progress ConfigMap: not a pod, not an
+// image, not another job's progress.
 #ifndef HYPERTRAIN_OPERATOR_CONTROLLER_BUILDERS_H_
 #define HYPERTRAIN_OPERATOR_CONTROLLER_BUILDERS_H_
 
@@ -70,6 +77,10 @@ std::string ConfigMapName(const std::string& job);
 // "<job>-<uid8>-n<nodes>": a group's size (minMember, Kueue's total count)
 // never changes under the same name.
 std::string PodGroupName(const api::ObjectMeta& job, int nodes = 0);
+std::string TrainerServiceAccountName(const std::string& job);
+std::string ProgressConfigMapName(const std::string& job);  // also the Role's and RoleBinding's name
+// The pods' ServiceAccount: spec.serviceAccountName, else <job>-trainer.
+std::string PodServiceAccountName(const api::ObjectMeta& job, const api::TrainingJobSpec& spec);
 // "<job>-node-0.<job>.<ns>.svc"
 std::string MasterAddr(const api::ObjectMeta& job);
 
@@ -83,6 +94,14 @@ nlohmann::json BuildService(const api::ObjectMeta& job, const api::TrainingJobSp
 // The ConfigMap holding the inline trainer config. Error when the spec refers
 // to a user ConfigMap instead (nothing to build).
 StatusOr<nlohmann::json> BuildConfigMap(const api::ObjectMeta& job, const api::TrainingJobSpec& spec);
+
+// The job's own ServiceAccount (built only when spec.serviceAccountName is empty).
+nlohmann::json BuildTrainerServiceAccount(const api::ObjectMeta& job);
+// The empty progress ConfigMap, the Role allowing `patch` on it alone, and the
+// RoleBinding of that Role to PodServiceAccountName.
+nlohmann::json BuildProgressConfigMap(const api::ObjectMeta& job);
+nlohmann::json BuildProgressRole(const api::ObjectMeta& job);
+nlohmann::json BuildProgressRoleBinding(const api::ObjectMeta& job, const api::TrainingJobSpec& spec);
 
 // EFA/NCCL defaults for the spec's hardware (user env overrides each):
 //   GPU jobs:     NCCL_SOCKET_IFNAME=^lo, NCCL_DEBUG=WARN

@@ -141,10 +141,11 @@ TEST(PodTest, RendezvousEnv) {
   EXPECT_EQ(env["RESTART_ATTEMPT"], "2");
   EXPECT_EQ(env["HYPERTRAIN_CHECKPOINT_DIR"], "/fsx/ckpt/llama");
   EXPECT_EQ(env["HYPERTRAIN_CONFIG"], "/etc/hypertrain/config.yaml");
-  EXPECT_EQ(env["HYPERTRAIN_POD_NAME"], "valueFrom:metadata.name");
+  EXPECT_FALSE(env.count("HYPERTRAIN_POD_NAME")) << "the pods annotate their progress ConfigMap, not a pod";
   EXPECT_EQ(env["HYPERTRAIN_NAMESPACE"], "valueFrom:metadata.namespace");
   EXPECT_EQ(env["HYPERTRAIN_JOB_NAME"], "valueFrom:metadata.labels['hypertrain.dev/job-name']");
   EXPECT_FALSE(env.count("HYPERTRAIN_NODE_NAME"));  // nothing in the runtime reads it
+  EXPECT_EQ(env["HYPERTRAIN_PROGRESS_CONFIGMAP"], "llama-progress");
   // The default command takes the rank count and the config from this env.
   EXPECT_EQ(c["command"], json({"hypertrain", "launch", "--", "train"}));
   EXPECT_FALSE(c.contains("args"));
@@ -370,6 +371,45 @@ TEST(PodTest, SchedulingFieldsPassThrough) {
   for (const json& t : pod["spec"]["tolerations"]) {
     EXPECT_NE(t.value("key", ""), "sagemaker.amazonaws.com/node-health-status");
   }
+}
+
+// Defect 5 of issue 19: a real kubelet reports only the termination log under
+// the API default (File), and nothing writes one for most failures.
+TEST(PodTest, TerminationMessageFallsBackToTheLog) {
+  EXPECT_EQ(Pod(P5Spec())["spec"]["containers"][0]["terminationMessagePolicy"], "FallbackToLogsOnError");
+}
+
+// Defects 1 and 3 of issue 19: the pods run as the job's own ServiceAccount,
+// whose only right is `patch` on the job's progress ConfigMap.
+TEST(TrainerIdentityTest, OwnServiceAccountMayPatchOnlyItsProgressConfigMap) {
+  const api::TrainingJobSpec spec = Spec(P5Spec());
+  EXPECT_EQ(Pod(P5Spec())["spec"]["serviceAccountName"], "llama-trainer");
+  json sa = BuildTrainerServiceAccount(Meta());
+  EXPECT_EQ(sa["kind"], "ServiceAccount");
+  EXPECT_EQ(sa["metadata"]["name"], "llama-trainer");
+  EXPECT_EQ(sa["metadata"]["namespace"], "team-a");
+  json cm = BuildProgressConfigMap(Meta());
+  EXPECT_EQ(cm["metadata"]["name"], "llama-progress");
+  EXPECT_FALSE(cm.contains("data"));
+  json role = BuildProgressRole(Meta());
+  EXPECT_EQ(role["metadata"]["name"], "llama-progress");
+  ASSERT_EQ(role["rules"].size(), 1u);
+  EXPECT_EQ(role["rules"][0], json({{"apiGroups", {""}},
+                                   {"resources", {"configmaps"}},
+                                   {"resourceNames", {"llama-progress"}},
+                                   {"verbs", {"patch"}}}));
+  json rb = BuildProgressRoleBinding(Meta(), spec);
+  EXPECT_EQ(rb["roleRef"], json({{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", "llama-progress"}}));
+  EXPECT_EQ(rb["subjects"], json::array({{{"kind", "ServiceAccount"}, {"name", "llama-trainer"}, {"namespace", "team-a"}}}));
+  for (const json& obj : {sa, cm, role, rb}) {
+    EXPECT_EQ(obj["metadata"]["ownerReferences"][0]["uid"], "0b7c-uid") << obj["kind"];
+    EXPECT_EQ(obj["metadata"]["labels"]["hypertrain.dev/job-name"], "llama") << obj["kind"];
+  }
+  // A ServiceAccount of the user's (e.g. for IRSA) gets the binding instead.
+  json own = P5Spec();
+  own["serviceAccountName"] = "s3-reader";
+  EXPECT_EQ(Pod(own)["spec"]["serviceAccountName"], "s3-reader");
+  EXPECT_EQ(BuildProgressRoleBinding(Meta(), Spec(own))["subjects"][0]["name"], "s3-reader");
 }
 
 TEST(PodTest, BuildersArePure) {

@@ -162,8 +162,7 @@ TEST(CheckHangTest, StartupAllowanceThenStepProgress) {
 TEST(ObservedTest, PodFromJsonReadsLabelsPhaseAndTheTrainersExit) {
   const json pod = json::parse(R"({
     "metadata": {"name": "j-node-1", "uid": "u1", "deletionTimestamp": "2027-01-15T08:00:00Z",
-                 "labels": {"hypertrain.dev/node-rank": "1", "hypertrain.dev/restart-attempt": "x"},
-                 "annotations": {"hypertrain.dev/progress": "{\"step\": 4}"}},
+                 "labels": {"hypertrain.dev/node-rank": "1", "hypertrain.dev/restart-attempt": "x"}},
     "spec": {"nodeName": "node-b"},
     "status": {"phase": "Failed", "containerStatuses": [
       {"name": "sidecar", "state": {"terminated": {"exitCode": 9}}},
@@ -178,13 +177,11 @@ TEST(ObservedTest, PodFromJsonReadsLabelsPhaseAndTheTrainersExit) {
   EXPECT_EQ(p.node_name, "node-b");
   EXPECT_TRUE(p.Failed());
   EXPECT_EQ(p.fault, (PodFault{api::reason::kPodFailed, "OOMKilled", 137, "2027-01-15T07:59:59Z"}));
-  EXPECT_EQ(p.progress, "{\"step\": 4}");
 
   const ObservedPod bare = PodFromJson(json::parse(R"({"metadata": {"name": "p"}})"));
   EXPECT_EQ(bare.phase, "Pending");
   EXPECT_EQ(bare.node_rank, -1);
   EXPECT_FALSE(bare.deleting);
-  EXPECT_FALSE(bare.progress);
 }
 
 TEST(ObservedTest, EvictionAndPodLevelMessages) {

@@ -40,7 +40,7 @@ std::string NamespaceName(const std::string& ns) { return ns.empty() ? "*" : ns;
 struct Manager::Term {
   // One namespace's informers and reconciler.
   struct Scope {
-    std::unique_ptr<kube::Informer> jobs, pods;
+    std::unique_ptr<kube::Informer> jobs, pods, configmaps;
     std::unique_ptr<Reconciler> reconciler;
   };
   Term(const std::shared_ptr<kube::RestClient>& client, Metrics* metrics)
@@ -66,19 +66,24 @@ void Manager::StartInformers(Term& t) {
     kube::ReflectorOptions only_ours;
     only_ours.label_selector = api::kLabelJobName;
     s.pods = std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, kube::resources::kPods, ns), only_ours);
+    s.configmaps =
+        std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, kube::resources::kConfigMaps, ns), only_ours);
     s.jobs->AddEventHandlers(kube::EnqueueKeyHandlers(&t.queue));
     s.pods->AddEventHandlers(kube::EnqueueOwnerHandlers(&t.queue, api::kKind));
+    s.configmaps->AddEventHandlers(kube::EnqueueOwnerHandlers(&t.queue, api::kKind));
     ReconcilerOptions ro;
     ro.client = o_.client;
     ro.jobs = &s.jobs->store();
     ro.pods = &s.pods->store();
     ro.nodes = &t.nodes.store();
+    ro.configmaps = &s.configmaps->store();
     ro.instance = o_.identity;
     ro.fault_settle_window = o_.fault_settle_window;
     ro.counters = o_.metrics ? &o_.metrics->counters : nullptr;
     s.reconciler = std::make_unique<Reconciler>(std::move(ro));
     s.jobs->Start();
     s.pods->Start();
+    s.configmaps->Start();
     t.scopes[ns] = std::move(s);
   }
   // After the scopes exist: the handler reads them. A node change re-checks every job.
@@ -99,7 +104,8 @@ void Manager::StartInformers(Term& t) {
 bool Manager::WaitForCaches(Term& t, kube::CancelToken* stop) {
   while (!stop->cancelled() && !t.nodes.WaitForSync(1s)) spdlog::info("waiting for the node cache");
   for (auto& [ns, s] : t.scopes) {
-    while (!stop->cancelled() && !(s.jobs->WaitForSync(1s) && s.pods->WaitForSync(1s))) {
+    while (!stop->cancelled() &&
+           !(s.jobs->WaitForSync(1s) && s.pods->WaitForSync(1s) && s.configmaps->WaitForSync(1s))) {
       spdlog::info("waiting for the caches of namespace {}", NamespaceName(ns));
     }
   }
@@ -110,6 +116,11 @@ void Manager::ReconcileKey(Term& t, const std::string& key) {
   const std::string ns = key.substr(0, key.find('/'));
   auto it = t.scopes.find(o_.namespaces.empty() ? "" : ns);
   if (it == t.scopes.end()) return;
+  if (o_.namespaces.empty() && o_.excluded_namespaces.count(ns)) {
+    if (FirstWarning(key)) spdlog::warn("ignoring TrainingJob {} in an excluded namespace (--exclude-namespaces)", key);
+    t.queue.Forget(key);
+    return;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   if (o_.metrics) o_.metrics->WorkerActive(true);
   StatusOr<ReconcileResult> r = it->second.reconciler->Reconcile(key);
@@ -155,6 +166,11 @@ std::map<std::string, int> Manager::JobsByNamespace() const {
   return n;
 }
 
+bool Manager::FirstWarning(const std::string& key) {
+  std::lock_guard<std::mutex> l(warned_mu_);
+  return warned_.insert(key).second;
+}
+
 void Manager::Run(kube::CancelToken* stop) {
   Term t(o_.client, o_.metrics);
   if (o_.metrics) o_.metrics->SetWorkers(o_.workers);
@@ -179,6 +195,7 @@ void Manager::Run(kube::CancelToken* stop) {
   for (auto& [_, s] : t.scopes) {
     s.jobs->Stop();
     s.pods->Stop();
+    s.configmaps->Stop();
   }
   synced_ = false;
   spdlog::info("controller stopped");

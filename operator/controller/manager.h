@@ -1,6 +1,7 @@
 // The controller's wiring, in the shape of sample-controller: per watched
-// namespace a TrainingJob informer and a Pod informer (only the operator's
-// pods, those labelled hypertrain.dev/job-name) enqueue job keys; one
+// namespace a TrainingJob informer, a Pod informer and a ConfigMap informer
+// (only the operator's objects, those labelled hypertrain.dev/job-name: the
+// progress ConfigMaps carry the launchers' reports) enqueue job keys; one
 // cluster-wide Node informer re-queues every job when a node's labels or
 // conditions change or it goes away; `workers` threads take keys from the
 // queue (never one key on two workers at once) and reconcile them:
@@ -14,8 +15,9 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,9 @@ struct ManagerOptions {
   std::string identity = "hypertrain-operator";  // the Events' reportingInstance
   std::chrono::milliseconds fault_settle_window{5000};  // see ReconcilerOptions
   Metrics* metrics = nullptr;  // optional; must outlive the manager
+  // Watching every namespace, TrainingJobs here are never acted on: the
+  // cluster's own namespaces get no trainer pods, ServiceAccounts or Roles.
+  std::set<std::string> excluded_namespaces = {"kube-system", "kube-public", "kube-node-lease"};
 };
 
 class Manager {
@@ -57,10 +62,15 @@ class Manager {
   void Work(Term& t, kube::CancelToken* stop);
   void ReconcileKey(Term& t, const std::string& key);
 
+  // Logs a job in an excluded namespace once.
+  bool FirstWarning(const std::string& key);
+
   ManagerOptions o_;
   std::atomic<bool> synced_{false};
   mutable std::mutex term_mu_;
   Term* term_ = nullptr;  // the running term once synced
+  std::mutex warned_mu_;
+  std::set<std::string> warned_;
 };
 
 }  // namespace hypertrain::controller

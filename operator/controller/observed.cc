@@ -80,8 +80,6 @@ ObservedPod PodFromJson(const json& pod) {
     if (Str(c, "type") == "PodScheduled" && Str(c, "status") == "False") p.unschedulable_message = Str(c, "message");
   }
   p.fault = FaultOf(status);
-  const json& progress = Field(Field(meta, "annotations"), contract::kAnnotationProgress);
-  if (progress.is_string()) p.progress = progress.get<std::string>();
   p.final_in_group = Str(Field(meta, "annotations"), gang::kKueueRetriableInGroup) == "false";
   return p;
 }

@@ -43,7 +43,6 @@ struct ObservedPod {
   // "" when the pod is scheduled or the scheduler has not said why not.
   std::string unschedulable_message;
   PodFault fault;          // read whatever the phase; used when Failed
-  std::optional<std::string> progress;  // annotation hypertrain.dev/progress
   bool final_in_group = false;  // annotation kueue.x-k8s.io/retriable-in-group: "false"
 
   bool Failed() const { return phase == "Failed"; }

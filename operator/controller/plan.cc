@@ -352,6 +352,20 @@ void CreatePods(Pass& p, const std::vector<int>& missing) {
   }
   if (p.status().start_time.empty()) p.status().start_time = p.now_str;
   p.status().pods.active += static_cast<int32_t>(missing.size());
+  // The pods' identity and the one object it may write, before the pods: the
+  // job's own ServiceAccount (unless the spec names one), its progress
+  // ConfigMap, and a Role and RoleBinding allowing `patch` on that alone.
+  const api::ObjectMeta& job = p.in.job;
+  if (p.s().service_account_name.empty()) {
+    p.plan.actions.push_back(Action{Action::Kind::kCreateServiceAccount, TrainerServiceAccountName(job.name), "",
+                                    BuildTrainerServiceAccount(job)});
+  }
+  p.plan.actions.push_back(
+      Action{Action::Kind::kCreateConfigMap, ProgressConfigMapName(job.name), "", BuildProgressConfigMap(job)});
+  p.plan.actions.push_back(
+      Action{Action::Kind::kCreateRole, ProgressConfigMapName(job.name), "", BuildProgressRole(job)});
+  p.plan.actions.push_back(Action{Action::Kind::kCreateRoleBinding, ProgressConfigMapName(job.name), "",
+                                  BuildProgressRoleBinding(job, p.s())});
   PodOptions opts{0, p.status().restart_attempt, p.status().excluded_nodes, p.nodes(), ""};
   if (p.s().elastic) {
     StartSizeHistory(&p.status(), p.nodes(), p.now_str);
@@ -477,12 +491,12 @@ bool WaitingToRetry(Pass& p) {
   return true;
 }
 
-// status.progress from node 0's annotation; maxSteps from the inline config
-// when the report has none; updatedAt kept while the step stays the same.
+// status.progress from the annotation node 0's launcher writes on the job's
+// progress ConfigMap; maxSteps from the inline config when the report has
+// none; updatedAt kept while the step stays the same.
 void UpdateProgress(Pass& p, const Gang& gang) {
-  auto it = gang.find(0);
-  if (it == gang.end() || !it->second->progress) return;
-  auto parsed = api::ParseProgressAnnotation(*it->second->progress);
+  if (gang.find(0) == gang.end() || !p.in.progress) return;
+  auto parsed = api::ParseProgressAnnotation(*p.in.progress);
   if (!parsed.ok()) return;
   api::Progress next = *parsed;
   const auto& summary = p.s().trainer_config.summary;
@@ -623,6 +637,9 @@ std::string Describe(const Action& a) {
   switch (a.kind) {
     case Action::Kind::kCreateService: return "create Service " + a.name;
     case Action::Kind::kCreateConfigMap: return "create ConfigMap " + a.name;
+    case Action::Kind::kCreateServiceAccount: return "create ServiceAccount " + a.name;
+    case Action::Kind::kCreateRole: return "create Role " + a.name;
+    case Action::Kind::kCreateRoleBinding: return "create RoleBinding " + a.name;
     case Action::Kind::kCreatePodGroup: return "create PodGroup " + a.name;
     case Action::Kind::kCreatePod: return "create Pod " + a.name;
     case Action::Kind::kPatchPod: return "patch Pod " + a.name;

@@ -35,6 +35,9 @@ struct Observed {
   // shrink to (elastic.h); nullopt when not known.
   std::optional<std::vector<ObservedNode>> cluster_nodes;
   FirstSeen first_seen;  // the reconciler's memory of failed pods (see faults.h)
+  // The progress annotation (hypertrain.dev/progress) node 0's launcher wrote on
+  // the job's progress ConfigMap; nullopt when there is none yet.
+  std::optional<std::string> progress;
 };
 
 struct DecideOptions {
@@ -55,7 +58,7 @@ enum class Case {
   kSettling,          // a follow-on exit: waiting for the root cause's status
   kSucceeded,         // every node's pod exited 0
   kSchedulingBackoff, // a gang torn down after a scheduling timeout waits to be created again
-  kCreating,          // Service, ConfigMap, PodGroup and the missing pods
+  kCreating,          // Service, ConfigMap, PodGroup, the pods' identity and the missing pods
   kUnschedulable,     // not all Running within schedulingTimeoutSeconds: torn down, retried or Failed
   kRunning,           // all pods exist: Running, progress, hang detection
   kResized,           // elastic: the gang restarts on fewer nodes (timeout) or more (capacity returned)
@@ -63,7 +66,18 @@ enum class Case {
 const char* CaseName(Case c);
 
 struct Action {
-  enum class Kind { kCreateService, kCreateConfigMap, kCreatePodGroup, kCreatePod, kPatchPod, kDeletePod, kDeleteJob };
+  enum class Kind {
+    kCreateService,
+    kCreateConfigMap,
+    kCreateServiceAccount,
+    kCreateRole,
+    kCreateRoleBinding,
+    kCreatePodGroup,
+    kCreatePod,
+    kPatchPod,
+    kDeletePod,
+    kDeleteJob,
+  };
   Kind kind;
   std::string name;
   // Deletes: the uid precondition (only this very object is deleted). A job's

@@ -94,7 +94,7 @@ std::vector<Row> FinishedRows() {
          t.in.status = {};
          t.in.pods.clear();
        },
-       Case::kCreating, "Created", Ensure({"create Pod j-node-0", "create Pod j-node-1"}), {"JobCreated"},
+       Case::kCreating, "Created", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {"JobCreated"},
        std::nullopt},
   };
 }
@@ -114,7 +114,7 @@ std::vector<Row> SuspendRows() {
          api::SetJobCondition(&t.in.status, api::kCondSuspended, true, api::reason::kJobSuspended, "s", At(5s), 3);
          t.in.pods.clear();
        },
-       Case::kCreating, "Created", Ensure({"create Pod j-node-0", "create Pod j-node-1"}), {"JobResumed"},
+       Case::kCreating, "Created", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {"JobResumed"},
        std::nullopt,
        [](const Plan& p, const Input&) {
          EXPECT_EQ(Cond(p, api::kCondSuspended).status, "False");
@@ -158,7 +158,7 @@ std::vector<Row> RunRows() {
          t.in.status = {};
          t.in.pods.clear();
        },
-       Case::kCreating, "Created", Ensure({"create Pod j-node-0", "create Pod j-node-1"}), {"JobCreated"},
+       Case::kCreating, "Created", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {"JobCreated"},
        std::nullopt,
        [](const Plan& p, const Input&) {
          EXPECT_TRUE(p.needs_current_cache);
@@ -168,7 +168,11 @@ std::vector<Row> RunRows() {
          EXPECT_EQ(Cond(p, api::kCondCreated).message, "created the headless Service and 2 pods");
          EXPECT_EQ(p.actions[0].object["spec"]["clusterIP"], "None");
          EXPECT_EQ(p.actions[1].object["data"]["config.yaml"], kConfig);
-         EXPECT_EQ(p.actions[3].object["metadata"]["labels"][api::kLabelNodeRank], "1");
+         EXPECT_EQ(p.actions[2].object["kind"], "ServiceAccount");
+         EXPECT_EQ(p.actions[4].object["rules"][0]["resourceNames"][0], "j-progress");
+         EXPECT_EQ(p.actions[5].object["subjects"][0]["name"], "j-trainer");
+         EXPECT_EQ(p.actions[7].object["metadata"]["labels"][api::kLabelNodeRank], "1");
+         EXPECT_EQ(p.actions[7].object["spec"]["serviceAccountName"], "j-trainer");
        }},
       {"OnlyMissingPodsAreCreated",
        [](Input& t) {
@@ -176,10 +180,10 @@ std::vector<Row> RunRows() {
          t.in.status.excluded_nodes = {"node-x"};
          t.in.pods = {Pod(1, "Running", 2)};
        },
-       Case::kCreating, "Running", Ensure({"create Pod j-node-0"}), {}, std::nullopt,
+       Case::kCreating, "Running", EnsureAndCreate({"create Pod j-node-0"}), {}, std::nullopt,
        [](const Plan& p, const Input&) {
          EXPECT_EQ(p.status->start_time, kT0) << "kept";
-         const nlohmann::json& pod = p.actions[2].object;
+         const nlohmann::json& pod = p.actions[6].object;
          EXPECT_EQ(pod["metadata"]["labels"][api::kLabelRestartAttempt], "2");
          EXPECT_THAT(pod["spec"]["affinity"].dump(), HasSubstr("node-x"));
        }},
@@ -190,7 +194,7 @@ std::vector<Row> RunRows() {
          t.spec = ParsedSpec(j);
          t.in.pods.clear();
        },
-       Case::kCreating, "Running", {"create Service j", "create Pod j-node-0", "create Pod j-node-1"}, {},
+       Case::kCreating, "Running", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}, false), {},
        std::nullopt},
       {"AllPodsRunningIsRunning",
        [](Input& t) {
@@ -211,13 +215,14 @@ std::vector<Row> RunRows() {
 
 
 std::vector<Row> ProgressRows() {
-  auto progress = [](const std::string& p) { return [p](Input& t) { t.pod(0).progress = p; }; };
+  // The annotation node 0's launcher writes on the job's progress ConfigMap.
+  auto progress = [](const std::string& p) { return [p](Input& t) { t.in.progress = p; }; };
   auto hang = [](Input& t) {
     t.spec.fault_policy.hang_timeout_seconds = 600;
     t.spec.fault_policy.startup_timeout_seconds = 900;
   };
   return {
-      {"ProgressFromNodeZerosAnnotation", progress(R"({"step": 7, "loss": 3.25})"), Case::kRunning, "Running",
+      {"ProgressFromTheProgressConfigMap", progress(R"({"step": 7, "loss": 3.25})"), Case::kRunning, "Running",
        kEnsure, {}, std::nullopt,
        [](const Plan& p, const Input&) {
          api::Progress want;

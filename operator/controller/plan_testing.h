@@ -126,6 +126,15 @@ inline std::vector<std::string> Ensure(std::vector<std::string> more) {
   out.insert(out.end(), more.begin(), more.end());
   return out;
 }
+// Before pods: the job's ServiceAccount and its progress ConfigMap, Role and RoleBinding.
+inline const std::vector<std::string> kIdentity = {"create ServiceAccount j-trainer", "create ConfigMap j-progress",
+                                                   "create Role j-progress", "create RoleBinding j-progress"};
+inline std::vector<std::string> EnsureAndCreate(std::vector<std::string> pods, bool config = true) {
+  std::vector<std::string> out = config ? kEnsure : std::vector<std::string>{"create Service j"};
+  out.insert(out.end(), kIdentity.begin(), kIdentity.end());
+  out.insert(out.end(), pods.begin(), pods.end());
+  return out;
+}
 
 
 // Runs one row: Decide on the row's input, then the row's expectations.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "contract/pod.h"
 #include "core/time.h"
 #include "operator/api/status.h"
 #include "operator/api/training_job.h"
@@ -16,6 +17,18 @@ kube::DeleteOptions PreconditionUid(const std::string& uid) {
   kube::DeleteOptions o;
   o.precondition_uid = uid;
   return o;
+}
+
+// What a create action makes.
+const kube::ResourceType& CreatedType(Action::Kind kind) {
+  switch (kind) {
+    case Action::Kind::kCreateService: return kube::resources::kServices;
+    case Action::Kind::kCreateConfigMap: return kube::resources::kConfigMaps;
+    case Action::Kind::kCreateServiceAccount: return kube::resources::kServiceAccounts;
+    case Action::Kind::kCreateRole: return kube::resources::kRoles;
+    case Action::Kind::kCreateRoleBinding: return kube::resources::kRoleBindings;
+    default: return kube::resources::kPods;
+  }
 }
 
 // The status as the cache holds it, normalised; null when unreadable.
@@ -99,6 +112,13 @@ Observed Reconciler::Observe(const api::ObjectMeta& meta, const Json& job, Clock
     }
   }
   in.first_seen = FirstSeenOf(in.pods, now);
+  if (kube::ObjectPtr cm = o_.configmaps ? o_.configmaps->Get(meta.namespace_ + "/" + ProgressConfigMapName(meta.name))
+                                         : nullptr) {
+    const Json annotations = (*cm)["metadata"].value("annotations", Json::object());
+    if (auto it = annotations.find(contract::kAnnotationProgress); it != annotations.end() && it->is_string()) {
+      in.progress = it->get<std::string>();
+    }
+  }
   return in;
 }
 
@@ -143,11 +163,11 @@ Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions
       }
       case Action::Kind::kCreateService:
       case Action::Kind::kCreateConfigMap:
+      case Action::Kind::kCreateServiceAccount:
+      case Action::Kind::kCreateRole:
+      case Action::Kind::kCreateRoleBinding:
       case Action::Kind::kCreatePod: {
-        const kube::ResourceType& type = a.kind == Action::Kind::kCreateService     ? kube::resources::kServices
-                                         : a.kind == Action::Kind::kCreateConfigMap ? kube::resources::kConfigMaps
-                                                                                    : kube::resources::kPods;
-        auto r = kube::ResourceClient(o_.client, type, ns).Create(a.object);
+        auto r = kube::ResourceClient(o_.client, CreatedType(a.kind), ns).Create(a.object);
         if (!r.ok() && !kube::IsAlreadyExists(r.status())) return Count(ns, r.status());
         if (r.ok() && a.kind == Action::Kind::kCreatePod) Bump(&ReconcilerCounters::pods_created, ns);
         break;

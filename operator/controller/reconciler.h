@@ -18,7 +18,9 @@
 //   a pod's node turned unhealthy      → gang restart (NodeUnhealthy), node counted
 //   a pod's node NotReady past grace   → gang restart (PodLost), node counted
 //   every node's pod exited 0          → Succeeded
-//   otherwise                          → Service, ConfigMap, missing pods; Running
+//   otherwise                          → Service, ConfigMap, missing pods (first the
+//                                        trainer's ServiceAccount and its progress
+//                                        ConfigMap, Role and RoleBinding); Running
 //                                        once every pod runs
 //   elastic (spec.elastic, elastic.h):
 //   gang not all Running within the    → above minNodes: next attempt on as many
@@ -81,6 +83,9 @@ struct ReconcilerOptions {
   const kube::Store* pods = nullptr;  // Pod informer cache (owner-uid index)
   // Node informer cache (keys are node names); null disables node-health checks.
   const kube::Store* nodes = nullptr;
+  // ConfigMap informer cache holding the jobs' progress ConfigMaps
+  // (<job>-progress); null: no progress in status.
+  const kube::Store* configmaps = nullptr;
   std::function<Clock::time_point()> now = [] { return Clock::now(); };
   // See Settle in faults.h: how long a follow-on exit (200/201) waits for the
   // root cause's status while other pods run. 0 disables the wait.

@@ -64,18 +64,22 @@ class ReconcilerTest : public ::testing::Test {
     job_informer_ = std::make_unique<kube::Informer>(Jobs());
     pod_informer_ = std::make_unique<kube::Informer>(Pods());
     node_informer_ = std::make_unique<kube::Informer>(Nodes());
+    cm_informer_ = std::make_unique<kube::Informer>(kube::ResourceClient(*client_, kube::resources::kConfigMaps, kNs));
+    cm_informer_->Start();
     job_informer_->Start();
     pod_informer_->Start();
     node_informer_->Start();
     ASSERT_TRUE(job_informer_->WaitForSync(10s));
     ASSERT_TRUE(pod_informer_->WaitForSync(10s));
     ASSERT_TRUE(node_informer_->WaitForSync(10s));
+    ASSERT_TRUE(cm_informer_->WaitForSync(10s));
     reconciler_ = MakeReconciler();
   }
   void TearDown() override {
     job_informer_->Stop();
     pod_informer_->Stop();
     node_informer_->Stop();
+    cm_informer_->Stop();
   }
 
   // Options over the fixture's server, informers and clock.
@@ -85,6 +89,7 @@ class ReconcilerTest : public ::testing::Test {
     o.jobs = &job_informer_->store();
     o.pods = &pod_informer_->store();
     o.nodes = &node_informer_->store();
+    o.configmaps = &cm_informer_->store();
     o.now = [this] { return now_; };
     o.instance = "test-operator";
     o.counters = &counters_;
@@ -94,6 +99,7 @@ class ReconcilerTest : public ::testing::Test {
 
   kube::ResourceClient Jobs() const { return kube::ResourceClient(*client_, TrainingJobType(), kNs); }
   kube::ResourceClient Pods() const { return kube::ResourceClient(*client_, kube::resources::kPods, kNs); }
+  kube::ResourceClient Progress() const { return kube::ResourceClient(*client_, kube::resources::kConfigMaps, kNs); }
   kube::ResourceClient Nodes() const { return kube::ResourceClient(*client_, kube::resources::kNodes); }
   void CreateNode(const std::string& name, const std::string& health) {
     auto r = Nodes().Create({{"metadata", {{"name", name}, {"labels", {{api::kHyperPodHealthLabel, health}}}}}});
@@ -266,7 +272,7 @@ class ReconcilerTest : public ::testing::Test {
 
   static inline kubelocal::testing::KubeLocal* kl_ = nullptr;
   static inline std::shared_ptr<kube::RestClient>* client_ = nullptr;
-  std::unique_ptr<kube::Informer> job_informer_, pod_informer_, node_informer_;
+  std::unique_ptr<kube::Informer> job_informer_, pod_informer_, node_informer_, cm_informer_;
   std::unique_ptr<Reconciler> reconciler_;
   metrics::Registry registry_;
   ReconcilerCounters counters_{&registry_};
@@ -284,6 +290,12 @@ TEST_F(ReconcilerTest, CreatesRunsAndSucceeds) {
   ASSERT_TRUE(svc.ok());
   EXPECT_EQ((*svc)["spec"]["clusterIP"], "None");
   ASSERT_TRUE(kube::ResourceClient(*client_, kube::resources::kConfigMaps, kNs).Get("ok-config").ok());
+  // The pods' own identity and the one object it may write exist before the pods.
+  EXPECT_TRUE(kube::ResourceClient(*client_, kube::resources::kServiceAccounts, kNs).Get("ok-trainer").ok());
+  EXPECT_TRUE(Progress().Get("ok-progress").ok());
+  EXPECT_TRUE(kube::ResourceClient(*client_, kube::resources::kRoles, kNs).Get("ok-progress").ok());
+  EXPECT_TRUE(kube::ResourceClient(*client_, kube::resources::kRoleBindings, kNs).Get("ok-progress").ok());
+  EXPECT_EQ(pods[0]["spec"]["serviceAccountName"], "ok-trainer");
   Json st = Job("ok")["status"];
   EXPECT_EQ(st["state"], "Created");
   EXPECT_EQ(st["worldSize"], 4);
@@ -300,8 +312,8 @@ TEST_F(ReconcilerTest, CreatesRunsAndSucceeds) {
   EXPECT_EQ(Job("ok")["status"]["state"], "Running");
   EXPECT_EQ(Job("ok")["status"]["pods"]["active"], 2);
 
-  auto patched = Pods().Patch("ok-node-0", {{"metadata", {{"annotations", {{api::kAnnotationProgress,
-                                                                           R"({"step": 7, "loss": 3.25})"}}}}}});
+  auto patched = Progress().Patch("ok-progress", {{"metadata", {{"annotations", {{api::kAnnotationProgress,
+                                                                               R"({"step": 7, "loss": 3.25})"}}}}}});
   ASSERT_TRUE(patched.ok());
   Converge("ok");
   Json progress = Job("ok")["status"]["progress"];
@@ -662,7 +674,7 @@ TEST_F(ReconcilerTest, HangWithoutStepProgressRestartsTheGang) {
   ASSERT_EQ(Job("hang")["status"]["state"], "Running");
   // Progress within the start-up allowance, then the step stops advancing.
   now_ += 800s;
-  ASSERT_TRUE(Pods().Patch("hang-node-0", {{"metadata", {{"annotations", {{api::kAnnotationProgress, R"({"step": 3})"}}}}}}).ok());
+  ASSERT_TRUE(Progress().Patch("hang-progress", {{"metadata", {{"annotations", {{api::kAnnotationProgress, R"({"step": 3})"}}}}}}).ok());
   Converge("hang");
   EXPECT_EQ(Job("hang")["status"]["state"], "Running");
   now_ += 599s;

@@ -31,10 +31,10 @@ std::string FirstSet(const config::EnvLookup& env, const char* a, const char* b 
 
 class Reporter : public launch::LaunchObserver {
  public:
-  Reporter(std::shared_ptr<kube::RestClient> client, std::string ns, std::string pod, std::string metrics,
+  Reporter(std::shared_ptr<kube::RestClient> client, std::string ns, std::string configmap, std::string metrics,
            std::string ckpt_dir, int64_t max_steps, double interval_s)
-      : pods_(std::move(client), kube::resources::kPods, std::move(ns)),
-        pod_(std::move(pod)),
+      : configmaps_(std::move(client), kube::resources::kConfigMaps, std::move(ns)),
+        configmap_(std::move(configmap)),
         tail_(std::move(metrics), /*from_end=*/true),
         ckpt_dir_(std::move(ckpt_dir)),
         interval_(interval_s) {
@@ -73,11 +73,12 @@ class Reporter : public launch::LaunchObserver {
         std::string key = contract::EncodeProgress(progress_);  // what changed, the time aside
         if (key != last_sent) {
           progress_.time = FormatRfc3339(std::chrono::system_clock::now());
-          auto r = pods_.PatchAnnotations(pod_, {{contract::kAnnotationProgress, contract::EncodeProgress(progress_)}});
+          auto r = configmaps_.PatchAnnotations(configmap_,
+                                                {{contract::kAnnotationProgress, contract::EncodeProgress(progress_)}});
           if (r.ok()) {
             last_sent = key;
           } else {
-            spdlog::warn("progress annotation: {}", r.status().ToString());
+            spdlog::warn("progress annotation on ConfigMap {}: {}", configmap_, r.status().ToString());
           }
           last_time = now;
         }
@@ -87,8 +88,8 @@ class Reporter : public launch::LaunchObserver {
     }
   }
 
-  kube::ResourceClient pods_;
-  std::string pod_;
+  kube::ResourceClient configmaps_;
+  std::string configmap_;
   JsonlTail tail_;
   std::string ckpt_dir_;
   double interval_;
@@ -182,21 +183,21 @@ bool TrainPaths(const std::vector<std::string>& command, const config::EnvLookup
   return true;
 }
 
-std::optional<PodRef> ReportingPod(const config::EnvLookup& env) {
+std::optional<ProgressTarget> ReportingTarget(const config::EnvLookup& env) {
   namespace names = contract::env;
   const std::string node_rank = FirstSet(env, names::kNodeRank, names::kPetNodeRank);
-  PodRef ref{FirstSet(env, names::kNamespace, names::kPodNamespaceFallback),
-             FirstSet(env, names::kPodName, names::kPodNameFallback)};
-  if ((node_rank != "0" && !node_rank.empty()) || ref.name.empty() || ref.namespace_.empty()) return std::nullopt;
-  return ref;
+  ProgressTarget t{FirstSet(env, names::kNamespace, names::kPodNamespaceFallback),
+                   FirstSet(env, names::kProgressConfigMap)};
+  if ((node_rank != "0" && !node_rank.empty()) || t.configmap.empty() || t.namespace_.empty()) return std::nullopt;
+  return t;
 }
 
 std::unique_ptr<launch::LaunchObserver> MaybeCreateReporter(const launch::LaunchConfig& config) {
   const config::EnvLookup process_env = [](const char* name) -> const char* { return std::getenv(name); };
-  const std::optional<PodRef> target = ReportingPod(process_env);
+  const std::optional<ProgressTarget> target = ReportingTarget(process_env);
   if (!target) return nullptr;
   const std::string& ns = target->namespace_;
-  const std::string& pod = target->name;
+  const std::string& configmap = target->configmap;
   std::string metrics, ckpt;
   int64_t max_steps = 0;
   if (!TrainPaths(config.command, process_env, &metrics, &ckpt, &max_steps)) return nullptr;
@@ -216,9 +217,9 @@ std::unique_ptr<launch::LaunchObserver> MaybeCreateReporter(const launch::Launch
   if (const std::string v = FirstSet(process_env, contract::env::kProgressIntervalS); !v.empty()) {
     interval = std::atof(v.c_str());
   }
-  spdlog::info("publishing progress of {} to pod {}/{} (annotation {}, every {:.0f} s)", metrics, ns, pod,
+  spdlog::info("publishing progress of {} to ConfigMap {}/{} (annotation {}, every {:.0f} s)", metrics, ns, configmap,
                contract::kAnnotationProgress, interval);
-  return std::make_unique<Reporter>(*client, ns, pod, metrics, ckpt, max_steps, interval);
+  return std::make_unique<Reporter>(*client, ns, configmap, metrics, ckpt, max_steps, interval);
 }
 
 }  // namespace hypertrain::progress

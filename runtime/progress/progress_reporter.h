@@ -1,15 +1,16 @@
 #pragma once
 // Progress reporting from `hypertrain launch` on node 0 to the Kubernetes API:
 // the progress annotation (contract/pod.h, format contract/progress.h) on the
-// launcher's own pod, which the operator copies to TrainingJob status.progress
-// and uses for hang detection.
+// job's progress ConfigMap ($HYPERTRAIN_PROGRESS_CONFIGMAP), which the operator
+// copies to TrainingJob status.progress and uses for hang detection. The pods'
+// ServiceAccount may patch that ConfigMap and nothing else (issue 19).
 //
 // Source of progress: the metrics JSONL rank 0 already writes
 // (<exp_dir>/metrics.jsonl; only lines appended after the launcher started
 // count) and the complete checkpoints in the checkpoint dir (step-<N>/manifest.json).
-// Optional: active only on node rank 0 with HYPERTRAIN_POD_NAME (or POD_NAME)
-// and HYPERTRAIN_NAMESPACE (or POD_NAMESPACE) set (contract/env.h), and a Kubernetes config
-// (in-cluster, or $KUBECONFIG, e.g. injected by the local node agent).
+// Optional: active only on node rank 0 with HYPERTRAIN_PROGRESS_CONFIGMAP and
+// HYPERTRAIN_NAMESPACE (or POD_NAMESPACE) set (contract/env.h), and a Kubernetes
+// config (in-cluster, or $KUBECONFIG, e.g. written by the local node agent).
 // Publishing happens on a background thread, at most every
 // HYPERTRAIN_PROGRESS_INTERVAL_S seconds (default 10), so the launcher's
 // supervision loop never waits on the network.
@@ -57,14 +58,14 @@ std::optional<int64_t> LatestCheckpointStep(const std::string& checkpoint_dir);
 bool TrainPaths(const std::vector<std::string>& command, const config::EnvLookup& env, std::string* metrics_path,
                 std::string* checkpoint_dir, int64_t* max_steps);
 
-// The pod node 0's launcher annotates, from HYPERTRAIN_NAMESPACE and
-// HYPERTRAIN_POD_NAME (else POD_NAMESPACE, POD_NAME); nullopt on other nodes
-// (NODE_RANK != 0) or when the env names no pod.
-struct PodRef {
+// The ConfigMap node 0's launcher annotates, from HYPERTRAIN_NAMESPACE (else
+// POD_NAMESPACE) and HYPERTRAIN_PROGRESS_CONFIGMAP; nullopt on other nodes
+// (NODE_RANK != 0) or when the env names no ConfigMap.
+struct ProgressTarget {
   std::string namespace_;
-  std::string name;
+  std::string configmap;
 };
-std::optional<PodRef> ReportingPod(const config::EnvLookup& env);
+std::optional<ProgressTarget> ReportingTarget(const config::EnvLookup& env);
 
 // The observer for `hypertrain launch` (runtime/cmd), or nullptr when progress
 // reporting does not apply.

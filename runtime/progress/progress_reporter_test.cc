@@ -90,21 +90,23 @@ TEST(TrainPaths, FromThePodEnvAsTheTrainerReadsIt) {
   EXPECT_EQ(max_steps, 9);
 }
 
-TEST(Reporter, ReportsOnlyFromNodeZeroOfANamedPod) {
-  auto pod = ReportingPod(Env({{"NODE_RANK", "0"}, {"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_POD_NAME", "j-node-0"}}));
-  ASSERT_TRUE(pod.has_value());
-  EXPECT_EQ(pod->namespace_, "ns");
-  EXPECT_EQ(pod->name, "j-node-0");
-  pod = ReportingPod(Env({{"POD_NAMESPACE", "ns2"}, {"POD_NAME", "p"}}));  // not the operator's pod
-  ASSERT_TRUE(pod.has_value());
-  EXPECT_EQ(pod->namespace_, "ns2");
-  EXPECT_FALSE(ReportingPod(Env({{"NODE_RANK", "1"}, {"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_POD_NAME", "p"}})));
-  EXPECT_FALSE(ReportingPod(Env({{"HYPERTRAIN_NAMESPACE", "ns"}})));
+TEST(Reporter, ReportsOnlyFromNodeZeroToTheNamedConfigMap) {
+  auto t = ReportingTarget(
+      Env({{"NODE_RANK", "0"}, {"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_PROGRESS_CONFIGMAP", "j-progress"}}));
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->namespace_, "ns");
+  EXPECT_EQ(t->configmap, "j-progress");
+  t = ReportingTarget(Env({{"POD_NAMESPACE", "ns2"}, {"HYPERTRAIN_PROGRESS_CONFIGMAP", "p"}}));
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->namespace_, "ns2");
+  EXPECT_FALSE(ReportingTarget(
+      Env({{"NODE_RANK", "1"}, {"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_PROGRESS_CONFIGMAP", "p"}})));
+  EXPECT_FALSE(ReportingTarget(Env({{"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_POD_NAME", "p"}})))
+      << "a pod name is no target: the pods may not patch pods";
 }
 
 TEST(Reporter, AbsentWithoutKubernetesEnv) {
-  unsetenv("HYPERTRAIN_POD_NAME");
-  unsetenv("POD_NAME");
+  unsetenv("HYPERTRAIN_PROGRESS_CONFIGMAP");
   launch::LaunchConfig c;
   c.command = {"train", "--config", "/nonexistent.yaml"};
   EXPECT_EQ(MaybeCreateReporter(c), nullptr);

@@ -155,12 +155,12 @@ TEST(PodEnvContract, TheRuntimeReadsEveryVariableTheOperatorSets) {
       ASSERT_TRUE(ranks.ok()) << ranks.status().ToString();
       EXPECT_EQ(*ranks, spec->nproc_per_node);
 
-      // Node 0's progress reporter annotates its own pod.
-      auto target = progress::ReportingPod(env.Lookup());
+      // Node 0's progress reporter annotates the job's progress ConfigMap.
+      auto target = progress::ReportingTarget(env.Lookup());
       EXPECT_EQ(target.has_value(), rank == 0);
       if (target) {
         EXPECT_EQ(target->namespace_, Meta().namespace_);
-        EXPECT_EQ(target->name, (*pod)["metadata"]["name"]);
+        EXPECT_EQ(target->configmap, controller::BuildProgressConfigMap(Meta())["metadata"]["name"]);
       }
 
       // The trainer (`train`, no --config): the config the volume mounts at
