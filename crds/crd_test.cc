@@ -268,7 +268,6 @@ TEST_F(CrdTest, CelRulesArePresentWhereRulesSpanFields) {
   EXPECT_THAT(rules_at(".spec.trainerConfig"), ::testing::HasSubstr("has(self.inline) != has(self.configMapRef)"));
   EXPECT_THAT(rules_at(".spec.scheduling.tolerations[*]"),
               ::testing::HasSubstr("sagemaker.amazonaws.com/node-health-status"));
-  EXPECT_THAT(rules_at(".spec.nodes"), ::testing::HasSubstr("oldSelf"));
   // The rules ParseSpec mirrors for a real API server (kube-local does not run CEL).
   EXPECT_THAT(rules_at(".spec"), ::testing::HasSubstr("self.volumeMounts.all(m"));
   EXPECT_THAT(rules_at(".spec.runPolicy"), ::testing::HasSubstr("has(self.schedulingTimeoutSeconds)"));
@@ -283,6 +282,35 @@ TEST_F(CrdTest, CelRulesArePresentWhereRulesSpanFields) {
   EXPECT_THAT(rules_at(".spec.podMetadata.labels"), ::testing::HasSubstr("k.matches("));
   EXPECT_THAT(rules_at(".spec.podTemplate.spec"), ::testing::HasSubstr("!has(self.restartPolicy)"));
   EXPECT_THAT(rules_at(".spec.podTemplate.spec.containers[*]"), ::testing::HasSubstr("!has(self.command)"));
+  // Immutable fields: transition rules on spec that also cover adding and
+  // removing the field (a rule on the field itself never sees those).
+  for (const char* f : {"nodes", "gpusPerNode", "nprocPerNode", "efaPerNode", "instanceType"}) {
+    EXPECT_THAT(rules_at(".spec"), ::testing::HasSubstr(std::string("has(self.") + f + ") == has(oldSelf." + f + ")"))
+        << f;
+    EXPECT_THAT(rules_at(std::string(".spec.") + f), ::testing::Not(::testing::HasSubstr("oldSelf"))) << f;
+  }
+}
+
+// Defect 7 of issue 19: "-1Gi" matched the quantity pattern and -1 had no bound.
+TEST_F(CrdTest, RejectsNegativeQuantities) {
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+           {"requests", "-1Gi"}, {"requests", -2}, {"limits", "-500m"}, {"limits", -1}}) {
+    json s = MinimalSpec();
+    s["resources"] = {{field, {{"memory", value}}}};
+    EXPECT_THAT(Validate(Job(s)), ::testing::Contains(::testing::HasSubstr("spec.resources." + field + ".memory")))
+        << field << "=" << value.dump();
+  }
+  for (const json& v : {json("-1Gi"), json(-1)}) {
+    json s = MinimalSpec();
+    s["shmSize"] = v;
+    EXPECT_THAT(Validate(Job(s)), ::testing::Contains(::testing::HasSubstr("spec.shmSize"))) << v.dump();
+  }
+  json ok = MinimalSpec();
+  ok["nprocPerNode"] = 1;
+  ok["resources"] = {{"requests", {{"cpu", "500m"}, {"memory", 1073741824}, {"hugepages-2Mi", "+1Gi"}}},
+                     {"limits", {{"memory", "1e9"}}}};
+  ok["shmSize"] = "64Gi";
+  EXPECT_THAT(Validate(Job(ok)), IsEmpty());
 }
 
 }  // namespace
