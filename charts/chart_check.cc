@@ -1,6 +1,7 @@
 // Checks `helm template` output of charts/hypertrain-operator: security
-// context, probes, args, least-privilege RBAC per watched namespace, metrics
-// Service and the CRD. Used by helm_chart_test.sh with the real Helm binary.
+// context, probes, args, RBAC that grants exactly what the operator's code
+// calls (operator/cmd/permissions.cc) per watched namespace, the watched
+// Namespaces, metrics Service and the CRD. Used by helm_chart_test.sh with the real Helm binary.
 //
 // Usage: chart_check RENDERED.yaml --release-namespace=NS [--watch=a,b]
 //        [--replicas=N] [--log-level=L] [--crd=SOURCE_CRD.yaml]
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "operator/api/yaml_json.h"
+#include "operator/cmd/permissions.h"
 
 namespace {
 
@@ -183,24 +185,22 @@ int main(int argc, char** argv) {
   }
   Expect(sas.count({release_ns, sa_name}) == 1, "operator ServiceAccount " + sa_name + " exists");
 
-  // RBAC: classify roles by what they grant.
-  const std::set<Triple> operator_rules = [] {
-    std::set<Triple> s = Expand("hypertrain.dev", {"trainingjobs"}, {"get", "list", "watch", "update", "patch", "delete"});
-    for (auto& t : Expand("hypertrain.dev", {"trainingjobs/status"}, {"get", "update", "patch"})) s.insert(t);
-    for (auto& t : Expand("hypertrain.dev", {"trainingjobs/finalizers"}, {"update"})) s.insert(t);
-    for (auto& t : Expand("", {"pods"}, {"create", "delete", "get", "list", "watch", "patch"})) s.insert(t);
-    for (auto& t : Expand("", {"services", "configmaps"}, {"create", "delete", "get", "list", "watch"})) s.insert(t);
-    for (auto& t : Expand("", {"events"}, {"create", "patch"})) s.insert(t);
-    return s;
-  }();
-  const std::set<Triple> node_rules = Expand("", {"nodes"}, {"get", "list", "watch"});
-  const std::set<Triple> lease_rules = Expand("coordination.k8s.io", {"leases"}, {"get", "create", "update"});
-  const std::set<Triple> trainer_rules = Expand("", {"pods"}, {"get", "patch"});
-  // Gang schedulers' PodGroups: create only, and only for the providers turned on.
-  std::set<Triple> gang_rules;
-  for (const std::string& g : gang) {
-    const std::string group = g == "coscheduling" ? "scheduling.x-k8s.io" : "scheduling.volcano.sh";
-    for (auto& t : Expand(group, {"podgroups"}, {"create"})) gang_rules.insert(t);
+  // RBAC: exactly what the operator's code uses (operator/cmd/permissions.cc);
+  // the gang schedulers' PodGroups (create) only for the providers turned on.
+  namespace cmd = hypertrain::operatorcmd;
+  std::set<Triple> operator_rules, node_rules, lease_rules, gang_rules;
+  const std::set<std::string> gang_on(gang.begin(), gang.end());
+  for (const auto& p : cmd::OperatorPermissions()) {
+    std::set<Triple>* into = p.scope == cmd::PermissionScope::kCluster            ? &node_rules
+                             : p.scope == cmd::PermissionScope::kReleaseNamespace ? &lease_rules
+                                                                                  : &operator_rules;
+    if (!p.chart_switch.empty()) {
+      const std::string prefix = "gangScheduling.";
+      const bool on = p.chart_switch.rfind(prefix, 0) == 0 && gang_on.count(p.chart_switch.substr(prefix.size()));
+      if (!on) continue;
+      into = &gang_rules;
+    }
+    for (auto& t : Expand(p.group, {p.resource}, p.verbs)) into->insert(t);
   }
 
   std::map<std::string, std::set<Triple>> cluster_roles;
@@ -225,30 +225,37 @@ int main(int argc, char** argv) {
   Expect(node_cluster == 1, "one ClusterRole for nodes");
   Expect(op_cluster == (watch.empty() ? 1 : 0), watch.empty() ? "one operator ClusterRole" : "no operator ClusterRole");
 
-  std::set<std::string> op_role_ns, trainer_role_ns, gang_role_ns;
+  std::set<std::string> op_role_ns, gang_role_ns;
   bool lease_role = false;
   for (const auto& [key, rules] : roles) {
     const auto& [ns, name] = key;
     if (rules == operator_rules) {
       op_role_ns.insert(ns);
-    } else if (rules == trainer_rules) {
-      trainer_role_ns.insert(ns);
     } else if (!gang.empty() && rules == gang_rules) {
       gang_role_ns.insert(ns);
     } else if (rules == lease_rules && ns == release_ns) {
       lease_role = true;
     } else {
-      Expect(false, "Role " + ns + "/" + name + " grants unexpected rules:" + Show(rules));
+      // E.g. the old trainer Role (pods get/patch): it let the trainer patch any pod's image.
+      Expect(false, "Role " + ns + "/" + name + " grants unexpected rules:" + Show(rules) +
+                        "; the operator's rules are:" + Show(operator_rules));
     }
   }
-  Expect(lease_role, "leader-election Role with leases get/create/update in " + release_ns);
+  Expect(lease_role, "leader-election Role with" + Show(lease_rules) + " in " + release_ns);
   Expect(op_role_ns == std::set<std::string>(watch.begin(), watch.end()),
          "operator Roles exactly in the watched namespaces");
   Expect(gang_role_ns == (gang.empty() ? std::set<std::string>{} : std::set<std::string>(watch.begin(), watch.end())),
          "PodGroup Roles (create) in the watched namespaces when a gang provider is on");
-  const std::vector<std::string> trainer_ns = watch.empty() ? std::vector<std::string>{release_ns} : watch;
-  Expect(trainer_role_ns == std::set<std::string>(trainer_ns.begin(), trainer_ns.end()),
-         "trainer Roles (pods get/patch) in the watched namespaces");
+  // Watched namespaces are rendered (kept on uninstall) so that a missing one
+  // does not fail the install; `helm template` cannot look them up, so all are.
+  std::set<std::string> namespaces;
+  for (const json& n : by_kind["Namespace"]) {
+    namespaces.insert(Str(n["metadata"]["name"]));
+    Expect(n["metadata"]["annotations"].value("helm.sh/resource-policy", "") == "keep",
+           "Namespace " + Str(n["metadata"]["name"]) + " is kept on uninstall");
+  }
+  Expect(namespaces == std::set<std::string>(watch.begin(), watch.end()),
+         "a Namespace for each watched namespace, no other");
 
   // Every binding points at a rendered role and an existing ServiceAccount.
   for (const char* kind : {"RoleBinding", "ClusterRoleBinding"}) {

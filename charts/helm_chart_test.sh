@@ -134,4 +134,17 @@ if "$check" "$tmp/broken2.yaml" --release-namespace=hypertrain-system 2>/dev/nul
   echo "FAIL: chart_check accepted a wildcard verb" >&2
   exit 1
 fi
+# A verb the operator's code does not call is rejected (issue 19, defect 6: pods
+# get was granted and unused).
+sed 's/"create", "delete", "list", "watch", "patch"\]/"create", "delete", "get", "list", "watch", "patch"]/' \
+  "$tmp/default.yaml" > "$tmp/broken3.yaml"
+cmp -s "$tmp/default.yaml" "$tmp/broken3.yaml" && { echo "FAIL: the pods rule was not found to break" >&2; exit 1; }
+if "$check" "$tmp/broken3.yaml" --release-namespace=hypertrain-system 2>/dev/null; then
+  echo "FAIL: chart_check accepted pods get, which the operator never calls" >&2
+  exit 1
+fi
+# createWatchNamespaces=false renders no Namespace (the user manages them).
+"$HELM" template ht "$tmp/chart" --namespace ops --set 'watchNamespaces={team-a}' --set createWatchNamespaces=false \
+  > "$tmp/nocreate.yaml"
+grep -q '^kind: Namespace' "$tmp/nocreate.yaml" && { echo "FAIL: createWatchNamespaces=false rendered a Namespace" >&2; exit 1; }
 echo "helm chart: lint, template and content checks passed"

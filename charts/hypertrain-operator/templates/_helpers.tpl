@@ -36,30 +36,38 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
-{{/* Namespaces that get the trainer ServiceAccount and Role. */}}
-{{- define "hypertrain.trainerNamespaces" -}}
-{{- $ns := .Values.trainerServiceAccount.namespaces | default .Values.watchNamespaces | default (list .Release.Namespace) -}}
-{{- toJson $ns -}}
-{{- end -}}
-
-{{/* Rules the operator needs on namespaced objects (least privilege). */}}
+{{/* Rules the operator needs on namespaced objects: exactly what its code
+calls (operator/cmd/permissions.cc; //charts:helm_chart_test compares them).
+pods patch is called only under Kueue (a failed job's pod group is ended on one
+terminated pod). configmaps patch is never called: the operator holds it so that
+it may grant it, scoped to one ConfigMap, to each job's trainer ServiceAccount.
+The gang schedulers' PodGroups are in gang-rbac.yaml. */}}
 {{- define "hypertrain.namespacedRules" -}}
 - apiGroups: ["hypertrain.dev"]
   resources: ["trainingjobs"]
-  verbs: ["get", "list", "watch", "update", "patch", "delete"]
+  verbs: ["get", "list", "watch", "delete"]
 - apiGroups: ["hypertrain.dev"]
   resources: ["trainingjobs/status"]
-  verbs: ["get", "update", "patch"]
+  verbs: ["update"]
 - apiGroups: ["hypertrain.dev"]
   resources: ["trainingjobs/finalizers"]
   verbs: ["update"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["create", "delete", "get", "list", "watch", "patch"]
+  verbs: ["create", "delete", "list", "watch", "patch"]
 - apiGroups: [""]
-  resources: ["services", "configmaps"]
-  verbs: ["create", "delete", "get", "list", "watch"]
+  resources: ["services"]
+  verbs: ["create"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create", "list", "watch", "patch"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["create"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["create"]
 {{- end -}}
