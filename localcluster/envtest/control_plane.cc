@@ -297,6 +297,11 @@ Status ControlPlane::StartApiServer() {
                "--allow-privileged=true",
                "--endpoint-reconciler-type=none",
                "--profiling=false"};
+    if (o_.audit_log) {
+      c->argv.push_back("--audit-policy-file=" + dir_ + "/audit-policy.yaml");
+      c->argv.push_back("--audit-log-path=" + dir_ + "/audit.log");
+      c->argv.push_back("--audit-log-format=json");
+    }
     for (const auto& f : o_.extra_apiserver_flags) c->argv.push_back(f);
     HT_RETURN_IF_ERROR(StartChild(c.get()));
     Child* raw = c.get();
@@ -334,6 +339,12 @@ Status ControlPlane::Init() {
   HT_RETURN_IF_ERROR(WriteFile(dir_ + "/pki/sa.pub", sa_pub, 0644));
   HT_RETURN_IF_ERROR(WriteFile(dir_ + "/pki/tokens.csv", admin_token_ + ",admin,admin,\"system:masters\"\n", 0600));
 
+  if (o_.audit_log) {
+    HT_RETURN_IF_ERROR(WriteFile(dir_ + "/audit-policy.yaml",
+                                 "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
+                                 "rules:\n- level: None\n  users: [admin]\n- level: Metadata\n",
+                                 0644));
+  }
   HT_RETURN_IF_ERROR(StartEtcd());
   HT_RETURN_IF_ERROR(StartApiServer());
   HT_RETURN_IF_ERROR(WriteKubeconfig(kubeconfig_, admin_token_));

@@ -62,6 +62,9 @@ struct Options {
   std::vector<std::string> controllers = DefaultControllers();
   std::chrono::seconds ready_timeout{90};
   std::vector<std::string> extra_apiserver_flags;
+  // Audit log (work_dir/audit.log, JSON lines, level Metadata) of every request
+  // but the admin's: what ServiceAccounts (an operator, a trainer) really call.
+  bool audit_log = false;
 };
 
 class ControlPlane {

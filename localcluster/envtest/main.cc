@@ -3,7 +3,7 @@
 // for shell tests and the main job's --real mode. See control_plane.h.
 //
 //   kube-envtest --work-dir D [--kubeconfig-out F] [--ready-timeout-s 90]
-//                [--no-controller-manager] [--no-scheduler]
+//                [--no-controller-manager] [--no-scheduler] [--audit-log]
 //   kube-envtest --check     exit 0 when the binaries are there, else 3 and why
 //
 // Writes the admin kubeconfig (D/kubeconfig, copied to F) and then D/ready;
@@ -25,7 +25,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kube-envtest --work-dir DIR [--kubeconfig-out FILE] [--ready-timeout-s N]\n"
-    "                    [--no-controller-manager] [--no-scheduler]\n"
+    "                    [--no-controller-manager] [--no-scheduler] [--audit-log]\n"
     "       kube-envtest --check\n";
 
 }  // namespace
@@ -57,6 +57,8 @@ int main(int argc, char** argv) {
       opts.controller_manager = false;
     } else if (a == "--no-scheduler") {
       opts.scheduler = false;
+    } else if (a == "--audit-log") {
+      opts.audit_log = true;
     } else if (a == "--check") {
       check = true;
     } else if (a == "--help" || a == "-h") {

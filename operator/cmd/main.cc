@@ -9,6 +9,7 @@
 //     [--fault-settle-ms=5000]
 //     [--exclude-namespaces=kube-system,kube-public,kube-node-lease]  (all-namespaces mode)
 //   hypertrain-operator --print-instance-types   (the instance table: name GPUs EFA RDMA, one a line)
+//   hypertrain-operator --print-permissions   (group resource verb scope called|held [chart switch], one a line)
 //
 // Serves /metrics (Prometheus), /healthz and /readyz on --metrics-addr. With
 // leader election only the Lease holder runs the controller (informers and
@@ -20,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -41,6 +43,7 @@
 #include "kube/leader_election.h"
 #include "kube/rest_client.h"
 #include "operator/api/instance_types.h"
+#include "operator/cmd/permissions.h"
 #include "operator/controller/manager.h"
 #include "operator/controller/metrics.h"
 
@@ -170,6 +173,21 @@ void PrintInstanceTypes() {
   }
 }
 
+// What the operator calls on the API server (the chart grants exactly this);
+// a sixth column names the chart value an entry depends on.
+void PrintPermissions() {
+  for (const Permission& p : OperatorPermissions()) {
+    const char* scope = p.scope == PermissionScope::kCluster            ? "cluster"
+                        : p.scope == PermissionScope::kReleaseNamespace ? "release-namespace"
+                                                                        : "watched-namespaces";
+    for (const std::string& v : p.verbs) {
+      const bool held = std::find(p.held_not_called.begin(), p.held_not_called.end(), v) != p.held_not_called.end();
+      std::cout << (p.group.empty() ? "core" : p.group) << " " << p.resource << " " << v << " " << scope << " "
+                << (held ? "held" : "called") << (p.chart_switch.empty() ? "" : " " + p.chart_switch) << "\n";
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   CLI::App app("hypertrain-operator", "hypertrain-operator");
@@ -177,9 +195,17 @@ int Main(int argc, char** argv) {
   bool print_instance_types = false;
   app.add_flag("--print-instance-types", print_instance_types,
                "Print the instance table (name, GPUs, EFA devices, GPUDirect RDMA, GPU model; one a line) and exit");
+  bool print_permissions = false;
+  app.add_flag("--print-permissions", print_permissions,
+               "Print the API permissions the operator's code uses (group resource verb scope called|held "
+               "[chart value]; one a line) and exit");
   if (std::optional<int> rc = cli::Parse(app, argc, argv)) return *rc;
   if (print_instance_types) {
     PrintInstanceTypes();
+    return 0;
+  }
+  if (print_permissions) {
+    PrintPermissions();
     return 0;
   }
   (void)log::Init(flags.log_format, flags.log_level);  // both were validated above
