@@ -9,12 +9,18 @@
 # resuming at exactly that step (0 lost steps), through to Succeeded. Cleans up
 # after itself (every process it started is ended by PID).
 #
-#   tools/local-e2e.sh
+#   tools/local-e2e.sh            # on kube-local, the project's own API server
+#   tools/local-e2e.sh --real     # the same on the real control plane (or HYPERTRAIN_REAL_KUBE=1):
+#                                 # etcd + kube-apiserver, controller manager and scheduler 1.26.5
+#                                 # (localcluster/envtest; binaries from $HYPERTRAIN_KUBE_BINARIES,
+#                                 # default the cache tools/setup.sh fills from ../shared/kube);
+#                                 # kube-scheduler binds the pods, each runs with a token of its
+#                                 # own ServiceAccount, RBAC enforced
 #
 # Environment (all optional):
 #   HT_LOCAL_DIR     work directory (default /tmp/hypertrain-local; wiped first)
 #   HT_BIN_DIR       directory with prebuilt kube-local, node-agent, hypertrain-operator
-#                    and hypertrain (skips the bazel build)
+#                    and hypertrain, and kube-envtest for --real (skips the bazel build)
 #   HT_MAX_STEPS     training steps (default 300)
 #   HT_CKPT_EVERY    checkpoint interval in steps (default 10)
 #   HT_KILL_AT_STEP  kill node 1's trainer once this step is logged (default 60; 0: no kill)
@@ -30,6 +36,15 @@
 #   HT_PROGRESS_INTERVAL_S  how often node 0's launcher publishes progress (default 2)
 #   HT_REQUIRE_PROGRESS=1   fail when status.progress stays empty
 set -euo pipefail
+
+REAL="${HYPERTRAIN_REAL_KUBE:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    --real) REAL=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "local-e2e: unknown argument $arg (--real, --help)" >&2; exit 2 ;;
+  esac
+done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="${HT_LOCAL_DIR:-/tmp/hypertrain-local}"
@@ -72,16 +87,21 @@ else
   [ -n "${HT_BAZEL_OUTPUT_BASE:-}" ] && BAZEL+=(--output_base="$HT_BAZEL_OUTPUT_BASE")
   (cd "$ROOT" && "${BAZEL[@]}" build --experimental_convenience_symlinks=ignore \
      //localcluster/apiserver:kube-local //localcluster/nodeagent:node-agent \
-     //operator/cmd:hypertrain-operator //runtime/cmd:hypertrain)
+     //operator/cmd:hypertrain-operator //runtime/cmd:hypertrain //localcluster/envtest:kube-envtest)
   BB="$(cd "$ROOT" && "${BAZEL[@]}" info bazel-bin 2>/dev/null)"
   BIN="$WORK.bin"
   rm -rf "$BIN" && mkdir -p "$BIN"
   cp "$BB/localcluster/apiserver/kube-local" "$BB/localcluster/nodeagent/node-agent" \
-     "$BB/operator/cmd/hypertrain-operator" "$BB/runtime/cmd/hypertrain" "$BIN/"
+     "$BB/operator/cmd/hypertrain-operator" "$BB/runtime/cmd/hypertrain" "$BB/localcluster/envtest/kube-envtest" "$BIN/"
 fi
-for b in kube-local node-agent hypertrain-operator hypertrain; do
+CONTROL_PLANE=kube-local
+[ "$REAL" = 1 ] && CONTROL_PLANE=kube-envtest
+for b in "$CONTROL_PLANE" node-agent hypertrain-operator hypertrain; do
   [ -x "$BIN/$b" ] || die "$BIN/$b is missing"
 done
+if [ "$REAL" = 1 ]; then
+  why="$("$BIN/kube-envtest" --check 2>&1)" || die "--real needs the Kubernetes control plane: $why"
+fi
 command -v kubectl >/dev/null || die "kubectl is not installed (tools/setup.sh installs it)"
 
 rm -rf "$WORK" && mkdir -p "$WORK"/{logs,data}
@@ -109,18 +129,32 @@ tail -n 1 "$WORK/logs/prepare.log"
 VOCAB="$(sed -n 's/^ *"vocab_size": \([0-9]*\).*/\1/p' "$WORK/data/manifest.json")"
 
 # --- control plane, node agent, operator ---------------------------------------
-say "starting kube-local"
-"$BIN/kube-local" --data-dir "$WORK/kube-local" --kubeconfig-out "$KUBECONFIG" --port-file "$WORK/port" \
-  > "$WORK/logs/kube-local.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do [ -s "$KUBECONFIG" ] && [ -s "$WORK/port" ] && break; sleep 0.1; done
-[ -s "$KUBECONFIG" ] || { cat "$WORK/logs/kube-local.log"; die "kube-local did not start"; }
-for _ in $(seq 50); do kubectl get --raw /healthz >/dev/null 2>&1 && break; sleep 0.1; done
+AGENT_FLAGS=(--pod-kubeconfig "$KUBECONFIG")
+if [ "$REAL" = 1 ]; then
+  say "starting the real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)"
+  "$BIN/kube-envtest" --work-dir "$WORK/control-plane" --kubeconfig-out "$KUBECONFIG" \
+    > "$WORK/logs/kube-envtest.out" 2> "$WORK/logs/kube-envtest.log" &
+  PIDS+=($!)
+  for _ in $(seq 1200); do [ -s "$WORK/control-plane/ready" ] && break; kill -0 "${PIDS[-1]}" 2>/dev/null || break; sleep 0.1; done
+  [ -s "$WORK/control-plane/ready" ] || { cat "$WORK/logs/kube-envtest.log"; die "the control plane did not start"; }
+  kubectl version 2>/dev/null | grep -i server || true
+  # kube-scheduler binds the pods; each pod's process gets a token of its own ServiceAccount.
+  AGENT_FLAGS=(--bind-pods false --pod-credentials serviceaccount)
+else
+  say "starting kube-local"
+  "$BIN/kube-local" --data-dir "$WORK/kube-local" --kubeconfig-out "$KUBECONFIG" --port-file "$WORK/port" \
+    > "$WORK/logs/kube-local.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 100); do [ -s "$KUBECONFIG" ] && [ -s "$WORK/port" ] && break; sleep 0.1; done
+  [ -s "$KUBECONFIG" ] || { cat "$WORK/logs/kube-local.log"; die "kube-local did not start"; }
+  for _ in $(seq 50); do kubectl get --raw /healthz >/dev/null 2>&1 && break; sleep 0.1; done
+fi
 kubectl apply -f "$ROOT/crds/trainingjobs.hypertrain.dev.yaml"
+for _ in $(seq 100); do kubectl get tj >/dev/null 2>&1 && break; sleep 0.1; done
 
 say "starting the node agent (2 nodes)"
 "$BIN/node-agent" --kubeconfig "$KUBECONFIG" --nodes 2 --work-dir "$WORK/pods" \
-  --image-map "hypertrain:local=$BIN/hypertrain" --pod-kubeconfig "$KUBECONFIG" --max-grace-s 5 \
+  --image-map "hypertrain:local=$BIN/hypertrain" "${AGENT_FLAGS[@]}" --max-grace-s 5 \
   --env HYPERTRAIN_PROGRESS_INTERVAL_S="${HT_PROGRESS_INTERVAL_S:-2}" \
   > "$WORK/logs/node-agent.log" 2>&1 &
 PIDS+=($!)
@@ -128,7 +162,9 @@ say "starting the operator"
 "$BIN/hypertrain-operator" --kubeconfig="$KUBECONFIG" --leader-elect=false --metrics-addr=127.0.0.1:0 \
   > "$WORK/logs/operator.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 100); do [ "$(kubectl get nodes --no-headers 2>/dev/null | grep -c ' Ready')" = 2 ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ "$(kubectl get nodes --no-headers 2>/dev/null | grep -c ' Ready')" = 2 ] && break; sleep 0.1; done
+# On the real control plane the node lifecycle controller lifts the not-ready taint of a Ready node.
+for _ in $(seq 300); do [ -z "$(kubectl get nodes -o jsonpath='{.items[*].spec.taints}' 2>/dev/null)" ] && break; sleep 0.1; done
 kubectl get nodes -L node.kubernetes.io/instance-type -L sagemaker.amazonaws.com/node-health-status
 
 # --- the job -------------------------------------------------------------------
@@ -179,7 +215,7 @@ done
 
 kubectl get tj "$JOB"
 progress="$(kubectl get tj "$JOB" -o jsonpath='{.status.progress}')"
-say "status.progress (from the launcher's hypertrain.dev/progress annotation on pod 0): ${progress:-none}"
+say "status.progress (from node 0's launcher, hypertrain.dev/progress on ConfigMap $JOB-progress): ${progress:-none}"
 [ -n "$progress" ] || [ "${HT_REQUIRE_PROGRESS:-0}" != 1 ] || die "no status.progress"
 kubectl get tj "$JOB" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}' | sed 's/^/    /'
 kubectl get events --field-selector involvedObject.name="$JOB" --no-headers 2>/dev/null | sed 's/^/    /' | tail -n 12 || true
@@ -241,4 +277,4 @@ say "Succeeded. Where things are:"
 say "  pod logs      $WORK/pods/<namespace>_<pod>_<uid>/container.log"
 say "  metrics       $METRICS"
 say "  checkpoints   $WORK/exp/checkpoints"
-say "  components    $WORK/logs/{kube-local,node-agent,operator}.log"
+say "  components    $WORK/logs/{$CONTROL_PLANE,node-agent,operator}.log$([ "$REAL" = 1 ] && echo " and $WORK/control-plane/*.log")"

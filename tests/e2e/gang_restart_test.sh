@@ -8,16 +8,25 @@
 # byte-identical to an uninterrupted run of the same layout.
 # This is tools/local-e2e.sh with the reference check on, on byte tokens (the
 # demo's Llama-2 vocab makes the model ~10x slower on CPU; the real tokenizer's
-# path to training is runtime/cmd:data_cli_test).
+# path to training is runtime/cmd:data_cli_test); with the argument --real, on
+# the real control plane (tools/local-e2e.sh --real; skipped, naming
+# HYPERTRAIN_KUBE_BINARIES, without its binaries).
 set -euo pipefail
 R="$PWD"
+MODE=()
+if [ "${1:-}" = --real ]; then
+  . "$R/localcluster/envtest/envtest.sh"
+  envtest_require "$R/localcluster/envtest/kube-envtest"
+  MODE=(--real)
+fi
 BIN="$(mktemp -d "${TEST_TMPDIR:-/tmp}/bin.XXXXXX")"
-for b in localcluster/apiserver/kube-local localcluster/nodeagent/node-agent operator/cmd/hypertrain-operator runtime/cmd/hypertrain; do
+for b in localcluster/apiserver/kube-local localcluster/nodeagent/node-agent operator/cmd/hypertrain-operator \
+         runtime/cmd/hypertrain localcluster/envtest/kube-envtest; do
   ln -s "$R/$b" "$BIN/$(basename "$b")"
 done
 out="$(mktemp "${TEST_TMPDIR:-/tmp}/out.XXXXXX")"
 HT_TOKENIZER=bytes HT_BIN_DIR="$BIN" HT_LOCAL_DIR="${TEST_TMPDIR:-/tmp}/e2e" HT_MAX_STEPS=160 HT_CKPT_EVERY=10 HT_KILL_AT_STEP=25 HT_DELETE_AT_STEP=60 \
-  HT_VERIFY_REFERENCE=1 HT_REQUIRE_PROGRESS=1 HT_TIMEOUT_S=200 "$R/tools/local-e2e.sh" > "$out" 2>&1 || {
+  HT_VERIFY_REFERENCE=1 HT_REQUIRE_PROGRESS=1 HT_TIMEOUT_S=200 "$R/tools/local-e2e.sh" "${MODE[@]}" > "$out" 2>&1 || {
   cat "$out"
   for f in "${TEST_TMPDIR:-/tmp}"/e2e/logs/*.log; do echo "== $f"; tail -n 30 "$f"; done
   exit 1
