@@ -48,6 +48,10 @@ std::string DefaultBinariesDir();
 // print it when they skip.
 StatusOr<Binaries> FindBinaries();
 
+// Whether a test may skip when FindBinaries fails: not under CI ($CI set),
+// where tools/setup.sh must have unpacked them (../shared/kube is there).
+bool MaySkipWithoutBinaries();
+
 // Controllers of kube-controller-manager: garbage collection, service accounts
 // and their tokens, namespace deletion, resource quota, the root CA ConfigMap,
 // node lifecycle (removes the not-ready taint of a Ready node) and Deployments

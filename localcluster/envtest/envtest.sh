@@ -2,6 +2,7 @@
 #
 #   . localcluster/envtest/envtest.sh
 #   envtest_require "$KUBE_ENVTEST"           # skips the test (exit 0) when the binaries are missing
+#                                             # (fails under CI, where tools/setup.sh provides them)
 #   envtest_start "$KUBE_ENVTEST" "$T/cp"     # starts it; sets ENVTEST_PID and KUBECONFIG
 #   ...                                       # the caller ends $ENVTEST_PID (SIGTERM) in its cleanup
 #
@@ -22,9 +23,13 @@ envtest_write_skip_xml() {  # MESSAGE
 EOF
 }
 
-envtest_require() {  # KUBE_ENVTEST_BINARY
+envtest_require() {  # KUBE_ENVTEST_BINARY; under CI ($CI set) missing binaries fail instead
   local why
   if ! why="$("$1" --check 2>&1)"; then
+    if [ -n "${CI:-}" ]; then
+      echo "FAIL: under CI tools/setup.sh must provide the control plane: $why" >&2
+      exit 1
+    fi
     echo "SKIP: $why"
     envtest_write_skip_xml "$why"
     exit 0
