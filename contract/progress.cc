@@ -31,6 +31,7 @@ std::string EncodeProgress(const Progress& p) {
   if (p.tokens_per_second && std::isfinite(*p.tokens_per_second)) j["tokensPerSecond"] = *p.tokens_per_second;
   if (p.last_checkpoint_step) j["lastCheckpointStep"] = *p.last_checkpoint_step;
   if (!p.time.empty()) j["time"] = p.time;
+  if (p.attempt) j["attempt"] = *p.attempt;
   return j.dump();
 }
 
@@ -52,6 +53,7 @@ std::optional<Progress> DecodeProgress(std::string_view value, std::string* erro
   p.tokens_per_second = Number(j, "tokensPerSecond");
   p.last_checkpoint_step = Int(j, "lastCheckpointStep");
   if (auto it = j.find("time"); it != j.end() && it->is_string()) p.time = it->get<std::string>();
+  p.attempt = Int(j, "attempt");
   return p;
 }
 

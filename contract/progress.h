@@ -3,7 +3,7 @@
 // `kubectl get pod -o jsonpath`:
 //
 //   {"step": 120, "maxSteps": 1000, "loss": 2.31, "tokensPerSecond": 51000.0,
-//    "lastCheckpointStep": 100, "time": "2026-11-22T01:02:03Z"}
+//    "lastCheckpointStep": 100, "time": "2026-11-22T01:02:03Z", "attempt": 1}
 //
 // "step" (a non-negative integer) is required; every other field is optional,
 // and decoding ignores fields it does not know (a newer launcher may add some).
@@ -30,6 +30,10 @@ struct Progress {
   std::optional<double> tokens_per_second;
   std::optional<int64_t> last_checkpoint_step;
   std::string time;  // RFC 3339 of publication; "" = absent
+  // The restart attempt of the pods that published it (RESTART_ATTEMPT): the
+  // job's progress ConfigMap outlives the attempts, so the operator ignores a
+  // report of an earlier one. Absent from older launchers.
+  std::optional<int64_t> attempt;
 
   bool operator==(const Progress&) const = default;
 };

@@ -15,13 +15,14 @@ Progress Full() {
   p.tokens_per_second = 51000.5;
   p.last_checkpoint_step = 100;
   p.time = "2026-11-22T01:02:03Z";
+  p.attempt = 2;
   return p;
 }
 
 TEST(ProgressAnnotation, WireFormatIsStable) {
   // Launchers and operators of different versions meet on this string.
   EXPECT_EQ(EncodeProgress(Full()),
-            R"({"lastCheckpointStep":100,"loss":2.31,"maxSteps":1000,"step":120,)"
+            R"({"attempt":2,"lastCheckpointStep":100,"loss":2.31,"maxSteps":1000,"step":120,)"
             R"("time":"2026-11-22T01:02:03Z","tokensPerSecond":51000.5})");
   Progress step_only;
   step_only.step = 0;

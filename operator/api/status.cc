@@ -78,7 +78,7 @@ const std::vector<std::string>& ConditionReasons() {
       kJobRestarting,     kAllPodsSucceeded,    kBackoffLimitExceeded, kDeadlineExceeded,
       kNonRetryableExitCode, kInvalidSpec,      kJobSuspended,     kJobResumed,
       kJobSucceeded,      kJobFailed,           kUnschedulable,    kResized,
-      kEstimateReady,     kEstimateUnavailable};
+      kEstimateReady,     kEstimateUnavailable, kPodCreationFailed};
   return k;
 }
 
@@ -128,6 +128,18 @@ bool SetJobCondition(TrainingJobStatus* s, std::string_view type, bool value, st
     changed = true;
   }
   return changed;
+}
+
+bool SetJobConditionFalse(TrainingJobStatus* s, std::string_view type, std::string_view reason,
+                          std::string_view message, std::string_view now, int64_t generation) {
+  if (IsFinished(*s)) return false;
+  if (FindCondition(*s, type) == nullptr) {
+    s->conditions.push_back(
+        Condition{std::string(type), "False", std::string(reason), std::string(message), std::string(now), generation});
+    s->state = ComputeState(*s);
+    return true;
+  }
+  return SetJobCondition(s, type, false, reason, message, now, generation);
 }
 
 json ToJson(const TrainingJobStatus& s) {

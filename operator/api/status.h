@@ -64,6 +64,9 @@ inline constexpr char kUnschedulable[] = "Unschedulable";
 inline constexpr char kResized[] = "Resized";
 inline constexpr char kEstimateReady[] = "EstimateReady";
 inline constexpr char kEstimateUnavailable[] = "EstimateUnavailable";
+// Created=False: the API server refused one of the job's objects (a quota, a
+// missing PriorityClass or ServiceAccount, RBAC); retried with capped backoff.
+inline constexpr char kPodCreationFailed[] = "PodCreationFailed";
 }  // namespace reason
 
 const std::vector<std::string>& ConditionTypes();
@@ -184,6 +187,11 @@ bool IsFinished(const TrainingJobStatus& status);
 bool SetJobCondition(TrainingJobStatus* status, std::string_view type, bool value,
                      std::string_view reason, std::string_view message, std::string_view now,
                      int64_t generation);
+// Sets condition `type` False with the reason that explains it, adding it when
+// absent (SetJobCondition leaves an absent condition absent for False), e.g.
+// Created=False/PodCreationFailed: why the job's pods do not exist.
+bool SetJobConditionFalse(TrainingJobStatus* status, std::string_view type, std::string_view reason,
+                          std::string_view message, std::string_view now, int64_t generation);
 
 // The summary state derived from the conditions (see the rules above).
 std::string ComputeState(const TrainingJobStatus& status);

@@ -441,6 +441,125 @@ TEST_P(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
 }
 
 
+// Issue 19, defect 2, on the real kube-apiserver: a pod the API server refuses
+// is not reported as created. 422 (invalid) ends the job Failed/InvalidSpec
+// with the server's message; 403 (a missing PriorityClass, an exceeded quota)
+// shows Created=False/PodCreationFailed with it and is retried with capped
+// backoff, and a gang created in part is deleted again so it holds nothing;
+// each with a Warning Event. Once the cause is gone the pods come.
+TEST(OperatorRealKubeTest, RejectedPodsAreReportedRolledBackAndRetried) {
+  const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
+  ASSERT_FALSE(op_bin.empty());
+  const std::string dir = kube::testing::MakeTempDir("operator-rejected");
+  RealCluster cluster;
+  bool skip = false;
+  const std::string err = cluster.Start(dir, &skip);
+  if (skip && !envtest::MaySkipWithoutBinaries()) FAIL() << "under CI: " << err;
+  if (skip) GTEST_SKIP() << err;
+  ASSERT_EQ(err, "");
+  auto cfg = kube::LoadKubeconfig({cluster.kubeconfig()});
+  ASSERT_TRUE(cfg.ok());
+  cfg->qps = 0;
+  auto client = *kube::RestClient::Create(*cfg);
+  ASSERT_TRUE(kube::ResourceClient(client, kube::resources::kNamespaces).Create({{"metadata", {{"name", kNs}}}}).ok());
+  auto crd = api::YamlFileToJson("crds/trainingjobs.hypertrain.dev.yaml");
+  ASSERT_TRUE(crd.ok());
+  kube::ResourceType crd_type{"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+                              false};
+  ASSERT_TRUE(kube::ResourceClient(client, crd_type).Create(*crd).ok());
+  kube::ResourceClient jobs(client, controller::TrainingJobType(), kNs);
+  kube::ResourceClient pods(client, kube::resources::kPods, kNs);
+  kube::ResourceClient events(client, kube::resources::kEvents, kNs);
+  ASSERT_TRUE(WaitFor([&] { return jobs.List().ok(); }, 10s));
+  OperatorProcess op(op_bin, cluster.kubeconfig(), "op-rejected", dir + "/op.log");
+
+  auto create_job = [&](const std::string& name, int nodes, const Json& extra) {
+    Json spec = {{"image", "hypertrain:test"},
+                 {"nodes", nodes},
+                 {"nprocPerNode", 1},
+                 {"trainerConfig", {{"inline", "trainer: {max_steps: 5}\nmodel: {}\n"}}},
+                 {"faultPolicy", {{"healthyNodeValues", Json::array()}}}};
+    spec.update(extra);
+    auto r = jobs.Create({{"apiVersion", api::kApiVersion}, {"kind", api::kKind}, {"metadata", {{"name", name}}},
+                          {"spec", spec}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  };
+  auto condition = [&](const std::string& job, const std::string& type) -> Json {
+    auto j = jobs.Get(job);
+    if (!j.ok()) return Json::object();
+    for (const Json& c : j->value("status", Json::object()).value("conditions", Json::array())) {
+      if (c.value("type", "") == type) return c;
+    }
+    return Json::object();
+  };
+  auto pod_count = [&](const std::string& job) -> int {
+    kube::ListOptions lo;
+    lo.label_selector = std::string(api::kLabelJobName) + "=" + job;
+    auto l = pods.ListAll(lo);
+    return l.ok() ? static_cast<int>(l->items.size()) : -1;
+  };
+  auto warning = [&](const std::string& job, const std::string& reason, const std::string& needle) {
+    auto l = events.ListAll();
+    if (!l.ok()) return false;
+    for (const Json& e : l->items) {
+      if (e["involvedObject"].value("name", "") == job && e.value("type", "") == "Warning" &&
+          e.value("reason", "") == reason && e.value("message", "").find(needle) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+
+  // 422: a label key the API server rejects (the CRD and the operator's parser let it through).
+  create_job("badlabel", 2, {{"podMetadata", {{"labels", {{"bad key!", "x"}}}}}});
+  ASSERT_TRUE(WaitFor([&] { return condition("badlabel", "Failed").value("reason", "") == "InvalidSpec"; }, 20s))
+      << jobs.Get("badlabel")->dump() << op.Log();
+  EXPECT_THAT(condition("badlabel", "Failed").value("message", ""), HasSubstr("metadata.labels"));
+  EXPECT_NE(condition("badlabel", "Created").value("status", ""), "True") << "reported as created";
+  EXPECT_EQ(pod_count("badlabel"), 0);
+  EXPECT_TRUE(WaitFor([&] { return warning("badlabel", "InvalidSpec", "metadata.labels"); }, 10s));
+
+  // 403 from the ResourceQuota admission: one pod of two fits; the gang is rolled back.
+  kube::ResourceType quotas{"", "v1", "resourcequotas", "ResourceQuota", true};
+  ASSERT_TRUE(kube::ResourceClient(client, quotas, kNs)
+                  .Create({{"metadata", {{"name", "one-pod"}}}, {"spec", {{"hard", {{"pods", "1"}}}}}})
+                  .ok());
+  // The quota admits nothing until the quota controller has filled its status.
+  ASSERT_TRUE(WaitFor([&] {
+    auto q = kube::ResourceClient(client, quotas, kNs).Get("one-pod");
+    return q.ok() && (*q)["status"].contains("hard");
+  }, 30s));
+  create_job("quota", 2, Json::object());
+  ASSERT_TRUE(WaitFor([&] { return condition("quota", "Created").value("reason", "") == "PodCreationFailed"; }, 20s))
+      << jobs.Get("quota")->dump() << op.Log();
+  EXPECT_EQ(condition("quota", "Created").value("status", ""), "False");
+  EXPECT_THAT(condition("quota", "Created").value("message", ""), HasSubstr("exceeded quota"));
+  EXPECT_TRUE(WaitFor([&] { return pod_count("quota") == 0; }, 10s)) << "the partial gang still holds a pod";
+  EXPECT_TRUE(WaitFor([&] { return warning("quota", "PodCreationFailed", "exceeded quota"); }, 10s));
+  auto st = jobs.Get("quota");
+  ASSERT_TRUE(st.ok());
+  const Json status = st->value("status", Json::object());
+  EXPECT_EQ(status.value("pods", Json::object()).value("active", 0), 0) << status.dump();
+  EXPECT_NE(status.value("state", ""), "Failed") << "a quota is not the spec's fault: retried";
+  // The quota raised: the retry (capped backoff) creates the gang.
+  ASSERT_TRUE(kube::ResourceClient(client, quotas, kNs).Patch("one-pod", {{"spec", {{"hard", {{"pods", "10"}}}}}}).ok());
+  EXPECT_TRUE(WaitFor([&] { return pod_count("quota") == 2; }, 60s)) << op.Log();
+  EXPECT_TRUE(WaitFor([&] { return condition("quota", "Created").value("status", "") == "True"; }, 10s));
+
+  // 403 from the Priority admission: a PriorityClass that does not exist yet.
+  create_job("prio", 1, {{"scheduling", {{"priorityClassName", "gold"}}}});
+  ASSERT_TRUE(WaitFor([&] { return condition("prio", "Created").value("reason", "") == "PodCreationFailed"; }, 20s))
+      << jobs.Get("prio")->dump() << op.Log();
+  EXPECT_THAT(condition("prio", "Created").value("message", ""), HasSubstr("gold"));
+  EXPECT_TRUE(WaitFor([&] { return warning("prio", "PodCreationFailed", "gold"); }, 10s));
+  kube::ResourceType priority_classes{"scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false};
+  ASSERT_TRUE(kube::ResourceClient(client, priority_classes)
+                  .Create({{"metadata", {{"name", "gold"}}}, {"value", 1000}})
+                  .ok());
+  EXPECT_TRUE(WaitFor([&] { return pod_count("prio") == 1; }, 60s)) << op.Log();
+  EXPECT_TRUE(WaitFor([&] { return condition("prio", "Created").value("status", "") == "True"; }, 10s));
+}
+
 long RssKb(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);) {

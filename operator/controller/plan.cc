@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "contract/progress.h"
 #include "core/time.h"
 #include "operator/controller/elastic.h"
 #include "operator/api/estimate.h"
@@ -214,6 +215,9 @@ void NewAttempt(Pass& p) {
   ++p.status().restart_attempt;
   p.status().scheduling.start_time.clear();
   p.status().scheduling.message.clear();
+  // The next attempt reports its own progress (it resumes from a checkpoint,
+  // not from the step this one reached): STEP stays empty until it does.
+  p.status().progress.reset();
 }
 
 // Elastic: the size of the next attempt is recorded, currentNodes follows; the
@@ -337,11 +341,12 @@ void EnsureServiceAndConfig(Pass& p) {
 void CreatePods(Pass& p, const std::vector<int>& missing) {
   p.plan.decision = Case::kCreating;
   p.plan.needs_current_cache = true;
-  if (!api::IsConditionTrue(p.status(), api::kCondCreated)) {
-    p.SetCondition(api::kCondCreated, true, api::reason::kJobCreated,
-                   "created the headless Service and " + std::to_string(p.nodes()) + " pods");
+  // Nothing is reported as created before it exists: Created and the pod
+  // counts follow from the pods the next pass observes (the API server may
+  // refuse them: DecideActFailure).
+  if (p.status().start_time.empty()) {
     // What parsing could not apply (e.g. an instance type not in the table):
-    // said once, with the job's creation.
+    // said once, with the job's first pods.
     for (const std::string& w : p.s().warnings) p.extra_events.push_back(Event{EventType::kWarning, "SpecWarning", w});
   }
   p.status().scheduling.retry_time.clear();
@@ -351,7 +356,6 @@ void CreatePods(Pass& p, const std::vector<int>& missing) {
     p.status().scheduling.start_time = p.now_str;
   }
   if (p.status().start_time.empty()) p.status().start_time = p.now_str;
-  p.status().pods.active += static_cast<int32_t>(missing.size());
   // The pods' identity and the one object it may write, before the pods: the
   // job's own ServiceAccount (unless the spec names one), its progress
   // ConfigMap, and a Role and RoleBinding allowing `patch` on that alone.
@@ -496,6 +500,10 @@ bool WaitingToRetry(Pass& p) {
 // none; updatedAt kept while the step stays the same.
 void UpdateProgress(Pass& p, const Gang& gang) {
   if (gang.find(0) == gang.end() || !p.in.progress) return;
+  // The ConfigMap outlives the attempts: a report of an earlier attempt is not this one's.
+  std::string error;
+  const auto report = contract::DecodeProgress(*p.in.progress, &error);
+  if (report && report->attempt && *report->attempt != p.status().restart_attempt) return;
   auto parsed = api::ParseProgressAnnotation(*p.in.progress);
   if (!parsed.ok()) return;
   api::Progress next = *parsed;
@@ -542,6 +550,10 @@ bool GrowWhenCapacityReturns(Pass& p) {
 // hang deadline.
 void Running(Pass& p, const Gang& gang) {
   p.plan.decision = Case::kRunning;
+  if (!api::IsConditionTrue(p.status(), api::kCondCreated)) {
+    p.SetCondition(api::kCondCreated, true, api::reason::kJobCreated,
+                   "created the headless Service and " + std::to_string(p.nodes()) + " pods");
+  }
   const bool all_running =
       std::all_of(gang.begin(), gang.end(), [](const auto& rp) { return rp.second->phase == "Running"; });
   if (all_running) {
@@ -610,7 +622,64 @@ std::vector<Event> ConditionEvents(const api::TrainingJobStatus& before, const a
   return out;
 }
 
+bool OfAttempt(const ObservedPod& pod, int attempt) { return pod.restart_attempt == attempt && !pod.deleting; }
+
 }  // namespace
+
+std::optional<Plan> DecideActFailure(const Observed& in, const Plan& plan, size_t failed, const Status& error,
+                                     Clock::time_point now) {
+  if (failed >= plan.actions.size()) return std::nullopt;
+  const Action& a = plan.actions[failed];
+  if (a.kind == Action::Kind::kDeletePod || a.kind == Action::Kind::kDeleteJob) return std::nullopt;
+  const int http = error.http_status();
+  const bool invalid = http == 400 || http == 422;
+  const bool refused = http == 403 || http == 404;
+  if (!invalid && !refused) return std::nullopt;
+
+  const api::TrainingJobStatus& before = plan.status ? *plan.status : in.status;
+  const std::string now_str = FormatRfc3339(now);
+  const std::string message = "the API server refused to " + Describe(a) + ": " + error.message();
+  Plan out;
+  out.decision = plan.decision;
+  out.status = before;
+  api::TrainingJobStatus& next = *out.status;
+  // The partial gang goes: pods of this attempt observed, and those this pass made.
+  std::vector<std::string> deleted;
+  for (const ObservedPod& pod : in.pods) {
+    if (!OfAttempt(pod, before.restart_attempt)) continue;
+    out.actions.push_back(Action{Action::Kind::kDeletePod, pod.name, pod.uid, nullptr});
+    deleted.push_back(pod.name);
+  }
+  for (size_t i = 0; i < failed; ++i) {
+    const Action& made = plan.actions[i];
+    if (made.kind != Action::Kind::kCreatePod) continue;
+    if (std::find(deleted.begin(), deleted.end(), made.name) != deleted.end()) continue;
+    out.actions.push_back(Action{Action::Kind::kDeletePod, made.name, "", nullptr});  // no uid yet: by name
+  }
+  next.pods = {};
+  if (invalid) {
+    api::SetJobCondition(&next, api::kCondFailed, true, api::reason::kInvalidSpec, message, now_str,
+                         in.job.generation);
+    if (next.completion_time.empty()) next.completion_time = now_str;
+    out.events = ConditionEvents(before, next);
+    return out;
+  }
+  const api::Condition* was = api::FindCondition(before, api::kCondCreated);
+  const bool new_cause = !was || was->reason != api::reason::kPodCreationFailed || was->message != message;
+  api::SetJobConditionFalse(&next, api::kCondCreated, api::reason::kPodCreationFailed, message, now_str,
+                            in.job.generation);
+  if (api::IsConditionTrue(next, api::kCondRunning)) {  // its pods are going: not running any more
+    api::SetJobCondition(&next, api::kCondRunning, false, api::reason::kPodCreationFailed, message, now_str,
+                         in.job.generation);
+  }
+  if (new_cause) out.events.push_back(Event{EventType::kWarning, api::reason::kPodCreationFailed, message});
+  // Capped backoff: wait as long as the refusal has lasted, within [min, max].
+  const api::Condition* created = api::FindCondition(next, api::kCondCreated);
+  const auto since = ParseRfc3339(created ? created->last_transition_time : now_str).value_or(now);
+  const auto lasted = std::chrono::duration_cast<milliseconds>(now - since);
+  out.requeue_after = std::clamp(lasted, kCreationRetryMin, kCreationRetryMax);
+  return out;
+}
 
 const char* CaseName(Case c) {
   switch (c) {

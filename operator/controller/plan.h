@@ -128,6 +128,26 @@ struct Plan {
 StatusOr<Plan> Decide(const Observed& in, const StatusOr<api::TrainingJobSpec>& spec, Clock::time_point now,
                       const DecideOptions& opts = {});
 
+// Retries of objects the API server refused: the first after this long, then
+// as long again as the refusal has lasted (5, 10, 20 ... s), at most kMax.
+inline constexpr std::chrono::milliseconds kCreationRetryMin{5000};
+inline constexpr std::chrono::milliseconds kCreationRetryMax{300000};
+
+// What follows when acting on `plan` (after its status was written) stopped at
+// plans.actions[failed] with `error`. A create the API server refused is the
+// job's to report, never a pod counted as created:
+//   422 / 400 (invalid)      → Failed/InvalidSpec with the server's message;
+//   403, 404 (a quota, a missing PriorityClass or ServiceAccount, RBAC)
+//                            → Created=False/PodCreationFailed with it, a
+//                              Warning Event when the cause is new, a retry
+//                              after capped backoff (kCreationRetryMin..Max);
+// either way the current attempt's pods, those observed and those this pass
+// created, are deleted: a partial gang must not hold GPUs while it waits.
+// nullopt for anything else (a conflict, throttling, the server or the network
+// failing, a delete): the caller returns the error and the work queue retries.
+std::optional<Plan> DecideActFailure(const Observed& in, const Plan& plan, size_t failed, const Status& error,
+                                     Clock::time_point now);
+
 }  // namespace hypertrain::controller
 
 #endif  // HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_H_

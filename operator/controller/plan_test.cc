@@ -94,8 +94,7 @@ std::vector<Row> FinishedRows() {
          t.in.status = {};
          t.in.pods.clear();
        },
-       Case::kCreating, "Created", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {"JobCreated"},
-       std::nullopt},
+       Case::kCreating, "", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt},
   };
 }
 
@@ -158,14 +157,14 @@ std::vector<Row> RunRows() {
          t.in.status = {};
          t.in.pods.clear();
        },
-       Case::kCreating, "Created", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {"JobCreated"},
-       std::nullopt,
+       // Nothing is reported as created before it exists (issue 19: refused pods were).
+       Case::kCreating, "", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
        [](const Plan& p, const Input&) {
          EXPECT_TRUE(p.needs_current_cache);
          EXPECT_EQ(p.status->start_time, At(60s));
-         EXPECT_EQ(p.status->pods.active, 2);
+         EXPECT_EQ(p.status->pods.active, 0);
          EXPECT_EQ(p.status->world_size, 4);
-         EXPECT_EQ(Cond(p, api::kCondCreated).message, "created the headless Service and 2 pods");
+         EXPECT_EQ(api::FindCondition(*p.status, api::kCondCreated), nullptr);
          EXPECT_EQ(p.actions[0].object["spec"]["clusterIP"], "None");
          EXPECT_EQ(p.actions[1].object["data"]["config.yaml"], kConfig);
          EXPECT_EQ(p.actions[2].object["kind"], "ServiceAccount");
@@ -368,17 +367,46 @@ INSTANTIATE_TEST_SUITE_P(Estimate, DecideLifecycle, ::testing::ValuesIn(Estimate
 
 // The plan is a function of its input: the same pass twice gives the same plan,
 // and a pass over the status it produced asks for nothing new (level-triggered).
-TEST(DecideTest, SecondPassOverItsOwnStatusChangesNothing) {
+TEST(DecideTest, CreatedOnceThePodsExistThenAPassOverItsOwnStatusChangesNothing) {
   Input t;
   t.in.status = {};
   t.in.pods.clear();
   Plan first = t.Decide();
+  EXPECT_TRUE(first.events.empty());
   t.in.status = *first.status;
   for (int rank : {0, 1}) t.in.pods.push_back(Pod(rank, "Pending"));
   Plan second = t.Decide();
   EXPECT_EQ(second.decision, Case::kRunning);
-  EXPECT_EQ(second.status, first.status);
-  EXPECT_TRUE(second.events.empty());
+  EXPECT_EQ(second.status->state, "Created");
+  EXPECT_EQ(second.status->pods.active, 2);
+  EXPECT_EQ(Cond(second, api::kCondCreated).message, "created the headless Service and 2 pods");
+  ASSERT_EQ(second.events.size(), 1u);
+  EXPECT_EQ(second.events[0].reason, "JobCreated");
+  t.in.status = *second.status;
+  Plan third = t.Decide();
+  EXPECT_EQ(third.status, second.status);
+  EXPECT_TRUE(third.events.empty());
+}
+
+// Issue 19, defect 7: STEP kept the previous attempt's step after a gang restart.
+TEST(DecideTest, AGangRestartClearsProgressAndAnEarlierAttemptsReportIsIgnored) {
+  Input t;
+  t.in.status.progress = api::Progress{43, 50, 2.5, std::nullopt, 40, At(50s)};
+  Fail(t.pod(1), 137, At(59s), "killed");
+  const Plan restart = t.Decide();
+  ASSERT_EQ(restart.status->state, "Restarting");
+  EXPECT_FALSE(restart.status->progress) << "STEP shows the next attempt's step, once it reports";
+
+  Input next;  // attempt 1 runs; the ConfigMap still holds attempt 0's last report
+  next.in.status = *restart.status;
+  next.in.pods = {Pod(0, "Running", 1), Pod(1, "Running", 1)};
+  next.in.progress = R"({"step": 43, "attempt": 0})";
+  EXPECT_FALSE(next.Decide().status->progress);
+  next.in.progress = R"({"step": 41, "attempt": 1})";
+  ASSERT_TRUE(next.Decide().status->progress);
+  EXPECT_EQ(next.Decide().status->progress->step, 41);
+  next.in.progress = R"({"step": 42})";  // a launcher that does not say its attempt
+  EXPECT_EQ(next.Decide().status->progress->step, 42);
 }
 
 TEST(DecideTest, EventsFollowTheConditionsTheyReport) {

@@ -128,14 +128,16 @@ StatusOr<bool> Reconciler::CacheIsCurrent(const kube::ResourceClient& jobs, cons
   return kube::ResourceVersionOf(*fresh) == kube::ResourceVersionOf(job);
 }
 
-StatusOr<bool> Reconciler::WriteStatus(const kube::ResourceClient& jobs, const Json& job,
+StatusOr<bool> Reconciler::WriteStatus(const kube::ResourceClient& jobs, Json* job,
                                        const api::TrainingJobStatus& before, const api::TrainingJobStatus& next) {
   const Json next_json = api::ToJson(next);
-  if (next_json == CachedStatusJson(job)) return false;
-  Json obj = job;  // carries the cached resourceVersion: a stale cache gets 409
+  if (next_json == CachedStatusJson(*job)) return false;
+  Json obj = *job;  // carries the cached resourceVersion: a stale cache gets 409
   obj["status"] = next_json;
-  const std::string ns = kube::NamespaceOf(job);
-  if (auto r = jobs.UpdateStatus(obj); !r.ok()) return Count(ns, r.status());
+  const std::string ns = kube::NamespaceOf(*job);
+  auto r = jobs.UpdateStatus(obj);
+  if (!r.ok()) return Count(ns, r.status());
+  *job = std::move(*r);  // its resourceVersion for a second write in this pass
   auto became = [&](const char* t) { return api::IsConditionTrue(next, t) && !api::IsConditionTrue(before, t); };
   if (became(api::kCondSucceeded)) Bump(&ReconcilerCounters::jobs_succeeded, ns);
   if (became(api::kCondFailed)) Bump(&ReconcilerCounters::jobs_failed, ns);
@@ -144,18 +146,21 @@ StatusOr<bool> Reconciler::WriteStatus(const kube::ResourceClient& jobs, const J
   return true;
 }
 
-Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions) {
+Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions, size_t* failed) {
   kube::ResourceClient pods(o_.client, kube::resources::kPods, ns);
-  for (const Action& a : actions) {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    *failed = i;
     switch (a.kind) {
       case Action::Kind::kCreatePodGroup: {
         auto r = kube::ResourceClient(o_.client, PodGroupType(a.object), ns).Create(a.object);
         if (!r.ok() && !kube::IsAlreadyExists(r.status())) {
           if (kube::IsNotFound(r.status())) {
-            return Count(ns, FailedPrecondition(a.object.value("apiVersion", "") +
-                                            " PodGroup is not served: install the gang scheduler that "
-                                            "spec.scheduling.gang.provider names (" +
-                                            r.status().message() + ")"));
+            // Still a 404 of the API server: the job reports it (DecideActFailure).
+            return Count(ns, r.status().WithMessage(a.object.value("apiVersion", "") +
+                                                    " PodGroup is not served: install the gang scheduler that "
+                                                    "spec.scheduling.gang.provider names (" +
+                                                    r.status().message() + ")"));
           }
           return Count(ns, r.status());
         }
@@ -228,13 +233,25 @@ StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& key) {
     if (!current) return ReconcileResult{kStaleCacheRequeue};
   }
   bool written = false;
+  Json server_job = *job;
   if (plan.status) {
-    HT_ASSIGN_OR_RETURN(written, WriteStatus(jobs, *job, in.status, *plan.status));
+    HT_ASSIGN_OR_RETURN(written, WriteStatus(jobs, &server_job, in.status, *plan.status));
   }
-  const Status acted = Act(meta->namespace_, plan.actions);
+  size_t failed = 0;
+  const Status acted = Act(meta->namespace_, plan.actions, &failed);
   if (written) Emit(*meta, plan.events, FormatRfc3339(now));
-  if (!acted.ok()) return acted;
-  return ReconcileResult{plan.requeue_after};
+  if (acted.ok()) return ReconcileResult{plan.requeue_after};
+  // A refusal of the API server is the job's to report (status, rollback, event).
+  const std::optional<Plan> recovery = DecideActFailure(in, plan, failed, acted, now);
+  if (!recovery) return acted;
+  spdlog::warn("{}: the API server refused to {}: {}", key, Describe(plan.actions[failed]), acted.ToString());
+  HT_ASSIGN_OR_RETURN(const bool rewritten,
+                      WriteStatus(jobs, &server_job, plan.status ? *plan.status : in.status, *recovery->status));
+  size_t rollback_failed = 0;
+  const Status rolled_back = Act(meta->namespace_, recovery->actions, &rollback_failed);
+  if (rewritten) Emit(*meta, recovery->events, FormatRfc3339(now));
+  if (!rolled_back.ok()) return rolled_back;
+  return ReconcileResult{recovery->requeue_after};
 }
 
 }  // namespace hypertrain::controller

@@ -38,7 +38,11 @@
 // the cached resourceVersion (a stale cache gets 409 and is retried), and
 // before any action, so a fault is counted once. Pods are created only after a
 // fresh GET shows the cache is current. Events are emitted after the status
-// write that recorded the transition (even when an action then fails).
+// write that recorded the transition (even when an action then fails). A create
+// the API server refuses is reported back (DecideActFailure): a second status
+// write (Failed/InvalidSpec, or Created=False/PodCreationFailed with a capped
+// retry), the partial gang deleted, a Warning Event; never a pod counted as
+// created that does not exist.
 #ifndef HYPERTRAIN_OPERATOR_CONTROLLER_RECONCILER_H_
 #define HYPERTRAIN_OPERATOR_CONTROLLER_RECONCILER_H_
 
@@ -109,9 +113,12 @@ class Reconciler {
  private:
   Observed Observe(const api::ObjectMeta& meta, const kube::Json& job, Clock::time_point now);
   StatusOr<bool> CacheIsCurrent(const kube::ResourceClient& jobs, const kube::Json& job);
-  StatusOr<bool> WriteStatus(const kube::ResourceClient& jobs, const kube::Json& job,
-                             const api::TrainingJobStatus& before, const api::TrainingJobStatus& next);
-  Status Act(const std::string& ns, const std::vector<Action>& actions);
+  // Writes `next` when it differs from `job`'s status; `*job` becomes the
+  // server's copy after the write (for a second write in the same pass).
+  StatusOr<bool> WriteStatus(const kube::ResourceClient& jobs, kube::Json* job, const api::TrainingJobStatus& before,
+                             const api::TrainingJobStatus& next);
+  // Stops at the first failing action; `*failed` is its index.
+  Status Act(const std::string& ns, const std::vector<Action>& actions, size_t* failed);
   void Emit(const api::ObjectMeta& meta, const std::vector<Event>& events, const std::string& now);
   Status Count(const std::string& ns, Status e);
   void Bump(ReconcilerCounters::Family* ReconcilerCounters::*counter, const std::string& ns);

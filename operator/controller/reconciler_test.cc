@@ -100,6 +100,16 @@ class ReconcilerTest : public ::testing::Test {
   kube::ResourceClient Jobs() const { return kube::ResourceClient(*client_, TrainingJobType(), kNs); }
   kube::ResourceClient Pods() const { return kube::ResourceClient(*client_, kube::resources::kPods, kNs); }
   kube::ResourceClient Progress() const { return kube::ResourceClient(*client_, kube::resources::kConfigMaps, kNs); }
+  // Writes the launcher's report on <job>-progress and waits until the cache holds it.
+  void ReportProgress(const std::string& job, const std::string& report) {
+    ASSERT_TRUE(Progress().Patch(job + "-progress", {{"metadata", {{"annotations", {{api::kAnnotationProgress, report}}}}}}).ok());
+    for (int i = 0; i < 200; ++i) {
+      kube::ObjectPtr cm = cm_informer_->store().Get(std::string(kNs) + "/" + job + "-progress");
+      if (cm && (*cm)["metadata"].value("annotations", Json::object()).value(api::kAnnotationProgress, "") == report) return;
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL() << "the ConfigMap cache never saw the progress report of " << job;
+  }
   kube::ResourceClient Nodes() const { return kube::ResourceClient(*client_, kube::resources::kNodes); }
   void CreateNode(const std::string& name, const std::string& health) {
     auto r = Nodes().Create({{"metadata", {{"name", name}, {"labels", {{api::kHyperPodHealthLabel, health}}}}}});
@@ -312,9 +322,7 @@ TEST_F(ReconcilerTest, CreatesRunsAndSucceeds) {
   EXPECT_EQ(Job("ok")["status"]["state"], "Running");
   EXPECT_EQ(Job("ok")["status"]["pods"]["active"], 2);
 
-  auto patched = Progress().Patch("ok-progress", {{"metadata", {{"annotations", {{api::kAnnotationProgress,
-                                                                               R"({"step": 7, "loss": 3.25})"}}}}}});
-  ASSERT_TRUE(patched.ok());
+  ReportProgress("ok", R"({"step": 7, "loss": 3.25})");
   Converge("ok");
   Json progress = Job("ok")["status"]["progress"];
   EXPECT_EQ(progress["step"], 7);
@@ -674,7 +682,7 @@ TEST_F(ReconcilerTest, HangWithoutStepProgressRestartsTheGang) {
   ASSERT_EQ(Job("hang")["status"]["state"], "Running");
   // Progress within the start-up allowance, then the step stops advancing.
   now_ += 800s;
-  ASSERT_TRUE(Progress().Patch("hang-progress", {{"metadata", {{"annotations", {{api::kAnnotationProgress, R"({"step": 3})"}}}}}}).ok());
+  ReportProgress("hang", R"({"step": 3})");
   Converge("hang");
   EXPECT_EQ(Job("hang")["status"]["state"], "Running");
   now_ += 599s;

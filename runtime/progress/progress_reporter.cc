@@ -39,6 +39,12 @@ class Reporter : public launch::LaunchObserver {
         ckpt_dir_(std::move(ckpt_dir)),
         interval_(interval_s) {
     progress_.max_steps = max_steps;
+    // The attempt this launcher belongs to: the ConfigMap outlives it.
+    if (const char* a = std::getenv(contract::env::kRestartAttempt); a && *a) {
+      char* end = nullptr;
+      const long long v = std::strtoll(a, &end, 10);
+      if (*end == '\0' && v >= 0) progress_.attempt = v;
+    }
     thread_ = std::thread([this] { Loop(); });
   }
   ~Reporter() override {
