@@ -546,6 +546,13 @@ TEST(OperatorRealKubeTest, RejectedPodsAreReportedRolledBackAndRetried) {
   EXPECT_TRUE(WaitFor([&] { return pod_count("quota") == 2; }, 60s)) << op.Log();
   EXPECT_TRUE(WaitFor([&] { return condition("quota", "Created").value("status", "") == "True"; }, 10s));
 
+  // 403 from the ServiceAccount admission: the spec names an account that does not exist.
+  create_job("nosa", 1, {{"serviceAccountName", "nope"}});
+  ASSERT_TRUE(WaitFor([&] { return condition("nosa", "Created").value("reason", "") == "PodCreationFailed"; }, 20s))
+      << op.Log();
+  EXPECT_THAT(condition("nosa", "Created").value("message", ""), HasSubstr("nope"));
+  EXPECT_EQ(pod_count("nosa"), 0);
+
   // 403 from the Priority admission: a PriorityClass that does not exist yet.
   create_job("prio", 1, {{"scheduling", {{"priorityClassName", "gold"}}}});
   ASSERT_TRUE(WaitFor([&] { return condition("prio", "Created").value("reason", "") == "PodCreationFailed"; }, 20s))
