@@ -510,14 +510,17 @@ TEST(OperatorRealKubeTest, RejectedPodsAreReportedRolledBackAndRetried) {
     return false;
   };
 
-  // 422: a label key the API server rejects (the CRD and the operator's parser let it through).
-  create_job("badlabel", 2, {{"podMetadata", {{"labels", {{"bad key!", "x"}}}}}});
-  ASSERT_TRUE(WaitFor([&] { return condition("badlabel", "Failed").value("reason", "") == "InvalidSpec"; }, 20s))
-      << jobs.Get("badlabel")->dump() << op.Log();
-  EXPECT_THAT(condition("badlabel", "Failed").value("message", ""), HasSubstr("metadata.labels"));
-  EXPECT_NE(condition("badlabel", "Created").value("status", ""), "True") << "reported as created";
-  EXPECT_EQ(pod_count("badlabel"), 0);
-  EXPECT_TRUE(WaitFor([&] { return warning("badlabel", "InvalidSpec", "metadata.labels"); }, 10s));
+  // 422: an env fieldRef the API server rejects (the CRD keeps valueFrom as is
+  // and the operator's parser checks only its source; label keys, node
+  // selectors and volumes are caught by CEL rules before any pod now).
+  create_job("badfield", 2,
+             {{"env", Json::array({{{"name", "X"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.nosuch"}}}}}}})}});
+  ASSERT_TRUE(WaitFor([&] { return condition("badfield", "Failed").value("reason", "") == "InvalidSpec"; }, 20s))
+      << jobs.Get("badfield")->dump() << op.Log();
+  EXPECT_THAT(condition("badfield", "Failed").value("message", ""), HasSubstr("fieldRef.fieldPath"));
+  EXPECT_NE(condition("badfield", "Created").value("status", ""), "True") << "reported as created";
+  EXPECT_EQ(pod_count("badfield"), 0);
+  EXPECT_TRUE(WaitFor([&] { return warning("badfield", "InvalidSpec", "fieldRef.fieldPath"); }, 10s));
 
   // 403 from the ResourceQuota admission: one pod of two fits; the gang is rolled back.
   kube::ResourceType quotas{"", "v1", "resourcequotas", "ResourceQuota", true};

@@ -155,9 +155,9 @@ std::vector<Row> TimeoutRows() {
          t.in.pods.clear();
          t.now = t0 + 91s;
        },
-       Case::kCreating, "Restarting", Ensure({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
+       Case::kCreating, "Restarting", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
        [](const Plan& p, const Input&) {
-         EXPECT_EQ(p.actions[2].object["metadata"]["labels"]["hypertrain.dev/restart-attempt"], "1");
+         EXPECT_EQ(p.actions[6].object["metadata"]["labels"]["hypertrain.dev/restart-attempt"], "1");
          EXPECT_EQ(p.status->scheduling.retry_time, "");
          EXPECT_EQ(p.status->scheduling.start_time, At(91s));
        }},
@@ -201,11 +201,11 @@ std::vector<Row> GangRows() {
          Kueue(t);
          t.spec.run_policy.scheduling_timeout_seconds = 60;
        },
-       Case::kCreating, "Created", Ensure({"create Pod j-node-0", "create Pod j-node-1"}), {"JobCreated"},
-       std::nullopt,
+       // Created once the pods exist (a refused pod is never reported as created).
+       Case::kCreating, "", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
        [](const Plan& p, const Input&) {
          EXPECT_EQ(p.status->scheduling.start_time, "");
-         EXPECT_EQ(p.actions[2].object["spec"]["schedulingGates"][0]["name"], "kueue.x-k8s.io/admission");
+         EXPECT_EQ(p.actions[6].object["spec"]["schedulingGates"][0]["name"], "kueue.x-k8s.io/admission");
        }},
       {"KueueAdmittedGangStartsTheClock",
        [](Input& t) {
@@ -220,9 +220,10 @@ std::vector<Row> GangRows() {
          fresh(t);
          t.spec.scheduling.gang.provider = api::GangProvider::kCoscheduling;
        },
-       Case::kCreating, "Created",
-       Ensure({"create PodGroup j-job-uid", "create Pod j-node-0", "create Pod j-node-1"}), {"JobCreated"},
-       std::nullopt,
+       Case::kCreating, "",
+       Ensure({"create PodGroup j-job-uid", "create ServiceAccount j-trainer", "create ConfigMap j-progress",
+               "create Role j-progress", "create RoleBinding j-progress", "create Pod j-node-0", "create Pod j-node-1"}),
+       {}, std::nullopt,
        [](const Plan& p, const Input&) {
          EXPECT_EQ(p.actions[2].object["spec"]["minMember"], 2);
          EXPECT_EQ(p.status->scheduling.start_time, At(60s));
@@ -235,11 +236,11 @@ std::vector<Row> GangRows() {
          fresh(t);
          t.spec.warnings = {"instance type ml.p9.48xlarge is not in the operator's table"};
        },
-       Case::kCreating, "Created", Ensure({"create Pod j-node-0", "create Pod j-node-1"}),
-       {"JobCreated", "SpecWarning"}, std::nullopt,
+       Case::kCreating, "", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {"SpecWarning"},
+       std::nullopt,
        [](const Plan& p, const Input&) {
-         EXPECT_EQ(p.events[1].type, EventType::kWarning);
-         EXPECT_THAT(p.events[1].message, HasSubstr("ml.p9.48xlarge"));
+         EXPECT_EQ(p.events[0].type, EventType::kWarning);
+         EXPECT_THAT(p.events[0].message, HasSubstr("ml.p9.48xlarge"));
        }},
       {"FailedKueueJobEndsItsPodGroupToReleaseTheQuota",
        [](Input& t) {

@@ -29,7 +29,7 @@ std::string Read(const std::string& path) {
   return s.str();
 }
 
-// Runs `hypertrain launch --nproc-per-node 2 -- /bin/sh -c SCRIPT` in a child
+// Runs the launcher (2 ranks of `/bin/sh -c SCRIPT`) in a child
 // with the termination log at `log`; returns the launcher's exit code.
 int Launch(const std::string& script, const std::string& log) {
   fflush(nullptr);
@@ -40,12 +40,11 @@ int Launch(const std::string& script, const std::string& log) {
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", "29999", 1);
     setenv(kTerminationLogEnv, log.c_str(), 1);
-    std::vector<std::string> args = {"launch", "--nproc-per-node", "2", "--grace-period-s", "2", "--",
-                                     "/bin/sh", "-c", script};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    _exit(LaunchMain(static_cast<int>(args.size()), argv.data()));
+    LaunchConfig config;
+    config.nproc_per_node = 2;
+    config.grace_period_s = 2;
+    config.command = {"/bin/sh", "-c", script};
+    _exit(RunLauncher(config));
   }
   int st = 0;
   waitpid(pid, &st, 0);

@@ -15,7 +15,8 @@
 #        deleted (SIGTERM) -> gang restart; resume from a checkpoint; Succeeded;
 #        ttlSecondsAfterFinished deletes the job and the collector its objects;
 #     3. examples/llama3-1b-p5.yaml in ml-team gets its 2 pods (GPU, EFA) and its
-#        immutable fields stay immutable; a job in kube-system is ignored;
+#        immutable fields stay immutable; a job in kube-system is ignored; a
+#        Kueue job that fails ends its pod group (the operator's pods patch);
 #     4. the operator's pod deleted: SIGTERM, exit 0, the new pod leads;
 #     5. the audit log: what the operator called is exactly what the chart
 #        grants (less what it holds only to grant), and nothing was refused;
@@ -199,6 +200,23 @@ sleep 4
 [ -z "$(jp kube-system sys '{.status.state}')" ] || fail "the operator acted on a job in kube-system"
 kubectl -n kube-system delete tj sys > /dev/null
 ok "a TrainingJob in kube-system is ignored"
+# Under Kueue a failed job ends its pod group on one terminated pod (pods patch,
+# the one call that needs it). No Kueue here: kube-apiserver 1.26 drops the
+# admission gate (PodSchedulingReadiness is off), else this test lifts it.
+job kq ml-team 29651 4 "s#^  runPolicy:#  scheduling:\n    gang: {provider: kueue, queueName: team-queue}\n  runPolicy:#;s#train_dir: .*#train_dir: $T/no-such-data#"
+kq_pods() { [ "$(kubectl -n ml-team get pods -l hypertrain.dev/job-name=kq --no-headers 2>/dev/null | wc -l)" -ge 1 ]; }
+wait_for 60 "kq's pods" kq_pods
+for p in $(kubectl -n ml-team get pods -l hypertrain.dev/job-name=kq -o name); do
+  [ "$(kubectl -n ml-team get "$p" -o jsonpath='{.metadata.labels.kueue\.x-k8s\.io/queue-name}')" = team-queue ] \
+    || fail "$p has no Kueue queue label"
+  [ -z "$(kubectl -n ml-team get "$p" -o jsonpath='{.spec.schedulingGates}' 2>/dev/null)" ] \
+    || kubectl -n ml-team patch "$p" --type=json -p '[{"op":"remove","path":"/spec/schedulingGates"}]' > /dev/null
+done
+wait_for 90 "kq Failed (no data: exit 3)" state_is ml-team kq Failed
+ended() { kubectl -n ml-team get pods -l hypertrain.dev/job-name=kq -o jsonpath='{.items[*].metadata.annotations}' | grep -q '"kueue.x-k8s.io/retriable-in-group":"false"'; }
+wait_for 30 "a kq pod annotated kueue.x-k8s.io/retriable-in-group=false" ended
+ok "Kueue job Failed ($(jp ml-team kq '{.status.conditions[?(@.type=="Failed")].reason}')); its pod group ended on a terminated pod"
+kubectl -n ml-team delete tj kq > /dev/null
 
 echo "--- A4. the operator's pod deleted"
 kubectl -n hypertrain-system delete pod "$OP1" --wait=false > /dev/null
