@@ -86,6 +86,22 @@ std::vector<FailureRow> Rows() {
        [](const Plan& p) {
          EXPECT_THAT(Cond(p, api::kCondCreated).message, HasSubstr("create Role j-progress"));
        }},
+      // The reconciler words a 404 of the PodGroup kind (the gang scheduler is
+      // not installed) and keeps its HTTP status: the job says it, not the log.
+      {"AnUnservedPodGroupKindStopsBeforeAnyPod",
+       [](Input& t) {
+         NewJob(t);
+         t.spec.scheduling.gang.provider = api::GangProvider::kCoscheduling;
+       },
+       "create PodGroup j-job-uid",
+       ApiError(404, StatusCode::kNotFound, "NotFound",
+                "scheduling.x-k8s.io/v1alpha1 PodGroup is not served: install the gang scheduler that "
+                "spec.scheduling.gang.provider names (the server could not find the requested resource)"),
+       true, "", {}, {"PodCreationFailed"}, kCreationRetryMin,
+       [](const Plan& p) {
+         EXPECT_THAT(Cond(p, api::kCondCreated).message,
+                     HasSubstr("create PodGroup j-job-uid: scheduling.x-k8s.io/v1alpha1 PodGroup is not served"));
+       }},
       {"ARunningPartOfTheGangIsDeletedToo",
        [](Input& t) {
          t.in.status.restart_attempt = 2;
