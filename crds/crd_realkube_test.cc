@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "kube/config.h"
@@ -20,6 +22,13 @@ namespace {
 
 using kube::Json;
 using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 const kube::ResourceType kCrdType{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
                                   "CustomResourceDefinition", false};
@@ -120,6 +129,22 @@ TEST_F(CrdRealKubeTest, BadSpecsAreRejectedWithTheFieldNamed) {
       {"negative shm", [](Json& s) { s["shmSize"] = "-64Gi"; }, "spec.shmSize"},
       {"bad quantity", [](Json& s) { s["resources"] = {{"requests", {{"memory", "lots"}}}}; },
        "spec.resources.requests.memory"},
+      // The rules of issue 22 (gang scheduling, topology, pod template, exit codes).
+      {"label key", [](Json& s) { s["podMetadata"] = {{"labels", {{"bad key!", "x"}}}}; }, "label keys must be"},
+      {"mount of no volume", [](Json& s) { s["volumeMounts"] = {{{"name", "nope"}, {"mountPath", "/x"}}}; },
+       "every volumeMounts[].name must name a volume"},
+      {"kueue without a queue", [](Json& s) { s["scheduling"] = {{"gang", {{"provider", "kueue"}}}}; },
+       "provider kueue needs queueName"},
+      {"layer and key", [](Json& s) { s["scheduling"] = {{"topology", {{"layer", 3}, {"topologyKey", "k"}}}}; },
+       "exactly one of layer"},
+      {"retry without a timeout", [](Json& s) { s["runPolicy"] = {{"schedulingRetry", {{"limit", 2}}}}; },
+       "schedulingRetry needs schedulingTimeoutSeconds"},
+      {"exit code 2 retried", [](Json& s) { s["faultPolicy"] = {{"retryableExitCodes", {2}}}; },
+       "never retried"},
+      {"pod template restartPolicy", [](Json& s) { s["podTemplate"] = {{"spec", {{"restartPolicy", "Always"}}}}; },
+       "are the operator's"},
+      {"pod template account", [](Json& s) { s["podTemplate"] = {{"spec", {{"serviceAccountName", "x"}}}}; },
+       "set spec.serviceAccountName"},
   };
   int i = 0;
   for (const Case& c : cases) {
@@ -140,6 +165,27 @@ TEST_F(CrdRealKubeTest, BadSpecsAreRejectedWithTheFieldNamed) {
   spec["shmSize"] = "256Gi";
   auto ok = Jobs().Create(Job("good-quantities", spec));
   EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
+// Every TrainingJob of examples/ (the Kueue, Volcano and plain ones) is accepted
+// by the real API server: its CEL rules and OpenAPI schema, not only the C++
+// parser that mirrors them (examples/jobs_test).
+TEST_F(CrdRealKubeTest, EveryExampleIsAccepted) {
+  int checked = 0;
+  for (const char* file : {"examples/llama3-1b-b200-volcano.yaml", "examples/llama3-1b-g5.yaml",
+                           "examples/llama3-1b-p5.yaml", "examples/llama3-1b-p5en-kueue.yaml",
+                           "examples/local-tiny.yaml"}) {
+    auto docs = YamlDocumentsToJson(ReadFile(file));
+    ASSERT_TRUE(docs.ok()) << file << ": " << docs.status().ToString();
+    for (Json doc : *docs) {
+      if (doc.value("kind", "") != "TrainingJob") continue;
+      doc["metadata"].erase("namespace");
+      doc["metadata"]["name"] = "example-" + std::to_string(checked++);
+      auto r = Jobs().Create(doc);
+      EXPECT_TRUE(r.ok()) << file << ": " << r.status().ToString();
+    }
+  }
+  EXPECT_EQ(checked, 5);
 }
 
 // Issue 19, defect 4: `self == oldSelf` on the field ran only when the field
