@@ -127,7 +127,9 @@ kubectl -n hypertrain-system get serviceaccount hypertrain-trainer > /dev/null 2
 
 echo "--- A1. a job in another namespace; the trainer's identity"
 kubectl create namespace ml-team > /dev/null
-job tiny ml-team 29611 60 "s#backoffLimit: 3#backoffLimit: 3\n    ttlSecondsAfterFinished: 3#"
+# 150 steps: the rank kill and the pod delete must land before the job ends
+# (about 10 steps/s here; the identity checks between take seconds).
+job tiny ml-team 29611 150 "s#backoffLimit: 3#backoffLimit: 3\n    ttlSecondsAfterFinished: 3#"
 wait_for 90 "tiny Running" state_is ml-team tiny Running
 wait_for 90 "status.progress.step >= 3 (the launcher's report through its own token)" step_at_least ml-team tiny 3
 sa="$(kubectl -n ml-team get pod tiny-node-0 -o jsonpath='{.spec.serviceAccountName}')"
