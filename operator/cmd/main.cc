@@ -65,8 +65,8 @@ struct Flags {
   int kube_api_burst = 100;
   int lease_duration_ms = 15000, renew_deadline_ms = 10000, retry_period_ms = 2000;
   int fault_settle_ms = 5000;  // ManagerOptions::fault_settle_window; 0 disables it
-  std::vector<std::string> excluded_namespaces = {controller::ManagerOptions{}.excluded_namespaces.begin(),
-                                                 controller::ManagerOptions{}.excluded_namespaces.end()};
+  // Empty unless --exclude-namespaces is given: ManagerOptions' default then.
+  std::vector<std::string> excluded_namespaces;
 };
 
 // Declares every flag on `app`, bound to `f`. Names and meanings are those
@@ -101,9 +101,11 @@ void DeclareFlags(CLI::App& app, Flags* f) {
                  "How long a follow-on pod exit waits for the root cause's status (0 disables the wait)")
       ->check(cli::kNonNegative);
   app.add_option("--exclude-namespaces", f->excluded_namespaces,
-                 "With every namespace watched: namespaces whose TrainingJobs are ignored")
+                 "With every namespace watched: namespaces whose TrainingJobs are ignored "
+                 "(default kube-system,kube-public,kube-node-lease)")
       ->delimiter(',')
-      ->type_name("NS[,NS...]");
+      ->type_name("NS[,NS...]")
+      ->capture_default_str();
   cli::AddVersionFlag(app);
 }
 
@@ -241,7 +243,9 @@ int Main(int argc, char** argv) {
   if (flags.leader_elect()) metrics.SetLeader(flags.lease_name, false);
   controller::ManagerOptions mo{*client, flags.namespaces, flags.workers, identity,
                                 std::chrono::milliseconds(flags.fault_settle_ms), &metrics};
-  mo.excluded_namespaces = {flags.excluded_namespaces.begin(), flags.excluded_namespaces.end()};
+  if (!flags.excluded_namespaces.empty()) {
+    mo.excluded_namespaces = {flags.excluded_namespaces.begin(), flags.excluded_namespaces.end()};
+  }
   controller::Manager manager(std::move(mo));
   registry.OnScrape([&] { metrics.SetJobs(manager.JobsByNamespace()); });
   HttpServer http;
