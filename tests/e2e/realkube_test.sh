@@ -285,7 +285,8 @@ ok "the operator called exactly what the chart grants (less what it holds to gra
 echo "--- B. helm install with watchNamespaces={team-a,team-new}"
 "$HELM" uninstall ht -n hypertrain-system --wait > /dev/null
 kubectl create namespace team-a > /dev/null
-install_operator ht2 --set 'watchNamespaces={team-a,team-new}'
+# The CRD stays from release ht (crds.keep): this release does not own it.
+install_operator ht2 --set 'watchNamespaces={team-a,team-new}' --set crds.install=false
 [ "$(kubectl get namespace team-new -o jsonpath='{.metadata.annotations.helm\.sh/resource-policy}')" = keep ] \
   || fail "the missing watched namespace team-new was not created (kept on uninstall)"
 ok "install succeeded with a missing watched namespace (created, kept on uninstall)"
