@@ -448,9 +448,9 @@ TEST_P(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
 // backoff, and a gang created in part is deleted again so it holds nothing;
 // each with a Warning Event. Once the cause is gone the pods come.
 TEST(OperatorRealKubeTest, RejectedPodsAreReportedRolledBackAndRetried) {
-  const std::string op_bin = kube::testing::Runfile("operator/cmd/hypertrain-operator");
+  const std::string op_bin = kubelocal::testing::Runfile("operator/cmd/hypertrain-operator");
   ASSERT_FALSE(op_bin.empty());
-  const std::string dir = kube::testing::MakeTempDir("operator-rejected");
+  const std::string dir = kubelocal::testing::MakeTempDir("operator-rejected");
   RealCluster cluster;
   bool skip = false;
   const std::string err = cluster.Start(dir, &skip);

@@ -204,7 +204,7 @@ TEST(ElasticHistory, StepRangeStartsAtTheResumedCheckpoint) {
   RunningOnOne(t);
   t.in.status.elastic.history.back().from_step.reset();
   t.in.status.elastic.history.back().to_step.reset();
-  t.pod(0).progress = R"({"step": 47, "lastCheckpointStep": 40})";
+  t.in.progress = R"({"step": 47, "lastCheckpointStep": 40})";
   const Plan plan = t.Decide();
   ASSERT_EQ(plan.status->elastic.history.size(), 2u);
   EXPECT_EQ(plan.status->elastic.history[1].from_step, 40);
