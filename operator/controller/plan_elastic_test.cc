@@ -129,10 +129,10 @@ std::vector<Row> ElasticRows() {
          t.in.pods.clear();
          t.now = t0 + 302s;
        },
-       Case::kCreating, "Created", Ensure({"create Pod j-node-0"}), {}, std::nullopt,
+       Case::kCreating, "Created", EnsureAndCreate({"create Pod j-node-0"}), {}, std::nullopt,
        [](const Plan& p, const Input&) {
-         ASSERT_EQ(p.actions.size(), 3u);
-         const json& pod = p.actions[2].object;
+         ASSERT_EQ(p.actions.size(), 7u);
+         const json& pod = p.actions[6].object;
          EXPECT_EQ(EnvOf(pod, "NNODES"), "1");
          EXPECT_EQ(EnvOf(pod, "WORLD_SIZE"), "2");
          EXPECT_EQ(EnvOf(pod, "NODE_RANK"), "0");
