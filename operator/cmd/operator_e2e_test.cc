@@ -381,6 +381,11 @@ TEST_P(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   EXPECT_EQ(pod_count("dry"), 0) << "a dry run creates no pod";
   ASSERT_TRUE(jobs.Patch("dry", {{"spec", {{"estimateOnly", false}}}}).ok());
   ASSERT_TRUE(WaitFor([&] { return pod_count("dry") == 1; }, 10s)) << a->Log();
+  // Created (and hypertrain_jobs_created_total) follows the pods the next pass observes.
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = jobs.Get("dry");
+    return j.ok() && (*j)["status"].value("state", "") == "Created";
+  }, 10s)) << a->Log();
 
   EXPECT_EQ(HttpGet(a->port(), "/healthz").first, 200);
   ASSERT_TRUE(WaitFor([&] { return HttpGet(a->port(), "/readyz").first == 200; }, 5s));

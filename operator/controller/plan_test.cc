@@ -345,12 +345,20 @@ std::vector<Row> EstimateRows() {
          t.in.status = t.Decide().status.value();
          t.spec.estimate_only = false;
        },
-       Case::kCreating, "Created",
-       {"create Service j", "create ConfigMap j-config", "create Pod j-node-0", "create Pod j-node-1"},
-       {"JobCreated"}, std::nullopt,
+       // Created (and the state after Estimated) once the pods are observed.
+       Case::kCreating, "Estimated", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {},
+       std::nullopt,
        [](const Plan& p, const Input& t) {
          EXPECT_EQ(p.status->estimate, t.in.status.estimate);
          EXPECT_EQ(Cond(p, api::kCondEstimated).status, "True");
+         Input next = t;
+         next.in.status = *p.status;
+         next.in.pods = {Pod(0, "Pending"), Pod(1, "Pending")};
+         const Plan created = next.Decide();
+         EXPECT_EQ(created.status->state, "Created");
+         EXPECT_EQ(created.status->estimate, t.in.status.estimate);
+         ASSERT_EQ(created.events.size(), 1u);
+         EXPECT_EQ(created.events[0].reason, "JobCreated");
        }},
       {"EstimateOnlyIsIgnoredOnceTheJobRuns", [](Input& t) { t.spec.estimate_only = true; }, Case::kRunning,
        "Running", {"create Service j", "create ConfigMap j-config"}, {}, std::nullopt,
