@@ -1,3 +1,6 @@
+// Decide (plan.h): the table of reconciler.h, one function per row. The rows
+// about capacity (scheduling timeout, elastic resizes) are in plan_capacity.cc,
+// DecideActFailure in plan_act_failure.cc; what they share in plan_pass.h.
 #include "operator/controller/plan.h"
 
 #include <algorithm>
@@ -6,9 +9,10 @@
 #include "core/time.h"
 #include "operator/controller/elastic.h"
 #include "operator/api/estimate.h"
+#include "operator/controller/plan_pass.h"
 
 namespace hypertrain::controller {
-namespace {
+namespace plan_internal {
 
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -16,46 +20,41 @@ using std::chrono::milliseconds;
 // Pods of an older attempt: looked at again this long after their deletion.
 constexpr milliseconds kStalePodsRequeue{1000};
 
-// One pass: the input, the spec once it is valid, and the plan being built.
-struct Pass {
-  const Observed& in;
-  const api::TrainingJobSpec* spec = nullptr;
-  Clock::time_point now;
-  std::string now_str;
-  DecideOptions opts;
-  Plan plan;
-  std::vector<Event> extra_events;  // follow the condition events
-  Status error;
-
-  api::TrainingJobStatus& status() { return *plan.status; }
-  const api::TrainingJobSpec& s() const { return *spec; }
-  // The current attempt's size: spec.nodes, or the size an elastic job runs on.
-  int nodes() { return status().current_nodes; }
-  void SetCondition(const char* type, bool value, const std::string& reason, const std::string& message) {
-    api::SetJobCondition(&status(), type, value, reason, message, now_str, in.job.generation);
-  }
-  void RequeueAtMost(milliseconds d) {
-    if (!plan.requeue_after || d < *plan.requeue_after) plan.requeue_after = d;
-  }
-};
-
 void Finish(Pass& p, const char* type, const char* reason, const std::string& message) {
   p.SetCondition(type, true, reason, message);
   if (p.status().completion_time.empty()) p.status().completion_time = p.now_str;
 }
 
-// Deletes the job's pods (any attempt) that `which` selects, except those
-// already being deleted.
-template <typename Pred>
-void DeletePods(Pass& p, Pred which) {
-  for (const ObservedPod& pod : p.in.pods) {
-    if (pod.deleting || !which(pod)) continue;
-    p.plan.actions.push_back(Action{Action::Kind::kDeletePod, pod.name, pod.uid, nullptr});
-  }
-}
 void DeleteAllPods(Pass& p) {
   DeletePods(p, [](const ObservedPod&) { return true; });
 }
+
+// The next attempt of the gang: its pods are created once the current ones are
+// gone; its scheduling clock starts over.
+void NewAttempt(Pass& p) {
+  ++p.status().restart_attempt;
+  p.status().scheduling.start_time.clear();
+  p.status().scheduling.message.clear();
+  // The next attempt reports its own progress (it resumes from a checkpoint,
+  // not from the step this one reached): STEP stays empty until it does.
+  p.status().progress.reset();
+}
+
+// One event per condition that became True (or Suspended that became False).
+std::vector<Event> ConditionEvents(const api::TrainingJobStatus& before, const api::TrainingJobStatus& after) {
+  std::vector<Event> out;
+  for (const api::Condition& cond : after.conditions) {
+    const api::Condition* was = api::FindCondition(before, cond.type);
+    const bool became_true = cond.status == "True" && (!was || was->status != "True");
+    const bool resumed = cond.type == api::kCondSuspended && cond.status == "False" && was && was->status == "True";
+    if (!became_true && !resumed) continue;
+    const bool warn = cond.type == api::kCondFailed || cond.type == api::kCondRestarting;
+    out.push_back(Event{warn ? EventType::kWarning : EventType::kNormal, cond.reason, cond.message});
+  }
+  return out;
+}
+
+namespace {
 
 // cleanPodPolicy of a finished job: None keeps the pods, All deletes them,
 // Running deletes those that have not terminated.
@@ -209,45 +208,6 @@ void CountNodeFault(Pass& p, const std::string& node) {
                                      " faults; excluded from later attempts"});
 }
 
-// The next attempt of the gang: its pods are created once the current ones are
-// gone; its scheduling clock starts over.
-void NewAttempt(Pass& p) {
-  ++p.status().restart_attempt;
-  p.status().scheduling.start_time.clear();
-  p.status().scheduling.message.clear();
-  // The next attempt reports its own progress (it resumes from a checkpoint,
-  // not from the step this one reached): STEP stays empty until it does.
-  p.status().progress.reset();
-}
-
-// Elastic: the size of the next attempt is recorded, currentNodes follows; the
-// Restarting condition says why (`restarting`), else one Resized event does.
-void Resize(Pass& p, const SizeChoice& choice, bool restarting) {
-  const int from = p.nodes();
-  StartSizeHistory(&p.status(), from, p.status().start_time);
-  RecordResize(&p.status(), choice, p.now_str);
-  p.status().gpus = choice.nodes * p.s().gpus_per_node;
-  p.status().world_size = choice.nodes * p.s().nproc_per_node;
-  const std::string msg =
-      "resized from " + std::to_string(from) + " to " + std::to_string(choice.nodes) + " nodes: " + choice.reason;
-  if (!restarting) {
-    p.extra_events.push_back(Event{EventType::kNormal, api::reason::kResized, msg});
-    return;
-  }
-  // Already Restarting (no condition transition): still one event per resize.
-  if (api::IsConditionTrue(p.status(), api::kCondRestarting)) {
-    p.extra_events.push_back(Event{EventType::kWarning, api::reason::kResized, msg});
-  }
-  p.SetCondition(api::kCondRestarting, true, api::reason::kResized, msg);
-}
-
-// Row "a gang restart of an elastic job below maxNodes": the restart is a
-// resize point, so the next attempt takes whatever capacity allows now (no
-// minResizeIntervalSeconds: the gang restarts anyway).
-void GrowAtRestart(Pass& p) {
-  if (auto grow = SizeToGrow(p.s(), p.nodes(), p.in.cluster_nodes, p.status().excluded_nodes)) Resize(p, *grow, false);
-}
-
 // Row "a pod failed" and every other fault: Failed at once for a
 // non-retryable exit code, Failed/BackoffLimitExceeded without budget, else a
 // gang restart (the next attempt). One budget for every fault path.
@@ -386,115 +346,6 @@ void CreatePods(Pass& p, const std::vector<int>& missing) {
   }
 }
 
-// Why the gang is not all Running: waiting for admission, or the scheduler's
-// word on the lowest pending rank.
-std::string PendingMessage(Pass& p, const Gang& gang) {
-  int gated = 0, unbound = 0;
-  const ObservedPod* first = nullptr;
-  for (const auto& [rank, pod] : gang) {
-    gated += pod->gated;
-    if (!pod->node_name.empty()) continue;
-    ++unbound;
-    if (!first && !pod->unschedulable_message.empty()) first = pod;
-  }
-  const std::string of = " of " + std::to_string(p.nodes()) + " pods";
-  if (gated > 0) {
-    const api::GangScheduling& g = p.s().scheduling.gang;
-    return g.provider == api::GangProvider::kKueue
-               ? "waiting for admission by Kueue (LocalQueue " + g.queue_name + "): " + std::to_string(gated) + of +
-                     " gated"
-               : std::to_string(gated) + of + " have scheduling gates";
-  }
-  if (first) return "pod " + first->name + ": " + first->unschedulable_message;
-  if (unbound > 0) return std::to_string(unbound) + of + " not yet bound to a node";
-  return "";
-}
-
-// Row "a gang not all Running within runPolicy.schedulingTimeoutSeconds": torn
-// down (its pods deleted: no partial gang holds GPUs), then created again after
-// a backoff while schedulingRetry lasts, else Failed/Unschedulable. The clock
-// starts when every pod exists and none is gated (Kueue has admitted it).
-// True when it decided the pass.
-bool SchedulingTimedOut(Pass& p, const Gang& gang) {
-  api::SchedulingStatus& sc = p.status().scheduling;
-  if (std::all_of(gang.begin(), gang.end(), [](const auto& rp) { return rp.second->phase == "Running"; })) {
-    return false;
-  }
-  // Once Running in this attempt, a pod that stops running is a fault, not a
-  // scheduling matter.
-  if (api::IsConditionTrue(p.status(), api::kCondRunning)) return false;
-  sc.message = PendingMessage(p, gang);
-  const bool gated = std::any_of(gang.begin(), gang.end(), [](const auto& rp) { return rp.second->gated; });
-  if (gated) {
-    sc.start_time.clear();
-    return false;
-  }
-  if (sc.start_time.empty()) sc.start_time = p.now_str;
-  const api::RunPolicy& rp = p.s().run_policy;
-  if (rp.scheduling_timeout_seconds <= 0) return false;
-  const auto deadline = ParseRfc3339(sc.start_time).value_or(p.now) + std::chrono::seconds(rp.scheduling_timeout_seconds);
-  if (p.now < deadline) {
-    p.RequeueAtMost(std::chrono::ceil<milliseconds>(deadline - p.now));
-    return false;
-  }
-  p.plan.decision = Case::kUnschedulable;
-  int running = 0, bound = 0;
-  std::string pending_pod;
-  for (const auto& [rank, pod] : gang) {
-    running += pod->phase == "Running";
-    bound += !pod->node_name.empty();
-    if (pending_pod.empty() && pod->phase != "Running") pending_pod = pod->name;
-  }
-  const std::string nodes = std::to_string(p.nodes());
-  std::string msg = "the gang was not all Running within schedulingTimeoutSeconds=" +
-                    std::to_string(rp.scheduling_timeout_seconds) + " (" + std::to_string(running) + " of " + nodes +
-                    " pods Running, " + std::to_string(bound) + " bound to nodes)";
-  if (!sc.message.empty()) msg += "; " + sc.message;
-  p.status().last_fault = api::Fault{api::reason::kUnschedulable, msg, pending_pod, "", std::nullopt, std::nullopt,
-                                     p.now_str};
-  // Elastic above minNodes: shrink to what fits, at once (no retry is spent).
-  if (auto shrink = SizeAfterTimeout(p.s(), p.nodes(), gang, p.in.cluster_nodes, p.status().excluded_nodes)) {
-    p.plan.decision = Case::kResized;
-    NewAttempt(p);
-    Resize(p, *shrink, true);
-    DeleteAllPods(p);
-    return true;
-  }
-  const api::SchedulingRetry& retry = rp.scheduling_retry;
-  const int done = sc.timeouts++;
-  const bool budget = !retry.counts_toward_backoff_limit || p.status().restart_count < rp.backoff_limit;
-  if (done >= retry.limit || !budget) {
-    if (done < retry.limit) msg += "; restart budget backoffLimit=" + std::to_string(rp.backoff_limit) + " exhausted";
-    Finish(p, api::kCondFailed, api::reason::kUnschedulable, msg);
-    DeletePods(p, [](const ObservedPod& pod) { return !pod.Terminated(); });
-    return true;
-  }
-  const int64_t wait = retry.BackoffSeconds(done);
-  sc.retry_time = FormatRfc3339(p.now + std::chrono::seconds(wait));
-  if (retry.counts_toward_backoff_limit) ++p.status().restart_count;
-  NewAttempt(p);
-  msg += "; torn down, retry " + std::to_string(done + 1) + " of " + std::to_string(retry.limit) + " in " +
-         std::to_string(wait) + "s";
-  if (api::IsConditionTrue(p.status(), api::kCondRestarting)) {
-    p.extra_events.push_back(Event{EventType::kWarning, api::reason::kUnschedulable, msg});
-  }
-  p.SetCondition(api::kCondRestarting, true, api::reason::kUnschedulable, msg);
-  DeleteAllPods(p);
-  return true;
-}
-
-// Row "a torn-down gang in its backoff": nothing is created before
-// status.scheduling.retryTime. True while waiting.
-bool WaitingToRetry(Pass& p) {
-  const std::string& at = p.status().scheduling.retry_time;
-  if (at.empty()) return false;
-  const auto t = ParseRfc3339(at);
-  if (!t || p.now >= *t) return false;
-  p.plan.decision = Case::kSchedulingBackoff;
-  p.RequeueAtMost(std::chrono::ceil<milliseconds>(*t - p.now));
-  return true;
-}
-
 // status.progress from the annotation node 0's launcher writes on the job's
 // progress ConfigMap; maxSteps from the inline config when the report has
 // none; updatedAt kept while the step stays the same.
@@ -515,35 +366,6 @@ void UpdateProgress(Pass& p, const Gang& gang) {
   }
   p.status().progress = next;
   if (p.s().elastic) TrackSizeSteps(&p.status(), next);
-}
-
-// Row "an elastic job running below maxNodes": when the nodes able to host a
-// pod allow a larger size and minResizeIntervalSeconds has passed since the
-// last resize, the gang restarts on it (the pods get SIGTERM and save a
-// checkpoint first). Capacity is looked at again every checkIntervalSeconds
-// (and on node changes). True when it resized.
-bool GrowWhenCapacityReturns(Pass& p) {
-  if (!p.s().elastic || p.nodes() >= p.s().elastic->max_nodes) return false;
-  const api::Elastic& e = *p.s().elastic;
-  auto grow = SizeToGrow(p.s(), p.nodes(), p.in.cluster_nodes, p.status().excluded_nodes);
-  if (!grow) {
-    p.RequeueAtMost(std::chrono::seconds(e.check_interval_seconds));
-    return false;
-  }
-  // Counted from the last resize, or from the start (a job with maxNodes above
-  // nodes does not restart right after it began).
-  const std::string& last = p.status().elastic.last_resize_time;
-  const auto since = ParseRfc3339(last.empty() ? p.status().start_time : last).value_or(p.now);
-  const auto earliest = since + std::chrono::seconds(e.min_resize_interval_seconds);
-  if (p.now < earliest) {
-    p.RequeueAtMost(std::chrono::ceil<milliseconds>(earliest - p.now));
-    return false;
-  }
-  p.plan.decision = Case::kResized;
-  NewAttempt(p);
-  Resize(p, *grow, true);
-  DeleteAllPods(p);
-  return true;
 }
 
 // Row "otherwise", every pod exists: Running once all run, progress, and the
@@ -567,14 +389,6 @@ void Running(Pass& p, const Gang& gang) {
   if (hang.fault) return Fault(p, *hang.fault);
   if (hang.recheck_after) p.RequeueAtMost(*hang.recheck_after);
   if (all_running) GrowWhenCapacityReturns(p);
-}
-
-// status.currentNodes: spec.nodes; an elastic job keeps the size it runs on
-// while that is one of its sizes.
-void SetCurrentNodes(Pass& p) {
-  int32_t& current = p.status().current_nodes;
-  const auto& e = p.s().elastic;
-  if (!e || std::find(e->sizes.begin(), e->sizes.end(), current) == e->sizes.end()) current = p.s().nodes;
 }
 
 // The table of reconciler.h, top to bottom, for a valid spec.
@@ -608,78 +422,8 @@ void DecideValid(Pass& p) {
   Running(p, gang);
 }
 
-// One event per condition that became True (or Suspended that became False).
-std::vector<Event> ConditionEvents(const api::TrainingJobStatus& before, const api::TrainingJobStatus& after) {
-  std::vector<Event> out;
-  for (const api::Condition& cond : after.conditions) {
-    const api::Condition* was = api::FindCondition(before, cond.type);
-    const bool became_true = cond.status == "True" && (!was || was->status != "True");
-    const bool resumed = cond.type == api::kCondSuspended && cond.status == "False" && was && was->status == "True";
-    if (!became_true && !resumed) continue;
-    const bool warn = cond.type == api::kCondFailed || cond.type == api::kCondRestarting;
-    out.push_back(Event{warn ? EventType::kWarning : EventType::kNormal, cond.reason, cond.message});
-  }
-  return out;
-}
-
-bool OfAttempt(const ObservedPod& pod, int attempt) { return pod.restart_attempt == attempt && !pod.deleting; }
-
 }  // namespace
-
-std::optional<Plan> DecideActFailure(const Observed& in, const Plan& plan, size_t failed, const Status& error,
-                                     Clock::time_point now) {
-  if (failed >= plan.actions.size()) return std::nullopt;
-  const Action& a = plan.actions[failed];
-  if (a.kind == Action::Kind::kDeletePod || a.kind == Action::Kind::kDeleteJob) return std::nullopt;
-  const int http = error.http_status();
-  const bool invalid = http == 400 || http == 422;
-  const bool refused = http == 403 || http == 404;
-  if (!invalid && !refused) return std::nullopt;
-
-  const api::TrainingJobStatus& before = plan.status ? *plan.status : in.status;
-  const std::string now_str = FormatRfc3339(now);
-  const std::string message = "the API server refused to " + Describe(a) + ": " + error.message();
-  Plan out;
-  out.decision = plan.decision;
-  out.status = before;
-  api::TrainingJobStatus& next = *out.status;
-  // The partial gang goes: pods of this attempt observed, and those this pass made.
-  std::vector<std::string> deleted;
-  for (const ObservedPod& pod : in.pods) {
-    if (!OfAttempt(pod, before.restart_attempt)) continue;
-    out.actions.push_back(Action{Action::Kind::kDeletePod, pod.name, pod.uid, nullptr});
-    deleted.push_back(pod.name);
-  }
-  for (size_t i = 0; i < failed; ++i) {
-    const Action& made = plan.actions[i];
-    if (made.kind != Action::Kind::kCreatePod) continue;
-    if (std::find(deleted.begin(), deleted.end(), made.name) != deleted.end()) continue;
-    out.actions.push_back(Action{Action::Kind::kDeletePod, made.name, "", nullptr});  // no uid yet: by name
-  }
-  next.pods = {};
-  if (invalid) {
-    api::SetJobCondition(&next, api::kCondFailed, true, api::reason::kInvalidSpec, message, now_str,
-                         in.job.generation);
-    if (next.completion_time.empty()) next.completion_time = now_str;
-    out.events = ConditionEvents(before, next);
-    return out;
-  }
-  const api::Condition* was = api::FindCondition(before, api::kCondCreated);
-  const bool new_cause = !was || was->reason != api::reason::kPodCreationFailed || was->message != message;
-  api::SetJobConditionFalse(&next, api::kCondCreated, api::reason::kPodCreationFailed, message, now_str,
-                            in.job.generation);
-  if (api::IsConditionTrue(next, api::kCondRunning)) {  // its pods are going: not running any more
-    api::SetJobCondition(&next, api::kCondRunning, false, api::reason::kPodCreationFailed, message, now_str,
-                         in.job.generation);
-  }
-  if (new_cause) out.events.push_back(Event{EventType::kWarning, api::reason::kPodCreationFailed, message});
-  // Capped backoff: wait as long as the refusal has lasted, within [min, max].
-  const api::Condition* created = api::FindCondition(next, api::kCondCreated);
-  const auto since = ParseRfc3339(created ? created->last_transition_time : now_str).value_or(now);
-  const auto lasted = std::chrono::duration_cast<milliseconds>(now - since);
-  out.requeue_after = std::clamp(lasted, kCreationRetryMin, kCreationRetryMax);
-  return out;
-}
+}  // namespace plan_internal
 
 const char* CaseName(Case c) {
   switch (c) {
@@ -718,6 +462,8 @@ std::string Describe(const Action& a) {
   return "?";
 }
 
+using plan_internal::Pass;
+
 StatusOr<Plan> Decide(const Observed& in, const StatusOr<api::TrainingJobSpec>& spec, Clock::time_point now,
                       const DecideOptions& opts) {
   Pass p{in, nullptr, now, FormatRfc3339(now), opts};
@@ -726,12 +472,12 @@ StatusOr<Plan> Decide(const Observed& in, const StatusOr<api::TrainingJobSpec>& 
   p.status().observed_generation = in.job.generation;
   if (spec.ok()) {
     p.spec = &spec.value();
-    DecideValid(p);
+    plan_internal::DecideValid(p);
   } else {
-    InvalidSpec(p, spec.status());
+    plan_internal::InvalidSpec(p, spec.status());
   }
   if (!p.error.ok()) return p.error;
-  p.plan.events = ConditionEvents(in.status, p.status());
+  p.plan.events = plan_internal::ConditionEvents(in.status, p.status());
   for (Event& e : p.extra_events) p.plan.events.push_back(std::move(e));
   return std::move(p.plan);
 }
