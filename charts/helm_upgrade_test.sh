@@ -136,7 +136,9 @@ sed -i 's/^version: .*/version: 0.1.1-upgrade-test/' "$tmp/chart/Chart.yaml"
   || { cat "$tmp/upgrade.log" >&2; fail "helm upgrade"; }
 columns | grep -qw Revision || fail "helm upgrade did not apply the CRD change (columns: $(columns))"
 "$KUBECTL" -n default get tj "$job" -o name >/dev/null || fail "the TrainingJob did not survive the upgrade"
-"$KUBECTL" -n default get tj "$job" | head -1 | grep -q REVISION || fail "kubectl does not show the new column"
+# The API server serves the new table once its CRD handler has reloaded, shortly after the spec changed.
+for _ in $(seq 100); do "$KUBECTL" -n default get tj "$job" | head -1 | grep -q REVISION && break; sleep 0.1; done
+"$KUBECTL" -n default get tj "$job" | head -1 | grep -q REVISION || fail "kubectl does not show the new column in 10 s"
 
 "$HELM" uninstall ht -n hypertrain-system > "$tmp/uninstall.log"
 grep -q "kept due to the resource policy" "$tmp/uninstall.log" || { cat "$tmp/uninstall.log" >&2; fail "helm uninstall did not say it kept the CRD"; }
