@@ -9,8 +9,20 @@
 #     pod's NNODES=1 with HYPERTRAIN_DESIRED_NNODES=2, kubectl get tj's Current);
 #  2. the node comes back -> after minResizeIntervalSeconds the job grows back
 #     to 2 nodes; status.elastic.history holds 2 -> 1 -> 2.
+# With the argument --real, the same on the real control plane (etcd,
+# kube-apiserver, controller manager and kube-scheduler 1.26.5,
+# //localcluster/envtest): kube-scheduler places the pods (the node agent only
+# runs them), so the shrink and the growth follow from the real scheduler's
+# view of the node's health label. Skipped, naming HYPERTRAIN_KUBE_BINARIES,
+# without the binaries.
 set -euo pipefail
 R="$PWD"
+REAL=0
+if [ "${1:-}" = --real ]; then
+  . "$R/localcluster/envtest/envtest.sh"
+  envtest_require "$R/localcluster/envtest/kube-envtest"
+  REAL=1
+fi
 T="$(mktemp -d "${TEST_TMPDIR:-/tmp}/elastic.XXXXXX")"
 export KUBECONFIG="$T/kubeconfig"
 PIDS=()
@@ -27,14 +39,28 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; kubectl get tj,pods -o wide >&2 || true; kubectl get tj el -o yaml >&2 || true; exit 1; }
 
-"$R/localcluster/apiserver/kube-local" --data-dir "$T/kl" --kubeconfig-out "$KUBECONFIG" --port-file "$T/port" > "$T/kube-local.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do [ -s "$KUBECONFIG" ] && break; sleep 0.1; done
-for _ in $(seq 50); do kubectl get --raw /healthz >/dev/null 2>&1 && break; sleep 0.1; done
+AGENT_FLAGS=()
+if [ "$REAL" = 1 ]; then
+  envtest_start "$R/localcluster/envtest/kube-envtest" "$T/cp" || exit 1
+  PIDS+=("$ENVTEST_PID")
+  AGENT_FLAGS=(--bind-pods false)  # kube-scheduler binds
+else
+  "$R/localcluster/apiserver/kube-local" --data-dir "$T/kl" --kubeconfig-out "$KUBECONFIG" --port-file "$T/port" > "$T/kube-local.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 100); do [ -s "$KUBECONFIG" ] && break; sleep 0.1; done
+  for _ in $(seq 50); do kubectl get --raw /healthz >/dev/null 2>&1 && break; sleep 0.1; done
+fi
 kubectl apply -f "$R/crds/trainingjobs.hypertrain.dev.yaml" > /dev/null
-"$R/localcluster/nodeagent/node-agent" --kubeconfig "$KUBECONFIG" --nodes 2 --work-dir "$T/pods" \
+for _ in $(seq 100); do kubectl get tj > /dev/null 2>&1 && break; sleep 0.1; done
+"$R/localcluster/nodeagent/node-agent" --kubeconfig "$KUBECONFIG" --nodes 2 --work-dir "$T/pods" "${AGENT_FLAGS[@]}" \
   --capacity nvidia.com/gpu=1 --image-map sleep:local=/bin/sleep --max-grace-s 1 --poll-ms 100 > "$T/node-agent.log" 2>&1 &
 PIDS+=($!)
+if [ "$REAL" = 1 ]; then
+  # The node lifecycle controller lifts a Ready node's not-ready taint; kube-scheduler waits for that.
+  for _ in $(seq 600); do [ "$(kubectl get nodes --no-headers 2>/dev/null | grep -c ' Ready ')" = 2 ] &&
+    [ -z "$(kubectl get nodes -o jsonpath='{.items[*].spec.taints}')" ] && break; sleep 0.1; done
+  [ -z "$(kubectl get nodes -o jsonpath='{.items[*].spec.taints}')" ] || fail "nodes not Ready and untainted in 60 s"
+fi
 "$R/operator/cmd/hypertrain-operator" --kubeconfig="$KUBECONFIG" --leader-elect=false --metrics-addr=127.0.0.1:0 \
   > "$T/operator.log" 2>&1 &
 PIDS+=($!)
@@ -113,7 +139,19 @@ gap=$(( $(date -d "$last" +%s) - $(date -d "$prev" +%s) ))
 [ -z "$(jp pod el-node-1 '{.spec.containers[0].env[?(@.name=="HYPERTRAIN_RESIZE_REASON")].value}')" ] ||
   fail "a resize reason at the desired size"
 kubectl get tj el
-[ "$(events | grep -c "^Resized: ")" = 2 ] || fail "two Resized events expected: $(events)"
-events | grep -q "^Resized: resized from 1 to 2 nodes: 2 nodes of 2: 2 nodes can host a pod again" || fail "grow event: $(events)"
+# Read once, then searched: `events | grep -q` under pipefail fails when grep's
+# early exit ends kubectl with SIGPIPE.
+ev="$(events)"
+[ "$(grep -c "^Resized: " <<< "$ev")" = 2 ] || fail "two Resized events expected: $ev"
+grep -q "^Resized: resized from 1 to 2 nodes: 2 nodes of 2: 2 nodes can host a pod again" <<< "$ev" || fail "grow event: $ev"
 echo "ok: back on 2 nodes ${gap}s after the shrink; history $(jp tj el '{.status.elastic.history[*].nodes}')"
+if [ "$REAL" = 1 ]; then
+  # kube-scheduler's own word: it refused el-node-1 while the node was unhealthy and placed it after.
+  sched="$(kubectl get events --field-selector involvedObject.name=el-node-1 \
+    -o jsonpath='{range .items[*]}{.reason} {.source.component}{.reportingComponent}: {.message}{"\n"}{end}')"
+  grep -q "^FailedScheduling default-scheduler: 0/2 nodes are available" <<< "$sched" || fail "no FailedScheduling by kube-scheduler: $sched"
+  grep -q "^Scheduled default-scheduler: Successfully assigned default/el-node-1 to local-node-1" <<< "$sched" ||
+    fail "el-node-1 not bound by kube-scheduler: $sched"
+  echo "ok: kube-scheduler refused el-node-1 while local-node-1 was unhealthy and bound it when it came back"
+fi
 echo PASS
