@@ -67,6 +67,9 @@ std::optional<Plan> DecideActFailure(const Observed& in, const Plan& plan, size_
   const auto since = ParseRfc3339(created ? created->last_transition_time : now_str).value_or(now);
   const auto lasted = std::chrono::duration_cast<milliseconds>(now - since);
   out.requeue_after = std::clamp(lasted, kCreationRetryMin, kCreationRetryMax);
+  // Kept until then by every pass (WaitingToRetry), not only the requeue: the
+  // rollback's own pod events would otherwise retry at once, again and again.
+  next.scheduling.retry_time = FormatRfc3339(now + *out.requeue_after);
   return out;
 }
 

@@ -61,6 +61,7 @@ std::vector<FailureRow> Rows() {
          EXPECT_EQ(c.reason, "PodCreationFailed");
          EXPECT_THAT(c.message, HasSubstr("exceeded quota"));
          EXPECT_EQ(p.status->pods.active, 0) << "no pod is counted that does not exist";
+         EXPECT_EQ(p.status->scheduling.retry_time, At(65s)) << "nothing is created before the backoff ends";
          EXPECT_EQ(p.events[0].type, EventType::kWarning);
          EXPECT_EQ(p.events[0].message, c.message);
        }},
@@ -150,6 +151,29 @@ TEST_P(DecideActFailureTest, Row) {
   EXPECT_EQ(events, row.events);
   EXPECT_EQ(out->requeue_after, row.requeue);
   if (row.check) row.check(*out);
+}
+
+// The passes that follow a refusal (the rollback's pod events among them)
+// create nothing before status.scheduling.retryTime, then retry.
+TEST(DecideActFailureTest, NothingIsCreatedAgainBeforeTheBackoffEnds) {
+  Input t;
+  NewJob(t);
+  const Plan plan = t.Decide();
+  const std::optional<Plan> refused = DecideActFailure(t.in, plan, plan.actions.size() - 1, kQuota, t.now);
+  ASSERT_TRUE(refused.has_value());
+  t.in.status = *refused->status;
+  t.in.pods = {Pod(0)};  // the rolled-back pod, still in the cache
+  t.now += 1s;
+  Plan waiting = t.Decide();
+  EXPECT_EQ(CaseName(waiting.decision), std::string("SchedulingBackoff"));
+  EXPECT_TRUE(waiting.actions.empty());
+  EXPECT_EQ(waiting.requeue_after, milliseconds(4s));
+  t.in.pods.clear();
+  t.now += 4s;
+  Plan retry = t.Decide();
+  EXPECT_EQ(CaseName(retry.decision), std::string("Creating"));
+  EXPECT_EQ(Describe(retry.actions.back()), "create Pod j-node-1");
+  EXPECT_EQ(retry.status->scheduling.retry_time, "");
 }
 
 void PrintTo(const FailureRow& row, std::ostream* os) { *os << row.name; }
