@@ -137,8 +137,10 @@ sed -i 's/^version: .*/version: 0.1.1-upgrade-test/' "$tmp/chart/Chart.yaml"
 columns | grep -qw Revision || fail "helm upgrade did not apply the CRD change (columns: $(columns))"
 "$KUBECTL" -n default get tj "$job" -o name >/dev/null || fail "the TrainingJob did not survive the upgrade"
 # The API server serves the new table once its CRD handler has reloaded, shortly after the spec changed.
-for _ in $(seq 100); do "$KUBECTL" -n default get tj "$job" | head -1 | grep -q REVISION && break; sleep 0.1; done
-"$KUBECTL" -n default get tj "$job" | head -1 | grep -q REVISION || fail "kubectl does not show the new column in 10 s"
+# The header read whole first: `kubectl | head -1` under pipefail fails when head's early exit ends kubectl with SIGPIPE.
+header() { local out; out="$("$KUBECTL" -n default get tj "$job" 2>/dev/null)" || true; printf '%s\n' "${out%%$'\n'*}"; }
+for _ in $(seq 60); do [[ "$(header)" == *REVISION* ]] && break; sleep 0.5; done
+[[ "$(header)" == *REVISION* ]] || fail "kubectl does not show the new column in 30 s: $(header); CRD columns: $(columns)"
 
 "$HELM" uninstall ht -n hypertrain-system > "$tmp/uninstall.log"
 grep -q "kept due to the resource policy" "$tmp/uninstall.log" || { cat "$tmp/uninstall.log" >&2; fail "helm uninstall did not say it kept the CRD"; }
