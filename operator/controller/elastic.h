@@ -1,8 +1,8 @@
 // Elastic jobs (spec.elastic), pure: which nodes could host one of the job's
 // pods, the size the next attempt takes after a scheduling timeout or when
 // capacity returns (the node-count arithmetic), and the size history in
-// status. plan.cc applies them in its rows "scheduling timeout" (shrink),
-// "a gang restart" and "running below maxNodes" (grow).
+// status. Decide applies them (plan_capacity.cc) in its rows "scheduling
+// timeout" (shrink), "a gang restart" and "running below maxNodes" (grow).
 #ifndef HYPERTRAIN_OPERATOR_CONTROLLER_ELASTIC_H_
 #define HYPERTRAIN_OPERATOR_CONTROLLER_ELASTIC_H_
 
