@@ -209,6 +209,19 @@ grep -q "serving Prometheus metrics on :$mport/metrics" "$TMP/launch.log" || fai
 grep -q "NCCL net plugin: " "$TMP/launch.log" || fail "no NCCL net plugin preflight line"
 pgrep -f "$TMP/exp-launch" >/dev/null && fail "a rank outlived its launcher"
 
+# hypertrain-ckpt: the same conventions (CLI11 subcommands, exit 2 naming
+# the argument; a missing checkpoint is 3).
+CKPT_BIN="$(dirname "$BIN")/hypertrain-ckpt"
+"$CKPT_BIN" --help | grep -q "export-hf" || fail "hypertrain-ckpt --help lists no export-hf"
+BIN="$CKPT_BIN" usage_error "hypertrain-ckpt: A subcommand is required"
+BIN="$CKPT_BIN" usage_error "hypertrain-ckpt export-hf: out_dir is required" export-hf "$TMP/nowhere"
+BIN="$CKPT_BIN" usage_error "--dtype: must be bf16 or fp32, got 'fp64'" export-hf "$TMP/a" "$TMP/b" fp64
+set +e
+"$CKPT_BIN" verify "$TMP/nowhere" > /dev/null 2> "$TMP/ckpt.err"
+[ $? -eq 3 ] || fail "hypertrain-ckpt verify of a missing checkpoint should exit 3"
+set -e
+grep -q "no manifest.json in $TMP/nowhere" "$TMP/ckpt.err" || fail "hypertrain-ckpt verify names the path"
+
 # Config errors exit 2 and name the key; missing data exits 3.
 set +e
 "$BIN" train --config "$EXAMPLE" --set model.activation_checkpointing=partial > "$TMP/bad.log" 2>&1
