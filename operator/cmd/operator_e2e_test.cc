@@ -192,7 +192,13 @@ TEST_P(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
 
   EXPECT_EQ(HttpGet(a->port(), "/healthz").first, 200);
   ASSERT_TRUE(WaitFor([&] { return HttpGet(a->port(), "/readyz").first == 200; }, 5s));
-  auto m = HttpGet(a->port(), "/metrics");
+  // The counters follow the status write that made the job Created: scrape
+  // until they show both jobs (or 5 s), then check everything on that scrape.
+  std::pair<int, std::string> m;
+  WaitFor([&] {
+    m = HttpGet(a->port(), "/metrics");
+    return Sample(ParseExposition(m.second), "hypertrain_jobs_created_total", {"namespace=\"op\""}) == 2;
+  }, 5s);
   EXPECT_EQ(m.first, 200);
   // The conventional names and labels (docs/OPERATOR.md, "Metrics").
   const auto s = ParseExposition(m.second);
