@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/ckpt/peft_export.h"
+#include "runtime/ckpt/peft_testing.h"
 #include "runtime/ckpt/resume_testing.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
@@ -69,15 +70,6 @@ config::TrainConfig Peft(const std::string& exp, const std::string& backend,
     sets.push_back(s);
   }
   return Parse(sets);
-}
-
-std::vector<float> ReadAll(const SafetensorsReader& r, const std::string& name) {
-  const StTensorInfo* t = r.Find(name);
-  EXPECT_NE(t, nullptr) << name;
-  if (t == nullptr) return {};
-  std::vector<float> v(t->numel());
-  EXPECT_TRUE(r.ReadF32(*t, 0, t->numel(), v.data()).ok());
-  return v;
 }
 
 // The same job on the CPU and on the GPU: losses per step and the exported
@@ -156,35 +148,7 @@ TEST(GpuPeftTrainTest, MergedExportIsBasePlusScaledBA) {
   HT_SKIP_WITHOUT_GPU();
   const std::string exp = TempDir("export");
   ASSERT_TRUE(testing::RunJob(Peft(exp, "cuda", "fp32", 0.1)).ok());
-  auto adapter = LoadAdapter(exp + "/adapter");
-  ASSERT_TRUE(adapter.ok()) << adapter.status().ToString();
-  auto b = SafetensorsReader::Open(Base() + "/model.safetensors");
-  auto mg = SafetensorsReader::Open(exp + "/merged/model.safetensors");
-  ASSERT_TRUE(b.ok() && mg.ok());
-  const double s = 8.0 / 4.0;
-  int adapted = 0;
-  for (const StTensorInfo& t : b->tensors()) {
-    const std::vector<float> w = ReadAll(*b, t.name), m = ReadAll(*mg, t.name);
-    auto [la, lb] = adapter->ForWeight(t.name);
-    if (la == nullptr) {
-      EXPECT_EQ(w, m) << t.name;
-      continue;
-    }
-    ++adapted;
-    const int64_t out = t.shape[0], in = t.shape[1], r = 4;
-    double max_delta = 0;
-    for (int64_t o = 0; o < out; ++o) {
-      for (int64_t i = 0; i < in; ++i) {
-        double d = 0;
-        for (int64_t k = 0; k < r; ++k) d += double(lb->values[o * r + k]) * la->values[k * in + i];
-        const double want = w[o * in + i] + s * d;
-        ASSERT_NEAR(m[o * in + i], want, 1e-6 * (1 + std::abs(want))) << t.name;
-        max_delta = std::max(max_delta, std::abs(s * d));
-      }
-    }
-    EXPECT_GT(max_delta, 1e-4) << t.name << ": the adapter learnt nothing";
-  }
-  EXPECT_EQ(adapted, 14);
+  EXPECT_EQ(testing::ExpectMergedIsBasePlusScaledBA(Base(), exp, 8.0 / 4.0, 4, testing::MergedBase::kExact), 14);
 }
 
 // QLoRA on the GPU (fp32): the same losses as the CPU backend's QLoRA job, and
@@ -200,34 +164,8 @@ TEST(GpuPeftTrainTest, QloraMatchesTheCpuAndMergesOnTheNf4Base) {
   for (size_t i = 0; i < 8; ++i) {
     EXPECT_NEAR(g->losses[i], c->losses[i], 1e-4 * std::abs(c->losses[i])) << "step " << i + 1;
   }
-  auto adapter = LoadAdapter(exp + "/adapter");
-  ASSERT_TRUE(adapter.ok()) << adapter.status().ToString();
-  auto b = SafetensorsReader::Open(Base() + "/model.safetensors");
-  auto mg = SafetensorsReader::Open(exp + "/merged/model.safetensors");
-  ASSERT_TRUE(b.ok() && mg.ok());
-  int quantized = 0;
-  for (const StTensorInfo& t : b->tensors()) {
-    const std::vector<float> w = ReadAll(*b, t.name), m = ReadAll(*mg, t.name);
-    auto [la, lb] = adapter->ForWeight(t.name);
-    if (la == nullptr) {
-      EXPECT_EQ(w, m) << t.name;
-      continue;
-    }
-    ++quantized;
-    const model::Nf4Tensor q = model::QuantizeNf4(w.data(), static_cast<int64_t>(w.size()));
-    std::vector<float> wq(w.size());
-    model::DequantizeNf4(q, 0, static_cast<int64_t>(w.size()), wq.data());
-    const int64_t out = t.shape[0], in = t.shape[1], r = 4;
-    for (int64_t o = 0; o < out; ++o) {
-      for (int64_t i = 0; i < in; ++i) {
-        double d = 0;
-        for (int64_t k = 0; k < r; ++k) d += double(lb->values[o * r + k]) * la->values[k * in + i];
-        const double want = wq[o * in + i] + 2.0 * d;
-        ASSERT_NEAR(m[o * in + i], want, 1e-6 * (1 + std::abs(want))) << t.name;
-      }
-    }
-  }
-  EXPECT_EQ(quantized, 14);
+  EXPECT_EQ(
+      testing::ExpectMergedIsBasePlusScaledBA(Base(), exp, 8.0 / 4.0, 4, testing::MergedBase::kNf4RoundTrip), 14);
 }
 
 }  // namespace

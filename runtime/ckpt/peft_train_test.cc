@@ -16,6 +16,7 @@
 #include "runtime/ckpt/layout_desc.h"
 #include "runtime/ckpt/peft_export.h"
 #include "runtime/ckpt/peft_hooks.h"
+#include "runtime/ckpt/peft_testing.h"
 #include "runtime/ckpt/resume_testing.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
@@ -67,14 +68,6 @@ config::TrainConfig Peft(const std::string& exp, const std::string& base,
   }
   sets.insert(sets.end(), extra.begin(), extra.end());
   return Parse(sets);
-}
-
-std::vector<float> ReadAll(const SafetensorsReader& r, const std::string& name) {
-  const StTensorInfo* t = r.Find(name);
-  EXPECT_NE(t, nullptr) << name;
-  std::vector<float> v(t->numel());
-  EXPECT_TRUE(r.ReadF32(*t, 0, t->numel(), v.data()).ok());
-  return v;
 }
 
 TEST(PeftTrainTest, CheckpointsHoldOnlyAdaptersAndResumeBitIdentically) {
@@ -134,36 +127,13 @@ TEST(PeftTrainTest, AdapterAndMergedExportReproduceTheTrainersLoss) {
   EXPECT_NE(cfg->find("\"gate_proj\""), std::string::npos);
 
   // Merged = base + (alpha/r) B A, recomputed here in double.
-  auto b = SafetensorsReader::Open(base + "/model.safetensors");
-  auto mg = SafetensorsReader::Open(exp + "/merged/model.safetensors");
-  ASSERT_TRUE(b.ok() && mg.ok());
-  const double s = 8.0 / 4.0;
-  int adapted = 0;
-  for (const StTensorInfo& t : b->tensors()) {
-    const std::vector<float> w = ReadAll(*b, t.name), m = ReadAll(*mg, t.name);
-    auto [la, lb] = adapter->ForWeight(t.name);
-    if (la == nullptr) {
-      EXPECT_EQ(w, m) << t.name;
-      continue;
-    }
-    ++adapted;
-    const int64_t out = t.shape[0], in = t.shape[1], r = 4;
-    double max_delta = 0;
-    for (int64_t o = 0; o < out; ++o) {
-      for (int64_t i = 0; i < in; ++i) {
-        double d = 0;
-        for (int64_t k = 0; k < r; ++k) d += double(lb->values[o * r + k]) * la->values[k * in + i];
-        const double want = w[o * in + i] + s * d;
-        ASSERT_NEAR(m[o * in + i], want, 1e-6 * (1 + std::abs(want))) << t.name;
-        max_delta = std::max(max_delta, std::abs(s * d));
-      }
-    }
-    EXPECT_GT(max_delta, 1e-4) << t.name << ": the adapter learnt nothing";
-  }
-  EXPECT_EQ(adapted, 14);
+  EXPECT_EQ(testing::ExpectMergedIsBasePlusScaledBA(base, exp, 8.0 / 4.0, 4, testing::MergedBase::kExact), 14);
 
   // The trainer's loss (PEFT backend: base from HF + the trained adapter) vs
   // the plain model on base weights merged here with loops.
+  auto b = SafetensorsReader::Open(base + "/model.safetensors");
+  ASSERT_TRUE(b.ok());
+  const double s = 8.0 / 4.0;
   model::BackendOptions o;
   o.micro_batch_size = 2;
   o.seq_len = 16;
@@ -186,7 +156,7 @@ TEST(PeftTrainTest, AdapterAndMergedExportReproduceTheTrainersLoss) {
   for (const model::UnitLayout& u : layout.units()) {
     merged.emplace_back(u.padded_numel, 0.0f);
     for (const model::TensorSlot& t : u.tensors) {
-      std::vector<float> w = ReadAll(*b, t.name);
+      std::vector<float> w = testing::ReadAll(*b, t.name);
       auto [la, lb] = adapter->ForWeight(t.name);
       if (la != nullptr) {
         const int64_t out = t.shape[0], in = t.shape[1];
@@ -231,39 +201,8 @@ TEST(PeftTrainTest, QloraTrainsOnTheNf4Base) {
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   ASSERT_EQ(run->losses.size(), 8u);
   for (double l : run->losses) EXPECT_TRUE(std::isfinite(l));
-  auto adapter = LoadAdapter(exp + "/adapter");
-  ASSERT_TRUE(adapter.ok()) << adapter.status().ToString();
-  auto b = SafetensorsReader::Open(base + "/model.safetensors");
-  auto mg = SafetensorsReader::Open(exp + "/merged/model.safetensors");
-  ASSERT_TRUE(b.ok() && mg.ok());
-  const double s = 8.0 / 4.0;
-  int quantized = 0;
-  for (const StTensorInfo& t : b->tensors()) {
-    const std::vector<float> w = ReadAll(*b, t.name), m = ReadAll(*mg, t.name);
-    auto [la, lb] = adapter->ForWeight(t.name);
-    if (la == nullptr) {  // norms and the embedding stay as they are
-      EXPECT_EQ(w, m) << t.name;
-      continue;
-    }
-    ++quantized;
-    const model::Nf4Tensor q = model::QuantizeNf4(w.data(), static_cast<int64_t>(w.size()));
-    std::vector<float> wq(w.size());
-    model::DequantizeNf4(q, 0, static_cast<int64_t>(w.size()), wq.data());
-    EXPECT_NE(wq, w) << t.name << ": NF4 changed nothing";
-    const int64_t out = t.shape[0], in = t.shape[1], r = 4;
-    double max_delta = 0;
-    for (int64_t o = 0; o < out; ++o) {
-      for (int64_t i = 0; i < in; ++i) {
-        double d = 0;
-        for (int64_t k = 0; k < r; ++k) d += double(lb->values[o * r + k]) * la->values[k * in + i];
-        const double want = wq[o * in + i] + s * d;
-        ASSERT_NEAR(m[o * in + i], want, 1e-6 * (1 + std::abs(want))) << t.name;
-        max_delta = std::max(max_delta, std::abs(s * d));
-      }
-    }
-    EXPECT_GT(max_delta, 1e-4) << t.name << ": the adapter learnt nothing";
-  }
-  EXPECT_EQ(quantized, 14);
+  EXPECT_EQ(testing::ExpectMergedIsBasePlusScaledBA(base, exp, 8.0 / 4.0, 4, testing::MergedBase::kNf4RoundTrip),
+            14);
 }
 
 TEST(PeftTrainTest, ConfigErrors) {
