@@ -5,7 +5,11 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -13,6 +17,7 @@
 #include <vector>
 #include <thread>
 
+#include "contract/exit_codes.h"
 #include "runtime/parallel/dist_context.h"
 #include "runtime/kernels/cuda/cast.h"
 #include "runtime/trace/recorder.h"
@@ -385,6 +390,42 @@ NcclTuning NcclTuningFor(const DistOptions& options, const std::string& group_na
   return {};
 }
 
+// ncclCommInitRank waits until every member of the group joined; a member
+// that died after the rendezvous would hold this rank there forever. The
+// start-up deadline bounds it (at least kMinInitWait): past it the process
+// says which group and ends with the retryable code, as a rank stuck in a
+// collective does (it cannot be unwound from NCCL's bootstrap either).
+class InitDeadline {
+ public:
+  static constexpr std::chrono::milliseconds kMinInitWait{5000};
+  InitDeadline(std::string what, std::chrono::milliseconds left)
+      : thread_([this, what = std::move(what), left = std::max(left, kMinInitWait)] {
+          std::unique_lock<std::mutex> l(mu_);
+          if (cv_.wait_for(l, left, [this] { return done_; })) return;
+          spdlog::critical("{} did not complete within the start-up deadline ({:.0f} s; HT_RENDEZVOUS_TIMEOUT_S): "
+                           "a member of the group died after the rendezvous or cannot be reached; exiting {}",
+                           what, left.count() / 1e3, contract::kExitRetryable);
+          spdlog::default_logger()->flush();
+          std::_Exit(contract::kExitRetryable);
+        }) {}
+  ~InitDeadline() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  InitDeadline(const InitDeadline&) = delete;
+  InitDeadline& operator=(const InitDeadline&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: starts after the members above exist
+};
+
 StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
     const std::string& name, const std::vector<int>& ranks, int world_rank, int cuda_device,
     launch::TcpStoreClient* store, std::chrono::milliseconds rendezvous_timeout,
@@ -409,8 +450,13 @@ StatusOr<std::unique_ptr<ProcessGroup>> CreateNcclGroup(
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   if (tuning.max_ctas > 0) config.maxCTAs = tuning.max_ctas;
   ncclComm_t comm = nullptr;
-  NCCL_OK("ncclCommInitRankConfig for group '" + name + "'",
-          ncclCommInitRankConfig(&comm, static_cast<int>(ranks.size()), id, grank, &config));
+  {
+    InitDeadline deadline("NCCL group '" + name + "': ncclCommInitRankConfig (rank " + std::to_string(grank) +
+                              " of " + std::to_string(ranks.size()) + ")",
+                          rendezvous_timeout);
+    NCCL_OK("ncclCommInitRankConfig for group '" + name + "'",
+            ncclCommInitRankConfig(&comm, static_cast<int>(ranks.size()), id, grank, &config));
+  }
   auto owned = std::make_unique<NcclComm>(comm);
   int lo = 0, hi = 0;
   cudaDeviceGetStreamPriorityRange(&lo, &hi);

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "runtime/launch/tcp_store.h"
 #include "runtime/parallel/bf16.h"
 #include "runtime/parallel/multiprocess_testing.h"
 #include "runtime/parallel/nccl_group.h"
@@ -141,6 +143,27 @@ TEST(NcclCollectives, OneProcessPerGpu) {
   auto codes = testing::RunProcesses(world, [&](int r) { return Body(r, world, port); },
                                      std::chrono::seconds(240));
   for (int r = 0; r < world; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+// A member that never arrives (it died after the rendezvous): ncclCommInitRank
+// would wait forever; the start-up deadline ends the rank with the retryable
+// code instead (one GPU is enough: the other member never starts).
+TEST(NcclGroup, InitThatAMemberNeverJoinsEndsAtTheStartupDeadline) {
+  if (GpuCount() < 1) GTEST_SKIP() << "needs a GPU";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto codes = testing::RunProcesses(1, [](int rank) {
+    const launch::StoreIdentity id{"nccl-init-deadline", 0};
+    auto server = launch::TcpStoreServer::Start("127.0.0.1", 0, id);
+    CHILD_OK(server.status());
+    auto client = launch::TcpStoreClient::Connect("127.0.0.1", (*server)->port(), id);
+    CHILD_OK(client.status());
+    auto g = CreateNcclGroup("lonely", {0, 1}, 0, 0, client->get(), std::chrono::milliseconds(2000), nullptr, {});
+    std::fprintf(stderr, "rank %d: CreateNcclGroup returned: %s\n", rank, g.status().ToString().c_str());
+    return 1;  // never reached when the deadline works
+  }, std::chrono::seconds(60));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(codes[0], 200) << "the retryable code";
+  EXPECT_LT(took, 30.0) << "bounded by the start-up deadline (at least 5 s)";
 }
 
 }  // namespace
