@@ -24,10 +24,6 @@ using model::Range;
 
 namespace {
 
-const void* Off(const void* p, int64_t elems, size_t es) {
-  return static_cast<const char*>(p) + elems * es;
-}
-
 // fp32 <-> compute dtype on the host, rounding as kc::Cast does (nearest even).
 template <typename T>
 T FromFloat(float x) {

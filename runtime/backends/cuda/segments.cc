@@ -17,15 +17,6 @@ namespace hypertrain::cuda {
 
 namespace kc = ::hypertrain::kernels::cuda;
 
-namespace {
-
-void* Off(void* p, int64_t elems, size_t es) { return static_cast<char*>(p) + elems * es; }
-const void* Off(const void* p, int64_t elems, size_t es) {
-  return static_cast<const char*>(p) + elems * es;
-}
-
-}  // namespace
-
 Status CudaBackend::SetSegments(const model::TokenBatch& batch) {
   segments_.clear();
   if (batch.positions == nullptr) return Status::Ok();

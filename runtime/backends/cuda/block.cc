@@ -1,0 +1,397 @@
+// CudaBackend: one transformer block's forward, recomputation and backward.
+#include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "runtime/model/math.h"
+#include "runtime/backends/cuda/backend_internal.h"
+#include "runtime/trace/recorder.h"
+#include "runtime/kernels/cuda/attention.h"
+#include "runtime/kernels/cuda/embedding.h"
+#include "runtime/kernels/cuda/fp8_swiglu.h"
+#include "runtime/kernels/cuda/lm_head_loss.h"
+#include "runtime/kernels/cuda/naive_attention_f32.h"
+#include "runtime/kernels/cuda/reduce.h"
+#include "runtime/kernels/cuda/rmsnorm.h"
+#include "runtime/kernels/cuda/rope.h"
+#include "runtime/kernels/cuda/swiglu.h"
+
+namespace hypertrain::cuda {
+
+namespace kc = ::hypertrain::kernels::cuda;
+using model::ActivationCheckpointing;
+using model::ParamLayout;
+
+Status CudaBackend::BlockForward(int layer, bool write_output) {
+  const model::ModelConfig& cfg = layout_.config();
+  const Acts& a = *acts_[layer];
+  const int u = ParamLayout::BlockUnit(layer);
+  const int N = static_cast<int>(N_), C = static_cast<int>(cfg.hidden_size),
+            Q = static_cast<int>(cfg.q_dim()), K = static_cast<int>(cfg.kv_dim()),
+            F = static_cast<int>(cfg.intermediate_size), H = static_cast<int>(cfg.num_attention_heads),
+            KV = static_cast<int>(cfg.num_key_value_heads), D = static_cast<int>(cfg.head_dim());
+  const int QKV = Q + 2 * K;
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  const size_t es = kc::DTypeSize(dtype_);
+  const kc::DType dt = dtype_;
+  kc::Gemm& g = *gemm_;
+  if (fp8_) fp8_->UseWeights(layer, versions_[u]);
+  if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr, static_cast<T*>(a.x),
+                                 nullptr, static_cast<const T*>(W(u, model::kInputNorm)), N, C, eps,
+                                 stream_);
+  }));
+  profile_.Mark(Op::kNorm, stream_);
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kQkv, Bf16(a.ln1), N, C,
+                                     Bf16(W(u, model::kQProj)), QKV, Bf16(a.qkv), nullptr, stream_));
+  } else if (fused_qkv_) {
+    HT_RETURN_IF_ERROR(g.Matmul({N, QKV, C, false, true}, a.ln1, W(u, model::kQProj), dt, a.qkv,
+                                dt, 1.0f, 0.0f, stream_));
+  } else {
+    const int tensors[3] = {model::kQProj, model::kKProj, model::kVProj};
+    const int widths[3] = {Q, K, K};
+    int col = 0;
+    for (int i = 0; i < 3; ++i) {
+      kc::GemmShape s{N, widths[i], C, false, true};
+      s.ldc = QKV;
+      HT_RETURN_IF_ERROR(g.Matmul(s, a.ln1, W(u, tensors[i]), dt, Off(a.qkv, col, es), dt, 1.0f,
+                                  0.0f, stream_));
+      col += widths[i];
+    }
+  }
+  profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kQProj, a.ln1, a.qkv, QKV));
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kKProj, a.ln1, Off(a.qkv, Q, es), QKV));
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kVProj, a.ln1, Off(a.qkv, Q + K, es), QKV));
+    profile_.Mark(Op::kLora, stream_);
+  }
+  if (!segments_.empty()) {
+    HT_RETURN_IF_ERROR(SegmentedRopeAttentionForward(a));
+  } else {
+    // q and k heads are adjacent in each row: one in-place RoPE call for both.
+    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      return kc::RopeForward<T>(static_cast<T*>(a.qkv), QKV, static_cast<T*>(a.qkv), QKV,
+                                rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
+    }));
+    profile_.Mark(Op::kRope, stream_);
+    const kc::AttentionParams ap = StepAttentionParams();
+    if (dt == kc::DType::kF32) {
+      const float* qkv = static_cast<const float*>(a.qkv);
+      HT_RETURN_IF_ERROR(kc::NaiveAttentionForwardF32(ap, qkv, qkv + Q, qkv + Q + K,
+                                                      static_cast<float*>(a.att), a.lse, stream_));
+    } else {
+      HT_RETURN_IF_ERROR(kc::AttentionForward(ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es),
+                                              a.att, a.lse, stream_));
+    }
+    profile_.Mark(Op::kAttention, stream_);
+  }
+  // h = x + att Wo^T
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kO, Bf16(a.att), N, Q,
+                                     Bf16(W(u, model::kOProj)), C, Bf16(a.h), Bf16(a.x), stream_));
+  } else {
+    HT_RETURN_IF_ERROR(g.Matmul({N, C, Q, false, true}, a.att, W(u, model::kOProj), dt, a.h, dt,
+                                1.0f, 1.0f, stream_, a.x));
+  }
+  profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kOProj, a.att, a.h, C));
+    profile_.Mark(Op::kLora, stream_);
+  }
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormForward<T>(static_cast<T*>(a.ln2), a.rstd2, nullptr, static_cast<T*>(a.h),
+                                 nullptr, static_cast<const T*>(W(u, model::kPostNorm)), N, C, eps,
+                                 stream_);
+  }));
+  profile_.Mark(Op::kNorm, stream_);
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kGateUp, Bf16(a.ln2), N, C,
+                                     Bf16(W(u, model::kGateProj)), 2 * F, Bf16(a.gu), nullptr,
+                                     stream_));
+  } else if (fused_gu_) {
+    HT_RETURN_IF_ERROR(g.Matmul({N, 2 * F, C, false, true}, a.ln2, W(u, model::kGateProj), dt,
+                                a.gu, dt, 1.0f, 0.0f, stream_));
+  } else {
+    kc::GemmShape s{N, F, C, false, true};
+    s.ldc = 2 * F;
+    HT_RETURN_IF_ERROR(g.Matmul(s, a.ln2, W(u, model::kGateProj), dt, a.gu, dt, 1.0f, 0.0f, stream_));
+    HT_RETURN_IF_ERROR(
+        g.Matmul(s, a.ln2, W(u, model::kUpProj), dt, Off(a.gu, F, es), dt, 1.0f, 0.0f, stream_));
+  }
+  profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kGateProj, a.ln2, a.gu, 2 * F));
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kUpProj, a.ln2, Off(a.gu, F, es), 2 * F));
+    profile_.Mark(Op::kLora, stream_);
+  }
+  // With a delayed scale at hand the SwiGLU writes the down GEMM's FP8 input
+  // too (not when recomputing: the down GEMM does not run then).
+  const std::optional<Fp8Projections::CastTarget> act_fp8 =
+      fp8_ && write_output ? fp8_->FusedInput(layer, model::Fp8Gemm::kDown) : std::nullopt;
+  if (act_fp8) {
+    const __nv_bfloat16* gu = Bf16(a.gu);
+    HT_LAUNCH(kc::SwiGluForwardFp8(Bf16(a.act), F, act_fp8->q, F, gu, gu + F, 2 * F, N, F,
+                                   act_fp8->scale, act_fp8->amax, act_fp8->format, stream_));
+  } else {
+    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      const T* gu = static_cast<const T*>(a.gu);
+      return kc::SwiGluForward<T>(static_cast<T*>(a.act), F, gu, gu + F, 2 * F, N, F, stream_);
+    }));
+  }
+  profile_.Mark(Op::kSwiGlu, stream_);
+  if (!write_output) return Status::Ok();
+  const int L = static_cast<int>(cfg.num_hidden_layers);
+  void* y = layer + 1 < L ? acts_[layer + 1]->x : x_final_;
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kDown, Bf16(a.act), N, F,
+                                     Bf16(W(u, model::kDownProj)), C, Bf16(y), Bf16(a.h), stream_,
+                                     /*x_cast=*/act_fp8.has_value()));
+  } else {
+    HT_RETURN_IF_ERROR(g.Matmul({N, C, F, false, true}, a.act, W(u, model::kDownProj), dt, y, dt,
+                                1.0f, 1.0f, stream_, a.h));
+  }
+  profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterForward(layer, model::kDownProj, a.act, y, C));
+    profile_.Mark(Op::kLora, stream_);
+  }
+  return Status::Ok();
+}
+
+Status CudaBackend::Recompute(int layer) {
+  const model::ModelConfig& cfg = layout_.config();
+  const Acts& a = *acts_[layer];
+  const int u = ParamLayout::BlockUnit(layer);
+  const int N = static_cast<int>(N_), C = static_cast<int>(cfg.hidden_size),
+            F = static_cast<int>(cfg.intermediate_size);
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  switch (options_.checkpointing) {
+    case ActivationCheckpointing::kNone:
+      return Status::Ok();
+    case ActivationCheckpointing::kFull:
+      return BlockForward(layer, /*write_output=*/false);
+    case ActivationCheckpointing::kSelective:
+      break;
+  }
+  if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));  // the norms' weights
+  HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    cudaError_t e = kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr,
+                                          static_cast<T*>(a.x), nullptr,
+                                          static_cast<const T*>(W(u, model::kInputNorm)), N, C,
+                                          eps, stream_);
+    if (e != cudaSuccess) return e;
+    e = kc::RmsNormForward<T>(static_cast<T*>(a.ln2), a.rstd2, nullptr, static_cast<T*>(a.h),
+                              nullptr, static_cast<const T*>(W(u, model::kPostNorm)), N, C, eps,
+                              stream_);
+    if (e != cudaSuccess) return e;
+    const T* gu = static_cast<const T*>(a.gu);
+    return kc::SwiGluForward<T>(static_cast<T*>(a.act), F, gu, gu + F, 2 * F, N, F, stream_);
+  }));
+  profile_.Mark(Op::kNorm, stream_);  // both norms and the SwiGLU product
+  return Status::Ok();
+}
+
+Status CudaBackend::BlockBackward(int layer) {
+  const model::ModelConfig& cfg = layout_.config();
+  const Acts& a = *acts_[layer];
+  const int u = ParamLayout::BlockUnit(layer);
+  const int N = static_cast<int>(N_), C = static_cast<int>(cfg.hidden_size),
+            Q = static_cast<int>(cfg.q_dim()), K = static_cast<int>(cfg.kv_dim()),
+            F = static_cast<int>(cfg.intermediate_size), H = static_cast<int>(cfg.num_attention_heads),
+            KV = static_cast<int>(cfg.num_key_value_heads), D = static_cast<int>(cfg.head_dim());
+  const int QKV = Q + 2 * K;
+  const size_t es = kc::DTypeSize(dtype_);
+  const kc::DType dt = dtype_, f32 = kc::DType::kF32;
+  kc::Gemm& g = *gemm_;
+  // The first micro-batch after ZeroGrads writes the weight gradients (no
+  // zeroing pass over them), later ones add.
+  const float dw_beta = first_write_ ? 0.0f : 1.0f;
+  // The attention backward's dout and dqkv (see PlanActivations).
+  void* const datt = att_grads_in_gu_ ? a.gu : datt_;
+  void* const dqkv =
+      att_grads_in_gu_ ? static_cast<char*>(a.gu) + DqkvOffsetInGu(N, Q, es) : dqkv_;
+  if (fp8_) fp8_->UseWeights(layer, versions_[u]);
+  if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));  // no-op after a full recompute
+  // --- MLP: y = h + down(act), act = silu(gate) * up.
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kDown, Bf16(dres_), Bf16(a.act), N, F,
+                                      Bf16(W(u, model::kDownProj)), C, Bf16(dact_),
+                                      G(u, model::kDownProj), dw_beta, stream_));
+  } else {
+    HT_RETURN_IF_ERROR(g.Matmul({N, F, C, false, false}, dres_, W(u, model::kDownProj), dt, dact_,
+                                dt, 1.0f, 0.0f, stream_));
+    if (!peft_) {
+      HT_RETURN_IF_ERROR(g.Matmul({C, F, N, true, false}, dres_, a.act, dt,
+                                  G(u, model::kDownProj), f32, 1.0f, dw_beta, stream_));
+    }
+  }
+  profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kDownProj, a.act, dres_, C, dact_));
+    profile_.Mark(Op::kLora, stream_);
+  }
+  // With a delayed scale at hand the SwiGLU backward writes the gate|up
+  // GEMMs' FP8 output gradient directly (no bf16 dgu).
+  const std::optional<Fp8Projections::CastTarget> dgu_fp8 =
+      fp8_ ? fp8_->FusedGrad(layer, model::Fp8Gemm::kGateUp) : std::nullopt;
+  if (dgu_fp8) {
+    const __nv_bfloat16* gu = Bf16(a.gu);
+    HT_LAUNCH(kc::SwiGluBackwardFp8(dgu_fp8->q, Bf16(dact_), F, gu, gu + F, 2 * F, N, F,
+                                    dgu_fp8->scale, dgu_fp8->amax, dgu_fp8->format, stream_));
+  } else {
+    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* dgu = static_cast<T*>(dgu_);
+      const T* gu = static_cast<const T*>(a.gu);
+      return kc::SwiGluBackward<T>(dgu, dgu + F, 2 * F, static_cast<const T*>(dact_), F, gu,
+                                   gu + F, 2 * F, N, F, stream_);
+    }));
+  }
+  profile_.Mark(Op::kSwiGlu, stream_);
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kGateUp, Bf16(dgu_), Bf16(a.ln2), N, C,
+                                      Bf16(W(u, model::kGateProj)), 2 * F, Bf16(dln_),
+                                      G(u, model::kGateProj), dw_beta, stream_,
+                                      /*dy_cast=*/dgu_fp8.has_value()));
+  } else if (fused_gu_) {
+    HT_RETURN_IF_ERROR(g.Matmul({N, C, 2 * F, false, false}, dgu_, W(u, model::kGateProj), dt,
+                                dln_, dt, 1.0f, 0.0f, stream_));
+    if (!peft_) {
+      HT_RETURN_IF_ERROR(g.Matmul({2 * F, C, N, true, false}, dgu_, a.ln2, dt,
+                                  G(u, model::kGateProj), f32, 1.0f, dw_beta, stream_));
+    }
+  } else {
+    kc::GemmShape dx{N, C, F, false, false};
+    dx.lda = 2 * F;
+    kc::GemmShape dw{F, C, N, true, false};
+    dw.lda = 2 * F;
+    HT_RETURN_IF_ERROR(g.Matmul(dx, dgu_, W(u, model::kGateProj), dt, dln_, dt, 1.0f, 0.0f, stream_));
+    HT_RETURN_IF_ERROR(
+        g.Matmul(dx, Off(dgu_, F, es), W(u, model::kUpProj), dt, dln_, dt, 1.0f, 1.0f, stream_));
+    if (!peft_) {
+      HT_RETURN_IF_ERROR(
+          g.Matmul(dw, dgu_, a.ln2, dt, G(u, model::kGateProj), f32, 1.0f, dw_beta, stream_));
+      HT_RETURN_IF_ERROR(g.Matmul(dw, Off(dgu_, F, es), a.ln2, dt, G(u, model::kUpProj), f32, 1.0f,
+                                  dw_beta, stream_));
+    }
+  }
+  profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kGateProj, a.ln2, dgu_, 2 * F, dln_));
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kUpProj, a.ln2, Off(dgu_, F, es), 2 * F, dln_));
+    profile_.Mark(Op::kLora, stream_);
+  }
+  // dres (= dy) += norm2 backward: dres becomes dh.
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormBackward<T>(static_cast<T*>(dres_), static_cast<const T*>(dres_),
+                                  NormDw(u, model::kPostNorm), norm_scratch_,
+                                  static_cast<const T*>(dln_), static_cast<const T*>(a.h),
+                                  static_cast<const T*>(W(u, model::kPostNorm)), a.rstd2, N, C,
+                                  stream_);
+  }));
+  profile_.Mark(Op::kNorm, stream_);
+  // --- Attention: h = x + o(att).
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kO, Bf16(dres_), Bf16(a.att), N, Q,
+                                      Bf16(W(u, model::kOProj)), C, Bf16(datt), G(u, model::kOProj),
+                                      dw_beta, stream_));
+  } else {
+    HT_RETURN_IF_ERROR(g.Matmul({N, Q, C, false, false}, dres_, W(u, model::kOProj), dt, datt, dt,
+                                1.0f, 0.0f, stream_));
+    if (!peft_) {
+      HT_RETURN_IF_ERROR(g.Matmul({C, Q, N, true, false}, dres_, a.att, dt, G(u, model::kOProj),
+                                  f32, 1.0f, dw_beta, stream_));
+    }
+  }
+  profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kOProj, a.att, dres_, C, datt));
+    profile_.Mark(Op::kLora, stream_);
+  }
+  if (!segments_.empty()) {
+    HT_RETURN_IF_ERROR(SegmentedAttentionRopeBackward(a, datt, dqkv));
+  } else {
+    const kc::AttentionParams ap = StepAttentionParams();
+    if (dt == kc::DType::kF32) {
+      const float* qkv = static_cast<const float*>(a.qkv);
+      float* const dqkv_f = static_cast<float*>(dqkv);
+      HT_RETURN_IF_ERROR(kc::NaiveAttentionBackwardF32(
+          ap, qkv, qkv + Q, qkv + Q + K, static_cast<const float*>(a.att),
+          static_cast<const float*>(datt), a.lse, dqkv_f, dqkv_f + Q, dqkv_f + Q + K,
+          static_cast<float*>(attn_ws_), stream_));
+    } else {
+      HT_RETURN_IF_ERROR(kc::AttentionBackward(
+          ap, a.qkv, Off(a.qkv, Q, es), Off(a.qkv, Q + K, es), a.att, datt, a.lse, dqkv,
+          Off(dqkv, Q, es), Off(dqkv, Q + K, es), attn_ws_, attn_ws_bytes_, stream_));
+    }
+    profile_.Mark(Op::kAttention, stream_);
+    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      return kc::RopeBackward<T>(static_cast<T*>(dqkv), QKV, static_cast<T*>(dqkv), QKV,
+                                 rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
+    }));
+    profile_.Mark(Op::kRope, stream_);
+  }
+  if (fp8_) {
+    HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kQkv, Bf16(dqkv), Bf16(a.ln1), N, C,
+                                      Bf16(W(u, model::kQProj)), QKV, Bf16(dln_),
+                                      G(u, model::kQProj), dw_beta, stream_));
+  } else if (fused_qkv_) {
+    HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv, W(u, model::kQProj), dt, dln_,
+                                dt, 1.0f, 0.0f, stream_));
+    if (!peft_) {
+      HT_RETURN_IF_ERROR(g.Matmul({QKV, C, N, true, false}, dqkv, a.ln1, dt, G(u, model::kQProj),
+                                  f32, 1.0f, dw_beta, stream_));
+    }
+  } else {
+    const int tensors[3] = {model::kQProj, model::kKProj, model::kVProj};
+    const int widths[3] = {Q, K, K};
+    int col = 0;
+    for (int i = 0; i < 3; ++i) {
+      kc::GemmShape dx{N, C, widths[i], false, false};
+      dx.lda = QKV;
+      HT_RETURN_IF_ERROR(g.Matmul(dx, Off(dqkv, col, es), W(u, tensors[i]), dt, dln_, dt, 1.0f,
+                                  i == 0 ? 0.0f : 1.0f, stream_));
+      kc::GemmShape dw{widths[i], C, N, true, false};
+      dw.lda = QKV;
+      if (!peft_) {
+        HT_RETURN_IF_ERROR(g.Matmul(dw, Off(dqkv, col, es), a.ln1, dt, G(u, tensors[i]), f32,
+                                    1.0f, dw_beta, stream_));
+      }
+      col += widths[i];
+    }
+  }
+  profile_.Mark(Op::kGemm, stream_);
+  if (peft_) {
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kQProj, a.ln1, dqkv, QKV, dln_));
+    HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kKProj, a.ln1, Off(dqkv, Q, es), QKV, dln_));
+    HT_RETURN_IF_ERROR(
+        AdapterBackward(layer, model::kVProj, a.ln1, Off(dqkv, Q + K, es), QKV, dln_));
+    profile_.Mark(Op::kLora, stream_);
+  }
+  // dres (= dh) += norm1 backward: dres becomes dx of the block.
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormBackward<T>(static_cast<T*>(dres_), static_cast<const T*>(dres_),
+                                  NormDw(u, model::kInputNorm), norm_scratch_,
+                                  static_cast<const T*>(dln_), static_cast<const T*>(a.x),
+                                  static_cast<const T*>(W(u, model::kInputNorm)), a.rstd1, N, C,
+                                  stream_);
+  }));
+  profile_.Mark(Op::kNorm, stream_);
+  return Status::Ok();
+}
+
+}  // namespace hypertrain::cuda
