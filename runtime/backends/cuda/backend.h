@@ -276,6 +276,9 @@ class CudaBackend final : public model::Backend {
   Status MaterializeBlock(int u);
   Status CheckBaseRange(int u, model::Range r) const;
   Status BlockBackward(int layer);
+  // dres += the backward of block unit u's RMSNorm `norm` (kInputNorm or
+  // kPostNorm) at `input` with its saved rstd; its dw into NormDw.
+  Status NormBackward(int u, int norm, const void* input, const float* rstd);
   Status Recompute(int layer);
   Status HeadLoss(bool backward);
   StatusOr<double> ReadLoss();

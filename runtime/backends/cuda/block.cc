@@ -293,15 +293,7 @@ Status CudaBackend::BlockBackward(int layer) {
     profile_.Mark(Op::kLora, stream_);
   }
   // dres (= dy) += norm2 backward: dres becomes dh.
-  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
-    using T = decltype(tag);
-    return kc::RmsNormBackward<T>(static_cast<T*>(dres_), static_cast<const T*>(dres_),
-                                  NormDw(u, model::kPostNorm), norm_scratch_,
-                                  static_cast<const T*>(dln_), static_cast<const T*>(a.h),
-                                  static_cast<const T*>(W(u, model::kPostNorm)), a.rstd2, N, C,
-                                  stream_);
-  }));
-  profile_.Mark(Op::kNorm, stream_);
+  HT_RETURN_IF_ERROR(NormBackward(u, model::kPostNorm, a.h, a.rstd2));
   // --- Attention: h = x + o(att).
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kO, Bf16(dres_), Bf16(a.att), N, Q,
@@ -382,13 +374,16 @@ Status CudaBackend::BlockBackward(int layer) {
     profile_.Mark(Op::kLora, stream_);
   }
   // dres (= dh) += norm1 backward: dres becomes dx of the block.
-  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+  return NormBackward(u, model::kInputNorm, a.x, a.rstd1);
+}
+
+Status CudaBackend::NormBackward(int u, int norm, const void* input, const float* rstd) {
+  const int N = static_cast<int>(N_), C = static_cast<int>(layout_.config().hidden_size);
+  HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    return kc::RmsNormBackward<T>(static_cast<T*>(dres_), static_cast<const T*>(dres_),
-                                  NormDw(u, model::kInputNorm), norm_scratch_,
-                                  static_cast<const T*>(dln_), static_cast<const T*>(a.x),
-                                  static_cast<const T*>(W(u, model::kInputNorm)), a.rstd1, N, C,
-                                  stream_);
+    return kc::RmsNormBackward<T>(static_cast<T*>(dres_), static_cast<const T*>(dres_), NormDw(u, norm),
+                                  norm_scratch_, static_cast<const T*>(dln_), static_cast<const T*>(input),
+                                  static_cast<const T*>(W(u, norm)), rstd, N, C, stream_);
   }));
   profile_.Mark(Op::kNorm, stream_);
   return Status::Ok();
