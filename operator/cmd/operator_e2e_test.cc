@@ -108,16 +108,8 @@ TEST_P(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
     cluster = std::move(real);
   }
   const std::string kubeconfig = cluster->kubeconfig();
-  auto cfg = kube::LoadKubeconfig({kubeconfig});
-  ASSERT_TRUE(cfg.ok());
-  cfg->qps = 0;
-  auto client = *kube::RestClient::Create(*cfg);
-  ASSERT_TRUE(kube::ResourceClient(client, kube::resources::kNamespaces).Create({{"metadata", {{"name", kNs}}}}).ok());
-  auto crd = api::YamlFileToJson("crds/trainingjobs.hypertrain.dev.yaml");
-  ASSERT_TRUE(crd.ok());
-  kube::ResourceType crd_type{"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                              false};
-  ASSERT_TRUE(kube::ResourceClient(client, crd_type).Create(*crd).ok());
+  const std::shared_ptr<kube::RestClient> client = ClientWithJobCrd(kubeconfig);
+  ASSERT_NE(client, nullptr);
   kube::ResourceClient jobs(client, controller::TrainingJobType(), kNs);
   kube::ResourceClient pods(client, kube::resources::kPods, kNs);
   kube::ResourceClient leases(client, kube::resources::kLeases, kNs);
@@ -275,15 +267,8 @@ TEST(OperatorScaleBench, FiveHundredJobs) {
   const std::string dir = kubelocal::testing::MakeTempDir("operator-scale");
   kubelocal::testing::KubeLocal kl(kl_bin, dir);
   ASSERT_TRUE(kl.Start().ok());
-  auto cfg = kl.LoadConfig();
-  ASSERT_TRUE(cfg.ok());
-  cfg->qps = 0;
-  auto client = *kube::RestClient::Create(*cfg);
-  ASSERT_TRUE(kube::ResourceClient(client, kube::resources::kNamespaces).Create({{"metadata", {{"name", kNs}}}}).ok());
-  auto crd = api::YamlFileToJson("crds/trainingjobs.hypertrain.dev.yaml");
-  kube::ResourceType crd_type{"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                              false};
-  ASSERT_TRUE(kube::ResourceClient(client, crd_type).Create(*crd).ok());
+  const std::shared_ptr<kube::RestClient> client = ClientWithJobCrd(kl.kubeconfig_path());
+  ASSERT_NE(client, nullptr);
   kube::ResourceClient jobs(client, controller::TrainingJobType(), kNs);
   ASSERT_TRUE(WaitFor([&] { return jobs.List().ok(); }, 5s));
   const char* qps = std::getenv("BENCH_KUBE_API_QPS");

@@ -36,16 +36,8 @@ TEST(OperatorRealKubeTest, RejectedPodsAreReportedRolledBackAndRetried) {
   if (skip && !envtest::MaySkipWithoutBinaries()) FAIL() << "under CI: " << err;
   if (skip) GTEST_SKIP() << err;
   ASSERT_EQ(err, "");
-  auto cfg = kube::LoadKubeconfig({cluster.kubeconfig()});
-  ASSERT_TRUE(cfg.ok());
-  cfg->qps = 0;
-  auto client = *kube::RestClient::Create(*cfg);
-  ASSERT_TRUE(kube::ResourceClient(client, kube::resources::kNamespaces).Create({{"metadata", {{"name", kNs}}}}).ok());
-  auto crd = api::YamlFileToJson("crds/trainingjobs.hypertrain.dev.yaml");
-  ASSERT_TRUE(crd.ok());
-  kube::ResourceType crd_type{"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                              false};
-  ASSERT_TRUE(kube::ResourceClient(client, crd_type).Create(*crd).ok());
+  const std::shared_ptr<kube::RestClient> client = ClientWithJobCrd(cluster.kubeconfig());
+  ASSERT_NE(client, nullptr);
   kube::ResourceClient jobs(client, controller::TrainingJobType(), kNs);
   kube::ResourceClient pods(client, kube::resources::kPods, kNs);
   kube::ResourceClient events(client, kube::resources::kEvents, kNs);

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,9 +28,13 @@
 #include <thread>
 #include <vector>
 
+#include "kube/config.h"
+#include "kube/resources.h"
+#include "kube/rest_client.h"
 #include "localcluster/envtest/control_plane.h"
 #include "localcluster/testing/files.h"
 #include "localcluster/testing/kube_local.h"
+#include "operator/api/yaml_json.h"
 
 namespace hypertrain::operatorcmd {
 
@@ -70,6 +75,29 @@ inline std::pair<int, std::string> HttpGet(int port, const std::string& path) {
   if (resp.size() < 12) return {0, ""};
   auto body = resp.find("\r\n\r\n");
   return {std::atoi(resp.c_str() + 9), body == std::string::npos ? "" : resp.substr(body + 4)};
+}
+
+// A client of the cluster behind `kubeconfig` (no client-side rate limit)
+// after it created namespace kNs and the TrainingJob CRD from crds/; null
+// (with the failure reported) when any of that failed.
+inline std::shared_ptr<kube::RestClient> ClientWithJobCrd(const std::string& kubeconfig) {
+  auto cfg = kube::LoadKubeconfig({kubeconfig});
+  EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
+  if (!cfg.ok()) return nullptr;
+  cfg->qps = 0;
+  auto client = kube::RestClient::Create(*cfg);
+  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  if (!client.ok()) return nullptr;
+  const Status ns = kube::ResourceClient(*client, kube::resources::kNamespaces).Create({{"metadata", {{"name", kNs}}}}).status();
+  EXPECT_TRUE(ns.ok()) << ns.ToString();
+  auto crd = api::YamlFileToJson("crds/trainingjobs.hypertrain.dev.yaml");
+  EXPECT_TRUE(crd.ok()) << crd.status().ToString();
+  if (!ns.ok() || !crd.ok()) return nullptr;
+  const kube::ResourceType crd_type{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                    "CustomResourceDefinition", false};
+  const Status installed = kube::ResourceClient(*client, crd_type).Create(*crd).status();
+  EXPECT_TRUE(installed.ok()) << installed.ToString();
+  return installed.ok() ? *client : nullptr;
 }
 
 inline bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
@@ -131,11 +159,14 @@ class OperatorProcess {
                                      std::string("--leader-election-namespace=") + kNs,
                                      "--leader-election-id=e2e-leader",
                                      "--metrics-addr=127.0.0.1:" + std::to_string(port_),
-                                     "--log-level=debug",
                                      // both flag forms: --name=value above, --name value here
                                      "--lease-duration-ms", "2000",
                                      "--renew-deadline-ms", "1500",
                                      "--retry-period-ms", "200"};
+    // debug unless `extra` sets a level (the operator takes each flag once).
+    const bool level = std::any_of(extra.begin(), extra.end(),
+                                   [](const std::string& a) { return a.rfind("--log-level", 0) == 0; });
+    if (!level) args.push_back("--log-level=debug");
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
