@@ -129,9 +129,28 @@ Status ExportAdapterFromBackend(const config::TrainConfig& c, model::Backend& ba
 }
 
 Status ExportMergedFromBackend(const config::TrainConfig& c, model::Backend& backend,
-                               const std::string& dir, StDType dtype) {
+                               const std::string& dir, StDType dtype, bool write) {
   const model::ParamLayout* base = backend.BaseLayout();
   if (base == nullptr) return FailedPrecondition("merged export needs a PEFT backend");
+  const ModelLayoutDesc d = DescribeLayout(*base);
+  // A sharded base: every rank of the shard group gathers each unit in turn
+  // (a collective), the writer keeps it whole in host memory (fp32, the base
+  // as the forward sees it) and merges from that copy.
+  std::vector<std::vector<float>> gathered;
+  if (backend.ShardsBase()) {
+    if (write) gathered.resize(d.units.size());
+    for (const UnitEntry& u : d.units) {
+      HT_RETURN_IF_ERROR(backend.AcquireBase(u.index));
+      Status s = backend.GatherBase(u.index);
+      if (s.ok() && write) {
+        gathered[u.index].assign(u.padded_numel, 0.0f);
+        s = backend.ReadBase(u.index, {0, u.padded_numel}, gathered[u.index].data());
+      }
+      HT_RETURN_IF_ERROR(backend.ReleaseBase(u.index));
+      HT_RETURN_IF_ERROR(s);
+    }
+  }
+  if (!write) return Status::Ok();
   // The adapter as PEFT would load it, straight from the master weights.
   LoadedAdapter a;
   a.options = c.finetune.peft;
@@ -145,11 +164,14 @@ Status ExportMergedFromBackend(const config::TrainConfig& c, model::Backend& bac
                                                        unit.begin() + t.offset + t.numel)};
     }
   }
-  const ModelLayoutDesc d = DescribeLayout(*base);
   return ExportMerged(d, c.model, a, dir, dtype, [&](const TensorEntry& t, float* dst) -> Status {
     for (const UnitEntry& u : d.units) {
       for (const TensorEntry& x : u.tensors) {
-        if (x.name == t.name) return backend.ReadBase(u.index, {x.offset, x.offset + x.numel}, dst);
+        if (x.name != t.name) continue;
+        if (gathered.empty()) return backend.ReadBase(u.index, {x.offset, x.offset + x.numel}, dst);
+        const float* src = gathered[u.index].data() + x.offset;
+        std::copy(src, src + x.numel, dst);
+        return Status::Ok();
       }
     }
     return NotFound("base tensor " + t.name);

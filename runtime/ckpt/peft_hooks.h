@@ -13,7 +13,8 @@
 // At the end of training rank 0 writes the adapter as PEFT does
 // (exp_manager.adapter_dir, runtime/ckpt/peft_export.h) and, when
 // exp_manager.checkpoint.export_hf_dir is set, the merged model
-// W + (alpha/rank) B A as a Hugging Face Llama directory.
+// W + (alpha/rank) B A as a Hugging Face Llama directory (with a sharded
+// base every rank takes part in gathering it; rank 0 writes).
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -39,8 +40,12 @@ Status CheckBaseReference(const nlohmann::json& saved, const nlohmann::json& now
 // The trained adapter (from the backend's master weights) as a PEFT directory.
 Status ExportAdapterFromBackend(const config::TrainConfig& c, model::Backend& backend,
                                 const std::string& dir);
-// Base + adapter merged, as a Hugging Face Llama directory.
+// Base + adapter merged, as a Hugging Face Llama directory, written when
+// `write`. A sharded base (Backend::ShardsBase) is gathered unit by unit
+// first, a collective: every rank of the shard group calls this (only one
+// with `write`), and the writer holds the whole base in host memory (fp32)
+// while it merges. Unsharded, ranks without `write` return at once.
 Status ExportMergedFromBackend(const config::TrainConfig& c, model::Backend& backend,
-                               const std::string& dir, StDType dtype);
+                               const std::string& dir, StDType dtype, bool write = true);
 
 }  // namespace hypertrain::ckpt

@@ -362,10 +362,13 @@ Status TrainCheckpointHooks::ExportFullModel(model::Backend& backend, const trai
   const StDType dtype = config_.checkpoint.export_dtype == "bf16" ? StDType::kBF16 : StDType::kF32;
   if (backend.BaseLayout() != nullptr) {
     // PEFT: the checkpoints hold only the adapters; every rank holds the
-    // whole base and the same adapters, so rank 0 merges from its backend.
-    if (placement_.rank != 0) return Status::Ok();
+    // same adapters, so rank 0 merges from its backend. A sharded base is
+    // gathered first, which every rank takes part in.
+    if (placement_.rank != 0 && !backend.ShardsBase()) return Status::Ok();
     HT_RETURN_IF_ERROR(backend.Synchronize());
-    HT_RETURN_IF_ERROR(ExportMergedFromBackend(config_, backend, out_dir, dtype));
+    HT_RETURN_IF_ERROR(
+        ExportMergedFromBackend(config_, backend, out_dir, dtype, /*write=*/placement_.rank == 0));
+    if (placement_.rank != 0) return Status::Ok();
     spdlog::info("exported step {}: base + adapter merged as Hugging Face Llama to {} ({})", state.step, out_dir,
                  config_.checkpoint.export_dtype);
     return Status::Ok();

@@ -47,6 +47,7 @@
 // shard), on the compute stream, so gradient accumulation needs no full-size
 // gradient between micro-batches.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,13 @@ struct BackendOptions {
   Fp8Options fp8;
   // LoRA / QLoRA (runtime/model/peft.h): see "PEFT" in Backend below.
   PeftOptions peft;
+  // PEFT under a sharding strategy: this rank's position in its shard group
+  // (`size` ranks) for the frozen base; size 1 = every rank keeps the whole
+  // base. See "Sharded frozen base" in Backend below.
+  struct BaseShard {
+    int rank = 0;
+    int size = 1;
+  } base_shard;
 };
 
 // Buffers of the split embedding gradient (Backend::EmbeddingGrad). A sharder
@@ -267,6 +275,56 @@ class Backend {
   virtual Status ReadBase(int /*unit*/, Range /*range*/, float* /*host*/) {
     return FailedPrecondition("this backend has no frozen base (model.peft is off)");
   }
+  // Sharded frozen base (PEFT with options().base_shard.size = S > 1). Each
+  // base unit u has a storage form of the backend's own, a byte string (CPU:
+  // the fp32 values; CUDA: the compute-dtype values, or for a QLoRA block its
+  // two norms and the projections' NF4 codes and block scales), zero-padded to
+  // S * BaseShardBytes(u). Persistently this rank keeps only its slice,
+  // BaseShard(u) = bytes [rank * BaseShardBytes(u), (rank + 1) * ...), equal
+  // in size on every rank. Between AcquireBase(u) and ReleaseBase(u),
+  // BaseSlot(u) is a full-size slot (undefined until the caller all-gathers
+  // every rank's slice into it: rank r's at r * BaseShardBytes(u)) and the
+  // forward, the backward and ReadBase of u read it; outside that window a
+  // pass reaching u is an error (FailedPrecondition) and BaseSlot(u) is
+  // nullptr. Slots: one for the embedding unit, two for the blocks (the
+  // current one and one prefetched). Slot reuse is ordered on the compute
+  // stream as for the unit pool above. WriteBase keeps only what falls in
+  // this rank's slice (QLoRA: block units are written whole, quantised, then
+  // sliced); every rank initialises the same base from the seed.
+  // Unsharded (S = 1): BaseShard(u) is the whole storage, Acquire/Release are
+  // no-ops and ReadBase/WriteBase work as above.
+  virtual int64_t BaseShardBytes(int /*unit*/) const { return 0; }
+  virtual void* BaseShard(int /*unit*/) { return nullptr; }
+  virtual void* BaseSlot(int /*unit*/) { return nullptr; }
+  virtual Status AcquireBase(int /*unit*/) {
+    return FailedPrecondition("this backend has no sharded frozen base");
+  }
+  virtual Status ReleaseBase(int /*unit*/) {
+    return FailedPrecondition("this backend has no sharded frozen base");
+  }
+  bool ShardsBase() const { return BaseLayout() != nullptr && options().base_shard.size > 1; }
+  // Bytes of frozen base this rank holds persistently (its slices, or every
+  // whole unit), not counting the slots; 0 without PEFT.
+  virtual int64_t BaseBytes() const { return 0; }
+  // The collective that fills an acquired slot of unit u from every shard
+  // rank's slice (installed by the PEFT hooks, runtime/parallel/peft_hooks.h,
+  // for the rest of a pass: the export reads gathered units through it).
+  // Every rank of the shard group calls GatherBase for the same units in the
+  // same order; on return BaseSlot(u) holds the whole unit (ordered on the
+  // compute stream). Unsharded: nothing to do.
+  void SetBaseGatherer(std::function<Status(int unit)> gather) { base_gatherer_ = std::move(gather); }
+  Status GatherBase(int unit) {
+    if (!ShardsBase()) return Status::Ok();
+    if (!base_gatherer_) {
+      return FailedPrecondition("the frozen base is sharded but no process group gathers it");
+    }
+    return base_gatherer_(unit);
+  }
+
+ private:
+  std::function<Status(int)> base_gatherer_;
+
+ public:
   // Peak dense FLOP/s of the device at the active precision (0 = unknown),
   // and the device-memory high-water mark in bytes (0 = not tracked).
   virtual double PeakFlops() const = 0;

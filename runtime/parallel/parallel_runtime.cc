@@ -33,7 +33,10 @@ class DistRuntime final : public train::ParallelRuntime {
 
   StatusOr<model::BackendOptions> ShardOptions(const model::ModelConfig& m,
                                                model::BackendOptions base) override {
-    if (base.peft.enabled()) return base;  // PEFT: whole adapters and base on every rank
+    if (base.peft.enabled()) {  // PEFT: whole adapters; the base sharded over the shard group
+      base.base_shard = {layout_.shard_rank, layout_.shard_degree};
+      return base;
+    }
     return ShardedBackendOptions(m, std::move(base), layout_);
   }
 
@@ -53,8 +56,14 @@ class DistRuntime final : public train::ParallelRuntime {
                  layout_.replica_degree, ctx_->world().backend(), DTypeName(hsdp_.reduce_dtype));
     if (trace_ != nullptr) ctx_->SetTrace(trace_);
     if (backend.BaseLayout() != nullptr) {
-      spdlog::info("model.peft: adapters replicated, gradients averaged over all {} ranks; the "
-                   "frozen base is whole on every rank", env_.world_size);
+      if (backend.ShardsBase()) {
+        spdlog::info("model.peft: adapters replicated, gradients averaged over all {} ranks; the "
+                     "frozen base sharded over the shard group of {} ({} base bytes on this rank)",
+                     env_.world_size, layout_.shard_degree, backend.BaseBytes());
+      } else {
+        spdlog::info("model.peft: adapters replicated, gradients averaged over all {} ranks; the "
+                     "frozen base is whole on every rank", env_.world_size);
+      }
       HT_ASSIGN_OR_RETURN(auto peft, PeftDataParallelHooks::Create(*ctx_, backend));
       return std::unique_ptr<model::UnitHooks>(std::move(peft));
     }

@@ -1,6 +1,10 @@
 #include "runtime/parallel/peft_hooks.h"
 
+#include <fmt/format.h>
+
 namespace hypertrain::parallel {
+
+using model::ParamLayout;
 
 StatusOr<std::unique_ptr<PeftDataParallelHooks>> PeftDataParallelHooks::Create(
     DistContext& ctx, model::Backend& backend) {
@@ -14,19 +18,68 @@ StatusOr<std::unique_ptr<PeftDataParallelHooks>> PeftDataParallelHooks::Create(
       return InvalidArgument("PEFT data parallelism keeps the adapters whole on every rank");
     }
   }
-  // A device backend (CUDA): every all-reduce first waits for the compute
-  // queued so far on its stream (the unit's backward that wrote the
-  // gradients); FinishGradients waits on the host before the optimizer runs.
-  if (backend.ComputeStream() != nullptr) ctx.world().SetComputeStream(backend.ComputeStream());
-  return std::unique_ptr<PeftDataParallelHooks>(new PeftDataParallelHooks(ctx, backend));
+  const model::BackendOptions::BaseShard bs = backend.options().base_shard;
+  if (backend.ShardsBase() && (bs.size != ctx.shard().size() || bs.rank != ctx.shard().rank())) {
+    return InvalidArgument(fmt::format(
+        "the frozen base is sharded as rank {} of {} but this rank is {} of a shard group of {}",
+        bs.rank, bs.size, ctx.shard().rank(), ctx.shard().size()));
+  }
+  // A device backend (CUDA): every all-reduce / gather first waits for the
+  // compute queued so far on its stream (the unit's backward that wrote the
+  // gradients, the passes that read a slot about to be reused);
+  // FinishGradients waits on the host before the optimizer runs.
+  if (backend.ComputeStream() != nullptr) {
+    ctx.world().SetComputeStream(backend.ComputeStream());
+    if (backend.ShardsBase()) ctx.shard().SetComputeStream(backend.ComputeStream());
+  }
+  std::unique_ptr<PeftDataParallelHooks> h(new PeftDataParallelHooks(ctx, backend));
+  if (h->shards_base_) {
+    PeftDataParallelHooks* self = h.get();
+    backend.SetBaseGatherer([self](int unit) { return self->Gather(unit, -1); });
+  }
+  return h;
 }
 
 PeftDataParallelHooks::PeftDataParallelHooks(DistContext& ctx, model::Backend& backend)
-    : ctx_(ctx), backend_(backend), work_(backend.layout().num_units()) {}
+    : ctx_(ctx),
+      backend_(backend),
+      shards_base_(backend.ShardsBase()),
+      work_(backend.layout().num_units()),
+      gather_(backend.layout().num_units()) {}
 
 PeftDataParallelHooks::~PeftDataParallelHooks() {
+  if (shards_base_) backend_.SetBaseGatherer(nullptr);
   for (auto& w : work_)
     if (w) (void)w->Wait();
+  for (int u = 0; u < static_cast<int>(gather_.size()); ++u) {
+    if (!gather_[u]) continue;
+    (void)gather_[u]->Wait();
+    (void)backend_.ReleaseBase(u);
+  }
+}
+
+Status PeftDataParallelHooks::StartGather(int u) {
+  HT_RETURN_IF_ERROR(backend_.AcquireBase(u));
+  const int64_t bytes = backend_.BaseShardBytes(u);
+  gather_[u] = ctx_.shard().AllGather(backend_.BaseShard(u), backend_.BaseSlot(u),
+                                      static_cast<size_t>(bytes), DType::kU8);
+  return Status::Ok();
+}
+
+Status PeftDataParallelHooks::Gather(int u, int next) {
+  if (!shards_base_) return Status::Ok();
+  if (u < 0 || u >= static_cast<int>(gather_.size())) return InvalidArgument("no base unit");
+  if (!gather_[u]) HT_RETURN_IF_ERROR(StartGather(u));
+  std::unique_ptr<Work> w = std::move(gather_[u]);
+  void* stream = backend_.ComputeStream();
+  HT_RETURN_IF_ERROR(stream != nullptr ? w->WaitOnStream(stream) : w->Wait());
+  if (next >= 0 && !gather_[next]) HT_RETURN_IF_ERROR(StartGather(next));
+  return Status::Ok();
+}
+
+Status PeftDataParallelHooks::Release(int u) {
+  if (!shards_base_) return Status::Ok();
+  return backend_.ReleaseBase(u);
 }
 
 Status PeftDataParallelHooks::BeginMicroBatch(int /*micro_batch*/, bool last) {
@@ -34,7 +87,27 @@ Status PeftDataParallelHooks::BeginMicroBatch(int /*micro_batch*/, bool last) {
   return Status::Ok();
 }
 
+// Prefetch: the unit after u in the hook order of runtime/model/unit_hooks.h.
+Status PeftDataParallelHooks::BeforeForward(int u) {
+  const int L = backend_.layout().num_units() - 1;  // blocks
+  const int next = u == ParamLayout::kEmbeddingUnit ? (L > 0 ? ParamLayout::BlockUnit(0) : -1)
+                   : u < ParamLayout::BlockUnit(L - 1) ? u + 1
+                                                       : -1;
+  return Gather(u, next);
+}
+
+Status PeftDataParallelHooks::AfterForward(int u) { return Release(u); }
+
+Status PeftDataParallelHooks::BeforeBackward(int u) {
+  const int L = backend_.layout().num_units() - 1;  // blocks
+  const int next = u == ParamLayout::kEmbeddingUnit ? (L > 0 ? ParamLayout::BlockUnit(L - 1) : -1)
+                   : u > ParamLayout::BlockUnit(0) ? u - 1
+                                                   : -1;
+  return Gather(u, next);
+}
+
 Status PeftDataParallelHooks::AfterBackward(int unit) {
+  HT_RETURN_IF_ERROR(Release(unit));
   if (!last_) return Status::Ok();  // gradients accumulate locally until the last micro-batch
   if (work_[unit]) return FailedPrecondition("adapter all-reduce issued twice in one step");
   const model::UnitBuffer g = backend_.FullGrads(unit);

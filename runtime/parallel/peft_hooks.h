@@ -1,21 +1,37 @@
 #pragma once
 // Data parallelism for PEFT (runtime/model/peft.h) as model::UnitHooks.
 //
-// Every rank holds the whole frozen base and the whole adapters (a LoRA
-// adapter is ~0.5% of the model: 42M parameters for 8B at rank 16 on all
-// seven projections), reads its own slice of every global batch, and, once
-// per optimizer step, the adapters' gradients are averaged over all ranks
-// (one all-reduce per unit on the world group, issued as each unit's backward
-// of the last micro-batch ends, waited in FinishGradients). Every rank then
-// applies the identical AdamW update, so the replicas never drift; the
-// gradient norm is local (identical everywhere). The step equals a single
-// process's on the whole global batch. On a device backend (CUDA + NCCL) the
-// world group orders each all-reduce after the compute stream's work so far
-// (ProcessGroup::SetComputeStream), as HSDP does for its groups.
+// Adapters: every rank holds the whole adapters (a LoRA adapter is ~0.5% of
+// the model: 42M parameters for 8B at rank 16 on all seven projections),
+// reads its own slice of every global batch, and, once per optimizer step,
+// the adapters' gradients are averaged over ALL ranks (one all-reduce per
+// unit on the world group, issued as each unit's backward of the last
+// micro-batch ends, waited in FinishGradients). Every rank then applies the
+// identical AdamW update, so the replicas never drift; the gradient norm is
+// local (identical everywhere). The step equals a single process's on the
+// whole global batch.
 //
-// Not done (docs/PEFT.md): sharding the frozen base over the shard group
-// (all-gathered per unit, like HSDP's parameters); today each rank keeps it
-// whole.
+// Frozen base: whole on every rank when the backend's base_shard.size is 1
+// (no_shard, or one rank per shard group). With a sharding strategy whose
+// shard group has S > 1 ranks (hybrid_shard, full_shard, ...) the backend
+// keeps only this rank's 1/S slice of every base unit (Backend "Sharded
+// frozen base") and these hooks all-gather a unit's slices over the shard
+// group into a base slot before the unit runs and release the slot after:
+//   BeforeForward(u) / BeforeBackward(u): AcquireBase + all-gather (raw bytes
+//     of the backend's storage form), waited before the unit computes (on a
+//     device: the compute stream waits; no host sync), then the next unit in
+//     hook order is prefetched (forward: E, B0 .. B(L-1); backward: E,
+//     B(L-1) .. B0), so one gather overlaps one unit's compute.
+//   AfterForward(u) / AfterBackward(u): ReleaseBase(u).
+// Activation checkpointing recomputes between BeforeBackward and
+// AfterBackward, so it reads the gathered unit too. The base has no
+// gradients; nothing else crosses the shard group. The hooks install the
+// gather as Backend::SetBaseGatherer (cleared when they go) so the merged
+// export can read gathered units (runtime/ckpt/peft_hooks.h).
+//
+// On a device backend (CUDA + NCCL) the world and shard groups order each
+// collective after the compute stream's work so far
+// (ProcessGroup::SetComputeStream), as HSDP does for its groups.
 #include <memory>
 #include <vector>
 
@@ -26,21 +42,32 @@ namespace hypertrain::parallel {
 
 class PeftDataParallelHooks final : public model::UnitHooks {
  public:
-  // The backend must be in PEFT mode with whole (unsharded) adapter units.
+  // The backend must be in PEFT mode with whole (unsharded) adapter units;
+  // a sharded base must match the context's shard group (size and rank).
   static StatusOr<std::unique_ptr<PeftDataParallelHooks>> Create(DistContext& ctx,
                                                                  model::Backend& backend);
   ~PeftDataParallelHooks() override;
   Status BeginMicroBatch(int micro_batch, bool last) override;
+  Status BeforeForward(int unit) override;
+  Status AfterForward(int unit) override;
+  Status BeforeBackward(int unit) override;
   Status AfterBackward(int unit) override;
   Status FinishGradients() override;
   StatusOr<double> MeanAcrossDataParallel(double local) override;
 
  private:
   PeftDataParallelHooks(DistContext& ctx, model::Backend& backend);
+  // Sharded base: makes unit u's slot whole (its prefetch, or a gather now),
+  // then prefetches `next` (-1: none).
+  Status Gather(int unit, int next);
+  Status StartGather(int unit);
+  Status Release(int unit);
   DistContext& ctx_;
   model::Backend& backend_;
+  bool shards_base_ = false;
   bool last_ = true;
-  std::vector<std::unique_ptr<Work>> work_;  // per unit, this step's all-reduce
+  std::vector<std::unique_ptr<Work>> work_;    // per unit, this step's all-reduce
+  std::vector<std::unique_ptr<Work>> gather_;  // per unit, a base gather in flight
 };
 
 }  // namespace hypertrain::parallel

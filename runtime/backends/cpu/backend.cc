@@ -32,14 +32,8 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
     HT_ASSIGN_OR_RETURN(b->base_layout_,
                         model::ParamLayout::Build(
                             config, {.tensor_alignment = options.layout.tensor_alignment}));
-    for (const model::UnitLayout& u : b->base_layout_.units()) {
-      b->base_.emplace_back(u.padded_numel);
-      model::InitUnitParams(b->base_layout_, u.index, options.seed, {0, u.padded_numel},
-                            b->base_.back().data());
-      b->base_ptrs_.push_back(b->base_.back().data());
-    }
-    b->frozen_grads_.assign(b->base_.size(), nullptr);
-    b->base_needs_nf4_ = options.peft.quantized();
+    HT_RETURN_IF_ERROR(b->InitBase(options));
+    b->base_needs_nf4_ = options.peft.quantized() && b->base_shard_ == 1;
   } else {
     HT_ASSIGN_OR_RETURN(b->layout_, model::ParamLayout::Build(config, options.layout));
   }
@@ -260,7 +254,8 @@ class PoolCheckHooks final : public model::UnitHooks {
   Status Check(int u, bool grads) const {
     if (params_[u] != nullptr && (!grads || grads_[u] != nullptr)) return Status::Ok();
     return FailedPrecondition(fmt::format(
-        "unit {} has no {} buffer: a pooling backend needs hooks that acquire it (HSDP)", u,
+        "unit {} has no {} buffer: a pooling backend needs hooks that acquire it (HSDP, or "
+        "the sharded PEFT base)", u,
         params_[u] == nullptr ? "parameter" : "gradient"));
   }
   model::UnitHooks& inner_;
@@ -270,49 +265,171 @@ class PoolCheckHooks final : public model::UnitHooks {
 
 }  // namespace
 
-Status CpuBackend::WriteBase(int u, Range r, const float* host) {
-  if (!peft_) return Backend::WriteBase(u, r, host);
+// The frozen base: whole units, or (base_shard.size S > 1) this rank's slice
+// of every unit's fp32 values, ceil(P / S) elements, zero-padded.
+Status CpuBackend::InitBase(const model::BackendOptions& options) {
+  const model::BackendOptions::BaseShard bs = options.base_shard;
+  if (bs.size < 1 || bs.rank < 0 || bs.rank >= bs.size) {
+    return InvalidArgument(fmt::format("base shard {} of {} is not a shard", bs.rank, bs.size));
+  }
+  base_shard_ = bs.size;
+  base_rank_ = bs.rank;
+  const int U = base_layout_.num_units();
+  base_ptrs_.assign(U, nullptr);
+  frozen_grads_.assign(U, nullptr);
+  std::vector<float> full;
+  int64_t slot_numel[2] = {0, 0};
+  for (const model::UnitLayout& u : base_layout_.units()) {
+    const int64_t P = u.padded_numel;
+    if (base_shard_ == 1) {
+      base_.emplace_back(P);
+      model::InitUnitParams(base_layout_, u.index, options.seed, {0, P}, base_.back().data());
+      base_ptrs_[u.index] = base_.back().data();
+      continue;
+    }
+    // Every rank builds the same whole unit (counter-based init, NF4 needs
+    // whole projections), then keeps its slice.
+    full.assign(P, 0.0f);
+    model::InitUnitParams(base_layout_, u.index, options.seed, {0, P}, full.data());
+    const int64_t k = (P + base_shard_ - 1) / base_shard_;
+    base_.emplace_back(k, 0.0f);
+    HT_RETURN_IF_ERROR(KeepBaseSlice(u.index, full.data(), options.peft.quantized()));
+    int64_t& n = slot_numel[model::PoolKind(u.index)];
+    n = std::max(n, k * base_shard_);
+  }
+  if (base_shard_ > 1) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int kind = 0; kind < 2; ++kind) {
+      const int slots = kind == 0 ? 1 : 2;  // the embedding; current + prefetched block
+      base_slots_[kind].assign(slots, std::vector<float>(slot_numel[kind], nan));
+      base_pool_[kind] = model::UnitSlots(U, slots, kind == 0 ? "CPU base embedding slot"
+                                                              : "CPU base block slots");
+    }
+  }
+  return Status::Ok();
+}
+
+// QLoRA: every block projection (not only the adapter targets) rounded
+// through NF4 in place, as QLoRA quantises every linear layer of the base
+// but the LM head.
+Status CpuBackend::RoundBaseUnitNf4(int unit, float* values) const {
+  const model::UnitLayout& u = base_layout_.unit(unit);
+  if (u.name.rfind("layers.", 0) != 0) return Status::Ok();
+  for (int t = model::kQProj; t <= model::kDownProj; ++t) {
+    if (t >= static_cast<int>(u.tensors.size())) {
+      return Internal(fmt::format("unit {} has no tensor {}", u.name, t));
+    }
+    const model::TensorSlot& slot = u.tensors[t];
+    if (slot.kind != model::TensorKind::kLinear) continue;
+    float* w = values + slot.offset;
+    const model::Nf4Tensor q = model::QuantizeNf4(w, slot.numel);
+    model::DequantizeNf4(q, 0, slot.numel, w);
+  }
+  return Status::Ok();
+}
+
+Status CpuBackend::KeepBaseSlice(int u, float* full, bool quantized) {
+  if (quantized) HT_RETURN_IF_ERROR(RoundBaseUnitNf4(u, full));
+  const int64_t P = base_layout_.unit(u).padded_numel, k = static_cast<int64_t>(base_[u].size());
+  const Range mine = model::Intersect({base_rank_ * k, (base_rank_ + 1) * k}, {0, P});
+  std::fill(base_[u].begin(), base_[u].end(), 0.0f);
+  if (!mine.empty()) std::copy(full + mine.begin, full + mine.end, base_[u].begin());
+  return Status::Ok();
+}
+
+Status CpuBackend::CheckBaseRange(int u, Range r) const {
+  if (!peft_) return FailedPrecondition("this backend has no frozen base (model.peft is off)");
   if (u < 0 || u >= base_layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
   if (r.begin < 0 || r.end > base_layout_.unit(u).padded_numel || r.begin > r.end) {
     return InvalidArgument(fmt::format("base range [{}, {}) of unit {} is outside the unit", r.begin,
                                        r.end, u));
   }
-  std::copy(host, host + r.size(), base_[u].data() + r.begin);
-  base_needs_nf4_ = options_.peft.quantized();
+  return Status::Ok();
+}
+
+Status CpuBackend::WriteBase(int u, Range r, const float* host) {
+  HT_RETURN_IF_ERROR(CheckBaseRange(u, r));
+  if (base_shard_ == 1) {
+    std::copy(host, host + r.size(), base_[u].data() + r.begin);
+    base_needs_nf4_ = options_.peft.quantized();
+    return Status::Ok();
+  }
+  const int64_t P = base_layout_.unit(u).padded_numel, k = static_cast<int64_t>(base_[u].size());
+  if (options_.peft.quantized() && u != model::ParamLayout::kEmbeddingUnit) {
+    if (r.begin != 0 || r.end != P) {
+      return InvalidArgument(fmt::format(
+          "QLoRA base: block unit {} is written whole (its projections are quantised per tensor), "
+          "got [{}, {})", u, r.begin, r.end));
+    }
+    std::vector<float> full(host, host + P);
+    return KeepBaseSlice(u, full.data(), /*quantized=*/true);
+  }
+  const Range mine = model::Intersect(r, {base_rank_ * k, (base_rank_ + 1) * k});
+  for (int64_t i = mine.begin; i < mine.end; ++i) base_[u][i - base_rank_ * k] = host[i - r.begin];
   return Status::Ok();
 }
 
 Status CpuBackend::QuantizeBaseIfNeeded() {
   if (!base_needs_nf4_) return Status::Ok();
-  // Every block projection (not only the adapter targets), as QLoRA
-  // quantises every linear layer of the base but the LM head.
   for (const model::UnitLayout& u : base_layout_.units()) {
-    if (u.name.rfind("layers.", 0) != 0) continue;
-    for (int t = model::kQProj; t <= model::kDownProj; ++t) {
-      if (t >= static_cast<int>(u.tensors.size())) {
-        return Internal(fmt::format("unit {} has no tensor {}", u.name, t));
-      }
-      const model::TensorSlot& slot = u.tensors[t];
-      if (slot.kind != model::TensorKind::kLinear) continue;
-      float* w = base_[u.index].data() + slot.offset;
-      const model::Nf4Tensor q = model::QuantizeNf4(w, slot.numel);
-      model::DequantizeNf4(q, 0, slot.numel, w);
-    }
+    HT_RETURN_IF_ERROR(RoundBaseUnitNf4(u.index, base_[u.index].data()));
   }
   base_needs_nf4_ = false;
   return Status::Ok();
 }
 
 Status CpuBackend::ReadBase(int u, Range r, float* host) {
-  if (!peft_) return Backend::ReadBase(u, r, host);
+  HT_RETURN_IF_ERROR(CheckBaseRange(u, r));
   HT_RETURN_IF_ERROR(QuantizeBaseIfNeeded());
-  if (u < 0 || u >= base_layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
-  if (r.begin < 0 || r.end > base_layout_.unit(u).padded_numel || r.begin > r.end) {
-    return InvalidArgument(fmt::format("base range [{}, {}) of unit {} is outside the unit", r.begin,
-                                       r.end, u));
+  if (base_ptrs_[u] == nullptr) {
+    return FailedPrecondition(fmt::format(
+        "base unit {} is sharded over {} ranks: all-gather it (AcquireBase) before reading it", u,
+        base_shard_));
   }
-  std::copy(base_[u].data() + r.begin, base_[u].data() + r.end, host);
+  std::copy(base_ptrs_[u] + r.begin, base_ptrs_[u] + r.end, host);
   return Status::Ok();
+}
+
+int64_t CpuBackend::BaseShardBytes(int u) const {
+  if (!peft_ || u < 0 || u >= base_layout_.num_units()) return 0;
+  return static_cast<int64_t>(base_[u].size() * sizeof(float));
+}
+
+void* CpuBackend::BaseShard(int u) {
+  if (!peft_ || u < 0 || u >= base_layout_.num_units()) return nullptr;
+  return base_[u].data();
+}
+
+void* CpuBackend::BaseSlot(int u) {
+  if (!peft_ || u < 0 || u >= base_layout_.num_units()) return nullptr;
+  return base_ptrs_[u];
+}
+
+Status CpuBackend::AcquireBase(int u) {
+  HT_RETURN_IF_ERROR(CheckBaseRange(u, {0, 0}));
+  if (base_shard_ == 1) return Status::Ok();
+  const int k = model::PoolKind(u);
+  HT_ASSIGN_OR_RETURN(int s, base_pool_[k].Acquire(u));
+  base_ptrs_[u] = base_slots_[k][s].data();
+  return Status::Ok();
+}
+
+Status CpuBackend::ReleaseBase(int u) {
+  HT_RETURN_IF_ERROR(CheckBaseRange(u, {0, 0}));
+  if (base_shard_ == 1) return Status::Ok();
+  const int k = model::PoolKind(u);
+  HT_ASSIGN_OR_RETURN(int s, base_pool_[k].Release(u));
+  // Poisoned, so a pass that reads a released slot shows it in the loss.
+  std::fill(base_slots_[k][s].begin(), base_slots_[k][s].end(),
+            std::numeric_limits<float>::quiet_NaN());
+  base_ptrs_[u] = nullptr;
+  return Status::Ok();
+}
+
+int64_t CpuBackend::BaseBytes() const {
+  int64_t n = 0;
+  for (const auto& b : base_) n += static_cast<int64_t>(b.size() * sizeof(float));
+  return n;
 }
 
 StatusOr<double> CpuBackend::ForwardBackward(const model::TokenBatch& batch, float grad_multiplier,
@@ -324,6 +441,11 @@ StatusOr<double> CpuBackend::ForwardBackward(const model::TokenBatch& batch, flo
     HT_RETURN_IF_ERROR(QuantizeBaseIfNeeded());
     x.adapter_params = &param_ptrs_;
     x.adapter_grads = &grad_ptrs_;
+    if (base_shard_ > 1) {  // every base unit must be gathered by the hooks
+      PoolCheckHooks checked(hooks, base_ptrs_, grad_ptrs_);
+      return model_->ForwardBackward(batch.inputs, batch.targets, grad_multiplier, base_ptrs_,
+                                     frozen_grads_, checked, x);
+    }
     return model_->ForwardBackward(batch.inputs, batch.targets, grad_multiplier, base_ptrs_,
                                    frozen_grads_, hooks, x);
   }
@@ -343,6 +465,10 @@ StatusOr<double> CpuBackend::Loss(const model::TokenBatch& batch, model::UnitHoo
   if (peft_) {
     HT_RETURN_IF_ERROR(QuantizeBaseIfNeeded());
     x.adapter_params = &param_ptrs_;
+    if (base_shard_ > 1) {
+      PoolCheckHooks checked(hooks, base_ptrs_, grad_ptrs_);
+      return model_->Loss(batch.inputs, batch.targets, base_ptrs_, checked, x);
+    }
     return model_->Loss(batch.inputs, batch.targets, base_ptrs_, hooks, x);
   }
   if (pool_) {

@@ -22,6 +22,9 @@
 // (the CPU computes in fp32 whatever the precision) with no gradient, master
 // or optimizer state. QLoRA keeps the block projections as NF4 blocks
 // (runtime/model/nf4.h) and dequantises a unit when the pass reaches it.
+// With BackendOptions::base_shard (S > 1) each unit's storage is its fp32
+// values: this rank keeps ceil(P / S) of them and the base slots (one for the
+// embedding, two for blocks, NaN while free) take the gathered units.
 #include <memory>
 #include <vector>
 
@@ -80,6 +83,12 @@ class CpuBackend final : public model::Backend {
   const model::ParamLayout* BaseLayout() const override { return peft_ ? &base_layout_ : nullptr; }
   Status WriteBase(int unit, model::Range range, const float* host) override;
   Status ReadBase(int unit, model::Range range, float* host) override;
+  int64_t BaseShardBytes(int unit) const override;
+  void* BaseShard(int unit) override;
+  void* BaseSlot(int unit) override;
+  Status AcquireBase(int unit) override;
+  Status ReleaseBase(int unit) override;
+  int64_t BaseBytes() const override;
 
   int64_t activation_bytes() const { return model_->activation_bytes(); }
 
@@ -122,6 +131,17 @@ class CpuBackend final : public model::Backend {
   // the reference computes with exactly the dequantised weights.
   bool base_needs_nf4_ = false;
   Status QuantizeBaseIfNeeded();
+  // Sharded base (base_shard_ > 1): base_[u] is this rank's slice,
+  // base_ptrs_[u] the acquired slot or nullptr.
+  int base_shard_ = 1, base_rank_ = 0;
+  std::vector<std::vector<float>> base_slots_[2];
+  model::UnitSlots base_pool_[2];
+  Status InitBase(const model::BackendOptions& options);
+  Status RoundBaseUnitNf4(int unit, float* values) const;
+  // Rounds `full` (the whole unit) through NF4 when `quantized`, then keeps
+  // this rank's slice of it.
+  Status KeepBaseSlice(int unit, float* full, bool quantized);
+  Status CheckBaseRange(int unit, model::Range r) const;
 };
 
 }  // namespace hypertrain::cpu
