@@ -140,8 +140,8 @@ Status ExportMergedFromBackend(const config::TrainConfig& c, model::Backend& bac
   if (backend.ShardsBase()) {
     if (write) gathered.resize(d.units.size());
     for (const UnitEntry& u : d.units) {
-      HT_RETURN_IF_ERROR(backend.AcquireBase(u.index));
-      Status s = backend.GatherBase(u.index);
+      HT_RETURN_IF_ERROR(backend.GatherBase(u.index));
+      Status s;
       if (s.ok() && write) {
         gathered[u.index].assign(u.padded_numel, 0.0f);
         s = backend.ReadBase(u.index, {0, u.padded_numel}, gathered[u.index].data());

@@ -306,12 +306,13 @@ class Backend {
   // Bytes of frozen base this rank holds persistently (its slices, or every
   // whole unit), not counting the slots; 0 without PEFT.
   virtual int64_t BaseBytes() const { return 0; }
-  // The collective that fills an acquired slot of unit u from every shard
-  // rank's slice (installed by the PEFT hooks, runtime/parallel/peft_hooks.h,
-  // for the rest of a pass: the export reads gathered units through it).
-  // Every rank of the shard group calls GatherBase for the same units in the
-  // same order; on return BaseSlot(u) holds the whole unit (ordered on the
-  // compute stream). Unsharded: nothing to do.
+  // GatherBase(u) = AcquireBase(u) + the collective that fills the slot
+  // from every shard rank's slice (installed by the PEFT hooks,
+  // runtime/parallel/peft_hooks.h, while they live: the merged export reads
+  // gathered units through it). Every rank of the shard group calls it for
+  // the same units in the same order; on return BaseSlot(u) holds the whole
+  // unit (ordered on the compute stream) until ReleaseBase(u). Unsharded:
+  // nothing to do.
   void SetBaseGatherer(std::function<Status(int unit)> gather) { base_gatherer_ = std::move(gather); }
   Status GatherBase(int unit) {
     if (!ShardsBase()) return Status::Ok();
