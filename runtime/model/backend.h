@@ -291,8 +291,9 @@ class Backend {
   // stream as for the unit pool above. WriteBase keeps only what falls in
   // this rank's slice (QLoRA: block units are written whole, quantised, then
   // sliced); every rank initialises the same base from the seed.
-  // Unsharded (S = 1): BaseShard(u) is the whole storage, Acquire/Release are
-  // no-ops and ReadBase/WriteBase work as above.
+  // WriteBase while a unit is acquired does not update its slot. Unsharded
+  // (S = 1) there are no slices or slots: BaseShardBytes is 0, BaseShard and
+  // BaseSlot nullptr, Acquire/Release no-ops; ReadBase/WriteBase as above.
   virtual int64_t BaseShardBytes(int /*unit*/) const { return 0; }
   virtual void* BaseShard(int /*unit*/) { return nullptr; }
   virtual void* BaseSlot(int /*unit*/) { return nullptr; }

@@ -391,17 +391,17 @@ Status CpuBackend::ReadBase(int u, Range r, float* host) {
 }
 
 int64_t CpuBackend::BaseShardBytes(int u) const {
-  if (!peft_ || u < 0 || u >= base_layout_.num_units()) return 0;
+  if (!peft_ || base_shard_ == 1 || u < 0 || u >= base_layout_.num_units()) return 0;
   return static_cast<int64_t>(base_[u].size() * sizeof(float));
 }
 
 void* CpuBackend::BaseShard(int u) {
-  if (!peft_ || u < 0 || u >= base_layout_.num_units()) return nullptr;
+  if (!peft_ || base_shard_ == 1 || u < 0 || u >= base_layout_.num_units()) return nullptr;
   return base_[u].data();
 }
 
 void* CpuBackend::BaseSlot(int u) {
-  if (!peft_ || u < 0 || u >= base_layout_.num_units()) return nullptr;
+  if (!peft_ || base_shard_ == 1 || u < 0 || u >= base_layout_.num_units()) return nullptr;
   return base_ptrs_[u];
 }
 

@@ -96,6 +96,7 @@
 #include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/dtype.h"
 #include "runtime/kernels/cuda/gemm.h"
+#include "runtime/kernels/cuda/lora.h"
 #include "runtime/kernels/cuda/nf4_dequant.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/peft.h"
@@ -192,6 +193,12 @@ class CudaBackend final : public model::Backend {
   const model::ParamLayout* BaseLayout() const override { return peft_ ? &base_layout_ : nullptr; }
   Status WriteBase(int unit, model::Range range, const float* host) override;
   Status ReadBase(int unit, model::Range range, float* host) override;
+  int64_t BaseShardBytes(int unit) const override;
+  void* BaseShard(int unit) override;
+  void* BaseSlot(int unit) override;
+  Status AcquireBase(int unit) override;
+  Status ReleaseBase(int unit) override;
+  int64_t BaseBytes() const override { return base_bytes_; }
   model::Fp8ScalingState* Fp8Scaling() override { return fp8_ ? &fp8_->state() : nullptr; }
   double PeakFlops() const override { return peak_flops_; }
   int64_t PeakMemoryBytes() const override { return peak_memory_; }
@@ -266,6 +273,14 @@ class CudaBackend final : public model::Backend {
   // into dx and the adapter gradients. No-ops for a projection no adapter
   // targets (or without PEFT).
   Status AdapterForward(int layer, int t, const void* x, void* out, long ld);
+  struct AdapterOperands {
+    int unit = 0;
+    kernels::cuda::LoraShape shape;
+    int64_t a_offset = 0, b_offset = 0;  // A and B in the adapter unit (elements)
+    const void* a = nullptr;             // compute-dtype A and B
+    const void* b = nullptr;
+  };
+  AdapterOperands Adapter(int layer, int t, long ld) const;
   Status AdapterBackward(int layer, int t, const void* x, const void* dout, long ld, void* dx);
   model::DropoutMask AdapterMask(int layer, int t) const;
   Status InitBase();
@@ -275,6 +290,20 @@ class CudaBackend final : public model::Backend {
   Status StoreQloraBlock(int u, const float* host);
   Status MaterializeBlock(int u);
   Status CheckBaseRange(int u, model::Range r) const;
+  // Sharded base (peft_base.cc): the storage layout of unit u, every unit's
+  // slice from the seed, unit u's slice from its whole fp32 values, and
+  // compute-dtype values [r) into the slice.
+  struct BaseBlob {
+    int64_t bytes = 0;
+    int64_t norms = 0;  // QLoRA block: the two norms; else 0 (the values)
+    int64_t codes[model::kNumBlockTensors] = {};
+    int64_t scale_codes[model::kNumBlockTensors] = {};
+    int64_t scale_absmax[model::kNumBlockTensors] = {};
+  };
+  BaseBlob BlobLayout(int u) const;
+  Status InitShardedBase(std::vector<float>& host);
+  Status StoreBaseSlice(int u, const float* host);
+  Status WriteBaseSlice(int u, model::Range r, const float* host);
   Status BlockBackward(int layer);
   // dres += the backward of block unit u's RMSNorm `norm` (kInputNorm or
   // kPostNorm) at `input` with its saved rstd; its dw into NormDw.
@@ -334,6 +363,15 @@ class CudaBackend final : public model::Backend {
   std::vector<std::vector<kernels::cuda::Nf4View>> nf4_;
   void* qlora_block_ = nullptr;
   int materialized_ = -1;
+  // Sharded base (BackendOptions::base_shard, S > 1): per unit this rank's
+  // slice (base_shard_bytes_[u] bytes of the BlobLayout, padded to S equal
+  // slices); base_[u] and the NF4 views point into a slot while the unit is
+  // acquired (nullptr otherwise). base_bytes_: the base held persistently.
+  int64_t base_shard_ = 1, base_rank_ = 0, base_bytes_ = 0;
+  std::vector<void*> base_slices_;
+  std::vector<int64_t> base_shard_bytes_;
+  std::vector<void*> base_slot_mem_[2];
+  model::UnitSlots base_pool_[2];
   CudaOptions cuda_;
   kernels::cuda::DType dtype_ = kernels::cuda::DType::kBF16;
   model::DType model_dtype_ = model::DType::kBF16;

@@ -144,6 +144,11 @@ Status CudaBackend::HeadLoss(bool backward) {
 // With a unit pool the hooks must have acquired the unit's slots; a missing
 // one is a hook-order bug, reported instead of a device fault.
 Status CudaBackend::CheckHeld(int u, bool grads) const {
+  if (peft_ && base_shard_ > 1 && base_[u] == nullptr) {
+    return FailedPrecondition(fmt::format(
+        "base unit {} is sharded and not gathered: a sharded PEFT base needs hooks that gather "
+        "it (parallel::PeftDataParallelHooks)", u));
+  }
   if (compute_[u] == nullptr || (grads && grads_[u] == nullptr)) {
     return FailedPrecondition(fmt::format(
         "unit {} has no {} buffer: a pooling backend needs hooks that acquire it (HSDP)", u,
