@@ -7,35 +7,26 @@
 // LoRA and QLoRA; and within fp32 rounding of one process accumulating the
 // same global batch. A sharded run stopped and resumed is bit-identical to an
 // uninterrupted one. The backend keeps 1/S of the base per rank.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "core/atomic_file.h"
 #include "runtime/backends/cpu/backend.h"
 #include "runtime/ckpt/peft_hooks.h"
+#include "runtime/ckpt/peft_shard_testing.h"
 #include "runtime/ckpt/peft_testing.h"
-#include "runtime/ckpt/resume_testing.h"
-#include "runtime/parallel/multiprocess_testing.h"
 
 namespace hypertrain::ckpt {
 namespace {
 
 std::string TempDir(const std::string& name) { return testing::FreshTempDir("peft_shard_" + name); }
 
-config::TrainConfig Parse(const std::vector<std::string>& sets) {
-  auto c = config::ParseTrainConfig("", sets);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? *c : config::TrainConfig{};
-}
+using testing::ExpectSameOutputs;
+using testing::Parse;
+using testing::RunRanks;
 
 std::vector<std::string> Common(const std::string& exp) {
   return {"trainer.backend=cpu", "trainer.max_steps=6", "trainer.log_every_n_steps=100",
@@ -54,8 +45,7 @@ const std::string& Base() {
     sets.push_back("trainer.max_steps=3");
     sets.push_back("exp_manager.checkpoint.export_hf_dir=" + exp + "/hf");
     sets.push_back("exp_manager.checkpoint.export_hf_dtype=fp32");
-    auto r = testing::RunJob(Parse(sets));
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(RunRanks(1, sets).size(), 3u);
     return exp + "/hf";
   }();
   return dir;
@@ -74,83 +64,6 @@ std::vector<std::string> Peft(const std::string& exp, const std::string& type,
   }
   sets.insert(sets.end(), extra.begin(), extra.end());
   return sets;
-}
-
-// The job of `sets` on `world` forked ranks of one node; returns rank 0's
-// per-step losses (every rank must finish, or stop with Unavailable right
-// after `stop_after` when >= 0).
-std::vector<double> RunRanks(int world, const std::vector<std::string>& sets,
-                             int64_t stop_after = -1) {
-  const config::TrainConfig c = Parse(sets);
-  const std::string out = c.exp_dir + "/losses.txt";
-  if (world == 1) {
-    auto r = testing::RunJob(c, stop_after);
-    if (stop_after >= 0) {
-      EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
-      return {};
-    }
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? r->losses : std::vector<double>{};
-  }
-  const int port = parallel::testing::PickFreePort();
-  const std::vector<int> codes = parallel::testing::RunProcesses(
-      world,
-      [&](int rank) {
-        const std::pair<const char*, std::string> env[] = {
-            {"MASTER_ADDR", "127.0.0.1"},       {"MASTER_PORT", std::to_string(port)},
-            {"NNODES", "1"},                    {"NODE_RANK", "0"},
-            {"WORLD_SIZE", std::to_string(world)}, {"RANK", std::to_string(rank)},
-            {"LOCAL_RANK", std::to_string(rank)},  {"LOCAL_WORLD_SIZE", std::to_string(world)},
-            {"HYPERTRAIN_JOB_NAME", "peft-shard"}};
-        for (const auto& [k, v] : env) ::setenv(k, v.c_str(), 1);
-        auto r = testing::RunJob(c, stop_after);
-        if (stop_after >= 0) {
-          if (r.status().code() == StatusCode::kUnavailable) return 0;
-          std::fprintf(stderr, "rank %d: %s\n", rank, r.status().ToString().c_str());
-          return 3;
-        }
-        if (!r.ok()) {
-          std::fprintf(stderr, "rank %d: %s\n", rank, r.status().ToString().c_str());
-          return 2;
-        }
-        if (rank == 0) {
-          std::ofstream f(out);
-          for (double l : r->losses) f << fmt::format("{:a}\n", l);
-        }
-        return 0;
-      },
-      std::chrono::seconds(120));
-  for (int r = 0; r < world; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << " of " << c.exp_dir;
-  if (stop_after >= 0) return {};
-  std::vector<double> losses;
-  std::ifstream f(out);
-  for (std::string line; std::getline(f, line);) losses.push_back(std::strtod(line.c_str(), nullptr));
-  return losses;
-}
-
-std::string File(const std::string& path) {
-  auto s = ReadFileToString(path);
-  EXPECT_TRUE(s.ok()) << path << ": " << s.status().ToString();
-  return s.ok() ? *s : std::string();
-}
-
-// Two runs trained the same adapters bit for bit: the checkpoints' adapter
-// shards, the adapter export and the merged export are the same bytes.
-void ExpectSameOutputs(const std::string& a, const std::string& b) {
-  for (const char* f : {"/adapter/adapter_model.safetensors", "/merged/model.safetensors"}) {
-    const std::string x = File(a + f), y = File(b + f);
-    EXPECT_FALSE(x.empty()) << a << f;
-    EXPECT_TRUE(x == y) << a << f << " and " << b << f << " differ";
-  }
-  int shards = 0;
-  for (const auto& e : std::filesystem::directory_iterator(a + "/checkpoints/step-6")) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("shard-", 0) != 0) continue;
-    ++shards;
-    const std::string x = File(e.path().string()), y = File(b + "/checkpoints/step-6/" + name);
-    EXPECT_TRUE(x == y) << "checkpoint step-6/" << name << " differs: " << a << ", " << b;
-  }
-  EXPECT_GT(shards, 0) << a;
 }
 
 void ExpectNear(const std::vector<double>& got, const std::vector<double>& want, double rel) {
