@@ -81,6 +81,14 @@ struct RunShape {
   int64_t gpus_per_node = 1;  // ranks per node
   Device device = Device::kCuda;
   int prefetch_depth = 2;  // data.prefetch_depth (CUDA staging slots)
+  // PEFT (model.peft): LoRA adapters of `rank` beside the named projections
+  // ("q_proj" ... "down_proj") are all that trains; the base is frozen and,
+  // under a sharding strategy, sharded over the shard group (see MemoryParts).
+  struct Peft {
+    std::string type;  // "" (none), "lora", "qlora"
+    int64_t rank = 0;
+    std::vector<std::string> targets;
+  } peft;
 
   int64_t world() const { return nodes * gpus_per_node; }
   int64_t tokens_per_step() const { return micro_batch * grad_accumulation * seq_len * world(); }
@@ -149,10 +157,16 @@ struct MemoryParts {
   int64_t buffers = 0;      // GEMM workspace, staged batches, small scratch
   int64_t transient = 0;    // CPU: allocated inside a step (the LM head's logits chunk)
   int64_t overhead = 0;     // CUDA context, cuBLAS/cuDNN, NCCL buffers (not allocated by us)
+  // PEFT: weights, master, gradients and optimizer are the adapters'; the
+  // frozen base (compute dtype, or fp32 on the CPU; QLoRA: NF4 block
+  // projections) is `frozen_base`: 1/S of it per rank under a strategy with
+  // a shard group of S > 1, whose gather slots (the embedding + 2 blocks) are
+  // in unit_pool (with the QLoRA dequantisation buffer on CUDA).
+  int64_t frozen_base = 0;
 
   int64_t allocated() const {
     return weights + master + gradients + optimizer + unit_pool + activations + workspace +
-           embedding_gather + buffers;
+           embedding_gather + buffers + frozen_base;
   }
   int64_t peak() const { return allocated() + transient; }  // what a step touches
   int64_t in_use() const { return peak() + overhead; }      // what the device/driver sees

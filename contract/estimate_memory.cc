@@ -3,6 +3,8 @@
 // names the code it mirrors; estimate_test (CPU, real allocations) and
 // runtime/estimate's GPU test (the CUDA backend's counters) keep them honest.
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "contract/estimate.h"
 
@@ -180,6 +182,82 @@ MemoryParts CudaMemory(const RunShape& run, const ShardingPlan& plan) {
   return p;
 }
 
+// ---- PEFT (runtime/backends/*: the adapter layout, the base store) --------
+
+// (out, in) features of a projection by its PEFT module name.
+std::pair<int64_t, int64_t> ProjectionShape(const ModelShape& m, const std::string& name) {
+  const int64_t C = m.hidden_size, F = m.intermediate_size;
+  if (name == "q_proj") return {m.q_dim(), C};
+  if (name == "k_proj" || name == "v_proj") return {m.kv_dim(), C};
+  if (name == "o_proj") return {C, m.q_dim()};
+  if (name == "gate_proj" || name == "up_proj") return {F, C};
+  if (name == "down_proj") return {C, F};
+  return {0, 0};
+}
+
+// model::Nf4Tensor::bytes(): 4-bit codes, an 8-bit scale code per block of
+// 64, an fp32 absmax per 256 blocks, the fp32 offset.
+int64_t Nf4Bytes(int64_t n) {
+  const int64_t blocks = (n + 63) / 64;
+  return (n + 1) / 2 + blocks + (blocks + 255) / 256 * 4 + 4;
+}
+
+MemoryParts PeftMemory(const RunShape& run, const ShardingPlan& plan) {
+  const ModelShape& m = run.model;
+  const bool cpu = run.device == Device::kCpu;
+  const bool qlora = run.peft.type == "qlora";
+  // The activations and workspaces of the same pass: the full model's plan
+  // (no weight gradients share dead activations with PEFT; the base is never
+  // pooled like HSDP's units).
+  RunShape whole = run;
+  whole.peft = {};
+  whole.grad_accumulation = std::max<int64_t>(2, run.grad_accumulation);  // no shared block grads
+  ShardingPlan unpooled = plan;
+  unpooled.pooled = false;
+  unpooled.pad_multiple = 1;
+  MemoryParts p = cpu ? CpuMemory(whole, unpooled) : CudaMemory(whole, unpooled);
+  const int64_t es = cpu ? 4 : DTypeBytes(run.precision), L = m.num_hidden_layers;
+  const int64_t N = run.micro_batch * run.seq_len, S = plan.shard_degree;
+  // Adapters: whole on every rank (compute copy on CUDA, fp32 master =
+  // params on the CPU, fp32 grads, m, v).
+  int64_t adapter = 0, lora_t = 0;
+  for (const std::string& t : run.peft.targets) {
+    const auto [out, in] = ProjectionShape(m, t);
+    adapter += RoundUp(run.peft.rank * in, 64) + RoundUp(out * run.peft.rank, 64);
+    lora_t += N * run.peft.rank;
+  }
+  adapter *= L;
+  p.weights = cpu ? 4 * adapter : adapter * es;
+  p.master = cpu ? 0 : 4 * adapter;
+  p.gradients = 4 * adapter;
+  p.optimizer = 8 * adapter;
+  p.unit_pool = 0;
+  p.embedding_gather = 0;
+  if (!cpu) p.activations += L * lora_t * es;  // each layer keeps its adapters' t
+  // The base store per unit, and what one rank keeps of it.
+  const UnitSizes u = LayoutUnits(m, 64, 1);
+  int64_t block = u.block_padded * es;
+  if (qlora && !cpu) {
+    block = 2 * m.hidden_size * es;
+    for (const char* t : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}) {
+      const auto [out, in] = ProjectionShape(m, t);
+      block += Nf4Bytes(out * in);
+    }
+  }
+  const int64_t embedding = u.embedding_padded * es;
+  // One rank's slice: CPU ceil(P / S) fp32 values; CUDA the storage bytes
+  // in S equal 256-byte-aligned slices (CudaBackend::StoreBaseSlice).
+  auto slice = [S, cpu](int64_t bytes) {
+    if (S <= 1) return bytes;
+    return cpu ? (bytes / 4 + S - 1) / S * 4 : RoundUp((bytes + S - 1) / S, 256);
+  };
+  p.frozen_base = slice(embedding) + L * slice(block);
+  if (S > 1) p.unit_pool = S * slice(embedding) + 2 * S * slice(block);
+  if (qlora && !cpu) p.unit_pool += u.block_padded * es;  // the dequantised block
+  p.cuda_state = cpu ? 0 : p.weights + p.master + p.gradients + p.optimizer + p.frozen_base;
+  return p;
+}
+
 }  // namespace
 
 UnitSizes LayoutUnits(const ModelShape& m, int64_t tensor_alignment, int64_t pad_multiple) {
@@ -224,6 +302,7 @@ AttentionWorkspace AttentionWorkspaceBytes(const ModelShape& m, int64_t batch, i
 }
 
 MemoryParts EstimateMemory(const RunShape& run, const ShardingPlan& plan) {
+  if (!run.peft.type.empty()) return PeftMemory(run, plan);
   return run.device == Device::kCpu ? CpuMemory(run, plan) : CudaMemory(run, plan);
 }
 

@@ -147,5 +147,49 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"no_shard_2", Checkpointing::kNone, false, 2, contract::ShardingStrategy::kNoShard}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
+// PEFT: the frozen base one rank keeps (1/S of it under a shard group of S),
+// its gather slots and the adapters' state, against the CPU backend's real
+// allocations (the activation plan, which PEFT extends with the adapters'
+// activations, is the backend's own figure here).
+TEST(CpuMemoryTest, PeftShardedBaseMatchesTheBackendsAllocations) {
+  for (const char* type : {"lora", "qlora"}) {
+    for (int ranks : {1, 2, 4}) {
+      SCOPED_TRACE(std::string(type) + " over " + std::to_string(ranks));
+      const model::ModelConfig cfg = Config(false);
+      contract::RunShape run = MakeRun(cfg, {"peft", Checkpointing::kFull, false, ranks,
+                                             contract::ShardingStrategy::kFullShard}, 2);
+      run.peft = {type, 8, {"q_proj", "v_proj", "down_proj"}};
+      std::string error;
+      const auto plan = contract::PlanSharding(run, &error);
+      ASSERT_TRUE(plan.has_value()) << error;
+      const contract::MemoryParts predicted = contract::EstimateMemory(run, *plan);
+
+      model::BackendOptions o;
+      o.precision = model::Precision::kFP32;
+      o.checkpointing = model::ActivationCheckpointing::kFull;
+      o.micro_batch_size = 2;
+      o.seq_len = cfg.max_context_width;
+      o.peft.type = std::string(type) == "qlora" ? model::PeftType::kQlora : model::PeftType::kLora;
+      o.peft.rank = 8;
+      o.peft.targets = {model::kQProj, model::kVProj, model::kDownProj};
+      o.base_shard = {ranks - 1, ranks};
+      const int64_t before = g_live.load();
+      auto backend = cpu::CpuBackend::Create(cfg, o);
+      ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+      const int64_t held = g_live.load() - before;
+      EXPECT_EQ((*backend)->BaseBytes(), predicted.frozen_base);
+      const int64_t whole = 4 * model::ParamLayout::Build(cfg)->total_padded_numel();
+      EXPECT_LE(predicted.frozen_base * ranks, whole + 4 * ranks * (1 + cfg.num_hidden_layers));
+      if (ranks == 1) {
+        EXPECT_EQ(predicted.unit_pool, 0);
+      }
+      const int64_t rest = predicted.allocated() - predicted.activations;
+      const int64_t got = held - (*backend)->activation_bytes();
+      EXPECT_GE(got, rest);
+      EXPECT_LE(got, rest + 48 * 1024) << "held " << got << " predicted " << rest;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hypertrain

@@ -74,6 +74,11 @@ StatusOr<contract::RunShape> RunShapeFromConfig(const config::TrainConfig& c, co
                                              : c.devices;
   r.device = c.backend == "cpu" ? contract::Device::kCpu : contract::Device::kCuda;
   r.prefetch_depth = c.data.prefetch_depth;
+  if (c.finetune.peft.enabled()) {
+    r.peft.type = model::PeftTypeName(c.finetune.peft.type);
+    r.peft.rank = c.finetune.peft.rank;
+    for (int t : c.finetune.peft.targets) r.peft.targets.push_back(model::TargetModuleName(t));
+  }
   return r;
 }
 
@@ -92,6 +97,14 @@ std::vector<std::string> ConfigNotes(const config::TrainConfig& c, const contrac
           untied.tie_word_embeddings = false;
           return contract::CountParams(untied).total / 1e9;
         }()));
+  }
+  if (!run.peft.type.empty()) {
+    notes.push_back(fmt::format(
+        "model.peft ({} rank {}): memory is PEFT's (the adapters' state; the frozen base{}, 1/S "
+        "of it per rank for a shard group of S, plus its gather slots); FLOPs and speed are full "
+        "training's (a PEFT step skips the base's weight gradients)",
+        run.peft.type, run.peft.rank,
+        run.peft.type == "qlora" ? " with NF4 block projections on CUDA" : ""));
   }
   if (run.fp8) {
     notes.push_back(
@@ -158,6 +171,7 @@ std::string FormatEstimate(const Estimate& e, const std::vector<std::string>& no
 
   // Memory: one column per strategy, the configured one marked.
   const Row rows[] = {
+      {"frozen base", [](const MemoryParts& x) { return x.frozen_base; }},
       {"weights", [](const MemoryParts& x) { return x.weights; }},
       {"master weights fp32", [](const MemoryParts& x) { return x.master; }},
       {"gradients fp32", [](const MemoryParts& x) { return x.gradients; }},
@@ -251,7 +265,7 @@ std::string EstimateToJson(const Estimate& e, const std::vector<std::string>& no
                 {"gradients", m.gradients},     {"optimizer", m.optimizer},
                 {"unitPool", m.unit_pool},      {"activations", m.activations},
                 {"workspace", m.workspace},     {"embeddingGather", m.embedding_gather},
-                {"buffers", m.buffers},
+                {"buffers", m.buffers},         {"frozenBase", m.frozen_base},
                 {"allocated", m.allocated()},   {"transient", m.transient},
                 {"overhead", m.overhead},       {"inUse", m.in_use()}};
   };
