@@ -48,6 +48,13 @@ StatusOr<CudaParts> CreateCudaBackend(const config::TrainConfig& c, const model:
       co.device, b->device_name(),
       (b->state_bytes() + b->activation_bytes() + b->pool_bytes()) * gib, b->state_bytes() * gib,
       b->activation_bytes() * gib, b->pool_bytes() * gib, b->allocated_bytes() * gib);
+  if (b->BaseLayout() != nullptr) {
+    spdlog::info("CUDA device {}: frozen base {:.2f} GiB of the state{}", co.device,
+                 b->BaseBytes() * gib,
+                 b->ShardsBase() ? fmt::format(" (this rank's 1/{}; its gather slots are in the unit pool)",
+                                               o.base_shard.size)
+                                 : std::string());
+  }
   CudaParts parts;
   parts.backend.allocator = b->host_allocator();
   parts.backend.stager = b->stager();

@@ -85,7 +85,7 @@ StatusOr<contract::RunShape> RunShapeFromConfig(const config::TrainConfig& c, co
 std::vector<std::string> ConfigNotes(const config::TrainConfig& c, const contract::RunShape& run,
                                      const contract::InstanceType* instance) {
   std::vector<std::string> notes;
-  // Tensor/context/expert parallelism, MoE, activation offload and PEFT never
+  // Tensor/context/expert parallelism, MoE and activation offload never
   // get here: the config refuses them (runtime/config, "cannot honour").
   if (c.shape.empty() && c.model.tie_word_embeddings) {
     notes.push_back(fmt::format(
