@@ -17,6 +17,9 @@
 #                                           # shapes) on the same machine, right after
 #   bash tools/gpu_lora_check.sh dp         # 2 GPUs: `hypertrain launch` 2 ranks (NCCL) vs one process
 #                                           # accumulating the same global batch (PeftDataParallelHooks)
+#   bash tools/gpu_lora_check.sh shard      # 2 GPUs: the frozen base sharded (full_shard, NCCL) vs whole
+#                                           # on each rank, bit for bit, LoRA and QLoRA
+#                                           # (//runtime/ckpt:gpu_peft_shard_test), then `dp` with it on
 #
 # TRAIN_MODELS (default "1b 8b"), TRAIN_CKPT (default "full selective"), TRAIN_STEPS (default 20),
 # LORA_DROPOUT (default 0.1) pick the train runs.
@@ -145,6 +148,14 @@ for mode in "${modes[@]}"; do
       done
       ;;
     dp) dp_check ;;
+    shard)
+      GPU_TEST_FILTER=gpu_peft_shard .gpu/run.sh > "$OUTDIR/shard.log" 2>&1 || rc_all=1
+      grep -E "^\[(PASS|FAIL)|passed,|Failure|Expected|Which is|rank [0-9]|whole base|differ|error" \
+        "$OUTDIR/shard.log" | head -60
+      dp_check
+      grep -q "frozen base sharded over the shard group of 2" "$OUTDIR/dp_dist.log" ||
+        { echo "== shard: the dp run did not shard the base"; rc_all=1; }
+      ;;
     *) echo "unknown mode $mode"; rc_all=2 ;;
   esac
 done

@@ -2,7 +2,8 @@
 # LoRA under data parallelism through the real binary: `hypertrain launch`
 # with 2 ranks (Gloo on 127.0.0.1) trains adapters on a frozen base (dropout
 # on) and its loss / grad-norm trajectory matches `hypertrain train` in one
-# process accumulating the same global batch (2 micro-batches). Checkpoints of
+# process accumulating the same global batch (2 micro-batches), with the frozen
+# base sharded over the 2 ranks (hybrid_shard's default). Checkpoints of
 # the distributed run are written by rank 0 only and hold the adapters.
 set -euo pipefail
 BIN="${HYPERTRAIN_BIN:-$PWD/runtime/cmd/hypertrain}"
@@ -29,6 +30,8 @@ MASTER_ADDR=127.0.0.1 MASTER_PORT=$port NNODES=1 NODE_RANK=0 HYPERTRAIN_JOB_NAME
   --set model.grad_accumulation_steps=1 --set exp_manager.exp_dir="$TMP/dist" > "$TMP/dist.log" 2>&1 ||
   { cat "$TMP/dist.log"; fail "distributed run"; }
 grep -q "adapters replicated, gradients averaged over all 2 ranks" "$TMP/dist.log" || { cat "$TMP/dist.log"; fail "no PEFT line"; }
+# hybrid_shard (the default) over the node's 2 ranks: the frozen base is sharded.
+grep -q "frozen base sharded over the shard group of 2" "$TMP/dist.log" || { cat "$TMP/dist.log"; fail "base not sharded"; }
 trajectory "$TMP/dist/metrics.jsonl" > "$TMP/dist.traj"
 echo "== step loss grad_norm (single | 2 ranks)"
 paste "$TMP/single.traj" "$TMP/dist.traj"
