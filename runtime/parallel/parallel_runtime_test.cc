@@ -1,12 +1,14 @@
 // CreateParallelRuntime's HSDP knobs: accepted values pass, anything else is a
 // clear InvalidArgument naming the variable and the accepted values (before
-// any rendezvous or backend memory).
+// any rendezvous or backend memory); the backend options it gives PEFT.
 #include "runtime/parallel/parallel_runtime.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace hypertrain::parallel {
 namespace {
@@ -41,6 +43,31 @@ TEST(ParallelRuntime, HsdpKnobsComeFromTheConfig) {
         EXPECT_EQ((*rt)->world_size(), 2);
       }
     }
+  }
+}
+
+// PEFT: the adapters stay whole (no owned ranges, no unit pool) and the
+// frozen base is sharded over the shard group: rank 1 of 2 under
+// hybrid_shard / full_shard keeps slice 1 of 2; no_shard keeps it whole.
+TEST(ParallelRuntime, PeftShardsTheFrozenBaseOverTheShardGroup) {
+  const model::ModelConfig m = *model::NamedModelConfig("tiny");
+  for (const auto& [strategy, size, rank] :
+       std::vector<std::tuple<std::string, int, int>>{{"hybrid_shard", 2, 1},
+                                                      {"full_shard", 2, 1},
+                                                      {"no_shard", 1, 0}}) {
+    config::TrainConfig c;
+    c.sharding_strategy = strategy;
+    c.distributed.rendezvous_timeout_s = 30;
+    auto rt = CreateParallelRuntime(c, FromMap(TwoRanks()), nullptr);
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    model::BackendOptions o;
+    o.peft.type = model::PeftType::kLora;
+    auto sharded = (*rt)->ShardOptions(m, o);
+    ASSERT_TRUE(sharded.ok()) << sharded.status().ToString();
+    EXPECT_EQ(sharded->base_shard.size, size) << strategy;
+    EXPECT_EQ(sharded->base_shard.rank, rank) << strategy;
+    EXPECT_TRUE(sharded->owned.empty()) << strategy;
+    EXPECT_FALSE(sharded->unit_pool) << strategy;
   }
 }
 
