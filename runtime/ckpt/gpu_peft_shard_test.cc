@@ -160,6 +160,7 @@ TEST(GpuPeftShardTest, EachRankKeepsHalfTheBaseAndTheSlicesMakeIt) {
               return 11;
             }
           }
+          if (cudaDeviceSynchronize() != cudaSuccess) return 15;  // the copies, before the backend's stream
           got.assign(u.padded_numel, -1.0f);
           if (!rank[r]->ReadBase(u.index, {0, u.padded_numel}, got.data()).ok()) return 12;
           if (got != want) {
