@@ -323,10 +323,6 @@ class Backend {
     return base_gatherer_(unit);
   }
 
- private:
-  std::function<Status(int)> base_gatherer_;
-
- public:
   // Peak dense FLOP/s of the device at the active precision (0 = unknown),
   // and the device-memory high-water mark in bytes (0 = not tracked).
   virtual double PeakFlops() const = 0;
@@ -338,6 +334,9 @@ class Backend {
   // (the default) turns it off; outside the recorder's window it costs a
   // branch per pass. The recorder must outlive the backend's use of it.
   virtual void SetTrace(trace::Recorder* /*recorder*/) {}
+
+ private:
+  std::function<Status(int)> base_gatherer_;  // SetBaseGatherer
 };
 
 }  // namespace hypertrain::model
