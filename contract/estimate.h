@@ -161,7 +161,7 @@ struct MemoryParts {
   // frozen base (compute dtype, or fp32 on the CPU; QLoRA: NF4 block
   // projections) is `frozen_base`: 1/S of it per rank under a strategy with
   // a shard group of S > 1, whose gather slots (the embedding + 2 blocks) are
-  // in unit_pool (with the QLoRA dequantisation buffer on CUDA).
+  // in unit_pool (the QLoRA dequantisation buffer on CUDA is in buffers).
   int64_t frozen_base = 0;
 
   int64_t allocated() const {

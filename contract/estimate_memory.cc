@@ -234,14 +234,19 @@ MemoryParts PeftMemory(const RunShape& run, const ShardingPlan& plan) {
   p.unit_pool = 0;
   p.embedding_gather = 0;
   if (!cpu) p.activations += L * lora_t * es;  // each layer keeps its adapters' t
-  // The base store per unit, and what one rank keeps of it.
+  // The base store per unit, and what one rank keeps of it. A QLoRA block
+  // on CUDA: its norms and NF4 projections (model::Nf4Tensor::bytes());
+  // sharded, as CudaBackend::BlobLayout lays them out (each piece 256-byte
+  // aligned, the fp32 offsets on the host).
   const UnitSizes u = LayoutUnits(m, 64, 1);
   int64_t block = u.block_padded * es;
   if (qlora && !cpu) {
-    block = 2 * m.hidden_size * es;
+    block = S > 1 ? RoundUp(2 * m.hidden_size * es, 256) : 2 * m.hidden_size * es;
     for (const char* t : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}) {
       const auto [out, in] = ProjectionShape(m, t);
-      block += Nf4Bytes(out * in);
+      const int64_t n = out * in, blocks = (n + 63) / 64, groups = (blocks + 255) / 256;
+      block += S > 1 ? RoundUp((n + 1) / 2, 256) + RoundUp(blocks, 256) + RoundUp(4 * groups, 256)
+                     : Nf4Bytes(n);
     }
   }
   const int64_t embedding = u.embedding_padded * es;
@@ -253,8 +258,10 @@ MemoryParts PeftMemory(const RunShape& run, const ShardingPlan& plan) {
   };
   p.frozen_base = slice(embedding) + L * slice(block);
   if (S > 1) p.unit_pool = S * slice(embedding) + 2 * S * slice(block);
-  if (qlora && !cpu) p.unit_pool += u.block_padded * es;  // the dequantised block
-  p.cuda_state = cpu ? 0 : p.weights + p.master + p.gradients + p.optimizer + p.frozen_base;
+  if (qlora && !cpu) p.buffers += u.block_padded * es;  // the dequantised block
+  p.cuda_state = cpu ? 0
+                     : p.weights + p.master + p.gradients + p.optimizer + p.frozen_base +
+                           (qlora ? u.block_padded * es : 0);
   return p;
 }
 

@@ -95,5 +95,44 @@ INSTANTIATE_TEST_SUITE_P(
              contract::ShardingStrategy::kHybridShardZero2}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
+// PEFT: the frozen base one rank keeps (whole, or 1/2 of its storage bytes
+// under a shard group of 2, NF4 for QLoRA) and its gather slots, exactly.
+TEST(CudaMemoryTest, PeftFrozenBaseMatchesTheBackendsCounters) {
+  HT_SKIP_WITHOUT_GPU();
+  for (const char* type : {"lora", "qlora"}) {
+    for (int ranks : {1, 2}) {
+      SCOPED_TRACE(std::string(type) + " over " + std::to_string(ranks));
+      model::ModelConfig cfg = *model::NamedModelConfig("125m");
+      cfg.max_context_width = 512;
+      contract::RunShape run;
+      run.model = {cfg.vocab_size,         cfg.hidden_size,       cfg.num_hidden_layers,
+                   cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size,
+                   cfg.tie_word_embeddings};
+      run.seq_len = 512;
+      run.micro_batch = 2;
+      run.checkpointing = Checkpointing::kFull;
+      run.strategy = contract::ShardingStrategy::kFullShard;
+      run.gpus_per_node = ranks;
+      run.peft = {type, 16, {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}};
+      std::string error;
+      const auto plan = contract::PlanSharding(run, &error);
+      ASSERT_TRUE(plan.has_value()) << error;
+      const contract::MemoryParts p = contract::EstimateMemory(run, *plan);
+
+      model::BackendOptions o;
+      o.checkpointing = model::ActivationCheckpointing::kFull;
+      o.micro_batch_size = 2;
+      o.seq_len = 512;
+      o.peft.type = std::string(type) == "qlora" ? model::PeftType::kQlora : model::PeftType::kLora;
+      o.peft.rank = 16;
+      o.base_shard = {ranks - 1, ranks};
+      auto b = cuda::CudaBackend::Create(cfg, o);
+      ASSERT_TRUE(b.ok()) << b.status().ToString();
+      EXPECT_EQ((*b)->BaseBytes(), p.frozen_base);
+      EXPECT_EQ((*b)->pool_bytes(), p.unit_pool);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hypertrain
