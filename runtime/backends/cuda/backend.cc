@@ -186,8 +186,8 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
                              "training of adapters is not supported, as in the recipes)");
     }
     if (options.unit_pool) {
-      return InvalidArgument("model.peft: the CUDA backend keeps the base and the adapters whole "
-                             "on every rank (no unit pool)");
+      return InvalidArgument("model.peft: the CUDA backend keeps the adapters whole on every rank "
+                             "(no unit pool; the frozen base is sharded by base_shard instead)");
     }
     HT_ASSIGN_OR_RETURN(layout_, model::BuildAdapterLayout(config, options.peft, options.layout));
     HT_ASSIGN_OR_RETURN(base_layout_,

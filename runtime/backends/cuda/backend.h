@@ -70,7 +70,13 @@
 // one block-sized buffer that the frozen GEMMs read: one dequantisation per
 // block per forward and per backward (a recompute shares the backward's). A
 // block unit of the base is written whole (WriteBase).
-// Not here: fp8, a unit pool.
+// Sharded base (BackendOptions::base_shard, S > 1; peft_base.cc): each unit's
+// storage above (a QLoRA block: its norms, then every projection's codes,
+// scale codes and group absmaxes, 256-byte aligned pieces; the fp32 offsets
+// stay on the host) is one byte string; this rank keeps its 1/S slice and the
+// hooks all-gather a unit into a slot (one for the embedding, two for
+// blocks), where base_ and the NF4 views point while it is acquired.
+// Not here: fp8, a unit pool of the adapters.
 //
 // Packed rows (TokenBatch::positions, SFT): each sample of a row is its own
 // causal attention call (batch 1, the sample's length; our tiled kernels, as a
