@@ -162,6 +162,13 @@ TEST(PeftShardTest, LoraShardedBaseEqualsReplicatedBaseAndSingleProcess) {
   EXPECT_EQ(testing::ExpectMergedIsBasePlusScaledBA(Base(), hybrid, 2.0, 4,
                                                     testing::MergedBase::kExact),
             14);
+  // Activation checkpointing recomputes each block from the gathered base.
+  const std::string hybrid_full = TempDir("hybrid_full");
+  EXPECT_EQ(RunRanks(4, Peft(hybrid_full, "lora",
+                             {"model.sharding_strategy=hybrid_shard", "model.shard_degree=2",
+                              "model.activation_checkpointing=full"})),
+            d4);
+  ExpectSameOutputs(hybrid_full, ddp4);
 
   const std::string ddp2 = TempDir("ddp2"), full = TempDir("full");
   const std::vector<double> d2 = RunRanks(
