@@ -74,9 +74,12 @@ Status LoadFrozenBase(const config::TrainConfig& c, model::Backend& backend) {
   HT_RETURN_IF_ERROR(w.CheckCovers(d));
   std::vector<float> buf;
   for (const UnitEntry& u : d.units) {
-    buf.assign(u.padded_numel, 0.0f);
-    HT_RETURN_IF_ERROR(w.ReadRange(u, {0, u.padded_numel}, buf.data()));
-    HT_RETURN_IF_ERROR(backend.WriteBase(u.index, {0, u.padded_numel}, buf.data()));
+    // A sharded base: only what this rank keeps (a QLoRA block whole).
+    const model::Range r = backend.BaseNeeded(u.index);
+    if (r.empty()) continue;
+    buf.assign(r.size(), 0.0f);
+    HT_RETURN_IF_ERROR(w.ReadRange(u, {r.begin, r.end}, buf.data()));
+    HT_RETURN_IF_ERROR(backend.WriteBase(u.index, r, buf.data()));
   }
   return Status::Ok();
 }

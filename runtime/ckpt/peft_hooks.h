@@ -26,8 +26,10 @@
 
 namespace hypertrain::ckpt {
 
-// Loads model.hf_model_name_or_path into the backend's frozen base (every
-// unit, whole). Nothing to do without a path (a random base: benchmarks).
+// Loads model.hf_model_name_or_path into the backend's frozen base: every
+// unit, whole, or with a sharded base only the part this rank keeps
+// (Backend::BaseNeeded). Nothing to do without a path (a random base:
+// benchmarks).
 Status LoadFrozenBase(const config::TrainConfig& c, model::Backend& backend);
 
 // {"peft_type", "rank", "alpha", "dropout", "targets", "base", "base_fingerprint"}.

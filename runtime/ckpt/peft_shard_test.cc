@@ -112,6 +112,26 @@ TEST(PeftShardTest, EachRankKeepsItsSliceAndTheSlicesMakeTheBase) {
     EXPECT_EQ(ranks[0]->Loss({tokens.data(), tokens.data(), 1, 16}, none).status().code(),
               StatusCode::kFailedPrecondition);
 
+    // What a loader reads per rank: the slices' elements, each once (a QLoRA
+    // block whole: it is quantised whole).
+    for (const model::UnitLayout& u : base.units()) {
+      const bool whole_unit = std::string(type) == "qlora" && u.index != 0;
+      int64_t covered = 0;
+      for (int r = 0; r < 3; ++r) {
+        const model::Range need = ranks[r]->BaseNeeded(u.index);
+        if (whole_unit) {
+          EXPECT_EQ(need.size(), u.padded_numel) << "unit " << u.index;
+        } else {
+          EXPECT_EQ(need.begin, std::min(u.padded_numel, covered)) << "unit " << u.index;
+          covered = std::max(covered, need.end);
+        }
+      }
+      if (!whole_unit) {
+        EXPECT_EQ(covered, u.padded_numel) << "unit " << u.index;
+      }
+      EXPECT_EQ((*whole)->BaseNeeded(u.index).size(), u.padded_numel);
+    }
+
     // Overwrite the base (as the HF import does), then gather by hand.
     ASSERT_TRUE(LoadFrozenBase(c, **whole).ok());
     for (auto& b : ranks) ASSERT_TRUE(LoadFrozenBase(c, *b).ok());

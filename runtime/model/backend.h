@@ -307,6 +307,15 @@ class Backend {
   // Bytes of frozen base this rank holds persistently (its slices, or every
   // whole unit), not counting the slots; 0 without PEFT.
   virtual int64_t BaseBytes() const { return 0; }
+  // The element range of base unit u that WriteBase needs for this rank to
+  // hold its part: the whole unit unsharded and for a QLoRA block (quantised
+  // whole), else the elements overlapping this rank's slice (a loader reads
+  // only these: 1/S of an HF base per rank).
+  virtual Range BaseNeeded(int unit) const {
+    const ParamLayout* l = BaseLayout();
+    return l != nullptr && unit >= 0 && unit < l->num_units() ? Range{0, l->unit(unit).padded_numel}
+                                                              : Range{};
+  }
   // GatherBase(u) = AcquireBase(u) + the collective that fills the slot
   // from every shard rank's slice (installed by the PEFT hooks,
   // runtime/parallel/peft_hooks.h, while they live: the merged export reads

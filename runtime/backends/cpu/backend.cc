@@ -426,6 +426,14 @@ Status CpuBackend::ReleaseBase(int u) {
   return Status::Ok();
 }
 
+model::Range CpuBackend::BaseNeeded(int u) const {
+  const Range whole = Backend::BaseNeeded(u);
+  if (base_shard_ == 1 || whole.empty()) return whole;
+  if (options_.peft.quantized() && u != model::ParamLayout::kEmbeddingUnit) return whole;
+  const int64_t k = static_cast<int64_t>(base_[u].size());
+  return model::Intersect({base_rank_ * k, (base_rank_ + 1) * k}, whole);
+}
+
 int64_t CpuBackend::BaseBytes() const {
   int64_t n = 0;
   for (const auto& b : base_) n += static_cast<int64_t>(b.size() * sizeof(float));

@@ -89,6 +89,7 @@ class CpuBackend final : public model::Backend {
   Status AcquireBase(int unit) override;
   Status ReleaseBase(int unit) override;
   int64_t BaseBytes() const override;
+  model::Range BaseNeeded(int unit) const override;
 
   int64_t activation_bytes() const { return model_->activation_bytes(); }
 

@@ -205,6 +205,7 @@ class CudaBackend final : public model::Backend {
   Status AcquireBase(int unit) override;
   Status ReleaseBase(int unit) override;
   int64_t BaseBytes() const override { return base_bytes_; }
+  model::Range BaseNeeded(int unit) const override;
   model::Fp8ScalingState* Fp8Scaling() override { return fp8_ ? &fp8_->state() : nullptr; }
   double PeakFlops() const override { return peak_flops_; }
   int64_t PeakMemoryBytes() const override { return peak_memory_; }

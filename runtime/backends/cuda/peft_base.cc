@@ -410,6 +410,15 @@ Status CudaBackend::WriteBaseSlice(int u, Range r, const float* host) {
   });
 }
 
+// The values whose bytes overlap this rank's slice (whole for a QLoRA block).
+Range CudaBackend::BaseNeeded(int u) const {
+  const Range whole = Backend::BaseNeeded(u);
+  if (base_shard_ <= 1 || whole.empty()) return whole;
+  if (qlora_ && u != ParamLayout::kEmbeddingUnit) return whole;
+  const int64_t es = static_cast<int64_t>(kc::DTypeSize(dtype_)), k = base_shard_bytes_[u];
+  return model::Intersect({base_rank_ * k / es, ((base_rank_ + 1) * k + es - 1) / es}, whole);
+}
+
 int64_t CudaBackend::BaseShardBytes(int u) const {
   if (base_shard_ <= 1 || u < 0 || u >= base_layout_.num_units()) return 0;
   return base_shard_bytes_[u];
