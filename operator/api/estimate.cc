@@ -2,8 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "contract/instance_types.h"
 
@@ -56,6 +61,49 @@ class Reader {
   Status status_;
 };
 
+// model.peft as the trainer reads it (runtime/config: peft_type lora|qlora
+// in any case, none/null off; target_modules a list or a comma-separated
+// string of q_proj ... down_proj or q ... down; default all seven).
+Status ReadPeft(const YAML::Node& root, std::string type, int64_t rank, contract::RunShape::Peft* out) {
+  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (type.empty() || type == "none" || type == "null") return Status::Ok();
+  if (type != "lora" && type != "qlora") {
+    return InvalidField(kField, "model.peft.peft_type: '" + type + "' is not one of lora, qlora, none");
+  }
+  if (rank < 1) return InvalidField(kField, "model.peft.rank must be >= 1");
+  static const char* kAll[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  std::vector<std::string> names;
+  const YAML::Node t = At(root, "model.peft.target_modules");
+  if (t.IsSequence()) {
+    for (const YAML::Node& n : t) names.push_back(n.IsScalar() ? n.Scalar() : std::string("?"));
+  } else if (t.IsScalar()) {
+    std::string item;
+    for (char c : t.Scalar() + ",") {
+      if (c == ',') {
+        if (!item.empty()) names.push_back(item);
+        item.clear();
+      } else if (c != ' ' && c != '[' && c != ']') {
+        item += c;
+      }
+    }
+  }
+  out->type = type;
+  out->rank = rank;
+  out->targets.clear();
+  if (names.empty()) out->targets.assign(std::begin(kAll), std::end(kAll));
+  for (const std::string& n : names) {
+    const std::string full = n.size() > 5 && n.compare(n.size() - 5, 5, "_proj") == 0 ? n : n + "_proj";
+    if (std::find(std::begin(kAll), std::end(kAll), full) == std::end(kAll)) {
+      return InvalidField(kField, "model.peft.target_modules: '" + n + "' is not one of q_proj, k_proj, "
+                                  "v_proj, o_proj, gate_proj, up_proj, down_proj");
+    }
+    if (std::find(out->targets.begin(), out->targets.end(), full) == out->targets.end()) {
+      out->targets.push_back(full);
+    }
+  }
+  return Status::Ok();
+}
+
 std::string Gib(int64_t bytes) {
   char b[32];
   std::snprintf(b, sizeof(b), "%.1f", static_cast<double>(bytes) / (1 << 30));
@@ -80,7 +128,8 @@ json Memory(const contract::MemoryParts& m) {
           {"gradients", m.gradients},     {"optimizer", m.optimizer},
           {"unitPool", m.unit_pool},      {"activations", m.activations},
           {"workspace", m.workspace},     {"embeddingGather", m.embedding_gather},
-          {"buffers", m.buffers},         {"allocated", m.allocated()},
+          {"buffers", m.buffers},         {"frozenBase", m.frozen_base},
+          {"allocated", m.allocated()},
           {"overhead", m.overhead + m.transient}, {"inUse", m.in_use()}};
 }
 
@@ -127,7 +176,15 @@ StatusOr<contract::RunShape> RunShapeFromTrainerConfig(std::string_view yaml, in
   r.Read("model.data.prefetch_depth", &depth);
   std::string backend = "auto";
   r.Read("trainer.backend", &backend);
+  // PEFT (the trainer's model.peft keys, PEFT's own names r too): the
+  // adapters' state and the frozen base sharded over the shard group.
+  std::string peft;
+  r.Read("model.peft.peft_type", &peft);
+  int64_t peft_rank = 8;
+  r.Read("model.peft.rank", &peft_rank);
+  r.Read("model.peft.r", &peft_rank);
   HT_RETURN_IF_ERROR(r.status());
+  HT_RETURN_IF_ERROR(ReadPeft(root, peft, peft_rank, &run.peft));
   if (precision == "bf16") {
     run.precision = contract::Precision::kBF16;
   } else if (precision == "fp16") {

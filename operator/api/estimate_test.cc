@@ -100,6 +100,41 @@ TEST(EstimateJobTest, WhatDoesNotFitSaysWhatWould) {
   EXPECT_EQ((*p5)["fitsWith"][0].get<std::string>().rfind("model.activation_checkpointing=", 0), 0u);
 }
 
+// PEFT: the adapters' state and the frozen base, 1/8 of it per GPU under
+// hybrid_shard on a p5 node, instead of full training's state.
+TEST(EstimateJobTest, PeftJobsAreEstimatedAsPeft) {
+  const std::string eight = std::string(k1b).replace(std::string(k1b).find("shape: 1b"), 9, "shape: 8b");
+  auto run = RunShapeFromTrainerConfig(
+      "model: {shape: 8b, peft: {peft_type: LoRA, r: 32, target_modules: 'q, v_proj'}}\n", 1, 8, true);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->peft.type, "lora");
+  EXPECT_EQ(run->peft.rank, 32);
+  EXPECT_EQ(run->peft.targets, (std::vector<std::string>{"q_proj", "v_proj"}));
+  run = RunShapeFromTrainerConfig("model: {peft: {peft_type: qlora}}\n", 1, 8, true);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->peft.targets.size(), 7u);
+  EXPECT_TRUE(RunShapeFromTrainerConfig("model: {peft: {peft_type: none}}\n", 1, 8, true)->peft.type.empty());
+  for (const std::string& bad : {std::string("model: {peft: {peft_type: dora}}\n"),
+                                 std::string("model: {peft: {peft_type: lora, target_modules: [lm_head]}}\n")}) {
+    auto r = RunShapeFromTrainerConfig(bad, 1, 8, true);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("model.peft."), std::string::npos) << r.status().ToString();
+  }
+
+  const std::string lora = eight + "  peft: {peft_type: lora, rank: 16}\n";
+  auto full = EstimateJob(Spec(eight, 1));
+  auto peft = EstimateJob(Spec(lora, 1));
+  ASSERT_TRUE(full.ok() && peft.ok()) << peft.status().ToString();
+  const json& m = (*peft)["memoryPerGpu"];
+  // 8B in bf16 over 8 ranks: ~1.9 GiB of frozen base each; the adapters' state is small.
+  EXPECT_NEAR(m["frozenBase"].get<double>() / (1 << 30), 16.06e9 / 8 / (1 << 30), 0.05);
+  EXPECT_LT(m["optimizer"].get<int64_t>(), int64_t{1} << 30);
+  // The same activations; no fp32 master, gradients and m/v of the 8B (~20 GiB per GPU here).
+  EXPECT_GT((*full)["memoryPerGpu"]["allocated"].get<int64_t>() - m["allocated"].get<int64_t>(),
+            int64_t{15} << 30);
+  EXPECT_EQ((*full)["memoryPerGpu"]["frozenBase"], 0);
+}
+
 TEST(EstimateJobTest, WithoutAKnownInstanceTheFitIsNotChecked) {
   auto e = EstimateJob(Spec(k1b, 2, nullptr));
   ASSERT_TRUE(e.ok()) << e.status().ToString();
