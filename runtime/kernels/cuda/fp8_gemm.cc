@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "runtime/kernels/cuda/cuda_status.h"
 
@@ -27,6 +28,7 @@ struct Fp8Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // heuristic order; cleared once tuned
   ~Plan() {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -64,13 +66,15 @@ StatusOr<std::unique_ptr<Fp8Gemm>> Fp8Gemm::Create(int device, size_t workspace_
 }
 
 StatusOr<std::unique_ptr<Fp8Gemm>> Fp8Gemm::CreateSharing(int device, void* workspace,
-                                                          size_t workspace_bytes) {
+                                                          size_t workspace_bytes, bool autotune) {
   const std::string why = Fp8UnsupportedReason(device);
   if (!why.empty()) return FailedPrecondition(why);
   cublasLtHandle_t h = nullptr;
   HT_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&h));
-  return std::unique_ptr<Fp8Gemm>(
+  std::unique_ptr<Fp8Gemm> g(
       new Fp8Gemm(h, workspace, workspace == nullptr ? 0 : workspace_bytes, /*owns_ws=*/false));
+  g->autotune_ = autotune;
+  return g;
 }
 
 Fp8Gemm::Fp8Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool owns_ws)
@@ -124,18 +128,22 @@ StatusOr<Fp8Gemm::Plan*> Fp8Gemm::GetPlan(const Key& key, const Fp8GemmArgs& g, 
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kGemmTuneCandidates] = {};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b,
-                                                           plan->c, plan->c, pref, 1, &result, &found);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref,
+      autotune_ ? kGemmTuneCandidates : 1, results, &found);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0 || results[0].state != CUBLAS_STATUS_SUCCESS) {
     return InvalidArgument(fmt::format(
         "fp8 gemm: cuBLASLt has no FP8 algorithm for m={} n={} k={} a={} b={} c={} (status {})",
         g.m, g.n, g.k, model::Fp8Format::kE4M3 == g.a.format ? "e4m3" : "e5m2",
         model::Fp8Format::kE4M3 == g.b.format ? "e4m3" : "e5m2", DTypeName(g.c_type),
         static_cast<int>(st)));
   }
-  plan->algo = result.algo;
+  plan->algo = results[0].algo;
+  for (int i = 0; i < found && found > 1; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
+  }
   Plan* raw = plan.get();
   plans_.emplace(key, std::move(plan));
   return raw;
@@ -175,6 +183,7 @@ Status Fp8Gemm::Matmul(const Fp8GemmArgs& g, cudaStream_t stream) {
       plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b.scale_inv, sizeof(void*)));
   HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.a.scale_inv, sizeof(void*)));
+  if (!plan->candidates.empty()) Tune(plan, g, ldc, stream);
   const cublasStatus_t st = cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b.data, plan->a, g.a.data,
                                            plan->b, &g.beta, c_in, plan->c, g.c, plan->c, &plan->algo,
                                            workspace_, workspace_bytes_, stream);
@@ -188,6 +197,23 @@ Status Fp8Gemm::Matmul(const Fp8GemmArgs& g, cudaStream_t stream) {
         g.fast_accum, align, Alignment(g.a.scale_inv), Alignment(g.b.scale_inv)));
   }
   return Status::Ok();
+}
+
+void Fp8Gemm::Tune(Plan* plan, const Fp8GemmArgs& g, long ldc, cudaStream_t stream) {
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  candidates.swap(plan->candidates);  // tuned once (unless deferred)
+  const void* c_in = g.c_in ? g.c_in : g.c;
+  const float no_addend = 0.0f;
+  const GemmTuneResult r = TuneGemm(
+      candidates, size_t(ldc) * size_t(g.m) * DTypeSize(g.c_type), stream,
+      [&](const cublasLtMatmulAlgo_t& algo, bool with_addend, void* out) {
+        return cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b.data, plan->a, g.a.data, plan->b,
+                              with_addend ? &g.beta : &no_addend, c_in, plan->c, out, plan->c,
+                              &algo, workspace_, workspace_bytes_, stream);
+      });
+  stats_.Add(r);
+  if (r.outcome == GemmTuneResult::Outcome::kDeferred) plan->candidates.swap(candidates);
+  if (r.outcome == GemmTuneResult::Outcome::kTuned) plan->algo = candidates[r.best];
 }
 
 }  // namespace hypertrain::kernels::cuda

@@ -18,7 +18,10 @@
 // aligned; the backend keeps them 256 bytes apart). Accumulation is fp32; `fast_accum` lets
 // the tensor cores skip the periodic promotion of partial sums (Transformer
 // Engine uses it for the forward only). K, lda, ldb and ldc must keep every
-// row 16-byte aligned. One heuristic algorithm per shape, cached.
+// row 16-byte aligned. One algorithm per shape, cached: with autotuning (on
+// by default, the backend follows cuda.gemm_autotune) the fastest of the
+// heuristic's candidates whose output bits equal its first choice's, timed on
+// the shape's first call (gemm_tune.h); without it the heuristic's first.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -29,6 +32,7 @@
 
 #include "core/status.h"
 #include "runtime/kernels/cuda/dtype.h"
+#include "runtime/kernels/cuda/gemm_tune.h"
 #include "runtime/model/fp8_scale.h"
 
 namespace hypertrain::kernels::cuda {
@@ -62,7 +66,8 @@ class Fp8Gemm {
   // the bf16 Gemm's: every product must be queued on the stream its owner
   // uses.
   static StatusOr<std::unique_ptr<Fp8Gemm>> CreateSharing(int device, void* workspace,
-                                                          size_t workspace_bytes);
+                                                          size_t workspace_bytes,
+                                                          bool autotune = true);
   ~Fp8Gemm();
   Fp8Gemm(const Fp8Gemm&) = delete;
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
@@ -71,17 +76,24 @@ class Fp8Gemm {
   // shapes, formats or alignments the FP8 kernels do not take.
   Status Matmul(const Fp8GemmArgs& args, cudaStream_t stream);
   size_t cached_plans() const { return plans_.size(); }
+  // For shapes not planned yet.
+  void set_autotune(bool on) { autotune_ = on; }
+  const GemmTuneStats& tune_stats() const { return stats_; }
 
  private:
   struct Plan;
   using Key = std::tuple<int, int, int, long, long, long, int, int, int, bool, bool, int>;
   Fp8Gemm(cublasLtHandle_t h, void* ws, size_t ws_bytes, bool owns_ws);
   StatusOr<Plan*> GetPlan(const Key& key, const Fp8GemmArgs& a, long lda, long ldb, long ldc);
+  // Picks plan->algo among plan->candidates (gemm_tune.h).
+  void Tune(Plan* plan, const Fp8GemmArgs& g, long ldc, cudaStream_t stream);
 
   cublasLtHandle_t handle_;
   void* workspace_;
   size_t workspace_bytes_;
   bool owns_workspace_;
+  bool autotune_ = true;
+  GemmTuneStats stats_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -156,6 +158,57 @@ TEST(Fp8Gemm, ModelShapesMatchReference) {
     RunCase(**gemm, c, seed++);
   }
   EXPECT_EQ((*gemm)->cached_plans(), cases.size());
+}
+
+// Autotuning picks only among algorithms whose bits equal the heuristic's
+// first choice and never writes C (which wgrad accumulates into): a tuned and
+// an untuned runner give the same bytes, twice in a row.
+TEST(Fp8Gemm, AutotuneKeepsTheHeuristicsBits) {
+  HT_SKIP_WITHOUT_FP8();
+  auto tuned = Fp8Gemm::Create(0);
+  auto plain = Fp8Gemm::Create(0);
+  ASSERT_TRUE(tuned.ok() && plain.ok());
+  (*plain)->set_autotune(false);
+  std::mt19937 rng(7);
+  const int m = 1024, n = 768, k = 2048;
+  const HostOperand a = MakeOperand(m, k, k, Fp8Format::kE5M2, 0.02f, rng);
+  const HostOperand b = MakeOperand(n, k, k, Fp8Format::kE4M3, 3.0f, rng);
+  DeviceBuffer<uint8_t> da(a.q.size()), db(b.q.size());
+  DeviceBuffer<float> scales(128);
+  HT_CUDA_ASSERT(da.Upload(a.q));
+  HT_CUDA_ASSERT(db.Upload(b.q));
+  std::vector<float> hs(128, 0.0f);
+  hs[0] = a.scale_inv;
+  hs[64] = b.scale_inv;
+  HT_CUDA_ASSERT(scales.Upload(hs));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> c0(size_t(m) * n);
+  for (float& v : c0) v = normal(rng);
+  std::vector<std::vector<float>> out;
+  for (Fp8Gemm* gemm : {tuned->get(), plain->get()}) {
+    DeviceBuffer<float> c(c0.size());
+    HT_CUDA_ASSERT(c.Upload(c0));
+    Fp8GemmArgs g;
+    g.m = m, g.n = n, g.k = k;
+    g.a = {da.get(), Fp8Format::kE5M2, scales.get(), 0};
+    g.b = {db.get(), Fp8Format::kE4M3, scales.get() + 64, 0};
+    g.c = c.get();
+    g.c_type = DType::kF32;
+    g.beta = 1.0f;  // wgrad: dW += dYt . Xt^T
+    for (int rep = 0; rep < 2; ++rep) ASSERT_TRUE(gemm->Matmul(g, nullptr).ok());
+    HT_CUDA_ASSERT(cudaDeviceSynchronize());
+    out.push_back(c.Download());
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0);
+  EXPECT_NE(out[0][0], c0[0]);  // the product landed
+  const GemmTuneStats ts = (*tuned)->tune_stats();
+  EXPECT_EQ((*plain)->tune_stats().shapes, 0);
+  if (ts.shapes == 0) GTEST_SKIP() << "cuBLASLt offered one candidate: nothing to tune";
+  EXPECT_EQ(ts.shapes, 1);
+  EXPECT_LE(ts.chosen_us, ts.heuristic_us);
+  std::printf("fp8 autotune %dx%dx%d: heuristic %.1f us, chosen %.1f us, %d rejected\n", m, n, k,
+              ts.heuristic_us, ts.chosen_us, ts.rejected);
 }
 
 TEST(Fp8Gemm, RejectsWhatTheKernelsDoNotTake) {

@@ -10,8 +10,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "runtime/kernels/cuda/bit_hash.h"
 #include "runtime/kernels/cuda/cuda_status.h"
+#include "runtime/kernels/cuda/gemm_tune.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {
@@ -34,9 +34,6 @@ int Alignment(const void* p) {
   return a;
 }
 
-// Candidates asked of the heuristic; timed runs per candidate.
-constexpr int kTuneCandidates = 12;
-constexpr int kTuneRuns = 5;
 
 }  // namespace
 
@@ -155,10 +152,10 @@ StatusOr<Gemm::Plan*> Gemm::GetPlan(const Key& key, const GemmShape& s, DType ab
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   }
-  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
+  cublasLtMatmulHeuristicResult_t results[kGemmTuneCandidates] = {};
   int found = 0;
   HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
-      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, autotune_ ? kTuneCandidates : 1,
+      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, autotune_ ? kGemmTuneCandidates : 1,
       results, &found));
   if (found == 0 || results[0].state != CUBLAS_STATUS_SUCCESS) {
     // Remembered as "no plan": Matmul takes the cublasGemmEx path.
@@ -212,105 +209,30 @@ Status Gemm::Matmul(const GemmShape& s, const void* a, const void* b, DType ab_t
 
 void Gemm::Tune(Plan* plan, const GemmShape& s, long ldc, const void* a, const void* b, void* c,
                 DType c_type, float alpha, float beta, cudaStream_t stream, const void* c_in) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
-      capture != cudaStreamCaptureStatusNone) {
-    return;  // no syncs or allocations inside a capture; tuned on a later eager call
-  }
+  (void)c;  // C is only read (as the addend when c_in is c): candidates write a scratch
   std::vector<cublasLtMatmulAlgo_t> candidates;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    candidates.swap(plan->candidates);  // tuned once (unless the product is all zero, below)
+    candidates.swap(plan->candidates);  // tuned once (unless deferred, below)
   }
-  if (candidates.size() < 2) return;
-  // Scratch output (same layout as C) plus the hash slot; C itself is only read.
-  const size_t out_bytes = size_t(ldc) * size_t(s.m) * DTypeSize(c_type);
-  const size_t hash_off = (out_bytes + 255) & ~size_t{255};
-  void* scratch = nullptr;
-  if (cudaMalloc(&scratch, hash_off + sizeof(unsigned long long)) != cudaSuccess) {
-    cudaGetLastError();  // not enough memory to tune: keep the heuristic's choice
-    return;
-  }
-  auto* hash_dev = reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch) + hash_off);
-  cudaEvent_t start = nullptr, stop = nullptr;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  auto run_beta = [&](const cublasLtMatmulAlgo_t& algo, const float* b_) {
-    return cublasLtMatmul(handle_, plan->desc, &alpha, b, plan->a, a, plan->b, b_, c_in,
-                          plan->c, scratch, plan->c, &algo, workspace_, workspace_bytes_, stream);
-  };
-  auto run = [&](const cublasLtMatmulAlgo_t& algo) { return run_beta(algo, &beta); };
-  auto hash = [&](unsigned long long* out) {
-    if (BitHash(scratch, out_bytes, hash_dev, stream) != cudaSuccess) return false;
-    return cudaMemcpyAsync(out, hash_dev, sizeof(*out), cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
-           cudaStreamSynchronize(stream) == cudaSuccess;
-  };
-  auto time_us = [&](const cublasLtMatmulAlgo_t& algo) -> double {
-    if (cudaEventRecord(start, stream) != cudaSuccess) return -1;
-    for (int r = 0; r < kTuneRuns; ++r) {
-      if (run(algo) != CUBLAS_STATUS_SUCCESS) return -1;
-    }
-    float ms = 0;
-    if (cudaEventRecord(stop, stream) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
-        cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
-      return -1;
-    }
-    return 1e3 * ms / kTuneRuns;
-  };
-  // Equal bits prove the same rounding only when the product itself is not
-  // all zero (a LoRA B starts at zero: every algorithm agrees on zeros, and
-  // on C_in alone). Such a call keeps the heuristic's algorithm and leaves the
-  // candidates for a later call with a real product.
   const float no_addend = 0.0f;
-  unsigned long long zero = 0, product = 0;
-  const bool degenerate = cudaMemsetAsync(scratch, 0, out_bytes, stream) == cudaSuccess && hash(&zero) &&
-                          run_beta(candidates[0], &no_addend) == CUBLAS_STATUS_SUCCESS && hash(&product) &&
-                          product == zero;
-  if (degenerate) {
-    cudaGetLastError();
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    cudaFree(scratch);
-    std::lock_guard<std::mutex> lock(mu_);
-    plan->candidates.swap(candidates);
-    ++stats_.deferred;
-    return;
-  }
-  unsigned long long ref = 0;
-  double heuristic_us = -1, best_us = -1;
-  size_t best = 0;
-  int rejected = 0;
-  if (cudaMemsetAsync(scratch, 0, out_bytes, stream) == cudaSuccess &&
-      run(candidates[0]) == CUBLAS_STATUS_SUCCESS && hash(&ref)) {
-    heuristic_us = best_us = time_us(candidates[0]);
-    for (size_t i = 1; i < candidates.size() && heuristic_us > 0; ++i) {
-      unsigned long long h = 0;
-      if (run(candidates[i]) != CUBLAS_STATUS_SUCCESS || !hash(&h)) continue;
-      if (h != ref) {
-        ++rejected;  // different rounding (e.g. another split-K): would change results
-        continue;
-      }
-      const double us = time_us(candidates[i]);
-      if (us > 0 && us < best_us) best_us = us, best = i;
-    }
-  }
-  cudaGetLastError();  // a candidate that failed to launch must not poison later checks
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(scratch);
-  if (heuristic_us <= 0) return;
+  const GemmTuneResult r = TuneGemm(
+      candidates, size_t(ldc) * size_t(s.m) * DTypeSize(c_type), stream,
+      [&](const cublasLtMatmulAlgo_t& algo, bool with_addend, void* out) {
+        return cublasLtMatmul(handle_, plan->desc, &alpha, b, plan->a, a, plan->b,
+                              with_addend ? &beta : &no_addend, c_in, plan->c, out, plan->c, &algo,
+                              workspace_, workspace_bytes_, stream);
+      });
   std::lock_guard<std::mutex> lock(mu_);
-  plan->algo = candidates[best];
-  ++stats_.shapes;
-  stats_.changed += best != 0;
-  stats_.rejected += rejected;
-  stats_.heuristic_us += heuristic_us;
-  stats_.chosen_us += best_us;
+  stats_.Add(r);
+  if (r.outcome == GemmTuneResult::Outcome::kDeferred) plan->candidates.swap(candidates);
+  if (r.outcome != GemmTuneResult::Outcome::kTuned) return;  // failed: the heuristic's choice stays
+  plan->algo = candidates[r.best];
   if (verbose_) {
     spdlog::info("gemm autotune m={} n={} k={} ta={} tb={} beta={}: {} candidates, {} rejected (bits differ), "
                  "heuristic {:.1f} us, chosen #{} {:.1f} us",
-                 s.m, s.n, s.k, s.trans_a, s.trans_b, beta, candidates.size(), rejected, heuristic_us, best,
-                 best_us);
+                 s.m, s.n, s.k, s.trans_a, s.trans_b, beta, candidates.size(), r.rejected, r.heuristic_us,
+                 r.best, r.best_us);
   }
 }
 

@@ -14,7 +14,8 @@
 // cached; one workspace is allocated at creation.
 //
 // Autotuning (Create's `autotune`, config key cuda.gemm_autotune: on by
-// default; kVerbose also logs each shape's choice): on a shape's first call outside a CUDA graph capture, the
+// default; kVerbose also logs each shape's choice; gemm_tune.h): on a shape's
+// first call outside a CUDA graph capture, the
 // heuristic's top candidates are run into a scratch output on the real inputs
 // and timed, and the fastest wins among those whose output is bitwise
 // identical to the heuristic's first choice. A call whose product is all
@@ -38,6 +39,7 @@
 
 #include "core/status.h"
 #include "runtime/kernels/cuda/dtype.h"
+#include "runtime/kernels/cuda/gemm_tune.h"
 
 namespace hypertrain::kernels::cuda {
 
@@ -80,15 +82,8 @@ class Gemm {
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
-  // What autotuning did so far (sums over tuned shapes, one call each).
-  struct TuneStats {
-    int shapes = 0;          // shapes tuned
-    int changed = 0;         // shapes where another algorithm won
-    int rejected = 0;        // candidates dropped for different output bits
-    int deferred = 0;        // calls whose product was all zero: nothing to compare, tuned later
-    double heuristic_us = 0;  // one call of each tuned shape, heuristic's algorithm
-    double chosen_us = 0;     // the same with the chosen algorithm
-  };
+  // What autotuning did so far (gemm_tune.h).
+  using TuneStats = GemmTuneStats;
   TuneStats tune_stats() const;
   // Overrides Create's `autotune` (on or off) for shapes not planned yet.
   void set_autotune(bool on) { autotune_ = on; }
