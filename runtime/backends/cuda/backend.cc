@@ -274,6 +274,7 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
                                   options_.fp8, config, cuda_.device, &profile_,
                                   [this](size_t bytes, void** p) { return Alloc(bytes, p); },
                                   gemm_->workspace(), gemm_->workspace_bytes()));
+    fp8_->set_gemm_autotune(cuda_.gemm_autotune != kc::GemmAutotune::kOff);
   }
 
   // Parameter, gradient and optimizer state per unit.

@@ -11,6 +11,8 @@
 #include "runtime/trace/recorder.h"
 #include "runtime/kernels/cuda/attention.h"
 #include "runtime/kernels/cuda/embedding.h"
+#include "runtime/kernels/cuda/fp8_cast.h"
+#include "runtime/kernels/cuda/fp8_rmsnorm.h"
 #include "runtime/kernels/cuda/fp8_swiglu.h"
 #include "runtime/kernels/cuda/lm_head_loss.h"
 #include "runtime/kernels/cuda/naive_attention_f32.h"
@@ -24,6 +26,38 @@ namespace hypertrain::cuda {
 namespace kc = ::hypertrain::kernels::cuda;
 using model::ActivationCheckpointing;
 using model::ParamLayout;
+
+namespace {
+
+uint8_t* Codes(void* p) { return static_cast<uint8_t*>(p); }
+
+// Under delayed FP8 scaling a normalised GEMM input (ln1, ln2) lives only as
+// FP8: its buffer (bf16-sized) holds the codes [N, C] the forward GEMM reads
+// and, right after them, their transpose [C, N] that the wgrad reads.
+Status NormFp8(const Fp8Projections::CastTarget& t, float* rstd, const void* x, const void* w,
+               int N, int C, float eps, OpProfile& profile, cudaStream_t stream) {
+  HT_LAUNCH(kc::RmsNormForwardFp8(t.q, rstd, static_cast<const __nv_bfloat16*>(x),
+                                  static_cast<const __nv_bfloat16*>(w), N, C, eps, t.scale, t.amax,
+                                  t.format, stream));
+  profile.Mark(Op::kNorm, stream);
+  HT_LAUNCH(kc::Fp8Transpose(t.q + size_t(N) * C, t.q, N, C, stream));
+  profile.Mark(Op::kFp8Cast, stream);
+  return Status::Ok();
+}
+
+// The same for act = silu(g) * u (the down GEMM's input, buffer [N, F]).
+Status SwiGluFp8(const Fp8Projections::CastTarget& t, const void* gu, int N, int F,
+                 OpProfile& profile, cudaStream_t stream) {
+  const __nv_bfloat16* g = static_cast<const __nv_bfloat16*>(gu);
+  HT_LAUNCH(kc::SwiGluForwardFp8(nullptr, 0, t.q, F, g, g + F, 2 * F, N, F, t.scale, t.amax,
+                                 t.format, stream));
+  profile.Mark(Op::kSwiGlu, stream);
+  HT_LAUNCH(kc::Fp8Transpose(t.q + size_t(N) * F, t.q, N, F, stream));
+  profile.Mark(Op::kFp8Cast, stream);
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status CudaBackend::BlockForward(int layer, bool write_output) {
   const model::ModelConfig& cfg = layout_.config();
@@ -40,16 +74,26 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
   kc::Gemm& g = *gemm_;
   if (fp8_) fp8_->UseWeights(layer, versions_[u]);
   if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));
-  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
-    using T = decltype(tag);
-    return kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr, static_cast<T*>(a.x),
-                                 nullptr, static_cast<const T*>(W(u, model::kInputNorm)), N, C, eps,
-                                 stream_);
-  }));
-  profile_.Mark(Op::kNorm, stream_);
+  // With delayed FP8 scales ln1, ln2 and act exist only as codes (NormFp8).
+  using Target = std::optional<Fp8Projections::CastTarget>;
+  const Target ln1_fp8 = fp8_ ? fp8_->FusedInput(layer, model::Fp8Gemm::kQkv, Codes(a.ln1)) : std::nullopt;
+  const Target ln2_fp8 = fp8_ ? fp8_->FusedInput(layer, model::Fp8Gemm::kGateUp, Codes(a.ln2)) : std::nullopt;
+  const Target act_fp8 = fp8_ ? fp8_->FusedInput(layer, model::Fp8Gemm::kDown, Codes(a.act)) : std::nullopt;
+  if (ln1_fp8) {
+    HT_RETURN_IF_ERROR(NormFp8(*ln1_fp8, a.rstd1, a.x, W(u, model::kInputNorm), N, C, eps, profile_, stream_));
+  } else {
+    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      return kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr, static_cast<T*>(a.x),
+                                   nullptr, static_cast<const T*>(W(u, model::kInputNorm)), N, C,
+                                   eps, stream_);
+    }));
+    profile_.Mark(Op::kNorm, stream_);
+  }
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kQkv, Bf16(a.ln1), N, C,
-                                     Bf16(W(u, model::kQProj)), QKV, Bf16(a.qkv), nullptr, stream_));
+                                     Bf16(W(u, model::kQProj)), QKV, Bf16(a.qkv), nullptr, stream_,
+                                     ln1_fp8 ? ln1_fp8->q : nullptr));
   } else if (fused_qkv_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, QKV, C, false, true}, a.ln1, W(u, model::kQProj), dt, a.qkv,
                                 dt, 1.0f, 0.0f, stream_));
@@ -106,17 +150,21 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
     HT_RETURN_IF_ERROR(AdapterForward(layer, model::kOProj, a.att, a.h, C));
     profile_.Mark(Op::kLora, stream_);
   }
-  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
-    using T = decltype(tag);
-    return kc::RmsNormForward<T>(static_cast<T*>(a.ln2), a.rstd2, nullptr, static_cast<T*>(a.h),
-                                 nullptr, static_cast<const T*>(W(u, model::kPostNorm)), N, C, eps,
-                                 stream_);
-  }));
-  profile_.Mark(Op::kNorm, stream_);
+  if (ln2_fp8) {
+    HT_RETURN_IF_ERROR(NormFp8(*ln2_fp8, a.rstd2, a.h, W(u, model::kPostNorm), N, C, eps, profile_, stream_));
+  } else {
+    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      return kc::RmsNormForward<T>(static_cast<T*>(a.ln2), a.rstd2, nullptr, static_cast<T*>(a.h),
+                                   nullptr, static_cast<const T*>(W(u, model::kPostNorm)), N, C,
+                                   eps, stream_);
+    }));
+    profile_.Mark(Op::kNorm, stream_);
+  }
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kGateUp, Bf16(a.ln2), N, C,
                                      Bf16(W(u, model::kGateProj)), 2 * F, Bf16(a.gu), nullptr,
-                                     stream_));
+                                     stream_, ln2_fp8 ? ln2_fp8->q : nullptr));
   } else if (fused_gu_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, 2 * F, C, false, true}, a.ln2, W(u, model::kGateProj), dt,
                                 a.gu, dt, 1.0f, 0.0f, stream_));
@@ -133,29 +181,25 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
     HT_RETURN_IF_ERROR(AdapterForward(layer, model::kUpProj, a.ln2, Off(a.gu, F, es), 2 * F));
     profile_.Mark(Op::kLora, stream_);
   }
-  // With a delayed scale at hand the SwiGLU writes the down GEMM's FP8 input
-  // too (not when recomputing: the down GEMM does not run then).
-  const std::optional<Fp8Projections::CastTarget> act_fp8 =
-      fp8_ && write_output ? fp8_->FusedInput(layer, model::Fp8Gemm::kDown) : std::nullopt;
+  // The codes and their transpose also when recomputing (full checkpointing):
+  // the down GEMM's wgrad reads the transpose.
   if (act_fp8) {
-    const __nv_bfloat16* gu = Bf16(a.gu);
-    HT_LAUNCH(kc::SwiGluForwardFp8(Bf16(a.act), F, act_fp8->q, F, gu, gu + F, 2 * F, N, F,
-                                   act_fp8->scale, act_fp8->amax, act_fp8->format, stream_));
+    HT_RETURN_IF_ERROR(SwiGluFp8(*act_fp8, a.gu, N, F, profile_, stream_));
   } else {
     HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
       using T = decltype(tag);
       const T* gu = static_cast<const T*>(a.gu);
       return kc::SwiGluForward<T>(static_cast<T*>(a.act), F, gu, gu + F, 2 * F, N, F, stream_);
     }));
+    profile_.Mark(Op::kSwiGlu, stream_);
   }
-  profile_.Mark(Op::kSwiGlu, stream_);
   if (!write_output) return Status::Ok();
   const int L = static_cast<int>(cfg.num_hidden_layers);
   void* y = layer + 1 < L ? acts_[layer + 1]->x : x_final_;
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kDown, Bf16(a.act), N, F,
                                      Bf16(W(u, model::kDownProj)), C, Bf16(y), Bf16(a.h), stream_,
-                                     /*x_cast=*/act_fp8.has_value()));
+                                     act_fp8 ? act_fp8->q : nullptr));
   } else {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, F, false, true}, a.act, W(u, model::kDownProj), dt, y, dt,
                                 1.0f, 1.0f, stream_, a.h));
@@ -184,6 +228,15 @@ Status CudaBackend::Recompute(int layer) {
       break;
   }
   if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));  // the norms' weights
+  if (fp8_ && fp8_->fused_this_pass()) {  // as BlockForward: codes and transposes only
+    using Target = std::optional<Fp8Projections::CastTarget>;
+    const Target ln1 = fp8_->FusedInput(layer, model::Fp8Gemm::kQkv, Codes(a.ln1));
+    const Target ln2 = fp8_->FusedInput(layer, model::Fp8Gemm::kGateUp, Codes(a.ln2));
+    const Target act = fp8_->FusedInput(layer, model::Fp8Gemm::kDown, Codes(a.act));
+    HT_RETURN_IF_ERROR(NormFp8(*ln1, a.rstd1, a.x, W(u, model::kInputNorm), N, C, eps, profile_, stream_));
+    HT_RETURN_IF_ERROR(NormFp8(*ln2, a.rstd2, a.h, W(u, model::kPostNorm), N, C, eps, profile_, stream_));
+    return SwiGluFp8(*act, a.gu, N, F, profile_, stream_);
+  }
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
     cudaError_t e = kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr,
@@ -223,11 +276,17 @@ Status CudaBackend::BlockBackward(int layer) {
       att_grads_in_gu_ ? static_cast<char*>(a.gu) + DqkvOffsetInGu(N, Q, es) : dqkv_;
   if (fp8_) fp8_->UseWeights(layer, versions_[u]);
   if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));  // no-op after a full recompute
+  // The transposed codes the forward kept after ln1's, ln2's and act's (NormFp8).
+  const bool kept = fp8_ && fp8_->fused_this_pass();
+  auto kept_t = [&](void* buf, int cols) -> const uint8_t* {
+    return kept ? Codes(buf) + size_t(N) * cols : nullptr;
+  };
   // --- MLP: y = h + down(act), act = silu(gate) * up.
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kDown, Bf16(dres_), Bf16(a.act), N, F,
                                       Bf16(W(u, model::kDownProj)), C, Bf16(dact_),
-                                      G(u, model::kDownProj), dw_beta, stream_));
+                                      G(u, model::kDownProj), dw_beta, stream_, false,
+                                      kept_t(a.act, F)));
   } else {
     HT_RETURN_IF_ERROR(g.Matmul({N, F, C, false, false}, dres_, W(u, model::kDownProj), dt, dact_,
                                 dt, 1.0f, 0.0f, stream_));
@@ -263,7 +322,7 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kGateUp, Bf16(dgu_), Bf16(a.ln2), N, C,
                                       Bf16(W(u, model::kGateProj)), 2 * F, Bf16(dln_),
                                       G(u, model::kGateProj), dw_beta, stream_,
-                                      /*dy_cast=*/dgu_fp8.has_value()));
+                                      /*dy_cast=*/dgu_fp8.has_value(), kept_t(a.ln2, C)));
   } else if (fused_gu_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, 2 * F, false, false}, dgu_, W(u, model::kGateProj), dt,
                                 dln_, dt, 1.0f, 0.0f, stream_));
@@ -339,7 +398,8 @@ Status CudaBackend::BlockBackward(int layer) {
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kQkv, Bf16(dqkv), Bf16(a.ln1), N, C,
                                       Bf16(W(u, model::kQProj)), QKV, Bf16(dln_),
-                                      G(u, model::kQProj), dw_beta, stream_));
+                                      G(u, model::kQProj), dw_beta, stream_, false,
+                                      kept_t(a.ln1, C)));
   } else if (fused_qkv_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv, W(u, model::kQProj), dt, dln_,
                                 dt, 1.0f, 0.0f, stream_));

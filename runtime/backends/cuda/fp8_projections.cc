@@ -136,11 +136,12 @@ Status Fp8Projections::CastTransposeGrad(const __nv_bfloat16* dy, int rows, int 
   return Status::Ok();
 }
 
-std::optional<Fp8Projections::CastTarget> Fp8Projections::FusedInput(int layer,
-                                                                     model::Fp8Gemm g) const {
-  if (!history_this_pass_ || xq_ == nullptr) return std::nullopt;
+std::optional<Fp8Projections::CastTarget> Fp8Projections::FusedInput(int layer, model::Fp8Gemm g,
+                                                                     uint8_t* into) const {
+  if (into == nullptr) into = xq_;
+  if (!history_this_pass_ || into == nullptr) return std::nullopt;
   const int s = state_.slots().Block(layer, g, Fp8Role::kInput);
-  return CastTarget{xq_, scale(s), amax(s), state_.slots().format(s)};
+  return CastTarget{into, scale(s), amax(s), state_.slots().format(s)};
 }
 
 std::optional<Fp8Projections::CastTarget> Fp8Projections::FusedGrad(int layer,
@@ -187,18 +188,24 @@ Status Fp8Projections::CastLmHead(const __nv_bfloat16* h, int n, int cols, const
 
 Status Fp8Projections::Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16* x, int n, int in,
                                const __nv_bfloat16* w, int out, __nv_bfloat16* y,
-                               const __nv_bfloat16* c_in, cudaStream_t stream, bool x_cast) {
-  if (x_cast && !history_this_pass_) return Internal("fp8: a fused input cast without a delayed scale");
+                               const __nv_bfloat16* c_in, cudaStream_t stream,
+                               const uint8_t* x_codes) {
+  if (x_codes != nullptr && !history_this_pass_) {
+    return Internal("fp8: a fused input cast without a delayed scale");
+  }
   if (n > tokens_) return Internal(fmt::format("fp8: {} rows, scratch planned for {}", n, tokens_));
   const model::Fp8Slots& slots = state_.slots();
   const int sx = slots.Block(layer, g, Fp8Role::kInput), sw = slots.Block(layer, g, Fp8Role::kWeight);
   HT_RETURN_IF_ERROR(
       CastWeight(sw, layer_version_[static_cast<size_t>(layer)], w, size_t(out) * in, wq_, stream));
-  if (!x_cast) HT_RETURN_IF_ERROR(CastInput(x, size_t(n) * in, xq_, sx, stream));
+  if (x_codes == nullptr) {
+    HT_RETURN_IF_ERROR(CastInput(x, size_t(n) * in, xq_, sx, stream));
+    x_codes = xq_;
+  }
   Mark(Op::kFp8Cast, stream);
   kc::Fp8GemmArgs a;
   a.m = n, a.n = out, a.k = in;
-  a.a = {xq_, Fp8Format::kE4M3, scale_inv(sx), in};
+  a.a = {x_codes, Fp8Format::kE4M3, scale_inv(sx), in};
   a.b = {wq_, Fp8Format::kE4M3, scale_inv(sw), in};
   a.c = y;
   a.c_type = kc::DType::kBF16;
@@ -213,8 +220,10 @@ Status Fp8Projections::Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16*
 Status Fp8Projections::Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16* dy,
                                 const __nv_bfloat16* x, int n, int in, const __nv_bfloat16* w,
                                 int out, __nv_bfloat16* dx, float* dw, float dw_beta,
-                                cudaStream_t stream, bool dy_cast) {
-  if (dy_cast && !history_this_pass_) return Internal("fp8: a fused gradient cast without a delayed scale");
+                                cudaStream_t stream, bool dy_cast, const uint8_t* x_t) {
+  if ((dy_cast || x_t != nullptr) && !history_this_pass_) {
+    return Internal("fp8: a fused gradient cast or kept input without a delayed scale");
+  }
   if (n > tokens_) return Internal(fmt::format("fp8: {} rows, scratch planned for {}", n, tokens_));
   const model::Fp8Slots& slots = state_.slots();
   const int sx = slots.Block(layer, g, Fp8Role::kInput), sw = slots.Block(layer, g, Fp8Role::kWeight),
@@ -228,8 +237,11 @@ Status Fp8Projections::Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16
   // W and X again with their forward scales (still in their slots), transposed.
   HT_CUDA_RETURN_IF_ERROR(
       kc::Fp8CastTranspose<__nv_bfloat16>(nullptr, wt_, w, out, in, scale(sw), nullptr, Fp8Format::kE4M3, stream));
-  HT_CUDA_RETURN_IF_ERROR(
-      kc::Fp8CastTranspose<__nv_bfloat16>(nullptr, xt_, x, n, in, scale(sx), nullptr, Fp8Format::kE4M3, stream));
+  if (x_t == nullptr) {
+    HT_CUDA_RETURN_IF_ERROR(kc::Fp8CastTranspose<__nv_bfloat16>(nullptr, xt_, x, n, in, scale(sx),
+                                                                nullptr, Fp8Format::kE4M3, stream));
+    x_t = xt_;
+  }
   Mark(Op::kFp8Cast, stream);
   kc::Fp8GemmArgs d;  // dX[n, in] = dY[n, out] . Wt[in, out]^T
   d.m = n, d.n = in, d.k = out;
@@ -241,7 +253,7 @@ Status Fp8Projections::Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16
   kc::Fp8GemmArgs wg;  // dW[out, in] = dYt[out, n] . Xt[in, n]^T (+ dW)
   wg.m = out, wg.n = in, wg.k = n;
   wg.a = {dyt_, gf, scale_inv(sg), n};
-  wg.b = {xt_, Fp8Format::kE4M3, scale_inv(sx), n};
+  wg.b = {x_t, Fp8Format::kE4M3, scale_inv(sx), n};
   wg.c = dw;
   wg.c_type = kc::DType::kF32;
   wg.beta = dw_beta;

@@ -24,9 +24,11 @@
 // Producer fusion: under delayed scaling with history the scale of an input
 // or output gradient is known before the tensor exists, so the kernel that
 // produces it may write the FP8 operand (and its amax) itself: FusedInput /
-// FusedGrad say where, Forward(x_cast) / Backward(dy_cast) then skip the
-// cast (the backward transposes the codes for wgrad). The bytes are those of
-// the unfused cast.
+// FusedGrad say where (or with which scale, into the caller's buffer),
+// Forward(x_codes) / Backward(dy_cast) then skip the cast. The bytes are
+// those of the unfused cast. An input whose codes the caller keeps with
+// their transpose (Fp8Transpose, in the forward) until the backward passes
+// that transpose as Backward(x_t): no bf16 copy of X, no second cast.
 //
 // Scratch: the forward operands (Xq, Wq) and the backward ones (dYq, dYt,
 // Xt, Wt) are never live at once; the backend places them in its activation
@@ -95,7 +97,8 @@ class Fp8Projections {
     float* amax;
     model::Fp8Format format;
   };
-  std::optional<CastTarget> FusedInput(int layer, model::Fp8Gemm g) const;
+  // `into`: the caller's buffer for the codes (default: the forward scratch).
+  std::optional<CastTarget> FusedInput(int layer, model::Fp8Gemm g, uint8_t* into = nullptr) const;
   std::optional<CastTarget> FusedGrad(int layer, model::Fp8Gemm g) const;
 
   // Block `layer`'s weights are at `version` (the backend's ParamsVersion)
@@ -105,16 +108,22 @@ class Fp8Projections {
   void set_cache_weight_scales(bool on) { cache_weight_scales_ = on; }
 
   // Y[n, out] = X[n, in] W[out, in]^T (+ c_in, same layout as Y, may be null).
-  // x_cast: FusedInput(layer, g) already holds X's codes (x is then not
-  // read here; the backward still reads it).
+  // x_codes: X's codes, written as a FusedInput(layer, g) target said (x is
+  // then not read and may be null).
   Status Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16* x, int n, int in,
                  const __nv_bfloat16* w, int out, __nv_bfloat16* y, const __nv_bfloat16* c_in,
-                 cudaStream_t stream, bool x_cast = false);
+                 cudaStream_t stream, const uint8_t* x_codes = nullptr);
   // dX[n, in] = dY W (overwritten); dW[out, in] = dY^T X + dw_beta * dW.
   // dy_cast: FusedGrad(layer, g) already holds dY's codes (dy is not read).
+  // x_t: X's codes transposed [in, n], kept from the forward (x not read).
   Status Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16* dy, const __nv_bfloat16* x,
                   int n, int in, const __nv_bfloat16* w, int out, __nv_bfloat16* dx, float* dw,
-                  float dw_beta, cudaStream_t stream, bool dy_cast = false);
+                  float dw_beta, cudaStream_t stream, bool dy_cast = false,
+                  const uint8_t* x_t = nullptr);
+  // Whether this pass casts inputs with delayed scales (FusedInput answers).
+  bool fused_this_pass() const { return history_this_pass_; }
+  // cuda.gemm_autotune for the FP8 products (shapes not planned yet).
+  void set_gemm_autotune(bool on) { gemm_->set_autotune(on); }
 
   Status BeginPass(cudaStream_t stream);
   // Queues the copy of this pass's amaxes to pinned host memory.

@@ -5,8 +5,8 @@
 // SwiGluBackward store it, then cast as Fp8Cast casts it, so the bytes equal
 // SwiGLU followed by Fp8Cast / Fp8CastTranspose's row-major output:
 //
-//   SwiGluForwardFp8:  out[r, c] = bf16(silu(g) * u)
-//                      q[r, c]   = fp8(out[r, c] * *scale)
+//   SwiGluForwardFp8:  out[r, c] = bf16(silu(g) * u)          (out may be null:
+//                      q[r, c]   = fp8(out[r, c] * *scale)    codes only)
 //   SwiGluBackwardFp8: dq[r, c]        = fp8(bf16(dgate) * *scale)
 //                      dq[r, cols + c] = fp8(bf16(dup) * *scale)
 //                      (no bf16 gradient: the FP8 gate|up GEMMs are its only

@@ -93,6 +93,13 @@ void Check(int rows, int cols, Fp8Format f, unsigned seed) {
   const float want_amax = cpu::CastToFp8(want_q.data(), act.data(), n, s_fwd, f);
   const float want_damax = cpu::CastToFp8(want_dq.data(), grad.data(), n2, s_bwd, f);
   EXPECT_EQ(q.Download(), want_q) << rows << "x" << cols;
+  // Codes only (no bf16 output): the same bytes.
+  DeviceBuffer<uint8_t> q_only(n);
+  cudaMemcpy(scale.get(), &s_fwd, sizeof(float), cudaMemcpyHostToDevice);
+  HT_CUDA_ASSERT(SwiGluForwardFp8(nullptr, 0, q_only.get(), cols, gate, up, in_stride, rows, cols,
+                                  scale.get(), nullptr, f, nullptr));
+  HT_CUDA_ASSERT(cudaDeviceSynchronize());
+  EXPECT_EQ(q_only.Download(), want_q) << rows << "x" << cols;
   EXPECT_EQ(dq.Download(), want_dq) << rows << "x" << cols;
   EXPECT_EQ(Download1(amax.get()), want_amax);
   EXPECT_EQ(Download1(amax.get() + 1), want_damax);
