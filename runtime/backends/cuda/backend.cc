@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -534,14 +535,30 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   float* w = static_cast<float*>(master_[u]);
   // One launch per run of back-to-back tensors with the same decay setting
   // (a block unit is 4 runs: norm, attention, norm, MLP), not one per tensor.
+  // With FP8 each projection weight (q|k|v, o, gate|up, down) is a run of its
+  // own whose launch records the new bf16 weight's amax for its FP8 scale.
   const auto& tensors = layout_.unit(u).tensors;
+  const int fp8_layer = u - model::ParamLayout::BlockUnit(0);
+  const bool fp8_amax = fp8_ && !pool_ && !cuda_.cuda_graphs && fp8_layer >= 0 &&
+                        fp8_layer < static_cast<int>(layout_.config().num_hidden_layers);
+  auto fp8_weight = [&](size_t t) -> std::optional<model::Fp8Gemm> {
+    if (!fp8_amax) return std::nullopt;
+    switch (static_cast<int>(t)) {
+      case model::kQProj: return model::Fp8Gemm::kQkv;
+      case model::kOProj: return model::Fp8Gemm::kO;
+      case model::kGateProj: return model::Fp8Gemm::kGateUp;
+      case model::kDownProj: return model::Fp8Gemm::kDown;
+      default: return std::nullopt;
+    }
+  };
   Status st;
   for (size_t t = 0; t < tensors.size() && st.ok();) {
     const bool decay = tensors[t].weight_decay;
+    const std::optional<model::Fp8Gemm> fp8_gemm = fp8_weight(t);
     Range run = tensors[t].range();
     size_t next = t + 1;
     while (next < tensors.size() && tensors[next].weight_decay == decay &&
-           tensors[next].range().begin == run.end) {
+           tensors[next].range().begin == run.end && !fp8_weight(next)) {
       run.end = tensors[next].range().end;
       ++next;
     }
@@ -554,13 +571,20 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
     __nv_bfloat16* bf16 = dtype_ == kc::DType::kBF16
                               ? static_cast<__nv_bfloat16*>(OwnedCompute(u, r.begin))
                               : nullptr;
+    // Only a whole weight's amax is its amax (not a shard's).
+    float* amax = fp8_gemm && r.begin == run.begin && r.end == run.end && bf16 != nullptr
+                      ? fp8_->WeightAmaxSlot(fp8_layer, *fp8_gemm)
+                      : nullptr;
+    if (amax != nullptr) HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream_));
     kc::AdamW(w + i, shard_grads_[u] + i, static_cast<float*>(m_[u]) + i,
-              static_cast<float*>(v_[u]) + i, bf16, r.size(), q, stream_);
+              static_cast<float*>(v_[u]) + i, bf16, r.size(), q, stream_, amax);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
       st = kc::CudaStatus(err, "AdamW");
     } else if (dtype_ != kc::DType::kBF16) {
       st = RefreshCompute(u, r);
+    } else if (amax != nullptr) {
+      fp8_->WeightAmaxRecorded(fp8_layer, *fp8_gemm, versions_[u]);
     }
   }
   nvtxRangePop();

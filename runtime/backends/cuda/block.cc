@@ -45,15 +45,14 @@ Status NormFp8(const Fp8Projections::CastTarget& t, float* rstd, const void* x, 
   return Status::Ok();
 }
 
-// The same for act = silu(g) * u (the down GEMM's input, buffer [N, F]).
+// The same for act = silu(g) * u (the down GEMM's input, buffer [N, F]), in
+// one pass: the SwiGLU writes both.
 Status SwiGluFp8(const Fp8Projections::CastTarget& t, const void* gu, int N, int F,
                  OpProfile& profile, cudaStream_t stream) {
   const __nv_bfloat16* g = static_cast<const __nv_bfloat16*>(gu);
-  HT_LAUNCH(kc::SwiGluForwardFp8(nullptr, 0, t.q, F, g, g + F, 2 * F, N, F, t.scale, t.amax,
-                                 t.format, stream));
+  HT_LAUNCH(kc::SwiGluForwardFp8Transpose(t.q, t.q + size_t(N) * F, g, g + F, 2 * F, N, F, t.scale,
+                                          t.amax, t.format, stream));
   profile.Mark(Op::kSwiGlu, stream);
-  HT_LAUNCH(kc::Fp8Transpose(t.q + size_t(N) * F, t.q, N, F, stream));
-  profile.Mark(Op::kFp8Cast, stream);
   return Status::Ok();
 }
 
@@ -301,13 +300,15 @@ Status CudaBackend::BlockBackward(int layer) {
     profile_.Mark(Op::kLora, stream_);
   }
   // With a delayed scale at hand the SwiGLU backward writes the gate|up
-  // GEMMs' FP8 output gradient directly (no bf16 dgu).
+  // GEMMs' FP8 output gradient and its transpose (the wgrad operand) in one
+  // pass (no bf16 dgu).
   const std::optional<Fp8Projections::CastTarget> dgu_fp8 =
       fp8_ ? fp8_->FusedGrad(layer, model::Fp8Gemm::kGateUp) : std::nullopt;
   if (dgu_fp8) {
     const __nv_bfloat16* gu = Bf16(a.gu);
-    HT_LAUNCH(kc::SwiGluBackwardFp8(dgu_fp8->q, Bf16(dact_), F, gu, gu + F, 2 * F, N, F,
-                                    dgu_fp8->scale, dgu_fp8->amax, dgu_fp8->format, stream_));
+    HT_LAUNCH(kc::SwiGluBackwardFp8Transpose(dgu_fp8->q, dgu_fp8->qt, Bf16(dact_), F, gu, gu + F,
+                                             2 * F, N, F, dgu_fp8->scale, dgu_fp8->amax,
+                                             dgu_fp8->format, stream_));
   } else {
     HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
       using T = decltype(tag);

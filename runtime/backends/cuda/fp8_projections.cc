@@ -79,6 +79,7 @@ StatusOr<std::unique_ptr<Fp8Projections>> Fp8Projections::Create(const model::Fp
                                      cudaMemcpyHostToDevice));
   p->layer_version_.assign(static_cast<size_t>(config.num_hidden_layers), 0);
   p->scaled_version_.assign(static_cast<size_t>(p->state_.num_slots()), -1);
+  p->amax_version_.assign(static_cast<size_t>(p->state_.num_slots()), -1);
   return p;
 }
 
@@ -148,21 +149,29 @@ std::optional<Fp8Projections::CastTarget> Fp8Projections::FusedGrad(int layer,
                                                                     model::Fp8Gemm g) const {
   if (!history_this_pass_ || dyq_ == nullptr) return std::nullopt;
   const int s = state_.slots().Block(layer, g, Fp8Role::kGradOutput);
-  return CastTarget{dyq_, scale(s), amax(s), state_.slots().format(s)};
+  return CastTarget{dyq_, scale(s), amax(s), state_.slots().format(s), dyt_};
 }
 
 void Fp8Projections::UseWeights(int layer, int64_t version) {
   layer_version_.at(static_cast<size_t>(layer)) = version;
 }
 
-// The weight's scale from its own amax (once per version when kept), then
-// the cast. The amax slot is zeroed first: it is a running max.
+// The weight's scale from its own amax (once per version when kept; the
+// optimizer may have recorded that amax already), then the cast. The amax
+// slot is zeroed first: it is a running max.
 Status Fp8Projections::CastWeight(int slot, int64_t version, const __nv_bfloat16* w, size_t numel,
                                   uint8_t* q, cudaStream_t stream) {
-  if (!cache_weight_scales_ || scaled_version_[static_cast<size_t>(slot)] != version) {
-    HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax(slot), 0, sizeof(float), stream));
-    HT_RETURN_IF_ERROR(ComputeOwnScale(w, numel, slot, stream));
-    scaled_version_[static_cast<size_t>(slot)] = version;
+  const size_t i = static_cast<size_t>(slot);
+  if (!cache_weight_scales_ || scaled_version_[i] != version) {
+    if (cache_weight_scales_ && amax_version_[i] == version) {  // the optimizer recorded it
+      HT_CUDA_RETURN_IF_ERROR(kc::Fp8ScalesFromAmax(amax(slot), scale(slot), scale_inv(slot), 1, 1,
+                                                    Fp8Format::kE4M3,
+                                                    static_cast<int>(state_.options().margin), stream));
+    } else {
+      HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax(slot), 0, sizeof(float), stream));
+      HT_RETURN_IF_ERROR(ComputeOwnScale(w, numel, slot, stream));
+    }
+    scaled_version_[i] = version;
   }
   HT_CUDA_RETURN_IF_ERROR(kc::Fp8Cast(q, w, numel, scale(slot), nullptr, Fp8Format::kE4M3, stream));
   return Status::Ok();
@@ -229,11 +238,7 @@ Status Fp8Projections::Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16
   const int sx = slots.Block(layer, g, Fp8Role::kInput), sw = slots.Block(layer, g, Fp8Role::kWeight),
             sg = slots.Block(layer, g, Fp8Role::kGradOutput);
   const Fp8Format gf = slots.format(sg);
-  if (dy_cast) {  // dyq_ holds dY's codes: only the transposed copy for wgrad
-    HT_CUDA_RETURN_IF_ERROR(kc::Fp8Transpose(dyt_, dyq_, n, out, stream));
-  } else {
-    HT_RETURN_IF_ERROR(CastTransposeGrad(dy, n, out, sg, stream));
-  }
+  if (!dy_cast) HT_RETURN_IF_ERROR(CastTransposeGrad(dy, n, out, sg, stream));
   // W and X again with their forward scales (still in their slots), transposed.
   HT_CUDA_RETURN_IF_ERROR(
       kc::Fp8CastTranspose<__nv_bfloat16>(nullptr, wt_, w, out, in, scale(sw), nullptr, Fp8Format::kE4M3, stream));

@@ -96,6 +96,7 @@ class Fp8Projections {
     const float* scale;
     float* amax;
     model::Fp8Format format;
+    uint8_t* qt = nullptr;  // FusedGrad: where the transposed codes go [width, n]
   };
   // `into`: the caller's buffer for the codes (default: the forward scratch).
   std::optional<CastTarget> FusedInput(int layer, model::Fp8Gemm g, uint8_t* into = nullptr) const;
@@ -104,6 +105,17 @@ class Fp8Projections {
   // Block `layer`'s weights are at `version` (the backend's ParamsVersion)
   // for the calls that follow; a weight's scale is recomputed when it changed.
   void UseWeights(int layer, int64_t version);
+  // The optimizer step may record a weight's amax while it writes the new
+  // bf16 weight (AdamW's amax): WeightAmaxSlot is where (zero it first),
+  // WeightAmaxRecorded says the slot now holds the amax of `version`; the
+  // next scale for that version then needs no read of the weight.
+  float* WeightAmaxSlot(int layer, model::Fp8Gemm g) const {
+    return amax(state_.slots().Block(layer, g, model::Fp8Role::kWeight));
+  }
+  void WeightAmaxRecorded(int layer, model::Fp8Gemm g, int64_t version) {
+    amax_version_[static_cast<size_t>(state_.slots().Block(layer, g, model::Fp8Role::kWeight))] =
+        version;
+  }
   // Off: every forward recomputes the weights' amax (unit pools, graphs).
   void set_cache_weight_scales(bool on) { cache_weight_scales_ = on; }
 
@@ -114,7 +126,8 @@ class Fp8Projections {
                  const __nv_bfloat16* w, int out, __nv_bfloat16* y, const __nv_bfloat16* c_in,
                  cudaStream_t stream, const uint8_t* x_codes = nullptr);
   // dX[n, in] = dY W (overwritten); dW[out, in] = dY^T X + dw_beta * dW.
-  // dy_cast: FusedGrad(layer, g) already holds dY's codes (dy is not read).
+  // dy_cast: FusedGrad(layer, g)'s target holds dY's codes and their
+  // transpose (dy is not read).
   // x_t: X's codes transposed [in, n], kept from the forward (x not read).
   Status Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16* dy, const __nv_bfloat16* x,
                   int n, int in, const __nv_bfloat16* w, int out, __nv_bfloat16* dx, float* dw,
@@ -174,6 +187,7 @@ class Fp8Projections {
   bool cache_weight_scales_ = true;
   std::vector<int64_t> layer_version_;   // per layer, from UseWeights
   std::vector<int64_t> scaled_version_;  // per slot: version its weight scale is from (-1: none)
+  std::vector<int64_t> amax_version_;    // per slot: version the optimizer recorded the amax of
   // Pinned mirrors with the same stride: scale | scale_inv, and amax | w_amax.
   float *host_scales_ = nullptr, *host_amax_ = nullptr;
   uint8_t* lm_head_scratch_ = nullptr;

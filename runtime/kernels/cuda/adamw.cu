@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "runtime/kernels/cuda/adamw.h"
+#include "runtime/kernels/cuda/common.cuh"
 
 namespace hypertrain::kernels::cuda {
 namespace {
@@ -25,10 +26,19 @@ __device__ __forceinline__ float Update(float w, float g_raw, float& m, float& v
   return __fmaf_rn(-c.p.lr, __fmaf_rn(c.p.weight_decay, w, update), w);
 }
 
+// max |bf16 copy| of the block into *amax (non-negative floats order as
+// ints); every thread of the block calls it.
+__device__ __forceinline__ void CommitAmax(float local, float* amax) {
+  __shared__ float scratch[32];
+  const float block = BlockMax(local, scratch);
+  if (threadIdx.x == 0) atomicMax(reinterpret_cast<int*>(amax), __float_as_int(block));
+}
+
 __global__ void AdamWKernel(float* __restrict__ param, const float* __restrict__ grad,
                             float* __restrict__ m, float* __restrict__ v,
                             __nv_bfloat16* __restrict__ param_bf16, size_t begin, size_t n,
-                            Coeffs c) {
+                            Coeffs c, float* amax) {
+  float local = 0.0f;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = begin + blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += stride) {
@@ -37,15 +47,22 @@ __global__ void AdamWKernel(float* __restrict__ param, const float* __restrict__
     m[i] = mi;
     v[i] = vi;
     param[i] = w;
-    if (param_bf16 != nullptr) param_bf16[i] = __float2bfloat16_rn(w);
+    if (param_bf16 != nullptr) {
+      const __nv_bfloat16 b = __float2bfloat16_rn(w);
+      param_bf16[i] = b;
+      local = fmaxf(local, fabsf(__bfloat162float(b)));
+    }
   }
+  if (amax != nullptr) CommitAmax(local, amax);
 }
 
 // 16-byte loads and stores: the kernel is memory-bound (28-30 B/element),
 // and 4-byte accesses leave a third of the bandwidth unused.
 __global__ void AdamWVec4Kernel(float4* __restrict__ param, const float4* __restrict__ grad,
                                 float4* __restrict__ m, float4* __restrict__ v,
-                                uint2* __restrict__ param_bf16, size_t n4, Coeffs c) {
+                                uint2* __restrict__ param_bf16, size_t n4, Coeffs c,
+                                float* amax) {
+  float local = 0.0f;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n4;
        i += stride) {
@@ -65,23 +82,29 @@ __global__ void AdamWVec4Kernel(float4* __restrict__ param, const float4* __rest
       packed.x = *reinterpret_cast<const uint32_t*>(&lo);
       packed.y = *reinterpret_cast<const uint32_t*>(&hi);
       param_bf16[i] = packed;
+      local = fmaxf(local, fmaxf(fmaxf(fabsf(__low2float(lo)), fabsf(__high2float(lo))),
+                                 fmaxf(fabsf(__low2float(hi)), fabsf(__high2float(hi)))));
     }
   }
+  if (amax != nullptr) CommitAmax(local, amax);
 }
 
 bool Aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 
-int GridFor(size_t work, int threads) {
+// With an amax, fewer blocks (grid-stride) keep the same-address atomics few.
+int GridFor(size_t work, int threads, bool amax) {
+  const size_t cap = amax ? 4096 : 65536;
   const size_t blocks = (work + threads - 1) / threads;
-  return static_cast<int>(blocks < 65536 ? blocks : 65536);
+  return static_cast<int>(blocks < cap ? blocks : cap);
 }
 
 }  // namespace
 
 void AdamW(float* param, const float* grad, float* m, float* v,
            __nv_bfloat16* param_bf16, size_t n, const AdamWParams& p,
-           cudaStream_t stream) {
+           cudaStream_t stream, float* amax) {
   if (n == 0) return;
+  if (param_bf16 == nullptr) amax = nullptr;  // the amax is the bf16 copy's
   const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), p.step);
   const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), p.step);
   const Coeffs c{p, static_cast<float>(1.0 / bc1), static_cast<float>(1.0 / std::sqrt(bc2))};
@@ -91,15 +114,15 @@ void AdamW(float* param, const float* grad, float* m, float* v,
   size_t done = 0;
   if (vec && n >= 4) {
     const size_t n4 = n / 4;
-    AdamWVec4Kernel<<<GridFor(n4, kThreads), kThreads, 0, stream>>>(
+    AdamWVec4Kernel<<<GridFor(n4, kThreads, amax != nullptr), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(param), reinterpret_cast<const float4*>(grad),
         reinterpret_cast<float4*>(m), reinterpret_cast<float4*>(v),
-        reinterpret_cast<uint2*>(param_bf16), n4, c);
+        reinterpret_cast<uint2*>(param_bf16), n4, c, amax);
     done = n4 * 4;
   }
   if (done < n) {
-    AdamWKernel<<<GridFor(n - done, kThreads), kThreads, 0, stream>>>(param, grad, m, v, param_bf16,
-                                                                     done, n, c);
+    AdamWKernel<<<GridFor(n - done, kThreads, amax != nullptr), kThreads, 0, stream>>>(
+        param, grad, m, v, param_bf16, done, n, c, amax);
   }
 }
 

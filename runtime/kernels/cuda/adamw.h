@@ -12,8 +12,16 @@ namespace hypertrain::kernels::cuda {
 // m, v and one write of param, m, v (plus an optional bf16 copy of the updated
 // parameters for the next forward pass). Memory-bound: 28 B/element (+2 for
 // the bf16 copy). Launch on `stream`; no synchronisation.
+//
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2           (g = grad * grad_scale)
+//   w = w - lr (wd w + (m / bc1) / (sqrt(v) / sqrt(bc2) + eps))
+//   param_bf16 = bf16(w);  *amax = max(*amax, max |param_bf16|)
+//
+// `amax` (optional, with param_bf16): the FP8 weight scale's input
+// (runtime/model/fp8.h), recorded while the copy is written instead of by
+// another read of it; a running max (atomic), so zero it first.
 void AdamW(float* param, const float* grad, float* m, float* v,
            __nv_bfloat16* param_bf16, size_t n, const AdamWParams& p,
-           cudaStream_t stream);
+           cudaStream_t stream, float* amax = nullptr);
 
 }  // namespace hypertrain::kernels::cuda

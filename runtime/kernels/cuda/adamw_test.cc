@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -127,6 +128,63 @@ TEST(AdamWCuda, VectorAndScalarPathsAreBitIdentical) {
     moved += vec.param[i] != param[i];
   }
   EXPECT_GT(moved, n * 9 / 10);  // the update really ran everywhere
+}
+
+// The optional amax of the bf16 copy (the FP8 weight scale's input): equal
+// to max |bf16(w)| over the updated weights, on the vector path (a grid that
+// strides: more elements than the capped grid's threads) and the scalar one,
+// and a running max over calls.
+TEST(AdamWCuda, AmaxOfTheBf16CopyMatchesItsMaximum) {
+  HT_SKIP_WITHOUT_GPU();
+  constexpr size_t n = (5 << 20) + 3;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> param(n), grad(n), m(n, 0.0f), v(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) param[i] = dist(rng) * 0.02f, grad[i] = dist(rng);
+  param[n / 3] = -0.75f;  // one clear maximum, negative
+  AdamWParams p;
+  p.lr = 1e-3f;
+  p.weight_decay = 0.1f;
+  p.step = 1;
+  for (size_t offset : {size_t{0}, size_t{1}}) {
+    SCOPED_TRACE(offset == 0 ? "vector path" : "scalar path");
+    float *d_param, *d_grad, *d_m, *d_v, *d_amax;
+    __nv_bfloat16* d_bf16;
+    const size_t cap = n + 4;
+    HT_CUDA_OK(cudaMalloc(&d_param, cap * 4));
+    HT_CUDA_OK(cudaMalloc(&d_grad, cap * 4));
+    HT_CUDA_OK(cudaMalloc(&d_m, cap * 4));
+    HT_CUDA_OK(cudaMalloc(&d_v, cap * 4));
+    HT_CUDA_OK(cudaMalloc(&d_bf16, cap * 2));
+    HT_CUDA_OK(cudaMalloc(&d_amax, 4));
+    HT_CUDA_OK(cudaMemcpy(d_param + offset, param.data(), n * 4, cudaMemcpyHostToDevice));
+    HT_CUDA_OK(cudaMemcpy(d_grad + offset, grad.data(), n * 4, cudaMemcpyHostToDevice));
+    HT_CUDA_OK(cudaMemcpy(d_m + offset, m.data(), n * 4, cudaMemcpyHostToDevice));
+    HT_CUDA_OK(cudaMemcpy(d_v + offset, v.data(), n * 4, cudaMemcpyHostToDevice));
+    HT_CUDA_OK(cudaMemset(d_amax, 0, 4));
+    cuda::AdamW(d_param + offset, d_grad + offset, d_m + offset, d_v + offset, d_bf16 + offset, n,
+                p, nullptr, d_amax);
+    HT_CUDA_OK(cudaGetLastError());
+    std::vector<__nv_bfloat16> bf16(n);
+    float amax = 0;
+    HT_CUDA_OK(cudaMemcpy(bf16.data(), d_bf16 + offset, n * 2, cudaMemcpyDeviceToHost));
+    HT_CUDA_OK(cudaMemcpy(&amax, d_amax, 4, cudaMemcpyDeviceToHost));
+    float want = 0;
+    for (const auto& b : bf16) want = std::max(want, std::fabs(__bfloat162float(b)));
+    EXPECT_EQ(amax, want);
+    EXPECT_GT(want, 0.7f);
+    // A running max: a larger value already in the slot stays.
+    const float big = 1e3f;
+    HT_CUDA_OK(cudaMemcpy(d_amax, &big, 4, cudaMemcpyHostToDevice));
+    p.step = 2;
+    cuda::AdamW(d_param + offset, d_grad + offset, d_m + offset, d_v + offset, d_bf16 + offset, n,
+                p, nullptr, d_amax);
+    p.step = 1;
+    HT_CUDA_OK(cudaMemcpy(&amax, d_amax, 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(amax, big);
+    for (float* ptr : {d_param, d_grad, d_m, d_v, d_amax}) cudaFree(ptr);
+    cudaFree(d_bf16);
+  }
 }
 
 }  // namespace

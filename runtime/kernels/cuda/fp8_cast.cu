@@ -3,6 +3,7 @@
 
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/fp8.cuh"
+#include "runtime/kernels/cuda/fp8_transpose.cuh"
 
 namespace hypertrain::kernels::cuda {
 namespace {
@@ -14,6 +15,8 @@ using fp8::CommitAmax;
 using fp8::FromFp8;
 using fp8::ToFp8;
 using fp8::ToFp8x2;
+using fp8::kTile;
+using fp8::TransposeTileKernel;
 
 template <typename T>
 __global__ void AmaxKernel(const T* __restrict__ x, size_t n, float* amax) {
@@ -143,57 +146,6 @@ struct CodeSource {
   __device__ uint8_t Code1(int gr, int gc, int cols) { return q[size_t(gr) * cols + gc]; }
   __device__ void Finish() {}
 };
-
-// qt[c, r] = code(r, c) of `Source`, 64x64 tiles, 256 threads. Vector path:
-// cols % 8 == 0, rows % 16 == 0 and aligned pointers (the model's shapes);
-// else element by element.
-constexpr int kTile = 64;
-
-template <typename Source>
-__global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int rows, int cols, bool vec) {
-  // Rows padded to a multiple of 8 bytes: the load phase stores 8 bytes at once.
-  __shared__ __align__(16) uint8_t tile[kTile][kTile + 8];
-  src.Start();
-  const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
-  const int t = threadIdx.x;
-  if (vec) {
-    // Load: thread t takes 8 consecutive columns of rows (t / 8) and (t / 8) + 32.
-    const int cg = (t % 8) * 8, rr = t / 8;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = rr + h * 32;
-      const int gr = r0 + r, gc = c0 + cg;
-      if (gr < rows && gc < cols) *reinterpret_cast<uint2*>(&tile[r][cg]) = src.Codes8(gr, gc, cols);
-    }
-    __syncthreads();
-    // Store: thread t writes 16 consecutive rows (t % 4) * 16 .. of output row
-    // (column) t / 4: one 16-byte store.
-    const int oc = t / 4, seg = (t % 4) * 16;
-    const int gc = c0 + oc, gr = r0 + seg;
-    if (gc < cols && gr < rows) {
-      uint32_t w[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        w[k] = uint32_t(tile[seg + 4 * k][oc]) | (uint32_t(tile[seg + 4 * k + 1][oc]) << 8) |
-               (uint32_t(tile[seg + 4 * k + 2][oc]) << 16) | (uint32_t(tile[seg + 4 * k + 3][oc]) << 24);
-      }
-      *reinterpret_cast<uint4*>(qt + size_t(gc) * rows + gr) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-  } else {
-    for (int i = t; i < kTile * kTile; i += blockDim.x) {
-      const int r = i / kTile, c = i % kTile;
-      const int gr = r0 + r, gc = c0 + c;
-      if (gr < rows && gc < cols) tile[r][c] = src.Code1(gr, gc, cols);
-    }
-    __syncthreads();
-    for (int i = t; i < kTile * kTile; i += blockDim.x) {
-      const int c = i / kTile, r = i % kTile;  // consecutive threads: consecutive output bytes
-      const int gr = r0 + r, gc = c0 + c;
-      if (gr < rows && gc < cols) qt[size_t(gc) * rows + gr] = tile[r][c];
-    }
-  }
-  src.Finish();
-}
 
 template <typename T, bool kE5M2>
 __global__ void DequantizeKernel(T* __restrict__ y, const uint8_t* __restrict__ q, size_t n,

@@ -3,6 +3,7 @@
 
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/fp8.cuh"
+#include "runtime/kernels/cuda/fp8_transpose.cuh"
 
 namespace hypertrain::kernels::cuda {
 namespace {
@@ -116,6 +117,95 @@ __global__ void BackwardKernel(uint8_t* __restrict__ dq, const bf16* __restrict_
   if (amax != nullptr) fp8::CommitAmax(m, amax);
 }
 
+// Sources for fp8::TransposeTileKernel (the transposing variants): the codes
+// the kernels above compute, for one (row, column) of the [rows, width]
+// output; also stored row-major into q when not null.
+//
+// Forward: width = cols, q[r, c] = fp8(bf16(silu(g) * u) * scale).
+template <bool kE5M2>
+struct ForwardSource {
+  uint8_t* q;
+  const bf16* gate;
+  const bf16* up;
+  long in_stride;
+  const float* scale_p;
+  float* amax;
+  float scale = 0.0f, m = 0.0f;
+
+  __device__ void Start() { scale = *scale_p; }
+  __device__ uint2 Codes8(int gr, int gc, int cols) {
+    const size_t at = size_t(gr) * in_stride + gc;
+    const Pack<bf16> g = LoadPack(gate + at), u = LoadPack(up + at);
+    bf16 o[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[j] = Silu(ToF(g.v[j]), ToF(u.v[j]));
+    const uint2 w = Cast8<kE5M2>(o, scale, m);
+    if (q != nullptr) *reinterpret_cast<uint2*>(q + size_t(gr) * cols + gc) = w;
+    return w;
+  }
+  __device__ uint8_t Code1(int gr, int gc, int cols) {
+    const size_t at = size_t(gr) * in_stride + gc;
+    const float a = ToF(Silu(ToF(gate[at]), ToF(up[at])));
+    m = fmaxf(m, fabsf(a));
+    const uint8_t b = fp8::ToFp8<kE5M2>(a * scale);
+    if (q != nullptr) q[size_t(gr) * cols + gc] = b;
+    return b;
+  }
+  __device__ void Finish() {
+    if (amax != nullptr) fp8::CommitAmax(m, amax);
+  }
+};
+
+// Backward: width = 2 * half, columns [0, half) dgate, [half, 2 * half) dup
+// (the gate|up output gradient); dq[r, c] row-major with stride 2 * half.
+// A dgate tile and the dup tile of the same columns read the same g, u, d
+// (the second read mostly from L2).
+template <bool kE5M2>
+struct BackwardSource {
+  uint8_t* dq;
+  const bf16* dout;
+  long dout_stride;
+  const bf16* gate;
+  const bf16* up;
+  long in_stride;
+  int half;
+  const float* scale_p;
+  float* amax;
+  float scale = 0.0f, m = 0.0f;
+
+  __device__ void Start() { scale = *scale_p; }
+  __device__ uint2 Codes8(int gr, int gc, int cols) {
+    const bool is_up = gc >= half;
+    const int c = is_up ? gc - half : gc;
+    const size_t at = size_t(gr) * in_stride + c;
+    const Pack<bf16> g = LoadPack(gate + at), u = LoadPack(up + at);
+    const Pack<bf16> d = LoadPack(dout + size_t(gr) * dout_stride + c);
+    bf16 o[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float gj = ToF(g.v[j]), uj = ToF(u.v[j]), dj = ToF(d.v[j]);
+      o[j] = is_up ? DUp(dj, gj, uj) : DGate(dj, gj, uj);
+    }
+    const uint2 w = Cast8<kE5M2>(o, scale, m);
+    *reinterpret_cast<uint2*>(dq + size_t(gr) * cols + gc) = w;
+    return w;
+  }
+  __device__ uint8_t Code1(int gr, int gc, int cols) {
+    const bool is_up = gc >= half;
+    const int c = is_up ? gc - half : gc;
+    const float g = ToF(gate[size_t(gr) * in_stride + c]), u = ToF(up[size_t(gr) * in_stride + c]),
+                d = ToF(dout[size_t(gr) * dout_stride + c]);
+    const float a = ToF(is_up ? DUp(d, g, u) : DGate(d, g, u));
+    m = fmaxf(m, fabsf(a));
+    const uint8_t b = fp8::ToFp8<kE5M2>(a * scale);
+    dq[size_t(gr) * cols + gc] = b;
+    return b;
+  }
+  __device__ void Finish() {
+    if (amax != nullptr) fp8::CommitAmax(m, amax);
+  }
+};
+
 bool Aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; }
 
 unsigned int Blocks(size_t work) {
@@ -158,6 +248,46 @@ cudaError_t SwiGluBackwardFp8(uint8_t* dq, const bf16* dout, long dout_stride, c
   } else {
     BackwardKernel<false><<<blocks, kThreads, 0, stream>>>(dq, dout, dout_stride, gate, up,
                                                            in_stride, rows, cols, scale, amax, vec);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t SwiGluForwardFp8Transpose(uint8_t* q, uint8_t* qt, const bf16* gate, const bf16* up,
+                                      long in_stride, int rows, int cols, const float* scale,
+                                      float* amax, model::Fp8Format format, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
+  const bool vec = cols % 8 == 0 && rows % 16 == 0 && in_stride % 8 == 0 && Aligned16(gate) &&
+                   Aligned16(up) && Aligned16(qt) && (q == nullptr || Aligned8(q));
+  const dim3 grid(CeilDiv(cols, fp8::kTile), CeilDiv(rows, fp8::kTile));
+  if (format == model::Fp8Format::kE5M2) {
+    fp8::TransposeTileKernel<<<grid, kThreads, 0, stream>>>(
+        qt, ForwardSource<true>{q, gate, up, in_stride, scale, amax}, rows, cols, vec);
+  } else {
+    fp8::TransposeTileKernel<<<grid, kThreads, 0, stream>>>(
+        qt, ForwardSource<false>{q, gate, up, in_stride, scale, amax}, rows, cols, vec);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t SwiGluBackwardFp8Transpose(uint8_t* dq, uint8_t* dqt, const bf16* dout,
+                                       long dout_stride, const bf16* gate, const bf16* up,
+                                       long in_stride, int rows, int cols, const float* scale,
+                                       float* amax, model::Fp8Format format, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
+  // Vector packs must not straddle the dgate | dup boundary: cols % 8 == 0.
+  const bool vec = cols % 8 == 0 && rows % 16 == 0 && in_stride % 8 == 0 && dout_stride % 8 == 0 &&
+                   Aligned16(gate) && Aligned16(up) && Aligned16(dout) && Aligned16(dqt) &&
+                   Aligned8(dq);
+  const int width = 2 * cols;
+  const dim3 grid(CeilDiv(width, fp8::kTile), CeilDiv(rows, fp8::kTile));
+  if (format == model::Fp8Format::kE5M2) {
+    fp8::TransposeTileKernel<<<grid, kThreads, 0, stream>>>(
+        dqt, BackwardSource<true>{dq, dout, dout_stride, gate, up, in_stride, cols, scale, amax},
+        rows, width, vec);
+  } else {
+    fp8::TransposeTileKernel<<<grid, kThreads, 0, stream>>>(
+        dqt, BackwardSource<false>{dq, dout, dout_stride, gate, up, in_stride, cols, scale, amax},
+        rows, width, vec);
   }
   return cudaGetLastError();
 }

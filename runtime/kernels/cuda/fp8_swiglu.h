@@ -16,6 +16,11 @@
 // gate/up share the row stride `in_stride`; q has row stride q_stride, dq
 // 2 * cols. The element-wise fallbacks run where cols or a stride is not a
 // multiple of 8 or a pointer is misaligned.
+//
+// The *Transpose variants also write the codes transposed (the wgrad
+// operand cuBLASLt needs) in the same pass, as Fp8Transpose of the row-major
+// codes would: qt[c, r] = q[r, c] ([cols, rows]; q, row stride cols, may be
+// null), dqt[c, r] = dq[r, c] ([2 * cols, rows]).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -34,5 +39,16 @@ cudaError_t SwiGluBackwardFp8(uint8_t* dq, const __nv_bfloat16* dout, long dout_
                               const __nv_bfloat16* gate, const __nv_bfloat16* up, long in_stride,
                               int rows, int cols, const float* scale, float* amax,
                               model::Fp8Format format, cudaStream_t stream);
+
+cudaError_t SwiGluForwardFp8Transpose(uint8_t* q, uint8_t* qt, const __nv_bfloat16* gate,
+                                      const __nv_bfloat16* up, long in_stride, int rows, int cols,
+                                      const float* scale, float* amax, model::Fp8Format format,
+                                      cudaStream_t stream);
+
+cudaError_t SwiGluBackwardFp8Transpose(uint8_t* dq, uint8_t* dqt, const __nv_bfloat16* dout,
+                                       long dout_stride, const __nv_bfloat16* gate,
+                                       const __nv_bfloat16* up, long in_stride, int rows, int cols,
+                                       const float* scale, float* amax, model::Fp8Format format,
+                                       cudaStream_t stream);
 
 }  // namespace hypertrain::kernels::cuda

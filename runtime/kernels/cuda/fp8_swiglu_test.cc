@@ -103,6 +103,32 @@ void Check(int rows, int cols, Fp8Format f, unsigned seed) {
   EXPECT_EQ(dq.Download(), want_dq) << rows << "x" << cols;
   EXPECT_EQ(Download1(amax.get()), want_amax);
   EXPECT_EQ(Download1(amax.get() + 1), want_damax);
+
+  // The transposing variants: the same codes, and their transpose.
+  auto transpose = [](const std::vector<uint8_t>& q, int r, int c) {
+    std::vector<uint8_t> t(q.size());
+    for (int i = 0; i < r; ++i) {
+      for (int j = 0; j < c; ++j) t[size_t(j) * r + i] = q[size_t(i) * c + j];
+    }
+    return t;
+  };
+  DeviceBuffer<uint8_t> q2(n), qt(n), dq2(n2), dqt(n2);
+  HT_CUDA_ASSERT(cudaMemset(amax.get(), 0, 2 * sizeof(float)));
+  cudaMemcpy(scale.get(), &s_fwd, sizeof(float), cudaMemcpyHostToDevice);
+  HT_CUDA_ASSERT(SwiGluForwardFp8Transpose(q2.get(), qt.get(), gate, up, in_stride, rows, cols,
+                                           scale.get(), amax.get(), f, nullptr));
+  HT_CUDA_ASSERT(cudaDeviceSynchronize());
+  cudaMemcpy(scale.get(), &s_bwd, sizeof(float), cudaMemcpyHostToDevice);
+  HT_CUDA_ASSERT(SwiGluBackwardFp8Transpose(dq2.get(), dqt.get(), ddout.get(), cols, gate, up,
+                                            in_stride, rows, cols, scale.get(), amax.get() + 1, f,
+                                            nullptr));
+  HT_CUDA_ASSERT(cudaDeviceSynchronize());
+  EXPECT_EQ(q2.Download(), want_q) << "transposing forward " << rows << "x" << cols;
+  EXPECT_EQ(qt.Download(), transpose(want_q, rows, cols)) << rows << "x" << cols;
+  EXPECT_EQ(dq2.Download(), want_dq) << "transposing backward " << rows << "x" << cols;
+  EXPECT_EQ(dqt.Download(), transpose(want_dq, rows, 2 * cols)) << rows << "x" << cols;
+  EXPECT_EQ(Download1(amax.get()), want_amax);
+  EXPECT_EQ(Download1(amax.get() + 1), want_damax);
   size_t saturated = 0;
   for (size_t i = 0; i < n; ++i) saturated += std::fabs(act[i] * s_fwd) > fmax;
   EXPECT_GT(saturated, 0u) << "the test must exercise saturation";
@@ -112,6 +138,7 @@ TEST(Fp8SwiGlu, MatchesSwiGluThenCastBitForBit) {
   HT_SKIP_WITHOUT_GPU();
   for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
     Check(512, 2048, f, 1);  // vector path
+    Check(528, 200, f, 4);   // vector path, partial tiles
     Check(300, 104, f, 2);   // vector path, a grid-stride tail
     Check(65, 37, f, 3);     // element path
   }
