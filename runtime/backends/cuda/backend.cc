@@ -525,6 +525,43 @@ StatusOr<double> CudaBackend::SumPartials(int n) {
   return *host_result_;
 }
 
+namespace {
+
+// The FP8 projection weights a run of block tensors [first, next) is made of:
+// one or two whole weights (q|k|v then o; gate|up then down) and, for two,
+// where the second starts (unit offset). count 0: anything else.
+struct Fp8RunWeights {
+  int count = 0;
+  model::Fp8Gemm gemm[2] = {};
+  int64_t split = 0;
+};
+
+Fp8RunWeights FindFp8RunWeights(const std::vector<model::TensorSlot>& tensors, size_t first,
+                                size_t next) {
+  struct Weight {
+    model::Fp8Gemm gemm;
+    size_t begin, end;  // block tensor indices [begin, end)
+  };
+  static constexpr Weight kWeights[] = {
+      {model::Fp8Gemm::kQkv, model::kQProj, model::kOProj},
+      {model::Fp8Gemm::kO, model::kOProj, model::kOProj + 1},
+      {model::Fp8Gemm::kGateUp, model::kGateProj, model::kDownProj},
+      {model::Fp8Gemm::kDown, model::kDownProj, model::kDownProj + 1},
+  };
+  Fp8RunWeights out;
+  size_t at = first;
+  for (const Weight& wt : kWeights) {
+    if (wt.begin != at || wt.end > next || out.count == 2) continue;
+    if (out.count == 1) out.split = tensors[wt.begin].offset;
+    out.gemm[out.count++] = wt.gemm;
+    at = wt.end;
+  }
+  if (at != next) return {};  // the run holds something else too
+  return out;
+}
+
+}  // namespace
+
 Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
   HT_RETURN_IF_ERROR(CheckGradsReadable());
@@ -535,30 +572,23 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   float* w = static_cast<float*>(master_[u]);
   // One launch per run of back-to-back tensors with the same decay setting
   // (a block unit is 4 runs: norm, attention, norm, MLP), not one per tensor.
-  // With FP8 each projection weight (q|k|v, o, gate|up, down) is a run of its
-  // own whose launch records the new bf16 weight's amax for its FP8 scale.
+  // With FP8 the attention and MLP launches also record their projection
+  // weights' amaxes (q|k|v and o, gate|up and down) from the new bf16 copy,
+  // for the next FP8 scales (no extra read of the weights).
   const auto& tensors = layout_.unit(u).tensors;
   const int fp8_layer = u - model::ParamLayout::BlockUnit(0);
-  const bool fp8_amax = fp8_ && !pool_ && !cuda_.cuda_graphs && fp8_layer >= 0 &&
+  const bool fp8_amax = fp8_ && !pool_ && !cuda_.cuda_graphs && dtype_ == kc::DType::kBF16 &&
+                        fp8_layer >= 0 &&
                         fp8_layer < static_cast<int>(layout_.config().num_hidden_layers);
-  auto fp8_weight = [&](size_t t) -> std::optional<model::Fp8Gemm> {
-    if (!fp8_amax) return std::nullopt;
-    switch (static_cast<int>(t)) {
-      case model::kQProj: return model::Fp8Gemm::kQkv;
-      case model::kOProj: return model::Fp8Gemm::kO;
-      case model::kGateProj: return model::Fp8Gemm::kGateUp;
-      case model::kDownProj: return model::Fp8Gemm::kDown;
-      default: return std::nullopt;
-    }
-  };
+  if (fp8_amax) HT_RETURN_IF_ERROR(fp8_->ZeroWeightAmax(fp8_layer, stream_));
   Status st;
   for (size_t t = 0; t < tensors.size() && st.ok();) {
     const bool decay = tensors[t].weight_decay;
-    const std::optional<model::Fp8Gemm> fp8_gemm = fp8_weight(t);
+    const size_t first = t;
     Range run = tensors[t].range();
     size_t next = t + 1;
     while (next < tensors.size() && tensors[next].weight_decay == decay &&
-           tensors[next].range().begin == run.end && !fp8_weight(next)) {
+           tensors[next].range().begin == run.end) {
       run.end = tensors[next].range().end;
       ++next;
     }
@@ -572,10 +602,15 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
                               ? static_cast<__nv_bfloat16*>(OwnedCompute(u, r.begin))
                               : nullptr;
     // Only a whole weight's amax is its amax (not a shard's).
-    float* amax = fp8_gemm && r.begin == run.begin && r.end == run.end && bf16 != nullptr
-                      ? fp8_->WeightAmaxSlot(fp8_layer, *fp8_gemm)
-                      : nullptr;
-    if (amax != nullptr) HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream_));
+    const Fp8RunWeights fw = fp8_amax && r.begin == run.begin && r.end == run.end
+                                 ? FindFp8RunWeights(tensors, first, next)
+                                 : Fp8RunWeights{};
+    kc::AdamWAmax amax;
+    if (fw.count > 0) {
+      amax.lo = fp8_->WeightAmaxSlot(fp8_layer, fw.gemm[0]);
+      amax.split = fw.count == 2 ? size_t(fw.split - run.begin) : size_t(run.size());
+      if (fw.count == 2) amax.hi = fp8_->WeightAmaxSlot(fp8_layer, fw.gemm[1]);
+    }
     kc::AdamW(w + i, shard_grads_[u] + i, static_cast<float*>(m_[u]) + i,
               static_cast<float*>(v_[u]) + i, bf16, r.size(), q, stream_, amax);
     const cudaError_t err = cudaGetLastError();
@@ -583,8 +618,8 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
       st = kc::CudaStatus(err, "AdamW");
     } else if (dtype_ != kc::DType::kBF16) {
       st = RefreshCompute(u, r);
-    } else if (amax != nullptr) {
-      fp8_->WeightAmaxRecorded(fp8_layer, *fp8_gemm, versions_[u]);
+    } else {
+      for (int k = 0; k < fw.count; ++k) fp8_->WeightAmaxRecorded(fp8_layer, fw.gemm[k], versions_[u]);
     }
   }
   nvtxRangePop();

@@ -152,6 +152,16 @@ std::optional<Fp8Projections::CastTarget> Fp8Projections::FusedGrad(int layer,
   return CastTarget{dyq_, scale(s), amax(s), state_.slots().format(s), dyt_};
 }
 
+Status Fp8Projections::ZeroWeightAmax(int layer, cudaStream_t stream) {
+  // The weights' slots of one block lie within 12 slots of the weights' own
+  // array, whose other entries nothing reads (inputs' amaxes live in amax_).
+  float* begin = amax(state_.slots().Block(layer, model::Fp8Gemm::kQkv, Fp8Role::kWeight));
+  float* last = amax(state_.slots().Block(layer, model::Fp8Gemm::kDown, Fp8Role::kWeight));
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(begin, 0, size_t(last - begin + 1) * sizeof(float), stream));
+  return Status::Ok();
+}
+
 void Fp8Projections::UseWeights(int layer, int64_t version) {
   layer_version_.at(static_cast<size_t>(layer)) = version;
 }

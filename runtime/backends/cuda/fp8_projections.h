@@ -106,12 +106,14 @@ class Fp8Projections {
   // for the calls that follow; a weight's scale is recomputed when it changed.
   void UseWeights(int layer, int64_t version);
   // The optimizer step may record a weight's amax while it writes the new
-  // bf16 weight (AdamW's amax): WeightAmaxSlot is where (zero it first),
+  // bf16 weight (AdamW's amax): WeightAmaxSlot is where (ZeroWeightAmax first),
   // WeightAmaxRecorded says the slot now holds the amax of `version`; the
   // next scale for that version then needs no read of the weight.
   float* WeightAmaxSlot(int layer, model::Fp8Gemm g) const {
     return amax(state_.slots().Block(layer, g, model::Fp8Role::kWeight));
   }
+  // Zeroes block `layer`'s four weight amax slots (one memset).
+  Status ZeroWeightAmax(int layer, cudaStream_t stream);
   void WeightAmaxRecorded(int layer, model::Fp8Gemm g, int64_t version) {
     amax_version_[static_cast<size_t>(state_.slots().Block(layer, g, model::Fp8Role::kWeight))] =
         version;

@@ -37,8 +37,8 @@ __device__ __forceinline__ void CommitAmax(float local, float* amax) {
 __global__ void AdamWKernel(float* __restrict__ param, const float* __restrict__ grad,
                             float* __restrict__ m, float* __restrict__ v,
                             __nv_bfloat16* __restrict__ param_bf16, size_t begin, size_t n,
-                            Coeffs c, float* amax) {
-  float local = 0.0f;
+                            Coeffs c, AdamWAmax amax) {
+  float lo = 0.0f, hi = 0.0f;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = begin + blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += stride) {
@@ -50,10 +50,12 @@ __global__ void AdamWKernel(float* __restrict__ param, const float* __restrict__
     if (param_bf16 != nullptr) {
       const __nv_bfloat16 b = __float2bfloat16_rn(w);
       param_bf16[i] = b;
-      local = fmaxf(local, fabsf(__bfloat162float(b)));
+      float& mx = i < amax.split ? lo : hi;
+      mx = fmaxf(mx, fabsf(__bfloat162float(b)));
     }
   }
-  if (amax != nullptr) CommitAmax(local, amax);
+  if (amax.lo != nullptr) CommitAmax(lo, amax.lo);
+  if (amax.hi != nullptr) CommitAmax(hi, amax.hi);
 }
 
 // 16-byte loads and stores: the kernel is memory-bound (28-30 B/element),
@@ -61,8 +63,9 @@ __global__ void AdamWKernel(float* __restrict__ param, const float* __restrict__
 __global__ void AdamWVec4Kernel(float4* __restrict__ param, const float4* __restrict__ grad,
                                 float4* __restrict__ m, float4* __restrict__ v,
                                 uint2* __restrict__ param_bf16, size_t n4, Coeffs c,
-                                float* amax) {
-  float local = 0.0f;
+                                AdamWAmax amax) {
+  float lo_max = 0.0f, hi_max = 0.0f;
+  const size_t split4 = amax.split / 4;  // a multiple of 4 here
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n4;
        i += stride) {
@@ -82,11 +85,13 @@ __global__ void AdamWVec4Kernel(float4* __restrict__ param, const float4* __rest
       packed.x = *reinterpret_cast<const uint32_t*>(&lo);
       packed.y = *reinterpret_cast<const uint32_t*>(&hi);
       param_bf16[i] = packed;
-      local = fmaxf(local, fmaxf(fmaxf(fabsf(__low2float(lo)), fabsf(__high2float(lo))),
-                                 fmaxf(fabsf(__low2float(hi)), fabsf(__high2float(hi)))));
+      float& mx = i < split4 ? lo_max : hi_max;
+      mx = fmaxf(mx, fmaxf(fmaxf(fabsf(__low2float(lo)), fabsf(__high2float(lo))),
+                           fmaxf(fabsf(__low2float(hi)), fabsf(__high2float(hi)))));
     }
   }
-  if (amax != nullptr) CommitAmax(local, amax);
+  if (amax.lo != nullptr) CommitAmax(lo_max, amax.lo);
+  if (amax.hi != nullptr) CommitAmax(hi_max, amax.hi);
 }
 
 bool Aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
@@ -102,26 +107,29 @@ int GridFor(size_t work, int threads, bool amax) {
 
 void AdamW(float* param, const float* grad, float* m, float* v,
            __nv_bfloat16* param_bf16, size_t n, const AdamWParams& p,
-           cudaStream_t stream, float* amax) {
+           cudaStream_t stream, const AdamWAmax& amax_in) {
   if (n == 0) return;
-  if (param_bf16 == nullptr) amax = nullptr;  // the amax is the bf16 copy's
+  AdamWAmax amax = amax_in;
+  if (param_bf16 == nullptr) amax = {};  // the amax is the bf16 copy's
+  const bool with_amax = amax.lo != nullptr || amax.hi != nullptr;
   const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), p.step);
   const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), p.step);
   const Coeffs c{p, static_cast<float>(1.0 / bc1), static_cast<float>(1.0 / std::sqrt(bc2))};
   constexpr int kThreads = 256;
+  // The vector path keeps whole float4s on one side of the amax split.
   const bool vec = Aligned(param, 16) && Aligned(grad, 16) && Aligned(m, 16) && Aligned(v, 16) &&
-                   (param_bf16 == nullptr || Aligned(param_bf16, 8));
+                   (param_bf16 == nullptr || Aligned(param_bf16, 8)) && amax.split % 4 == 0;
   size_t done = 0;
   if (vec && n >= 4) {
     const size_t n4 = n / 4;
-    AdamWVec4Kernel<<<GridFor(n4, kThreads, amax != nullptr), kThreads, 0, stream>>>(
+    AdamWVec4Kernel<<<GridFor(n4, kThreads, with_amax), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(param), reinterpret_cast<const float4*>(grad),
         reinterpret_cast<float4*>(m), reinterpret_cast<float4*>(v),
         reinterpret_cast<uint2*>(param_bf16), n4, c, amax);
     done = n4 * 4;
   }
   if (done < n) {
-    AdamWKernel<<<GridFor(n - done, kThreads, amax != nullptr), kThreads, 0, stream>>>(
+    AdamWKernel<<<GridFor(n - done, kThreads, with_amax), kThreads, 0, stream>>>(
         param, grad, m, v, param_bf16, done, n, c, amax);
   }
 }

@@ -163,7 +163,7 @@ TEST(AdamWCuda, AmaxOfTheBf16CopyMatchesItsMaximum) {
     HT_CUDA_OK(cudaMemcpy(d_v + offset, v.data(), n * 4, cudaMemcpyHostToDevice));
     HT_CUDA_OK(cudaMemset(d_amax, 0, 4));
     cuda::AdamW(d_param + offset, d_grad + offset, d_m + offset, d_v + offset, d_bf16 + offset, n,
-                p, nullptr, d_amax);
+                p, nullptr, {nullptr, d_amax, 0});
     HT_CUDA_OK(cudaGetLastError());
     std::vector<__nv_bfloat16> bf16(n);
     float amax = 0;
@@ -178,10 +178,60 @@ TEST(AdamWCuda, AmaxOfTheBf16CopyMatchesItsMaximum) {
     HT_CUDA_OK(cudaMemcpy(d_amax, &big, 4, cudaMemcpyHostToDevice));
     p.step = 2;
     cuda::AdamW(d_param + offset, d_grad + offset, d_m + offset, d_v + offset, d_bf16 + offset, n,
-                p, nullptr, d_amax);
+                p, nullptr, {nullptr, d_amax, 0});
     p.step = 1;
     HT_CUDA_OK(cudaMemcpy(&amax, d_amax, 4, cudaMemcpyDeviceToHost));
     EXPECT_EQ(amax, big);
+    for (float* ptr : {d_param, d_grad, d_m, d_v, d_amax}) cudaFree(ptr);
+    cudaFree(d_bf16);
+  }
+}
+
+// Two tensors in one launch (q|k|v then o): each its own maximum, split at a
+// multiple of 4 (vector path) and elsewhere (scalar path).
+TEST(AdamWCuda, AmaxSplitsBetweenTwoTensors) {
+  HT_SKIP_WITHOUT_GPU();
+  constexpr size_t n = 300000;
+  std::mt19937 rng(8);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> param(n), grad(n), zeros(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) param[i] = dist(rng) * 0.02f, grad[i] = dist(rng);
+  AdamWParams p;
+  p.lr = 1e-3f;
+  p.step = 1;
+  for (size_t split : {size_t{200000}, size_t{123457}}) {
+    SCOPED_TRACE(split);
+    std::vector<float> x = param;
+    x[split - 1] = 0.5f;  // the first tensor's maximum, just before the split
+    x[split] = -0.25f;    // the second's, just after
+    float *d_param, *d_grad, *d_m, *d_v, *d_amax;
+    __nv_bfloat16* d_bf16;
+    HT_CUDA_OK(cudaMalloc(&d_param, n * 4));
+    HT_CUDA_OK(cudaMalloc(&d_grad, n * 4));
+    HT_CUDA_OK(cudaMalloc(&d_m, n * 4));
+    HT_CUDA_OK(cudaMalloc(&d_v, n * 4));
+    HT_CUDA_OK(cudaMalloc(&d_bf16, n * 2));
+    HT_CUDA_OK(cudaMalloc(&d_amax, 2 * 4));
+    HT_CUDA_OK(cudaMemcpy(d_param, x.data(), n * 4, cudaMemcpyHostToDevice));
+    HT_CUDA_OK(cudaMemcpy(d_grad, grad.data(), n * 4, cudaMemcpyHostToDevice));
+    HT_CUDA_OK(cudaMemcpy(d_m, zeros.data(), n * 4, cudaMemcpyHostToDevice));
+    HT_CUDA_OK(cudaMemcpy(d_v, zeros.data(), n * 4, cudaMemcpyHostToDevice));
+    HT_CUDA_OK(cudaMemset(d_amax, 0, 2 * 4));
+    cuda::AdamW(d_param, d_grad, d_m, d_v, d_bf16, n, p, nullptr, {d_amax, d_amax + 1, split});
+    HT_CUDA_OK(cudaGetLastError());
+    std::vector<__nv_bfloat16> bf16(n);
+    float got[2] = {0, 0};
+    HT_CUDA_OK(cudaMemcpy(bf16.data(), d_bf16, n * 2, cudaMemcpyDeviceToHost));
+    HT_CUDA_OK(cudaMemcpy(got, d_amax, 2 * 4, cudaMemcpyDeviceToHost));
+    float want[2] = {0, 0};
+    for (size_t i = 0; i < n; ++i) {
+      float& w = want[i < split ? 0 : 1];
+      w = std::max(w, std::fabs(__bfloat162float(bf16[i])));
+    }
+    EXPECT_EQ(got[0], want[0]);
+    EXPECT_EQ(got[1], want[1]);
+    EXPECT_GT(want[0], 0.45f);
+    EXPECT_LT(want[1], 0.45f);
     for (float* ptr : {d_param, d_grad, d_m, d_v, d_amax}) cudaFree(ptr);
     cudaFree(d_bf16);
   }
