@@ -7,6 +7,7 @@
 #   bash tools/gpu_fp8_check.sh tests            # FP8 kernel, backend and resume tests (+ bf16 regressions)
 #   bash tools/gpu_fp8_check.sh bench            # 125m 16x2048 and 1b 4x2048, bf16 then fp8, same process tree
 #   bash tools/gpu_fp8_check.sh variants         # 1b fp8: tensorwise recipe, e4m3 gradients
+#   bash tools/gpu_fp8_check.sh untuned          # 1b fp8 and bf16 with cuda.gemm_autotune off
 #   bash tools/gpu_fp8_check.sh profile          # 1b per-op profile, bf16 and fp8 (profile125: 125m,
 #                                                # profile_fp8: 1b fp8 only)
 #   bash tools/gpu_fp8_check.sh parity           # 125m on real text, 4x2048, bf16 vs fp8 from one seed
@@ -110,6 +111,10 @@ for mode in "$@"; do
     bench_head)  # FP8 with the LM head in FP8 too
       bench 125m_fp8_head --model 125m --batch 16 --seq 2048 --precision fp8 --fp8-lm-head 1
       bench 1b_fp8_head --model 1b --batch 4 --seq 2048 --precision fp8 --fp8-lm-head 1
+      ;;
+    untuned)  # what the GEMM autotuning gives (compare with `bench` in the same call)
+      bench 1b_fp8_untuned --model 1b --batch 4 --seq 2048 --precision fp8 --gemm-autotune off
+      bench 1b_bf16_untuned --model 1b --batch 4 --seq 2048 --gemm-autotune off
       ;;
     variants)
       bench 1b_fp8_tensorwise --model 1b --batch 4 --seq 2048 --precision fp8 --fp8-recipe tensorwise

@@ -97,6 +97,7 @@ Status CudaBackend::PlanActivations() {
   size_t layer_bytes = 0;  // S, set by plan()
   bool share = false;
 
+  void* fp8_slots = nullptr;  // the FP8 scale / amax slots (small)
   // Two passes: sizes with a null base, then pointers into one allocation.
   auto plan = [&](char* base) -> size_t {
     size_t off = 0;
@@ -191,6 +192,7 @@ Status CudaBackend::PlanActivations() {
     all_tokens_ =
         emb_ranks_ > 1 ? static_cast<int32_t*>(take(emb_ranks_ * N * sizeof(int32_t))) : nullptr;
     all_dout_ = emb_ranks_ > 1 ? act(emb_ranks_ * N * C) : nullptr;
+    fp8_slots = fp8_ ? take(fp8_->SlotBytes()) : nullptr;
     return off;
   };
   plan(nullptr);  // sets layer_bytes
@@ -206,6 +208,7 @@ Status CudaBackend::PlanActivations() {
   HT_RETURN_IF_ERROR(Alloc(total, &base));
   plan(static_cast<char*>(base));
   activation_bytes_ = static_cast<int64_t>(total);
+  if (fp8_) HT_RETURN_IF_ERROR(fp8_->SetSlots(fp8_slots));
 
   std::vector<double> inv_freq(D / 2);
   model::RopeInvFreq(inv_freq.data(), D, cfg.rope_theta, cfg.rope_scaling);

@@ -273,7 +273,6 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     // Fails here, before any large allocation, on a GPU without FP8 tensor cores.
     HT_ASSIGN_OR_RETURN(fp8_, Fp8Projections::Create(
                                   options_.fp8, config, cuda_.device, &profile_,
-                                  [this](size_t bytes, void** p) { return Alloc(bytes, p); },
                                   gemm_->workspace(), gemm_->workspace_bytes()));
     fp8_->set_gemm_autotune(cuda_.gemm_autotune != kc::GemmAutotune::kOff);
   }

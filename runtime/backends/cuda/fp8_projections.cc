@@ -49,7 +49,6 @@ Fp8Projections::ScratchSizes Fp8Projections::ScratchBytes(const model::ModelConf
 StatusOr<std::unique_ptr<Fp8Projections>> Fp8Projections::Create(const model::Fp8Options& options,
                                                                   const model::ModelConfig& config,
                                                                   int device, OpProfile* profile,
-                                                                  const AllocFn& alloc,
                                                                   void* gemm_workspace,
                                                                   size_t gemm_workspace_bytes) {
   HT_RETURN_IF_ERROR(options.Validate());
@@ -61,26 +60,38 @@ StatusOr<std::unique_ptr<Fp8Projections>> Fp8Projections::Create(const model::Fp
   p->state_ = model::Fp8ScalingState(
       options, model::Fp8Slots(static_cast<int>(config.num_hidden_layers), options));
   const size_t n = static_cast<size_t>(p->state_.num_slots()) * kSlotStride;
-  void* d = nullptr;
-  HT_RETURN_IF_ERROR(alloc(6 * n * sizeof(float), &d));  // 256-byte aligned
-  p->scale_ = static_cast<float*>(d);
-  p->scale_inv_ = p->scale_ + n;
-  p->amax_ = p->scale_ + 2 * n;
-  p->w_scale_ = p->scale_ + 3 * n;
-  p->w_scale_inv_ = p->scale_ + 4 * n;
-  p->w_amax_ = p->scale_ + 5 * n;
-  HT_CUDA_RETURN_IF_ERROR(cudaMemset(d, 0, 6 * n * sizeof(float)));
   HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&p->host_scales_), 2 * n * sizeof(float), 0));
   HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&p->host_amax_), 2 * n * sizeof(float), 0));
   std::fill(p->host_scales_, p->host_scales_ + 2 * n, 1.0f);
   std::fill(p->host_amax_, p->host_amax_ + 2 * n, 0.0f);
-  // Weight scales start at 1 (kept for an all-zero weight), as uploaded ones do.
-  HT_CUDA_RETURN_IF_ERROR(cudaMemcpy(p->w_scale_, p->host_scales_, 2 * n * sizeof(float),
-                                     cudaMemcpyHostToDevice));
   p->layer_version_.assign(static_cast<size_t>(config.num_hidden_layers), 0);
-  p->scaled_version_.assign(static_cast<size_t>(p->state_.num_slots()), -1);
-  p->amax_version_.assign(static_cast<size_t>(p->state_.num_slots()), -1);
   return p;
+}
+
+size_t Fp8Projections::SlotBytes() const {
+  return 6 * static_cast<size_t>(state_.num_slots()) * kSlotStride * sizeof(float);
+}
+
+Status Fp8Projections::SetSlots(void* d) {
+  if (d == nullptr || (reinterpret_cast<uintptr_t>(d) & 255) != 0) {
+    return Internal("fp8: the scale slots need a 256-byte aligned buffer");
+  }
+  const size_t n = static_cast<size_t>(state_.num_slots()) * kSlotStride;
+  scale_ = static_cast<float*>(d);
+  scale_inv_ = scale_ + n;
+  amax_ = scale_ + 2 * n;
+  w_scale_ = scale_ + 3 * n;
+  w_scale_inv_ = scale_ + 4 * n;
+  w_amax_ = scale_ + 5 * n;
+  HT_CUDA_RETURN_IF_ERROR(cudaMemset(d, 0, SlotBytes()));
+  // Weight scales start at 1 (kept for an all-zero weight), as uploaded ones
+  // do; host_scales_ holds ones until the first pass publishes real scales.
+  std::vector<float> ones(2 * n, 1.0f);
+  HT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(w_scale_, ones.data(), 2 * n * sizeof(float), cudaMemcpyHostToDevice));
+  scaled_version_.assign(static_cast<size_t>(state_.num_slots()), -1);
+  amax_version_.assign(static_cast<size_t>(state_.num_slots()), -1);
+  return Status::Ok();
 }
 
 Fp8Projections::~Fp8Projections() {

@@ -53,7 +53,6 @@ namespace hypertrain::cuda {
 
 class Fp8Projections {
  public:
-  using AllocFn = std::function<Status(size_t bytes, void** p)>;
   struct ScratchSizes {
     size_t forward = 0;   // Xq + Wq
     size_t backward = 0;  // dYq + dYt + Xt + Wt
@@ -64,15 +63,19 @@ class Fp8Projections {
                                    bool lm_head);
 
   // Fails with FailedPrecondition naming the GPU when it has no FP8 tensor
-  // cores. `alloc` provides the small device buffers (scales, amaxes); the
-  // GEMMs use `gemm_workspace` (the bf16 GEMMs', shared: all products are
-  // queued on the one compute stream).
+  // cores. The GEMMs use `gemm_workspace` (the bf16 GEMMs', shared: all
+  // products are queued on the one compute stream). The small device buffers
+  // (scales, amaxes: SlotBytes()) come later, with SetSlots.
   static StatusOr<std::unique_ptr<Fp8Projections>> Create(const model::Fp8Options& options,
                                                           const model::ModelConfig& config,
                                                           int device, OpProfile* profile,
-                                                          const AllocFn& alloc,
                                                           void* gemm_workspace,
                                                           size_t gemm_workspace_bytes);
+  // Bytes of the scale / amax slots, and where they live (256-byte aligned,
+  // e.g. in the backend's activation plan: a cudaMalloc of their own would
+  // take a 2 MiB page of its own). Initialises them; before the first pass.
+  size_t SlotBytes() const;
+  Status SetSlots(void* device);
 
   // Points the operands into the backend's plan: ScratchBytes(config,
   // tokens) at `forward` and `backward`; passes then have `tokens` rows.
