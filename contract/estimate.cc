@@ -144,6 +144,10 @@ const std::vector<MfuRecord>& MeasuredMfu() {
          "PERF.md FP8 (issue 25, fused casts): 1.19x the same call's bf16 64,031"},
         {"125m 16x2048 FP8, 1 GPU", "125m", p125, "H100", 1, none, true, 16, 2048, 0.491, 588091,
          "PERF.md FP8 (issue 25, fused casts): 1.03x the same call's bf16 571,056"},
+        {"1b 4x2048 FP8, 1 GPU", "1b", p1b, "H200", 1, none, true, 4, 2048, 0.706, 85023,
+         "PERF.md FP8 (issue 25, kept transposes): 1.278x the same call's bf16 66,526"},
+        {"125m 16x2048 FP8, 1 GPU", "125m", p125, "H200", 1, none, true, 16, 2048, 0.558, 667505,
+         "PERF.md FP8 (issue 25, kept transposes): 1.102x the same call's bf16 605,965"},
     };
   }();
   return kRecords;

@@ -109,7 +109,8 @@ std::vector<std::string> ConfigNotes(const config::TrainConfig& c, const contrac
   if (run.fp8) {
     notes.push_back(
         "model.fp8: speed from FP8 runs of docs/PERF.md or, for other kinds of run, the FP8/bf16 "
-        "speed-up measured there (one H100: 1b 1.19x, 125m 1.03x); memory is the bf16 plan (FP8 "
+        "speed-up measured there (one H200: 1b 1.28x, 125m 1.10x; one H100, an earlier FP8 "
+        "path: 1b 1.19x, 125m 1.03x); memory is the bf16 plan (FP8 "
         "peaked at bf16's there)");
   }
   if (instance != nullptr && c.devices != run.gpus_per_node && c.devices != 1) {

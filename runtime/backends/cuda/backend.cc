@@ -524,43 +524,6 @@ StatusOr<double> CudaBackend::SumPartials(int n) {
   return *host_result_;
 }
 
-namespace {
-
-// The FP8 projection weights a run of block tensors [first, next) is made of:
-// one or two whole weights (q|k|v then o; gate|up then down) and, for two,
-// where the second starts (unit offset). count 0: anything else.
-struct Fp8RunWeights {
-  int count = 0;
-  model::Fp8Gemm gemm[2] = {};
-  int64_t split = 0;
-};
-
-Fp8RunWeights FindFp8RunWeights(const std::vector<model::TensorSlot>& tensors, size_t first,
-                                size_t next) {
-  struct Weight {
-    model::Fp8Gemm gemm;
-    size_t begin, end;  // block tensor indices [begin, end)
-  };
-  static constexpr Weight kWeights[] = {
-      {model::Fp8Gemm::kQkv, model::kQProj, model::kOProj},
-      {model::Fp8Gemm::kO, model::kOProj, model::kOProj + 1},
-      {model::Fp8Gemm::kGateUp, model::kGateProj, model::kDownProj},
-      {model::Fp8Gemm::kDown, model::kDownProj, model::kDownProj + 1},
-  };
-  Fp8RunWeights out;
-  size_t at = first;
-  for (const Weight& wt : kWeights) {
-    if (wt.begin != at || wt.end > next || out.count == 2) continue;
-    if (out.count == 1) out.split = tensors[wt.begin].offset;
-    out.gemm[out.count++] = wt.gemm;
-    at = wt.end;
-  }
-  if (at != next) return {};  // the run holds something else too
-  return out;
-}
-
-}  // namespace
-
 Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
   if (u < 0 || u >= layout_.num_units()) return InvalidArgument(fmt::format("no unit {}", u));
   HT_RETURN_IF_ERROR(CheckGradsReadable());
@@ -601,9 +564,9 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
                               ? static_cast<__nv_bfloat16*>(OwnedCompute(u, r.begin))
                               : nullptr;
     // Only a whole weight's amax is its amax (not a shard's).
-    const Fp8RunWeights fw = fp8_amax && r.begin == run.begin && r.end == run.end
-                                 ? FindFp8RunWeights(tensors, first, next)
-                                 : Fp8RunWeights{};
+    const Fp8Projections::RunWeights fw = fp8_amax && r.begin == run.begin && r.end == run.end
+                                 ? Fp8Projections::FindRunWeights(tensors, first, next)
+                                 : Fp8Projections::RunWeights{};
     kc::AdamWAmax amax;
     if (fw.count > 0) {
       amax.lo = fp8_->WeightAmaxSlot(fp8_layer, fw.gemm[0]);

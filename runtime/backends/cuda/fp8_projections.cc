@@ -163,6 +163,30 @@ std::optional<Fp8Projections::CastTarget> Fp8Projections::FusedGrad(int layer,
   return CastTarget{dyq_, scale(s), amax(s), state_.slots().format(s), dyt_};
 }
 
+Fp8Projections::RunWeights Fp8Projections::FindRunWeights(
+    const std::vector<model::TensorSlot>& tensors, size_t first, size_t next) {
+  struct Weight {
+    model::Fp8Gemm gemm;
+    size_t begin, end;  // block tensor indices [begin, end)
+  };
+  static constexpr Weight kWeights[] = {
+      {model::Fp8Gemm::kQkv, model::kQProj, model::kOProj},
+      {model::Fp8Gemm::kO, model::kOProj, model::kOProj + 1},
+      {model::Fp8Gemm::kGateUp, model::kGateProj, model::kDownProj},
+      {model::Fp8Gemm::kDown, model::kDownProj, model::kDownProj + 1},
+  };
+  RunWeights out;
+  size_t at = first;
+  for (const Weight& wt : kWeights) {
+    if (wt.begin != at || wt.end > next || out.count == 2) continue;
+    if (out.count == 1) out.split = tensors[wt.begin].offset;
+    out.gemm[out.count++] = wt.gemm;
+    at = wt.end;
+  }
+  if (at != next) return {};  // the run holds something else too
+  return out;
+}
+
 Status Fp8Projections::ZeroWeightAmax(int layer, cudaStream_t stream) {
   // The weights' slots of one block lie within 12 slots of the weights' own
   // array, whose other entries nothing reads (inputs' amaxes live in amax_).

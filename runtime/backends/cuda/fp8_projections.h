@@ -36,7 +36,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -47,6 +46,7 @@
 #include "runtime/kernels/cuda/lm_head_loss.h"
 #include "runtime/model/config.h"
 #include "runtime/model/fp8.h"
+#include "runtime/model/layout.h"
 #include "runtime/model/unit_hooks.h"
 
 namespace hypertrain::cuda {
@@ -115,6 +115,17 @@ class Fp8Projections {
   float* WeightAmaxSlot(int layer, model::Fp8Gemm g) const {
     return amax(state_.slots().Block(layer, g, model::Fp8Role::kWeight));
   }
+  // The projection weights a run of block tensors [first, next) (one AdamW
+  // launch) is made of: one or two whole weights (q|k|v then o; gate|up then
+  // down) and, for two, where the second starts (unit offset). count 0:
+  // anything else.
+  struct RunWeights {
+    int count = 0;
+    model::Fp8Gemm gemm[2] = {};
+    int64_t split = 0;
+  };
+  static RunWeights FindRunWeights(const std::vector<model::TensorSlot>& tensors, size_t first,
+                                   size_t next);
   // Zeroes block `layer`'s four weight amax slots (one memset).
   Status ZeroWeightAmax(int layer, cudaStream_t stream);
   void WeightAmaxRecorded(int layer, model::Fp8Gemm g, int64_t version) {
