@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "runtime/backends/cuda/backend.h"
+#include "runtime/backends/cuda/fp8_projections.h"
+#include "runtime/model/layout.h"
 #include "runtime/kernels/cuda/fp8_gemm.h"
 #include "runtime/testing/cuda_device.h"
 
@@ -254,6 +256,34 @@ TEST(CudaFp8, TrainsLikeBf16) {
   EXPECT_NEAR(last_fp8, last_bf16, 0.02 * first);
   EXPECT_EQ(fp8->Fp8Scaling()->passes(), 40);
   EXPECT_EQ(fp8->Fp8Scaling()->nonfinite_amaxes(), 0);
+}
+
+// The optimizer step's AdamW launches (runs of back-to-back tensors with one
+// decay setting) record the projection weights' amaxes: the attention run is
+// q|k|v then o, the MLP run gate|up then down, split where the second weight
+// starts; norm runs and parts of a weight record nothing. Host only.
+TEST(CudaFp8, AdamWRunsSplitAtTheProjectionWeights) {
+  auto layout = model::ParamLayout::Build(Fp8Config());
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  const auto& t = layout->unit(model::ParamLayout::BlockUnit(1)).tensors;
+  ASSERT_EQ(t.size(), size_t{model::kNumBlockTensors});
+  using model::Fp8Gemm;
+  const auto attention = Fp8Projections::FindRunWeights(t, model::kQProj, model::kOProj + 1);
+  ASSERT_EQ(attention.count, 2);
+  EXPECT_EQ(attention.gemm[0], Fp8Gemm::kQkv);
+  EXPECT_EQ(attention.gemm[1], Fp8Gemm::kO);
+  EXPECT_EQ(attention.split, t[model::kOProj].offset);
+  const auto mlp = Fp8Projections::FindRunWeights(t, model::kGateProj, model::kDownProj + 1);
+  ASSERT_EQ(mlp.count, 2);
+  EXPECT_EQ(mlp.gemm[0], Fp8Gemm::kGateUp);
+  EXPECT_EQ(mlp.gemm[1], Fp8Gemm::kDown);
+  EXPECT_EQ(mlp.split, t[model::kDownProj].offset);
+  const auto down = Fp8Projections::FindRunWeights(t, model::kDownProj, model::kDownProj + 1);
+  ASSERT_EQ(down.count, 1);
+  EXPECT_EQ(down.gemm[0], Fp8Gemm::kDown);
+  EXPECT_EQ(Fp8Projections::FindRunWeights(t, model::kInputNorm, model::kInputNorm + 1).count, 0);
+  EXPECT_EQ(Fp8Projections::FindRunWeights(t, model::kQProj, model::kVProj).count, 0);  // q, k only
+  EXPECT_EQ(Fp8Projections::FindRunWeights(t, model::kInputNorm, model::kOProj + 1).count, 0);
 }
 
 TEST(CudaFp8, RejectsNonBf16Precision) {
