@@ -581,7 +581,9 @@ Status CudaBackend::OptimizerStep(int u, const kernels::AdamWParams& p) {
     } else if (dtype_ != kc::DType::kBF16) {
       st = RefreshCompute(u, r);
     } else {
-      for (int k = 0; k < fw.count; ++k) fp8_->WeightAmaxRecorded(fp8_layer, fw.gemm[k], versions_[u]);
+      for (int k = 0; k < fw.count; ++k) {
+        fp8_->WeightAmaxRecorded(fp8_layer, fw.gemm[k], versions_[u]);
+      }
     }
   }
   nvtxRangePop();

@@ -75,11 +75,15 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
   if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));
   // With delayed FP8 scales ln1, ln2 and act exist only as codes (NormFp8).
   using Target = std::optional<Fp8Projections::CastTarget>;
-  const Target ln1_fp8 = fp8_ ? fp8_->FusedInput(layer, model::Fp8Gemm::kQkv, Codes(a.ln1)) : std::nullopt;
-  const Target ln2_fp8 = fp8_ ? fp8_->FusedInput(layer, model::Fp8Gemm::kGateUp, Codes(a.ln2)) : std::nullopt;
-  const Target act_fp8 = fp8_ ? fp8_->FusedInput(layer, model::Fp8Gemm::kDown, Codes(a.act)) : std::nullopt;
+  auto fused = [&](model::Fp8Gemm gemm, void* buf) -> Target {
+    return fp8_ ? fp8_->FusedInput(layer, gemm, Codes(buf)) : std::nullopt;
+  };
+  const Target ln1_fp8 = fused(model::Fp8Gemm::kQkv, a.ln1);
+  const Target ln2_fp8 = fused(model::Fp8Gemm::kGateUp, a.ln2);
+  const Target act_fp8 = fused(model::Fp8Gemm::kDown, a.act);
   if (ln1_fp8) {
-    HT_RETURN_IF_ERROR(NormFp8(*ln1_fp8, a.rstd1, a.x, W(u, model::kInputNorm), N, C, eps, profile_, stream_));
+    HT_RETURN_IF_ERROR(NormFp8(*ln1_fp8, a.rstd1, a.x, W(u, model::kInputNorm), N, C, eps,
+                               profile_, stream_));
   } else {
     HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
       using T = decltype(tag);
@@ -150,7 +154,8 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
     profile_.Mark(Op::kLora, stream_);
   }
   if (ln2_fp8) {
-    HT_RETURN_IF_ERROR(NormFp8(*ln2_fp8, a.rstd2, a.h, W(u, model::kPostNorm), N, C, eps, profile_, stream_));
+    HT_RETURN_IF_ERROR(NormFp8(*ln2_fp8, a.rstd2, a.h, W(u, model::kPostNorm), N, C, eps,
+                               profile_, stream_));
   } else {
     HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
       using T = decltype(tag);
@@ -232,8 +237,10 @@ Status CudaBackend::Recompute(int layer) {
     const Target ln1 = fp8_->FusedInput(layer, model::Fp8Gemm::kQkv, Codes(a.ln1));
     const Target ln2 = fp8_->FusedInput(layer, model::Fp8Gemm::kGateUp, Codes(a.ln2));
     const Target act = fp8_->FusedInput(layer, model::Fp8Gemm::kDown, Codes(a.act));
-    HT_RETURN_IF_ERROR(NormFp8(*ln1, a.rstd1, a.x, W(u, model::kInputNorm), N, C, eps, profile_, stream_));
-    HT_RETURN_IF_ERROR(NormFp8(*ln2, a.rstd2, a.h, W(u, model::kPostNorm), N, C, eps, profile_, stream_));
+    HT_RETURN_IF_ERROR(
+        NormFp8(*ln1, a.rstd1, a.x, W(u, model::kInputNorm), N, C, eps, profile_, stream_));
+    HT_RETURN_IF_ERROR(
+        NormFp8(*ln2, a.rstd2, a.h, W(u, model::kPostNorm), N, C, eps, profile_, stream_));
     return SwiGluFp8(*act, a.gu, N, F, profile_, stream_);
   }
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
