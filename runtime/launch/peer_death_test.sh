@@ -16,6 +16,14 @@ cli_test_init peer_death
 prepare_text_data "$TMP/data"
 host=$(hostname)
 
+descendants() {  # $1 = pid: every descendant's pid
+  local c
+  for c in $(pgrep -P "$1" || true); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+
 run() {  # $1 = case name, $2 = victim's global rank, $3 = its node; sets rc0, rc1, victim
   local name="$1" rank="$2" node="$3" port=$((20000 + (RANDOM % 20000)))
   for n in 0 1; do
@@ -33,13 +41,19 @@ run() {  # $1 = case name, $2 = victim's global rank, $3 = its node; sets rc0, r
     sleep 0.05
   done
   grep -q "step 5/" "$TMP/$name.node0.log" || { cat "$TMP/$name.node"*.log; fail "$name: training never reached step 5"; }
-  # The victim: the child of its node's launcher (under `timeout`) with RANK=<rank>.
+  # The victim: the process with RANK=<rank> among the descendants of its
+  # node's launcher (under `timeout`), looked for by PID for up to 10 s.
   local launcher; eval "launcher=\$LAUNCHER$node"
   victim=""
-  for p in $(pgrep -P "$(pgrep -P "$launcher" | head -1)" || true); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$rank"; then victim=$p; fi
+  for _ in $(seq 1 100); do
+    for p in $(descendants "$launcher"); do
+      if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$rank"; then victim=$p; fi
+    done
+    [ -n "$victim" ] && break
+    sleep 0.1
   done
-  [ -n "$victim" ] || fail "$name: no rank $rank process under node $node's launcher"
+  [ -n "$victim" ] || { ps -o pid,ppid,args -e --forest | grep -v grep | grep -A4 "$launcher" || true
+    fail "$name: no rank $rank process under node $node's launcher (pid $launcher)"; }
   kill -KILL "$victim"
   rc0=0; rc1=0
   wait "$LAUNCHER0" || rc0=$?
