@@ -65,6 +65,23 @@ void InitParallel(const model::ParamLayout& layout, int unit, uint64_t seed, int
   for (std::thread& t : pool) t.join();
 }
 
+// The seven projections of a block unit quantised to NF4 on the host exactly
+// as the CPU reference (model::QuantizeNf4), concurrently; index = BlockTensor,
+// empty for the tensors that are no projection.
+std::vector<model::Nf4Tensor> QuantizeBlockProjections(const model::UnitLayout& ul,
+                                                       const float* host) {
+  std::vector<model::Nf4Tensor> q(model::kNumBlockTensors);
+  std::vector<std::thread> pool;
+  for (int t = model::kQProj; t <= model::kDownProj; ++t) {
+    if (ul.tensors[t].kind != model::TensorKind::kLinear) continue;
+    pool.emplace_back([&q, &ul, host, t] {
+      q[t] = model::QuantizeNf4(host + ul.tensors[t].offset, ul.tensors[t].numel);
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  return q;
+}
+
 }  // namespace
 
 // ---- The frozen base ---------------------------------------------------------
@@ -182,17 +199,7 @@ Status CudaBackend::StoreQloraBlock(int u, const float* host) {
   const int64_t C = base_layout_.config().hidden_size;
   const size_t es = kc::DTypeSize(dtype_);
   const int T = model::kNumBlockTensors;
-  // Quantised on the host exactly as the CPU reference (model::QuantizeNf4),
-  // the seven projections concurrently.
-  std::vector<model::Nf4Tensor> q(T);
-  std::vector<std::thread> pool;
-  for (int t = model::kQProj; t <= model::kDownProj; ++t) {
-    if (ul.tensors[t].kind != model::TensorKind::kLinear) continue;
-    pool.emplace_back([&q, &ul, host, t] {
-      q[t] = model::QuantizeNf4(host + ul.tensors[t].offset, ul.tensors[t].numel);
-    });
-  }
-  for (std::thread& th : pool) th.join();
+  const std::vector<model::Nf4Tensor> q = QuantizeBlockProjections(ul, host);
   if (nf4_[u].empty()) {  // sizes depend only on the shapes: allocated once
     nf4_[u].assign(T, {});
     for (int t = 0; t < T; ++t) {
@@ -350,15 +357,7 @@ Status CudaBackend::StoreBaseSlice(int u, const float* host) {
   } else {
     const int T = model::kNumBlockTensors;
     const int64_t C = base_layout_.config().hidden_size;
-    std::vector<model::Nf4Tensor> q(T);
-    std::vector<std::thread> pool;
-    for (int t = model::kQProj; t <= model::kDownProj; ++t) {
-      if (ul.tensors[t].kind != model::TensorKind::kLinear) continue;
-      pool.emplace_back([&q, &ul, host, t] {
-        q[t] = model::QuantizeNf4(host + ul.tensors[t].offset, ul.tensors[t].numel);
-      });
-    }
-    for (std::thread& th : pool) th.join();
+    const std::vector<model::Nf4Tensor> q = QuantizeBlockProjections(ul, host);
     HT_RETURN_IF_ERROR(put_values(host + ul.tensors[model::kInputNorm].offset, C,
                                   blob.data() + layout.norms));
     HT_RETURN_IF_ERROR(put_values(host + ul.tensors[model::kPostNorm].offset, C,
