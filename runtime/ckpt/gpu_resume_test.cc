@@ -59,14 +59,19 @@ TEST(GpuResumeTest, Resume125mOnOneGpuIsBitIdentical) {
 // and weights equal the uninterrupted run's bit for bit.
 TEST(GpuResumeTest, Fp8ResumeRestoresAmaxHistoriesBitIdentically) {
   HT_SKIP_WITHOUT_GPU();
-  const std::vector<std::string> fp8 = {"model.fp8=true", "model.fp8_amax_history_len=4"};
-  const std::string straight = TempDir("fp8_straight");
+  // Also with the LM head in FP8 (its dlogits scale from the history, so the
+  // resumed run's head backward must see the restored amaxes).
+  for (const bool head : {false, true}) {
+  SCOPED_TRACE(head ? "fp8_lm_head" : "blocks");
+  std::vector<std::string> fp8 = {"model.fp8=true", "model.fp8_amax_history_len=4"};
+  if (head) fp8.push_back("model.fp8_lm_head=true");
+  const std::string straight = TempDir(head ? "fp8_head_straight" : "fp8_straight");
   auto a = testing::RunJob(Config(straight, fp8));
   if (!a.ok() && a.status().message().find("no FP8 tensor cores") != std::string::npos) {
     GTEST_SKIP() << a.status().message();
   }
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  const std::string stopped = TempDir("fp8_stopped");
+  const std::string stopped = TempDir(head ? "fp8_head_stopped" : "fp8_stopped");
   // Last save: step 3.
   ASSERT_EQ(testing::RunJob(Config(stopped, fp8), /*stop_after_step=*/4).status().code(),
             StatusCode::kUnavailable);
@@ -81,10 +86,11 @@ TEST(GpuResumeTest, Fp8ResumeRestoresAmaxHistoriesBitIdentically) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(b->losses[i], a->losses[3 + i]) << "step " << 4 + i;
   EXPECT_EQ(ShardBytes(straight, 8), ShardBytes(stopped, 8));
   // And FP8 really ran: the bf16 run's losses differ.
-  const std::string bf16 = TempDir("fp8_vs_bf16");
+  const std::string bf16 = TempDir(head ? "fp8_head_vs_bf16" : "fp8_vs_bf16");
   auto c = testing::RunJob(Config(bf16));
   ASSERT_TRUE(c.ok());
   EXPECT_NE(c->losses.back(), a->losses.back());
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "runtime/backends/cuda/backend_internal.h"
 #include "runtime/trace/recorder.h"
 #include "runtime/kernels/cuda/attention.h"
+#include "runtime/kernels/cuda/cross_entropy.h"
 #include "runtime/kernels/cuda/embedding.h"
 #include "runtime/kernels/cuda/fp8_swiglu.h"
 #include "runtime/kernels/cuda/lm_head_loss.h"
@@ -63,16 +64,23 @@ Status CudaBackend::PlanActivations() {
   const size_t fp8_backward_offset = dact_bytes + dgu_bytes;
   const size_t backward_bytes =
       fp8_ ? std::max(dead_bytes, fp8_backward_offset + fp8_bytes.backward) : dead_bytes;
+  // fp8_lm_head's FP8 backward: each chunk row also needs V bytes for the
+  // transposed dlogits codes, and chunks of whole 16-row groups.
+  const bool head_grads_fp8 = fp8_ && options_.fp8.lm_head && dtype_ == kc::DType::kBF16 &&
+                              N % 16 == 0 && size_t(V) <= kc::kMaxFp8GradVocab &&
+                              (cuda_.loss_chunk_rows <= 0 || cuda_.loss_chunk_rows % 16 == 0);
+  const size_t row_bytes = size_t(V) * es + (head_grads_fp8 ? size_t(V) : 0);
   if (cuda_.loss_chunk_rows > 0) {
     chunk_rows_ = std::min(cuda_.loss_chunk_rows, N);
   } else {
     // With fp8_lm_head the head's FP8 codes take their room from the chunk.
     const size_t room = std::max(backward_bytes, size_t{1} << 30);
     const size_t logits_room =
-        room > fp8_bytes.lm_head + size_t(V) * es ? room - fp8_bytes.lm_head : size_t(V) * es;
-    const int64_t fit = std::max<int64_t>(static_cast<int64_t>(logits_room / (V * es)), 1);
+        room > fp8_bytes.lm_head + row_bytes ? room - fp8_bytes.lm_head : row_bytes;
+    const int64_t fit = std::max<int64_t>(static_cast<int64_t>(logits_room / row_bytes), 1);
     const int64_t chunks = (N + fit - 1) / fit;
     chunk_rows_ = (N + chunks - 1) / chunks;
+    if (head_grads_fp8) chunk_rows_ = (chunk_rows_ + 15) / 16 * 16;  // N % 16 == 0: <= N
   }
   // The split embedding gradient sorts every shard rank's tokens.
   emb_scratch_bytes_ = kc::EmbeddingBackwardScratchBytes(
@@ -158,10 +166,14 @@ Status CudaBackend::PlanActivations() {
     // One region: the LM head's logits chunk, then (after the head, on the
     // same stream) the block backward's dact, dgu and attention workspace.
     const size_t logits_bytes = round_up(size_t(chunk_rows_ * V) * es);
-    logits_ = take(std::max({backward_bytes, fp8_bytes.forward, logits_bytes + fp8_bytes.lm_head}));
+    const size_t dlogits_t_bytes = head_grads_fp8 ? round_up(size_t(chunk_rows_ * V)) : 0;
+    logits_ = take(std::max({backward_bytes, fp8_bytes.forward,
+                             logits_bytes + dlogits_t_bytes + fp8_bytes.lm_head}));
     char* region = static_cast<char*>(logits_);
     if (fp8_ && region != nullptr && fp8_bytes.lm_head > 0) {
-      fp8_->SetLmHeadScratch(region + logits_bytes);  // after the chunk, while the head runs
+      // After the chunk, while the head runs: dlogits^T codes, then h / W codes.
+      fp8_->SetLmHeadScratch(region + logits_bytes + dlogits_t_bytes,
+                             head_grads_fp8 ? region + logits_bytes : nullptr);
     }
     if (fp8_ && region != nullptr) fp8_->SetScratch(N, region, region + fp8_backward_offset);
     dact_ = region;

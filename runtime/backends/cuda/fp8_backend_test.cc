@@ -204,9 +204,10 @@ TEST(CudaFp8, CheckpointingModesAndGraphsAreBitIdentical) {
   }
 }
 
-// model.fp8_lm_head: the logits GEMM on FP8 codes. Close to the bf16 head,
-// not equal to it, its slots recorded, and a repeated pass (delayed scales,
-// kept weight scales) reproduces the first bit for bit.
+// model.fp8_lm_head: the logits GEMM on FP8 codes, and from the second pass
+// (a delayed dlogits scale) the head's dgrad / wgrad GEMMs too. Close to the
+// bf16 head, not equal to it, its three slots recorded, and a repeated pass
+// reproduces the second bit for bit.
 TEST(CudaFp8, LmHeadInFp8) {
   HT_SKIP_WITHOUT_FP8();
   const Tokens t = RandomTokens(5);
@@ -218,22 +219,33 @@ TEST(CudaFp8, LmHeadInFp8) {
   const Pass a = RunPass(*plain, t), b = RunPass(*head, t);
   EXPECT_NE(a.loss, b.loss) << "the FP8 logits GEMM did not run";
   EXPECT_NEAR(b.loss, a.loss, 0.01 * a.loss);
-  for (size_t u = 0; u < a.grads.size(); ++u) {
-    double rel = 0, cos = 0;
-    Compare(b.grads[u], a.grads[u], &rel, &cos);
-    EXPECT_GT(cos, 0.95) << "unit " << u;
-    EXPECT_LT(rel, 0.3) << "unit " << u;
-  }
   const model::Fp8ScalingState& st = *head->Fp8Scaling();
-  for (model::Fp8Role r : {model::Fp8Role::kInput, model::Fp8Role::kWeight}) {
+  // The first pass has no dlogits scale yet: bf16 backward GEMMs, which
+  // record dlogits' amax for the next pass.
+  for (model::Fp8Role r :
+       {model::Fp8Role::kInput, model::Fp8Role::kWeight, model::Fp8Role::kGradOutput}) {
     const int s = st.slots().LmHead(r);
     ASSERT_GE(s, 0);
     ASSERT_EQ(st.History(s).size(), 1u);
     EXPECT_GT(st.History(s)[0], 0.0f) << st.slots().Name(s);
   }
+  const Pass c = RunPass(*head, t);  // FP8 backward GEMMs
+  EXPECT_EQ(c.loss, b.loss) << "same forward (delayed scales = the first pass's own)";
+  bool differs = false;
+  for (size_t u = 0; u < a.grads.size(); ++u) {
+    double rel = 0, cos = 0;
+    Compare(c.grads[u], a.grads[u], &rel, &cos);
+    EXPECT_GT(cos, 0.95) << "unit " << u;
+    EXPECT_LT(rel, 0.3) << "unit " << u;
+    differs = differs || c.grads[u] != b.grads[u];
+  }
+  EXPECT_TRUE(differs) << "the FP8 backward GEMMs did not run";
+  const int sg = st.slots().LmHead(model::Fp8Role::kGradOutput);
+  ASSERT_EQ(st.History(sg).size(), 2u);
+  EXPECT_EQ(st.History(sg)[1], st.History(sg)[0]) << "the fused softmax records the same amax";
   const Pass again = RunPass(*head, t);
-  EXPECT_EQ(again.loss, b.loss);
-  for (size_t u = 0; u < b.grads.size(); ++u) EXPECT_EQ(again.grads[u], b.grads[u]) << u;
+  EXPECT_EQ(again.loss, c.loss);
+  for (size_t u = 0; u < c.grads.size(); ++u) EXPECT_EQ(again.grads[u], c.grads[u]) << u;
 }
 
 TEST(CudaFp8, TrainsLikeBf16) {

@@ -40,8 +40,8 @@ Fp8Projections::ScratchSizes Fp8Projections::ScratchBytes(const model::ModelConf
   s.backward = 2 * RoundUp(size_t(tokens * d.max_out)) + RoundUp(size_t(tokens * d.max_in)) +
                RoundUp(size_t(d.max_w));
   if (lm_head) {
-    s.lm_head = RoundUp(size_t(tokens * config.hidden_size)) +
-                RoundUp(size_t(config.vocab_size * config.hidden_size));
+    s.lm_head = 2 * (RoundUp(size_t(tokens * config.hidden_size)) +
+                     RoundUp(size_t(config.vocab_size * config.hidden_size)));
   }
   return s;
 }
@@ -223,20 +223,39 @@ Status Fp8Projections::CastWeight(int slot, int64_t version, const __nv_bfloat16
 }
 
 Status Fp8Projections::CastLmHead(const __nv_bfloat16* h, int n, int cols, const __nv_bfloat16* w,
-                                  int vocab, int64_t w_version,
-                                  kc::LmHeadLossArgs::Fp8Logits* out, cudaStream_t stream) {
+                                  int vocab, int64_t w_version, bool backward, LmHeadCast* out,
+                                  cudaStream_t stream) {
   const model::Fp8Slots& slots = state_.slots();
   const int sx = slots.LmHead(Fp8Role::kInput), sw = slots.LmHead(Fp8Role::kWeight);
+  const int sg = slots.LmHead(Fp8Role::kGradOutput);
   if (sx < 0 || lm_head_scratch_ == nullptr) {
     return Internal("fp8: the LM head is not in FP8 (model.fp8_lm_head) or has no scratch");
   }
   if (n > tokens_) return Internal(fmt::format("fp8: {} rows, scratch planned for {}", n, tokens_));
+  const size_t h_bytes = RoundUp(size_t(tokens_) * cols), w_bytes = RoundUp(size_t(vocab) * cols);
   uint8_t* hq = lm_head_scratch_;
-  uint8_t* wq = lm_head_scratch_ + RoundUp(size_t(tokens_) * cols);
+  uint8_t* wq = hq + h_bytes;
+  uint8_t* ht = wq + w_bytes;
+  uint8_t* wt = ht + h_bytes;
   HT_RETURN_IF_ERROR(CastWeight(sw, w_version, w, size_t(vocab) * cols, wq, stream));
   HT_RETURN_IF_ERROR(CastInput(h, size_t(n) * cols, hq, sx, stream));
+  *out = LmHeadCast{};
+  out->logits = {gemm_.get(), hq, wq, scale_inv(sx), scale_inv(sw)};
+  if (backward) {
+    out->dlogits_amax = amax(sg);
+    // A delayed dlogits scale needs an amax in the history: the first pass
+    // (and a resumed run whose history has none) records it from bf16 dlogits.
+    const std::vector<float> hist = state_.History(sg);
+    const bool seen = std::any_of(hist.begin(), hist.end(), [](float a) { return a > 0.0f; });
+    if (history_this_pass_ && seen && dlogits_t_ != nullptr) {
+      HT_CUDA_RETURN_IF_ERROR(kc::Fp8Transpose(ht, hq, n, cols, stream));
+      HT_CUDA_RETURN_IF_ERROR(kc::Fp8Transpose(wt, wq, vocab, cols, stream));
+      out->grads = {wt, ht, scale_inv(sw), scale_inv(sx), scale(sg), scale_inv(sg),
+                    state_.options().grad_format, dlogits_t_};
+      out->fp8_grads = true;
+    }
+  }
   Mark(Op::kFp8Cast, stream);
-  *out = {gemm_.get(), hq, wq, scale_inv(sx), scale_inv(sw)};
   return Status::Ok();
 }
 

@@ -56,7 +56,7 @@ class Fp8Projections {
   struct ScratchSizes {
     size_t forward = 0;   // Xq + Wq
     size_t backward = 0;  // dYq + dYt + Xt + Wt
-    size_t lm_head = 0;   // model.fp8_lm_head: the head's Hq + Wq (0 without)
+    size_t lm_head = 0;   // model.fp8_lm_head: the head's Hq, Wq, Ht, Wt (0 without)
   };
   // For `tokens` rows per pass, each part rounded to 256 bytes.
   static ScratchSizes ScratchBytes(const model::ModelConfig& config, int64_t tokens,
@@ -80,15 +80,28 @@ class Fp8Projections {
   // Points the operands into the backend's plan: ScratchBytes(config,
   // tokens) at `forward` and `backward`; passes then have `tokens` rows.
   void SetScratch(int64_t tokens, void* forward, void* backward);
-  // ScratchBytes().lm_head at `lm_head`, live while the LM head runs.
-  void SetLmHeadScratch(void* lm_head) { lm_head_scratch_ = static_cast<uint8_t*>(lm_head); }
+  // ScratchBytes().lm_head at `lm_head`, live while the LM head runs;
+  // `dlogits_t` (chunk_rows * vocab bytes, null: the head's backward GEMMs
+  // stay bf16) for the transposed dlogits codes.
+  void SetLmHeadScratch(void* lm_head, void* dlogits_t) {
+    lm_head_scratch_ = static_cast<uint8_t*>(lm_head);
+    dlogits_t_ = static_cast<uint8_t*>(dlogits_t);
+  }
 
   // model.fp8_lm_head: casts the head's input h [n, cols] (scaled as a block
   // GEMM's input) and weight w [vocab, cols] (its own amax, kept per
-  // `w_version`) into the LM-head scratch and points `out` at the codes.
+  // `w_version`) into the LM-head scratch and points `out->logits` at the
+  // codes. With `backward`: out->dlogits_amax is the dlogits slot, and when
+  // this pass has a delayed dlogits scale (history with a nonzero amax) and
+  // dlogits_t scratch, h^T and W^T codes too, and out->grads is set.
+  struct LmHeadCast {
+    kernels::cuda::LmHeadLossArgs::Fp8Logits logits;
+    kernels::cuda::LmHeadLossArgs::Fp8Grads grads;
+    bool fp8_grads = false;
+    float* dlogits_amax = nullptr;
+  };
   Status CastLmHead(const __nv_bfloat16* h, int n, int cols, const __nv_bfloat16* w, int vocab,
-                    int64_t w_version, kernels::cuda::LmHeadLossArgs::Fp8Logits* out,
-                    cudaStream_t stream);
+                    int64_t w_version, bool backward, LmHeadCast* out, cudaStream_t stream);
 
   // Where a producer writes an operand already cast: q [n, width] row-major
   // (width: the GEMM's in for an input, out for a gradient), the scale to
@@ -207,6 +220,7 @@ class Fp8Projections {
   // Pinned mirrors with the same stride: scale | scale_inv, and amax | w_amax.
   float *host_scales_ = nullptr, *host_amax_ = nullptr;
   uint8_t* lm_head_scratch_ = nullptr;
+  uint8_t* dlogits_t_ = nullptr;
   uint8_t *xq_ = nullptr, *wq_ = nullptr, *dyq_ = nullptr, *dyt_ = nullptr, *xt_ = nullptr,
           *wt_ = nullptr;
 };

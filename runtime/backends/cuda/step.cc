@@ -119,11 +119,13 @@ Status CudaBackend::HeadLoss(bool backward) {
     la.dw_overwrite = first_write_;
     la.dscale = dscale_;
   }
-  kc::LmHeadLossArgs::Fp8Logits fp8_logits;
+  Fp8Projections::LmHeadCast fp8_head;
   if (fp8_ && options_.fp8.lm_head) {
     HT_RETURN_IF_ERROR(fp8_->CastLmHead(Bf16(ln_f_), N, C, Bf16(W(E, head)), la.vocab,
-                                        versions_[E], &fp8_logits, stream_));
-    la.fp8 = &fp8_logits;
+                                        versions_[E], backward, &fp8_head, stream_));
+    la.fp8 = &fp8_head.logits;
+    la.fp8_grad = fp8_head.fp8_grads ? &fp8_head.grads : nullptr;
+    la.dlogits_amax = fp8_head.dlogits_amax;
   }
   HT_RETURN_IF_ERROR(kc::LmHeadLoss(*gemm_, la, stream_));
   HT_LAUNCH(kc::SumFloats(losses_, N, loss_sum_, stream_));

@@ -138,12 +138,13 @@ struct CastSource {
 // CodeSource: codes already cast (Fp8Transpose), read as they are.
 struct CodeSource {
   const uint8_t* q;
+  long ld;  // row stride in bytes
 
   __device__ void Start() {}
-  __device__ uint2 Codes8(int gr, int gc, int cols) {
-    return *reinterpret_cast<const uint2*>(q + size_t(gr) * cols + gc);
+  __device__ uint2 Codes8(int gr, int gc, int) {
+    return *reinterpret_cast<const uint2*>(q + size_t(gr) * ld + gc);
   }
-  __device__ uint8_t Code1(int gr, int gc, int cols) { return q[size_t(gr) * cols + gc]; }
+  __device__ uint8_t Code1(int gr, int gc, int) { return q[size_t(gr) * ld + gc]; }
   __device__ void Finish() {}
 };
 
@@ -207,12 +208,15 @@ cudaError_t Fp8CastTranspose(uint8_t* q, uint8_t* qt, const T* x, int rows, int 
   return cudaGetLastError();
 }
 
-cudaError_t Fp8Transpose(uint8_t* qt, const uint8_t* q, int rows, int cols, cudaStream_t stream) {
+cudaError_t Fp8Transpose(uint8_t* qt, const uint8_t* q, int rows, int cols, cudaStream_t stream,
+                         long ld) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
-  const bool vec = cols % 8 == 0 && rows % 16 == 0 && Aligned16(qt) &&
+  if (ld == 0) ld = cols;
+  if (ld < cols) return cudaErrorInvalidValue;
+  const bool vec = cols % 8 == 0 && ld % 8 == 0 && rows % 16 == 0 && Aligned16(qt) &&
                    (reinterpret_cast<uintptr_t>(q) & 7) == 0;
   const dim3 grid(CeilDiv(cols, kTile), CeilDiv(rows, kTile));
-  TransposeTileKernel<<<grid, kThreads, 0, stream>>>(qt, CodeSource{q}, rows, cols, vec);
+  TransposeTileKernel<<<grid, kThreads, 0, stream>>>(qt, CodeSource{q, ld}, rows, cols, vec);
   return cudaGetLastError();
 }
 

@@ -11,7 +11,8 @@
 //                      qt [cols, rows]: the K-major operands cuBLASLt's FP8
 //                      GEMMs need for dgrad / wgrad.
 //   Fp8Transpose:      qt[c, r] = q[r, c] (FP8 codes, no rescaling): the
-//                      transposed operand of a tensor cast by a fused producer
+//                      transposed operand of a tensor cast by a fused producer;
+//                      q's rows `ld` bytes apart (0: cols), qt packed [cols, rows]
 //   Fp8Dequantize:     y[i] = fp8_decode(q[i]) * *scale_inv
 // fp8() rounds to nearest even and saturates to +-max (CUDA's
 // __NV_SATFINITE); amax pointers may be null (no amax). Amax slots are
@@ -45,7 +46,8 @@ cudaError_t Fp8CastTranspose(uint8_t* q, uint8_t* qt, const T* x, int rows, int 
                              const float* scale, float* amax, Fp8Format format,
                              cudaStream_t stream);
 
-cudaError_t Fp8Transpose(uint8_t* qt, const uint8_t* q, int rows, int cols, cudaStream_t stream);
+cudaError_t Fp8Transpose(uint8_t* qt, const uint8_t* q, int rows, int cols, cudaStream_t stream,
+                         long ld = 0);
 
 template <typename T>
 cudaError_t Fp8Dequantize(T* y, const uint8_t* q, size_t n, const float* scale_inv,

@@ -5,7 +5,8 @@
 // SoftmaxCrossEntropy and immediately consumed by the two backward GEMMs:
 //   dh[chunk]  = dlogits . W          (written)
 //   dW        += dlogits^T . h[chunk] (fp32, accumulated)
-// With `fp8` the logits GEMM runs on FP8 codes (LmHeadLossArgs::Fp8Logits).
+// With `fp8` the logits GEMM runs on FP8 codes (LmHeadLossArgs::Fp8Logits);
+// with `fp8_grad` too the two backward GEMMs (LmHeadLossArgs::Fp8Grads).
 // Chunking along tokens keeps each row's whole vocabulary in one chunk, so
 // the log-sum-exp needs no second pass and the forward GEMM runs once.
 #include <cuda_runtime.h>
@@ -48,6 +49,29 @@ struct LmHeadLossArgs {
     const float* w_scale_inv = nullptr;
   };
   const Fp8Logits* fp8 = nullptr;
+  // model.fp8_lm_head's backward (needs fp8 and a delayed dlogits scale): the
+  // softmax writes dlogits as FP8 codes over the start of each logits row
+  // (SoftmaxCrossEntropyFp8Grad: row stride 2 * vocab bytes) and records
+  // their amax; Fp8Transpose writes dlogits^T [vocab, rows] into
+  // `dlogits_t` (chunk_rows * vocab bytes); then
+  //   dh = dlogits . (w_t)^T          w_t: W^T codes [cols, vocab]
+  //   dW (+)= dlogits^T . (h_t)^T     h_t: h^T codes [cols, n] (ld n)
+  // with cuBLASLt's precise accumulation. n and chunk_rows must be multiples
+  // of 16 (FP8 operands' 16-byte rows). Null: bf16 backward GEMMs; then
+  // `dlogits_amax`, if set, still records the bf16 dlogits' amax (so the
+  // first pass of a run starts the history).
+  struct Fp8Grads {
+    const uint8_t* w_t = nullptr;
+    const uint8_t* h_t = nullptr;
+    const float* w_scale_inv = nullptr;  // of w_t, h_t: Fp8Logits' scales
+    const float* h_scale_inv = nullptr;
+    const float* g_scale = nullptr;      // dlogits' delayed scale, its inverse
+    const float* g_scale_inv = nullptr;
+    model::Fp8Format g_format = model::Fp8Format::kE5M2;
+    uint8_t* dlogits_t = nullptr;
+  };
+  const Fp8Grads* fp8_grad = nullptr;
+  float* dlogits_amax = nullptr;
 };
 
 Status LmHeadLoss(Gemm& gemm, const LmHeadLossArgs& a, cudaStream_t stream);
