@@ -13,6 +13,9 @@
 #   bash tools/gpu_fp8_check.sh parity           # 125m on real text, 4x2048, bf16 vs fp8 from one seed
 #   bash tools/gpu_fp8_check.sh parity_head      # the same, fp8 vs fp8 + model.fp8_lm_head
 #   bash tools/gpu_fp8_check.sh bench_head       # 125m and 1b fp8 with model.fp8_lm_head
+#   bash tools/gpu_fp8_check.sh bench125         # 125m 16x2048: bf16, fp8, fp8 + model.fp8_lm_head
+#   bash tools/gpu_fp8_check.sh profile125_head  # 125m per-op profile, fp8 + model.fp8_lm_head
+#   bash tools/gpu_fp8_check.sh headtests        # the LM head loss and CUDA backend test binaries
 #   bash tools/gpu_fp8_check.sh fp8tests_direct  # the FP8 test binaries with gtest's summaries
 #                                                # (PARITY_STEPS: steps of the parity runs, 2000)
 #   bash tools/gpu_fp8_check.sh recipe           # the p5 1b recipe as written (fp8: True), 4 steps, 1 GPU
@@ -107,6 +110,23 @@ for mode in "$@"; do
       bench 125m_fp8 --model 125m --batch 16 --seq 2048 --precision fp8
       bench 1b_bf16 --model 1b --batch 4 --seq 2048
       bench 1b_fp8 --model 1b --batch 4 --seq 2048 --precision fp8
+      ;;
+    bench125)  # the 125m target's three runs, back to back
+      bench 125m_bf16 --model 125m --batch 16 --seq 2048
+      bench 125m_fp8 --model 125m --batch 16 --seq 2048 --precision fp8
+      bench 125m_fp8_head --model 125m --batch 16 --seq 2048 --precision fp8 --fp8-lm-head 1
+      ;;
+    profile125_head)
+      bench 125m_fp8_head_profile --model 125m --batch 16 --seq 2048 --steps 10 --profile 1 \
+        --precision fp8 --fp8-lm-head 1
+      ;;
+    headtests)  # bf16 regressions of what the FP8 head touches, gtest's own summaries
+      for t in .gpu/tests/*lm_head_loss_test .gpu/tests/runtime_backends_cuda_backend_test; do
+        [ -x "$t" ] || continue
+        timeout 300 "$t" > "$OUTDIR/$(basename "$t").log" 2>&1 || rc_all=1
+        echo "== $(basename "$t"): $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUTDIR/$(basename "$t").log" | tr '\n' ' ')"
+        grep -E "^\[  FAILED  \]|Failure|Expected|Which is|actual" "$OUTDIR/$(basename "$t").log" | head -20
+      done
       ;;
     bench_head)  # FP8 with the LM head in FP8 too
       bench 125m_fp8_head --model 125m --batch 16 --seq 2048 --precision fp8 --fp8-lm-head 1
