@@ -316,7 +316,8 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
                        ? fmt::format(" (amax history {}, {})", c.fp8.amax_history_len,
                                      model::AmaxComputeAlgoName(c.fp8.amax_compute_algo))
                        : std::string(),
-                   c.fp8.lm_head ? "LM head logits GEMM in FP8 (its backward bf16)" : "LM head bf16");
+                   c.fp8.lm_head ? "LM head GEMMs in FP8 (backward from the second pass)"
+                                 : "LM head bf16");
     } else if (c.fp8.enabled) {
       spdlog::warn("model.fp8: the {} backend has no FP8 path and computes as for {} (the CPU "
                    "reference: fp32); FP8 GEMMs need a CUDA GPU with FP8 tensor cores",
