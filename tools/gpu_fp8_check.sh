@@ -15,6 +15,7 @@
 #   bash tools/gpu_fp8_check.sh bench_head       # 125m and 1b fp8 with model.fp8_lm_head
 #   bash tools/gpu_fp8_check.sh bench125         # 125m 16x2048: bf16, fp8, fp8 + model.fp8_lm_head
 #   bash tools/gpu_fp8_check.sh profile125_head  # 125m per-op profile, fp8 + model.fp8_lm_head
+#   bash tools/gpu_fp8_check.sh head_chunks      # 125m fp8 + head in 2 loss chunks (more memory: what chunking costs)
 #   bash tools/gpu_fp8_check.sh headtests        # the LM head loss and CUDA backend test binaries
 #   bash tools/gpu_fp8_check.sh fp8tests_direct  # the FP8 test binaries with gtest's summaries
 #                                                # (PARITY_STEPS: steps of the parity runs, 2000)
@@ -115,6 +116,10 @@ for mode in "$@"; do
       bench 125m_bf16 --model 125m --batch 16 --seq 2048
       bench 125m_fp8 --model 125m --batch 16 --seq 2048 --precision fp8
       bench 125m_fp8_head --model 125m --batch 16 --seq 2048 --precision fp8 --fp8-lm-head 1
+      ;;
+    head_chunks)
+      bench 125m_fp8_head_2chunks --model 125m --batch 16 --seq 2048 --precision fp8 --fp8-lm-head 1 \
+        --loss-chunk-rows 16384
       ;;
     profile125_head)
       bench 125m_fp8_head_profile --model 125m --batch 16 --seq 2048 --steps 10 --profile 1 \
