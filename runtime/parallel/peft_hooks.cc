@@ -45,7 +45,8 @@ PeftDataParallelHooks::PeftDataParallelHooks(DistContext& ctx, model::Backend& b
       backend_(backend),
       shards_base_(backend.ShardsBase()),
       work_(backend.layout().num_units()),
-      gather_(backend.layout().num_units()) {}
+      gather_(backend.layout().num_units()),
+      gathers_(backend.layout().num_units(), 0) {}
 
 PeftDataParallelHooks::~PeftDataParallelHooks() {
   if (shards_base_) backend_.SetBaseGatherer(nullptr);
@@ -56,10 +57,18 @@ PeftDataParallelHooks::~PeftDataParallelHooks() {
     (void)gather_[u]->Wait();
     (void)backend_.ReleaseBase(u);
   }
+  if (EmbeddingHeld()) (void)backend_.ReleaseBase(ParamLayout::kEmbeddingUnit);
+}
+
+bool PeftDataParallelHooks::EmbeddingHeld() const {
+  return shards_base_ && embedding_gathered_ &&
+         backend_.BaseSlot(ParamLayout::kEmbeddingUnit) != nullptr;
 }
 
 Status PeftDataParallelHooks::StartGather(int u) {
   HT_RETURN_IF_ERROR(backend_.AcquireBase(u));
+  if (u == ParamLayout::kEmbeddingUnit) embedding_gathered_ = false;  // until waited
+  ++gathers_[u];
   const int64_t bytes = backend_.BaseShardBytes(u);
   gather_[u] = ctx_.shard().AllGather(backend_.BaseShard(u), backend_.BaseSlot(u),
                                       static_cast<size_t>(bytes), DType::kU8);
@@ -69,16 +78,20 @@ Status PeftDataParallelHooks::StartGather(int u) {
 Status PeftDataParallelHooks::Gather(int u, int next) {
   if (!shards_base_) return Status::Ok();
   if (u < 0 || u >= static_cast<int>(gather_.size())) return InvalidArgument("no base unit");
-  if (!gather_[u]) HT_RETURN_IF_ERROR(StartGather(u));
-  std::unique_ptr<Work> w = std::move(gather_[u]);
-  void* stream = backend_.ComputeStream();
-  HT_RETURN_IF_ERROR(stream != nullptr ? w->WaitOnStream(stream) : w->Wait());
+  const bool embedding = u == ParamLayout::kEmbeddingUnit;
+  if (!(embedding && EmbeddingHeld())) {
+    if (!gather_[u]) HT_RETURN_IF_ERROR(StartGather(u));
+    std::unique_ptr<Work> w = std::move(gather_[u]);
+    void* stream = backend_.ComputeStream();
+    HT_RETURN_IF_ERROR(stream != nullptr ? w->WaitOnStream(stream) : w->Wait());
+    if (embedding) embedding_gathered_ = true;
+  }
   if (next >= 0 && !gather_[next]) HT_RETURN_IF_ERROR(StartGather(next));
   return Status::Ok();
 }
 
 Status PeftDataParallelHooks::Release(int u) {
-  if (!shards_base_) return Status::Ok();
+  if (!shards_base_ || u == ParamLayout::kEmbeddingUnit) return Status::Ok();  // kept: see the header
   return backend_.ReleaseBase(u);
 }
 

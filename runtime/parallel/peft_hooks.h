@@ -22,7 +22,12 @@
 //     device: the compute stream waits; no host sync), then the next unit in
 //     hook order is prefetched (forward: E, B0 .. B(L-1); backward: E,
 //     B(L-1) .. B0), so one gather overlaps one unit's compute.
-//   AfterForward(u) / AfterBackward(u): ReleaseBase(u).
+//   AfterForward(u) / AfterBackward(u): ReleaseBase(u) for a block. The
+//     embedding unit (embedding, final norm, LM head: the largest unit) has a
+//     slot of its own and never changes, so it stays gathered from its first
+//     gather on: AfterForward(E) is followed at once by BeforeBackward(E),
+//     and the next pass starts with it again. It is gathered anew only when
+//     someone else released it (the merged export's ReleaseBase).
 // Activation checkpointing recomputes between BeforeBackward and
 // AfterBackward, so it reads the gathered unit too. The base has no
 // gradients; nothing else crosses the shard group. The hooks install the
@@ -54,6 +59,10 @@ class PeftDataParallelHooks final : public model::UnitHooks {
   Status AfterBackward(int unit) override;
   Status FinishGradients() override;
   StatusOr<double> MeanAcrossDataParallel(double local) override;
+  // All-gathers of base unit u started so far (tests; 0 when unsharded).
+  int64_t BaseGathers(int unit) const {
+    return unit >= 0 && unit < static_cast<int>(gathers_.size()) ? gathers_[unit] : 0;
+  }
 
  private:
   PeftDataParallelHooks(DistContext& ctx, model::Backend& backend);
@@ -62,12 +71,16 @@ class PeftDataParallelHooks final : public model::UnitHooks {
   Status Gather(int unit, int next);
   Status StartGather(int unit);
   Status Release(int unit);
+  // The embedding unit is gathered and still acquired (see the top).
+  bool EmbeddingHeld() const;
   DistContext& ctx_;
   model::Backend& backend_;
   bool shards_base_ = false;
   bool last_ = true;
   std::vector<std::unique_ptr<Work>> work_;    // per unit, this step's all-reduce
   std::vector<std::unique_ptr<Work>> gather_;  // per unit, a base gather in flight
+  bool embedding_gathered_ = false;            // the last gather of E completed
+  std::vector<int64_t> gathers_;               // per unit, BaseGathers
 };
 
 }  // namespace hypertrain::parallel
