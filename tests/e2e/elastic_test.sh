@@ -150,8 +150,12 @@ if [ "$REAL" = 1 ]; then
   sched="$(kubectl get events --field-selector involvedObject.name=el-node-1 \
     -o jsonpath='{range .items[*]}{.reason} {.source.component}{.reportingComponent}: {.message}{"\n"}{end}')"
   grep -q "^FailedScheduling default-scheduler: 0/2 nodes are available" <<< "$sched" || fail "no FailedScheduling by kube-scheduler: $sched"
-  grep -q "^Scheduled default-scheduler: Successfully assigned default/el-node-1 to local-node-1" <<< "$sched" ||
+  # After the grow the two pods are interchangeable: kube-scheduler may bind
+  # el-node-1 to either node, but the gang must cover both, local-node-1 too.
+  grep -qE "^Scheduled default-scheduler: Successfully assigned default/el-node-1 to local-node-[01]" <<< "$sched" ||
     fail "el-node-1 not bound by kube-scheduler: $sched"
-  echo "ok: kube-scheduler refused el-node-1 while local-node-1 was unhealthy and bound it when it came back"
+  placed="$(for p in el-node-0 el-node-1; do jp pod "$p" '{.spec.nodeName}'; echo; done | sort | tr '\n' ' ')"
+  [ "$placed" = "local-node-0 local-node-1 " ] || fail "the pods are on '$placed', want one on each node"
+  echo "ok: kube-scheduler refused el-node-1 while local-node-1 was unhealthy and bound the gang on both nodes when it came back"
 fi
 echo PASS
