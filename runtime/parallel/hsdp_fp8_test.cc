@@ -77,22 +77,8 @@ int Fail(int rank, const Status& s) {
 // Writes: losses[kSteps], block 0 as first seen, fp8 gather bytes, bytes a
 // compute-dtype gather would move, and the reduced amaxes.
 int Rank(int rank, int port, bool fp8, const std::string& out) {
-  launch::RankEnv e;
-  e.node.master_addr = "127.0.0.1";
-  e.node.master_port = port;
-  e.node.nnodes = 1;
-  e.node.node_rank = 0;
-  e.node.job_id = "hsdp-fp8-test";
-  e.world_size = kWorld;
-  e.rank = rank;
-  e.local_world_size = kWorld;
-  e.local_rank = rank;
-  DistOptions o;
-  o.strategy = ShardingStrategy::kHybridShard;
-  o.gloo.hostname = "127.0.0.1";
-  o.collective_timeout = std::chrono::seconds(60);
-  o.rendezvous_timeout = std::chrono::seconds(30);
-  auto ctx = DistContext::CreateGloo(e, o);
+  auto ctx = testing::LocalGlooContext(rank, kWorld, kWorld, port, "hsdp-fp8-test",
+                                       ShardingStrategy::kHybridShard);
   if (!ctx.ok()) return Fail(rank, ctx.status());
   const auto cfg = Config();
   model::BackendOptions base;

@@ -213,22 +213,7 @@ struct Case {
 
 int Rank(int rank, int port, const Case& c, const std::string& dir) {
   const ShardingStrategy strategy = c.strategy;
-  launch::RankEnv e;
-  e.node.master_addr = "127.0.0.1";
-  e.node.master_port = port;
-  e.node.nnodes = kWorld / kLocal;
-  e.node.node_rank = rank / kLocal;
-  e.node.job_id = "hsdp-test";
-  e.world_size = kWorld;
-  e.rank = rank;
-  e.local_world_size = kLocal;
-  e.local_rank = rank % kLocal;
-  DistOptions o;
-  o.strategy = strategy;
-  o.gloo.hostname = "127.0.0.1";
-  o.collective_timeout = std::chrono::seconds(60);
-  o.rendezvous_timeout = std::chrono::seconds(30);
-  auto ctx = DistContext::CreateGloo(e, o);
+  auto ctx = testing::LocalGlooContext(rank, kWorld, kLocal, port, "hsdp-test", strategy);
   if (!ctx.ok()) return Fail(rank, ctx.status());
   // A peer's closed socket must surface as a collective error, not SIGPIPE.
   struct sigaction pipe_action {};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/launch/socket_util.h"
+#include "runtime/parallel/dist_context.h"
 
 namespace hypertrain::parallel::testing {
 
@@ -63,6 +64,30 @@ inline int PickFreePort() {
   int port = 0;
   auto fd = launch::net::Listen("127.0.0.1", 0, &port);
   return fd.ok() ? port : 0;
+}
+
+// Rank `rank` of `world` processes on this host, `per_node` ranks per
+// simulated node, rendezvous at 127.0.0.1:port: a Gloo DistContext with
+// bounded waits (collectives 60 s, start-up 30 s).
+inline StatusOr<std::unique_ptr<DistContext>> LocalGlooContext(int rank, int world, int per_node,
+                                                               int port, const char* job_id,
+                                                               ShardingStrategy strategy) {
+  launch::RankEnv e;
+  e.node.master_addr = "127.0.0.1";
+  e.node.master_port = port;
+  e.node.nnodes = world / per_node;
+  e.node.node_rank = rank / per_node;
+  e.node.job_id = job_id;
+  e.world_size = world;
+  e.rank = rank;
+  e.local_world_size = per_node;
+  e.local_rank = rank % per_node;
+  DistOptions o;
+  o.strategy = strategy;
+  o.gloo.hostname = "127.0.0.1";
+  o.collective_timeout = std::chrono::seconds(60);
+  o.rendezvous_timeout = std::chrono::seconds(30);
+  return DistContext::CreateGloo(e, o);
 }
 
 }  // namespace hypertrain::parallel::testing

@@ -69,21 +69,8 @@ int Check(bool ok, int rank, const char* what) {
 }
 
 int Rank(int rank, int port, const std::vector<double>& want) {
-  launch::RankEnv e;
-  e.node.master_addr = "127.0.0.1";
-  e.node.master_port = port;
-  e.node.nnodes = 1;
-  e.node.job_id = "peft-hooks-test";
-  e.world_size = kWorld;
-  e.rank = rank;
-  e.local_world_size = kWorld;
-  e.local_rank = rank;
-  DistOptions o;
-  o.strategy = ShardingStrategy::kFullShard;
-  o.gloo.hostname = "127.0.0.1";
-  o.collective_timeout = std::chrono::seconds(60);
-  o.rendezvous_timeout = std::chrono::seconds(30);
-  auto ctx = DistContext::CreateGloo(e, o);
+  auto ctx = testing::LocalGlooContext(rank, kWorld, kWorld, port, "peft-hooks-test",
+                                       ShardingStrategy::kFullShard);
   if (!ctx.ok()) return Check(false, rank, ctx.status().ToString().c_str());
   auto b = cpu::CpuBackend::Create(Config(), Options(rank, kWorld));
   if (!b.ok()) return Check(false, rank, b.status().ToString().c_str());
