@@ -45,6 +45,21 @@ Status NormFp8(const Fp8Projections::CastTarget& t, float* rstd, const void* x, 
   return Status::Ok();
 }
 
+// y = RMSNorm(x) * w in the compute dtype, or, with an FP8 target (delayed
+// scaling), only as its codes and their transpose (NormFp8).
+Status BlockNorm(const std::optional<Fp8Projections::CastTarget>& fp8, kc::DType dt, void* y,
+                 float* rstd, const void* x, const void* w, int N, int C, float eps,
+                 OpProfile& profile, cudaStream_t stream) {
+  if (fp8) return NormFp8(*fp8, rstd, x, w, N, C, eps, profile, stream);
+  HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::RmsNormForward<T>(static_cast<T*>(y), rstd, nullptr, static_cast<const T*>(x),
+                                 nullptr, static_cast<const T*>(w), N, C, eps, stream);
+  }));
+  profile.Mark(Op::kNorm, stream);
+  return Status::Ok();
+}
+
 // The same for act = silu(g) * u (the down GEMM's input, buffer [N, F]), in
 // one pass: the SwiGLU writes both.
 Status SwiGluFp8(const Fp8Projections::CastTarget& t, const void* gu, int N, int F,
@@ -81,18 +96,8 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
   const Target ln1_fp8 = fused(model::Fp8Gemm::kQkv, a.ln1);
   const Target ln2_fp8 = fused(model::Fp8Gemm::kGateUp, a.ln2);
   const Target act_fp8 = fused(model::Fp8Gemm::kDown, a.act);
-  if (ln1_fp8) {
-    HT_RETURN_IF_ERROR(NormFp8(*ln1_fp8, a.rstd1, a.x, W(u, model::kInputNorm), N, C, eps,
-                               profile_, stream_));
-  } else {
-    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
-      using T = decltype(tag);
-      return kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr, static_cast<T*>(a.x),
-                                   nullptr, static_cast<const T*>(W(u, model::kInputNorm)), N, C,
-                                   eps, stream_);
-    }));
-    profile_.Mark(Op::kNorm, stream_);
-  }
+  HT_RETURN_IF_ERROR(BlockNorm(ln1_fp8, dt, a.ln1, a.rstd1, a.x, W(u, model::kInputNorm), N, C,
+                               eps, profile_, stream_));
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kQkv, Bf16(a.ln1), N, C,
                                      Bf16(W(u, model::kQProj)), QKV, Bf16(a.qkv), nullptr, stream_,
@@ -153,18 +158,8 @@ Status CudaBackend::BlockForward(int layer, bool write_output) {
     HT_RETURN_IF_ERROR(AdapterForward(layer, model::kOProj, a.att, a.h, C));
     profile_.Mark(Op::kLora, stream_);
   }
-  if (ln2_fp8) {
-    HT_RETURN_IF_ERROR(NormFp8(*ln2_fp8, a.rstd2, a.h, W(u, model::kPostNorm), N, C, eps,
-                               profile_, stream_));
-  } else {
-    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
-      using T = decltype(tag);
-      return kc::RmsNormForward<T>(static_cast<T*>(a.ln2), a.rstd2, nullptr, static_cast<T*>(a.h),
-                                   nullptr, static_cast<const T*>(W(u, model::kPostNorm)), N, C,
-                                   eps, stream_);
-    }));
-    profile_.Mark(Op::kNorm, stream_);
-  }
+  HT_RETURN_IF_ERROR(BlockNorm(ln2_fp8, dt, a.ln2, a.rstd2, a.h, W(u, model::kPostNorm), N, C,
+                               eps, profile_, stream_));
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Forward(layer, model::Fp8Gemm::kGateUp, Bf16(a.ln2), N, C,
                                      Bf16(W(u, model::kGateProj)), 2 * F, Bf16(a.gu), nullptr,
@@ -237,27 +232,22 @@ Status CudaBackend::Recompute(int layer) {
     const Target ln1 = fp8_->FusedInput(layer, model::Fp8Gemm::kQkv, Codes(a.ln1));
     const Target ln2 = fp8_->FusedInput(layer, model::Fp8Gemm::kGateUp, Codes(a.ln2));
     const Target act = fp8_->FusedInput(layer, model::Fp8Gemm::kDown, Codes(a.act));
-    HT_RETURN_IF_ERROR(
-        NormFp8(*ln1, a.rstd1, a.x, W(u, model::kInputNorm), N, C, eps, profile_, stream_));
-    HT_RETURN_IF_ERROR(
-        NormFp8(*ln2, a.rstd2, a.h, W(u, model::kPostNorm), N, C, eps, profile_, stream_));
+    HT_RETURN_IF_ERROR(BlockNorm(ln1, dtype_, a.ln1, a.rstd1, a.x, W(u, model::kInputNorm), N, C,
+                                 eps, profile_, stream_));
+    HT_RETURN_IF_ERROR(BlockNorm(ln2, dtype_, a.ln2, a.rstd2, a.h, W(u, model::kPostNorm), N, C,
+                                 eps, profile_, stream_));
     return SwiGluFp8(*act, a.gu, N, F, profile_, stream_);
   }
+  HT_RETURN_IF_ERROR(BlockNorm(std::nullopt, dtype_, a.ln1, a.rstd1, a.x, W(u, model::kInputNorm),
+                               N, C, eps, profile_, stream_));
+  HT_RETURN_IF_ERROR(BlockNorm(std::nullopt, dtype_, a.ln2, a.rstd2, a.h, W(u, model::kPostNorm),
+                               N, C, eps, profile_, stream_));
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    cudaError_t e = kc::RmsNormForward<T>(static_cast<T*>(a.ln1), a.rstd1, nullptr,
-                                          static_cast<T*>(a.x), nullptr,
-                                          static_cast<const T*>(W(u, model::kInputNorm)), N, C,
-                                          eps, stream_);
-    if (e != cudaSuccess) return e;
-    e = kc::RmsNormForward<T>(static_cast<T*>(a.ln2), a.rstd2, nullptr, static_cast<T*>(a.h),
-                              nullptr, static_cast<const T*>(W(u, model::kPostNorm)), N, C, eps,
-                              stream_);
-    if (e != cudaSuccess) return e;
     const T* gu = static_cast<const T*>(a.gu);
     return kc::SwiGluForward<T>(static_cast<T*>(a.act), F, gu, gu + F, 2 * F, N, F, stream_);
   }));
-  profile_.Mark(Op::kNorm, stream_);  // both norms and the SwiGLU product
+  profile_.Mark(Op::kSwiGlu, stream_);
   return Status::Ok();
 }
 
