@@ -13,6 +13,7 @@
 #include "runtime/kernels/cuda/embedding.h"
 #include "runtime/kernels/cuda/fp8_cast.h"
 #include "runtime/kernels/cuda/fp8_rmsnorm.h"
+#include "runtime/kernels/cuda/fp8_rope.h"
 #include "runtime/kernels/cuda/fp8_swiglu.h"
 #include "runtime/kernels/cuda/lm_head_loss.h"
 #include "runtime/kernels/cuda/naive_attention_f32.h"
@@ -369,6 +370,7 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kOProj, a.att, dres_, C, datt));
     profile_.Mark(Op::kLora, stream_);
   }
+  std::optional<Fp8Projections::CastTarget> dqkv_fp8;  // packed segments: cast separately
   if (!segments_.empty()) {
     HT_RETURN_IF_ERROR(SegmentedAttentionRopeBackward(a, datt, dqkv));
   } else {
@@ -386,18 +388,28 @@ Status CudaBackend::BlockBackward(int layer) {
           Off(dqkv, Q, es), Off(dqkv, Q + K, es), attn_ws_, attn_ws_bytes_, stream_));
     }
     profile_.Mark(Op::kAttention, stream_);
-    HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
-      using T = decltype(tag);
-      return kc::RopeBackward<T>(static_cast<T*>(dqkv), QKV, static_cast<T*>(dqkv), QKV,
-                                 rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
-    }));
+    // With a delayed scale at hand the RoPE backward writes the q|k|v GEMMs'
+    // FP8 output gradient and its transpose in one pass (no rotated bf16 dqkv).
+    dqkv_fp8 = fp8_ ? fp8_->FusedGrad(layer, model::Fp8Gemm::kQkv) : std::nullopt;
+    if (dqkv_fp8) {
+      HT_LAUNCH(kc::RopeBackwardFp8Transpose(dqkv_fp8->q, dqkv_fp8->qt, Bf16(dqkv), N, QKV,
+                                             rope_table_, static_cast<int>(S_), H + KV, D,
+                                             dqkv_fp8->scale, dqkv_fp8->amax, dqkv_fp8->format,
+                                             stream_));
+    } else {
+      HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
+        using T = decltype(tag);
+        return kc::RopeBackward<T>(static_cast<T*>(dqkv), QKV, static_cast<T*>(dqkv), QKV,
+                                   rope_table_, N, static_cast<int>(S_), H + KV, D, stream_);
+      }));
+    }
     profile_.Mark(Op::kRope, stream_);
   }
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kQkv, Bf16(dqkv), Bf16(a.ln1), N, C,
                                       Bf16(W(u, model::kQProj)), QKV, Bf16(dln_),
-                                      G(u, model::kQProj), dw_beta, stream_, false,
-                                      kept_t(a.ln1, C)));
+                                      G(u, model::kQProj), dw_beta, stream_,
+                                      /*dy_cast=*/dqkv_fp8.has_value(), kept_t(a.ln1, C)));
   } else if (fused_qkv_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv, W(u, model::kQProj), dt, dln_,
                                 dt, 1.0f, 0.0f, stream_));

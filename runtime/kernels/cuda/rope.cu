@@ -2,6 +2,7 @@
 
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/rope.h"
+#include "runtime/kernels/cuda/rope.cuh"
 
 namespace hypertrain::kernels::cuda {
 namespace {
@@ -23,10 +24,10 @@ __global__ void RopeKernel(T* out, long out_stride, const T* in, long in_stride,
   const float s = sin_sign * table[static_cast<size_t>(seq_len) * half + static_cast<size_t>(pos) * half + i];
   const T* src = in + static_cast<size_t>(t) * in_stride + static_cast<size_t>(h) * 2 * half;
   T* dst = out + static_cast<size_t>(t) * out_stride + static_cast<size_t>(h) * 2 * half;
-  const float x1 = ToF(src[i]);
-  const float x2 = ToF(src[i + half]);
-  dst[i] = FromF<T>(x1 * c - x2 * s);
-  dst[i + half] = FromF<T>(x2 * c + x1 * s);
+  float o1, o2;
+  RotateHalfPair(ToF(src[i]), ToF(src[i + half]), c, s, o1, o2);
+  dst[i] = FromF<T>(o1);
+  dst[i + half] = FromF<T>(o2);
 }
 
 // 16-byte variant: each thread rotates P consecutive pairs.
@@ -52,9 +53,10 @@ __global__ void RopeVecKernel(T* out, long out_stride, const T* in, long in_stri
 #pragma unroll
   for (int j = 0; j < P; ++j) {
     const float c = cs[j], s = sin_sign * sn[j];
-    const float x1 = ToF(a.v[j]), x2 = ToF(b.v[j]);
-    oa.v[j] = FromF<T>(x1 * c - x2 * s);
-    ob.v[j] = FromF<T>(x2 * c + x1 * s);
+    float o1, o2;
+    RotateHalfPair(ToF(a.v[j]), ToF(b.v[j]), c, s, o1, o2);
+    oa.v[j] = FromF<T>(o1);
+    ob.v[j] = FromF<T>(o2);
   }
   StorePack(dst + i, oa);
   StorePack(dst + i + half, ob);

@@ -1,0 +1,104 @@
+// Timing, not a test: the FP8 cast / transpose kernels at the model's
+// activation shapes against the copy floor (cudaMemcpy of the same bf16
+// tensor), median of 50 runs with CUDA events. Bytes counted: what each
+// kernel must read and write (bf16 in 2 B, codes out 1 B each).
+//
+//   bazel run //runtime/kernels:fp8_cast_bench   (on a GPU)
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "runtime/kernels/cuda/bench_timing.h"
+#include "runtime/kernels/cuda/fp8_cast.h"
+#include "runtime/kernels/cuda/fp8_rope.h"
+#include "runtime/kernels/cuda/rope.h"
+
+namespace hypertrain::kernels::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using bench::MedianMs;
+
+void Report(const char* what, int rows, int cols, double bytes, double ms, double floor_gbs) {
+  const double gbs = bytes / (ms * 1e-3) / 1e9;
+  std::printf("%-28s %6d x %-5d %8.1f us %7.0f GB/s  %5.1f%% of copy\n", what, rows, cols,
+              ms * 1e3, gbs, 100.0 * gbs / floor_gbs);
+}
+
+void Shape(int rows, int cols, std::mt19937& rng, cudaStream_t stream) {
+  const size_t n = size_t(rows) * cols;
+  bf16* x = bench::RandomBf16Device(rng, n);
+  bf16* y = nullptr;
+  uint8_t *q = nullptr, *qt = nullptr;
+  float *scale = nullptr, *amax = nullptr;
+  HT_BENCH_CHECK(cudaMalloc(&y, n * sizeof(bf16)));
+  HT_BENCH_CHECK(cudaMalloc(&q, n));
+  HT_BENCH_CHECK(cudaMalloc(&qt, n));
+  HT_BENCH_CHECK(cudaMalloc(&scale, sizeof(float)));
+  HT_BENCH_CHECK(cudaMalloc(&amax, sizeof(float)));
+  const float s = 64.0f;
+  HT_BENCH_CHECK(cudaMemcpy(scale, &s, sizeof(float), cudaMemcpyHostToDevice));
+  HT_BENCH_CHECK(cudaMemset(amax, 0, sizeof(float)));
+  const int iters = 50;
+  const double copy_ms = MedianMs(iters, stream, [&] {
+    HT_BENCH_CHECK(cudaMemcpyAsync(y, x, n * sizeof(bf16), cudaMemcpyDeviceToDevice, stream));
+  });
+  const double floor_gbs = 4.0 * n / (copy_ms * 1e-3) / 1e9;
+  Report("copy bf16 (floor)", rows, cols, 4.0 * n, copy_ms, floor_gbs);
+  Report("cast (q)", rows, cols, 3.0 * n, MedianMs(iters, stream, [&] {
+           HT_BENCH_CHECK(Fp8Cast(q, x, n, scale, amax, Fp8Format::kE4M3, stream));
+         }), floor_gbs);
+  Report("cast+transpose (q, qt)", rows, cols, 4.0 * n, MedianMs(iters, stream, [&] {
+           HT_BENCH_CHECK(Fp8CastTranspose(q, qt, x, rows, cols, scale, amax, Fp8Format::kE5M2, stream));
+         }), floor_gbs);
+  Report("cast+transpose (qt)", rows, cols, 3.0 * n, MedianMs(iters, stream, [&] {
+           HT_BENCH_CHECK(Fp8CastTranspose<bf16>(nullptr, qt, x, rows, cols, scale, nullptr,
+                                                 Fp8Format::kE4M3, stream));
+         }), floor_gbs);
+  Report("transpose codes", rows, cols, 2.0 * n, MedianMs(iters, stream, [&] {
+           HT_BENCH_CHECK(Fp8Transpose(qt, q, rows, cols, stream));
+         }), floor_gbs);
+  if (cols % 1280 == 0) {  // 125m's q|k|v: 12 + 4 rotated heads of 64, 4 of v
+    std::vector<double> inv_freq(32);
+    for (int i = 0; i < 32; ++i) inv_freq[i] = std::pow(10000.0, -i / 32.0);
+    const std::vector<float> table = RopeCosSinTable(inv_freq, 2048);
+    float* dtable = nullptr;
+    HT_BENCH_CHECK(cudaMalloc(&dtable, table.size() * sizeof(float)));
+    HT_BENCH_CHECK(cudaMemcpy(dtable, table.data(), table.size() * sizeof(float),
+                              cudaMemcpyHostToDevice));
+    Report("rope bwd (bf16, in place)", rows, 1024, 8.0 * rows * 1024, MedianMs(iters, stream, [&] {
+             HT_BENCH_CHECK(RopeBackward<bf16>(y, cols, y, cols, dtable, rows, 2048, 16, 64, stream));
+           }), floor_gbs);
+    Report("rope bwd + cast+transpose", rows, cols, 4.0 * n, MedianMs(iters, stream, [&] {
+             HT_BENCH_CHECK(RopeBackwardFp8Transpose(q, qt, x, rows, cols, dtable, 2048, 16, 64,
+                                                     scale, amax, Fp8Format::kE5M2, stream));
+           }), floor_gbs);
+    HT_BENCH_CHECK(cudaFree(dtable));
+  }
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(y), static_cast<void*>(q),
+                  static_cast<void*>(qt), static_cast<void*>(scale), static_cast<void*>(amax)}) {
+    HT_BENCH_CHECK(cudaFree(p));
+  }
+}
+
+}  // namespace
+}  // namespace hypertrain::kernels::cuda
+
+int main() {
+  using namespace hypertrain::kernels::cuda;
+  cudaDeviceProp prop{};
+  HT_BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s\n", prop.name);
+  cudaStream_t stream = nullptr;
+  HT_BENCH_CHECK(cudaStreamCreate(&stream));
+  std::mt19937 rng(7);
+  // 125m at 16 x 2048 tokens: hidden, q|k|v, intermediate x 2 (gate|up); 1b at 4 x 2048.
+  for (int cols : {768, 1280, 4096}) Shape(32768, cols, rng, stream);
+  for (int cols : {2048, 8192}) Shape(8192, cols, rng, stream);
+  HT_BENCH_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
