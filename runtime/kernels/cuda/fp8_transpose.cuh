@@ -17,40 +17,70 @@ namespace hypertrain::kernels::cuda::fp8 {
 
 // qt[c, r] = code(r, c) of `Source`, 64x64 tiles, 256 threads. Vector path:
 // cols % 8 == 0, rows % 16 == 0 and aligned pointers (the model's shapes);
-// else element by element.
+// else element by element. The vector path moves 4-byte words through shared
+// memory and transposes 4 x 4 bytes in registers (byte permutes): one byte
+// load per output byte made it shared-memory bound, below the DRAM rate.
 constexpr int kTile = 64;
+
+// The 4 x 4 byte transpose of words a[0..3] (a[k] = bytes 0..3 of row k):
+// out[j] = bytes j of a[0], a[1], a[2], a[3].
+__device__ __forceinline__ void Transpose4x4Bytes(const uint32_t a[4], uint32_t out[4]) {
+  const uint32_t t0 = __byte_perm(a[0], a[1], 0x5140), t1 = __byte_perm(a[0], a[1], 0x7362);
+  const uint32_t t2 = __byte_perm(a[2], a[3], 0x5140), t3 = __byte_perm(a[2], a[3], 0x7362);
+  out[0] = __byte_perm(t0, t2, 0x5410);
+  out[1] = __byte_perm(t0, t2, 0x7632);
+  out[2] = __byte_perm(t1, t3, 0x5410);
+  out[3] = __byte_perm(t1, t3, 0x7632);
+}
 
 template <typename Source>
 __global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int rows, int cols, bool vec) {
-  // Rows padded to a multiple of 8 bytes: the load phase stores 8 bytes at once.
-  __shared__ __align__(16) uint8_t tile[kTile][kTile + 8];
+  // One buffer for both paths' layouts.
+  __shared__ __align__(16) uint8_t smem[kTile * (kTile + 8)];
   src.Start();
   const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
   const int t = threadIdx.x;
   if (vec) {
-    // Load: thread t takes 8 consecutive columns of rows (t / 8) and (t / 8) + 32.
-    const int cg = (t % 8) * 8, rr = t / 8;
+    // The tile as 4-byte words, word w of row r at [r][w ^ ((r / 4) % 16)]:
+    // the swizzle keeps both phases' shared-memory accesses (nearly) free
+    // of bank conflicts without padding.
+    auto words = reinterpret_cast<uint32_t(*)[kTile / 4]>(smem);
+    // Load: thread t takes 8 consecutive columns (words 2 (t % 8) and
+    // 2 (t % 8) + 1) of rows t / 8 and t / 8 + 32.
+    const int cw = (t % 8) * 2, rr = t / 8;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = rr + h * 32;
-      const int gr = r0 + r, gc = c0 + cg;
-      if (gr < rows && gc < cols) *reinterpret_cast<uint2*>(&tile[r][cg]) = src.Codes8(gr, gc, cols);
+      const int gr = r0 + r, gc = c0 + cw * 4;
+      if (gr < rows && gc < cols) {
+        const uint2 codes = src.Codes8(gr, gc, cols);
+        const int swz = (r >> 2) & 15;
+        words[r][cw ^ swz] = codes.x;
+        words[r][(cw + 1) ^ swz] = codes.y;
+      }
     }
     __syncthreads();
-    // Store: thread t writes 16 consecutive rows (t % 4) * 16 .. of output row
-    // (column) t / 4: one 16-byte store.
-    const int oc = t / 4, seg = (t % 4) * 16;
-    const int gc = c0 + oc, gr = r0 + seg;
-    if (gc < cols && gr < rows) {
-      uint32_t w[4];
+    // Store: thread t transposes the 4 x 4 bytes of rows 4 (t % 16) .. + 3,
+    // columns 4 (t / 16) .. + 3 (4 word loads, byte permutes) and writes
+    // 4 bytes into each of those 4 output rows: a warp writes 64 contiguous
+    // bytes of two output rows per store. The two half-warps read their rows
+    // in opposite order of parity (the rows' bank halves differ).
+    const int rg = t % 16, ow = t / 16, flip = (t / 16) & 1;
+    const int gr = r0 + rg * 4, gc = c0 + ow * 4;
+    if (gr < rows && gc < cols) {  // cols % 8 == 0: all four columns exist
+      uint32_t v[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        w[k] = uint32_t(tile[seg + 4 * k][oc]) | (uint32_t(tile[seg + 4 * k + 1][oc]) << 8) |
-               (uint32_t(tile[seg + 4 * k + 2][oc]) << 16) | (uint32_t(tile[seg + 4 * k + 3][oc]) << 24);
-      }
-      *reinterpret_cast<uint4*>(qt + size_t(gc) * rows + gr) = make_uint4(w[0], w[1], w[2], w[3]);
+      for (int i = 0; i < 4; ++i) v[i] = words[rg * 4 + (i ^ flip)][ow ^ rg];
+      // a[k]: row 4 rg + k (v[i] holds row i ^ flip).
+      const uint32_t a[4] = {flip ? v[1] : v[0], flip ? v[0] : v[1], flip ? v[3] : v[2],
+                             flip ? v[2] : v[3]};
+      uint32_t out[4];
+      Transpose4x4Bytes(a, out);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) *reinterpret_cast<uint32_t*>(qt + size_t(gc + j) * rows + gr) = out[j];
     }
   } else {
+    auto tile = reinterpret_cast<uint8_t(*)[kTile + 8]>(smem);
     for (int i = t; i < kTile * kTile; i += blockDim.x) {
       const int r = i / kTile, c = i % kTile;
       const int gr = r0 + r, gc = c0 + c;
