@@ -1,6 +1,6 @@
 #pragma once
 // The tile transpose shared by the FP8 kernels that write a transposed
-// operand (fp8_cast.cu, fp8_swiglu.cu):
+// operand (fp8_cast.cu, fp8_swiglu.cu, fp8_rmsnorm.cu):
 //
 //   qt[c, r] = src.code(r, c)      for x [rows, cols] row-major, qt [cols, rows]
 //
@@ -20,12 +20,13 @@ namespace hypertrain::kernels::cuda::fp8 {
 // else element by element.
 constexpr int kTile = 64;
 
+// The 64x64 tile at rows r0.., columns c0.. of `src` into qt, through `tile`
+// (shared). All 256 threads of the block call it; a caller that reuses
+// `tile` for another tile must __syncthreads() first (the store phase reads it).
 template <typename Source>
-__global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int rows, int cols, bool vec) {
-  // Rows padded to a multiple of 8 bytes: the load phase stores 8 bytes at once.
-  __shared__ __align__(16) uint8_t tile[kTile][kTile + 8];
-  src.Start();
-  const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
+__device__ __forceinline__ void TransposeTile(uint8_t (&tile)[kTile][kTile + 8],
+                                              uint8_t* __restrict__ qt, Source& src, int r0,
+                                              int c0, int rows, int cols, bool vec) {
   const int t = threadIdx.x;
   if (vec) {
     // Load: thread t takes 8 consecutive columns of rows (t / 8) and (t / 8) + 32.
@@ -63,6 +64,15 @@ __global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int ro
       if (gr < rows && gc < cols) qt[size_t(gc) * rows + gr] = tile[r][c];
     }
   }
+}
+
+// One tile per block: blockIdx.y = row tile, blockIdx.x = column tile.
+template <typename Source>
+__global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int rows, int cols, bool vec) {
+  // Rows padded to a multiple of 8 bytes: the load phase stores 8 bytes at once.
+  __shared__ __align__(16) uint8_t tile[kTile][kTile + 8];
+  src.Start();
+  TransposeTile(tile, qt, src, blockIdx.y * kTile, blockIdx.x * kTile, rows, cols, vec);
   src.Finish();
 }
 
