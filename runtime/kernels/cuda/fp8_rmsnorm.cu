@@ -172,7 +172,8 @@ struct NormSource {
   __device__ void Start() { scale = *scale_p; }
   __device__ uint2 Codes8(int gr, int gc, int cols) {
     const size_t at = size_t(gr) * cols + gc;
-    const uint2 codes = Norm8<kE5M2>(LoadPack(x + at), LoadPack(w + gc), rs_tile[gr - r0], scale, m);
+    const uint2 codes =
+        Norm8<kE5M2>(LoadPack(x + at), LoadPack(w + gc), rs_tile[gr - r0], scale, m);
     *reinterpret_cast<uint2*>(q + at) = codes;
     return codes;
   }
@@ -203,6 +204,7 @@ __global__ void __launch_bounds__(kThreads)
     const int row = r0 + i;
     const size_t base = static_cast<size_t>(row) * cols;
     float ss = 0.0f;
+#pragma unroll 4  // the loads go out together; the sum keeps its order
     for (int c = lane * V; c < cols; c += 32 * V) {
       const Pack<bf16> r = LoadPack(x + base + c);
 #pragma unroll
@@ -238,7 +240,6 @@ cudaError_t RmsNormForwardFp8(uint8_t* q, float* rstd, const bf16* x, const bf16
   return cudaGetLastError();
 }
 
-
 cudaError_t RmsNormForwardFp8Transpose(uint8_t* q, uint8_t* qt, float* rstd, const bf16* x,
                                        const bf16* w, int rows, int cols, float eps,
                                        const float* scale, float* amax, model::Fp8Format format,
@@ -256,9 +257,11 @@ cudaError_t RmsNormForwardFp8Transpose(uint8_t* q, uint8_t* qt, float* rstd, con
   }
   const unsigned int blocks = CeilDiv(rows, fp8::kTile);
   if (format == model::Fp8Format::kE5M2) {
-    TransposeKernel<true><<<blocks, kThreads, 0, stream>>>(q, qt, rstd, x, w, rows, cols, eps, scale, amax);
+    TransposeKernel<true>
+        <<<blocks, kThreads, 0, stream>>>(q, qt, rstd, x, w, rows, cols, eps, scale, amax);
   } else {
-    TransposeKernel<false><<<blocks, kThreads, 0, stream>>>(q, qt, rstd, x, w, rows, cols, eps, scale, amax);
+    TransposeKernel<false>
+        <<<blocks, kThreads, 0, stream>>>(q, qt, rstd, x, w, rows, cols, eps, scale, amax);
   }
   return cudaGetLastError();
 }

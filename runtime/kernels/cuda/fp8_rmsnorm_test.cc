@@ -134,7 +134,8 @@ std::vector<uint8_t> Bytes(const std::vector<T>& v) {
 
 // A power-of-two scale that pushes the largest values past the format's max.
 float SaturatingScale(const std::vector<float>& v, Fp8Format f) {
-  return std::exp2(std::ceil(std::log2(2.0f * model::Fp8MaxOf(f) / cpu::AbsMax(v.data(), v.size()))));
+  const float amax = cpu::AbsMax(v.data(), v.size());
+  return std::exp2(std::ceil(std::log2(2.0f * model::Fp8MaxOf(f) / amax)));
 }
 
 size_t Saturated(const std::vector<float>& v, float s, Fp8Format f) {
@@ -143,7 +144,8 @@ size_t Saturated(const std::vector<float>& v, float s, Fp8Format f) {
   return n;
 }
 
-void ExpectTransposed(const std::vector<uint8_t>& q, const std::vector<uint8_t>& qt, int rows, int cols) {
+void ExpectTransposed(const std::vector<uint8_t>& q, const std::vector<uint8_t>& qt, int rows,
+                      int cols) {
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) {
       ASSERT_EQ(qt[size_t(c) * rows + r], q[size_t(r) * cols + c]) << r << "," << c;
@@ -153,7 +155,8 @@ void ExpectTransposed(const std::vector<uint8_t>& q, const std::vector<uint8_t>&
 
 // RmsNormForwardFp8Transpose vs RmsNormForwardFp8 then Fp8Transpose.
 void CheckTranspose(int rows, int cols, Fp8Format f, unsigned seed, int q_offset = 0) {
-  SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " format " << int(f) << " q+" << q_offset);
+  SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " format " << int(f) << " q+"
+                                    << q_offset);
   std::mt19937 rng(seed);
   const size_t n = size_t(rows) * cols;
   const auto x = Random(n, 1.0f, rng), w = Random(cols, 0.5f, rng);
