@@ -313,10 +313,8 @@ class CudaBackend final : public model::Backend {
   Status WriteBaseSlice(int u, model::Range r, const float* host);
   Status BlockBackward(int layer);
   // dres += the backward of block unit u's RMSNorm `norm` (kInputNorm or
-  // kPostNorm) at `input` with its saved rstd; its dw into NormDw. dx_fp8
-  // (bf16, delayed FP8 scaling): also dres's codes and transpose, there.
-  Status NormBackward(int u, int norm, const void* input, const float* rstd,
-                      const Fp8Projections::CastTarget* dx_fp8 = nullptr);
+  // kPostNorm) at `input` with its saved rstd; its dw into NormDw.
+  Status NormBackward(int u, int norm, const void* input, const float* rstd);
   Status Recompute(int layer);
   Status HeadLoss(bool backward);
   StatusOr<double> ReadLoss();

@@ -34,15 +34,15 @@ uint8_t* Codes(void* p) { return static_cast<uint8_t*>(p); }
 
 // Under delayed FP8 scaling a normalised GEMM input (ln1, ln2) lives only as
 // FP8: its buffer (bf16-sized) holds the codes [N, C] the forward GEMM reads
-// and, right after them, their transpose [C, N] that the wgrad reads; one
-// kernel writes both.
+// and, right after them, their transpose [C, N] that the wgrad reads.
 Status NormFp8(const Fp8Projections::CastTarget& t, float* rstd, const void* x, const void* w,
                int N, int C, float eps, OpProfile& profile, cudaStream_t stream) {
-  HT_LAUNCH(kc::RmsNormForwardFp8Transpose(t.q, t.q + size_t(N) * C, rstd,
-                                           static_cast<const __nv_bfloat16*>(x),
-                                           static_cast<const __nv_bfloat16*>(w), N, C, eps,
-                                           t.scale, t.amax, t.format, stream));
+  HT_LAUNCH(kc::RmsNormForwardFp8(t.q, rstd, static_cast<const __nv_bfloat16*>(x),
+                                  static_cast<const __nv_bfloat16*>(w), N, C, eps, t.scale, t.amax,
+                                  t.format, stream));
   profile.Mark(Op::kNorm, stream);
+  HT_LAUNCH(kc::Fp8Transpose(t.q + size_t(N) * C, t.q, N, C, stream));
+  profile.Mark(Op::kFp8Cast, stream);
   return Status::Ok();
 }
 
@@ -350,18 +350,13 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kUpProj, a.ln2, Off(dgu_, F, es), 2 * F, dln_));
     profile_.Mark(Op::kLora, stream_);
   }
-  // dres (= dy) += norm2 backward: dres becomes dh. With a delayed scale at
-  // hand it also writes dh's FP8 codes and their transpose, the o GEMM's
-  // output gradient (dh stays bf16: the residual gradient flows on).
-  const std::optional<Fp8Projections::CastTarget> dh_fp8 =
-      fp8_ ? fp8_->FusedGrad(layer, model::Fp8Gemm::kO) : std::nullopt;
-  HT_RETURN_IF_ERROR(
-      NormBackward(u, model::kPostNorm, a.h, a.rstd2, dh_fp8 ? &*dh_fp8 : nullptr));
+  // dres (= dy) += norm2 backward: dres becomes dh.
+  HT_RETURN_IF_ERROR(NormBackward(u, model::kPostNorm, a.h, a.rstd2));
   // --- Attention: h = x + o(att).
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kO, Bf16(dres_), Bf16(a.att), N, Q,
                                       Bf16(W(u, model::kOProj)), C, Bf16(datt), G(u, model::kOProj),
-                                      dw_beta, stream_, /*dy_cast=*/dh_fp8.has_value()));
+                                      dw_beta, stream_));
   } else {
     HT_RETURN_IF_ERROR(g.Matmul({N, Q, C, false, false}, dres_, W(u, model::kOProj), dt, datt, dt,
                                 1.0f, 0.0f, stream_));
@@ -452,20 +447,8 @@ Status CudaBackend::BlockBackward(int layer) {
   return NormBackward(u, model::kInputNorm, a.x, a.rstd1);
 }
 
-Status CudaBackend::NormBackward(int u, int norm, const void* input, const float* rstd,
-                                 const Fp8Projections::CastTarget* dx_fp8) {
+Status CudaBackend::NormBackward(int u, int norm, const void* input, const float* rstd) {
   const int N = static_cast<int>(N_), C = static_cast<int>(layout_.config().hidden_size);
-  if (dx_fp8 != nullptr) {
-    if (dtype_ != kc::DType::kBF16) return Internal("fp8: the norm backward's cast needs bf16");
-    const kc::RmsNormFp8Grad out{dx_fp8->q, dx_fp8->qt, dx_fp8->scale, dx_fp8->amax,
-                                 dx_fp8->format};
-    HT_LAUNCH(kc::RmsNormBackwardFp8(Bf16(dres_), Bf16(dres_), NormDw(u, norm), norm_scratch_,
-                                     Bf16(dln_), static_cast<const __nv_bfloat16*>(input),
-                                     static_cast<const __nv_bfloat16*>(W(u, norm)), rstd, N, C,
-                                     out, stream_));
-    profile_.Mark(Op::kNorm, stream_);
-    return Status::Ok();
-  }
   HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
     return kc::RmsNormBackward<T>(static_cast<T*>(dres_), static_cast<const T*>(dres_), NormDw(u, norm),

@@ -27,7 +27,7 @@
 // FusedGrad say where (or with which scale, into the caller's buffer),
 // Forward(x_codes) / Backward(dy_cast) then skip the cast. The bytes are
 // those of the unfused cast. An input whose codes the caller keeps with
-// their transpose (written with them, in the forward) until the backward passes
+// their transpose (Fp8Transpose, in the forward) until the backward passes
 // that transpose as Backward(x_t): no bf16 copy of X, no second cast.
 //
 // Scratch: the forward operands (Xq, Wq) and the backward ones (dYq, dYt,

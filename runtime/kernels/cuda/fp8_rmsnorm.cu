@@ -5,8 +5,6 @@
 
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/fp8.cuh"
-#include "runtime/kernels/cuda/fp8_transpose.cuh"
-#include "runtime/kernels/cuda/fp8_cast.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {
@@ -16,10 +14,10 @@ constexpr int kWarpsPerBlock = 8;  // one warp per row, as rmsnorm.cu
 constexpr int V = 8;               // bf16 values per 16-byte pack
 
 // Eight normalised values (rounded to bf16 as RmsNormForward stores them),
-// cast: the codes of columns c .. c + 7 as one 8-byte word.
+// cast and stored at q[c .. c + 7].
 template <bool kE5M2>
-__device__ __forceinline__ uint2 Norm8(const Pack<bf16>& r, const Pack<bf16>& pw, float rs,
-                                       float scale, float& m) {
+__device__ __forceinline__ void CastStore8(uint8_t* q, const Pack<bf16>& r, const Pack<bf16>& pw,
+                                           float rs, float scale, float& m, bool q_vec) {
   uint16_t w[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
@@ -28,20 +26,12 @@ __device__ __forceinline__ uint2 Norm8(const Pack<bf16>& r, const Pack<bf16>& pw
     m = fmaxf(m, fmaxf(fabsf(a), fabsf(b)));
     w[k] = fp8::ToFp8x2<kE5M2>(a * scale, b * scale);
   }
-  return fp8::PackWords(w);
-}
-
-// Norm8's codes stored at q[c .. c + 7].
-template <bool kE5M2>
-__device__ __forceinline__ void CastStore8(uint8_t* q, const Pack<bf16>& r, const Pack<bf16>& pw,
-                                           float rs, float scale, float& m, bool q_vec) {
-  const uint2 packed = Norm8<kE5M2>(r, pw, rs, scale, m);
+  const uint2 packed = fp8::PackWords(w);
   if (q_vec) {
     *reinterpret_cast<uint2*>(q) = packed;
   } else {
-    const uint32_t words[2] = {packed.x, packed.y};
 #pragma unroll
-    for (int k = 0; k < 8; ++k) q[k] = (words[k / 4] >> (8 * (k % 4))) & 0xFF;
+    for (int k = 0; k < 4; ++k) q[2 * k] = w[k] & 0xFF, q[2 * k + 1] = w[k] >> 8;
   }
 }
 
@@ -149,83 +139,6 @@ void Launch(uint8_t* q, float* rstd, const bf16* x, const bf16* w, int rows, int
   }
 }
 
-// The transposing variant. A block owns kTile rows: its warps first compute
-// their rstds (VecKernel's per-lane order: lane l sums packs l, l + 32, ...
-// of the row, pack by pack, then WarpSum) into shared memory and rstd, then
-// the block walks the rows' 64-column tiles through fp8::TransposeTile, the
-// source computing each tile's codes from x again (cache-hot) and storing
-// them row-major too.
-constexpr int kThreads = kWarpsPerBlock * 32;
-static_assert(kThreads == 256, "fp8::TransposeTile's thread layout");
-
-template <bool kE5M2>
-struct NormSource {
-  uint8_t* q;
-  const bf16* x;
-  const bf16* w;
-  const float* rs_tile;  // shared: rstd of rows r0 .. r0 + kTile - 1
-  int r0;
-  const float* scale_p;
-  float* amax;
-  float scale = 0.0f, m = 0.0f;
-
-  __device__ void Start() { scale = *scale_p; }
-  __device__ uint2 Codes8(int gr, int gc, int cols) {
-    const size_t at = size_t(gr) * cols + gc;
-    const uint2 codes =
-        Norm8<kE5M2>(LoadPack(x + at), LoadPack(w + gc), rs_tile[gr - r0], scale, m);
-    *reinterpret_cast<uint2*>(q + at) = codes;
-    return codes;
-  }
-  // Unused (the launcher takes the vector path only), kept for the contract.
-  __device__ uint8_t Code1(int gr, int gc, int cols) {
-    const size_t at = size_t(gr) * cols + gc;
-    const float y = ToF(FromF<bf16>(ToF(x[at]) * rs_tile[gr - r0] * ToF(w[gc])));
-    m = fmaxf(m, fabsf(y));
-    const uint8_t b = fp8::ToFp8<kE5M2>(y * scale);
-    q[at] = b;
-    return b;
-  }
-  __device__ void Finish() {
-    if (amax != nullptr) fp8::CommitAmax(m, amax);
-  }
-};
-
-template <bool kE5M2>
-__global__ void __launch_bounds__(kThreads)
-    TransposeKernel(uint8_t* __restrict__ q, uint8_t* __restrict__ qt, float* __restrict__ rstd,
-                    const bf16* __restrict__ x, const bf16* __restrict__ w, int rows, int cols,
-                    float eps, const float* scale_p, float* amax) {
-  __shared__ float rs_tile[fp8::kTile];
-  __shared__ __align__(16) uint8_t tile[fp8::kTile][fp8::kTile + 8];
-  const int r0 = blockIdx.x * fp8::kTile;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int i = warp; i < fp8::kTile && r0 + i < rows; i += kWarpsPerBlock) {
-    const int row = r0 + i;
-    const size_t base = static_cast<size_t>(row) * cols;
-    float ss = 0.0f;
-#pragma unroll 4  // the loads go out together; the sum keeps its order
-    for (int c = lane * V; c < cols; c += 32 * V) {
-      const Pack<bf16> r = LoadPack(x + base + c);
-#pragma unroll
-      for (int j = 0; j < V; ++j) ss += ToF(r.v[j]) * ToF(r.v[j]);
-    }
-    ss = WarpSum(ss);
-    const float rs = rsqrtf(ss / cols + eps);
-    if (lane == 0) rstd[row] = rs, rs_tile[i] = rs;
-  }
-  __syncthreads();
-  NormSource<kE5M2> src{q, x, w, rs_tile, r0, scale_p, amax};
-  src.Start();
-  for (int c0 = 0; c0 < cols; c0 += fp8::kTile) {
-    if (c0 > 0) __syncthreads();  // the previous tile's store phase is done with `tile`
-    fp8::TransposeTile(tile, qt, src, r0, c0, rows, cols, /*vec=*/true);
-  }
-  src.Finish();
-}
-
-bool Aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; }
-
 }  // namespace
 
 cudaError_t RmsNormForwardFp8(uint8_t* q, float* rstd, const bf16* x, const bf16* w, int rows,
@@ -236,32 +149,6 @@ cudaError_t RmsNormForwardFp8(uint8_t* q, float* rstd, const bf16* x, const bf16
     Launch<true>(q, rstd, x, w, rows, cols, eps, scale, amax, stream);
   } else {
     Launch<false>(q, rstd, x, w, rows, cols, eps, scale, amax, stream);
-  }
-  return cudaGetLastError();
-}
-
-cudaError_t RmsNormForwardFp8Transpose(uint8_t* q, uint8_t* qt, float* rstd, const bf16* x,
-                                       const bf16* w, int rows, int cols, float eps,
-                                       const float* scale, float* amax, model::Fp8Format format,
-                                       cudaStream_t stream) {
-  if (rows <= 0 || cols <= 0) return cudaErrorInvalidValue;
-  // The vector paths of both kernels it replaces (VecKernel's sums,
-  // fp8::TransposeTile's 16-row stores); anything else takes those two.
-  const bool fused = cols % V == 0 && rows % 16 == 0 && Aligned16(x) && Aligned16(w) &&
-                     Aligned16(qt) && Aligned8(q);
-  if (!fused) {
-    const cudaError_t err =
-        RmsNormForwardFp8(q, rstd, x, w, rows, cols, eps, scale, amax, format, stream);
-    if (err != cudaSuccess) return err;
-    return Fp8Transpose(qt, q, rows, cols, stream);
-  }
-  const unsigned int blocks = CeilDiv(rows, fp8::kTile);
-  if (format == model::Fp8Format::kE5M2) {
-    TransposeKernel<true>
-        <<<blocks, kThreads, 0, stream>>>(q, qt, rstd, x, w, rows, cols, eps, scale, amax);
-  } else {
-    TransposeKernel<false>
-        <<<blocks, kThreads, 0, stream>>>(q, qt, rstd, x, w, rows, cols, eps, scale, amax);
   }
   return cudaGetLastError();
 }

@@ -12,12 +12,6 @@
 // so rstd and the codes are byte-identical to RmsNormForward (no residual)
 // followed by Fp8Cast. No bf16 output: under FP8 the GEMM's codes (and their
 // transpose for wgrad) are the normalised tensor's only readers.
-//
-// RmsNormForwardFp8Transpose also writes the codes transposed, as
-// Fp8Transpose of q would: qt[c, r] = q[r, c] ([cols, rows]: the wgrad
-// operand), in the same pass (the same bytes as RmsNormForwardFp8 followed
-// by Fp8Transpose, which it runs where rows % 16, cols % 8 or an alignment -
-// x, w, qt 16 bytes, q 8 - rule the one-pass kernel out).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -31,10 +25,5 @@ cudaError_t RmsNormForwardFp8(uint8_t* q, float* rstd, const __nv_bfloat16* x,
                               const __nv_bfloat16* w, int rows, int cols, float eps,
                               const float* scale, float* amax, model::Fp8Format format,
                               cudaStream_t stream);
-
-cudaError_t RmsNormForwardFp8Transpose(uint8_t* q, uint8_t* qt, float* rstd,
-                                       const __nv_bfloat16* x, const __nv_bfloat16* w, int rows,
-                                       int cols, float eps, const float* scale, float* amax,
-                                       model::Fp8Format format, cudaStream_t stream);
 
 }  // namespace hypertrain::kernels::cuda

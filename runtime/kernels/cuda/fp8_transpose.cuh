@@ -1,6 +1,6 @@
 #pragma once
 // The tile transpose shared by the FP8 kernels that write a transposed
-// operand (fp8_cast.cu, fp8_swiglu.cu, fp8_rope.cu, fp8_rmsnorm.cu):
+// operand (fp8_cast.cu, fp8_swiglu.cu):
 //
 //   qt[c, r] = src.code(r, c)      for x [rows, cols] row-major, qt [cols, rows]
 //
@@ -33,15 +33,12 @@ __device__ __forceinline__ void Transpose4x4Bytes(const uint32_t a[4], uint32_t 
   out[3] = __byte_perm(t1, t3, 0x7632);
 }
 
-// The 64x64 tile at rows r0.., columns c0.. of `src` into qt, through `tile`
-// (shared, 16-byte aligned; both paths' layouts). All 256 threads of the
-// block call it; a caller that reuses `tile` for another tile must
-// __syncthreads() first (the store phase reads it).
 template <typename Source>
-__device__ __forceinline__ void TransposeTile(uint8_t (&tile_bytes)[kTile][kTile + 8],
-                                              uint8_t* __restrict__ qt, Source& src, int r0,
-                                              int c0, int rows, int cols, bool vec) {
-  uint8_t* const smem = &tile_bytes[0][0];
+__global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int rows, int cols, bool vec) {
+  // One buffer for both paths' layouts.
+  __shared__ __align__(16) uint8_t smem[kTile * (kTile + 8)];
+  src.Start();
+  const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
   const int t = threadIdx.x;
   if (vec) {
     // The tile as 4-byte words, word w of row r at [r][w ^ ((r / 4) % 16)]:
@@ -83,7 +80,7 @@ __device__ __forceinline__ void TransposeTile(uint8_t (&tile_bytes)[kTile][kTile
       for (int j = 0; j < 4; ++j) *reinterpret_cast<uint32_t*>(qt + size_t(gc + j) * rows + gr) = out[j];
     }
   } else {
-    auto& tile = tile_bytes;
+    auto tile = reinterpret_cast<uint8_t(*)[kTile + 8]>(smem);
     for (int i = t; i < kTile * kTile; i += blockDim.x) {
       const int r = i / kTile, c = i % kTile;
       const int gr = r0 + r, gc = c0 + c;
@@ -96,14 +93,6 @@ __device__ __forceinline__ void TransposeTile(uint8_t (&tile_bytes)[kTile][kTile
       if (gr < rows && gc < cols) qt[size_t(gc) * rows + gr] = tile[r][c];
     }
   }
-}
-
-// One tile per block: blockIdx.y = row tile, blockIdx.x = column tile.
-template <typename Source>
-__global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int rows, int cols, bool vec) {
-  __shared__ __align__(16) uint8_t tile[kTile][kTile + 8];
-  src.Start();
-  TransposeTile(tile, qt, src, blockIdx.y * kTile, blockIdx.x * kTile, rows, cols, vec);
   src.Finish();
 }
 

@@ -3,8 +3,6 @@
 #include <type_traits>
 
 #include "runtime/kernels/cuda/common.cuh"
-#include "runtime/kernels/cuda/fp8.cuh"
-#include "runtime/kernels/cuda/fp8_cast.h"
 #include "runtime/kernels/cuda/rmsnorm.h"
 
 namespace hypertrain::kernels::cuda {
@@ -227,26 +225,15 @@ cudaError_t LaunchDwFinish(float* dw, const float* partial, int groups, int cols
 // memory (registers hold the row's dy, r and dres, all loaded before its
 // reduction); the block adds its 8 warps in order into partial[blockIdx.x].
 // Fixed grid, fixed order: deterministic.
-//
-// kFp8 (1: e4m3, 2: e5m2; bf16 only, rows % 8 == 0): dx's FP8 codes too, as
-// Fp8CastTranspose of dx would write them. Row-major from the registers;
-// transposed through shared memory: the block's 8 rows of an iteration are
-// consecutive (row0 .. row0 + 7), so after a block barrier each thread
-// writes 8 bytes (the 8 rows) of a column's qt row. Two code buffers, one
-// barrier per iteration. The rows each warp takes, and so dw's order, are
-// those of kFp8 == 0.
-template <typename T, int P, int kFp8>
+template <typename T, int P>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, P <= 4 ? 2 : 1)
     RmsNormBackwardFusedKernel(T* dx, const T* dres, const T* dy, const T* __restrict__ r,
                                const T* __restrict__ w, const float* __restrict__ rstd,
-                               float* __restrict__ partial, int rows, int cols,
-                               RmsNormFp8Grad fp8_out) {
+                               float* __restrict__ partial, int rows, int cols) {
   constexpr int V = Pack<T>::kSize;
   constexpr int kLaneCols = P * 32;  // stride between a lane's V sums: no bank conflicts
-  // [kWarpsPerBlock][cols], column (k*32 + lane)*V + j at j*kLaneCols + k*32 + lane;
-  // with kFp8, then the codes [2][kWarpsPerBlock][cols] (bytes).
+  // [kWarpsPerBlock][cols], column (k*32 + lane)*V + j at j*kLaneCols + k*32 + lane.
   extern __shared__ float warp_dw[];
-  uint8_t* const codes = reinterpret_cast<uint8_t*>(warp_dw + kWarpsPerBlock * cols);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nwarps = gridDim.x * kWarpsPerBlock;
   float* acc = warp_dw + warp * cols;
@@ -255,73 +242,41 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, P <= 4 ? 2 : 1)
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[j * kLaneCols + k * 32 + lane] = 0.0f;
   }
-  float scale = 0.0f, m = 0.0f;
-  if constexpr (kFp8 != 0) scale = *fp8_out.scale;
-  int it = 0;
-  for (int row0 = blockIdx.x * kWarpsPerBlock; row0 < rows; row0 += nwarps, ++it) {
-    const int row = row0 + warp;
-    uint8_t* const tile = codes + (it & 1) * kWarpsPerBlock * cols;
-    if (row < rows) {
-      const size_t base = static_cast<size_t>(row) * cols;
-      Pack<T> g[P], x[P], d[P];
+  for (int row = blockIdx.x * kWarpsPerBlock + warp; row < rows; row += nwarps) {
+    const size_t base = static_cast<size_t>(row) * cols;
+    Pack<T> g[P], x[P], d[P];
 #pragma unroll
-      for (int k = 0; k < P; ++k) {
-        const int c = (k * 32 + lane) * V;
-        g[k] = LoadPack(dy + base + c);
-        x[k] = LoadPack(r + base + c);
-        if (dres != nullptr) d[k] = LoadPack(dres + base + c);
-      }
-      float dot = 0.0f;
-#pragma unroll
-      for (int k = 0; k < P; ++k) {
-        const Pack<T> pw = LoadPack(w + (k * 32 + lane) * V);
-#pragma unroll
-        for (int j = 0; j < V; ++j) dot += ToF(g[k].v[j]) * ToF(pw.v[j]) * ToF(x[k].v[j]);
-      }
-      dot = WarpSum(dot);
-      const float rs = rstd[row];
-      const float kk = dot * rs * rs * rs / cols;
-#pragma unroll
-      for (int k = 0; k < P; ++k) {
-        const int c = (k * 32 + lane) * V;
-        const Pack<T> pw = LoadPack(w + c);
-        Pack<T> o;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const float gj = ToF(g[k].v[j]), xj = ToF(x[k].v[j]);
-          float v = rs * ToF(pw.v[j]) * gj - kk * xj;
-          if (dres != nullptr) v += ToF(d[k].v[j]);
-          o.v[j] = FromF<T>(v);
-          acc[j * kLaneCols + k * 32 + lane] += gj * xj * rs;
-        }
-        if constexpr (kFp8 != 0) {  // Fp8CastTranspose's CastSource on the stored bf16 dx
-          static_assert(V == 8, "FP8 output: bf16 dx");
-          uint16_t q2[4];
-#pragma unroll
-          for (int h = 0; h < 4; ++h) {
-            const float a = ToF(o.v[2 * h]), b = ToF(o.v[2 * h + 1]);
-            m = fmaxf(m, fmaxf(fabsf(a), fabsf(b)));
-            q2[h] = fp8::ToFp8x2<kFp8 == 2>(a * scale, b * scale);
-          }
-          const uint2 packed = fp8::PackWords(q2);
-          *reinterpret_cast<uint2*>(fp8_out.q + base + c) = packed;
-          *reinterpret_cast<uint2*>(tile + warp * cols + c) = packed;
-        }
-        // dres and dx (and dy) may alias: this lane read these elements above.
-        StorePack(dx + base + c, o);
-      }
+    for (int k = 0; k < P; ++k) {
+      const int c = (k * 32 + lane) * V;
+      g[k] = LoadPack(dy + base + c);
+      x[k] = LoadPack(r + base + c);
+      if (dres != nullptr) d[k] = LoadPack(dres + base + c);
     }
-    if constexpr (kFp8 != 0) {
-      __syncthreads();  // the tile is complete (and the one before it free again)
-      for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        uint32_t lo = 0, hi = 0;
+    float dot = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          lo |= uint32_t(tile[i * cols + c]) << (8 * i);
-          hi |= uint32_t(tile[(i + 4) * cols + c]) << (8 * i);
-        }
-        *reinterpret_cast<uint2*>(fp8_out.qt + size_t(c) * rows + row0) = make_uint2(lo, hi);
+    for (int k = 0; k < P; ++k) {
+      const Pack<T> pw = LoadPack(w + (k * 32 + lane) * V);
+#pragma unroll
+      for (int j = 0; j < V; ++j) dot += ToF(g[k].v[j]) * ToF(pw.v[j]) * ToF(x[k].v[j]);
+    }
+    dot = WarpSum(dot);
+    const float rs = rstd[row];
+    const float kk = dot * rs * rs * rs / cols;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int c = (k * 32 + lane) * V;
+      const Pack<T> pw = LoadPack(w + c);
+      Pack<T> o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float gj = ToF(g[k].v[j]), xj = ToF(x[k].v[j]);
+        float v = rs * ToF(pw.v[j]) * gj - kk * xj;
+        if (dres != nullptr) v += ToF(d[k].v[j]);
+        o.v[j] = FromF<T>(v);
+        acc[j * kLaneCols + k * 32 + lane] += gj * xj * rs;
       }
+      // dres and dx (and dy) may alias: this lane read these elements above.
+      StorePack(dx + base + c, o);
     }
   }
   __syncthreads();
@@ -332,30 +287,22 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, P <= 4 ? 2 : 1)
     for (int i = 0; i < kWarpsPerBlock; ++i) sum += warp_dw[i * cols + s];
     partial[static_cast<size_t>(blockIdx.x) * cols + c] = sum;
   }
-  if constexpr (kFp8 != 0) {
-    if (fp8_out.amax != nullptr) fp8::CommitAmax(m, fp8_out.amax);
-  }
 }
 
-// Shared memory bytes per column of the fused kernel: dw sums, and the codes' two buffers.
-constexpr size_t FusedSmemPerCol(int fp8) {
-  return kWarpsPerBlock * (sizeof(float) + (fp8 != 0 ? 2 : 0));
-}
-
-template <typename T, int P, int kFp8 = 0>
+template <typename T, int P>
 cudaError_t LaunchFusedBackward(T* dx, const T* dres, float* dw, float* scratch, const T* dy,
                                 const T* r, const T* w, const float* rstd, int rows, int cols,
-                                cudaStream_t stream, const RmsNormFp8Grad& fp8_out = {}) {
+                                cudaStream_t stream) {
   const int blocks = P <= 4 ? kFusedBlocksSmall : kFusedBlocksLarge;
-  const size_t smem = FusedSmemPerCol(kFp8) * cols;
+  const size_t smem = size_t(kWarpsPerBlock) * cols * sizeof(float);
   if (smem > 48 * 1024) {
     static const cudaError_t attr = cudaFuncSetAttribute(
-        RmsNormBackwardFusedKernel<T, P, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(FusedSmemPerCol(kFp8) * kMaxFusedPacks * 32 * Pack<T>::kSize));
+        RmsNormBackwardFusedKernel<T, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(size_t(kWarpsPerBlock) * kMaxFusedPacks * 32 * Pack<T>::kSize * sizeof(float)));
     if (attr != cudaSuccess) return attr;
   }
-  RmsNormBackwardFusedKernel<T, P, kFp8><<<blocks, kWarpsPerBlock * 32, smem, stream>>>(
-      dx, dres, dy, r, w, rstd, scratch, rows, cols, fp8_out);
+  RmsNormBackwardFusedKernel<T, P><<<blocks, kWarpsPerBlock * 32, smem, stream>>>(
+      dx, dres, dy, r, w, rstd, scratch, rows, cols);
   return LaunchDwFinish(dw, scratch, blocks, cols, stream);
 }
 
@@ -467,36 +414,6 @@ cudaError_t RmsNormBackward(T* dx, const T* dres, float* dw, float* scratch, con
         dx, dres, dy, r, w, rstd, rows, cols);
   }
   return cudaGetLastError();
-}
-
-cudaError_t RmsNormBackwardFp8(__nv_bfloat16* dx, const __nv_bfloat16* dres, float* dw,
-                               float* scratch, const __nv_bfloat16* dy, const __nv_bfloat16* r,
-                               const __nv_bfloat16* w, const float* rstd, int rows, int cols,
-                               const RmsNormFp8Grad& out, cudaStream_t stream) {
-  using T = __nv_bfloat16;
-  if (rows <= 0 || cols <= 0 || out.q == nullptr || out.qt == nullptr || out.scale == nullptr) {
-    return cudaErrorInvalidValue;
-  }
-  constexpr int V = Pack<T>::kSize;
-  const auto aligned8 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; };
-  // RmsNormBackward's fused path, and 8-byte code stores (rows % 8: qt's).
-  const bool fused = Vectorizable<T>(cols, {dx, dres, dy, r, w}) && cols % (32 * V) == 0 &&
-                     rows % 8 == 0 && aligned8(out.q) && aligned8(out.qt);
-  cudaError_t err = cudaSuccess;
-  if (fused && WithPacksPerLane(cols / (32 * V), [&](auto p) {
-        constexpr int kP = decltype(p)::value;
-        err = out.format == model::Fp8Format::kE5M2
-                  ? LaunchFusedBackward<T, kP, 2>(dx, dres, dw, scratch, dy, r, w, rstd, rows,
-                                                  cols, stream, out)
-                  : LaunchFusedBackward<T, kP, 1>(dx, dres, dw, scratch, dy, r, w, rstd, rows,
-                                                  cols, stream, out);
-      })) {
-    return err;
-  }
-  err = RmsNormBackward<T>(dx, dres, dw, scratch, dy, r, w, rstd, rows, cols, stream);
-  if (err != cudaSuccess) return err;
-  return Fp8CastTranspose<T>(out.q, out.qt, dx, rows, cols, out.scale, out.amax, out.format,
-                             stream);
 }
 
 #define HT_INSTANTIATE(T)                                                                     \
