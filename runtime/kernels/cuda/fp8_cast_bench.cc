@@ -3,6 +3,8 @@
 // tensor), median of 50 runs with CUDA events. Bytes counted: what each
 // kernel must read and write (bf16 in 2 B, codes out 1 B each).
 //
+// SwiGLU's FP8 kernels against the bf16 ones (the same bytes moved).
+//
 //   bazel run //runtime/kernels:fp8_cast_bench   (on a GPU)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -15,7 +17,9 @@
 #include "runtime/kernels/cuda/bench_timing.h"
 #include "runtime/kernels/cuda/fp8_cast.h"
 #include "runtime/kernels/cuda/fp8_rope.h"
+#include "runtime/kernels/cuda/fp8_swiglu.h"
 #include "runtime/kernels/cuda/rope.h"
+#include "runtime/kernels/cuda/swiglu.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {
@@ -85,6 +89,51 @@ void Shape(int rows, int cols, std::mt19937& rng, cudaStream_t stream) {
   }
 }
 
+// SwiGLU at [rows, cols] (gate|up [rows, 2 cols]): the bf16 kernels and the
+// FP8 ones that write the codes and their transpose (the same bytes moved).
+void SwiGlu(int rows, int cols, std::mt19937& rng, cudaStream_t stream) {
+  const size_t n = size_t(rows) * cols;
+  bf16* gu = bench::RandomBf16Device(rng, 2 * n);
+  bf16* dout = bench::RandomBf16Device(rng, n);
+  bf16 *act = nullptr, *dgu = nullptr;
+  uint8_t *q = nullptr, *qt = nullptr;
+  float *scale = nullptr, *amax = nullptr;
+  HT_BENCH_CHECK(cudaMalloc(&act, n * sizeof(bf16)));
+  HT_BENCH_CHECK(cudaMalloc(&dgu, 2 * n * sizeof(bf16)));
+  HT_BENCH_CHECK(cudaMalloc(&q, 2 * n));
+  HT_BENCH_CHECK(cudaMalloc(&qt, 2 * n));
+  HT_BENCH_CHECK(cudaMalloc(&scale, sizeof(float)));
+  HT_BENCH_CHECK(cudaMalloc(&amax, sizeof(float)));
+  const float s = 64.0f;
+  HT_BENCH_CHECK(cudaMemcpy(scale, &s, sizeof(float), cudaMemcpyHostToDevice));
+  HT_BENCH_CHECK(cudaMemset(amax, 0, sizeof(float)));
+  const int iters = 50;
+  const bf16 *g = gu, *u = gu + cols;
+  const long st = 2L * cols;
+  const double fwd_ms = MedianMs(iters, stream, [&] {
+    HT_BENCH_CHECK(SwiGluForward<bf16>(act, cols, g, u, st, rows, cols, stream));
+  });
+  const double floor_gbs = 6.0 * n / (fwd_ms * 1e-3) / 1e9;
+  Report("swiglu fwd bf16", rows, cols, 6.0 * n, fwd_ms, floor_gbs);
+  Report("swiglu fwd fp8 (q, qt)", rows, cols, 6.0 * n, MedianMs(iters, stream, [&] {
+           HT_BENCH_CHECK(SwiGluForwardFp8Transpose(q, qt, g, u, st, rows, cols, scale, amax,
+                                                    Fp8Format::kE4M3, stream));
+         }), floor_gbs);
+  Report("swiglu bwd bf16", rows, cols, 10.0 * n, MedianMs(iters, stream, [&] {
+           HT_BENCH_CHECK(SwiGluBackward<bf16>(dgu, dgu + cols, st, dout, cols, g, u, st, rows,
+                                               cols, stream));
+         }), floor_gbs);
+  Report("swiglu bwd fp8 (dq, dqt)", rows, cols, 10.0 * n, MedianMs(iters, stream, [&] {
+           HT_BENCH_CHECK(SwiGluBackwardFp8Transpose(q, qt, dout, cols, g, u, st, rows, cols,
+                                                     scale, amax, Fp8Format::kE5M2, stream));
+         }), floor_gbs);
+  for (void* p : {static_cast<void*>(gu), static_cast<void*>(dout), static_cast<void*>(act),
+                  static_cast<void*>(dgu), static_cast<void*>(q), static_cast<void*>(qt),
+                  static_cast<void*>(scale), static_cast<void*>(amax)}) {
+    HT_BENCH_CHECK(cudaFree(p));
+  }
+}
+
 }  // namespace
 }  // namespace hypertrain::kernels::cuda
 
@@ -99,6 +148,8 @@ int main() {
   // 125m at 16 x 2048 tokens: hidden, q|k|v, intermediate x 2 (gate|up); 1b at 4 x 2048.
   for (int cols : {768, 1280, 4096}) Shape(32768, cols, rng, stream);
   for (int cols : {2048, 8192}) Shape(8192, cols, rng, stream);
+  SwiGlu(32768, 2048, rng, stream);  // 125m (the SwiGLU floors: bf16 moves the same bytes)
+  SwiGlu(8192, 8192, rng, stream);   // 1b
   HT_BENCH_CHECK(cudaStreamDestroy(stream));
   return 0;
 }

@@ -156,10 +156,9 @@ struct ForwardSource {
   }
 };
 
-// Backward: width = 2 * half, columns [0, half) dgate, [half, 2 * half) dup
-// (the gate|up output gradient); dq[r, c] row-major with stride 2 * half.
-// A dgate tile and the dup tile of the same columns read the same g, u, d
-// (the second read mostly from L2).
+// Backward (the element path; the vector path is BackwardPairKernel):
+// width = 2 * half, columns [0, half) dgate, [half, 2 * half) dup (the
+// gate|up output gradient); dq[r, c] row-major with stride 2 * half.
 template <bool kE5M2>
 struct BackwardSource {
   uint8_t* dq;
@@ -205,6 +204,51 @@ struct BackwardSource {
     if (amax != nullptr) fp8::CommitAmax(m, amax);
   }
 };
+
+// The transposing backward's vector path: one block owns 64 rows x 64
+// columns of both halves, reads g, u and dout once, and writes the dgate and
+// the dup tile (codes row-major, then both transposed through shared memory):
+// the bytes of two BackwardSource tiles, without the second read and the
+// second sigmoid. cols % 8 == 0, rows % 16 == 0, aligned pointers.
+template <bool kE5M2>
+__global__ void __launch_bounds__(kThreads)
+    BackwardPairKernel(uint8_t* __restrict__ dq, uint8_t* __restrict__ dqt,
+                       const bf16* __restrict__ dout, long dout_stride,
+                       const bf16* __restrict__ gate, const bf16* __restrict__ up,
+                       long in_stride, int rows, int cols, const float* scale_p, float* amax) {
+  __shared__ __align__(16) fp8::WordTile tiles[2];
+  const float scale = *scale_p;
+  float m = 0.0f;
+  const int r0 = blockIdx.y * fp8::kTile, c0 = blockIdx.x * fp8::kTile;
+  const int t = threadIdx.x, cw = (t % 8) * 2, rr = t / 8;
+  const size_t dq_stride = 2 * size_t(cols);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = rr + h * 32;
+    const int gr = r0 + r, gc = c0 + cw * 4;
+    if (gr >= rows || gc >= cols) continue;
+    const size_t at = size_t(gr) * in_stride + gc;
+    const Pack<bf16> g = LoadPack(gate + at), u = LoadPack(up + at);
+    const Pack<bf16> d = LoadPack(dout + size_t(gr) * dout_stride + gc);
+    bf16 dg[8], du[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float gj = ToF(g.v[j]), uj = ToF(u.v[j]), dj = ToF(d.v[j]);
+      dg[j] = DGate(dj, gj, uj);
+      du[j] = DUp(dj, gj, uj);
+    }
+    const uint2 wg = Cast8<kE5M2>(dg, scale, m), wu = Cast8<kE5M2>(du, scale, m);
+    uint8_t* row = dq + size_t(gr) * dq_stride;
+    *reinterpret_cast<uint2*>(row + gc) = wg;
+    *reinterpret_cast<uint2*>(row + cols + gc) = wu;
+    fp8::PutCodes8(tiles[0], r, cw, wg);
+    fp8::PutCodes8(tiles[1], r, cw, wu);
+  }
+  __syncthreads();
+  fp8::StoreTransposed(tiles[0], dqt, r0, c0, rows, cols);
+  fp8::StoreTransposed(tiles[1], dqt, r0, cols + c0, rows, 2 * cols);
+  if (amax != nullptr) fp8::CommitAmax(m, amax);
+}
 
 bool Aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; }
 
@@ -278,6 +322,18 @@ cudaError_t SwiGluBackwardFp8Transpose(uint8_t* dq, uint8_t* dqt, const bf16* do
   const bool vec = cols % 8 == 0 && rows % 16 == 0 && in_stride % 8 == 0 && dout_stride % 8 == 0 &&
                    Aligned16(gate) && Aligned16(up) && Aligned16(dout) && Aligned16(dqt) &&
                    Aligned8(dq);
+  if (vec) {
+    const dim3 grid(CeilDiv(cols, fp8::kTile), CeilDiv(rows, fp8::kTile));
+    if (format == model::Fp8Format::kE5M2) {
+      BackwardPairKernel<true><<<grid, kThreads, 0, stream>>>(dq, dqt, dout, dout_stride, gate, up,
+                                                              in_stride, rows, cols, scale, amax);
+    } else {
+      BackwardPairKernel<false><<<grid, kThreads, 0, stream>>>(dq, dqt, dout, dout_stride, gate,
+                                                               up, in_stride, rows, cols, scale,
+                                                               amax);
+    }
+    return cudaGetLastError();
+  }
   const int width = 2 * cols;
   const dim3 grid(CeilDiv(width, fp8::kTile), CeilDiv(rows, fp8::kTile));
   if (format == model::Fp8Format::kE5M2) {

@@ -33,6 +33,44 @@ __device__ __forceinline__ void Transpose4x4Bytes(const uint32_t a[4], uint32_t 
   out[3] = __byte_perm(t1, t3, 0x7632);
 }
 
+// A 64 x 64 tile of codes in shared memory as 4-byte words, word w of row r
+// at [r][w ^ ((r / 4) % 16)]: the swizzle keeps both phases' shared-memory
+// accesses (nearly) free of bank conflicts without padding.
+using WordTile = uint32_t[kTile][kTile / 4];
+
+// Columns 4 cw .. 4 cw + 7 (cw even) of tile row r: one Codes8 word pair.
+__device__ __forceinline__ void PutCodes8(WordTile& words, int r, int cw, uint2 codes) {
+  const int swz = (r >> 2) & 15;
+  words[r][cw ^ swz] = codes.x;
+  words[r][(cw + 1) ^ swz] = codes.y;
+}
+
+// The store phase (all 256 threads, after a __syncthreads): qt[c, r] for the
+// tile's rows r0 .. and output columns c0 .. (below col_end; col_end - c0 a
+// multiple of 4 or past the tile). Thread t transposes the 4 x 4 bytes of
+// rows 4 (t % 16) .. + 3, columns 4 (t / 16) .. + 3 (4 word loads, byte
+// permutes) and writes 4 bytes into each of those 4 output rows: a warp
+// writes 64 contiguous bytes of two output rows per store. The two
+// half-warps read their rows in opposite order of parity (the rows' bank
+// halves differ). rows % 4 == 0, qt 4-byte aligned.
+__device__ __forceinline__ void StoreTransposed(const WordTile& words, uint8_t* __restrict__ qt,
+                                                int r0, int c0, int rows, int col_end) {
+  const int t = threadIdx.x;
+  const int rg = t % 16, ow = t / 16, flip = (t / 16) & 1;
+  const int gr = r0 + rg * 4, gc = c0 + ow * 4;
+  if (gr >= rows || gc >= col_end) return;
+  uint32_t v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = words[rg * 4 + (i ^ flip)][ow ^ rg];
+  // a[k]: row 4 rg + k (v[i] holds row i ^ flip).
+  const uint32_t a[4] = {flip ? v[1] : v[0], flip ? v[0] : v[1], flip ? v[3] : v[2],
+                         flip ? v[2] : v[3]};
+  uint32_t out[4];
+  Transpose4x4Bytes(a, out);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) *reinterpret_cast<uint32_t*>(qt + size_t(gc + j) * rows + gr) = out[j];
+}
+
 template <typename Source>
 __global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int rows, int cols, bool vec) {
   // One buffer for both paths' layouts.
@@ -41,44 +79,23 @@ __global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int ro
   const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
   const int t = threadIdx.x;
   if (vec) {
-    // The tile as 4-byte words, word w of row r at [r][w ^ ((r / 4) % 16)]:
-    // the swizzle keeps both phases' shared-memory accesses (nearly) free
-    // of bank conflicts without padding.
-    auto words = reinterpret_cast<uint32_t(*)[kTile / 4]>(smem);
+    WordTile& words = *reinterpret_cast<WordTile*>(smem);
     // Load: thread t takes 8 consecutive columns (words 2 (t % 8) and
-    // 2 (t % 8) + 1) of rows t / 8 and t / 8 + 32.
-    const int cw = (t % 8) * 2, rr = t / 8;
+    // 2 (t % 8) + 1) of rows t / 8 and t / 8 + 32, both before any shared
+    // store (so a source that only loads has both loads in flight).
+    const int cw = (t % 8) * 2, rr = t / 8, gc = c0 + cw * 4;
+    uint2 codes[2] = {};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = rr + h * 32;
-      const int gr = r0 + r, gc = c0 + cw * 4;
-      if (gr < rows && gc < cols) {
-        const uint2 codes = src.Codes8(gr, gc, cols);
-        const int swz = (r >> 2) & 15;
-        words[r][cw ^ swz] = codes.x;
-        words[r][(cw + 1) ^ swz] = codes.y;
-      }
+      const int gr = r0 + rr + h * 32;
+      if (gr < rows && gc < cols) codes[h] = src.Codes8(gr, gc, cols);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (r0 + rr + h * 32 < rows && gc < cols) PutCodes8(words, rr + h * 32, cw, codes[h]);
     }
     __syncthreads();
-    // Store: thread t transposes the 4 x 4 bytes of rows 4 (t % 16) .. + 3,
-    // columns 4 (t / 16) .. + 3 (4 word loads, byte permutes) and writes
-    // 4 bytes into each of those 4 output rows: a warp writes 64 contiguous
-    // bytes of two output rows per store. The two half-warps read their rows
-    // in opposite order of parity (the rows' bank halves differ).
-    const int rg = t % 16, ow = t / 16, flip = (t / 16) & 1;
-    const int gr = r0 + rg * 4, gc = c0 + ow * 4;
-    if (gr < rows && gc < cols) {  // cols % 8 == 0: all four columns exist
-      uint32_t v[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = words[rg * 4 + (i ^ flip)][ow ^ rg];
-      // a[k]: row 4 rg + k (v[i] holds row i ^ flip).
-      const uint32_t a[4] = {flip ? v[1] : v[0], flip ? v[0] : v[1], flip ? v[3] : v[2],
-                             flip ? v[2] : v[3]};
-      uint32_t out[4];
-      Transpose4x4Bytes(a, out);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) *reinterpret_cast<uint32_t*>(qt + size_t(gc + j) * rows + gr) = out[j];
-    }
+    StoreTransposed(words, qt, r0, c0, rows, cols);  // cols % 8 == 0
   } else {
     auto tile = reinterpret_cast<uint8_t(*)[kTile + 8]>(smem);
     for (int i = t; i < kTile * kTile; i += blockDim.x) {
