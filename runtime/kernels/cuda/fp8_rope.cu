@@ -60,10 +60,17 @@ struct RopeBackwardSource {
       const bool first = i < half;
       const int j = first ? i : i - half;
       const Pack<bf16> other = LoadPack(row + (first ? gc + half : gc - half));
+      // Eight cos and eight sin: 32-byte aligned (half % 8 == 0, j % 8 == 0).
+      const size_t at = size_t(gr % seq_len) * half + j;
+      const float4* cs = reinterpret_cast<const float4*>(table + at);
+      const float4* sn = reinterpret_cast<const float4*>(table + size_t(seq_len) * half + at);
+      const float4 c0 = cs[0], c1 = cs[1], s0 = sn[0], s1 = sn[1];
+      const float cv[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+      const float sv[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        float c, s, o1, o2;
-        CosSin(gr, j + k, c, s);
+        const float c = cv[k], s = -sv[k];
+        float o1, o2;
         const float mine = ToF(self.v[k]), partner = ToF(other.v[k]);
         if (first) {
           RotateHalfPair(mine, partner, c, s, o1, o2);
@@ -111,7 +118,7 @@ cudaError_t RopeBackwardFp8Transpose(uint8_t* q, uint8_t* qt, const bf16* dqkv, 
   }
   const int half = head_dim / 2;
   const bool vec = cols % 8 == 0 && half % 8 == 0 && rows % 16 == 0 && Aligned16(dqkv) &&
-                   Aligned16(qt) && (reinterpret_cast<uintptr_t>(q) & 7) == 0;
+                   Aligned16(table) && Aligned16(qt) && (reinterpret_cast<uintptr_t>(q) & 7) == 0;
   const dim3 grid(CeilDiv(cols, fp8::kTile), CeilDiv(rows, fp8::kTile));
   const int rope_cols = rope_heads * head_dim;
   if (format == model::Fp8Format::kE5M2) {

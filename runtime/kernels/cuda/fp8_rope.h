@@ -15,7 +15,8 @@
 // rotation is rope.cuh's, the cast fp8_cast.cu's); dqkv itself is only read
 // (no rotated bf16 copy: the FP8 GEMMs are its only readers). Token r sits at
 // position r % seq_len. The 16-byte path needs head_dim / 2 and cols to be
-// multiples of 8, rows of 16 and aligned pointers; else element by element.
+// multiples of 8, rows of 16 and aligned pointers (table included); else
+// element by element.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
