@@ -45,4 +45,27 @@ __device__ __forceinline__ uint2 PackWords(const uint16_t w[4]) {
   return out;
 }
 
+// Eight values (already rounded as their tensor stores them: float, or bf16
+// read as float) as one 8-byte word of codes, v[0] in the lowest byte; |v|
+// folded into m. The cast every FP8 producer shares, so their codes and
+// amaxes agree byte for byte.
+template <bool kE5M2, typename T>
+__device__ __forceinline__ uint2 Cast8(const T v[8], float scale, float& m) {
+  uint16_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float a = ToF(v[2 * k]), b = ToF(v[2 * k + 1]);
+    m = fmaxf(m, fmaxf(fabsf(a), fabsf(b)));
+    w[k] = ToFp8x2<kE5M2>(a * scale, b * scale);
+  }
+  return PackWords(w);
+}
+
+// One value's code; |v| folded into m.
+template <bool kE5M2>
+__device__ __forceinline__ uint8_t Cast1(float v, float scale, float& m) {
+  m = fmaxf(m, fabsf(v));
+  return ToFp8<kE5M2>(v * scale);
+}
+
 }  // namespace hypertrain::kernels::cuda::fp8

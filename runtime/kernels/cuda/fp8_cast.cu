@@ -11,10 +11,10 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxBlocks = 4096;
 
+using fp8::Cast1;
+using fp8::Cast8;
 using fp8::CommitAmax;
 using fp8::FromFp8;
-using fp8::ToFp8;
-using fp8::ToFp8x2;
 using fp8::kTile;
 using fp8::TransposeTileKernel;
 
@@ -61,24 +61,10 @@ __global__ void CastKernel(uint8_t* __restrict__ q, const T* __restrict__ x, siz
     if (Aligned16(x) && (reinterpret_cast<uintptr_t>(q) & 7) == 0) nv = n / V;
     for (size_t i = tid; i < nv; i += stride) {
       const Pack<T> p = LoadPack(x + i * V);
-      uint16_t w[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float a = ToF(p.v[2 * k]), b = ToF(p.v[2 * k + 1]);
-        m = fmaxf(m, fmaxf(fabsf(a), fabsf(b)));
-        w[k] = ToFp8x2<kE5M2>(a * scale, b * scale);
-      }
-      uint2 out;
-      out.x = uint32_t(w[0]) | (uint32_t(w[1]) << 16);
-      out.y = uint32_t(w[2]) | (uint32_t(w[3]) << 16);
-      *reinterpret_cast<uint2*>(q + i * V) = out;
+      *reinterpret_cast<uint2*>(q + i * V) = Cast8<kE5M2>(p.v, scale, m);
     }
   }
-  for (size_t i = nv * V + tid; i < n; i += stride) {
-    const float a = ToF(x[i]);
-    m = fmaxf(m, fabsf(a));
-    q[i] = ToFp8<kE5M2>(a * scale);
-  }
+  for (size_t i = nv * V + tid; i < n; i += stride) q[i] = Cast1<kE5M2>(ToF(x[i]), scale, m);
   if (amax != nullptr) CommitAmax(m, amax);
 }
 
@@ -111,22 +97,12 @@ struct CastSource {
 #pragma unroll
       for (int k = 0; k < 4; ++k) v[k] = ToF(p0.v[k]), v[k + 4] = ToF(p1.v[k]);
     }
-    uint16_t w[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      m = fmaxf(m, fmaxf(fabsf(v[2 * k]), fabsf(v[2 * k + 1])));
-      w[k] = ToFp8x2<kE5M2>(v[2 * k] * scale, v[2 * k + 1] * scale);
-    }
-    uint2 out;
-    out.x = uint32_t(w[0]) | (uint32_t(w[1]) << 16);
-    out.y = uint32_t(w[2]) | (uint32_t(w[3]) << 16);
+    const uint2 out = Cast8<kE5M2>(v, scale, m);
     if (q != nullptr) *reinterpret_cast<uint2*>(q + size_t(gr) * cols + gc) = out;
     return out;
   }
   __device__ uint8_t Code1(int gr, int gc, int cols) {
-    const float v = ToF(x[size_t(gr) * cols + gc]);
-    m = fmaxf(m, fabsf(v));
-    const uint8_t b = ToFp8<kE5M2>(v * scale);
+    const uint8_t b = Cast1<kE5M2>(ToF(x[size_t(gr) * cols + gc]), scale, m);
     if (q != nullptr) q[size_t(gr) * cols + gc] = b;
     return b;
   }

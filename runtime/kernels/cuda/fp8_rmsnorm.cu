@@ -104,8 +104,7 @@ __global__ void ElementKernel(uint8_t* __restrict__ q, float* __restrict__ rstd,
     if (lane == 0) rstd[row] = rs;
     for (int c = lane; c < cols; c += 32) {
       const float y = ToF(FromF<bf16>(ToF(x[base + c]) * rs * ToF(w[c])));
-      m = fmaxf(m, fabsf(y));
-      q[base + c] = fp8::ToFp8<kE5M2>(y * scale);
+      q[base + c] = fp8::Cast1<kE5M2>(y, scale, m);
     }
   }
   if (amax != nullptr) fp8::CommitAmax(m, amax);

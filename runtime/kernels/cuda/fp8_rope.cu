@@ -81,21 +81,13 @@ struct RopeBackwardSource {
         }
       }
     }
-    uint16_t w[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      m = fmaxf(m, fmaxf(fabsf(v[2 * k]), fabsf(v[2 * k + 1])));
-      w[k] = fp8::ToFp8x2<kE5M2>(v[2 * k] * scale, v[2 * k + 1] * scale);
-    }
-    const uint2 out = fp8::PackWords(w);
+    const uint2 out = fp8::Cast8<kE5M2>(v, scale, m);
     if (q != nullptr) *reinterpret_cast<uint2*>(q + size_t(gr) * cols + gc) = out;
     return out;
   }
 
   __device__ uint8_t Code1(int gr, int gc, int cols) {
-    const float v = Value(gr, gc, cols);
-    m = fmaxf(m, fabsf(v));
-    const uint8_t b = fp8::ToFp8<kE5M2>(v * scale);
+    const uint8_t b = fp8::Cast1<kE5M2>(Value(gr, gc, cols), scale, m);
     if (q != nullptr) q[size_t(gr) * cols + gc] = b;
     return b;
   }

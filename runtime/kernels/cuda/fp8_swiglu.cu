@@ -3,6 +3,7 @@
 
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/fp8.cuh"
+#include "runtime/kernels/cuda/fp8_cast.h"
 #include "runtime/kernels/cuda/fp8_transpose.cuh"
 
 namespace hypertrain::kernels::cuda {
@@ -24,18 +25,7 @@ __device__ __forceinline__ bf16 DUp(float d, float g, float u) {
   return FromF<bf16>(d * g * s);
 }
 
-// Casts 8 bf16 values (already rounded) into one 8-byte word, tracking amax.
-template <bool kE5M2>
-__device__ __forceinline__ uint2 Cast8(const bf16 v[8], float scale, float& m) {
-  uint16_t w[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float a = ToF(v[2 * k]), b = ToF(v[2 * k + 1]);
-    m = fmaxf(m, fmaxf(fabsf(a), fabsf(b)));
-    w[k] = fp8::ToFp8x2<kE5M2>(a * scale, b * scale);
-  }
-  return fp8::PackWords(w);
-}
+using fp8::Cast8;
 
 template <bool kE5M2>
 __global__ void ForwardKernel(bf16* __restrict__ out, long out_stride, uint8_t* __restrict__ q,
@@ -65,9 +55,7 @@ __global__ void ForwardKernel(bf16* __restrict__ out, long out_stride, uint8_t* 
       const size_t r = i / cols, c = i % cols;
       const bf16 o = Silu(ToF(gate[r * in_stride + c]), ToF(up[r * in_stride + c]));
       if (out != nullptr) out[r * out_stride + c] = o;
-      const float a = ToF(o);
-      m = fmaxf(m, fabsf(a));
-      q[r * q_stride + c] = fp8::ToFp8<kE5M2>(a * scale);
+      q[r * q_stride + c] = fp8::Cast1<kE5M2>(ToF(o), scale, m);
     }
   }
   if (amax != nullptr) fp8::CommitAmax(m, amax);
@@ -108,10 +96,8 @@ __global__ void BackwardKernel(uint8_t* __restrict__ dq, const bf16* __restrict_
       const size_t r = i / cols, c = i % cols;
       const float g = ToF(gate[r * in_stride + c]), u = ToF(up[r * in_stride + c]),
                   d = ToF(dout[r * dout_stride + c]);
-      const float a = ToF(DGate(d, g, u)), b = ToF(DUp(d, g, u));
-      m = fmaxf(m, fmaxf(fabsf(a), fabsf(b)));
-      dq[r * dq_stride + c] = fp8::ToFp8<kE5M2>(a * scale);
-      dq[r * dq_stride + cols + c] = fp8::ToFp8<kE5M2>(b * scale);
+      dq[r * dq_stride + c] = fp8::Cast1<kE5M2>(ToF(DGate(d, g, u)), scale, m);
+      dq[r * dq_stride + cols + c] = fp8::Cast1<kE5M2>(ToF(DUp(d, g, u)), scale, m);
     }
   }
   if (amax != nullptr) fp8::CommitAmax(m, amax);
@@ -145,59 +131,8 @@ struct ForwardSource {
   }
   __device__ uint8_t Code1(int gr, int gc, int cols) {
     const size_t at = size_t(gr) * in_stride + gc;
-    const float a = ToF(Silu(ToF(gate[at]), ToF(up[at])));
-    m = fmaxf(m, fabsf(a));
-    const uint8_t b = fp8::ToFp8<kE5M2>(a * scale);
+    const uint8_t b = fp8::Cast1<kE5M2>(ToF(Silu(ToF(gate[at]), ToF(up[at]))), scale, m);
     if (q != nullptr) q[size_t(gr) * cols + gc] = b;
-    return b;
-  }
-  __device__ void Finish() {
-    if (amax != nullptr) fp8::CommitAmax(m, amax);
-  }
-};
-
-// Backward (the element path; the vector path is BackwardPairKernel):
-// width = 2 * half, columns [0, half) dgate, [half, 2 * half) dup (the
-// gate|up output gradient); dq[r, c] row-major with stride 2 * half.
-template <bool kE5M2>
-struct BackwardSource {
-  uint8_t* dq;
-  const bf16* dout;
-  long dout_stride;
-  const bf16* gate;
-  const bf16* up;
-  long in_stride;
-  int half;
-  const float* scale_p;
-  float* amax;
-  float scale = 0.0f, m = 0.0f;
-
-  __device__ void Start() { scale = *scale_p; }
-  __device__ uint2 Codes8(int gr, int gc, int cols) {
-    const bool is_up = gc >= half;
-    const int c = is_up ? gc - half : gc;
-    const size_t at = size_t(gr) * in_stride + c;
-    const Pack<bf16> g = LoadPack(gate + at), u = LoadPack(up + at);
-    const Pack<bf16> d = LoadPack(dout + size_t(gr) * dout_stride + c);
-    bf16 o[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float gj = ToF(g.v[j]), uj = ToF(u.v[j]), dj = ToF(d.v[j]);
-      o[j] = is_up ? DUp(dj, gj, uj) : DGate(dj, gj, uj);
-    }
-    const uint2 w = Cast8<kE5M2>(o, scale, m);
-    *reinterpret_cast<uint2*>(dq + size_t(gr) * cols + gc) = w;
-    return w;
-  }
-  __device__ uint8_t Code1(int gr, int gc, int cols) {
-    const bool is_up = gc >= half;
-    const int c = is_up ? gc - half : gc;
-    const float g = ToF(gate[size_t(gr) * in_stride + c]), u = ToF(up[size_t(gr) * in_stride + c]),
-                d = ToF(dout[size_t(gr) * dout_stride + c]);
-    const float a = ToF(is_up ? DUp(d, g, u) : DGate(d, g, u));
-    m = fmaxf(m, fabsf(a));
-    const uint8_t b = fp8::ToFp8<kE5M2>(a * scale);
-    dq[size_t(gr) * cols + gc] = b;
     return b;
   }
   __device__ void Finish() {
@@ -334,18 +269,11 @@ cudaError_t SwiGluBackwardFp8Transpose(uint8_t* dq, uint8_t* dqt, const bf16* do
     }
     return cudaGetLastError();
   }
-  const int width = 2 * cols;
-  const dim3 grid(CeilDiv(width, fp8::kTile), CeilDiv(rows, fp8::kTile));
-  if (format == model::Fp8Format::kE5M2) {
-    fp8::TransposeTileKernel<<<grid, kThreads, 0, stream>>>(
-        dqt, BackwardSource<true>{dq, dout, dout_stride, gate, up, in_stride, cols, scale, amax},
-        rows, width, vec);
-  } else {
-    fp8::TransposeTileKernel<<<grid, kThreads, 0, stream>>>(
-        dqt, BackwardSource<false>{dq, dout, dout_stride, gate, up, in_stride, cols, scale, amax},
-        rows, width, vec);
-  }
-  return cudaGetLastError();
+  // Other shapes: the row-major kernel, then the codes transposed (the same bytes).
+  const cudaError_t err = SwiGluBackwardFp8(dq, dout, dout_stride, gate, up, in_stride, rows, cols,
+                                            scale, amax, format, stream);
+  if (err != cudaSuccess) return err;
+  return Fp8Transpose(dqt, dq, rows, 2 * cols, stream);
 }
 
 }  // namespace hypertrain::kernels::cuda

@@ -18,7 +18,8 @@
 // multiple of 8 or a pointer is misaligned.
 //
 // The *Transpose variants also write the codes transposed (the wgrad
-// operand cuBLASLt needs) in the same pass, as Fp8Transpose of the row-major
+// operand cuBLASLt needs) in the same pass (the backward's element fallback:
+// the row-major kernel, then Fp8Transpose), as Fp8Transpose of the row-major
 // codes would: qt[c, r] = q[r, c] ([cols, rows]; q, row stride cols, may be
 // null), dqt[c, r] = dq[r, c] ([2 * cols, rows]).
 #include <cuda_bf16.h>

@@ -68,11 +68,14 @@ __device__ __forceinline__ void StoreTransposed(const WordTile& words, uint8_t* 
   uint32_t out[4];
   Transpose4x4Bytes(a, out);
 #pragma unroll
-  for (int j = 0; j < 4; ++j) *reinterpret_cast<uint32_t*>(qt + size_t(gc + j) * rows + gr) = out[j];
+  for (int j = 0; j < 4; ++j) {
+    *reinterpret_cast<uint32_t*>(qt + size_t(gc + j) * rows + gr) = out[j];
+  }
 }
 
 template <typename Source>
-__global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int rows, int cols, bool vec) {
+__global__ void TransposeTileKernel(uint8_t* __restrict__ qt, Source src, int rows, int cols,
+                                    bool vec) {
   // One buffer for both paths' layouts.
   __shared__ __align__(16) uint8_t smem[kTile * (kTile + 8)];
   src.Start();
