@@ -28,6 +28,11 @@ SHAPES = {
                rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0,
                                  high_freq_factor=4.0, original_max_position_embeddings=8192),
                tie_word_embeddings=True),
+    "8b": dict(vocab_size=128256, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+               num_key_value_heads=8, intermediate_size=14336, rope_theta=500000.0,
+               rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                 high_freq_factor=4.0, original_max_position_embeddings=8192),
+               tie_word_embeddings=False),
 }
 PEAK = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12, "A10": 125e12}
 
