@@ -15,6 +15,7 @@
 #include "kube/resources.h"
 #include "kube/rest_client.h"
 #include "localcluster/envtest/control_plane.h"
+#include "operator/api/training_job.h"
 #include "operator/api/yaml_json.h"
 
 namespace hypertrain::api {
@@ -91,6 +92,15 @@ class CrdRealKubeTest : public ::testing::Test {
             {"trainerConfig", {{"inline", "trainer: {max_steps: 1}\n"}}}};
   }
   kube::ResourceClient Jobs() const { return kube::ResourceClient(*client_, kJobs, "default"); }
+  // POST with ?fieldValidation=<mode> (kubectl --validate=strict sends Strict).
+  static StatusOr<Json> CreateWith(const std::string& mode, const Json& obj) {
+    kube::Request req;
+    req.method = "POST";
+    req.path = kJobs.CollectionPath("default");
+    req.query = {{"fieldValidation", mode}};
+    req.body = obj.dump();
+    return (*client_)->SendJson(req);
+  }
 
   static inline envtest::ControlPlane* cp_ = nullptr;
   static inline std::shared_ptr<kube::RestClient>* client_ = nullptr;
@@ -145,6 +155,45 @@ TEST_F(CrdRealKubeTest, BadSpecsAreRejectedWithTheFieldNamed) {
        "are the operator's"},
       {"pod template account", [](Json& s) { s["podTemplate"] = {{"spec", {{"serviceAccountName", "x"}}}}; },
        "set spec.serviceAccountName"},
+      // Issue 35, item 4: conflicts the pod would resolve silently.
+      {"masterPort is the metrics port", [](Json& s) { s["masterPort"] = 9400; },
+       "masterPort must differ from the trainer's metrics port"},
+      {"metrics port moved onto masterPort",
+       [](Json& s) { s["env"] = {{{"name", "HYPERTRAIN_METRICS_PORT"}, {"value", "29500"}}}; },
+       "masterPort must differ from the trainer's metrics port"},
+      {"trainer port named metrics",
+       [](Json& s) {
+         s["podTemplate"] = {{"spec", {{"containers", {{{"name", "trainer"}, {"ports", {{{"name", "metrics"}, {"containerPort", 9401}}}}}}}}}};
+       },
+       "port names rendezvous and metrics are the operator's"},
+      {"trainer port on the metrics port",
+       [](Json& s) {
+         s["podTemplate"] = {{"spec", {{"containers", {{{"name", "trainer"}, {"ports", {{{"name", "m"}, {"containerPort", 9400}}}}}}}}}};
+       },
+       "must differ from the trainer's metrics port 9400"},
+      {"sidecar hostPort is masterPort",
+       [](Json& s) {
+         s["podTemplate"] = {{"spec", {{"containers", {{{"name", "side"}, {"image", "b"}, {"ports", {{{"containerPort", 8080}, {"hostPort", 29500}}}}}}}}}};
+       },
+       "must differ from masterPort (the rendezvous port)"},
+      {"scheduler name", [](Json& s) { s["scheduling"] = {{"schedulerName", "bad name!"}}; },
+       "spec.scheduling.schedulerName"},
+      {"priority class name", [](Json& s) { s["scheduling"] = {{"priorityClassName", "Big_One"}}; },
+       "spec.scheduling.priorityClassName"},
+      // Item 2: a volume that lost its (misspelled, pruned) source would become an emptyDir.
+      {"volume without a source", [](Json& s) { s["volumes"] = {{{"name", "fsx"}}}; },
+       "a volume needs exactly one volume source"},
+      {"volume with two sources",
+       [](Json& s) {
+         s["volumes"] = {{{"name", "fsx"}, {"emptyDir", Json::object()}, {"persistentVolumeClaim", {{"claimName", "c"}}}}};
+       },
+       "a volume needs exactly one volume source"},
+      {"template volume typed wrong",
+       [](Json& s) { s["podTemplate"] = {{"spec", {{"volumes", {{{"name", "v"}, {"emptyDir", {{"medium", 3}}}}}}}}}; },
+       "spec.podTemplate.spec.volumes[0].emptyDir.medium"},
+      {"template securityContext typed wrong",
+       [](Json& s) { s["podTemplate"] = {{"spec", {{"securityContext", {{"runAsUser", "root"}}}}}}; },
+       "spec.podTemplate.spec.securityContext.runAsUser"},
   };
   int i = 0;
   for (const Case& c : cases) {
@@ -159,12 +208,108 @@ TEST_F(CrdRealKubeTest, BadSpecsAreRejectedWithTheFieldNamed) {
   auto r = Jobs().Create(Job(std::string(60, 'a'), P5Spec()));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("at most 53 characters"));
-  // Quantities the API accepts still pass.
+  // Quantities the API accepts still pass, and ports that do not clash.
   Json spec = P5Spec();
+  spec["podTemplate"] = {{"spec", {{"containers", {{{"name", "trainer"}, {"ports", {{{"name", "stats"}, {"containerPort", 9500}}}}}}}}}};
+  spec["scheduling"] = {{"schedulerName", "my-scheduler"}};
   spec["resources"] = {{"requests", {{"cpu", "500m"}, {"memory", 1073741824}}}, {"limits", {{"memory", "1e12"}}}};
   spec["shmSize"] = "256Gi";
   auto ok = Jobs().Create(Job("good-quantities", spec));
   EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
+// Issue 35, item 2: volumes, mounts, env sources and the pod template have
+// core/v1's structural schemas, so a misspelled field is refused under Strict
+// field validation (kubectl's default) and, without it, dropped with a warning
+// instead of stored; a volume that lost its only (misspelled) source is refused.
+TEST_F(CrdRealKubeTest, MisspelledCoreFieldsAreRefusedOrDropped) {
+  Json spec = P5Spec();
+  spec["trainerConfig"]["inline"] = "trainer: {max_steps: 1}\nmodel: {sharding_strategy: full_shard}\n";
+  spec["volumes"] = {{{"name", "fsx"}, {"persistentVolumeClam", {{"claimName", "fsx-claim"}}}}};
+  spec["volumeMounts"] = {{{"name", "fsx"}, {"mountPath", "/fsx"}, {"readOnyl", true}}};
+  spec["env"] = {{{"name", "TOKEN"}, {"valueFrom", {{"secretKeyRf", {{"name", "s"}, {"key", "k"}}}}}}};
+  spec["podTemplate"] = {{"spec",
+                          {{"securityContxt", {{"runAsUser", 1000}}},
+                           {"containers", {{{"name", "trainer"}, {"resourcs", {{"limits", {{"cpu", 1}}}}}}}}}}};
+  auto strict = CreateWith("Strict", Job("typos", spec));
+  ASSERT_FALSE(strict.ok()) << "misspelled fields were accepted under Strict";
+  EXPECT_EQ(strict.status().http_status(), 400) << strict.status().ToString();
+  for (const char* field : {"spec.volumes[0].persistentVolumeClam", "spec.volumeMounts[0].readOnyl",
+                            "spec.env[0].valueFrom.secretKeyRf", "spec.podTemplate.spec.securityContxt",
+                            "spec.podTemplate.spec.containers[0].resourcs"}) {
+    EXPECT_THAT(strict.status().message(), HasSubstr(std::string("unknown field \"") + field + "\"")) << field;
+  }
+  // Without Strict the pruned volume has no source left: refused, not an emptyDir.
+  auto warn = CreateWith("Warn", Job("typos", spec));
+  ASSERT_FALSE(warn.ok()) << "a volume without a source was stored";
+  EXPECT_THAT(warn.status().message(), HasSubstr("a volume needs exactly one volume source"));
+  // The other typos are dropped (never stored to be lost later), and the correct
+  // spellings are kept.
+  spec["volumes"] = {{{"name", "fsx"}, {"persistentVolumeClaim", {{"claimName", "fsx-claim"}}}}};
+  spec["podTemplate"]["spec"]["securityContext"] = {{"runAsNonRoot", true}};
+  auto created = CreateWith("Ignore", Job("typos", spec));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  const Json& s = (*created)["spec"];
+  EXPECT_EQ(s["volumes"][0]["persistentVolumeClaim"]["claimName"], "fsx-claim");
+  EXPECT_FALSE(s["volumeMounts"][0].contains("readOnyl"));
+  EXPECT_FALSE(s["env"][0]["valueFrom"].contains("secretKeyRf"));
+  EXPECT_FALSE(s["podTemplate"]["spec"].contains("securityContxt"));
+  EXPECT_EQ(s["podTemplate"]["spec"]["securityContext"]["runAsNonRoot"], true);
+  EXPECT_FALSE(s["podTemplate"]["spec"]["containers"][0].contains("resourcs"));
+  // What the operator then reads: the env source it lost is refused naming the field.
+  auto meta = ParseObjectMeta((*created)["metadata"]);
+  ASSERT_TRUE(meta.ok());
+  auto parsed = ParseSpec(s, *meta);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("spec.env[0].valueFrom: needs exactly one source"));
+}
+
+// Issue 35, item 4: a quantity the API server would clamp to 2^63-1 in the pod
+// is stored (CEL in 1.26 has no quantity library), and the operator refuses
+// the job naming the field: ParseSpec of what the server stored.
+TEST_F(CrdRealKubeTest, AnOverlargeQuantityFailsTheJobNamingTheField) {
+  Json spec = P5Spec();
+  spec["trainerConfig"]["inline"] = "trainer: {max_steps: 1}\nmodel: {sharding_strategy: full_shard}\n";
+  spec["resources"] = {{"limits", {{"memory", "1e100"}}}};
+  auto created = Jobs().Create(Job("huge-memory", spec));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto meta = ParseObjectMeta((*created)["metadata"]);
+  ASSERT_TRUE(meta.ok());
+  auto parsed = ParseSpec((*created)["spec"], *meta);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("spec.resources.limits.memory: '1e100' is too large"));
+}
+
+// Issue 35, item 3: the inline config is written once into <job>-config, so
+// changing it is refused once the job runs; a dry run (estimateOnly) may still
+// change it, and a configMapRef (read at each attempt) may change.
+TEST_F(CrdRealKubeTest, InlineConfigIsImmutableOnceTheJobRuns) {
+  ASSERT_TRUE(Jobs().Create(Job("inline", P5Spec())).ok());
+  const Json change = {{"spec", {{"trainerConfig", {{"inline", "trainer: {max_steps: 2}\n"}}}}}};
+  auto r = Jobs().Patch("inline", change);
+  ASSERT_FALSE(r.ok()) << "a changed inline config was accepted";
+  EXPECT_EQ(r.status().http_status(), 422);
+  EXPECT_THAT(r.status().message(), HasSubstr("trainerConfig.inline is immutable"));
+  r = Jobs().Patch("inline", {{"spec", {{"trainerConfig", {{"inline", nullptr}, {"configMapRef", {{"name", "c"}}}}}}}});
+  ASSERT_FALSE(r.ok()) << "switching to a configMapRef was accepted";
+  EXPECT_THAT(r.status().message(), HasSubstr("trainerConfig.inline is immutable"));
+  // The same text again is no change.
+  ASSERT_TRUE(Jobs().Patch("inline", {{"spec", {{"trainerConfig", {{"inline", "trainer: {max_steps: 1}\n"}}}}}}).ok());
+  // A dry run may change its config, then start.
+  Json dry = P5Spec();
+  dry["estimateOnly"] = true;
+  ASSERT_TRUE(Jobs().Create(Job("dry", dry)).ok());
+  r = Jobs().Patch("dry", change);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  r = Jobs().Patch("dry", {{"spec", {{"estimateOnly", false}}}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(Jobs().Patch("dry", {{"spec", {{"trainerConfig", {{"inline", "x: 1\n"}}}}}}).ok());
+  // A configMapRef may name another ConfigMap; the next attempt mounts it.
+  Json ref = P5Spec();
+  ref["trainerConfig"] = {{"configMapRef", {{"name", "cfg-1"}}}};
+  ASSERT_TRUE(Jobs().Create(Job("ref", ref)).ok());
+  r = Jobs().Patch("ref", {{"spec", {{"trainerConfig", {{"configMapRef", {{"name", "cfg-2"}}}}}}}});
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
 // Every TrainingJob of examples/ (the Kueue, Volcano and plain ones) is accepted

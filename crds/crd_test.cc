@@ -247,13 +247,22 @@ TEST_F(CrdTest, RejectsBadSpecs) {
   expect_problem(s, "spec.elastic.checkIntervalSeconds");
   s["elastic"] = {{"minNodes", 1}, {"every", 1}};
   expect_problem(s, "spec.elastic.every: unknown field");
-  // Pass-through fields keep what the core API defines.
+  // Core fields have core/v1's schemas (issue 35, item 2): what the core API
+  // defines passes, a misspelled field is unknown instead of kept.
   s = MinimalSpec();
   s["volumes"] = json::array({{{"name", "fsx"}, {"persistentVolumeClaim", {{"claimName", "c"}}}}});
   s["podTemplate"] = json::parse(R"({"spec": {"runtimeClassName": "nvidia", "securityContext": {"fsGroup": 1},
-      "containers": [{"name": "side", "image": "x", "anything": {"kept": true}}]}})");
+      "containers": [{"name": "side", "image": "x", "livenessProbe": {"exec": {"command": ["true"]}}}]}})");
   json obj = Job(s);
   EXPECT_THAT(Validate(obj), IsEmpty());
+  s["volumes"][0]["persistentVolumeClam"] = s["volumes"][0]["persistentVolumeClaim"];
+  s["podTemplate"]["spec"]["securityContxt"] = json::object();
+  s["podTemplate"]["spec"]["containers"][0]["resourcs"] = json::object();
+  obj = Job(s);
+  EXPECT_THAT(Validate(obj), ::testing::UnorderedElementsAre(
+                                 "spec.volumes[0].persistentVolumeClam: unknown field (the API server would drop it)",
+                                 "spec.podTemplate.spec.securityContxt: unknown field (the API server would drop it)",
+                                 "spec.podTemplate.spec.containers[0].resourcs: unknown field (the API server would drop it)"));
 }
 
 TEST_F(CrdTest, CelRulesArePresentWhereRulesSpanFields) {

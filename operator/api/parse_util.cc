@@ -1,6 +1,9 @@
 #include "operator/api/parse_util.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -114,12 +117,33 @@ bool IsQualifiedNamePart(const std::string& s) {
   return !s.empty() && s.size() <= 63 && std::regex_match(s, kName);
 }
 
+// log10 of a quantity's value (its mantissa times its suffix's scale), from
+// its text: enough to tell whether it fits an int64 as Kubernetes stores it.
+double QuantityLog10(const std::string& q) {
+  const size_t end = q.find_first_not_of("+0123456789.");
+  const double mantissa = std::strtod(q.substr(0, end).c_str(), nullptr);
+  if (mantissa <= 0) return -1e9;
+  double scale = 0;
+  const std::string suffix = end == std::string::npos ? "" : q.substr(end);
+  static const std::map<std::string, double> kScales = {
+      {"n", -9},         {"u", -6},         {"m", -3},         {"k", 3},          {"M", 6},
+      {"G", 9},          {"T", 12},         {"P", 15},         {"E", 18},         {"Ki", 10 * std::log10(2.0)},
+      {"Mi", 20 * std::log10(2.0)}, {"Gi", 30 * std::log10(2.0)}, {"Ti", 40 * std::log10(2.0)},
+      {"Pi", 50 * std::log10(2.0)}, {"Ei", 60 * std::log10(2.0)}};
+  if (auto it = kScales.find(suffix); it != kScales.end()) {
+    scale = it->second;
+  } else if (!suffix.empty()) {  // e/E exponent
+    scale = std::strtod(suffix.c_str() + 1, nullptr);
+  }
+  return std::log10(mantissa) + scale;
+}
+
+}  // namespace
+
 bool IsDns1123Subdomain(const std::string& s) {
   static const std::regex kSub("^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$");
   return !s.empty() && s.size() <= 253 && std::regex_match(s, kSub);
 }
-
-}  // namespace
 
 std::string LabelKeyProblem(const std::string& key) {
   const size_t slash = key.find('/');
@@ -144,6 +168,11 @@ std::string QuantityValue(const json& v, const std::string& field) {
   }
   std::string s = v.get<std::string>();
   if (s[0] == '-') Fail(field, "must not be negative");
+  // Kubernetes keeps quantities as int64 (milli-units for cpu): a larger one
+  // would be clamped to 2^63-1 in the pod, not refused.
+  if (QuantityLog10(s) >= std::log10(9.2e15)) {
+    Fail(field, "'" + s + "' is too large (Kubernetes stores a quantity as a 64-bit count of milli-units)");
+  }
   return s;
 }
 

@@ -41,10 +41,12 @@ std::map<std::string, std::string> StringMap(const json& obj, const char* key, c
 std::vector<int32_t> ExitCodeList(const json& obj, const char* key, const std::string& path);
 std::string OneOf(const std::string& value, const std::vector<std::string>& allowed, const std::string& field);
 
-// A Kubernetes quantity ("4", "500m", "64Gi"), never negative.
+// A Kubernetes quantity ("4", "500m", "64Gi"), never negative, below 9.2e15
+// (what a 64-bit count of milli-units holds; the API server would clamp more).
 std::string QuantityValue(const json& v, const std::string& field);
 bool IsDns1035Label(const std::string& s);
 bool IsDns1123Label(const std::string& s);
+bool IsDns1123Subdomain(const std::string& s);
 // Empty when `key` is a valid label/annotation key ([prefix/]name), else why not.
 std::string LabelKeyProblem(const std::string& key);
 // Label keys ([prefix/]name) and values as Kubernetes validates them.

@@ -17,6 +17,7 @@ namespace {
 
 constexpr char kTrainerContainer[] = "trainer";        // controller::kContainerName
 constexpr char kRendezvousPortName[] = "rendezvous";   // controller::kRendezvousPortName
+constexpr char kMetricsPortName[] = "metrics";         // controller::kMetricsPortName
 const std::set<std::string> kReservedVolumes = {"dshm", "hypertrain-config"};
 
 // Pod-level fields of the overlay the operator sets, with where to say it instead.
@@ -75,26 +76,41 @@ void MergeResources(const ResourceList& extra, ResourceList* into, const std::st
   }
 }
 
-void ParsePorts(const json& c, const std::string& path, int32_t master_port, bool trainer) {
+// Every template container shares the pod's network: no port of it may be the
+// rendezvous or metrics port, by number (containerPort or hostPort) or by name
+// (the PodMonitor scrapes the port named "metrics").
+void ParsePorts(const json& c, const std::string& path, const TrainingJobSpec& s) {
   const json* ports = Find(c, "ports");
   if (!ports) return;
   if (!ports->is_array()) Fail(Join(path, "ports"), "must be a list");
+  const int metrics_port = MetricsPortOf(s.env);
   for (size_t i = 0; i < ports->size(); ++i) {
     const std::string p = Index(Join(path, "ports"), i);
     const json& port = RequireObject((*ports)[i], p);
-    if (!OptInt(port, "containerPort", p, 1, 65535)) Fail(Join(p, "containerPort"), "required");
-    if (trainer && port["containerPort"].get<int64_t>() == master_port) {
-      Fail(Join(p, "containerPort"), std::to_string(master_port) + " is the rendezvous port (spec.masterPort)");
+    const std::optional<int64_t> number = OptInt(port, "containerPort", p, 1, 65535);
+    if (!number) Fail(Join(p, "containerPort"), "required");
+    const std::optional<int64_t> host = OptInt(port, "hostPort", p, 0, 65535);
+    for (const auto& [key, value] : {std::pair{"containerPort", number}, std::pair{"hostPort", host}}) {
+      if (value && *value == s.master_port) {
+        Fail(Join(p, key), std::to_string(s.master_port) + " is the rendezvous port (spec.masterPort)");
+      }
+      if (value && metrics_port > 0 && *value == metrics_port) {
+        Fail(Join(p, key), std::to_string(metrics_port) + " is the trainer's metrics port (" +
+                               contract::env::kMetricsPort + ", default " +
+                               std::to_string(contract::env::kDefaultMetricsPort) + ")");
+      }
     }
-    if (trainer && OptString(port, "name", p, 15).value_or("") == kRendezvousPortName) {
-      Fail(Join(p, "name"), "'rendezvous' is the operator's port");
+    const std::string name = OptString(port, "name", p, 15).value_or("");
+    if (name == kRendezvousPortName || name == kMetricsPortName) {
+      Fail(Join(p, "name"), "'" + name + "' is the operator's port name");
     }
   }
 }
 
-// Sidecar and init containers: a name, an image, valid env names; their
-// mounts are checked once every volume is known.
-void ParseOtherContainer(const json& c, const std::string& path) {
+// Sidecar and init containers: a name, an image, valid env names, a sidecar's
+// ports (an init container has exited before the trainer binds its ports);
+// their mounts are checked once every volume is known.
+void ParseOtherContainer(const json& c, const std::string& path, const TrainingJobSpec& s, bool sidecar) {
   if (!OptString(c, "image", path, 512).value_or("").size()) Fail(Join(path, "image"), "required");
   if (const json* env = Find(c, "env")) {
     if (!env->is_array()) Fail(Join(path, "env"), "must be a list");
@@ -110,7 +126,7 @@ void ParseOtherContainer(const json& c, const std::string& path) {
     Resources(*r, "requests", Join(path, "resources"), false);
     Resources(*r, "limits", Join(path, "resources"), false);
   }
-  ParsePorts(c, path, 0, false);
+  if (sidecar) ParsePorts(c, path, s);
 }
 
 // The overlay of the trainer container: env, envFrom, mounts and resources
@@ -164,11 +180,25 @@ void ParseTrainerOverlay(const json& c, const std::string& path, TrainingJobSpec
     MergeResources(Resources(*r, "limits", p, true), &s->limits, Join(p, "limits"));
     rest.erase("resources");
   }
-  ParsePorts(c, path, s->master_port, true);
+  ParsePorts(c, path, *s);
   s->pod_template.trainer = rest;
 }
 
 }  // namespace
+
+int MetricsPortOf(const std::vector<EnvVar>& env_vars) {
+  int port = contract::env::kDefaultMetricsPort;
+  for (const EnvVar& e : env_vars) {
+    if (e.name != contract::env::kMetricsPort) continue;
+    port = 0;  // "0", a reference or a non-number: no metrics port
+    if (e.value && !e.value->empty() && e.value->size() <= 5 &&
+        e.value->find_first_not_of("0123456789") == std::string::npos) {
+      port = std::stoi(*e.value);
+      if (port > 65535) port = 0;
+    }
+  }
+  return port;
+}
 
 bool IsOperatorLabel(const std::string& key) {
   static const std::set<std::string> kExact = {
@@ -221,9 +251,19 @@ std::string ParseVolume(const json& vol, const std::string& p) {
   std::string name = OptString(v, "name", p, 63).value_or("");
   if (!IsDns1123Label(name)) Fail(Join(p, "name"), "'" + name + "' is not a DNS-1123 label");
   if (kReservedVolumes.count(name)) Fail(Join(p, "name"), "'" + name + "' is reserved");
+  // core/v1 VolumeSource of Kubernetes 1.26 (the CRD's generated schema).
+  static const std::set<std::string> kSources = {
+      "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "configMap", "csi", "downwardAPI",
+      "emptyDir", "ephemeral", "fc", "flexVolume", "flocker", "gcePersistentDisk", "gitRepo", "glusterfs",
+      "hostPath", "iscsi", "nfs", "persistentVolumeClaim", "photonPersistentDisk", "portworxVolume", "projected",
+      "quobyte", "rbd", "scaleIO", "secret", "storageos", "vsphereVolume"};
   std::vector<std::string> sources;
   for (auto it = v.begin(); it != v.end(); ++it) {
-    if (it.key() != "name") sources.push_back(it.key());
+    if (it.key() == "name") continue;
+    if (!kSources.count(it.key())) {
+      Fail(Join(p, it.key()), "unknown field: not a core/v1 volume source (e.g. persistentVolumeClaim, emptyDir)");
+    }
+    sources.push_back(it.key());
   }
   if (sources.empty()) Fail(p, "needs a volume source (e.g. persistentVolumeClaim)");
   if (sources.size() > 1) Fail(p, "has " + std::to_string(sources.size()) + " volume sources (" + sources[0] + ", " +
@@ -299,7 +339,7 @@ void ParseTemplateContainers(const json& spec, const std::string& sp, const std:
         Fail(Join(p, "name"), "duplicate container name '" + name + "'" +
                                   (name == kTrainerContainer ? " (the operator's trainer container)" : ""));
       }
-      ParseOtherContainer(c, p);
+      ParseOtherContainer(c, p, *s, std::string(list) == "containers");
       others.emplace_back(p, &c);
       (std::string(list) == "containers" ? s->pod_template.sidecars : s->pod_template.init_containers).push_back(c);
     }

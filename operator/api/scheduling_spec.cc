@@ -236,6 +236,14 @@ Scheduling ParseScheduling(const json* v, const std::string& path, const FaultPo
   RequireObject(*v, path);
   s.scheduler_name = OptString(*v, "schedulerName", path, 253).value_or("");
   s.priority_class_name = OptString(*v, "priorityClassName", path, 253).value_or("");
+  // The pod's rules: a scheduler or priority class the API server would refuse
+  // pod by pod is refused once, here.
+  for (const auto& [key, value] : {std::pair{"schedulerName", &s.scheduler_name},
+                                   std::pair{"priorityClassName", &s.priority_class_name}}) {
+    if (!value->empty() && !IsDns1123Subdomain(*value)) {
+      Fail(Join(path, key), "'" + *value + "' is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.')");
+    }
+  }
   s.node_selector = StringMap(*v, "nodeSelector", path);
   ValidateLabels(s.node_selector, Join(path, "nodeSelector"));
   if (const json* t = Find(*v, "tolerations")) {

@@ -35,6 +35,10 @@ void ParsePodTemplate(const nlohmann::json* v, const std::string& path, Training
 // the trainer config's batch and sharding); nullopt when absent.
 std::optional<Elastic> ParseElastic(const nlohmann::json* v, const std::string& path, const TrainingJobSpec& s);
 
+// The launcher's metrics port the env sets (contract/env.h kMetricsPort,
+// default 9400), 0 when turned off.
+int MetricsPortOf(const std::vector<EnvVar>& env);
+
 // Pod labels and annotations the operator sets itself (a user may not).
 bool IsOperatorLabel(const std::string& key);
 bool IsOperatorAnnotation(const std::string& key);

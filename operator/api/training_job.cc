@@ -329,6 +329,10 @@ TrainingJobSpec ParseSpecOrThrow(const json& spec, const ObjectMeta& meta) {
   }
 
   ParsePodFields(spec, s);
+  if (MetricsPortOf(s.env) == s.master_port) {
+    Fail("spec.masterPort", std::to_string(s.master_port) + " is the trainer's metrics port (" + contract::env::kMetricsPort +
+                                ", default " + std::to_string(contract::env::kDefaultMetricsPort) + "); choose another");
+  }
   CheckScheduling(s);
   return s;
 }

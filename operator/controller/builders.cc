@@ -419,21 +419,29 @@ void MergeTrainerExtras(json& container, const api::PodTemplate& t) {
   for (auto it = t.trainer.begin(); it != t.trainer.end(); ++it) {
     if (it.key() == "ports") {
       for (const json& port : it.value()) {
-        // A template port with the metrics port's name or number replaces it
-        // (a PodMonitor then scrapes what the template declares).
-        json& ours = container["ports"];
-        for (auto p = ours.begin(); p != ours.end();) {
-          const bool clash = (*p)["name"] == kMetricsPortName &&
-                             (port.value("name", "") == kMetricsPortName || port["containerPort"] == (*p)["containerPort"]);
-          p = clash ? ours.erase(p) : std::next(p);
-        }
-        ours.push_back(port);
+        // Parsing refused a port with the rendezvous or metrics port's name or number.
+        container["ports"].push_back(port);
       }
     } else if (!container.contains(it.key())) {
       container[it.key()] = it.value();
     }
   }
   if (!t.env_from.empty()) container["envFrom"] = t.env_from;
+}
+
+// What Pod Security `restricted` asks of a container, short of runAsNonRoot
+// (images such as the AWS and NGC ones run as root; the user says so in
+// podTemplate). Each field the template's trainer securityContext sets wins;
+// privileged (EFA setups that need it) keeps privilege escalation.
+void DefaultSecurityContext(json& container) {
+  json sc = container.value("securityContext", json::object());
+  if (!sc.is_object()) return;
+  if (!sc.contains("allowPrivilegeEscalation") && sc.value("privileged", json(false)) != json(true)) {
+    sc["allowPrivilegeEscalation"] = false;
+  }
+  if (!sc.contains("capabilities")) sc["capabilities"] = {{"drop", json::array({"ALL"})}};
+  if (!sc.contains("seccompProfile")) sc["seccompProfile"] = {{"type", "RuntimeDefault"}};
+  container["securityContext"] = sc;
 }
 
 }  // namespace
@@ -490,6 +498,7 @@ StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& 
   json resources = BuildResources(spec);
   if (!resources.empty()) container["resources"] = resources;
   MergeTrainerExtras(container, spec.pod_template);
+  DefaultSecurityContext(container);
 
   // The template's pod-level fields first; the operator's own fields over them
   // (parsing rejected a template that sets one of them).

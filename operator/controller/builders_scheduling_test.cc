@@ -182,7 +182,7 @@ TEST(PodTemplatePodTest, TemplateIsMergedAndTheOperatorsFieldsStay) {
         {"name": "trainer",
          "securityContext": {"readOnlyRootFilesystem": true},
          "livenessProbe": {"exec": {"command": ["true"]}},
-         "ports": [{"name": "metrics", "containerPort": 9400}],
+         "ports": [{"name": "stats", "containerPort": 9500}],
          "envFrom": [{"secretRef": {"name": "creds"}}],
          "env": [{"name": "WANDB_MODE", "value": "offline"}],
          "volumeMounts": [{"name": "logs", "mountPath": "/logs"}]}
@@ -203,11 +203,15 @@ TEST(PodTemplatePodTest, TemplateIsMergedAndTheOperatorsFieldsStay) {
   EXPECT_EQ(trainer["name"], "trainer");  // first: the node agent and kubectl logs default to it
   EXPECT_EQ(trainer["command"], json({"hypertrain", "launch", "--", "train"}));
   EXPECT_EQ(trainer["securityContext"]["readOnlyRootFilesystem"], true);
+  // The operator's restricted-style defaults join the template's fields.
+  EXPECT_EQ(trainer["securityContext"]["allowPrivilegeEscalation"], false);
+  EXPECT_EQ(trainer["securityContext"]["capabilities"], json({{"drop", {"ALL"}}}));
   EXPECT_TRUE(trainer.contains("livenessProbe"));
   EXPECT_EQ(trainer["envFrom"][0]["secretRef"]["name"], "creds");
-  EXPECT_EQ(trainer["ports"].size(), 2u);  // the template's "metrics" port replaces the operator's
+  ASSERT_EQ(trainer["ports"].size(), 3u);  // the operator's two, then the template's
   EXPECT_EQ(trainer["ports"][0]["name"], "rendezvous");
-  EXPECT_EQ(trainer["ports"][1], json({{"name", "metrics"}, {"containerPort", 9400}}));
+  EXPECT_EQ(trainer["ports"][1]["name"], "metrics");
+  EXPECT_EQ(trainer["ports"][2], json({{"name", "stats"}, {"containerPort", 9500}}));
   EXPECT_EQ(trainer["resources"]["limits"]["nvidia.com/gpu"], "8");
   EXPECT_THAT(trainer["env"].dump(), HasSubstr("WANDB_MODE"));
   EXPECT_THAT(trainer["env"].dump(), HasSubstr("NODE_RANK"));
@@ -217,6 +221,21 @@ TEST(PodTemplatePodTest, TemplateIsMergedAndTheOperatorsFieldsStay) {
   EXPECT_EQ(ps["initContainers"][0]["name"], "fetch");
   EXPECT_THAT(ps["volumes"].dump(), HasSubstr("\"logs\""));
   EXPECT_THAT(ps["volumes"].dump(), HasSubstr("\"dshm\""));
+}
+
+// Issue 35, item 8: the trainer container's defaults are what Pod Security
+// `restricted` asks (less runAsNonRoot); each field the template sets wins.
+TEST(PodTemplatePodTest, TrainerSecurityContextDefaultsYieldToTheTemplate) {
+  const json sc = Pod(BaseSpec())["spec"]["containers"][0]["securityContext"];
+  EXPECT_EQ(sc, json::parse(R"({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                                "seccompProfile": {"type": "RuntimeDefault"}})"));
+  json spec = BaseSpec();
+  spec["podTemplate"] = json::parse(R"({"spec": {"containers": [{"name": "trainer",
+      "securityContext": {"privileged": true, "capabilities": {"add": ["IPC_LOCK"]}}}]}})");
+  const json mine = Pod(spec)["spec"]["containers"][0]["securityContext"];
+  EXPECT_FALSE(mine.contains("allowPrivilegeEscalation"));  // the API server refuses it with privileged
+  EXPECT_EQ(mine["capabilities"], json::parse(R"({"add": ["IPC_LOCK"]})"));
+  EXPECT_EQ(mine["seccompProfile"]["type"], "RuntimeDefault");
 }
 
 }  // namespace

@@ -173,10 +173,14 @@ TEST_F(ReconcilerTest, ControlPlaneValidatesAndDefaultsThroughTheCrd) {
 
   spec = CpuSpec();
   spec["gpusPerNod"] = 8;  // a typo: pruned, as by kube-apiserver
+  // Issue 35, item 2: typos inside the core/v1 parts too (their schemas are structural).
+  spec["podTemplate"] = {{"spec", {{"securityContxt", {{"runAsUser", 1000}}}, {"securityContext", {{"fsGroup", 1}}}}}};
   auto ok = create("v-ok", spec);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   const Json& s = (*ok)["spec"];
   EXPECT_FALSE(s.contains("gpusPerNod"));
+  EXPECT_FALSE(s["podTemplate"]["spec"].contains("securityContxt"));
+  EXPECT_EQ(s["podTemplate"]["spec"]["securityContext"]["fsGroup"], 1);
   EXPECT_EQ(s["masterPort"], 29500);
   EXPECT_EQ(s["imagePullPolicy"], "IfNotPresent");
   EXPECT_EQ(s["runPolicy"]["backoffLimit"], 3);
