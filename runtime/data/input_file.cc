@@ -57,7 +57,9 @@ StatusOr<std::unique_ptr<InputFile>> InputFile::Open(const std::string& path) {
 StatusOr<size_t> InputFile::Read(char* dst, size_t n) {
   const int got = gzread(gz_, dst, static_cast<unsigned>(n));
   int err = Z_OK;
-  const char* msg = gzerror(gz_, &err);
+  std::string msg = gzerror(gz_, &err);
+  // zlib prefixes its messages with "<fd:N>: ".
+  if (const size_t p = msg.find(">: "); msg.rfind("<fd:", 0) == 0 && p != std::string::npos) msg.erase(0, p + 3);
   if (got < 0) {
     return DataLoss(fmt::format("{}: {}{}", path_, err == Z_DATA_ERROR ? "corrupt gzip data: " : "read failed: ",
                                 msg));
@@ -66,9 +68,9 @@ StatusOr<size_t> InputFile::Read(char* dst, size_t n) {
   // zlib reports a stream that stops before its trailer as Z_BUF_ERROR at the
   // end of the file, after returning all it could inflate.
   if (err == Z_BUF_ERROR) {
-    return DataLoss(fmt::format("{}: truncated gzip: the stream ends before its CRC/length trailer after {} of "
-                                "{} bytes (an incomplete copy or download?)",
-                                path_, consumed(), total_));
+    return DataLoss(fmt::format("{}: truncated gzip: the stream ends before its CRC/length trailer ({} bytes; an "
+                                "incomplete copy or download?)",
+                                path_, total_));
   }
   if (!gzeof(gz_)) return DataLoss(fmt::format("{}: read failed: {}", path_, msg));
   return size_t{0};
