@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -19,13 +20,26 @@
 #include "runtime/ckpt/host_allocator.h"
 #include "runtime/ckpt/train_hooks.h"
 #include "runtime/cmd/cuda_parts.h"
+#include "runtime/estimate/memory_budget.h"
 #include "runtime/parallel/parallel_runtime.h"
 
 namespace hypertrain::cmd {
 namespace {
 
+// A positive integer environment variable, else 1.
+int64_t EnvCount(const launch::EnvLookup& env, const char* name) {
+  const char* v = env(name);
+  const int64_t n = v != nullptr ? std::atoll(v) : 0;
+  return n > 0 ? n : 1;
+}
+
 StatusOr<train::BackendBundle> CreateCpuBackend(const config::TrainConfig& c,
-                                                const model::BackendOptions& o) {
+                                                const model::BackendOptions& o,
+                                                const launch::EnvLookup& env) {
+  // The plan against the host before anything is allocated.
+  const int64_t local = EnvCount(env, contract::env::kLocalWorldSize);
+  HT_RETURN_IF_ERROR(estimate::CheckCpuMemoryPlan(c, std::max<int64_t>(1, EnvCount(env, contract::env::kWorldSize) / local),
+                                                  local, estimate::HostMemoryBudget(local)));
   HT_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> b, cpu::CpuBackend::Create(c.model, o));
   train::BackendBundle bundle;
   bundle.backend = std::move(b);
@@ -63,17 +77,17 @@ StatusOr<train::BackendBundle> CreateBackend(const config::TrainConfig& c,
                                              const launch::EnvLookup& env,
                                              ckpt::HostAllocator** snapshot_allocator) {
   if (snapshot_allocator != nullptr) *snapshot_allocator = ckpt::PageableHostAllocator();
-  if (c.backend == "cpu") return CreateCpuBackend(c, o);
+  if (c.backend == "cpu") return CreateCpuBackend(c, o, env);
   if (c.backend != "cuda" && c.backend != "auto") {
     return InvalidArgument("trainer.backend: '" + c.backend + "' is not one of auto, cpu, cuda");
   }
-  if (c.backend == "auto" && !CudaBuiltIn()) return CreateCpuBackend(c, o);
+  if (c.backend == "auto" && !CudaBuiltIn()) return CreateCpuBackend(c, o, env);
   StatusOr<CudaParts> cuda = CreateCudaBackend(c, o, env);
   if (!cuda.ok()) {
     if (c.backend == "cuda" || cuda.status().code() != StatusCode::kUnavailable)
       return cuda.status();
     spdlog::info("trainer.backend: auto: {}; using the CPU backend", cuda.status().message());
-    return CreateCpuBackend(c, o);
+    return CreateCpuBackend(c, o, env);
   }
   if (snapshot_allocator != nullptr) *snapshot_allocator = cuda->snapshot_allocator;
   return std::move(cuda->backend);

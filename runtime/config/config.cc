@@ -440,10 +440,8 @@ void ReadExpManager(Reader& r, TrainConfig& c) {
   r.Double("exp_manager.auto_checkpoint.min_interval_s", &k.auto_min_interval_s);
 }
 
-}  // namespace
-
-StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
-                                       const std::string& source, const EnvLookup& env) {
+StatusOr<TrainConfig> ParseDocument(const std::string& text, const std::vector<std::string>& overrides,
+                                    const std::string& source, const EnvLookup& env) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -513,6 +511,19 @@ StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::vecto
     c.unknown_keys.push_back(item);
   }
   return c;
+}
+
+}  // namespace
+
+StatusOr<TrainConfig> ParseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
+                                       const std::string& source, const EnvLookup& env) {
+  // The document is checked before it is walked (resolve.cc: DocumentCheck);
+  // a conversion yaml-cpp still refuses is a config error, never an abort.
+  try {
+    return ParseDocument(text, overrides, source, env);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(fmt::format("{}: cannot read the config: {}", source, e.msg));
+  }
 }
 
 StatusOr<TrainConfig> LoadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,18 @@ namespace hypertrain::config {
 namespace {
 
 using Path = std::vector<std::string>;
+
+// Bounds that keep a small document from growing without limit, each an
+// InvalidArgument naming the key: every map key a scalar (a YAML complex key
+// `? [a, b]` names no config key); at most kMaxDocumentNodes values and
+// kMaxDocumentDepth levels with every alias expanded (an alias "billion
+// laughs" bomb is a few lines that expand to 10^9 values); at most
+// kMaxInterpolatedBytes in one resolved value and kMaxResolvedBytes produced by
+// all of them (`${a}${a}...` nested ten deep is 700 bytes that expand to 10^10).
+constexpr int64_t kMaxDocumentNodes = 100000;
+constexpr int kMaxDocumentDepth = 64;
+constexpr int64_t kMaxInterpolatedBytes = int64_t{1} << 20;
+constexpr int64_t kMaxResolvedBytes = int64_t{16} << 20;
 
 std::string Join(const Path& p, size_t n) {
   std::string s;
@@ -73,6 +86,54 @@ StatusOr<std::vector<Piece>> Tokenize(const std::string& key, const std::string&
   }
   if (!lit.empty()) out.push_back({false, lit});
   return out;
+}
+
+// Walks the document as if every alias were a copy, counting nodes; stops at
+// the first limit crossed.
+class DocumentCheck {
+ public:
+  Status Walk(const YAML::Node& n, const std::string& key, int depth) {
+    if (++nodes_ > kMaxDocumentNodes) {
+      return InvalidArgument(fmt::format("{}: the config holds more than {} values with its YAML aliases expanded "
+                                         "(an alias bomb?); hypertrain reads configs up to that size",
+                                         key.empty() ? "the top level" : key, kMaxDocumentNodes));
+    }
+    if (depth > kMaxDocumentDepth) {
+      return InvalidArgument(fmt::format("{}: nested deeper than {} levels (a YAML alias that contains itself?)", key,
+                                         kMaxDocumentDepth));
+    }
+    if (n.IsSequence()) {
+      for (size_t i = 0; i < n.size(); ++i) {
+        HT_RETURN_IF_ERROR(Walk(n[i], fmt::format("{}[{}]", key, i), depth + 1));
+      }
+    } else if (n.IsMap()) {
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        if (!it->first.IsScalar()) {
+          return InvalidArgument(fmt::format(
+              "{}: line {}: a map key must be a plain name, got a {} (a YAML complex key '? ...' names no config key)",
+              key.empty() ? "the top level" : key, it->first.Mark().line + 1, it->first.IsMap() ? "map" : "list"));
+        }
+        const std::string& k = it->first.Scalar();
+        HT_RETURN_IF_ERROR(Walk(it->second, key.empty() ? k : key + "." + k, depth + 1));
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int64_t nodes_ = 0;
+};
+
+// Scalar bytes and nodes under `n`, counted up to `cap`.
+int64_t TreeSize(const YAML::Node& n, int64_t cap) {
+  if (n.IsScalar()) return static_cast<int64_t>(n.Scalar().size()) + 1;
+  int64_t total = 1;
+  if (n.IsSequence() || n.IsMap()) {
+    for (auto it = n.begin(); it != n.end() && total <= cap; ++it) {
+      total += n.IsMap() ? TreeSize(it->first, cap) + TreeSize(it->second, cap) : TreeSize(*it, cap);
+    }
+  }
+  return total;
 }
 
 bool HasInterpolation(const YAML::Node& n) {
@@ -178,9 +239,24 @@ class Resolver {
         return InvalidArgument(fmt::format("{}: '{}': ${{{}}} is a {}, not a scalar", key, text, p.text,
                                            v.IsMap() ? "map" : "list"));
       }
+      if (static_cast<int64_t>(out.size() + v.Scalar().size()) > kMaxInterpolatedBytes) {
+        return InvalidArgument(fmt::format("{}: '{}' expands to more than {} bytes (an interpolation bomb?)", key,
+                                           text.substr(0, 80), kMaxInterpolatedBytes));
+      }
       out += v.Scalar();
     }
+    HT_RETURN_IF_ERROR(Spend(key, text, static_cast<int64_t>(out.size())));
     return YAML::Node(out);
+  }
+
+  // Every resolved value (string or copied subtree) counts against one
+  // budget for the document.
+  Status Spend(const std::string& key, const std::string& text, int64_t bytes) {
+    produced_ += bytes;
+    if (produced_ <= kMaxResolvedBytes) return Status::Ok();
+    return InvalidArgument(fmt::format("{}: '{}': the config's interpolations expand to more than {} bytes (an "
+                                       "interpolation bomb?)",
+                                       key, text.substr(0, 80), kMaxResolvedBytes));
   }
 
   // The value of one ${expr} found at `path`.
@@ -218,7 +294,9 @@ class Resolver {
                                                             : std::string()));
     }
     HT_RETURN_IF_ERROR(ResolveTree(target));
-    return YAML::Clone(Get(target));
+    const YAML::Node resolved = Get(target);
+    HT_RETURN_IF_ERROR(Spend(key, "${" + expr + "}", TreeSize(resolved, kMaxResolvedBytes)));
+    return YAML::Clone(resolved);
   }
 
   StatusOr<YAML::Node> EnvValue(const Path& path, const std::string& args) {
@@ -243,11 +321,14 @@ class Resolver {
   YAML::Node root_;
   EnvLookup env_;
   std::vector<std::string> stack_;
+  int64_t produced_ = 0;
 };
 
 }  // namespace
 
 Status ResolveInterpolations(YAML::Node& root, const EnvLookup& env) {
+  // The document's bounds first: nothing below walks an unbounded tree.
+  HT_RETURN_IF_ERROR(DocumentCheck().Walk(root, "", 0));
   if (!root.IsMap()) return Status::Ok();
   Resolver r(root, env);
   return r.ResolveTree({});

@@ -56,6 +56,15 @@ Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
   HT_RETURN_IF_ERROR(Check(c.loss_scale.initial_scale > 0, "trainer.loss_scale.initial_scale", c.loss_scale.initial_scale, "must be > 0"));
   HT_RETURN_IF_ERROR(Check(c.loss_scale.growth_interval >= 1, "trainer.loss_scale.growth_interval", c.loss_scale.growth_interval, "must be >= 1"));
   HT_RETURN_IF_ERROR(Check(c.train_batch_size >= 1, "model.train_batch_size", c.train_batch_size, "must be >= 1"));
+  // At most 2^26 tokens per micro-batch keeps every activation size (and the
+  // memory plan) within int64; a max_context_width out of its own range is
+  // model.Validate's error.
+  constexpr int64_t kMaxMicroBatchTokens = int64_t{1} << 26;
+  const int64_t seq = c.seq_len() >= 1 && c.seq_len() <= (int64_t{1} << 20) ? c.seq_len() : 1;
+  HT_RETURN_IF_ERROR(Check(c.train_batch_size <= kMaxMicroBatchTokens / seq,
+                           "model.train_batch_size", c.train_batch_size,
+                           fmt::format("x model.max_context_width {} must be <= {} tokens per micro-batch", c.seq_len(),
+                                       kMaxMicroBatchTokens)));
   HT_RETURN_IF_ERROR(Check(c.grad_accumulation_steps >= 1, "model.grad_accumulation_steps", c.grad_accumulation_steps, "must be >= 1"));
   HT_RETURN_IF_ERROR(Check(c.grad_clip >= 0, "model.grad_clip", c.grad_clip, "must be >= 0 (0 = off)"));
   HT_RETURN_IF_ERROR(Check(c.shard_degree >= 0, "model.shard_degree", c.shard_degree, "must be >= 0 (0 = one node)"));
@@ -78,7 +87,9 @@ Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
   const ValidationConfig& v = c.validation;
   HT_RETURN_IF_ERROR(Check(v.check_interval >= 0, "trainer.val_check_interval", v.check_interval, "must be >= 0"));
   HT_RETURN_IF_ERROR(Check(v.limit_batches >= 0, "trainer.limit_val_batches", v.limit_batches, "must be >= 0 (0 = off)"));
-  HT_RETURN_IF_ERROR(Check(v.batch_size >= 1, "model.val_batch_size", v.batch_size, "must be >= 1"));
+  HT_RETURN_IF_ERROR(Check(v.batch_size >= 1 && v.batch_size <= kMaxMicroBatchTokens / seq,
+                           "model.val_batch_size", v.batch_size,
+                           fmt::format("must be >= 1 and x model.max_context_width <= {} tokens", kMaxMicroBatchTokens)));
   const CheckpointConfig& k = c.checkpoint;
   HT_RETURN_IF_ERROR(Check(k.export_every_n_train_steps >= 0, "exp_manager.export_full_model.every_n_train_steps",
                            k.export_every_n_train_steps, "must be >= 0 (0 = off)"));

@@ -5,21 +5,32 @@
 namespace hypertrain::model {
 namespace {
 
-Status Positive(const char* key, int64_t v) {
+// Upper bounds far above any Llama (405B: hidden 16384, 126 layers, 128
+// heads, FFN 53248, vocab 128256, 128k context) that keep every size the
+// trainer and the memory plan compute within int64 (and token ids in int32).
+constexpr int64_t kMaxVocab = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxHidden = int64_t{1} << 16;
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 18;
+constexpr int64_t kMaxContextWidth = int64_t{1} << 20;
+
+Status Positive(const char* key, int64_t v, int64_t max) {
   if (v <= 0) return InvalidArgument(fmt::format("model.{} must be > 0, got {}", key, v));
+  if (v > max) return InvalidArgument(fmt::format("model.{} must be <= {}, got {}", key, max, v));
   return Status::Ok();
 }
 
 }  // namespace
 
 Status ModelConfig::Validate() const {
-  HT_RETURN_IF_ERROR(Positive("vocab_size", vocab_size));
-  HT_RETURN_IF_ERROR(Positive("hidden_size", hidden_size));
-  HT_RETURN_IF_ERROR(Positive("num_hidden_layers", num_hidden_layers));
-  HT_RETURN_IF_ERROR(Positive("num_attention_heads", num_attention_heads));
-  HT_RETURN_IF_ERROR(Positive("num_key_value_heads", num_key_value_heads));
-  HT_RETURN_IF_ERROR(Positive("intermediate_size", intermediate_size));
-  HT_RETURN_IF_ERROR(Positive("max_context_width", max_context_width));
+  HT_RETURN_IF_ERROR(Positive("vocab_size", vocab_size, kMaxVocab));
+  HT_RETURN_IF_ERROR(Positive("hidden_size", hidden_size, kMaxHidden));
+  HT_RETURN_IF_ERROR(Positive("num_hidden_layers", num_hidden_layers, kMaxLayers));
+  HT_RETURN_IF_ERROR(Positive("num_attention_heads", num_attention_heads, kMaxHeads));
+  HT_RETURN_IF_ERROR(Positive("num_key_value_heads", num_key_value_heads, kMaxHeads));
+  HT_RETURN_IF_ERROR(Positive("intermediate_size", intermediate_size, kMaxIntermediate));
+  HT_RETURN_IF_ERROR(Positive("max_context_width", max_context_width, kMaxContextWidth));
   if (hidden_size % num_attention_heads != 0) {
     return InvalidArgument(fmt::format(
         "model.num_attention_heads ({}) must divide model.hidden_size ({})",

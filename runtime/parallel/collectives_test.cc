@@ -207,6 +207,9 @@ TEST(GlooCollectives, WatchdogExitsWithHangCodeNamingCollectiveRankAndStep) {
   EXPECT_NE(report.find("all_reduce on group 'world'"), std::string::npos) << report;
   EXPECT_NE(report.find("on rank 0 at step 42"), std::string::npos) << report;
   EXPECT_NE(report.find("0.5s (collective_timeout)"), std::string::npos) << report;
+  // Rank 1 (asleep, in no collective) is named as the one that stopped.
+  EXPECT_NE(report.find("stopped: rank 1 (host "), std::string::npos) << report;
+  EXPECT_NE(report.find("node rank 0, local rank 1)"), std::string::npos) << report;
 }
 
 }  // namespace

@@ -1,7 +1,13 @@
 #include "runtime/parallel/dist_context.h"
 
+#include "runtime/parallel/hang_report.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 
 namespace hypertrain::parallel {
 
@@ -14,6 +20,44 @@ std::chrono::milliseconds Left(Clock::time_point deadline) {
                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
 }
 
+std::string HostName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "?";
+  return host;
+}
+
+// Who runs a node: its host and the launcher (the ranks' common parent).
+std::string NodeClaimant() {
+  return fmt::format("host {} (launcher pid {})", HostName(), ::getppid());
+}
+
+std::string NodeClaimKey(int node_rank) { return "rendezvous/node/" + std::to_string(node_rank); }
+
+// Two launchers given the same NODE_RANK: a configuration error (exit 2), not
+// worth a restart that meets the same duplicate.
+Status Duplicate(const launch::RankEnv& env, const std::string& holder, const std::string& me,
+                 const std::string& where) {
+  return InvalidArgument(fmt::format(
+      "NODE_RANK={} is claimed twice in the rendezvous {}: first by {}, now by {}: two launchers were given the "
+      "same NODE_RANK (each of the {} nodes needs its own, 0..{}); this one stops (rank {})",
+      env.node.node_rank, where, holder, me, env.node.nnodes, env.node.nnodes - 1, env.rank));
+}
+
+// Rank 0 could not serve the store: when a store of this very job and
+// attempt already answers on the port, another launcher claimed node rank 0.
+Status DuplicateNodeZero(const launch::RankEnv& env, const launch::StoreIdentity& id) {
+  launch::TcpStoreClientOptions o;
+  o.connect_deadline = std::chrono::seconds(2);
+  o.io_timeout = std::chrono::seconds(2);
+  auto c = launch::TcpStoreClient::Connect("127.0.0.1", env.node.StorePort(), id, o);
+  if (!c.ok()) return Status::Ok();
+  StatusOr<std::string> holder = (*c)->Get(NodeClaimKey(env.node.node_rank), std::chrono::seconds(2));
+  if (!holder.ok()) return Status::Ok();
+  return Duplicate(env, *holder, NodeClaimant(),
+                   fmt::format("of {} (its store already runs on port {} of this host)", id.ToString(),
+                               env.node.StorePort()));
+}
+
 }  // namespace
 
 Status JoinRendezvous(const launch::RankEnv& env, Clock::time_point deadline,
@@ -24,6 +68,7 @@ Status JoinRendezvous(const launch::RankEnv& env, Clock::time_point deadline,
   if (env.rank == 0) {
     auto s = launch::TcpStoreServer::Start("", env.node.StorePort(), id);
     if (!s.ok()) {
+      HT_RETURN_IF_ERROR(DuplicateNodeZero(env, id));
       return Unavailable("rank 0 cannot serve the rendezvous store on port " +
                          std::to_string(env.node.StorePort()) + ": " + s.status().message());
     }
@@ -39,6 +84,21 @@ Status JoinRendezvous(const launch::RankEnv& env, Clock::time_point deadline,
                        " (node rank 0, which serves the store, never started or is unreachable)");
   }
   *client = std::move(*c);
+  // Each rank claims its node rank before it announces itself: the ranks of
+  // a second launcher with the same NODE_RANK stop here, naming both, instead
+  // of joining (and corrupting) the world of the first. (A duplicate node 0
+  // on another host serves a store of its own; its ranks other than 0 still
+  // meet the claim at MASTER_ADDR, a 1-rank node 0 only the deadline.)
+  // The first launcher's ranks all write the same claim; any other's differ.
+  const std::string me = NodeClaimant();
+  HT_ASSIGN_OR_RETURN(const std::string holder,
+                      (*client)->CompareSet(NodeClaimKey(env.node.node_rank), "", me));
+  if (holder != me) {
+    return Duplicate(env, holder, me, fmt::format("at {} ({})", (*client)->address(), id.ToString()));
+  }
+  HT_RETURN_IF_ERROR((*client)->Set(RankClaimKey(env.rank),
+                                    fmt::format("host {} pid {}, node rank {}, local rank {}", HostName(),
+                                                ::getpid(), env.node.node_rank, env.local_rank)));
   // Every rank announces itself, then waits for all: a node that never
   // starts is named here, before any process group waits on it.
   const auto key = [](int r) { return "rendezvous/joined/" + std::to_string(r); };
@@ -76,8 +136,15 @@ StatusOr<std::unique_ptr<DistContext>> DistContext::Create(
   if (options.collective_timeout.count() <= 0) {
     return InvalidArgument("collective_timeout must be > 0");
   }
-  d->watchdog_ = std::make_unique<CollectiveWatchdog>(options.collective_timeout, env.rank,
-                                                      options.hang_exit_code, options.on_hang);
+  // A hang names the stopped rank: the ranks compare notes in the store
+  // (hang_report.h) before the handler ends the process.
+  HangExchange x{env, env.rank == 0 ? std::string("127.0.0.1") : env.node.master_addr,
+                 launch::StoreIdentity{env.node.job_id, env.node.restart_attempt},
+                 std::clamp<std::chrono::milliseconds>(options.collective_timeout / 2, std::chrono::seconds(1),
+                                                       std::chrono::seconds(15))};
+  d->watchdog_ = std::make_unique<CollectiveWatchdog>(
+      options.collective_timeout, env.rank, options.hang_exit_code,
+      ExplainingHangHandler(std::move(x), options.on_hang, options.hang_exit_code));
   HT_RETURN_IF_ERROR(JoinRendezvous(env, d->startup_deadline_, &d->server_, &d->client_));
   HT_ASSIGN_OR_RETURN(GroupFactory make, make_factory(*d));
   std::vector<int> all(env.world_size);

@@ -1,85 +1,28 @@
 #include "runtime/data/prepare/inputs.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
-#include <zlib.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "runtime/data/arrow/arrow_stream.h"
 #include "runtime/data/arrow/hf_dataset.h"
+#include "runtime/data/input_file.h"
 
 namespace hypertrain::data::prepare {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using data::InputFile;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Bytes of a file, plain or gzip-compressed (zlib reads both).
-class ByteStream {
- public:
-  ~ByteStream() {
-    if (gz_ != nullptr) gzclose(gz_);
-  }
-  Status Open(const std::string& path) {
-    path_ = path;
-    std::error_code ec;
-    if (fs::is_directory(path, ec)) {
-      return InvalidArgument(fmt::format("{} is a directory, not a Hugging Face dataset (no state.json or "
-                                         "dataset_dict.json) and not a file",
-                                         path));
-    }
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return NotFound(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-    }
-    total_ = static_cast<int64_t>(::lseek(fd, 0, SEEK_END));
-    ::lseek(fd, 0, SEEK_SET);
-    if (total_ == 0) {
-      ::close(fd);
-      return InvalidArgument(fmt::format("{} is empty", path));
-    }
-    gz_ = gzdopen(fd, "rb");
-    if (gz_ == nullptr) {
-      ::close(fd);
-      return NotFound(fmt::format("{}: cannot open", path));
-    }
-    gzbuffer(gz_, 1 << 20);
-    return Status::Ok();
-  }
-  // Up to n bytes; 0 at the end.
-  StatusOr<size_t> Read(char* dst, size_t n) {
-    const int got = gzread(gz_, dst, static_cast<unsigned>(n));
-    if (got < 0) {
-      int err = 0;
-      const char* msg = gzerror(gz_, &err);
-      return DataLoss(fmt::format("{}: read failed: {}{}", path_, msg,
-                                  err == Z_DATA_ERROR ? " (corrupt or truncated gzip)" : ""));
-    }
-    if (got == 0 && !gzeof(gz_)) return DataLoss(fmt::format("{}: read failed", path_));
-    return static_cast<size_t>(got);
-  }
-  int64_t consumed() const { return gz_ ? static_cast<int64_t>(gzoffset(gz_)) : 0; }
-  int64_t total() const { return total_; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  gzFile gz_ = nullptr;
-  int64_t total_ = 0;
-};
-
 class TextReader final : public DocumentReader {
  public:
-  TextReader(std::unique_ptr<ByteStream> in, bool gz, int64_t max_bytes)
+  TextReader(std::unique_ptr<InputFile> in, bool gz, int64_t max_bytes)
       : in_(std::move(in)), gz_(gz), max_bytes_(max_bytes) {}
   StatusOr<bool> Next(Document* doc) override {
     if (done_) return false;
@@ -105,7 +48,7 @@ class TextReader final : public DocumentReader {
   std::string format() const override { return gz_ ? "text.gz" : "text"; }
 
  private:
-  std::unique_ptr<ByteStream> in_;
+  std::unique_ptr<InputFile> in_;
   bool gz_;
   int64_t max_bytes_;
   bool done_ = false;
@@ -113,19 +56,18 @@ class TextReader final : public DocumentReader {
 
 class JsonlReader final : public DocumentReader {
  public:
-  JsonlReader(std::unique_ptr<ByteStream> in, bool gz, const InputOptions& o)
+  JsonlReader(std::unique_ptr<InputFile> in, bool gz, const InputOptions& o)
       : in_(std::move(in)), gz_(gz), max_bytes_(o.max_document_bytes) {}
   StatusOr<bool> Next(Document* doc) override {
     std::string line;
     while (true) {
-      HT_ASSIGN_OR_RETURN(bool got, ReadLine(&line));
+      HT_ASSIGN_OR_RETURN(bool got, in_->ReadLine(&line, max_bytes_));
       if (!got) return false;
-      ++line_no_;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       doc->pretokenized = false;
       doc->ids.clear();
       doc->text = std::move(line);
-      doc->json_line = line_no_;
+      doc->json_line = in_->lines_read();
       return true;
     }
   }
@@ -134,32 +76,9 @@ class JsonlReader final : public DocumentReader {
   std::string format() const override { return gz_ ? "jsonl.gz" : "jsonl"; }
 
  private:
-  StatusOr<bool> ReadLine(std::string* line) {
-    line->clear();
-    while (true) {
-      const size_t nl = buf_.find('\n', pos_);
-      if (nl != std::string::npos) {
-        line->append(buf_, pos_, nl - pos_);
-        pos_ = nl + 1;
-        return true;
-      }
-      line->append(buf_, pos_, std::string::npos);
-      if (static_cast<int64_t>(line->size()) > max_bytes_) {
-        return InvalidArgument(fmt::format("{}:{}: line longer than {} bytes", in_->path(), line_no_ + 1, max_bytes_));
-      }
-      buf_.resize(1 << 20);
-      HT_ASSIGN_OR_RETURN(size_t n, in_->Read(buf_.data(), buf_.size()));
-      buf_.resize(n);
-      pos_ = 0;
-      if (n == 0) return !line->empty();
-    }
-  }
-  std::unique_ptr<ByteStream> in_;
+  std::unique_ptr<InputFile> in_;
   bool gz_;
   int64_t max_bytes_;
-  std::string buf_;
-  size_t pos_ = 0;
-  int64_t line_no_ = 0;
 };
 
 // Rows of one or more Arrow files: the text column, else the ids column.
@@ -311,10 +230,9 @@ StatusOr<std::unique_ptr<DocumentReader>> OpenDocuments(const std::string& path,
     (void)first;
     return std::unique_ptr<DocumentReader>(new ArrowReader(std::move(files), o, total));
   }
-  auto in = std::make_unique<ByteStream>();
-  HT_RETURN_IF_ERROR(in->Open(path));
-  const bool gz = EndsWith(path, ".gz");
-  const std::string base = gz ? path.substr(0, path.size() - 3) : path;
+  HT_ASSIGN_OR_RETURN(std::unique_ptr<InputFile> in, InputFile::Open(path));
+  const bool gz = in->gzip();
+  const std::string base = EndsWith(path, ".gz") ? path.substr(0, path.size() - 3) : path;
   if (EndsWith(base, ".jsonl") || EndsWith(base, ".json") || EndsWith(base, ".ndjson")) {
     return std::unique_ptr<DocumentReader>(new JsonlReader(std::move(in), gz, o));
   }

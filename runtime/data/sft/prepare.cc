@@ -3,13 +3,17 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "core/atomic_file.h"
+#include "runtime/data/input_file.h"
 #include "runtime/data/manifest.h"
 #include "runtime/data/sft/dataset.h"
 
 namespace hypertrain::data::sft {
+namespace {
+// One chat sample per line; prepare's document limit.
+constexpr int64_t kMaxLineBytes = int64_t{1} << 30;
+}  // namespace
 
 StatusOr<nlohmann::json> Prepare(const PrepareOptions& o) {
   namespace fs = std::filesystem;
@@ -27,12 +31,13 @@ StatusOr<nlohmann::json> Prepare(const PrepareOptions& o) {
   nlohmann::json inputs = nlohmann::json::array();
   int64_t skipped = 0;
   for (const std::string& path : o.inputs) {
-    std::ifstream f(path);
-    if (!f) return NotFound(fmt::format("{}: cannot open", path));
+    HT_ASSIGN_OR_RETURN(std::unique_ptr<InputFile> f, InputFile::Open(path));
     std::string line;
-    int64_t lineno = 0, n = 0;
-    while (std::getline(f, line)) {
-      ++lineno;
+    int64_t n = 0;
+    while (true) {
+      HT_ASSIGN_OR_RETURN(bool more, f->ReadLine(&line, kMaxLineBytes));
+      if (!more) break;
+      const int64_t lineno = f->lines_read();
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
       auto where = [&](const Status& s) {
@@ -54,7 +59,6 @@ StatusOr<nlohmann::json> Prepare(const PrepareOptions& o) {
       samples.push_back(std::move(*s));
       ++n;
     }
-    if (f.bad()) return Unavailable(fmt::format("{}: read error", path));
     inputs.push_back({{"path", path}, {"samples", n}});
   }
   if (samples.empty()) return InvalidArgument("the inputs hold no sample with an assistant turn");
