@@ -1,5 +1,7 @@
 #include "core/log.h"
 
+#include <atomic>
+
 #include <chrono>
 #include <memory>
 
@@ -63,7 +65,25 @@ StatusOr<spdlog::level::level_enum> ParseLevel(std::string_view s) {
                          "' is not one of trace, debug, info, warn, error, critical, off");
 }
 
+namespace {
+std::atomic<bool> g_json{false};
+}  // namespace
+
+bool IsJson() { return g_json.load(); }
+
+bool JsonRequested(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") break;  // the rest is a child's command line
+    if (a == "--log-format=json" || (a == "--log-format" && i + 1 < argc && std::string_view(argv[i + 1]) == "json")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void Init(Format format, spdlog::level::level_enum level, Fields context) {
+  g_json.store(format == Format::kJson);
   auto logger = std::make_shared<spdlog::logger>("hypertrain", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   if (format == Format::kJson) {
     logger->set_formatter(std::make_unique<JsonFormatter>(std::move(context)));

@@ -33,4 +33,13 @@ using Fields = std::vector<std::pair<std::string, std::string>>;
 Status Init(std::string_view format, std::string_view level, Fields context = {});
 void Init(Format format, spdlog::level::level_enum level, Fields context = {});
 
+// True after an Init with Format::kJson: code that would write its own line to
+// stderr (a progress line, a usage error) logs it instead, so that a JSON log
+// holds only JSON lines.
+bool IsJson();
+
+// --log-format json given on a command line (either spelling, anywhere), for
+// the usage errors reported before the flags are parsed.
+bool JsonRequested(int argc, const char* const* argv);
+
 }  // namespace hypertrain::log

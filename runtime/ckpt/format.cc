@@ -227,13 +227,19 @@ StatusOr<Manifest> Manifest::FromJson(const json& j) {
   return m;
 }
 
-StatusOr<Manifest> Manifest::Parse(const std::string& text) {
+StatusOr<Manifest> Manifest::Parse(const std::string& text, bool allow_missing_checksum) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return DataLoss("manifest.json is not valid JSON (truncated?)");
   if (!j.is_object() || !j.contains(kManifestChecksumKey)) {
-    // Checkpoints written before the checksum existed still load.
+    // A removed checksum hides an edit: refused unless the run opts out of
+    // checksums (docs/CHECKPOINTS.md), as for checkpoints older than it.
+    if (!allow_missing_checksum) {
+      return DataLoss(std::string("manifest.json has no ") + kManifestChecksumKey +
+                      " (removed, or written before it existed): its content cannot be checked; set "
+                      "exp_manager.checkpoint.verify_checksums: false to load it anyway");
+    }
     static bool warned = false;
-    if (!warned) spdlog::warn("manifest.json without {} (an older checkpoint): its content is not checked",
+    if (!warned) spdlog::warn("manifest.json without {} loaded unchecked (exp_manager.checkpoint.verify_checksums: false)",
                               kManifestChecksumKey);
     warned = true;
   } else {

@@ -101,7 +101,9 @@ struct Manifest {
 
   nlohmann::json ToJson() const;
   static StatusOr<Manifest> FromJson(const nlohmann::json& j);  // DataLoss naming the field
-  static StatusOr<Manifest> Parse(const std::string& text);
+  // A manifest without its checksum (kManifestChecksumKey) is DataLoss
+  // unless `allow_missing_checksum` (checksums off).
+  static StatusOr<Manifest> Parse(const std::string& text, bool allow_missing_checksum = false);
   // Structure checks: counts, ranges cover each unit exactly once.
   Status Validate() const;
   const RankRecord* FindRank(int rank) const;

@@ -1,6 +1,7 @@
 #include "runtime/ckpt/hf_export.h"
 
 #include <set>
+#include <tuple>
 
 namespace hypertrain::ckpt {
 namespace {
@@ -20,7 +21,7 @@ json HfConfigJson(const model::ModelConfig& c, StDType dtype) {
       {"num_attention_heads", c.num_attention_heads},
       {"num_key_value_heads", c.num_key_value_heads},
       {"head_dim", c.head_dim()},
-      {"max_position_embeddings", c.max_context_width},
+      {"max_position_embeddings", c.max_position_embeddings > 0 ? c.max_position_embeddings : c.max_context_width},
       {"rms_norm_eps", c.rms_norm_eps},
       {"rope_theta", c.rope_theta},
       {"tie_word_embeddings", c.tie_word_embeddings},
@@ -44,6 +45,55 @@ json HfConfigJson(const model::ModelConfig& c, StDType dtype) {
   return j;
 }
 
+StatusOr<HfBase> ReadHfBase(const std::string& dir) {
+  HfBase b;
+  if (dir.empty()) return b;
+  for (auto [name, out, required] : {std::tuple{"config.json", &b.config, true},
+                                     std::tuple{"generation_config.json", &b.generation, false}}) {
+    const std::string path = dir + "/" + name;
+    StatusOr<std::string> text = ReadFileToString(path);
+    if (!text.ok()) {
+      if (!required && text.status().code() == StatusCode::kNotFound) continue;
+      return InvalidArgument(path + ": " + text.status().message());
+    }
+    *out = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!out->is_object()) return InvalidArgument(path + " is not a JSON object");
+  }
+  return b;
+}
+
+json HfExportConfigJson(const model::ModelConfig& c, StDType dtype, const HfBase& base) {
+  json own = HfConfigJson(c, dtype);
+  if (!base.config.is_object()) return own;
+  json j = base.config;
+  const bool v5 = j.contains("rope_parameters");
+  // What the trained model decides; the rest (token ids, the context the
+  // base supports, its RoPE in its own format) stays the base's.
+  for (const char* k : {"architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size",
+                        "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "rms_norm_eps",
+                        "tie_word_embeddings"}) {
+    j[k] = own[k];
+  }
+  if (j.contains("head_dim")) j["head_dim"] = own["head_dim"];
+  if (!v5) {
+    j["rope_theta"] = own["rope_theta"];
+    if (!j.contains("rope_scaling")) j["rope_scaling"] = own["rope_scaling"];
+  }
+  const char* dtype_key = j.contains("dtype") || (v5 && !j.contains("torch_dtype")) ? "dtype" : "torch_dtype";
+  j[dtype_key] = own["torch_dtype"];
+  return j;
+}
+
+json HfGenerationConfigJson(const json& config_json, const HfBase& base) {
+  if (base.generation.is_object()) return base.generation;
+  json g = {{"_from_model_config", true}};
+  for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+    if (config_json.contains(k) && !config_json[k].is_null()) g[k] = config_json[k];
+  }
+  if (config_json.contains("transformers_version")) g["transformers_version"] = config_json["transformers_version"];
+  return g;
+}
+
 StatusOr<model::ModelConfig> ModelConfigFromHf(const json& j) {
   model::ModelConfig c;
   try {
@@ -57,6 +107,7 @@ StatusOr<model::ModelConfig> ModelConfigFromHf(const json& j) {
     c.num_attention_heads = j.at("num_attention_heads").get<int64_t>();
     c.num_key_value_heads = j.value("num_key_value_heads", c.num_attention_heads);
     c.max_context_width = j.value("max_position_embeddings", int64_t{2048});
+    c.max_position_embeddings = c.max_context_width;
     c.rms_norm_eps = j.value("rms_norm_eps", 1e-6);
     c.rope_theta = j.value("rope_theta", 10000.0);
     c.tie_word_embeddings = j.value("tie_word_embeddings", false);  // transformers' LlamaConfig default
@@ -126,7 +177,7 @@ Status CheckHfConfigMatches(const json& j, const model::ModelConfig& want) {
 }
 
 Status ExportHf(const ModelLayoutDesc& layout, const model::ModelConfig& config, const std::string& out_dir,
-                StDType dtype, const std::function<Status(const TensorEntry&, float*)>& fill) {
+                StDType dtype, const std::function<Status(const TensorEntry&, float*)>& fill, const HfBase& base) {
   HT_RETURN_IF_ERROR(MakeDirs(out_dir));
   std::vector<StTensorOut> out;
   for (const UnitEntry& u : layout.units) {
@@ -135,13 +186,17 @@ Status ExportHf(const ModelLayoutDesc& layout, const model::ModelConfig& config,
     }
   }
   HT_RETURN_IF_ERROR(WriteSafetensors(out_dir + "/model.safetensors", dtype, out, {{"format", "pt"}}));
-  return WriteFileAtomically(out_dir + "/config.json", HfConfigJson(config, dtype).dump(2) + "\n");
+  const json cfg = HfExportConfigJson(config, dtype, base);
+  HT_RETURN_IF_ERROR(WriteFileAtomically(out_dir + "/generation_config.json",
+                                         HfGenerationConfigJson(cfg, base).dump(2) + "\n"));
+  return WriteFileAtomically(out_dir + "/config.json", cfg.dump(2) + "\n");
 }
 
 Status ExportHfFromCheckpoint(const CheckpointReader& reader, const model::ModelConfig& config,
-                              const std::string& out_dir, StDType dtype) {
-  return ExportHf(reader.manifest().layout, config, out_dir, dtype,
-                  [&reader](const TensorEntry& t, float* dst) { return reader.ReadTensor(t.name, 0, dst); });
+                              const std::string& out_dir, StDType dtype, const HfBase& base) {
+  return ExportHf(
+      reader.manifest().layout, config, out_dir, dtype,
+      [&reader](const TensorEntry& t, float* dst) { return reader.ReadTensor(t.name, 0, dst); }, base);
 }
 
 StatusOr<HfWeights> HfWeights::Open(const std::string& dir, const model::ModelConfig& expect) {

@@ -33,18 +33,42 @@ namespace hypertrain::ckpt {
 
 // config.json of a ModelConfig; torch_dtype names the exported dtype.
 nlohmann::json HfConfigJson(const model::ModelConfig& c, StDType dtype);
+
+// The model an export descends from: config.json and generation_config.json
+// of model.hf_model_name_or_path (or exp_manager.hf_init_from). Each null
+// when there is none.
+struct HfBase {
+  nlohmann::json config;
+  nlohmann::json generation;
+};
+// Reads <dir>/config.json (required) and <dir>/generation_config.json (if
+// any); "" gives an empty HfBase. InvalidArgument naming the file.
+StatusOr<HfBase> ReadHfBase(const std::string& dir);
+// An export's config.json. With a base: the base's file as it is (its token
+// ids, max_position_embeddings, rope_scaling or transformers 5's
+// rope_parameters, transformers_version, ...), with architectures, model_type,
+// the shape fields and the dtype (torch_dtype, or transformers 5's dtype)
+// set from the trained model, so that it loads like the base. Without one:
+// HfConfigJson.
+nlohmann::json HfExportConfigJson(const model::ModelConfig& c, StDType dtype, const HfBase& base);
+// generation_config.json: the base's as it is, else what transformers derives
+// from config.json (_from_model_config, bos/eos/pad token ids when known).
+nlohmann::json HfGenerationConfigJson(const nlohmann::json& config_json, const HfBase& base);
 // ModelConfig from config.json (max_context_width <- max_position_embeddings).
 StatusOr<model::ModelConfig> ModelConfigFromHf(const nlohmann::json& j);
 // InvalidArgument listing every shape field where config.json and `c` differ.
 Status CheckHfConfigMatches(const nlohmann::json& j, const model::ModelConfig& c);
 
 // Exports from a verified checkpoint (master weights).
+// Both write model.safetensors, config.json (HfExportConfigJson) and
+// generation_config.json.
 Status ExportHfFromCheckpoint(const CheckpointReader& reader, const model::ModelConfig& config,
-                              const std::string& out_dir, StDType dtype);
+                              const std::string& out_dir, StDType dtype, const HfBase& base = HfBase());
 
 // Exports from tensors supplied by `fill(name, dst)` (e.g. a live model).
 Status ExportHf(const ModelLayoutDesc& layout, const model::ModelConfig& config, const std::string& out_dir,
-                StDType dtype, const std::function<Status(const TensorEntry&, float*)>& fill);
+                StDType dtype, const std::function<Status(const TensorEntry&, float*)>& fill,
+                const HfBase& base = HfBase());
 
 class HfWeights {
  public:

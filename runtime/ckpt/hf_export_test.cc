@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "core/atomic_file.h"
 #include "runtime/ckpt/layout_desc.h"
 #include "runtime/ckpt/test_util.h"
 #include "runtime/model/layout.h"
@@ -183,6 +185,83 @@ TEST(HfConfigTest, Transformers4And5RopeForms) {
   auto y = ModelConfigFromHf(yarn);
   ASSERT_FALSE(y.ok());
   EXPECT_NE(y.status().message().find("rope_parameters type 'yarn' is not supported"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hypertrain::ckpt
+
+namespace hypertrain::ckpt {
+namespace {
+
+json ReadJson(const std::string& path) {
+  StatusOr<std::string> text = ReadFileToString(path);
+  EXPECT_TRUE(text.ok()) << path;
+  return text.ok() ? json::parse(*text) : json();
+}
+
+// Issue 40: an export of a model trained from a Hugging Face base keeps the
+// base's token ids (eos a list), max_position_embeddings (not the training
+// length) and RoPE in the base's transformers format, and writes its
+// generation_config.json: for golden transformers v4 and v5 files the export
+// reproduces them.
+TEST_F(HfExportTest, ExportOfAGoldenBaseReproducesItsConfigAndGenerationConfig) {
+  for (const char* version : {"transformers-v4", "transformers-v5"}) {
+    SCOPED_TRACE(version);
+    const std::string golden = std::string("runtime/ckpt/testdata/hf_golden/") + version;
+    StatusOr<HfBase> base = ReadHfBase(golden);
+    ASSERT_TRUE(base.ok()) << base.status().ToString();
+    StatusOr<model::ModelConfig> cfg = ModelConfigFromHf(base->config);
+    ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+    // As the trainer has it: trained at 32 tokens, no max_position_embeddings key.
+    model::ModelConfig trained = *cfg;
+    trained.max_context_width = 32;
+    trained.max_position_embeddings = 0;
+    EXPECT_EQ(HfConfigJson(trained, StDType::kBF16)["max_position_embeddings"], 32);  // what was written before
+    auto layout = model::ParamLayout::Build(trained, {64, 4});
+    ASSERT_TRUE(layout.ok());
+    const std::string out = dir_ + "/" + version;
+    ASSERT_TRUE(ExportHf(DescribeLayout(*layout), trained, out, StDType::kBF16,
+                         [](const TensorEntry& t, float* dst) {
+                           std::fill(dst, dst + t.numel, 0.5f);
+                           return Status::Ok();
+                         },
+                         *base)
+                    .ok());
+    const json got = ReadJson(out + "/config.json");
+    EXPECT_EQ(got, ReadJson(golden + "/config.json")) << got.dump(2);
+    EXPECT_EQ(ReadJson(out + "/generation_config.json"), ReadJson(golden + "/generation_config.json"));
+    EXPECT_TRUE(got["eos_token_id"].is_array());
+    // The export loads back as the same model.
+    EXPECT_TRUE(CheckHfConfigMatches(got, trained).ok());
+    // fp32: only the dtype changes, under the base's own key.
+    json f32 = HfExportConfigJson(trained, StDType::kF32, *base);
+    EXPECT_EQ(f32.value(std::string(version) == "transformers-v5" ? "dtype" : "torch_dtype", ""), "float32");
+    EXPECT_EQ(f32.contains("torch_dtype") + f32.contains("dtype"), 1);
+  }
+}
+
+TEST_F(HfExportTest, GenerationConfigWithoutTheBasesFileIsDerivedFromConfigJson) {
+  HfBase base;
+  base.config = ReadJson("runtime/ckpt/testdata/hf_golden/transformers-v4/config.json");
+  base.config["eos_token_id"] = 128001;  // Llama-3.1-8B (base): one id
+  base.config["bos_token_id"] = 128000;
+  model::ModelConfig trained = *ModelConfigFromHf(base.config);
+  const json cfg = HfExportConfigJson(trained, StDType::kBF16, base);
+  EXPECT_EQ(cfg["eos_token_id"], 128001);
+  EXPECT_EQ(HfGenerationConfigJson(cfg, base),
+            json({{"_from_model_config", true}, {"bos_token_id", 128000}, {"eos_token_id", 128001},
+                  {"transformers_version", "4.45.2"}}));
+  // No base at all: the model's own config.json; the recipe's
+  // max_position_embeddings when it gives one.
+  model::ModelConfig scratch = Tiny(false);
+  EXPECT_EQ(HfExportConfigJson(scratch, StDType::kBF16, HfBase())["max_position_embeddings"], scratch.max_context_width);
+  scratch.max_position_embeddings = 8192;
+  EXPECT_EQ(HfExportConfigJson(scratch, StDType::kBF16, HfBase())["max_position_embeddings"], 8192);
+  EXPECT_EQ(HfGenerationConfigJson(HfConfigJson(scratch, StDType::kBF16), HfBase()), json({{"_from_model_config", true}}));
+  // A base directory without config.json is an error naming the file.
+  StatusOr<HfBase> none = ReadHfBase(dir_);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find(dir_ + "/config.json"), std::string::npos) << none.status().ToString();
 }
 
 }  // namespace

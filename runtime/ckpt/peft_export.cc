@@ -158,7 +158,7 @@ void AddLoraDelta(float* dst, const LoadedAdapter::Matrix& a, const LoadedAdapte
 
 Status ExportMerged(const ModelLayoutDesc& base_layout, const model::ModelConfig& config,
                     const LoadedAdapter& adapter, const std::string& out_dir, StDType dtype,
-                    const std::function<Status(const TensorEntry&, float*)>& base) {
+                    const std::function<Status(const TensorEntry&, float*)>& base, const HfBase& hf_base) {
   // Every adapter matrix must land on a base weight of the right shape.
   int matched = 0;
   for (const UnitEntry& u : base_layout.units) {
@@ -183,7 +183,7 @@ Status ExportMerged(const ModelLayoutDesc& base_layout, const model::ModelConfig
     auto [a, b] = adapter.ForWeight(t.name);
     if (a != nullptr) AddLoraDelta(dst, *a, *b, s);
     return Status::Ok();
-  });
+  }, hf_base);
 }
 
 }  // namespace hypertrain::ckpt

@@ -20,6 +20,7 @@
 
 #include "core/status.h"
 #include "runtime/ckpt/format.h"
+#include "runtime/ckpt/hf_export.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/model/config.h"
 #include "runtime/model/layout.h"
@@ -59,10 +60,10 @@ void AddLoraDelta(float* dst, const LoadedAdapter::Matrix& a, const LoadedAdapte
                   double scaling);
 
 // Exports base + adapter merged as a Hugging Face Llama directory (config.json,
-// model.safetensors in `dtype`). `base(t, dst)` fills a base tensor's fp32
-// values.
+// generation_config.json, model.safetensors in `dtype`). `base(t, dst)` fills a
+// base tensor's fp32 values; `hf_base` is the base's HF files (hf_export.h).
 Status ExportMerged(const ModelLayoutDesc& base_layout, const model::ModelConfig& config,
                     const LoadedAdapter& adapter, const std::string& out_dir, StDType dtype,
-                    const std::function<Status(const TensorEntry&, float*)>& base);
+                    const std::function<Status(const TensorEntry&, float*)>& base, const HfBase& hf_base = HfBase());
 
 }  // namespace hypertrain::ckpt

@@ -154,6 +154,7 @@ Status ExportMergedFromBackend(const config::TrainConfig& c, model::Backend& bac
     }
   }
   if (!write) return Status::Ok();
+  HT_ASSIGN_OR_RETURN(HfBase hf_base, ReadHfBase(c.finetune.hf_model_name_or_path));
   // The adapter as PEFT would load it, straight from the master weights.
   LoadedAdapter a;
   a.options = c.finetune.peft;
@@ -178,7 +179,7 @@ Status ExportMergedFromBackend(const config::TrainConfig& c, model::Backend& bac
       }
     }
     return NotFound("base tensor " + t.name);
-  });
+  }, hf_base);
 }
 
 }  // namespace hypertrain::ckpt

@@ -77,8 +77,9 @@ std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& 
 
 // Checks a committed directory: manifest parses and is consistent, each shard
 // file exists with its recorded size, its header matches the manifest, and
-// (full_checksums) its crc32c matches. Returns the manifest, or DataLoss /
-// NotFound naming the reason.
+// (full_checksums) its crc32c matches. A manifest without its own checksum
+// is DataLoss unless !full_checksums (exp_manager.checkpoint.verify_checksums:
+// false). Returns the manifest, or DataLoss / NotFound naming the reason.
 StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, bool full_checksums);
 
 struct UnusableCheckpoint {

@@ -1,5 +1,7 @@
 #include "runtime/ckpt/train_hooks.h"
 
+#include "runtime/ckpt/resume_checks.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <algorithm>
@@ -57,28 +59,8 @@ StatusOr<CheckpointOptions> OptionsFromConfig(const config::TrainConfig& c) {
 }
 
 std::string ConfigHash(const config::TrainConfig& c) {
-  json j = HfConfigJson(c.model, StDType::kF32);
-  j["optim"] = {c.optim.name, c.optim.lr, c.optim.weight_decay, c.optim.beta1, c.optim.beta2, c.optim.eps,
-                static_cast<int>(c.optim.sched), c.optim.warmup_steps, c.optim.min_lr};
-  // An elastic resize changes the split of the same global batch, not the job.
-  const int64_t accum = c.desired_grad_accumulation_steps > 0 ? c.desired_grad_accumulation_steps
-                                                              : c.grad_accumulation_steps;
-  j["batch"] = {c.train_batch_size, accum, c.seq_len(), c.grad_clip};
-  j["precision"] = model::PrecisionName(c.precision);
-  if (c.fp8.enabled) {  // only then, so bf16 checkpoints keep their hash
-    j["fp8"] = {model::Fp8RecipeName(c.fp8.recipe), c.fp8.amax_history_len,
-                model::AmaxComputeAlgoName(c.fp8.amax_compute_algo), c.fp8.margin,
-                model::Fp8FormatName(c.fp8.grad_format), c.fp8.lm_head};
-  }
-  if (c.finetune.peft.enabled()) {  // only then, so full-training checkpoints keep their hash
-    std::vector<int> t = c.finetune.peft.targets;
-    j["peft"] = {model::PeftTypeName(c.finetune.peft.type), c.finetune.peft.rank,
-                 c.finetune.peft.alpha, c.finetune.peft.dropout, t};
-  }
-  j["seed"] = c.seed;
-  j["max_steps"] = c.max_steps;
   char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016zx", std::hash<std::string>{}(j.dump()));
+  std::snprintf(buf, sizeof(buf), "%016zx", std::hash<std::string>{}(TrajectoryKeys(c).dump()));
   return buf;
 }
 
@@ -131,7 +113,9 @@ TrainCheckpointHooks::TrainCheckpointHooks(const config::TrainConfig& c, Checkpo
       options_(std::move(options)),
       placement_(placement),
       allocator_(allocator),
-      config_hash_(ConfigHash(c)) {}
+      config_hash_(ConfigHash(c)),
+      trajectory_(TrajectoryKeys(c)),
+      data_identity_(DataIdentity(c)) {}
 
 Status TrainCheckpointHooks::EnsureManager(model::Backend& backend) {
   if (manager_ != nullptr) return Status::Ok();
@@ -172,7 +156,12 @@ StatusOr<bool> TrainCheckpointHooks::Restore(model::Backend& backend, train::Tra
     }
     HT_RETURN_IF_ERROR(CheckBaseReference(t.at("peft"), base_reference_, found->path));
   }
-  HT_RETURN_IF_ERROR(manager_->Load(*found, access, config_hash_));
+  if (placement_.rank == 0) {
+    for (const std::string& w : ResumeWarnings(found->path, t, m.config_hash, trajectory_, config_hash_, data_identity_)) {
+      spdlog::warn("{}", w);
+    }
+  }
+  HT_RETURN_IF_ERROR(manager_->Load(*found, access));  // the config hash is compared above, key by key
   try {
     state.step = m.step;
     state.tokens_seen = m.tokens_seen;
@@ -250,6 +239,8 @@ SaveRequest TrainCheckpointHooks::MakeRequest(model::Backend& backend, const tra
     r.trainer_state["fp8"] = json::parse(fp8->ToJson());
   }
   if (backend.BaseLayout() != nullptr) r.trainer_state["peft"] = base_reference_;  // set by Restore
+  r.trainer_state["trajectory"] = trajectory_;  // what a resume compares (resume_checks.h)
+  r.trainer_state["data"] = data_identity_;
   r.sampler = json::parse(state.data.ToJson());
   // The trainer has no other random state: initialisation and synthetic data
   // are counter-based on (seed, position).
@@ -391,9 +382,11 @@ Status TrainCheckpointHooks::ExportFullModel(model::Backend& backend, const trai
       HostAllocator* alloc = allocator_ != nullptr ? allocator_ : PageableHostAllocator();
       export_staging_ =
           std::make_unique<CheckpointManager>(so, placement_, DescribeLayout(backend.layout()), alloc);
-      HT_RETURN_IF_ERROR(MakeDirs(so.dir));  // no Start(): nothing resumes from staging
     }
     if (export_staging_->last_saved_step() != state.step) {
+      // No Start(): nothing resumes from staging. Made again for each export:
+      // rank 0 removes it once empty.
+      HT_RETURN_IF_ERROR(MakeDirs(export_staging_->options().dir));
       HT_RETURN_IF_ERROR(backend.Synchronize());
       BackendState access(backend);
       HT_RETURN_IF_ERROR(export_staging_->Save(MakeRequest(backend, state), access));
@@ -404,12 +397,18 @@ Status TrainCheckpointHooks::ExportFullModel(model::Backend& backend, const trai
   const std::string dir = root + "/" + StepDirName(state.step);
   HT_ASSIGN_OR_RETURN(Manifest m, VerifyCheckpoint(dir, false));
   HT_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::Open(dir, std::move(m)));
-  HT_RETURN_IF_ERROR(ExportHfFromCheckpoint(reader, config_.model, out_dir, dtype));
+  // The base's config.json and generation_config.json (token ids, context,
+  // RoPE) carry over into the export.
+  const std::string& base_dir = config_.finetune.hf_model_name_or_path.empty() ? config_.checkpoint.hf_init_from
+                                                                               : config_.finetune.hf_model_name_or_path;
+  HT_ASSIGN_OR_RETURN(HfBase base, ReadHfBase(base_dir));
+  HT_RETURN_IF_ERROR(ExportHfFromCheckpoint(reader, config_.model, out_dir, dtype, base));
   spdlog::info("exported step {} as Hugging Face Llama to {} ({})", state.step, out_dir,
                config_.checkpoint.export_dtype);
   if (root != options_.dir) {  // the staging copy has served its purpose
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
+    std::filesystem::remove(root, ec);  // only when empty: no empty .staging/ is left behind
   }
   return Status::Ok();
 }

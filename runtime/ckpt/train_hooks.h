@@ -36,8 +36,9 @@ namespace hypertrain::ckpt {
 
 // Options from the config (exp_manager keys and the extra ones above).
 StatusOr<CheckpointOptions> OptionsFromConfig(const config::TrainConfig& c);
-// A hash over everything that shapes the training trajectory (model, optimizer,
-// batch, precision, seed), not over checkpoint or logging keys.
+// A hash over everything that shapes the training trajectory (TrajectoryKeys
+// of resume_checks.h: model, optimizer, schedule horizon, batch, precision,
+// seed), not over max_steps as such, checkpoint or logging keys.
 std::string ConfigHash(const config::TrainConfig& c);
 // This rank's place in the sharding layout, as runtime/parallel lays it out.
 StatusOr<RankPlacement> PlacementFor(const config::TrainConfig& c, int rank, int world_size);
@@ -82,6 +83,7 @@ class TrainCheckpointHooks final : public train::CheckpointHooks {
   RankPlacement placement_;
   HostAllocator* allocator_;
   std::string config_hash_;
+  nlohmann::json trajectory_, data_identity_;  // recorded in every save, compared at resume
   std::unique_ptr<CheckpointManager> manager_;
   std::unique_ptr<CheckpointManager> export_staging_;  // created at the first export that needs it
   // auto_checkpoint: step time (mean since the last save) and the interval.

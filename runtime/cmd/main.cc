@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/cli.h"
 #include "core/log.h"
@@ -69,15 +70,29 @@ int Main(int argc, char** argv) {
   std::string help_for;
   AddHelpCommand(app, &help_for);
 
+  // With --log-format json anywhere, the usage errors below are JSON log
+  // lines too (the flags are not parsed yet when they are found).
+  const bool json = log::JsonRequested(argc, argv);
+  if (json) log::Init(log::Format::kJson, spdlog::level::info, {{"command", "hypertrain"}});
+  auto usage_error = [json](const std::string& message) {
+    if (json) {
+      spdlog::error("{}", message);
+    } else {
+      std::fprintf(stderr, "%s\n", message.c_str());
+    }
+    return cli::kUsageError;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const std::vector<std::string> extras = app.remaining();
     if (app.get_subcommands().empty() && !extras.empty() && extras.front()[0] != '-' &&
         e.get_exit_code() != 0) {
-      std::fprintf(stderr, "hypertrain: unknown command '%s'\nRun with --help for the commands.\n",
-                   extras.front().c_str());
-      return cli::kUsageError;
+      return usage_error("hypertrain: unknown command '" + extras.front() + "'\nRun with --help for the commands.");
+    }
+    if (json && e.get_exit_code() != 0) {
+      const std::string path = cli::CommandPath(app);
+      return usage_error(path + ": " + e.what() + "\nRun " + path + " --help for more information.");
     }
     return cli::Exit(app, e);
   }
@@ -88,8 +103,7 @@ int Main(int argc, char** argv) {
       try {
         about = app.get_subcommand(help_for);
       } catch (const CLI::OptionNotFound&) {
-        std::fprintf(stderr, "hypertrain help: unknown command '%s'\n", help_for.c_str());
-        return cli::kUsageError;
+        return usage_error("hypertrain help: unknown command '" + help_for + "'");
       }
     }
     // (app.help() would describe the selected subcommand: help itself.)

@@ -50,8 +50,12 @@ grep -q "^  activation_checkpointing: none$" "$TMP/config.yaml" || fail "activat
 grep -q "^  sharded_checkpoints: false$" "$TMP/config.yaml" || fail "save_top_k: 0 turns sharded checkpoints off"
 # Train 12 steps: save_top_k 0 = no sharded checkpoints (said at start),
 # export_full_model.save_last = HF weights at the end.
+# The recipe says use_synthetic_data: True; a train_dir given as well is named
+# in the log as the loser (issue 40).
 "$BIN" train --config "$P1B" --set base_results_dir="$TMP/r1" "${TINY[@]}" --set trainer.max_steps=12 \
-  > "$TMP/p1b.log" 2>&1 || { cat "$TMP/p1b.log"; fail "1b recipe"; }
+  --set model.data.train_dir="$TMP/data" > "$TMP/p1b.log" 2>&1 || { cat "$TMP/p1b.log"; fail "1b recipe"; }
+grep -qF "config: model.data.use_synthetic_data: true wins over model.data.train_dir ($TMP/data): training on synthetic data, the directory is not read" \
+  "$TMP/p1b.log" || { cat "$TMP/p1b.log"; fail "no line saying synthetic data wins over train_dir"; }
 EXP="$TMP/r1/llama3.2-1b"
 grep -q "save_top_k: 0: no sharded checkpoints are written" "$TMP/p1b.log" || fail "no start-up note for save_top_k 0"
 grep -q "step 12/12 | loss" "$TMP/p1b.log" || fail "1b: no step 12"
@@ -59,8 +63,23 @@ grep -q "step 12/12 | loss" "$TMP/p1b.log" || fail "1b: no step 12"
 [ -z "$(ls "$EXP/checkpoints" | grep '^step-' || true)" ] || fail "sharded checkpoints written despite save_top_k 0"
 [ -s "$EXP/checkpoints/full/step-12/model.safetensors" ] || fail "no HF export at the end"
 grep -q '"model_type": "llama"' "$EXP/checkpoints/full/step-12/config.json" || fail "export config.json"
-[ ! -e "$EXP/checkpoints/full/.staging/step-12" ] || fail "the export's staging copy was left behind"
+[ ! -e "$EXP/checkpoints/full/.staging" ] || fail "the export's staging directory was left behind: $(ls -a "$EXP/checkpoints/full/.staging")"
 find "$TMP" -name '*${*' | grep -q . && fail "a path with a literal \${...} was created"
+
+# Issue 40: the recipes mean what they say. Without tie_word_embeddings the 8B
+# recipe is Hugging Face's untied Llama (the 1B recipe ties, as it says);
+# Lightning's fractional validation keys are refused saying so.
+"$BIN" config --config "$P8B" --set base_results_dir="$TMP/r8" --set model.tensor_model_parallel_degree=1 \
+  --set model.data.train_dir="$TMP/data" > "$TMP/config8b.yaml"
+grep -q "^  tie_word_embeddings: false$" "$TMP/config8b.yaml" || fail "8b recipe: not untied: $(cat "$TMP/config8b.yaml")"
+grep -q "^  tie_word_embeddings: true$" "$TMP/config.yaml" || fail "1b recipe: tie_word_embeddings: true lost"
+expect_exit2 "$TMP/frac_vci.log" \
+  "trainer.val_check_interval: 0.5 is a fraction (Lightning: of an epoch); fractions are not supported: give a whole number of optimizer steps" \
+  "$BIN" train --config "$P1B" --set base_results_dir="$TMP/frac" "${TINY[@]}" --set trainer.val_check_interval=0.5
+expect_exit2 "$TMP/frac_lvb.log" \
+  "trainer.limit_val_batches: 0.25 is a fraction (Lightning: of the validation set); fractions are not supported: give a whole number of batches" \
+  "$BIN" train --config "$P1B" --set base_results_dir="$TMP/frac" "${TINY[@]}" --set trainer.limit_val_batches=0.25
+[ ! -e "$TMP/frac" ] || fail "a refused config created its results dir"
 
 # save_top_k 2: checkpoints every 10 steps (step-10 and step-20 of 25;
 # save_last False: no extra one at 25); export every 10 as well; resume.
@@ -137,5 +156,33 @@ ADAPTER=$(find "$TMP/r5" -name adapter_config.json | head -1)
   > "$TMP/ft.log" 2>&1 || { cat "$TMP/ft.log"; fail "fine-tuning from HF"; }
 grep -q "initialised weights from $HF" "$TMP/ft.log" || fail "not initialised from the HF directory"
 grep -q "activation checkpointing full" "$TMP/ft.log" || fail "activation_checkpointing: True is full"
+
+# --- Issue 40: exports that load. A base whose config.json and
+# generation_config.json are golden transformers v4 / v5 files (the 8B run's
+# weights, same shape): the full fine-tune's HF export and the LoRA run's
+# merged export keep the base's token ids (eos a list), max_position_embeddings
+# 131072 (not the 32 trained at) and RoPE format, i.e. reproduce both files.
+GOLD="$PWD/runtime/ckpt/testdata/hf_golden"
+for v in transformers-v4 transformers-v5; do
+  BASE="$TMP/base-$v"
+  mkdir -p "$BASE"
+  cp "$HF/model.safetensors" "$GOLD/$v/config.json" "$GOLD/$v/generation_config.json" "$BASE/"
+  for kind in full lora; do
+    extra=()
+    [ "$kind" = full ] && extra=(--set model.peft.peft_type=null)
+    "$BIN" train --config "$LORA" --set base_results_dir="$TMP/gold-$kind-$v" --set model.data.train_dir="$TMP/data" \
+      "${TINY[@]}" "${extra[@]}" --set model.hf_model_name_or_path="$BASE" --set trainer.max_steps=2 \
+      > "$TMP/gold-$kind-$v.log" 2>&1 || { cat "$TMP/gold-$kind-$v.log"; fail "$kind from the $v base"; }
+    OUT="$TMP/gold-$kind-$v/llama-8b/checkpoints/full/step-2"
+    python3 - "$OUT" "$GOLD/$v" <<'PY' || { cat "$TMP/gold-$kind-$v.log"; fail "$kind export from the $v base differs from the golden files"; }
+import json, sys
+out, gold = sys.argv[1], sys.argv[2]
+for name in ("config.json", "generation_config.json"):
+    got, want = json.load(open(f"{out}/{name}")), json.load(open(f"{gold}/{name}"))
+    assert got == want, f"{name}:\n got  {json.dumps(got, sort_keys=True)}\n want {json.dumps(want, sort_keys=True)}"
+print(out, "matches", gold)
+PY
+  done
+done
 
 echo "PASS"

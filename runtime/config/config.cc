@@ -259,6 +259,7 @@ void ReadModel(Reader& r, TrainConfig& c, int64_t* seed) {
   r.Int("model.num_key_value_heads", &m.num_key_value_heads);
   r.Int("model.intermediate_size", &m.intermediate_size);
   r.Int("model.max_context_width", &m.max_context_width);
+  r.Int("model.max_position_embeddings", &m.max_position_embeddings);  // for exports' config.json
   r.Double("model.rope_theta", &m.rope_theta);
   r.Double("model.rms_norm_eps", &m.rms_norm_eps);
   r.Double("model.layernorm_epsilon", &m.rms_norm_eps);  // HyperPod's name
@@ -277,6 +278,19 @@ void ReadModel(Reader& r, TrainConfig& c, int64_t* seed) {
   r.Int("model.seed", seed);
   r.Bool("model.do_finetune", &c.finetune.do_finetune);
   r.String("model.hf_model_name_or_path", &c.finetune.hf_model_name_or_path);
+}
+
+// A config without model.shape that spells out its architecture (a HyperPod
+// recipe) and not model.tie_word_embeddings gets Hugging Face's LlamaConfig
+// default, untied, not the implicit tiny shape's tied head (issue 40).
+void DefaultTieForRecipes(Reader& r, TrainConfig& c) {
+  if (!c.shape.empty() || r.Has("model.tie_word_embeddings")) return;
+  for (const char* k : {"model.vocab_size", "model.hidden_size", "model.num_hidden_layers", "model.intermediate_size"}) {
+    if (r.Has(k)) {
+      c.model.tie_word_embeddings = false;
+      return;
+    }
+  }
 }
 
 // model.peft.* (PEFT's own names r, lora_alpha, lora_dropout too) and
@@ -466,12 +480,13 @@ StatusOr<TrainConfig> ParseDocument(const std::string& text, const std::vector<s
   c.model = *named;
   int64_t seed = static_cast<int64_t>(c.seed), depth = c.data.prefetch_depth;
   ReadModel(r, c, &seed);
+  DefaultTieForRecipes(r, c);
   PeftKeys peft;
   ReadPeft(r, c.finetune, &peft);
   ReadFp8(r, c.fp8, &fp8_recipe, &fp8_algo, &fp8_grad);
   ReadOptimAndData(r, c, &sched, &depth);
-  r.Int("trainer.val_check_interval", &c.validation.check_interval);
-  r.Int("trainer.limit_val_batches", &c.validation.limit_batches);
+  r.Count("trainer.val_check_interval", &c.validation.check_interval, "an epoch", "optimizer steps");
+  r.Count("trainer.limit_val_batches", &c.validation.limit_batches, "the validation set", "batches");
   ReadExpManager(r, c);
   HT_RETURN_IF_ERROR(r.status());
 

@@ -105,6 +105,7 @@ void EmitModel(YAML::Emitter& e, const TrainConfig& c) {
   }
   Kv(e, "rms_norm_eps", m.rms_norm_eps);
   Kv(e, "tie_word_embeddings", m.tie_word_embeddings);
+  if (m.max_position_embeddings > 0) Kv(e, "max_position_embeddings", m.max_position_embeddings);
   Kv(e, "train_batch_size", c.train_batch_size);
   Kv(e, "val_batch_size", c.validation.batch_size);
   Kv(e, "grad_accumulation_steps", c.grad_accumulation_steps);

@@ -49,7 +49,6 @@ const std::vector<std::string>& BookkeepingKeys() {
       "model.activation_loading_horizon",
       "model.delayed_param",
       "model.use_flash_attention",
-      "model.max_position_embeddings",
       "model.hf_access_token",
       "model.forward_prefetch",
       "model.backward_fetch_policy",

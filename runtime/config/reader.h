@@ -29,6 +29,21 @@ class Reader {
     return n.IsDefined() && !n.IsNull();
   }
   void Int(const std::string& path, int64_t* out) { Scalar(path, out, "an integer"); }
+  // An integer count where Lightning also takes a float as a fraction (of an
+  // epoch, of the validation set): a fraction is refused saying so, not
+  // called "not an integer". `unit` names what the count counts.
+  void Count(const std::string& path, int64_t* out, const char* fraction_of, const char* unit) {
+    const YAML::Node n = Lookup(root_, path);
+    double d = 0;
+    if (n.IsScalar() && n.Scalar().find_first_of(".eE") != std::string::npos && YAML::convert<double>::decode(n, d)) {
+      read_.insert(path);
+      Fail(InvalidArgument(fmt::format("{}: {} is a fraction (Lightning: of {}); fractions are not supported: give "
+                                       "a whole number of {}",
+                                       path, n.Scalar(), fraction_of, unit)));
+      return;
+    }
+    Int(path, out);
+  }
   // inf and NaN parse as YAML numbers (.inf, .nan) but are never a valid
   // setting: they would train non-finite state (issue 18).
   void Double(const std::string& path, double* out) {

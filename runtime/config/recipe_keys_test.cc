@@ -151,7 +151,48 @@ TEST(RecipeKeys, Validation) {
   ExpectError({"model.data.val_dir=/val", "trainer.limit_val_batches=2"},
               "trainer.val_check_interval: 0 with validation on (model.data.val_dir, trainer.limit_val_batches > 0): "
               "give the steps between evaluations");
-  ExpectError({"trainer.val_check_interval=0.5"}, "trainer.val_check_interval: '0.5' is not an integer");
+  // Lightning reads a float as a fraction (of an epoch, of the validation
+  // set): refused saying so, 1.0 included; a non-number stays a type error.
+  ExpectError({"trainer.val_check_interval=0.5"},
+              "trainer.val_check_interval: 0.5 is a fraction (Lightning: of an epoch); fractions are not supported: "
+              "give a whole number of optimizer steps");
+  ExpectError({"trainer.limit_val_batches=1.0"},
+              "trainer.limit_val_batches: 1.0 is a fraction (Lightning: of the validation set); fractions are not "
+              "supported: give a whole number of batches");
+  ExpectError({"trainer.limit_val_batches=2.5e-1"},
+              "trainer.limit_val_batches: 2.5e-1 is a fraction (Lightning: of the validation set); fractions are not "
+              "supported: give a whole number of batches");
+  ExpectError({"trainer.val_check_interval=often"}, "trainer.val_check_interval: 'often' is not an integer");
+}
+
+// Issue 40: a recipe that spells out its architecture without model.shape and
+// without tie_word_embeddings gets Hugging Face's default (untied); a named
+// shape keeps its own; an explicit value always wins.
+TEST(RecipeKeys, TieWordEmbeddingsDefaultsToHuggingFacesForRecipes) {
+  auto recipe = Parse({"model.hidden_size=256", "model.num_hidden_layers=2"});
+  ASSERT_TRUE(recipe.ok()) << recipe.status().ToString();
+  EXPECT_FALSE(recipe->model.tie_word_embeddings);
+  auto tied = Parse({"model.hidden_size=256", "model.tie_word_embeddings=true"});
+  ASSERT_TRUE(tied.ok());
+  EXPECT_TRUE(tied->model.tie_word_embeddings);
+  auto named = Parse({"model.shape=1b", "model.num_hidden_layers=2"});
+  ASSERT_TRUE(named.ok());
+  EXPECT_TRUE(named->model.tie_word_embeddings);  // Llama-3.2-1B ties
+  auto bare = Parse({});
+  ASSERT_TRUE(bare.ok());
+  EXPECT_TRUE(bare->model.tie_word_embeddings);  // the implicit tiny shape
+}
+
+TEST(RecipeKeys, SyntheticDataWithATrainDirSaysWhichWins) {
+  auto c = Parse({"model.data.train_dir=/data/tokens"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->data.use_synthetic_data);
+  bool said = false;
+  for (const std::string& n : c->notes) {
+    said = said || n == "model.data.use_synthetic_data: true wins over model.data.train_dir (/data/tokens): "
+                        "training on synthetic data, the directory is not read";
+  }
+  EXPECT_TRUE(said) << testing::PrintToString(c->notes);
 }
 
 TEST(RecipeKeys, WhatCannotBeHonouredIsAnErrorNamingKeyValueAndWhatIsSupported) {

@@ -86,6 +86,8 @@ Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
                            "must be >= 1, -1 (keep all) or 0 (no sharded checkpoints)"));
   const ValidationConfig& v = c.validation;
   HT_RETURN_IF_ERROR(Check(v.check_interval >= 0, "trainer.val_check_interval", v.check_interval, "must be >= 0"));
+  HT_RETURN_IF_ERROR(Check(c.model.max_position_embeddings >= 0, "model.max_position_embeddings",
+                           c.model.max_position_embeddings, "must be >= 0 (0 = model.max_context_width)"));
   HT_RETURN_IF_ERROR(Check(v.limit_batches >= 0, "trainer.limit_val_batches", v.limit_batches, "must be >= 0 (0 = off)"));
   HT_RETURN_IF_ERROR(Check(v.batch_size >= 1 && v.batch_size <= kMaxMicroBatchTokens / seq,
                            "model.val_batch_size", v.batch_size,
@@ -163,6 +165,11 @@ Status ValidateAndFinish(TrainConfig& c) {
   }
   if (!c.data.use_synthetic_data && c.data.train_dir.empty()) {
     return InvalidArgument("model.data.train_dir: required unless model.data.use_synthetic_data is true");
+  }
+  if (c.data.use_synthetic_data && !c.data.train_dir.empty()) {
+    c.notes.push_back(fmt::format("model.data.use_synthetic_data: true wins over model.data.train_dir ({}): "
+                                  "training on synthetic data, the directory is not read",
+                                  c.data.train_dir));
   }
   while (c.checkpoint_dir.size() > 1 && c.checkpoint_dir.back() == '/') c.checkpoint_dir.pop_back();
   if (c.checkpoint_dir.empty()) c.checkpoint_dir = c.exp_dir + "/checkpoints";

@@ -31,6 +31,11 @@ std::string Short(double n) {  // 1.24e9 -> "1.24 B"
   return fmt::format("{:.0f}", n);
 }
 
+std::string Usd(double usd) {  // 1234567.891 -> "$1,234,568"; 98.32 -> "$98.32"
+  if (usd >= 1000) return "$" + Count(static_cast<int64_t>(usd + 0.5));
+  return fmt::format("${:.2f}", usd);
+}
+
 std::string GiB(int64_t bytes) { return fmt::format("{:.2f}", bytes / kGiB); }
 
 std::string Duration(double seconds) {
@@ -87,17 +92,6 @@ std::vector<std::string> ConfigNotes(const config::TrainConfig& c, const contrac
   std::vector<std::string> notes;
   // Tensor/context/expert parallelism, MoE and activation offload never
   // get here: the config refuses them (runtime/config, "cannot honour").
-  if (c.shape.empty() && c.model.tie_word_embeddings) {
-    notes.push_back(fmt::format(
-        "model.tie_word_embeddings is not set: hypertrain ties the LM head to the embedding "
-        "(its default), Hugging Face's LlamaConfig does not (Llama-3-8B: untied, {:.2f} B "
-        "parameters with --set model.tie_word_embeddings=false)",
-        [&] {
-          contract::ModelShape untied = run.model;
-          untied.tie_word_embeddings = false;
-          return contract::CountParams(untied).total / 1e9;
-        }()));
-  }
   if (!run.peft.type.empty()) {
     notes.push_back(fmt::format(
         "model.peft ({} rank {}): memory is PEFT's (the adapters' state; the frozen base{}, 1/S "
@@ -125,7 +119,7 @@ std::vector<std::string> ConfigNotes(const config::TrainConfig& c, const contrac
 }
 
 std::string FormatEstimate(const Estimate& e, const std::vector<std::string>& notes,
-                           const std::string& title) {
+                           const std::string& title, const Cost* cost) {
   const contract::RunShape& r = e.run;
   const contract::ModelShape& m = r.model;
   std::string o;
@@ -251,6 +245,13 @@ std::string FormatEstimate(const Estimate& e, const std::vector<std::string>& no
                      Duration(e.seconds), r.world(), Count(static_cast<int64_t>(e.gpu_hours + 0.5)),
                      Count(e.steps)));
   }
+  if (cost != nullptr) {
+    std::string total;
+    if (cost->usd()) total = fmt::format("; the budget: {}", Usd(*cost->usd()));
+    line(fmt::format("cost      {} x {} at {}/h = {}/h{}", cost->nodes, cost->instance, Usd(cost->usd_per_hour),
+                     Usd(cost->usd_per_hour_all()), total));
+    line(fmt::format("          price: {}", cost->source));
+  }
   if (!notes.empty()) {
     line("");
     line("notes");
@@ -259,7 +260,7 @@ std::string FormatEstimate(const Estimate& e, const std::vector<std::string>& no
   return o;
 }
 
-std::string EstimateToJson(const Estimate& e, const std::vector<std::string>& notes) {
+std::string EstimateToJson(const Estimate& e, const std::vector<std::string>& notes, const Cost* cost) {
   using nlohmann::json;
   auto memory = [](const MemoryParts& m) {
     return json{{"weights", m.weights},         {"master", m.master},
@@ -317,6 +318,11 @@ std::string EstimateToJson(const Estimate& e, const std::vector<std::string>& no
   if (e.tokens) {
     j["budget"] = {{"tokens", *e.tokens}, {"seconds", e.seconds}, {"days", e.seconds / 86400},
                    {"gpuHours", e.gpu_hours}, {"steps", e.steps}};
+  }
+  if (cost != nullptr) {
+    j["cost"] = {{"instanceType", cost->instance}, {"usdPerInstanceHour", cost->usd_per_hour},
+                 {"instances", cost->nodes}, {"usdPerHour", cost->usd_per_hour_all()}, {"priceSource", cost->source}};
+    if (cost->usd()) j["cost"]["usdForBudget"] = *cost->usd();
   }
   j["notes"] = notes;
   return j.dump(2) + "\n";

@@ -17,6 +17,7 @@
 #include "contract/estimate.h"
 #include "core/status.h"
 #include "runtime/config/config.h"
+#include "runtime/estimate/prices.h"
 
 namespace hypertrain::estimate {
 
@@ -36,14 +37,18 @@ StatusOr<contract::RunShape> RunShapeFromConfig(const config::TrainConfig& c, co
 std::vector<std::string> ConfigNotes(const config::TrainConfig& c, const contract::RunShape& run,
                                      const contract::InstanceType* instance);
 
-// The report; `title` names the config.
+// The report; `title` names the config; `cost` (null: none) adds the cost
+// line in dollars (prices.h).
 std::string FormatEstimate(const contract::Estimate& e, const std::vector<std::string>& notes,
-                           const std::string& title);
-std::string EstimateToJson(const contract::Estimate& e, const std::vector<std::string>& notes);
+                           const std::string& title, const Cost* cost = nullptr);
+std::string EstimateToJson(const contract::Estimate& e, const std::vector<std::string>& notes,
+                           const Cost* cost = nullptr);
 
 // Declares `hypertrain estimate`'s flags on `app` (a CLI11 subcommand); the
 // returned function runs it after a parse. Exit codes: 0, kExitConfigError
-// (bad flags/config).
+// (bad flags/config). A recipe is estimated as written: without the HyperPod
+// launcher's base_results_dir and, with a note, with tensor, context or expert
+// parallelism read as degree 1 (what the trainer would need).
 std::function<int()> AddEstimateFlags(CLI::App& app);
 
 }  // namespace hypertrain::estimate

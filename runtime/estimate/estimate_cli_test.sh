@@ -70,6 +70,50 @@ assert set(e["memoryByStrategy"]) == {"hybrid_shard", "hybrid_shard_zero2", "ful
 print("json ok")
 PY
 
+# Issue 40: the HyperPod recipes as written (no base_results_dir). The 8B
+# recipe asks for tensor parallelism: an estimate with a note, not exit 2; it
+# is Hugging Face's untied Llama-3.1-8B (8,030,261,248 parameters), with no
+# note claiming tie_word_embeddings is unset. The cost is in dollars.
+R="$PWD/examples/recipes"
+for recipe in "$R"/*.yaml; do
+  "$BIN" estimate --config "$recipe" > "$TMP/recipe_est.txt" 2>&1 || { cat "$TMP/recipe_est.txt"; fail "estimate $recipe: exit $?"; }
+done
+P8B="$R/hf_llama3_8b_seq8k_gpu_p5x16_pretrain.yaml"
+out=$("$BIN" estimate --config "$P8B" --instance-type ml.p5.48xlarge --tokens 1T)
+echo "$out"
+for want in "untied LM head" "8,030,261,248" \
+            "model.tensor_model_parallel_degree: 2: hypertrain does not do tensor parallelism: estimated with degree 1" \
+            'cost      16 x ml.p5.48xlarge at $98.32/h = $1,573/h; the budget: $' \
+            "price: EC2 On-Demand Linux, us-east-1, 2024 list price"; do
+  grep -qF -- "$want" <<< "$out" || fail "8b recipe: missing '$want'"
+done
+grep -q "tie_word_embeddings is not set" <<< "$out" && fail "the false tie_word_embeddings note is back"
+# The budget in dollars is instance-hours x price.
+python3 - "$out" <<'PY'
+import re, sys
+out = sys.argv[1]
+gpu_hours = float(re.search(r"= ([0-9,]+) GPU-hours", out).group(1).replace(",", ""))
+usd = float(re.search(r"the budget: \$([0-9,]+)", out).group(1).replace(",", ""))
+want = gpu_hours / 8 * 98.32
+assert abs(usd - want) <= 0.001 * want + 2, (usd, want)
+print("cost ok:", usd)
+PY
+# A price file over the built-in table, and --price-per-hour over both.
+printf 'source: "our reservation, 2026"\nprices: {ml.p5.48xlarge: 61.5, ml.p5en.48xlarge: 70}\n' > "$TMP/prices.yaml"
+out=$("$BIN" estimate --config "$P8B" --instance-type ml.p5.48xlarge --prices "$TMP/prices.yaml")
+grep -qF 'cost      16 x ml.p5.48xlarge at $61.50/h = $984.00/h' <<< "$out" || fail "--prices not applied: $out"
+grep -qF "price: our reservation, 2026 ($TMP/prices.yaml)" <<< "$out" || fail "--prices source not shown"
+out=$("$BIN" estimate --config "$P8B" --instance-type ml.p5en.48xlarge --prices "$TMP/prices.yaml" --price-per-hour 50 --json)
+python3 - "$out" <<'PY'
+import json, sys
+c = json.loads(sys.argv[1])["cost"]
+assert c == {"instanceType": "ml.p5en.48xlarge", "usdPerInstanceHour": 50.0, "instances": 16, "usdPerHour": 800.0,
+             "priceSource": "--price-per-hour"}, c
+PY
+out=$("$BIN" estimate --config "$P8B" --instance-type ml.p6-b200.48xlarge)
+grep -qF "cost: no price for ml.p6-b200.48xlarge in the price table; give --price-per-hour or --prices" <<< "$out" ||
+  fail "no note for an instance without a price"
+
 # Bad input: exit 2 and a message naming the flag or key.
 expect_error() {  # expect_error "message" args...
   local msg=$1; shift
@@ -87,4 +131,9 @@ expect_error "--nodes" --config "$TMP/recipe.yaml" --nodes 0
 expect_error "model.shard_degree" --config "$TMP/recipe.yaml" --set model.shard_degree=3
 expect_error "config error" --config "$TMP/missing.yaml"
 expect_error "not expected: --frobnicate" --config "$TMP/recipe.yaml" --frobnicate
+printf 'prices: {ml.p5.48xlarge: cheap}\n' > "$TMP/badprices.yaml"
+expect_error "prices.ml.p5.48xlarge: expected a positive number of USD per instance-hour, got 'cheap'" \
+  --config "$TMP/recipe.yaml" --instance-type ml.p5.48xlarge --prices "$TMP/badprices.yaml"
+expect_error "--price-per-hour: expected a positive number" --config "$TMP/recipe.yaml" --instance-type ml.p5.48xlarge --price-per-hour -3
+expect_error "--price-per-hour needs --instance-type" --config "$TMP/recipe.yaml" --price-per-hour 3
 echo PASS

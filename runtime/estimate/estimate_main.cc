@@ -1,5 +1,6 @@
 // hypertrain estimate: parameters, FLOPs, memory per GPU, fit, speed and cost
 // of a training config, without running it.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -16,7 +17,7 @@ namespace hypertrain::estimate {
 namespace {
 
 struct EstimateFlags {
-  std::string config_path, instance_name, tokens_text, mfu_text, peak_text;
+  std::string config_path, instance_name, tokens_text, mfu_text, peak_text, prices_path, price_text;
   std::vector<std::string> sets;
   int64_t nodes = 0, gpus_per_node = 0;  // 0: from the config (Layout)
   bool json = false;
@@ -25,6 +26,78 @@ struct EstimateFlags {
 int Fail(const std::string& message) {
   spdlog::error("hypertrain estimate: {}", message);
   return train::kExitConfigError;
+}
+
+// The config as the trainer would read it, made estimable: synthetic data
+// (where the data lives changes nothing here; HyperPod supplies train_dir at
+// launch), placeholders for the launcher's base_results_dir and a fine-tuning
+// recipe's hf_model_name_or_path (nothing is read or written), and
+// parallelism the trainer refuses read as degree 1 with a note.
+StatusOr<config::TrainConfig> LoadForEstimate(const std::string& path, std::vector<std::string> sets,
+                                              std::vector<std::string>* notes) {
+  sets.insert(sets.begin(), "model.data.use_synthetic_data=true");
+  bool has_base = false;
+  for (const std::string& s : sets) has_base = has_base || s.rfind("base_results_dir=", 0) == 0;
+  if (!has_base) sets.insert(sets.begin(), "base_results_dir=/hypertrain-estimate");
+  for (int attempt = 0;; ++attempt) {
+    auto config = config::LoadTrainConfig(path, sets);
+    if (config.ok() || attempt == 4) return config;
+    const std::string& msg = config.status().message();
+    bool retried = false;
+    for (const char* key : {"model.tensor_model_parallel_degree", "model.context_parallel_degree",
+                            "model.expert_model_parallel_degree"}) {
+      if (msg.rfind(std::string(key) + ": ", 0) != 0) continue;
+      notes->push_back(msg.substr(0, msg.find("; supported:")) +
+                       ": estimated with degree 1 (data-parallel hybrid sharding over every GPU), which the "
+                       "trainer needs set (--set " + key + "=1)");
+      sets.push_back(std::string(key) + "=1");
+      retried = true;
+    }
+    // The base's weights are not read: a fine-tuning recipe without the path
+    // HyperPod supplies is estimated like one with it.
+    if (!retried && msg.rfind("model.do_finetune: true needs model.hf_model_name_or_path", 0) == 0) {
+      sets.push_back("model.hf_model_name_or_path=/hypertrain-estimate/base");
+      retried = true;
+    }
+    if (!retried) return config;
+  }
+}
+
+// The cost line: the instance's price from --price-per-hour, else --prices,
+// else the built-in table (prices.h). None without --instance-type (a note).
+StatusOr<std::optional<Cost>> CostFor(const EstimateFlags& f, const contract::Estimate& e,
+                                      const contract::InstanceType* instance, std::vector<std::string>* notes) {
+  PriceTable prices = DefaultPrices();
+  if (!f.prices_path.empty()) {
+    HT_ASSIGN_OR_RETURN(prices, LoadPrices(f.prices_path, prices));
+  }
+  if (instance == nullptr) {
+    if (!f.price_text.empty()) return InvalidArgument("--price-per-hour needs --instance-type");
+    notes->push_back("cost: give --instance-type for the cost in dollars");
+    return std::optional<Cost>();
+  }
+  Cost c;
+  c.instance = instance->name;
+  c.nodes = e.run.nodes;
+  if (e.tokens) c.seconds = e.seconds;
+  if (!f.price_text.empty()) {
+    char* end = nullptr;
+    c.usd_per_hour = std::strtod(f.price_text.c_str(), &end);
+    if (*end != '\0' || !(c.usd_per_hour > 0) || !std::isfinite(c.usd_per_hour)) {
+      return InvalidArgument("--price-per-hour: expected a positive number of USD per instance-hour, got '" +
+                             f.price_text + "'");
+    }
+    c.source = "--price-per-hour";
+    return std::optional<Cost>(c);
+  }
+  const auto it = prices.usd_per_hour.find(instance->name);
+  if (it == prices.usd_per_hour.end()) {
+    notes->push_back("cost: no price for " + instance->name + " in the price table; give --price-per-hour or --prices");
+    return std::optional<Cost>();
+  }
+  c.usd_per_hour = it->second;
+  c.source = prices.source;
+  return std::optional<Cost>(c);
 }
 
 int RunEstimate(const EstimateFlags& f) {
@@ -65,10 +138,8 @@ int RunEstimate(const EstimateFlags& f) {
       return Fail("--peak-tflops: expected a positive number, got '" + peak_text + "'");
     }
   }
-  // Where the data lives changes nothing here: a recipe without its data
-  // directory (HyperPod supplies it at launch) is still estimated.
-  sets.insert(sets.begin(), "model.data.use_synthetic_data=true");
-  auto config = config::LoadTrainConfig(config_path, sets);
+  std::vector<std::string> notes;
+  auto config = LoadForEstimate(config_path, sets, &notes);
   if (!config.ok()) return Fail("config error: " + config.status().message());
   const contract::InstanceType* instance = options.instance ? &*options.instance : nullptr;
   auto run = RunShapeFromConfig(*config, layout, instance);
@@ -76,8 +147,11 @@ int RunEstimate(const EstimateFlags& f) {
   std::string error;
   const std::optional<contract::Estimate> e = contract::MakeEstimate(*run, options, &error);
   if (!e) return Fail(error);
-  const std::vector<std::string> notes = ConfigNotes(*config, *run, instance);
-  const std::string out = f.json ? EstimateToJson(*e, notes) : FormatEstimate(*e, notes, config_path);
+  for (std::string& n : ConfigNotes(*config, *run, instance)) notes.push_back(std::move(n));
+  auto cost = CostFor(f, *e, instance, &notes);
+  if (!cost.ok()) return Fail(cost.status().message());
+  const Cost* c = cost->has_value() ? &**cost : nullptr;
+  const std::string out = f.json ? EstimateToJson(*e, notes, c) : FormatEstimate(*e, notes, config_path, c);
   std::fputs(out.c_str(), stdout);
   return train::kExitOk;
 }
@@ -89,8 +163,9 @@ std::function<int()> AddEstimateFlags(CLI::App& app) {
       "Predicts, for the config's model and parallel layout: parameters (embedding, blocks, head),\n"
       "FLOPs per token (the trainer's MFU convention and Megatron's), memory per GPU by part for every\n"
       "sharding strategy, whether it fits the instance's GPUs (every GPU model when no\n"
-      "--instance-type), tokens/s from a measured MFU (docs/PERF.md, or --mfu), and days and GPU-hours\n"
-      "for --tokens.");
+      "--instance-type), tokens/s from a measured MFU (docs/PERF.md, or --mfu), days and GPU-hours\n"
+      "for --tokens, and the cost in dollars for --instance-type from a built-in price table (EC2\n"
+      "On-Demand us-east-1, 2024 list prices: see docs/TRAINER.md) or --prices / --price-per-hour.");
   auto f = std::make_shared<EstimateFlags>();
   app.add_option("--config", f->config_path, "The job's YAML")->type_name("FILE")->required();
   app.add_option("--set", f->sets, "Override one config key (repeatable, applied in order)")
@@ -112,6 +187,11 @@ std::function<int()> AddEstimateFlags(CLI::App& app) {
       ->type_name("FRACTION");
   app.add_option("--peak-tflops", f->peak_text, "Dense bf16 peak per GPU (default: the GPU's datasheet)")
       ->type_name("TFLOPS");
+  app.add_option("--prices", f->prices_path,
+                 "YAML price table {source: TEXT, prices: {TYPE: USD per instance-hour}} over the built-in one")
+      ->type_name("FILE");
+  app.add_option("--price-per-hour", f->price_text, "USD per instance-hour of --instance-type (wins over tables)")
+      ->type_name("USD");
   app.add_flag("--json", f->json, "The estimate as JSON (the TrainingJob's status.estimate)");
   return [f] { return RunEstimate(*f); };
 }

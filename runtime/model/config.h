@@ -33,6 +33,9 @@ struct ModelConfig {
   int64_t num_key_value_heads = 0;
   int64_t intermediate_size = 0;
   int64_t max_context_width = 0;  // sequence length trained at
+  // config.json's max_position_embeddings (the context the model is meant
+  // for, e.g. 131072 for Llama-3.1); 0 = max_context_width. Export only.
+  int64_t max_position_embeddings = 0;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   double rms_norm_eps = 1e-5;

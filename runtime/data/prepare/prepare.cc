@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/atomic_file.h"
+#include "core/log.h"
 #include "core/time.h"
 #include "runtime/data/shard.h"
 #include "runtime/data/tokenizer/tokenizer.h"
@@ -282,7 +283,10 @@ Status Run::WriteShard(size_t n) {
 }
 
 void Run::Report(int64_t bytes_done, bool final) {
-  static const bool tty = ::isatty(2);
+  // A JSON log gets the progress as log lines (no carriage returns).
+  static const bool stderr_tty = ::isatty(2);
+  const bool json = log::IsJson();
+  const bool tty = !json && stderr_tty;
   const auto now = std::chrono::steady_clock::now();
   const double since = std::chrono::duration<double>(now - last_report_).count();
   if (!o_.progress || (!final && since < (tty ? 0.5 : 10.0))) return;
@@ -290,11 +294,15 @@ void Run::Report(int64_t bytes_done, bool final) {
   const double s = std::chrono::duration<double>(now - t0_).count();
   const double mbps = bytes_done / 1e6 / std::max(s, 1e-9);
   const double eta = mbps > 0 ? (total_bytes_ - bytes_done) / 1e6 / mbps : 0;
-  std::fprintf(stderr, "%sprepare: %.1f/%.1f MB (%.0f%%), %.1f MB/s, %lld tokens, %lld documents, ETA %s%s",
-               tty ? "\r" : "", bytes_done / 1e6, total_bytes_ / 1e6,
-               total_bytes_ > 0 ? 100.0 * bytes_done / total_bytes_ : 100.0, mbps,
-               static_cast<long long>(manifest_.tokens), static_cast<long long>(manifest_.documents),
-               Duration(eta).c_str(), tty && !final ? "   " : "\n");
+  const std::string text = fmt::format("prepare: {:.1f}/{:.1f} MB ({:.0f}%), {:.1f} MB/s, {} tokens, {} documents, ETA {}",
+                                       bytes_done / 1e6, total_bytes_ / 1e6,
+                                       total_bytes_ > 0 ? 100.0 * bytes_done / total_bytes_ : 100.0, mbps,
+                                       manifest_.tokens, manifest_.documents, Duration(eta));
+  if (json) {
+    spdlog::info("{}", text);
+    return;
+  }
+  std::fprintf(stderr, "%s%s%s", tty ? "\r" : "", text.c_str(), tty && !final ? "   " : "\n");
 }
 
 // Takes token batches in input order into shards until all are written or
