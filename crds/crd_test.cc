@@ -75,8 +75,10 @@ TEST_F(CrdTest, PrinterColumnsResolveWithMatchingTypes) {
     EXPECT_EQ(node["type"], col["type"]) << path;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"State", "Nodes", "Current", "GPUs", "Step", "Restarts", "Age", "Estimate"}));
-  // The State column's values are exactly the condition types.
-  EXPECT_EQ(SchemaAt(schema_, ".status.state")["enum"], json(ConditionTypes()));
+  // The State column's values are the condition types and Pending.
+  json states = json(ConditionTypes());
+  states.push_back(kStatePending);
+  EXPECT_EQ(SchemaAt(schema_, ".status.state")["enum"], states);
 }
 
 TEST_F(CrdTest, ConditionEnumsMatchTheCppApi) {

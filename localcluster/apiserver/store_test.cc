@@ -93,6 +93,9 @@ TEST(Store, WatchFromResourceVersionWithFilterTranslation) {
   auto e1 = Next(**w);
   EXPECT_EQ(e1.type, "DELETED");
   EXPECT_EQ(e1.object["metadata"]["name"], "a");
+  // As kube-apiserver: the object as it was when it matched, at the event's version.
+  EXPECT_EQ(e1.object["metadata"]["labels"]["app"], "x");
+  EXPECT_EQ(e1.object["metadata"]["resourceVersion"], std::to_string(e1.rv));
   auto e2 = Next(**w);
   EXPECT_EQ(e2.type, "ADDED");
   EXPECT_EQ(e2.object["metadata"]["name"], "b");

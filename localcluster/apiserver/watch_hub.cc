@@ -78,7 +78,12 @@ void Watcher::Offer(const WatchEvent& e) {
       bool before = !e.prev.is_null() && pred_(e.prev);
       keep = now || before;
       if (now && !before) x.type = "ADDED";
-      if (!now && before) x.type = "DELETED";
+      if (!now && before) {
+        // As kube-apiserver: the object as it was (it matched), at this event's version.
+        x.type = "DELETED";
+        x.object = e.prev;
+        x.object["metadata"]["resourceVersion"] = e.object["metadata"].value("resourceVersion", "");
+      }
     } else {
       keep = pred_(e.object);
     }

@@ -78,7 +78,8 @@ const std::vector<std::string>& ConditionReasons() {
       kJobRestarting,     kAllPodsSucceeded,    kBackoffLimitExceeded, kDeadlineExceeded,
       kNonRetryableExitCode, kInvalidSpec,      kJobSuspended,     kJobResumed,
       kJobSucceeded,      kJobFailed,           kUnschedulable,    kResized,
-      kEstimateReady,     kEstimateUnavailable, kPodCreationFailed};
+      kEstimateReady,     kEstimateUnavailable, kPodCreationFailed,
+      kOwnershipConflict, kPreviousJobTerminating, kNamespaceExcluded};
   return k;
 }
 
@@ -103,7 +104,7 @@ std::string ComputeState(const TrainingJobStatus& s) {
     if (IsTrue(s, t)) return t;
   }
   if (FindCondition(s, kCondEstimated) != nullptr) return kCondEstimated;  // a dry run (ready or not)
-  return "";
+  return kStatePending;
 }
 
 bool SetJobCondition(TrainingJobStatus* s, std::string_view type, bool value, std::string_view reason,

@@ -11,7 +11,7 @@
 //    (its False says why a dry run has no estimate).
 //  - status.state is the job's summary state: Failed/Succeeded, else Suspended,
 //    else Restarting, else Running, else Created, else Estimated (a dry run
-//    that created nothing).
+//    that created nothing), else Pending (Created=False says why, if known).
 #ifndef HYPERTRAIN_OPERATOR_API_STATUS_H_
 #define HYPERTRAIN_OPERATOR_API_STATUS_H_
 
@@ -67,7 +67,21 @@ inline constexpr char kEstimateUnavailable[] = "EstimateUnavailable";
 // Created=False: the API server refused one of the job's objects (a quota, a
 // missing PriorityClass or ServiceAccount, RBAC); retried with capped backoff.
 inline constexpr char kPodCreationFailed[] = "PodCreationFailed";
+// Created=False: an object under one of the job's names (its Service,
+// ConfigMaps, ServiceAccount, Role, RoleBinding, a pod) exists without the
+// job's controller ownerReference; the job uses nothing it does not own.
+inline constexpr char kOwnershipConflict[] = "OwnershipConflict";
+// Created=False: objects of a deleted job of the same name still exist (e.g.
+// its pods terminating); created once the garbage collector removed them.
+inline constexpr char kPreviousJobTerminating[] = "PreviousJobTerminating";
+// Created=False: the job's namespace is one the operator ignores
+// (--exclude-namespaces); nothing is created.
+inline constexpr char kNamespaceExcluded[] = "NamespaceExcluded";
 }  // namespace reason
+
+// status.state when no condition gives another: nothing of the job runs yet
+// (see the Created condition's reason).
+inline constexpr char kStatePending[] = "Pending";
 
 const std::vector<std::string>& ConditionTypes();
 const std::vector<std::string>& ConditionReasons();

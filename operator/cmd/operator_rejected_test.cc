@@ -115,6 +115,7 @@ TEST(OperatorRealKubeTest, RejectedPodsAreReportedRolledBackAndRetried) {
   const Json status = st->value("status", Json::object());
   EXPECT_EQ(status.value("pods", Json::object()).value("active", 0), 0) << status.dump();
   EXPECT_NE(status.value("state", ""), "Failed") << "a quota is not the spec's fault: retried";
+  EXPECT_EQ(status.value("state", ""), "Pending") << "never blank while the pods are refused (issue 35)";
   // The quota raised: the retry (capped backoff) creates the gang.
   ASSERT_TRUE(kube::ResourceClient(client, quotas, kNs).Patch("one-pod", {{"spec", {{"hard", {{"pods", "10"}}}}}}).ok());
   EXPECT_TRUE(WaitFor([&] { return pod_count("quota") == 2; }, 60s)) << op.Log();

@@ -149,12 +149,13 @@ inline double Sample(const std::map<std::string, double>& samples, const std::st
 // One operator process, ended by PID.
 class OperatorProcess {
  public:
+  // `all_namespaces`: no --namespace flag (every namespace, less the excluded ones).
   OperatorProcess(const std::string& bin, const std::string& kubeconfig, const std::string& identity,
-                  const std::string& log, std::vector<std::string> extra = {})
+                  const std::string& log, std::vector<std::string> extra = {}, bool all_namespaces = false)
       : port_(FreePort()), log_(log) {
     std::vector<std::string> args = {bin,
                                      "--kubeconfig=" + kubeconfig,
-                                     std::string("--namespace=") + kNs,
+                                     all_namespaces ? "" : std::string("--namespace=") + kNs,
                                      "--leader-elect=true",
                                      std::string("--leader-election-namespace=") + kNs,
                                      "--leader-election-id=e2e-leader",
@@ -168,6 +169,7 @@ class OperatorProcess {
                                    [](const std::string& a) { return a.rfind("--log-level", 0) == 0; });
     if (!level) args.push_back("--log-level=debug");
     args.insert(args.end(), extra.begin(), extra.end());
+    args.erase(std::remove(args.begin(), args.end(), std::string()), args.end());
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = std::fopen(log.c_str(), "w");

@@ -86,6 +86,12 @@ json BuildProgressConfigMap(const api::ObjectMeta& job) {
   return {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", ObjectMetaFor(job, ProgressConfigMapName(job.name))}};
 }
 
+json ProgressRepairPatch(const api::ObjectMeta& job) {
+  json meta = ObjectMetaFor(job, ProgressConfigMapName(job.name));
+  return {{"metadata",
+           {{"labels", meta["labels"]}, {"ownerReferences", meta["ownerReferences"]}, {"finalizers", nullptr}}}};
+}
+
 json BuildProgressRole(const api::ObjectMeta& job) {
   // No `get`: the launcher only merge-patches its annotation.
   return {{"apiVersion", "rbac.authorization.k8s.io/v1"},

@@ -102,6 +102,10 @@ nlohmann::json BuildTrainerServiceAccount(const api::ObjectMeta& job);
 nlohmann::json BuildProgressConfigMap(const api::ObjectMeta& job);
 nlohmann::json BuildProgressRole(const api::ObjectMeta& job);
 nlohmann::json BuildProgressRoleBinding(const api::ObjectMeta& job, const api::TrainingJobSpec& spec);
+// The merge patch giving the progress ConfigMap back the metadata the operator
+// made it with (the trainer's token may patch it): the job's controller
+// ownerReference and labels, and no finalizers, so that it goes with the job.
+nlohmann::json ProgressRepairPatch(const api::ObjectMeta& job);
 
 // EFA/NCCL defaults for the spec's hardware (user env overrides each):
 //   GPU jobs:     NCCL_SOCKET_IFNAME=^lo, NCCL_DEBUG=WARN

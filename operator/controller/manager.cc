@@ -1,5 +1,6 @@
 #include "operator/controller/manager.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -34,6 +35,36 @@ bool NodeHealthChanged(const Json& before, const Json& after) {
 
 std::string NamespaceName(const std::string& ns) { return ns.empty() ? "*" : ns; }
 
+// Enqueues the job a derived object is named for (label hypertrain.dev/job-name)
+// and its TrainingJob owners: an object whose controller reference was
+// stripped still reaches its job.
+kube::EventHandlers EnqueueJobHandlers(kube::WorkQueue* q) {
+  kube::EventHandlers owners = kube::EnqueueOwnerHandlers(q, api::kKind);
+  auto by_label = [q](const Json& o) {
+    const Json meta = o.value("metadata", Json::object());
+    const Json labels = meta.value("labels", Json::object());
+    auto it = labels.find(api::kLabelJobName);
+    if (it == labels.end() || !it->is_string()) return;
+    const std::string ns = meta.value("namespace", "");
+    q->Add(ns.empty() ? it->get<std::string>() : ns + "/" + it->get<std::string>());
+  };
+  kube::EventHandlers h;
+  h.on_add = [owners, by_label](const Json& o) {
+    owners.on_add(o);
+    by_label(o);
+  };
+  h.on_update = [owners, by_label](const Json& before, const Json& after) {
+    owners.on_update(before, after);
+    by_label(before);
+    by_label(after);
+  };
+  h.on_delete = [owners, by_label](const Json& o) {
+    owners.on_delete(o);
+    by_label(o);
+  };
+  return h;
+}
+
 }  // namespace
 
 // One leadership term: the queue, the informers and their caches.
@@ -41,6 +72,9 @@ struct Manager::Term {
   // One namespace's informers and reconciler.
   struct Scope {
     std::unique_ptr<kube::Informer> jobs, pods, configmaps;
+    // The other derived objects (labelled ones only): nothing the caches hold
+    // is created again, nothing under a job's name is used that is not its own.
+    std::vector<std::unique_ptr<kube::Informer>> derived;
     std::unique_ptr<Reconciler> reconciler;
   };
   Term(const std::shared_ptr<kube::RestClient>& client, Metrics* metrics)
@@ -69,14 +103,24 @@ void Manager::StartInformers(Term& t) {
     s.configmaps =
         std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, kube::resources::kConfigMaps, ns), only_ours);
     s.jobs->AddEventHandlers(kube::EnqueueKeyHandlers(&t.queue));
-    s.pods->AddEventHandlers(kube::EnqueueOwnerHandlers(&t.queue, api::kKind));
-    s.configmaps->AddEventHandlers(kube::EnqueueOwnerHandlers(&t.queue, api::kKind));
+    s.pods->AddEventHandlers(EnqueueJobHandlers(&t.queue));
+    s.configmaps->AddEventHandlers(EnqueueJobHandlers(&t.queue));
+    for (const kube::ResourceType* type : {&kube::resources::kServices, &kube::resources::kServiceAccounts,
+                                           &kube::resources::kRoles, &kube::resources::kRoleBindings}) {
+      s.derived.push_back(std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, *type, ns), only_ours));
+      s.derived.back()->AddEventHandlers(EnqueueJobHandlers(&t.queue));
+    }
     ReconcilerOptions ro;
     ro.client = o_.client;
     ro.jobs = &s.jobs->store();
     ro.pods = &s.pods->store();
     ro.nodes = &t.nodes.store();
     ro.configmaps = &s.configmaps->store();
+    ro.services = &s.derived[0]->store();
+    ro.serviceaccounts = &s.derived[1]->store();
+    ro.roles = &s.derived[2]->store();
+    ro.rolebindings = &s.derived[3]->store();
+    if (o_.namespaces.empty()) ro.excluded_namespaces = o_.excluded_namespaces;
     ro.instance = o_.identity;
     ro.fault_settle_window = o_.fault_settle_window;
     ro.counters = o_.metrics ? &o_.metrics->counters : nullptr;
@@ -84,6 +128,7 @@ void Manager::StartInformers(Term& t) {
     s.jobs->Start();
     s.pods->Start();
     s.configmaps->Start();
+    for (auto& d : s.derived) d->Start();
     t.scopes[ns] = std::move(s);
   }
   // After the scopes exist: the handler reads them. A node change re-checks every job.
@@ -105,7 +150,8 @@ bool Manager::WaitForCaches(Term& t, kube::CancelToken* stop) {
   while (!stop->cancelled() && !t.nodes.WaitForSync(1s)) spdlog::info("waiting for the node cache");
   for (auto& [ns, s] : t.scopes) {
     while (!stop->cancelled() &&
-           !(s.jobs->WaitForSync(1s) && s.pods->WaitForSync(1s) && s.configmaps->WaitForSync(1s))) {
+           !(s.jobs->WaitForSync(1s) && s.pods->WaitForSync(1s) && s.configmaps->WaitForSync(1s) &&
+             std::all_of(s.derived.begin(), s.derived.end(), [](auto& d) { return d->WaitForSync(1s); }))) {
       spdlog::info("waiting for the caches of namespace {}", NamespaceName(ns));
     }
   }
@@ -116,10 +162,9 @@ void Manager::ReconcileKey(Term& t, const std::string& key) {
   const std::string ns = key.substr(0, key.find('/'));
   auto it = t.scopes.find(o_.namespaces.empty() ? "" : ns);
   if (it == t.scopes.end()) return;
-  if (o_.namespaces.empty() && o_.excluded_namespaces.count(ns)) {
-    if (FirstWarning(key)) spdlog::warn("ignoring TrainingJob {} in an excluded namespace (--exclude-namespaces)", key);
-    t.queue.Forget(key);
-    return;
+  if (o_.namespaces.empty() && o_.excluded_namespaces.count(ns) && FirstWarning(key)) {
+    // The reconciler says so on the job (condition, Warning) and creates nothing.
+    spdlog::warn("ignoring TrainingJob {} in an excluded namespace (--exclude-namespaces)", key);
   }
   const auto t0 = std::chrono::steady_clock::now();
   if (o_.metrics) o_.metrics->WorkerActive(true);
@@ -196,6 +241,7 @@ void Manager::Run(kube::CancelToken* stop) {
     s.jobs->Stop();
     s.pods->Stop();
     s.configmaps->Stop();
+    for (auto& d : s.derived) d->Stop();
   }
   synced_ = false;
   spdlog::info("controller stopped");

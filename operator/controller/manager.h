@@ -1,7 +1,8 @@
 // The controller's wiring, in the shape of sample-controller: per watched
-// namespace a TrainingJob informer, a Pod informer and a ConfigMap informer
-// (only the operator's objects, those labelled hypertrain.dev/job-name: the
-// progress ConfigMaps carry the launchers' reports) enqueue job keys; one
+// namespace a TrainingJob informer and informers of the derived objects (Pods,
+// ConfigMaps, Services, ServiceAccounts, Roles, RoleBindings; only those
+// labelled hypertrain.dev/job-name: the progress ConfigMaps carry the
+// launchers' reports) enqueue job keys (by that label and by owner); one
 // cluster-wide Node informer re-queues every job when a node's labels or
 // conditions change or it goes away; `workers` threads take keys from the
 // queue (never one key on two workers at once) and reconcile them:
@@ -35,7 +36,8 @@ struct ManagerOptions {
   std::chrono::milliseconds fault_settle_window{5000};  // see ReconcilerOptions
   Metrics* metrics = nullptr;  // optional; must outlive the manager
   // Watching every namespace, TrainingJobs here are never acted on: the
-  // cluster's own namespaces get no trainer pods, ServiceAccounts or Roles.
+  // cluster's own namespaces get no trainer pods, ServiceAccounts or Roles
+  // (the job gets Created=False/NamespaceExcluded and a Warning Event).
   std::set<std::string> excluded_namespaces = {"kube-system", "kube-public", "kube-node-lease"};
 };
 

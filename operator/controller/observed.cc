@@ -61,6 +61,42 @@ PodFault FaultOf(const json& status) {
 
 }  // namespace
 
+ObservedObject ObjectFromJson(const json& obj) {
+  ObservedObject o;
+  const json& meta = Field(obj, "metadata");
+  o.kind = Str(obj, "kind");
+  o.name = Str(meta, "name");
+  o.uid = Str(meta, "uid");
+  o.deleting = meta.is_object() && meta.contains("deletionTimestamp");
+  const json& refs = Field(meta, "ownerReferences");
+  for (const json& r : refs.is_array() ? refs : json::array()) {
+    if (Field(r, "controller") != true) continue;
+    o.controller_kind = Str(r, "kind");
+    o.controller_name = Str(r, "name");
+    o.controller_uid = Str(r, "uid");
+    break;
+  }
+  const json& finalizers = Field(meta, "finalizers");
+  for (const json& f : finalizers.is_array() ? finalizers : json::array()) {
+    if (f.is_string()) o.finalizers.push_back(f.get<std::string>());
+  }
+  o.job_label = Str(Field(meta, "labels"), contract::kLabelJobName);
+  return o;
+}
+
+Ownership OwnershipOf(const ObservedObject& o, const std::string& job_name, const std::string& job_uid) {
+  if (o.controller_kind == api::kKind && !job_uid.empty() && o.controller_uid == job_uid) return Ownership::kOurs;
+  if (o.controller_kind == api::kKind && o.controller_name == job_name) return Ownership::kEarlierJob;
+  return Ownership::kForeign;
+}
+
+std::string DescribeOwner(const ObservedObject& o) {
+  std::string who = o.controller_uid.empty()
+                        ? "no controller ownerReference"
+                        : "controlled by " + o.controller_kind + " " + o.controller_name + ", uid " + o.controller_uid;
+  return o.kind + " " + o.name + " (" + who + ")";
+}
+
 ObservedPod PodFromJson(const json& pod) {
   ObservedPod p;
   const json& meta = Field(pod, "metadata");

@@ -65,8 +65,37 @@ struct ObservedNode {
   std::map<std::string, std::string> allocatable;  // status.allocatable quantities
 };
 
-// A pod or node object (core/v1 JSON) as a plain struct. Fields that are
-// absent or of the wrong type read as their defaults.
+// An object under one of the job's names (builders.h: Service, ConfigMaps,
+// ServiceAccount, Role, RoleBinding, pods) and who controls it: the job uses
+// it only when its controller ownerReference carries the job's UID.
+struct ObservedObject {
+  std::string kind;  // "Service", "ConfigMap", "Pod", ...
+  std::string name;
+  std::string uid;
+  // The controller ownerReference; all "" when there is none.
+  std::string controller_kind, controller_name, controller_uid;
+  bool deleting = false;                // metadata.deletionTimestamp is set
+  std::vector<std::string> finalizers;  // metadata.finalizers
+  std::string job_label;                // label hypertrain.dev/job-name, "" when absent
+
+  bool operator==(const ObservedObject&) const = default;
+};
+
+// Whose an object under the job's name is.
+enum class Ownership {
+  kOurs,         // controller ownerReference with the job's UID
+  kEarlierJob,   // controlled by a TrainingJob of the same name, another UID: one
+                 // deleted before (the garbage collector removes its objects)
+  kForeign,      // anything else (no controller, another controller): never used
+};
+Ownership OwnershipOf(const ObservedObject& o, const std::string& job_name, const std::string& job_uid);
+// "Role ops-progress (no controller ownerReference)", "ConfigMap web-config
+// (controlled by Deployment web, uid 1234)".
+std::string DescribeOwner(const ObservedObject& o);
+
+// Objects (any kind), pods and nodes (core/v1 JSON) as plain structs. Fields
+// that are absent or of the wrong type read as their defaults.
+ObservedObject ObjectFromJson(const nlohmann::json& obj);
 ObservedPod PodFromJson(const nlohmann::json& pod);
 ObservedNode NodeFromJson(const nlohmann::json& node);
 

@@ -280,7 +280,7 @@ void Succeeded(Pass& p) {
 }
 
 // The headless Service, the inline config's ConfigMap and the gang's PodGroup
-// (created every pass the gang is not finished: AlreadyExists is success).
+// (OwnershipBlocks drops those the caches hold as the job's).
 void EnsureServiceAndConfig(Pass& p) {
   p.plan.actions.push_back(Action{Action::Kind::kCreateService, ServiceName(p.in.job.name), "",
                                   BuildService(p.in.job, p.s())});
@@ -417,8 +417,11 @@ void DecideValid(Pass& p) {
     if (!gang.count(rank)) missing.push_back(rank);
   }
   if (missing.empty() ? SchedulingTimedOut(p, gang) : WaitingToRetry(p)) return;
+  const api::TrainingJobStatus before = p.status();
+  const size_t events_before = p.extra_events.size();
   EnsureServiceAndConfig(p);
-  if (!missing.empty()) return CreatePods(p, missing);
+  if (!missing.empty()) CreatePods(p, missing);
+  if (!p.error.ok() || OwnershipBlocks(p, before, events_before) || !missing.empty()) return;
   Running(p, gang);
 }
 
@@ -428,6 +431,9 @@ void DecideValid(Pass& p) {
 const char* CaseName(Case c) {
   switch (c) {
     case Case::kIgnored: return "Ignored";
+    case Case::kExcluded: return "Excluded";
+    case Case::kOwnershipConflict: return "OwnershipConflict";
+    case Case::kEarlierJob: return "EarlierJob";
     case Case::kInvalidSpec: return "InvalidSpec";
     case Case::kFinished: return "Finished";
     case Case::kEstimateOnly: return "EstimateOnly";
@@ -456,6 +462,7 @@ std::string Describe(const Action& a) {
     case Action::Kind::kCreatePodGroup: return "create PodGroup " + a.name;
     case Action::Kind::kCreatePod: return "create Pod " + a.name;
     case Action::Kind::kPatchPod: return "patch Pod " + a.name;
+    case Action::Kind::kRepairConfigMap: return "repair ConfigMap " + a.name;
     case Action::Kind::kDeletePod: return "delete Pod " + a.name;
     case Action::Kind::kDeleteJob: return "delete TrainingJob " + a.name;
   }
@@ -467,16 +474,23 @@ using plan_internal::Pass;
 StatusOr<Plan> Decide(const Observed& in, const StatusOr<api::TrainingJobSpec>& spec, Clock::time_point now,
                       const DecideOptions& opts) {
   Pass p{in, nullptr, now, FormatRfc3339(now), opts};
-  if (in.job.deletion_timestamp) return std::move(p.plan);  // the GC removes the rest
+  if (in.job.deletion_timestamp) {  // the GC removes the rest, once nothing holds it
+    plan_internal::RepairProgress(p);
+    return std::move(p.plan);
+  }
   p.plan.status = in.status;
   p.status().observed_generation = in.job.generation;
-  if (spec.ok()) {
+  if (in.namespace_excluded) {
+    plan_internal::Excluded(p);
+  } else if (spec.ok()) {
     p.spec = &spec.value();
     plan_internal::DecideValid(p);
   } else {
     plan_internal::InvalidSpec(p, spec.status());
   }
   if (!p.error.ok()) return p.error;
+  if (!in.namespace_excluded) plan_internal::RepairProgress(p);
+  p.status().state = api::ComputeState(p.status());  // never blank: Pending before anything runs
   p.plan.events = plan_internal::ConditionEvents(in.status, p.status());
   for (Event& e : p.extra_events) p.plan.events.push_back(std::move(e));
   return std::move(p.plan);

@@ -38,7 +38,20 @@ struct Observed {
   // The progress annotation (hypertrain.dev/progress) node 0's launcher wrote on
   // the job's progress ConfigMap; nullopt when there is none yet.
   std::optional<std::string> progress;
+  // Objects the caches hold under the names of the job's derived objects
+  // (builders.h), keyed by ObjectKey, its own and others': nothing is created
+  // over one, nothing not controlled by the job is used. Pods the job owns are
+  // in `pods`; only other pods under its pod names are here.
+  std::map<std::string, ObservedObject> objects;
+  // The progress ConfigMap is the job's although its controller reference is
+  // gone (the reconciler remembers its UID): the trainer's token may patch it.
+  bool progress_known_ours = false;
+  // The job is in a namespace the operator ignores (--exclude-namespaces).
+  bool namespace_excluded = false;
 };
+
+// "Kind/name": the key of Observed::objects.
+std::string ObjectKey(const std::string& kind, const std::string& name);
 
 struct DecideOptions {
   // See Settle in faults.h; 0 never waits.
@@ -48,6 +61,9 @@ struct DecideOptions {
 // Which row of the table the decision took.
 enum class Case {
   kIgnored,           // being deleted: owner references let the GC remove the rest
+  kExcluded,          // in an excluded namespace: Created=False/NamespaceExcluded, nothing created
+  kOwnershipConflict, // an object under the job's name is not the job's: Created=False, nothing created
+  kEarlierJob,        // objects of a deleted job of the same name linger: wait until they are gone
   kInvalidSpec,       // Failed/InvalidSpec, nothing created
   kFinished,          // cleanPodPolicy, then TTL deletion
   kEstimateOnly,      // spec.estimateOnly: status.estimate, nothing created
@@ -74,6 +90,9 @@ struct Action {
     kCreateRoleBinding,
     kCreatePodGroup,
     kCreatePod,
+    // The progress ConfigMap's metadata back to the operator's: its controller
+    // reference, its labels, no finalizers (whatever the trainer's token wrote).
+    kRepairConfigMap,
     kPatchPod,
     kDeletePod,
     kDeleteJob,
@@ -141,12 +160,20 @@ inline constexpr std::chrono::milliseconds kCreationRetryMax{300000};
 //                            → Created=False/PodCreationFailed with it, a
 //                              Warning Event when the cause is new, a retry
 //                              after capped backoff (kCreationRetryMin..Max);
+//   409 AlreadyExists of an object `existing` the job does not control (the
+//   reconciler read it after the 409)
+//                            → Created=False/OwnershipConflict naming it (or
+//                              PreviousJobTerminating for a deleted namesake's),
+//                              likewise retried and rolled back;
 // either way the current attempt's pods, those observed and those this pass
 // created, are deleted: a partial gang must not hold GPUs while it waits.
 // nullopt for anything else (a conflict, throttling, the server or the network
 // failing, a delete): the caller returns the error and the work queue retries.
 std::optional<Plan> DecideActFailure(const Observed& in, const Plan& plan, size_t failed, const Status& error,
-                                     Clock::time_point now);
+                                     Clock::time_point now, const ObservedObject* existing = nullptr);
+// The Created=False message about `o`, an object under a name of `job`'s that
+// the job does not control.
+std::string ConflictMessage(const ObservedObject& o, const api::ObjectMeta& job);
 
 }  // namespace hypertrain::controller
 

@@ -16,18 +16,27 @@ bool OfAttempt(const ObservedPod& pod, int attempt) { return pod.restart_attempt
 }  // namespace
 
 std::optional<Plan> DecideActFailure(const Observed& in, const Plan& plan, size_t failed, const Status& error,
-                                     Clock::time_point now) {
+                                     Clock::time_point now, const ObservedObject* existing) {
   if (failed >= plan.actions.size()) return std::nullopt;
   const Action& a = plan.actions[failed];
-  if (a.kind == Action::Kind::kDeletePod || a.kind == Action::Kind::kDeleteJob) return std::nullopt;
+  if (a.kind == Action::Kind::kDeletePod || a.kind == Action::Kind::kDeleteJob ||
+      a.kind == Action::Kind::kRepairConfigMap) {
+    return std::nullopt;
+  }
   const int http = error.http_status();
   const bool invalid = http == 400 || http == 422;
   const bool refused = http == 403 || http == 404;
-  if (!invalid && !refused) return std::nullopt;
+  const bool not_ours = http == 409 && existing != nullptr;
+  if (!invalid && !refused && !not_ours) return std::nullopt;
 
   const api::TrainingJobStatus& before = plan.status ? *plan.status : in.status;
   const std::string now_str = FormatRfc3339(now);
-  const std::string message = "the API server refused to " + Describe(a) + ": " + error.message();
+  const char* reason = !not_ours ? api::reason::kPodCreationFailed
+                       : OwnershipOf(*existing, in.job.name, in.job.uid) == Ownership::kEarlierJob
+                           ? api::reason::kPreviousJobTerminating
+                           : api::reason::kOwnershipConflict;
+  const std::string message = not_ours ? ConflictMessage(*existing, in.job)
+                                       : "the API server refused to " + Describe(a) + ": " + error.message();
   Plan out;
   out.decision = plan.decision;
   out.status = before;
@@ -53,15 +62,13 @@ std::optional<Plan> DecideActFailure(const Observed& in, const Plan& plan, size_
     out.events = plan_internal::ConditionEvents(before, next);
     return out;
   }
-  const api::Condition* was = api::FindCondition(before, api::kCondCreated);
-  const bool new_cause = !was || was->reason != api::reason::kPodCreationFailed || was->message != message;
-  api::SetJobConditionFalse(&next, api::kCondCreated, api::reason::kPodCreationFailed, message, now_str,
-                            in.job.generation);
+  const api::Condition* was = api::FindCondition(before, api::kCondCreated);  // a Warning per new cause
+  const bool new_cause = !was || was->reason != reason || was->message != message;
+  api::SetJobConditionFalse(&next, api::kCondCreated, reason, message, now_str, in.job.generation);
   if (api::IsConditionTrue(next, api::kCondRunning)) {  // its pods are going: not running any more
-    api::SetJobCondition(&next, api::kCondRunning, false, api::reason::kPodCreationFailed, message, now_str,
-                         in.job.generation);
+    api::SetJobCondition(&next, api::kCondRunning, false, reason, message, now_str, in.job.generation);
   }
-  if (new_cause) out.events.push_back(Event{EventType::kWarning, api::reason::kPodCreationFailed, message});
+  if (new_cause) out.events.push_back(Event{EventType::kWarning, reason, message});
   // Capped backoff: wait as long as the refusal has lasted, within [min, max].
   const api::Condition* created = api::FindCondition(next, api::kCondCreated);
   const auto since = ParseRfc3339(created ? created->last_transition_time : now_str).value_or(now);

@@ -53,7 +53,7 @@ std::vector<FailureRow> Rows() {
          EXPECT_EQ(p.status->pods, api::PodCounts{});
          EXPECT_EQ(p.actions[0].uid, "") << "made this pass, not yet observed: by name";
        }},
-      {"QuotaRefusalRollsBackThePartialGangAndRetries", NewJob, "create Pod j-node-1", kQuota, true, "",
+      {"QuotaRefusalRollsBackThePartialGangAndRetries", NewJob, "create Pod j-node-1", kQuota, true, "Pending",
        {"delete Pod j-node-0"}, {"PodCreationFailed"}, kCreationRetryMin,
        [](const Plan& p) {
          const api::Condition& c = Cond(p, api::kCondCreated);
@@ -71,7 +71,7 @@ std::vector<FailureRow> Rows() {
          api::SetJobConditionFalse(&t.in.status, api::kCondCreated, api::reason::kPodCreationFailed,
                               "the API server refused to create Pod j-node-1: " + kQuota.message(), At(20s), 3);
        },
-       "create Pod j-node-1", kQuota, true, "", {"delete Pod j-node-0"}, {}, milliseconds(40s)},
+       "create Pod j-node-1", kQuota, true, "Pending", {"delete Pod j-node-0"}, {}, milliseconds(40s)},
       {"ALongRefusalIsRetriedAtMostEveryFiveMinutes",
        [](Input& t) {
          NewJob(t);
@@ -79,11 +79,11 @@ std::vector<FailureRow> Rows() {
          api::SetJobConditionFalse(&t.in.status, api::kCondCreated, api::reason::kPodCreationFailed, "old cause",
                               At(1s), 3);
        },
-       "create Pod j-node-1", kQuota, true, "", {"delete Pod j-node-0"}, {"PodCreationFailed"}, kCreationRetryMax},
+       "create Pod j-node-1", kQuota, true, "Pending", {"delete Pod j-node-0"}, {"PodCreationFailed"}, kCreationRetryMax},
       {"ARefusedRoleStopsBeforeAnyPod", NewJob, "create Role j-progress",
        ApiError(403, StatusCode::kPermissionDenied, "Forbidden",
                 "roles.rbac.authorization.k8s.io \"j-progress\" is forbidden: user cannot grant it"),
-       true, "", {}, {"PodCreationFailed"}, kCreationRetryMin,
+       true, "Pending", {}, {"PodCreationFailed"}, kCreationRetryMin,
        [](const Plan& p) {
          EXPECT_THAT(Cond(p, api::kCondCreated).message, HasSubstr("create Role j-progress"));
        }},
@@ -98,7 +98,7 @@ std::vector<FailureRow> Rows() {
        ApiError(404, StatusCode::kNotFound, "NotFound",
                 "scheduling.x-k8s.io/v1alpha1 PodGroup is not served: install the gang scheduler that "
                 "spec.scheduling.gang.provider names (the server could not find the requested resource)"),
-       true, "", {}, {"PodCreationFailed"}, kCreationRetryMin,
+       true, "Pending", {}, {"PodCreationFailed"}, kCreationRetryMin,
        [](const Plan& p) {
          EXPECT_THAT(Cond(p, api::kCondCreated).message,
                      HasSubstr("create PodGroup j-job-uid: scheduling.x-k8s.io/v1alpha1 PodGroup is not served"));
@@ -109,7 +109,7 @@ std::vector<FailureRow> Rows() {
          t.in.pods = {Pod(1, "Running", 2)};
        },
        "create Pod j-node-0",
-       ApiError(404, StatusCode::kNotFound, "NotFound", "priorityclasses \"gold\" not found"), true, "",
+       ApiError(404, StatusCode::kNotFound, "NotFound", "priorityclasses \"gold\" not found"), true, "Pending",
        {"delete Pod j-node-1"}, {"PodCreationFailed"}, kCreationRetryMin,
        [](const Plan& p) {
          EXPECT_EQ(p.actions[0].uid, "j-node-1-a2") << "an observed pod: by uid";

@@ -85,6 +85,26 @@ void GrowAtRestart(Pass& p);
 // (and on node changes). True when it resized.
 bool GrowWhenCapacityReturns(Pass& p);
 
+// Rows about the objects under the job's names (plan_ownership.cc).
+
+// Row "excluded namespace": Created=False/NamespaceExcluded, a Warning once;
+// nothing is created or deleted.
+void Excluded(Pass& p);
+
+// Drops the creates of objects the job already controls (the caches hold
+// them). When one of the others is not the job's (kForeign) or is a deleted
+// namesake's (kEarlierJob), the pass creates nothing: the status goes back to
+// `before` (and the events to the first `events_before`), Created=False says
+// which object (OwnershipConflict, a Warning when the cause is new, or
+// PreviousJobTerminating) and the pass looks again later. True then.
+bool OwnershipBlocks(Pass& p, const api::TrainingJobStatus& before, size_t events_before);
+
+// The progress ConfigMap, when it is the job's (by controller reference or
+// Observed::progress_known_ours) but its metadata is not the operator's any
+// more (no controller reference, finalizers, labels gone): first action a
+// kRepairConfigMap, whatever else the pass decides.
+void RepairProgress(Pass& p);
+
 // status.currentNodes: spec.nodes; an elastic job keeps the size it runs on
 // while that is one of its sizes.
 void SetCurrentNodes(Pass& p);

@@ -202,7 +202,7 @@ std::vector<Row> GangRows() {
          t.spec.run_policy.scheduling_timeout_seconds = 60;
        },
        // Created once the pods exist (a refused pod is never reported as created).
-       Case::kCreating, "", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
+       Case::kCreating, "Pending", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
        [](const Plan& p, const Input&) {
          EXPECT_EQ(p.status->scheduling.start_time, "");
          EXPECT_EQ(p.actions[6].object["spec"]["schedulingGates"][0]["name"], "kueue.x-k8s.io/admission");
@@ -220,7 +220,7 @@ std::vector<Row> GangRows() {
          fresh(t);
          t.spec.scheduling.gang.provider = api::GangProvider::kCoscheduling;
        },
-       Case::kCreating, "",
+       Case::kCreating, "Pending",
        Ensure({"create PodGroup j-job-uid", "create ServiceAccount j-trainer", "create ConfigMap j-progress",
                "create Role j-progress", "create RoleBinding j-progress", "create Pod j-node-0", "create Pod j-node-1"}),
        {}, std::nullopt,
@@ -236,7 +236,7 @@ std::vector<Row> GangRows() {
          fresh(t);
          t.spec.warnings = {"instance type ml.p9.48xlarge is not in the operator's table"};
        },
-       Case::kCreating, "", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {"SpecWarning"},
+       Case::kCreating, "Pending", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {"SpecWarning"},
        std::nullopt,
        [](const Plan& p, const Input&) {
          EXPECT_EQ(p.events[0].type, EventType::kWarning);

@@ -94,7 +94,7 @@ std::vector<Row> FinishedRows() {
          t.in.status = {};
          t.in.pods.clear();
        },
-       Case::kCreating, "", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt},
+       Case::kCreating, "Pending", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt},
   };
 }
 
@@ -158,7 +158,7 @@ std::vector<Row> RunRows() {
          t.in.pods.clear();
        },
        // Nothing is reported as created before it exists (issue 19: refused pods were).
-       Case::kCreating, "", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
+       Case::kCreating, "Pending", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
        [](const Plan& p, const Input&) {
          EXPECT_TRUE(p.needs_current_cache);
          EXPECT_EQ(p.status->start_time, At(60s));

@@ -1,5 +1,7 @@
 #include "operator/controller/reconciler.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "contract/pod.h"
@@ -29,6 +31,31 @@ const kube::ResourceType& CreatedType(Action::Kind kind) {
     case Action::Kind::kCreateRoleBinding: return kube::resources::kRoleBindings;
     default: return kube::resources::kPods;
   }
+}
+
+// The kind name of what a create or repair action touches.
+const char* KindOf(Action::Kind kind) {
+  switch (kind) {
+    case Action::Kind::kCreateService: return "Service";
+    case Action::Kind::kCreateConfigMap:
+    case Action::Kind::kRepairConfigMap: return "ConfigMap";
+    case Action::Kind::kCreateServiceAccount: return "ServiceAccount";
+    case Action::Kind::kCreateRole: return "Role";
+    case Action::Kind::kCreateRoleBinding: return "RoleBinding";
+    default: return "Pod";
+  }
+}
+
+// The most pod names a job can have: spec.nodes, or an elastic job's maxNodes.
+int PodNamesOf(const Json& job) {
+  const Json spec = job.value("spec", Json::object());
+  auto num = [](const Json& obj, const char* key, int fallback) {
+    auto it = obj.find(key);
+    return it != obj.end() && it->is_number_integer() ? it->get<int>() : fallback;
+  };
+  int n = num(spec, "nodes", 1);
+  if (auto e = spec.find("elastic"); e != spec.end() && e->is_object()) n = std::max(n, num(*e, "maxNodes", n));
+  return std::clamp(n, 0, 4096);
 }
 
 // The status as the cache holds it, normalised; null when unreadable.
@@ -112,14 +139,155 @@ Observed Reconciler::Observe(const api::ObjectMeta& meta, const Json& job, Clock
     }
   }
   in.first_seen = FirstSeenOf(in.pods, now);
-  if (kube::ObjectPtr cm = o_.configmaps ? o_.configmaps->Get(meta.namespace_ + "/" + ProgressConfigMapName(meta.name))
-                                         : nullptr) {
-    const Json annotations = (*cm)["metadata"].value("annotations", Json::object());
-    if (auto it = annotations.find(contract::kAnnotationProgress); it != annotations.end() && it->is_string()) {
-      in.progress = it->get<std::string>();
+  in.namespace_excluded = o_.excluded_namespaces.count(meta.namespace_) > 0;
+  ObserveObjects(meta, job, &in);
+  const std::string progress_name = ProgressConfigMapName(meta.name);
+  const std::string key = meta.namespace_ + "/" + meta.name;
+  kube::ObjectPtr cm = o_.configmaps ? o_.configmaps->Get(meta.namespace_ + "/" + progress_name) : nullptr;
+  if (const auto known = KnownProgressOf(key); !cm && known && known->job_uid == meta.uid) {
+    // Known but not cached: its labels were stripped (or it is gone). Read it back.
+    kube::ListOptions by_name;
+    by_name.field_selector = "metadata.name=" + progress_name;
+    auto l = kube::ResourceClient(o_.client, kube::resources::kConfigMaps, meta.namespace_).List(by_name);
+    if (l.ok() && !l->items.empty()) {
+      cm = std::make_shared<const Json>(l->items[0]);
+      ObservedObject o = ObjectFromJson(*cm);
+      o.kind = "ConfigMap";
+      in.objects[ObjectKey("ConfigMap", progress_name)] = std::move(o);
+    } else if (l.ok()) {
+      std::lock_guard<std::mutex> lock(progress_mu_);
+      progress_.erase(key);
+    }
+  }
+  auto seen = in.objects.find(ObjectKey("ConfigMap", progress_name));
+  if (cm && seen != in.objects.end()) {
+    const ObservedObject& o = seen->second;
+    if (OwnershipOf(o, meta.name, meta.uid) == Ownership::kOurs) RememberProgress(key, meta.uid, o.uid);
+    const auto known = KnownProgressOf(key);
+    in.progress_known_ours = known && known->job_uid == meta.uid && known->cm_uid == o.uid;
+    // Only the job's own ConfigMap reports its progress.
+    if (in.progress_known_ours) {
+      const Json annotations = (*cm)["metadata"].value("annotations", Json::object());
+      if (auto it = annotations.find(contract::kAnnotationProgress); it != annotations.end() && it->is_string()) {
+        in.progress = it->get<std::string>();
+      }
     }
   }
   return in;
+}
+
+void Reconciler::ObserveObjects(const api::ObjectMeta& meta, const Json& job, Observed* in) {
+  const std::string ns = meta.namespace_ + "/";
+  auto look = [&](const kube::Store* store, const char* kind, const std::string& name) {
+    if (!store) return;
+    if (kube::ObjectPtr obj = store->Get(ns + name)) {
+      ObservedObject o = ObjectFromJson(*obj);
+      o.kind = kind;  // list items carry no kind
+      in->objects[ObjectKey(kind, name)] = std::move(o);
+    }
+  };
+  look(o_.services, "Service", ServiceName(meta.name));
+  look(o_.configmaps, "ConfigMap", ConfigMapName(meta.name));
+  look(o_.configmaps, "ConfigMap", ProgressConfigMapName(meta.name));
+  look(o_.serviceaccounts, "ServiceAccount", TrainerServiceAccountName(meta.name));
+  look(o_.roles, "Role", ProgressConfigMapName(meta.name));
+  look(o_.rolebindings, "RoleBinding", ProgressConfigMapName(meta.name));
+  // Pods under the job's names that it does not own (e.g. a deleted namesake's, terminating).
+  const int n = PodNamesOf(job);
+  for (int rank = 0; rank < n; ++rank) {
+    const std::string name = PodName(meta.name, rank);
+    kube::ObjectPtr pod = o_.pods->Get(ns + name);
+    if (!pod) continue;
+    ObservedObject o = ObjectFromJson(*pod);
+    o.kind = "Pod";
+    if (OwnershipOf(o, meta.name, meta.uid) != Ownership::kOurs) in->objects[ObjectKey("Pod", name)] = std::move(o);
+  }
+}
+
+std::optional<Reconciler::KnownProgress> Reconciler::KnownProgressOf(const std::string& job_key) {
+  std::lock_guard<std::mutex> lock(progress_mu_);
+  auto it = progress_.find(job_key);
+  if (it == progress_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Reconciler::RememberProgress(const std::string& job_key, const std::string& job_uid, const std::string& cm_uid) {
+  if (job_uid.empty() || cm_uid.empty()) return;
+  std::lock_guard<std::mutex> lock(progress_mu_);
+  progress_[job_key] = KnownProgress{job_uid, cm_uid};
+}
+
+Status Reconciler::CheckExisting(const std::string& ns, const Action& a, const Status& conflict,
+                                 std::optional<ObservedObject>* existing) {
+  kube::ListOptions by_name;
+  by_name.field_selector = "metadata.name=" + a.name;
+  auto l = kube::ResourceClient(o_.client, CreatedType(a.kind), ns).List(by_name);
+  if (!l.ok()) return l.status();
+  if (l->items.empty()) return conflict;  // gone meanwhile: the queue retries
+  ObservedObject o = ObjectFromJson(l->items[0]);
+  o.kind = KindOf(a.kind);
+  const auto& ref = a.object["metadata"]["ownerReferences"][0];
+  const std::string job_name = ref.value("name", ""), job_uid = ref.value("uid", "");
+  if (OwnershipOf(o, job_name, job_uid) == Ownership::kOurs) return Status::Ok();
+  if (a.kind == Action::Kind::kCreateConfigMap && a.name == ProgressConfigMapName(job_name)) {
+    // The trainer's token may have stripped it (labels too: then no cache holds it).
+    const auto known = KnownProgressOf(ns + "/" + job_name);
+    if (known && known->job_uid == job_uid && known->cm_uid == o.uid) {
+      api::ObjectMeta job;
+      job.name = job_name;
+      job.namespace_ = ns;
+      job.uid = job_uid;
+      spdlog::warn("progress ConfigMap {}/{} lost the operator's metadata; restoring it", ns, a.name);
+      return kube::ResourceClient(o_.client, kube::resources::kConfigMaps, ns)
+          .Patch(a.name, ProgressRepairPatch(job))
+          .status();
+    }
+  }
+  *existing = std::move(o);
+  return conflict;
+}
+
+Status Reconciler::ReleaseProgress(const std::string& ns, const std::string& name) {
+  const std::string job_key = ns + "/" + name;
+  const std::string cm_name = ProgressConfigMapName(name);
+  const auto known = KnownProgressOf(job_key);
+  kube::ObjectPtr cached = o_.configmaps ? o_.configmaps->Get(ns + "/" + cm_name) : nullptr;
+  if (!cached && !known) return Status::Ok();
+  Json cm;
+  if (cached) {
+    cm = *cached;
+  } else {  // labels stripped too: no cache holds it
+    kube::ListOptions by_name;
+    by_name.field_selector = "metadata.name=" + cm_name;
+    auto l = kube::ResourceClient(o_.client, kube::resources::kConfigMaps, ns).List(by_name);
+    if (!l.ok()) return l.status();
+    if (l->items.empty()) {
+      std::lock_guard<std::mutex> lock(progress_mu_);
+      progress_.erase(job_key);
+      return Status::Ok();
+    }
+    cm = l->items[0];
+  }
+  const ObservedObject o = ObjectFromJson(cm);
+  api::ObjectMeta job;
+  job.name = name;
+  job.namespace_ = ns;
+  // Its owner: the job its controller reference names (the namesake gone from
+  // the cache), else the one the reconciler knows it was made for.
+  if (o.controller_kind == api::kKind && o.controller_name == name) {
+    job.uid = o.controller_uid;
+  } else if (known && known->cm_uid == o.uid) {
+    job.uid = known->job_uid;
+  } else {
+    return Status::Ok();  // not the operator's
+  }
+  if (o.controller_uid == job.uid && o.finalizers.empty() && o.job_label == name) return Status::Ok();
+  spdlog::warn("progress ConfigMap {}/{} of deleted TrainingJob {} lost the operator's metadata; restoring it so "
+               "that the garbage collector removes it", ns, cm_name, name);
+  Status s = kube::ResourceClient(o_.client, kube::resources::kConfigMaps, ns)
+                 .Patch(cm_name, ProgressRepairPatch(job))
+                 .status();
+  return kube::IsNotFound(s) ? Status::Ok() : s;
 }
 
 StatusOr<bool> Reconciler::CacheIsCurrent(const kube::ResourceClient& jobs, const Json& job) {
@@ -146,7 +314,9 @@ StatusOr<bool> Reconciler::WriteStatus(const kube::ResourceClient& jobs, Json* j
   return true;
 }
 
-Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions, size_t* failed) {
+Status Reconciler::Act(const api::ObjectMeta& job, const std::vector<Action>& actions, size_t* failed,
+                       std::optional<ObservedObject>* existing) {
+  const std::string& ns = job.namespace_;
   kube::ResourceClient pods(o_.client, kube::resources::kPods, ns);
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
@@ -173,8 +343,22 @@ Status Reconciler::Act(const std::string& ns, const std::vector<Action>& actions
       case Action::Kind::kCreateRoleBinding:
       case Action::Kind::kCreatePod: {
         auto r = kube::ResourceClient(o_.client, CreatedType(a.kind), ns).Create(a.object);
-        if (!r.ok() && !kube::IsAlreadyExists(r.status())) return Count(ns, r.status());
-        if (r.ok() && a.kind == Action::Kind::kCreatePod) Bump(&ReconcilerCounters::pods_created, ns);
+        if (kube::IsAlreadyExists(r.status())) {
+          // Used only when it is the job's (a cache not caught up yet).
+          Status s = CheckExisting(ns, a, r.status(), existing);
+          if (!s.ok()) return Count(ns, s);
+          break;
+        }
+        if (!r.ok()) return Count(ns, r.status());
+        if (a.kind == Action::Kind::kCreatePod) Bump(&ReconcilerCounters::pods_created, ns);
+        if (a.kind == Action::Kind::kCreateConfigMap && a.name == ProgressConfigMapName(job.name)) {
+          RememberProgress(ns + "/" + job.name, job.uid, kube::UidOf(*r));
+        }
+        break;
+      }
+      case Action::Kind::kRepairConfigMap: {
+        Status s = kube::ResourceClient(o_.client, kube::resources::kConfigMaps, ns).Patch(a.name, a.object).status();
+        if (!s.ok() && !kube::IsNotFound(s)) return Count(ns, s);
         break;
       }
       case Action::Kind::kPatchPod: {
@@ -213,7 +397,10 @@ StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& key) {
   const auto slash = key.find('/');
   if (slash == std::string::npos) return InvalidArgument("bad key " + key);
   kube::ObjectPtr job = o_.jobs->Get(key);
-  if (!job) return ReconcileResult{};  // deleted: owner references let the GC remove the rest
+  if (!job) {  // deleted: owner references let the GC remove the rest
+    HT_RETURN_IF_ERROR(ReleaseProgress(key.substr(0, slash), key.substr(slash + 1)));
+    return ReconcileResult{};
+  }
   auto meta = api::ParseObjectMeta(job->value("metadata", Json()));
   if (!meta.ok()) {
     spdlog::warn("skipping {}: {}", key, meta.status().message());
@@ -238,17 +425,19 @@ StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& key) {
     HT_ASSIGN_OR_RETURN(written, WriteStatus(jobs, &server_job, in.status, *plan.status));
   }
   size_t failed = 0;
-  const Status acted = Act(meta->namespace_, plan.actions, &failed);
+  std::optional<ObservedObject> existing;
+  const Status acted = Act(*meta, plan.actions, &failed, &existing);
   if (written) Emit(*meta, plan.events, FormatRfc3339(now));
   if (acted.ok()) return ReconcileResult{plan.requeue_after};
   // A refusal of the API server is the job's to report (status, rollback, event).
-  const std::optional<Plan> recovery = DecideActFailure(in, plan, failed, acted, now);
+  const std::optional<Plan> recovery =
+      DecideActFailure(in, plan, failed, acted, now, existing ? &*existing : nullptr);
   if (!recovery) return acted;
   spdlog::warn("{}: the API server refused to {}: {}", key, Describe(plan.actions[failed]), acted.ToString());
   HT_ASSIGN_OR_RETURN(const bool rewritten,
                       WriteStatus(jobs, &server_job, plan.status ? *plan.status : in.status, *recovery->status));
   size_t rollback_failed = 0;
-  const Status rolled_back = Act(meta->namespace_, recovery->actions, &rollback_failed);
+  const Status rolled_back = Act(*meta, recovery->actions, &rollback_failed, &existing);
   if (rewritten) Emit(*meta, recovery->events, FormatRfc3339(now));
   if (!rolled_back.ok()) return rolled_back;
   return ReconcileResult{recovery->requeue_after};

@@ -33,8 +33,14 @@
 // Each pass: read the caches (observed.h) → Decide (plan.h, pure: one function
 // per row above; faults.h classifies faults) → write the status once → act →
 // emit events. Objects have deterministic names, so a crash between steps or a
-// second reconcile of a stale cache creates no duplicates (AlreadyExists is
-// success). Status is written only through /status, only when it changed, with
+// second reconcile of a stale cache creates no duplicates. Nothing the caches
+// hold is created again, and no object is used that does not carry the job's
+// controller ownerReference (UID checked): one under the job's name made by
+// someone else, in the caches or read back after a 409 AlreadyExists, stops the
+// job with Created=False/OwnershipConflict and a Warning naming it. The
+// progress ConfigMap, which the trainer's token may patch, gets its
+// controller reference and labels back and loses foreign finalizers on every
+// pass, and once the job is gone, so it never outlives the job. Status is written only through /status, only when it changed, with
 // the cached resourceVersion (a stale cache gets 409 and is retried), and
 // before any action, so a fault is counted once. Pods are created only after a
 // fresh GET shows the cache is current. Events are emitted after the status
@@ -53,6 +59,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -90,6 +97,16 @@ struct ReconcilerOptions {
   // ConfigMap informer cache holding the jobs' progress ConfigMaps
   // (<job>-progress); null: no progress in status.
   const kube::Store* configmaps = nullptr;
+  // Caches of the job's other derived objects (those labelled
+  // hypertrain.dev/job-name); null: not known, so created and checked after a
+  // 409 only.
+  const kube::Store* services = nullptr;
+  const kube::Store* serviceaccounts = nullptr;
+  const kube::Store* roles = nullptr;
+  const kube::Store* rolebindings = nullptr;
+  // Jobs in these namespaces get Created=False/NamespaceExcluded and a
+  // Warning, nothing else (--exclude-namespaces).
+  std::set<std::string> excluded_namespaces;
   std::function<Clock::time_point()> now = [] { return Clock::now(); };
   // See Settle in faults.h: how long a follow-on exit (200/201) waits for the
   // root cause's status while other pods run. 0 disables the wait.
@@ -112,13 +129,33 @@ class Reconciler {
 
  private:
   Observed Observe(const api::ObjectMeta& meta, const kube::Json& job, Clock::time_point now);
+  // The caches' objects under the job's derived names into in->objects.
+  void ObserveObjects(const api::ObjectMeta& meta, const kube::Json& job, Observed* in);
+  // After a create answered 409: the object under that name, read back
+  // (LIST by name, the verb the informers hold); ok when it is the job's.
+  // Otherwise the 409, with `*existing` set when it is another's.
+  Status CheckExisting(const std::string& ns, const Action& a, const Status& conflict,
+                       std::optional<ObservedObject>* existing);
+  // A job gone from the cache: its progress ConfigMap, when the trainer's
+  // token stripped its controller reference or added finalizers, gets the
+  // operator's metadata back, so the garbage collector removes it.
+  Status ReleaseProgress(const std::string& ns, const std::string& name);
+  // The progress ConfigMap's UID the reconciler knows as the job's (it made
+  // it, or saw it with the job's controller reference); by job key.
+  struct KnownProgress {
+    std::string job_uid, cm_uid;
+  };
+  std::optional<KnownProgress> KnownProgressOf(const std::string& job_key);
+  void RememberProgress(const std::string& job_key, const std::string& job_uid, const std::string& cm_uid);
   StatusOr<bool> CacheIsCurrent(const kube::ResourceClient& jobs, const kube::Json& job);
   // Writes `next` when it differs from `job`'s status; `*job` becomes the
   // server's copy after the write (for a second write in the same pass).
   StatusOr<bool> WriteStatus(const kube::ResourceClient& jobs, kube::Json* job, const api::TrainingJobStatus& before,
                              const api::TrainingJobStatus& next);
   // Stops at the first failing action; `*failed` is its index.
-  Status Act(const std::string& ns, const std::vector<Action>& actions, size_t* failed);
+  // `*existing`: the object a create answered 409 for, when not the job's.
+  Status Act(const api::ObjectMeta& job, const std::vector<Action>& actions, size_t* failed,
+             std::optional<ObservedObject>* existing);
   void Emit(const api::ObjectMeta& meta, const std::vector<Event>& events, const std::string& now);
   Status Count(const std::string& ns, Status e);
   void Bump(ReconcilerCounters::Family* ReconcilerCounters::*counter, const std::string& ns);
@@ -132,6 +169,8 @@ class Reconciler {
   ReconcilerOptions o_;
   std::mutex seen_mu_;
   std::map<std::string, Clock::time_point> first_seen_;
+  std::mutex progress_mu_;
+  std::map<std::string, KnownProgress> progress_;
 };
 
 }  // namespace hypertrain::controller

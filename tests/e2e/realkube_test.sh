@@ -15,7 +15,8 @@
 #        deleted (SIGTERM) -> gang restart; resume from a checkpoint; Succeeded;
 #        ttlSecondsAfterFinished deletes the job and the collector its objects;
 #     3. examples/llama3-1b-p5.yaml in ml-team gets its 2 pods (GPU, EFA) and its
-#        immutable fields stay immutable; a job in kube-system is ignored; a
+#        immutable fields stay immutable; a job in kube-system is ignored (it
+#        says so: Pending/NamespaceExcluded and a Warning); a
 #        Kueue job that fails ends its pod group (the operator's pods patch);
 #     4. the operator's pod deleted: SIGTERM, exit 0, the new pod leads;
 #     5. the audit log: what the operator called is exactly what the chart
@@ -200,12 +201,15 @@ grep -q "is immutable" "$T/immutable.out" || fail "no immutability message: $(ca
 kubectl -n ml-team delete tj llama3-1b-p5 > /dev/null
 ok "p5 example: 2 pods with 8 GPUs and 32 EFA each (Pending: no fsx-claim PVC here); instanceType stays immutable"
 job sys kube-system 29621 4
-sleep 4
+excluded() { [ "$(jp kube-system sys '{.status.state}/{.status.conditions[?(@.type=="Created")].reason}')" = Pending/NamespaceExcluded ]; }
+wait_for 30 "the kube-system job to say Pending/NamespaceExcluded" excluded
+[ "$(kubectl -n kube-system get events --field-selector reason=NamespaceExcluded,involvedObject.name=sys --no-headers 2>/dev/null | wc -l)" -ge 1 ] \
+  || fail "no NamespaceExcluded Event for the kube-system job"
 [ "$(kubectl -n kube-system get pods -l hypertrain.dev/job-name=sys --no-headers 2>/dev/null | wc -l)" = 0 ] \
   || fail "the operator created pods in kube-system"
-[ -z "$(jp kube-system sys '{.status.state}')" ] || fail "the operator acted on a job in kube-system"
+! kubectl -n kube-system get serviceaccount sys-trainer > /dev/null 2>&1 || fail "the operator created a ServiceAccount in kube-system"
 kubectl -n kube-system delete tj sys > /dev/null
-ok "a TrainingJob in kube-system is ignored"
+ok "a TrainingJob in kube-system is ignored: Pending/NamespaceExcluded and a Warning, nothing created"
 # Under Kueue a failed job ends its pod group on one terminated pod (pods patch,
 # the one call that needs it). No Kueue here: kube-apiserver 1.26 drops the
 # admission gate (PodSchedulingReadiness is off), else this test lifts it.
