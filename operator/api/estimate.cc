@@ -158,6 +158,17 @@ StatusOr<contract::RunShape> RunShapeFromTrainerConfig(std::string_view yaml, in
   r.Read("model.num_attention_heads", &m.num_attention_heads);
   r.Read("model.num_key_value_heads", &m.num_key_value_heads);
   r.Read("model.intermediate_size", &m.intermediate_size);
+  // As the trainer (runtime/config): a config without model.shape that gives
+  // the architecture (a recipe) is untied unless it says otherwise, as
+  // Hugging Face's LlamaConfig.
+  auto given = [&root](const char* k) {
+    const YAML::Node n = At(root, k);
+    return n.IsDefined() && !n.IsNull();
+  };
+  if (shape.empty() && (given("model.vocab_size") || given("model.hidden_size") ||
+                        given("model.num_hidden_layers") || given("model.intermediate_size"))) {
+    m.tie_word_embeddings = false;
+  }
   r.Read("model.tie_word_embeddings", &m.tie_word_embeddings);
   r.Read("model.max_context_width", &run.seq_len);
   r.Read("model.train_batch_size", &run.micro_batch);
