@@ -21,6 +21,33 @@ std::optional<double> Number(const json& j, const char* key) {
   return it->get<double>();
 }
 
+json EncodeStartup(const StartupReport& s) {
+  json phases = json::array();
+  for (const StartupReport::Phase& p : s.phases) {
+    if (std::isfinite(p.seconds)) phases.push_back({{"name", p.name}, {"seconds", p.seconds}});
+  }
+  return {{"timeToFirstStepSeconds", s.time_to_first_step_seconds}, {"phases", std::move(phases)}};
+}
+
+// A malformed start-up section is dropped, not an error: it is informative.
+std::optional<StartupReport> DecodeStartup(const json& j) {
+  auto it = j.find("startup");
+  if (it == j.end() || !it->is_object()) return std::nullopt;
+  std::optional<double> total = Number(*it, "timeToFirstStepSeconds");
+  if (!total) return std::nullopt;
+  StartupReport s;
+  s.time_to_first_step_seconds = *total;
+  auto phases = it->find("phases");
+  if (phases != it->end() && phases->is_array()) {
+    for (const json& p : *phases) {
+      if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) continue;
+      std::optional<double> seconds = Number(p, "seconds");
+      if (seconds) s.phases.push_back({p["name"].get<std::string>(), *seconds});
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string EncodeProgress(const Progress& p) {
@@ -32,6 +59,9 @@ std::string EncodeProgress(const Progress& p) {
   if (p.last_checkpoint_step) j["lastCheckpointStep"] = *p.last_checkpoint_step;
   if (!p.time.empty()) j["time"] = p.time;
   if (p.attempt) j["attempt"] = *p.attempt;
+  if (p.startup && std::isfinite(p.startup->time_to_first_step_seconds)) {
+    j["startup"] = EncodeStartup(*p.startup);
+  }
   return j.dump();
 }
 
@@ -54,6 +84,7 @@ std::optional<Progress> DecodeProgress(std::string_view value, std::string* erro
   p.last_checkpoint_step = Int(j, "lastCheckpointStep");
   if (auto it = j.find("time"); it != j.end() && it->is_string()) p.time = it->get<std::string>();
   p.attempt = Int(j, "attempt");
+  p.startup = DecodeStartup(j);
   return p;
 }
 

@@ -3,7 +3,9 @@
 // `kubectl get pod -o jsonpath`:
 //
 //   {"step": 120, "maxSteps": 1000, "loss": 2.31, "tokensPerSecond": 51000.0,
-//    "lastCheckpointStep": 100, "time": "2026-11-22T01:02:03Z", "attempt": 1}
+//    "lastCheckpointStep": 100, "time": "2026-11-22T01:02:03Z", "attempt": 1,
+//    "startup": {"timeToFirstStepSeconds": 12.3,
+//                "phases": [{"name": "backend", "seconds": 9.1}, ...]}}
 //
 // "step" (a non-negative integer) is required; every other field is optional,
 // and decoding ignores fields it does not know (a newer launcher may add some).
@@ -20,8 +22,23 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hypertrain::contract {
+
+// Start-up of the attempt's trainer (node 0's rank 0): seconds from its exec
+// to the end of its first step, and the top-level phases in order (the
+// "startup" key of its first metrics.jsonl record; core/startup_phases.h).
+struct StartupReport {
+  struct Phase {
+    std::string name;
+    double seconds = 0;
+    bool operator==(const Phase&) const = default;
+  };
+  double time_to_first_step_seconds = 0;
+  std::vector<Phase> phases;
+  bool operator==(const StartupReport&) const = default;
+};
 
 struct Progress {
   int64_t step = -1;  // -1: no step seen yet (EncodeProgress requires >= 0)
@@ -34,6 +51,8 @@ struct Progress {
   // job's progress ConfigMap outlives the attempts, so the operator ignores a
   // report of an earlier one. Absent from older launchers.
   std::optional<int64_t> attempt;
+  // Absent until the attempt's first step (and from older launchers).
+  std::optional<StartupReport> startup;
 
   bool operator==(const Progress&) const = default;
 };

@@ -79,5 +79,36 @@ TEST(ProgressAnnotation, NonFiniteNumbersAreLeftOut) {
   EXPECT_EQ(EncodeProgress(p), R"({"step":5})");
 }
 
+// The start-up section (issue 34): its own object, round-tripped; a
+// malformed one is dropped without failing the report.
+TEST(ProgressAnnotation, StartupSectionRoundTripsAndIsOptional) {
+  Progress p;
+  p.step = 1;
+  p.startup = StartupReport{12.5, {{"config", 0.25}, {"backend", 9.0}, {"first_step", 3.25}}};
+  const std::string wire = EncodeProgress(p);
+  EXPECT_EQ(wire,
+            R"({"startup":{"phases":[{"name":"config","seconds":0.25},{"name":"backend","seconds":9.0},)"
+            R"({"name":"first_step","seconds":3.25}],"timeToFirstStepSeconds":12.5},"step":1})");
+  std::string error;
+  auto back = DecodeProgress(wire, &error);
+  ASSERT_TRUE(back.has_value()) << error;
+  EXPECT_EQ(*back, p);
+
+  for (const char* bad : {R"({"step":1,"startup":3})", R"({"step":1,"startup":{"phases":[]}})",
+                          R"({"step":1,"startup":{"timeToFirstStepSeconds":"x"}})"}) {
+    back = DecodeProgress(bad, &error);
+    ASSERT_TRUE(back.has_value()) << bad << ": " << error;
+    EXPECT_FALSE(back->startup.has_value()) << bad;
+  }
+  back = DecodeProgress(R"({"step":1,"startup":{"timeToFirstStepSeconds":4,"phases":[{"name":"a"},7,)"
+                        R"({"name":"b","seconds":1.5}]}})",
+                        &error);
+  ASSERT_TRUE(back.has_value()) << error;
+  ASSERT_TRUE(back->startup.has_value());
+  EXPECT_EQ(back->startup->time_to_first_step_seconds, 4.0);
+  ASSERT_EQ(back->startup->phases.size(), 1u);
+  EXPECT_EQ(back->startup->phases[0].name, "b");
+}
+
 }  // namespace
 }  // namespace hypertrain::contract

@@ -16,6 +16,7 @@
 #include "contract/elastic.h"
 #include "contract/env.h"
 
+#include "core/startup_phases.h"
 #include "runtime/backends/cpu/backend.h"
 #include "runtime/ckpt/host_allocator.h"
 #include "runtime/ckpt/train_hooks.h"
@@ -96,6 +97,7 @@ StatusOr<train::BackendBundle> CreateBackend(const config::TrainConfig& c,
 StatusOr<train::TrainParts> AssembleTrainJob(const config::TrainConfig& c,
                                              const launch::EnvLookup& env) {
   train::TrainParts parts;
+  startup::PhaseTimer parallel_setup("parallel_setup");
   HT_ASSIGN_OR_RETURN(parts.parallel, parallel::CreateParallelRuntime(c, env, CudaProcessGroups()));
   HT_ASSIGN_OR_RETURN(const model::BackendOptions o,
                       parts.parallel->ShardOptions(c.model, train::BackendOptionsFor(c)));
@@ -104,8 +106,11 @@ StatusOr<train::TrainParts> AssembleTrainJob(const config::TrainConfig& c,
   HT_ASSIGN_OR_RETURN(
       std::unique_ptr<ckpt::TrainCheckpointHooks> checkpoint,
       ckpt::CreateTrainCheckpointHooks(c, parts.parallel->rank(), parts.parallel->world_size()));
+  parallel_setup.End();
   ckpt::HostAllocator* snapshots = nullptr;
+  startup::PhaseTimer backend_phase("backend");  // CUDA: context, weight init, plans
   HT_ASSIGN_OR_RETURN(parts.backend, CreateBackend(c, o, env, &snapshots));
+  backend_phase.End();
   checkpoint->set_snapshot_allocator(snapshots);
   parts.checkpoint = std::move(checkpoint);
   // trainer.profile: one recorder per rank, on the backend and the process
@@ -115,7 +120,9 @@ StatusOr<train::TrainParts> AssembleTrainJob(const config::TrainConfig& c,
     parts.backend.backend->SetTrace(parts.recorder.get());
     parts.parallel->SetTrace(parts.recorder.get());
   }
+  startup::PhaseTimer rendezvous("rendezvous");  // the process groups: NCCL or Gloo
   HT_ASSIGN_OR_RETURN(parts.hooks, parts.parallel->MakeHooks(*parts.backend.backend));
+  rendezvous.End();
   return parts;
 }
 

@@ -173,6 +173,27 @@ first=$(head -1 "$TMP/exp/metrics.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/'
 last=$(tail -1 "$TMP/exp/metrics.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f - 1.0) }' || fail "loss did not fall: $first -> $last"
 echo "loss $first -> $last"
+# Start-up (core/startup_phases.h): every phase with its duration in the log,
+# one "time to first step" line, and the same in the first metrics record,
+# whose top-level phases and "other" add up to the time to first step.
+for phase in process_start config parallel_setup backend/weight_init backend rendezvous \
+             checkpoint_restore data_loader first_step; do
+  grep -Eq "start-up: $phase [0-9]+\.[0-9]{3} s$" "$TMP/train.log" || fail "no start-up line for $phase"
+done
+grep -Eq "start-up: time to first step [0-9]+\.[0-9]{2} s: process_start [0-9.]+, config [0-9.]+, .*first_step [0-9.]+, other [0-9.]+ \(step 1\)$" \
+  "$TMP/train.log" || fail "no time-to-first-step line"
+head -1 "$TMP/exp/metrics.jsonl" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+s = r["startup"]
+names = [p["name"] for p in s["phases"]]
+top = [p["seconds"] for p in s["phases"] if p["depth"] == 0]
+assert r["step"] == 5 and "loss" in r, r
+assert "backend/weight_init" in names and "first_step" in names and "rendezvous" in names, names
+assert s["time_to_first_step_s"] > 0 and all(x >= 0 for x in top), s
+assert abs(sum(top) + s["other_s"] - s["time_to_first_step_s"]) < 0.05, s
+' || fail "metrics.jsonl: no consistent start-up record in $(head -1 "$TMP/exp/metrics.jsonl")"
+[ "$(grep -c '"startup"' "$TMP/exp/metrics.jsonl")" -eq 1 ] || fail "the start-up record is not written once"
 
 # As in a TrainingJob pod (contract/env.h): the config from HYPERTRAIN_CONFIG,
 # checkpoints where HYPERTRAIN_CHECKPOINT_DIR says, not under exp_dir.
@@ -205,6 +226,7 @@ for series in 'hypertrain_launcher_ranks_running 1' '# TYPE hypertrain_trainer_t
   grep -q "^$series" "$TMP/scrape.txt" || { cat "$TMP/scrape.txt"; fail "scrape lacks '$series'"; }
 done
 grep -Eq '^hypertrain_trainer_loss [0-9]' "$TMP/scrape.txt" || fail "scrape lacks the loss"
+grep -Eq '^hypertrain_trainer_time_to_first_step_seconds [0-9]' "$TMP/scrape.txt" || fail "scrape lacks the time to first step"
 grep -q "serving Prometheus metrics on :$mport/metrics" "$TMP/launch.log" || fail "no endpoint log line"
 grep -q "NCCL net plugin: " "$TMP/launch.log" || fail "no NCCL net plugin preflight line"
 pgrep -f "$TMP/exp-launch" >/dev/null && fail "a rank outlived its launcher"

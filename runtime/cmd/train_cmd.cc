@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "contract/env.h"
+#include "core/startup_phases.h"
 #include "runtime/cmd/assemble.h"
 #include "runtime/cmd/commands.h"
 #include "runtime/config/config.h"
@@ -49,13 +50,19 @@ std::optional<config::TrainConfig> LoadRunConfig(const char* command, const Conf
 }
 
 int RunTrain(const ConfigFlags& flags) {
-  int code = train::kExitOk;
-  std::optional<config::TrainConfig> config = LoadRunConfig("train", flags, &code);
-  if (!config) return code;
   const bool logging_rank = [] {
     const char* r = std::getenv(contract::env::kRank);
     return r == nullptr || std::strcmp(r, "0") == 0;
   }();
+  const double exec_age = startup::SecondsSinceExec();  // exec to here
+  int code = train::kExitOk;
+  startup::PhaseTimer config_phase("config");
+  std::optional<config::TrainConfig> config = LoadRunConfig("train", flags, &code);
+  if (!config) return code;  // a config error stays the first line
+  // Start-up phases (core/startup_phases.h) at info on the logging rank.
+  startup::SetVerbose(logging_rank);
+  startup::Record("process_start", exec_age);
+  config_phase.End();
   if (logging_rank) {
     for (const std::string& note : config->notes) spdlog::info("config: {}", note);
     spdlog::info("resolved config (hypertrain config prints the same):\n{}", config::DescribeConfig(*config));

@@ -141,9 +141,40 @@ bool JsonlTail::PollRecords(const std::function<void(const nlohmann::json&)>& ea
   return any;
 }
 
+namespace {
+
+// The trainer's start-up record (runtime/train/metrics.h WriteStartup): the
+// time to first step and its top-level phases (nested ones stay in the file).
+std::optional<contract::StartupReport> StartupFromRecord(const nlohmann::json& j) {
+  auto s = j.find("startup");
+  if (s == j.end() || !s->is_object()) return std::nullopt;
+  auto total = s->find("time_to_first_step_s");
+  if (total == s->end() || !total->is_number()) return std::nullopt;
+  contract::StartupReport r;
+  r.time_to_first_step_seconds = total->get<double>();
+  auto phases = s->find("phases");
+  if (phases != s->end() && phases->is_array()) {
+    for (const nlohmann::json& p : *phases) {
+      if (!p.is_object() || !p.contains("name") || !p["name"].is_string() ||
+          !p.contains("seconds") || !p["seconds"].is_number() ||
+          (p.contains("depth") && p["depth"] != 0)) {
+        continue;
+      }
+      r.phases.push_back({p["name"].get<std::string>(), p["seconds"].get<double>()});
+    }
+  }
+  if (auto other = s->find("other_s"); other != s->end() && other->is_number()) {
+    r.phases.push_back({"other", other->get<double>()});
+  }
+  return r;
+}
+
+}  // namespace
+
 bool JsonlTail::Poll(Progress* p) {
   return PollRecords([p](const nlohmann::json& j) {
     p->step = j["step"].get<int64_t>();
+    if (auto startup = StartupFromRecord(j)) p->startup = std::move(startup);
     if (j.contains("loss") && j["loss"].is_number()) p->loss = j["loss"].get<double>();
     if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number()) {
       p->tokens_per_second = j["tokens_per_s"].get<double>();

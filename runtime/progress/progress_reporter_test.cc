@@ -37,6 +37,32 @@ TEST(JsonlTail, ReadsOnlyNewCompleteLines) {
   EXPECT_DOUBLE_EQ(*p.loss, 2.0);
 }
 
+// The "startup" key of the trainer's first step record becomes the report's
+// start-up section: the top-level phases and "other" (nested phases stay in
+// metrics.jsonl).
+TEST(JsonlTail, CarriesTheStartupRecord) {
+  const std::string path = TempDir() + "/metrics.jsonl";
+  std::ofstream(path) << R"({"step":1,"loss":5.5,"tokens_per_s":10.0,"startup":{"time_to_first_step_s":7.5,)"
+                      << R"("other_s":0.5,"phases":[{"name":"backend/weight_init","seconds":2.0,"depth":1},)"
+                      << R"({"name":"backend","seconds":3.0,"depth":0},)"
+                      << R"({"name":"first_step","seconds":4.0,"depth":0}]},"wall_time":1.0})" << "\n";
+  JsonlTail tail(path, /*from_end=*/false);
+  Progress p;
+  EXPECT_TRUE(tail.Poll(&p));
+  EXPECT_EQ(p.step, 1);
+  EXPECT_DOUBLE_EQ(*p.loss, 5.5);
+  ASSERT_TRUE(p.startup.has_value());
+  EXPECT_DOUBLE_EQ(p.startup->time_to_first_step_seconds, 7.5);
+  const std::vector<contract::StartupReport::Phase> want = {
+      {"backend", 3.0}, {"first_step", 4.0}, {"other", 0.5}};
+  EXPECT_EQ(p.startup->phases, want);
+  // A later record without one keeps it (the attempt started once).
+  { std::ofstream(path, std::ios::app) << R"({"step":2,"loss":5.0})" << "\n"; }
+  EXPECT_TRUE(tail.Poll(&p));
+  EXPECT_EQ(p.step, 2);
+  EXPECT_TRUE(p.startup.has_value());
+}
+
 TEST(Checkpoints, LatestCompleteStep) {
   const std::string dir = TempDir();
   EXPECT_FALSE(LatestCheckpointStep(dir + "/missing").has_value());

@@ -32,6 +32,8 @@ TrainerMetrics::TrainerMetrics(metrics::Registry* r, const std::string& jsonl_pa
       memory_(r->AddGauge("hypertrain_trainer_memory_bytes", "Device memory high-water mark of the logging rank.")),
       last_record_(r->AddGauge("hypertrain_trainer_last_record_timestamp_seconds",
                                "Wall-clock time of the latest metrics record (alert when it stops moving).")),
+      time_to_first_step_(r->AddGauge("hypertrain_trainer_time_to_first_step_seconds",
+                                      "Seconds from the trainer's exec to the end of its first step (this attempt).")),
       tokens_(r->AddCounter("hypertrain_trainer_tokens_total", "Tokens trained on since the run began.")),
       skipped_(r->AddCounter("hypertrain_trainer_skipped_steps_total",
                              "Logged steps whose update was skipped (non-finite gradients) since this launcher started.")),
@@ -56,6 +58,9 @@ void TrainerMetrics::Apply(const nlohmann::json& j) {
       {&last_record_, "wall_time"}};
   for (const auto& [family, key] : gauges) {
     if (auto v = Number(j, key)) family->With().Set(*v);
+  }
+  if (auto s = j.find("startup"); s != j.end() && s->is_object()) {
+    if (auto v = Number(*s, "time_to_first_step_s")) time_to_first_step_.With().Set(*v);
   }
   if (auto v = Number(j, "tokens_seen")) tokens_.With().SetFromSource(*v);
   if (auto v = Number(j, "checkpoint_stall_s")) ckpt_stall_.With().Inc(*v);

@@ -11,7 +11,8 @@
 //   _tokens_per_second (global), _tokens_per_second_per_device,
 //   _step_time_seconds (mean over the interval), _mfu_ratio,
 //   _data_wait_seconds (mean per step), _memory_bytes (device high-water mark),
-//   _last_record_timestamp_seconds                                   (gauges)
+//   _last_record_timestamp_seconds, _time_to_first_step_seconds
+//   (the start-up record, runtime/train/metrics.h)                   (gauges)
 //   hypertrain_trainer_tokens_total, _skipped_steps_total,
 //   _checkpoint_stall_seconds_total                                  (counters)
 //   hypertrain_launcher_ranks_running (gauge),
@@ -51,6 +52,7 @@ class TrainerMetrics {
   metrics::Family<metrics::Gauge>& data_wait_;
   metrics::Family<metrics::Gauge>& memory_;
   metrics::Family<metrics::Gauge>& last_record_;
+  metrics::Family<metrics::Gauge>& time_to_first_step_;
   metrics::Family<metrics::Counter>& tokens_;
   metrics::Family<metrics::Counter>& skipped_;
   metrics::Family<metrics::Counter>& ckpt_stall_;

@@ -70,5 +70,14 @@ TEST(TrainerMetrics, ExposesTheLatestRecordAndRunningTotals) {
   EXPECT_TRUE(Has(r.Render(), "hypertrain_trainer_loss 2.5"));
 }
 
+TEST(TrainerMetrics, ExposesTheTimeToFirstStep) {
+  const std::string path = TempFile("startup.jsonl");
+  metrics::Registry r;
+  TrainerMetrics m(&r, path, /*from_end=*/false);
+  Append(path, R"({"step":1,"loss":5.0,"startup":{"time_to_first_step_s":12.5,"other_s":0.5,"phases":[]}})" "\n");
+  ASSERT_TRUE(m.Poll());
+  EXPECT_TRUE(Has(r.Render(), "hypertrain_trainer_time_to_first_step_seconds 12.5")) << r.Render();
+}
+
 }  // namespace
 }  // namespace hypertrain::progress

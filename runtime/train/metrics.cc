@@ -84,6 +84,17 @@ Status MetricsWriter::WriteValidation(const ValMetrics& v) {
   return tb_->Flush();
 }
 
+void MetricsWriter::AttachStartup(const startup::Summary& s) {
+  nlohmann::json phases = nlohmann::json::array();
+  for (const startup::PhaseRecord& p : s.phases) {
+    phases.push_back({{"name", p.name}, {"seconds", p.seconds}, {"depth", p.depth}});
+  }
+  startup_ = nlohmann::json{{"time_to_first_step_s", s.time_to_first_step_s},
+                            {"other_s", s.other_s},
+                            {"phases", std::move(phases)}};
+  time_to_first_step_s_ = s.time_to_first_step_s;
+}
+
 Status MetricsWriter::Flush() {
   if (std::fflush(jsonl_) != 0) return IoError(fmt::format("{}: flush failed", jsonl_path_));
   if (tb_ == nullptr) return Status::Ok();
@@ -112,8 +123,14 @@ Status MetricsWriter::Write(const StepMetrics& m) {
   for (auto& [k, v] : j.items()) {
     if (v.is_number_float() && !std::isfinite(v.get<double>())) v = nullptr;
   }
+  const bool with_startup = startup_.has_value();
+  if (with_startup) j["startup"] = std::move(*startup_);
+  startup_.reset();
   HT_RETURN_IF_ERROR(WriteLine(j));
   if (tb_ == nullptr) return Status::Ok();
+  if (with_startup) {
+    HT_RETURN_IF_ERROR(tb_->AddScalars(m.step, wall, {{"perf/time_to_first_step_s", time_to_first_step_s_}}));
+  }
   HT_RETURN_IF_ERROR(tb_->AddScalars(m.step, wall,
                                      {{"train/loss", m.loss},
                                       {"train/lr", m.lr},

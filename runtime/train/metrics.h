@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "core/startup_phases.h"
 #include "core/status.h"
 #include <nlohmann/json.hpp>
 
@@ -53,6 +55,11 @@ class MetricsWriter {
   // A held-out evaluation: {"step", "val/loss", "val/perplexity", ...} in
   // metrics.jsonl and val/loss, val/perplexity in TensorBoard.
   Status WriteValidation(const ValMetrics& v);
+  // After the first step of this process: the next step record carries
+  // "startup": {"time_to_first_step_s", "other_s", "phases": [{"name",
+  // "seconds", "depth"}...]} (one more key in a line every reader already
+  // parses, no extra line) and TensorBoard gets perf/time_to_first_step_s.
+  void AttachStartup(const startup::Summary& s);
   Status Flush();  // before a stop on request
   const std::string& jsonl_path() const { return jsonl_path_; }
   std::string tensorboard_path() const { return tb_ ? tb_->path() : std::string("(off)"); }
@@ -63,6 +70,8 @@ class MetricsWriter {
   std::string jsonl_path_;
   std::FILE* jsonl_ = nullptr;
   std::unique_ptr<TfEventsWriter> tb_;
+  std::optional<nlohmann::json> startup_;  // for the next step record
+  double time_to_first_step_s_ = 0;
 };
 
 }  // namespace hypertrain::train

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/startup_phases.h"
 #include "runtime/data/manifest.h"
 #include "runtime/model/math.h"
 #include "runtime/train/lr_schedule.h"
@@ -54,6 +56,14 @@ Status StopAfterStep(const LoopContext& ctx, const TrainState& state, TrainSumma
   return Status::Ok();
 }
 
+// The time to first step and the start-up phases: one log line now, and the
+// next metrics.jsonl record (the progress report reads it from there).
+void ReportStartup(const LoopContext& ctx, int64_t step) {
+  const startup::Summary s = startup::Summarize(startup::SecondsSinceExec());
+  if (ctx.log) spdlog::info("start-up: {} (step {})", startup::FormatSummary(s), step);
+  if (ctx.metrics != nullptr) ctx.metrics->AttachStartup(s);
+}
+
 // The MFU numerator: full training's, or PEFT's (a frozen base has no weight
 // gradients: runtime/model/peft.h).
 double FlopsPerToken(const config::TrainConfig& c) {
@@ -92,6 +102,10 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
   int64_t interval_steps = 0;
   int consecutive_nonfinite = 0;
   loader.TakeWaitSeconds();
+  // The first step of this process (GEMM autotuning and lazy plans happen in
+  // it) closes the start-up: its summary is logged and written once.
+  std::optional<startup::PhaseTimer> first_step;
+  if (state.step < c.max_steps) first_step.emplace("first_step");
   while (state.step < c.max_steps) {
     tracer.BeginStep(state.step + 1);
     trace::Recorder* const tr = tracer.recording();  // null outside trainer.profile's window
@@ -151,6 +165,10 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
       HT_RETURN_IF_ERROR(backend.Synchronize());
     }
     HT_ASSIGN_OR_RETURN(loss, hooks.MeanAcrossDataParallel(loss));
+    if (first_step) {
+      first_step.reset();  // records it
+      ReportStartup(ctx, state.step + 1);
+    }
     ++state.step;
     state.tokens_seen += tokens_per_step;
     state.scaler = scaler.state();
@@ -275,7 +293,9 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   TrainState state;
   state.data.seed = c.seed;
   state.scaler.scale = c.loss_scale.enabled ? c.loss_scale.initial_scale : 1.0;
+  startup::PhaseTimer restore_phase("checkpoint_restore");
   HT_ASSIGN_OR_RETURN(bool resumed, ckpt->Restore(backend, state));
+  restore_phase.End();
   if (resumed && logging_rank) {
     spdlog::info("resumed at step {} ({} tokens seen)", state.step, state.tokens_seen);
   }
@@ -293,8 +313,10 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   lo.dp_world = par->data_world();
   lo.prefetch_depth = c.data.prefetch_depth;
   lo.state = state.data;
+  startup::PhaseTimer loader_phase("data_loader");
   HT_ASSIGN_OR_RETURN(std::unique_ptr<data::DataLoader> loader,
                       data::DataLoader::Create(lo, bundle.allocator, bundle.stager));
+  loader_phase.End();
 
   std::unique_ptr<MetricsWriter> metrics;
   if (logging_rank) {

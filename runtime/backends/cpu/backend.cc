@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "core/startup_phases.h"
 #include "runtime/backends/cpu/ops.h"
 #include "runtime/kernels/cpu/adamw.h"
 #include "runtime/model/init.h"
@@ -65,6 +66,7 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
   b->m_.resize(U);
   b->v_.resize(U);
   b->versions_.assign(U, 0);
+  startup::PhaseTimer init_phase("weight_init");
   for (int u = 0; u < U; ++u) {
     const int64_t n = b->layout_.unit(u).padded_numel;
     const Range r = options.owned.empty() ? Range{0, n} : options.owned[u];
@@ -87,6 +89,7 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
     b->param_ptrs_.push_back(b->pool_ ? nullptr : b->params_[u].data());
     b->grad_ptrs_.push_back(b->pool_ ? nullptr : b->grads_[u].data());
   }
+  init_phase.End();
   if (b->pool_) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (int k = 0; k < 2; ++k) {

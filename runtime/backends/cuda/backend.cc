@@ -15,6 +15,8 @@
 #include "runtime/kernels/cuda/adamw.h"
 #include "runtime/kernels/cuda/cast.h"
 #include "runtime/kernels/cuda/reduce.h"
+#include "core/startup_phases.h"
+#include "runtime/kernels/cuda/param_init.h"
 #include "runtime/model/init.h"
 
 namespace hypertrain::cuda {
@@ -240,7 +242,10 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     return InvalidArgument("micro-batch too large: tensors past 2^31 elements");
   }
 
+  // The CUDA context (driver, module loading) and the libraries' handles.
+  startup::PhaseTimer cuda_init("cuda_init");
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  HT_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));  // creates the context now, not in the next call
   cudaDeviceProp prop{};
   HT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, cuda_.device));
   device_name_ = prop.name;
@@ -250,10 +255,15 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   HT_ASSIGN_OR_RETURN(gemm_, kc::Gemm::Create(options_.precision == model::Precision::kTF32,
                                                 kc::Gemm::kDefaultWorkspaceBytes, cuda_.gemm_autotune));
   allocated_bytes_ += static_cast<int64_t>(kc::Gemm::kDefaultWorkspaceBytes);
+  if (!cuda_.tune_cache_path.empty() && cuda_.gemm_autotune != kc::GemmAutotune::kOff) {
+    spdlog::debug("gemm autotune: tune cache {}: {}", cuda_.tune_cache_path,
+                  gemm_->UseTuneCache(cuda_.tune_cache_path, device_name_));
+  }
   for (cudaEvent_t* e : {&ev_data_, &ev_start_, &ev_fwd_, &ev_end_})
     HT_CUDA_RETURN_IF_ERROR(cudaEventCreate(e));
   HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_dscale_), sizeof(float), 0));
   HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_result_), sizeof(double), 0));
+  cuda_init.End();
 
   // Which projections can run as one GEMM (weights stored back to back).
   const auto& bt =
@@ -293,11 +303,17 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
                   !options_.unit_pool && !cuda_.cuda_graphs && whole_units && !peft_ &&
                   config.num_hidden_layers >= 2;
   const size_t es = kc::DTypeSize(dtype_);
+  // The fp32 init scratch holds what a rank keeps in compute dtype: its owned
+  // range with a unit pool, else the whole unit.
   int64_t max_p = 0;
-  for (int u = 0; u < U; ++u) max_p = std::max(max_p, layout_.unit(u).padded_numel);
-  std::vector<float> host(max_p);
+  for (int u = 0; u < U; ++u) {
+    const int64_t P = layout_.unit(u).padded_numel;
+    const bool sharded = options_.unit_pool && !options_.owned.empty();
+    max_p = std::max(max_p, sharded ? std::min(P, options_.owned[u].size()) : P);
+  }
+  startup::PhaseTimer init_phase("weight_init");
   void* tmp = nullptr;
-  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(&tmp, max_p * sizeof(float)));
+  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(&tmp, std::max<int64_t>(max_p, 1) * sizeof(float)));
   struct TmpFree {
     void* p;
     ~TmpFree() { cudaFree(p); }
@@ -346,24 +362,27 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     HT_CUDA_RETURN_IF_ERROR(cudaMemset(m_[u], 0, r.size() * sizeof(float)));
     HT_CUDA_RETURN_IF_ERROR(cudaMemset(v_[u], 0, r.size() * sizeof(float)));
     state_bytes_ += r.size() * 3 * sizeof(float);
-    // Every rank initialises the whole unit identically (counter-based init).
-    model::InitUnitParams(layout_, u, options_.seed, {0, P}, host.data());
-    // All on stream_ (non-blocking: it does not order with the legacy stream),
-    // synchronised before `tmp` and `host` are reused for the next unit.
-    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tmp, host.data(), P * sizeof(float),
-                                            cudaMemcpyHostToDevice, stream_));
-    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(master_[u], static_cast<float*>(tmp) + r.begin,
+    // Only what this rank keeps, made on the device: the init is counter-based
+    // (model/init.h), bit for bit the CPU's for any sharding. All on stream_
+    // (non-blocking: it does not order with the legacy stream), which orders
+    // the reuse of `tmp` by the next unit.
+    const Range keep = pool_ ? r : Range{0, P};
+    float* const init = static_cast<float*>(tmp);
+    const std::vector<model::InitSegment> segments = model::InitSegments(layout_, u, keep);
+    HT_CUDA_RETURN_IF_ERROR(kc::InitParams(segments.data(), static_cast<int>(segments.size()),
+                                           options_.seed, static_cast<uint64_t>(u), keep.begin,
+                                           keep.size(), init, stream_));
+    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(master_[u], init + (r.begin - keep.begin),
                                             r.size() * sizeof(float), cudaMemcpyDeviceToDevice,
                                             stream_));
     HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
       using T = decltype(tag);
-      return pool_ ? kc::Cast<T, float>(static_cast<T*>(compute_shard_[u]),
-                                        static_cast<float*>(tmp) + r.begin, r.size(), stream_)
-                   : kc::Cast<T, float>(static_cast<T*>(compute_[u]), static_cast<float*>(tmp), P,
-                                        stream_);
+      return kc::Cast<T, float>(static_cast<T*>(pool_ ? compute_shard_[u] : compute_[u]), init,
+                                keep.size(), stream_);
     }));
-    HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   }
+  HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  init_phase.End();
   // The init scratch (a whole fp32 unit, ~1 GB for 1b) goes before the
   // activation plan is allocated, so it never counts toward the peak.
   cudaFree(tmp);
@@ -414,7 +433,9 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   }
   stager_ = std::make_unique<Stager>(this);
   pinned_ = std::make_unique<PinnedAllocator>();
+  startup::PhaseTimer plan_phase("activation_plan");  // cuDNN attention plans included
   HT_RETURN_IF_ERROR(PlanActivations());  // places shared block gradients
+  plan_phase.End();
   HT_RETURN_IF_ERROR(ZeroGrads());
   HT_RETURN_IF_ERROR(MaterializeZeroGrads());  // cudaMalloc'd: no garbage anywhere, padding included
   HT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());

@@ -128,6 +128,9 @@ struct CudaOptions {
   kernels::cuda::AttentionImpl attention_impl = kernels::cuda::AttentionImpl::kAuto;
   kernels::cuda::GemmAutotune gemm_autotune = kernels::cuda::GemmAutotune::kOn;
   size_t cudnn_bwd_workspace_cap_bytes = kernels::cuda::kDefaultCudnnBackwardWorkspaceCapBytes;
+  // GEMM autotuning results kept here across runs (runtime/kernels/
+  // tune_cache.h; `train` passes <exp_dir>/tune_cache.json); "" = none.
+  std::string tune_cache_path;
 };
 
 // Sets o's kernel options from the config's names (config::CudaConfig):

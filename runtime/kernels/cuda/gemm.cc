@@ -1,7 +1,9 @@
 #include "runtime/kernels/cuda/gemm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/startup_phases.h"
 #include "runtime/kernels/cuda/cuda_status.h"
 #include "runtime/kernels/cuda/gemm_tune.h"
 
@@ -34,6 +37,17 @@ int Alignment(const void* p) {
   return a;
 }
 
+
+// The tune cache's key of a product (everything in Gemm::Key).
+template <typename Key>
+std::string CacheKey(const Key& k) {
+  return "gemm m=" + std::to_string(std::get<0>(k)) + " n=" + std::to_string(std::get<1>(k)) +
+         " k=" + std::to_string(std::get<2>(k)) + " ta=" + std::to_string(std::get<3>(k)) +
+         " tb=" + std::to_string(std::get<4>(k)) + " ld=" + std::to_string(std::get<5>(k)) + "," +
+         std::to_string(std::get<6>(k)) + "," + std::to_string(std::get<7>(k)) +
+         " ab=" + std::to_string(std::get<8>(k)) + " c=" + std::to_string(std::get<9>(k)) +
+         " align=" + std::to_string(std::get<10>(k)) + " beta=" + std::to_string(std::get<11>(k));
+}
 
 }  // namespace
 
@@ -61,6 +75,7 @@ struct Gemm::Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   std::vector<cublasLtMatmulAlgo_t> candidates;  // heuristic order; cleared once tuned
+  Key key;  // the tune cache's key
   ~Plan() {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -101,6 +116,23 @@ Gemm::~Gemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
+std::string Gemm::UseTuneCache(const std::string& path, const std::string& device_name) {
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  const TuneCache::Context context = {
+      {"device", device_name},
+      {"cublaslt", std::to_string(cublasLtGetVersion())},
+      {"cuda_runtime", std::to_string(runtime)},
+      {"tf32", allow_tf32_ ? "1" : "0"},
+      {"workspace_bytes", std::to_string(workspace_bytes_)},
+  };
+  std::string note;
+  auto cache = std::make_unique<TuneCache>(TuneCache::Open(path, context, &note));
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_ = std::move(cache);
+  return note;
+}
+
 size_t Gemm::cached_plans() const {
   std::lock_guard<std::mutex> lock(mu_);
   return plans_.size();
@@ -117,6 +149,7 @@ StatusOr<Gemm::Plan*> Gemm::GetPlan(const Key& key, const GemmShape& s, DType ab
   if (it != plans_.end()) return it->second.get();
 
   auto plan = std::make_unique<Plan>();
+  plan->key = key;
   const bool all_f32 = ab == DType::kF32;
   const cublasComputeType_t compute =
       all_f32 && allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -165,6 +198,23 @@ StatusOr<Gemm::Plan*> Gemm::GetPlan(const Key& key, const GemmShape& s, DType ab
   plan->algo = results[0].algo;
   for (int i = 0; i < found && found > 1; ++i) {
     if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
+  }
+  // A cached choice counts only if the heuristic offers it again.
+  cublasLtMatmulAlgo_t cached{};
+  std::optional<std::string> hex;
+  if (cache_ != nullptr && !plan->candidates.empty() && (hex = cache_->Get(CacheKey(key))) &&
+      FromHex(*hex, &cached, sizeof(cached))) {
+    for (const cublasLtMatmulAlgo_t& c : plan->candidates) {
+      if (std::memcmp(&c, &cached, sizeof(c)) != 0) continue;
+      plan->algo = c;
+      plan->candidates.clear();
+      ++stats_.cached;
+      break;
+    }
+  }
+  if (!plan->candidates.empty() && stats_.tune_s >= kTuneBudgetSeconds) {
+    plan->candidates.clear();  // the heuristic's choice stays
+    ++stats_.over_budget;
   }
   Plan* raw = plan.get();
   plans_.emplace(key, std::move(plan));
@@ -216,6 +266,7 @@ void Gemm::Tune(Plan* plan, const GemmShape& s, long ldc, const void* a, const v
     candidates.swap(plan->candidates);  // tuned once (unless deferred, below)
   }
   const float no_addend = 0.0f;
+  const auto t0 = std::chrono::steady_clock::now();
   const GemmTuneResult r = TuneGemm(
       candidates, size_t(ldc) * size_t(s.m) * DTypeSize(c_type), stream,
       [&](const cublasLtMatmulAlgo_t& algo, bool with_addend, void* out) {
@@ -223,11 +274,21 @@ void Gemm::Tune(Plan* plan, const GemmShape& s, long ldc, const void* a, const v
                               with_addend ? &beta : &no_addend, c_in, plan->c, out, plan->c, &algo,
                               workspace_, workspace_bytes_, stream);
       });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  startup::Accumulate("gemm_autotune", seconds);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.Add(r);
+  stats_.tune_s += seconds;
   if (r.outcome == GemmTuneResult::Outcome::kDeferred) plan->candidates.swap(candidates);
   if (r.outcome != GemmTuneResult::Outcome::kTuned) return;  // failed: the heuristic's choice stays
   plan->algo = candidates[r.best];
+  if (cache_ != nullptr) {
+    cache_->Put(CacheKey(plan->key), ToHex(&plan->algo, sizeof(plan->algo)));
+    if (Status saved = cache_->Save(); !saved.ok() && !cache_warned_) {
+      cache_warned_ = true;  // a cache: the run goes on, tuning again next time
+      spdlog::warn("gemm autotune: cannot keep the results: {}", saved.message());
+    }
+  }
   if (verbose_) {
     spdlog::info("gemm autotune m={} n={} k={} ta={} tb={} beta={}: {} candidates, {} rejected (bits differ), "
                  "heuristic {:.1f} us, chosen #{} {:.1f} us",

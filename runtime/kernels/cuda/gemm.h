@@ -24,6 +24,13 @@
 // never changes a result (runs stay reproducible whatever the timings), never writes C, and
 // costs a few ms once per shape. Without memory for the scratch output the
 // heuristic's choice stays.
+// Bounded and cached (issue 34): tuning stops once kTuneBudgetSeconds of
+// wall time went into it in this process (later shapes keep the heuristic's
+// choice), and with UseTuneCache each choice is kept in a file beside the
+// checkpoints (runtime/kernels/tune_cache.h) keyed by device, cuBLASLt and
+// CUDA versions and the product's shape, layouts, types and alignment; a
+// cached choice is taken only when the heuristic offers that algorithm again
+// (then it is bitwise the choice tuning made), without running anything.
 // Shapes cuBLASLt has no algorithm for (e.g. rows not 16-byte aligned) fall
 // back to cublasGemmEx on the same stream and workspace.
 #include <cublasLt.h>
@@ -38,6 +45,7 @@
 #include <tuple>
 
 #include "core/status.h"
+#include "runtime/kernels/tune_cache.h"
 #include "runtime/kernels/cuda/dtype.h"
 #include "runtime/kernels/cuda/gemm_tune.h"
 
@@ -88,6 +96,12 @@ class Gemm {
   // Overrides Create's `autotune` (on or off) for shapes not planned yet.
   void set_autotune(bool on) { autotune_ = on; }
 
+  // Wall time tuning may take in one process, over all shapes.
+  static constexpr double kTuneBudgetSeconds = 10.0;
+  // Keeps tuned choices in `path` (see the class comment) for this device;
+  // returns what was found there ("12 entries", "none: no file yet").
+  std::string UseTuneCache(const std::string& path, const std::string& device_name);
+
  private:
   struct Plan;
   using Key = std::tuple<int, int, int, bool, bool, long, long, long, int, int, int, bool>;
@@ -108,6 +122,8 @@ class Gemm {
   bool autotune_;
   int verbose_ = 0;
   TuneStats stats_;
+  std::unique_ptr<TuneCache> cache_;
+  bool cache_warned_ = false;
   mutable std::mutex mu_;
   std::map<Key, std::unique_ptr<Plan>> plans_;  // null plan: use the fallback
 };

@@ -40,6 +40,9 @@ struct GemmTuneStats {
   int changed = 0;          // shapes where another algorithm won
   int rejected = 0;         // candidates dropped for different output bits
   int deferred = 0;         // calls whose product was all zero (or captured): tuned later
+  int cached = 0;           // shapes whose choice came from the tune cache (no tuning)
+  int over_budget = 0;      // shapes left at the heuristic's choice: the time budget was spent
+  double tune_s = 0;        // wall time spent tuning
   double heuristic_us = 0;  // one call of each tuned shape, heuristic's algorithm
   double chosen_us = 0;     // the same with the chosen algorithm
   void Add(const GemmTuneResult& r) {
