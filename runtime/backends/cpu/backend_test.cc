@@ -80,13 +80,21 @@ TEST(CpuBackendTest, AccumulatedMicroBatchesEqualOneBigBatch) {
                            1e-3f, step);
     EXPECT_NEAR(lb, ls, 1e-5);
   }
+  // AdamW normalises each update to about lr, so an element whose gradient is
+  // near zero can move by up to 2 lr per step when the two summation orders
+  // round it differently; such elements must be rare, every other one equal.
+  const float lr_bound = 2 * 1e-3f * 3;
+  int64_t total = 0, loose = 0;
   for (int u = 0; u < big->layout().num_units(); ++u) {
     const auto pb = big->MasterParams(u), ps = small->MasterParams(u);
     for (int64_t i = 0; i < pb.numel; ++i) {
-      ASSERT_NEAR(static_cast<float*>(pb.data)[i], static_cast<float*>(ps.data)[i], 2e-5)
-          << "unit " << u << " elem " << i;
+      const float d = std::abs(static_cast<float*>(pb.data)[i] - static_cast<float*>(ps.data)[i]);
+      ASSERT_LE(d, lr_bound) << "unit " << u << " elem " << i;
+      if (d > 2e-5f) ++loose;
+      ++total;
     }
   }
+  EXPECT_LE(loose, total / 10000 + 1) << loose << " of " << total << " parameters differ by more than 2e-5";
 }
 
 TEST(CpuBackendTest, OwnedRangesLimitTheOptimizer) {
