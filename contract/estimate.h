@@ -153,7 +153,8 @@ struct MemoryParts {
   int64_t activations = 0;  // activations kept for backward (+ the recompute scratch)
   int64_t workspace = 0;    // backward region: LM-head logits chunk, dact/dgu, attention workspace
   int64_t embedding_gather = 0;  // split embedding gradient: every shard rank's tokens and
-                                 // output gradients (shard degree x micro-batch x hidden)
+                                 // output gradients (shard degree x micro-batch x hidden),
+                                 // only while that is <= vocab rows (SplitsEmbeddingGrad)
   int64_t buffers = 0;      // GEMM workspace, staged batches, small scratch
   int64_t transient = 0;    // CPU: allocated inside a step (the LM head's logits chunk)
   int64_t overhead = 0;     // CUDA context, cuBLAS/cuDNN, NCCL buffers (not allocated by us)

@@ -64,7 +64,9 @@ MemoryParts CpuMemory(const RunShape& run, const ShardingPlan& plan) {
   p.activations = f * CpuActivationFloats(m, N, run.checkpointing);
   p.buffers = 4 * N                                // tokens_
               + 2 * f * run.seq_len * m.head_dim() / 2;  // RoPE cos/sin tables
-  if (plan.pooled && D > 1) p.embedding_gather = D * N * 4 + D * N * m.hidden_size * f;
+  if (plan.pooled && SplitsEmbeddingGrad(D, N, m.vocab_size)) {  // hsdp.cc ShardedBackendOptions
+    p.embedding_gather = D * N * 4 + D * N * m.hidden_size * f;
+  }
   p.loss_chunk_rows = std::min<int64_t>(256, N);  // ops.h FusedClassifier's default
   p.transient = p.loss_chunk_rows * m.vocab_size * f;
   return p;
@@ -149,7 +151,7 @@ MemoryParts CudaMemory(const RunShape& run, const ShardingPlan& plan) {
   const int64_t fit = std::max<int64_t>(std::max(dead, kLogitsFloor) / (V * es), 1);
   const int64_t chunks = (N + fit - 1) / fit;
   p.loss_chunk_rows = (N + chunks - 1) / chunks;
-  const int64_t emb_ranks = plan.pooled && SD > 1 ? SD : 0;
+  const int64_t emb_ranks = plan.pooled && SplitsEmbeddingGrad(SD, N, V) ? SD : 0;
   const bool none = run.checkpointing == Checkpointing::kNone;
   const bool keep = none || run.checkpointing == Checkpointing::kSelective;
   auto act = [&](int64_t n) { return PlanRound(n * es); };

@@ -172,6 +172,67 @@ TEST(EstimateTest, ShardingShrinksStateNotActivations) {
   EXPECT_LT(Memory(full).activations, a.activations / 7);
 }
 
+// Issue 34: no per-GPU term grows with the number of ranks. The 8B recipe
+// (hf_llama3_8b_seq8k_gpu_p5x16_pretrain: hybrid_shard over 64, 2 x 8192 per
+// rank) and full_shard of 8B and 1b on 8-GPU nodes, from 1 to 1024 nodes:
+// memory per GPU never rises (allocated and peak; the NCCL buffers outside
+// them grow by one communicator when a replica group appears, never with the
+// number of ranks), and the split embedding gradient's gather is planned only
+// while it stays within the vocabulary's rows.
+TEST(EstimateTest, MemoryPerGpuDoesNotGrowWithTheWorld) {
+  struct Shape {
+    ModelShape model;
+    int64_t seq, batch;
+    ShardingStrategy strategy;
+    int64_t shard_degree;
+    Device device;
+  };
+  const Shape shapes[] = {
+      {EightB(), 8192, 2, ShardingStrategy::kHybridShard, 64, Device::kCuda},
+      {EightB(), 8192, 2, ShardingStrategy::kFullShard, 0, Device::kCuda},
+      {EightB(), 8192, 1, ShardingStrategy::kFullShard, 0, Device::kCuda},
+      {OneB(), 2048, 4, ShardingStrategy::kFullShard, 0, Device::kCuda},
+      {OneB(), 2048, 1, ShardingStrategy::kFullShard, 0, Device::kCuda},
+      {OneB(), 2048, 1, ShardingStrategy::kFullShard, 0, Device::kCpu},
+  };
+  for (const Shape& sh : shapes) {
+    int64_t last_allocated = 0, last_peak = 0;
+    for (const int64_t nodes : {1, 2, 4, 8, 16, 128, 1024}) {
+      RunShape r;
+      r.model = sh.model;
+      r.seq_len = sh.seq;
+      r.micro_batch = sh.batch;
+      r.strategy = sh.strategy;
+      r.shard_degree = sh.shard_degree;
+      r.device = sh.device;
+      r.gpus_per_node = 8;
+      r.nodes = nodes;
+      if (r.world() < sh.shard_degree) continue;
+      std::string error;
+      const std::optional<ShardingPlan> plan = PlanSharding(r, &error);
+      ASSERT_TRUE(plan.has_value()) << error;
+      const MemoryParts m = EstimateMemory(r, *plan);
+      const int64_t N = sh.batch * sh.seq, D = plan->shard_degree, V = sh.model.vocab_size;
+      const std::string what = std::to_string(nodes) + " nodes, shard degree " + std::to_string(D) +
+                               ", " + std::to_string(N) + " tokens per rank";
+      EXPECT_EQ(m.embedding_gather > 0, D * N <= V) << what;
+      EXPECT_LE(m.embedding_gather, V * (4 + 4 * sh.model.hidden_size) + 512) << what;
+      if (last_allocated > 0) {
+        EXPECT_LE(m.allocated(), last_allocated) << what;
+        EXPECT_LE(m.peak(), last_peak) << what;
+      }
+      last_allocated = m.allocated();
+      last_peak = m.peak();
+      // Outside the allocations: the context and one set of NCCL buffers per
+      // communicator (world, shard, replica): at most three, whatever the world.
+      EXPECT_LE(plan->nccl_communicators, 3) << what;
+      // Beyond a table's rows the embedding is reduce-scattered like every
+      // unit: at 16 nodes and more nothing depends on the world but the shard.
+      if (nodes >= 16) EXPECT_EQ(m.embedding_gather, 0) << what;
+    }
+  }
+}
+
 TEST(EstimateTest, NearestMfuRecordPrefersTheSameKindOfRun) {
   RunShape one = Bench(OneB(), 4);
   EXPECT_EQ(NearestMfuRecord(one, CountParams(OneB()).total, "H100 80GB").name, "1b 4x2048, 1 GPU");

@@ -82,4 +82,9 @@ std::optional<int64_t> ResolveShardDegree(ShardingStrategy strategy, int64_t req
   return degree;
 }
 
+bool SplitsEmbeddingGrad(int64_t shard_degree, int64_t tokens_per_rank, int64_t vocab_size) {
+  return shard_degree > 1 && tokens_per_rank > 0 && vocab_size > 0 &&
+         shard_degree <= vocab_size / tokens_per_rank;  // D * N <= V without overflow
+}
+
 }  // namespace hypertrain::contract

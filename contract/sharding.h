@@ -44,6 +44,17 @@ std::string UnknownShardingStrategyMessage(std::string_view name);
 std::optional<int64_t> ResolveShardDegree(ShardingStrategy strategy, int64_t requested, int64_t world_size,
                                           int64_t ranks_per_node, std::string* error);
 
+// The split embedding gradient (runtime/parallel/hsdp.h) all-gathers every
+// shard rank's token ids and embedding-output gradients: shard_degree x
+// tokens_per_rank rows on each GPU. It is used only while those rows are no
+// more than the table's (shard_degree * tokens_per_rank <= vocab_size).
+// Beyond that the gather would move more bytes than the reduce-scatter of the
+// table it replaces, and its buffer would keep growing with the shard degree;
+// the embedding unit is then reduce-scattered whole like every other unit. So
+// the gather buffer never exceeds vocab_size x (hidden + 1) elements, whatever
+// the world size. Both backends and the memory estimate follow this rule.
+bool SplitsEmbeddingGrad(int64_t shard_degree, int64_t tokens_per_rank, int64_t vocab_size);
+
 }  // namespace hypertrain::contract
 
 #endif  // HYPERTRAIN_CONTRACT_SHARDING_H_

@@ -60,5 +60,19 @@ TEST(Sharding, RuleViolationsSayWhatIsWrong) {
   EXPECT_EQ(Error(ShardingStrategy::kHybridShard, 0, 0, 1), "invalid world: 0 ranks, 1 per node");
 }
 
+// The split embedding gradient's gather (D x N token rows) is planned only
+// while it is no larger than the table (V rows); never for one rank.
+TEST(Sharding, EmbeddingGradSplitsOnlyWithinTheTablesRows) {
+  EXPECT_TRUE(SplitsEmbeddingGrad(2, 8192, 128256));
+  EXPECT_TRUE(SplitsEmbeddingGrad(15, 8192, 128256));   // 122,880 rows
+  EXPECT_FALSE(SplitsEmbeddingGrad(16, 8192, 128256));  // 131,072 > 128,256
+  EXPECT_TRUE(SplitsEmbeddingGrad(16, 8016, 128256));   // exactly the table
+  EXPECT_FALSE(SplitsEmbeddingGrad(64, 16384, 128256));  // the 8B recipe
+  EXPECT_FALSE(SplitsEmbeddingGrad(1, 16, 256));
+  EXPECT_FALSE(SplitsEmbeddingGrad(0, 16, 256));
+  EXPECT_FALSE(SplitsEmbeddingGrad(2, 0, 256));
+  EXPECT_FALSE(SplitsEmbeddingGrad(int64_t{1} << 40, int64_t{1} << 40, 256));  // no overflow
+}
+
 }  // namespace
 }  // namespace hypertrain::contract

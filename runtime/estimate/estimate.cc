@@ -211,9 +211,9 @@ std::string FormatEstimate(const Estimate& e, const std::vector<std::string>& no
     if (mem.grads_share_activations) detail += "; block gradients in freed activations";
   }
   line(detail + ")");
-  if (mem.embedding_gather > mem.allocated() / 20) {
+  if (mem.embedding_gather > 0) {
     line(fmt::format("  (the split embedding gradient gathers {} ranks x {} tokens of output gradients: {} GiB "
-                     "per GPU, growing with the shard degree)",
+                     "per GPU; at most the vocabulary's rows, beyond that the embedding is reduce-scattered)",
                      e.sharding.shard_degree, r.micro_batch * r.seq_len, GiB(mem.embedding_gather)));
   }
   line("");

@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "contract/sharding.h"
+
 namespace hypertrain::parallel {
 
 using model::ParamLayout;
@@ -33,8 +35,13 @@ StatusOr<model::BackendOptions> ShardedBackendOptions(const model::ModelConfig& 
   base.unit_pool = D > 1;
   base.pool_param_slots =
       groups.reshard_after_forward ? 2 : std::max<int>(1, static_cast<int>(config.num_hidden_layers));
-  // Gather buffers for the split embedding gradient (HsdpOptions).
-  base.embedding_grad_ranks = D > 1 ? D : 0;
+  // Gather buffers for the split embedding gradient (HsdpOptions), only while
+  // they stay within a table's rows (contract::SplitsEmbeddingGrad); beyond
+  // that the embedding unit is reduce-scattered whole, so no buffer grows
+  // with the shard degree.
+  const int64_t tokens =
+      base.micro_batch_size * (base.seq_len > 0 ? base.seq_len : config.max_context_width);
+  base.embedding_grad_ranks = contract::SplitsEmbeddingGrad(D, tokens, config.vocab_size) ? D : 0;
   return base;
 }
 

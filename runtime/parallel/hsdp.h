@@ -114,7 +114,10 @@ struct HsdpOptions {
   // Pooled backends that support it (Backend::SplitsEmbeddingGrad): split the
   // embedding unit's gradient — reduce-scatter the LM-head/final-norm part
   // right after the head's backward, and all-gather the lookup's tokens and
-  // output gradient instead of reduce-scattering its scatter-add.
+  // output gradient instead of reduce-scattering its scatter-add. Only where
+  // ShardedBackendOptions planned the gather (contract::SplitsEmbeddingGrad:
+  // shard degree x tokens per rank <= vocabulary rows); otherwise the unit is
+  // reduce-scattered whole, and no buffer grows with the shard degree.
   bool split_embedding_grad = true;
   // Start each unit's replica all-reduce as soon as its gradient shard is final,
   // overlapping the rest of the backward (default); false: all of them after
