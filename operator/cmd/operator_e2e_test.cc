@@ -246,59 +246,5 @@ TEST_P(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   EXPECT_THAT(b->Log(), HasSubstr("became leader"));
 }
 
-// Issue 19, defect 2, on the real kube-apiserver: a pod the API server refuses
-// is not reported as created. 422 (invalid) ends the job Failed/InvalidSpec
-// with the server's message; 403 (a missing PriorityClass, an exceeded quota)
-// shows Created=False/PodCreationFailed with it and is retried with capped
-// backoff, and a gang created in part is deleted again so it holds nothing;
-// each with a Warning Event. Once the cause is gone the pods come.
-long RssKb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  }
-  return -1;
-}
-
-// Benchmark (manual): operator memory with 500 TrainingJobs reconciled.
-TEST(OperatorScaleBench, FiveHundredJobs) {
-  const std::string kl_bin = kubelocal::testing::Runfile("localcluster/apiserver/kube-local");
-  const std::string op_bin = kubelocal::testing::Runfile("operator/cmd/hypertrain-operator");
-  const std::string dir = kubelocal::testing::MakeTempDir("operator-scale");
-  kubelocal::testing::KubeLocal kl(kl_bin, dir);
-  ASSERT_TRUE(kl.Start().ok());
-  const std::shared_ptr<kube::RestClient> client = ClientWithJobCrd(kl.kubeconfig_path());
-  ASSERT_NE(client, nullptr);
-  kube::ResourceClient jobs(client, controller::TrainingJobType(), kNs);
-  ASSERT_TRUE(WaitFor([&] { return jobs.List().ok(); }, 5s));
-  const char* qps = std::getenv("BENCH_KUBE_API_QPS");
-  OperatorProcess op(op_bin, kl.kubeconfig_path(), "op-scale", dir + "/op.log",
-                     {std::string("--kube-api-qps=") + (qps ? qps : "50"), "--log-level=info"});
-  const long idle = [&] { std::this_thread::sleep_for(1s); return RssKb(op.pid()); }();
-  const auto t0 = std::chrono::steady_clock::now();
-  constexpr int kJobs = 500;
-  for (int i = 0; i < kJobs; ++i) {
-    Json job = {{"apiVersion", api::kApiVersion},
-                {"kind", api::kKind},
-                {"metadata", {{"name", "j" + std::to_string(i)}}},
-                {"spec",
-                 {{"image", "hypertrain:test"},
-                  {"nodes", 1},
-                  {"nprocPerNode", 1},
-                  {"trainerConfig", {{"inline", "trainer: {max_steps: 5}\nmodel: {}\n"}}}}}};
-    ASSERT_TRUE(jobs.Create(job).ok());
-  }
-  kube::ResourceClient pods(client, kube::resources::kPods, kNs);
-  ASSERT_TRUE(WaitFor([&] {
-    auto l = pods.ListAll();
-    return l.ok() && l->items.size() == kJobs;
-  }, 120s)) << op.Log();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const long rss = RssKb(op.pid());
-  std::printf("BENCH 500 jobs: all pods created in %.2f s; operator RSS idle %ld KiB, with 500 jobs %ld KiB\n", secs,
-              idle, rss);
-  EXPECT_LT(rss, 50 * 1024) << "target: < 50 MB with 500 jobs";
-}
-
 }  // namespace
 }  // namespace hypertrain::operatorcmd
