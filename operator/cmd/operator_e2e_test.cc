@@ -1,7 +1,8 @@
 // The hypertrain-operator binary against the real local control plane: a job
 // applied gets its pods; a dry run gets its estimate and no pod until started; /healthz, /readyz, /metrics answer; a standby takes
-// over when the leader is SIGKILLed, without duplicating pods; SIGTERM exits 0
-// and releases the Lease; a 64-node job's pods are all created promptly.
+// over when the leader is SIGKILLed, without duplicating pods; neither POSTs an
+// object its caches hold (no 409), a deleted Service is made again; SIGTERM
+// exits 0 and releases the Lease; a 64-node job's pods are all created promptly.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -218,6 +219,11 @@ TEST_P(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   EXPECT_GT(Sample(s, "process_resident_memory_bytes"), 0);
   EXPECT_GT(Sample(s, "process_start_time_seconds"), 0);
   EXPECT_GT(Sample(s, "process_open_fds"), 0);
+  // Issue 35 item 7: nothing the caches hold is created again. Every pass
+  // after the pods exist used to POST the Service, the ConfigMaps, the
+  // ServiceAccount, Role and RoleBinding once more, each answered 409.
+  EXPECT_TRUE(std::isnan(Sample(s, "rest_client_requests_total", {"code=\"409\"", "method=\"POST\""})))
+      << m.second;
   EXPECT_EQ(HttpGet(a->port(), "/nope").first, 404);
   ASSERT_TRUE(WaitFor([&] { return HttpGet(b->port(), "/readyz").first == 200; }, 5s)) << "standby is ready";
   EXPECT_EQ(Sample(ParseExposition(HttpGet(b->port(), "/metrics").second), "leader_election_master_status",
@@ -231,6 +237,16 @@ TEST_P(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   ASSERT_TRUE(WaitFor([&] { return pod_count("second") == 3; }, 10s)) << b->Log();
   EXPECT_EQ(pod_count("first"), 2) << "no duplicates after the takeover";
   EXPECT_EQ(pod_count("dry"), 1) << "no duplicates after the takeover";
+  // The caches only spare a create: a Service deleted is made again.
+  kube::ResourceClient services(client, kube::resources::kServices, kNs);
+  const auto service_uid = [&] {
+    auto svc = services.Get("first");
+    return svc.ok() ? kube::UidOf(*svc) : std::string();
+  };
+  const std::string old_service = service_uid();
+  ASSERT_NE(old_service, "");
+  ASSERT_TRUE(services.Delete("first").ok());
+  ASSERT_TRUE(WaitFor([&] { return !service_uid().empty() && service_uid() != old_service; }, 10s)) << b->Log();
 
   // A 64-node job: apply to all pods created.
   const auto t0 = std::chrono::steady_clock::now();
@@ -239,6 +255,12 @@ TEST_P(OperatorE2ETest, LeadsReconcilesFailsOverAndShutsDown) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("BENCH 64-node job: apply -> 64 pods created in %.3f s\n", secs);
   RecordProperty("big_job_pods_created_seconds", std::to_string(secs));
+
+  // The new leader's caches held every job's objects from its first pass on.
+  const std::string after_takeover = HttpGet(b->port(), "/metrics").second;
+  EXPECT_TRUE(std::isnan(Sample(ParseExposition(after_takeover), "rest_client_requests_total",
+                                {"code=\"409\"", "method=\"POST\""})))
+      << after_takeover;
 
   // Graceful shutdown: exit 0 and the Lease is released.
   EXPECT_EQ(b->Signal(SIGTERM, 10s), 0) << b->Log();

@@ -1,7 +1,10 @@
 // The controller's wiring, in the shape of sample-controller: per watched
 // namespace a TrainingJob informer, a Pod informer and a ConfigMap informer
 // (only the operator's objects, those labelled hypertrain.dev/job-name: the
-// progress ConfigMaps carry the launchers' reports) enqueue job keys; one
+// progress ConfigMaps carry the launchers' reports) enqueue job keys, and
+// metadata-only informers of the job's Services, ServiceAccounts, Roles and
+// RoleBindings (a deletion enqueues the job) let the reconciler skip creating
+// what exists. Each cache keeps only what is read (cache_transforms.h); one
 // cluster-wide Node informer re-queues every job when a node's labels or
 // conditions change or it goes away; `workers` threads take keys from the
 // queue (never one key on two workers at once) and reconcile them:
@@ -34,6 +37,7 @@ struct ManagerOptions {
   std::string identity = "hypertrain-operator";  // the Events' reportingInstance
   std::chrono::milliseconds fault_settle_window{5000};  // see ReconcilerOptions
   Metrics* metrics = nullptr;  // optional; must outlive the manager
+  int max_parallel_creates = 16;  // see ReconcilerOptions
   // Watching every namespace, TrainingJobs here are never acted on: the
   // cluster's own namespaces get no trainer pods, ServiceAccounts or Roles.
   std::set<std::string> excluded_namespaces = {"kube-system", "kube-public", "kube-node-lease"};
