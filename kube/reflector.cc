@@ -30,19 +30,38 @@ void Reflector::SetRv(const std::string& rv) {
   rv_ = rv;
 }
 
+void StripManagedFields(Json& obj) {
+  if (auto m = obj.find("metadata"); m != obj.end() && m->is_object()) m->erase("managedFields");
+}
+
 Status Reflector::ListAndReplace(CancelToken* cancel) {
+  // Page by page (each trimmed before the next is read), one consistent
+  // snapshot: every page after the first continues the first one's list.
   ListOptions lo;
   lo.label_selector = opts_.label_selector;
   lo.field_selector = opts_.field_selector;
   lo.limit = opts_.page_size;
-  auto list = client_.ListAll(lo);
-  if (cancel && cancel->cancelled()) return hypertrain::Cancelled("cancelled");
-  if (!list.ok()) return list.status();
   std::vector<Json> items;
-  items.reserve(list->items.size());
-  for (auto& it : list->items) items.push_back(std::move(it));
+  std::string rv;
+  for (int expired = 0;;) {
+    auto page = client_.List(lo);
+    if (cancel && cancel->cancelled()) return hypertrain::Cancelled("cancelled");
+    if (!page.ok() && IsGone(page.status()) && !lo.continue_token.empty() && ++expired <= 3) {
+      items.clear();  // the continue token expired: list again from the start
+      lo.continue_token.clear();
+      continue;
+    }
+    if (!page.ok()) return page.status();
+    if (lo.continue_token.empty()) rv = page->resource_version;
+    for (auto& it : page->items) {
+      if (opts_.transform) opts_.transform(it);
+      items.push_back(std::move(it));
+    }
+    if (page->continue_token.empty()) break;
+    lo.continue_token = page->continue_token;
+  }
   auto deltas = store_->Replace(std::move(items));
-  SetRv(list->resource_version);
+  SetRv(rv);
   {
     std::lock_guard<std::mutex> l(mu_);
     ++stats_.lists;
@@ -76,19 +95,25 @@ Status Reflector::WatchOnce(CancelToken* cancel) {
           case WatchEvent::Type::kAdded:
           case WatchEvent::Type::kModified: {
             std::string rv = ResourceVersionOf(e.object);
-            ObjectPtr old = store_->Upsert(e.object);
+            const std::string key = Store::KeyOf(e.object);
+            Json obj = e.object;
+            if (opts_.transform) opts_.transform(obj);
+            ObjectPtr old = store_->Upsert(std::move(obj));
             if (!old) {
-              sink_({StoreDelta::Type::kAdded, nullptr, store_->Get(Store::KeyOf(e.object))});
+              sink_({StoreDelta::Type::kAdded, nullptr, store_->Get(key)});
             } else if (ResourceVersionOf(*old) != rv) {
-              sink_({StoreDelta::Type::kUpdated, old, store_->Get(Store::KeyOf(e.object))});
+              sink_({StoreDelta::Type::kUpdated, old, store_->Get(key)});
             }
             SetRv(rv);
             break;
           }
           case WatchEvent::Type::kDeleted: {
             ObjectPtr old = store_->Remove(Store::KeyOf(e.object));
-            if (old)
-              sink_({StoreDelta::Type::kDeleted, old, std::make_shared<const Json>(e.object)});
+            if (old) {
+              Json last = e.object;
+              if (opts_.transform) opts_.transform(last);
+              sink_({StoreDelta::Type::kDeleted, old, std::make_shared<const Json>(std::move(last))});
+            }
             SetRv(ResourceVersionOf(e.object));
             break;
           }

@@ -12,6 +12,11 @@
 //    logged (spdlog warn, naming the resource, namespace and delay); Run()
 //    returns only when the cancel token fires (promptly: open watches are closed).
 // Resource versions are compared for equality only.
+//
+// A `transform` (controller-runtime's cache TransformFunc) trims each object
+// before it is stored: list pages one at a time and every watch event, so the
+// cache holds only the fields its readers use and a whole LIST is never held
+// untrimmed. It must keep metadata.name, namespace, uid and resourceVersion.
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -24,6 +29,12 @@
 
 namespace kube {
 
+// Trims an object in place before the store keeps it.
+using TransformFunc = std::function<void(Json&)>;
+
+// Removes metadata.managedFields (server-side apply bookkeeping no controller reads).
+void StripManagedFields(Json& obj);
+
 struct ReflectorOptions {
   std::string label_selector;
   std::string field_selector;
@@ -31,6 +42,7 @@ struct ReflectorOptions {
   int watch_timeout_seconds = 300;
   std::chrono::milliseconds backoff_base{200};
   std::chrono::milliseconds backoff_max{10000};
+  TransformFunc transform = StripManagedFields;  // null: objects stored as received
 };
 
 struct ReflectorStats {

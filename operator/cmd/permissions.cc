@@ -14,18 +14,19 @@ const std::vector<Permission>& OperatorPermissions() {
        "the gang: informer, creation, deletion on restart, suspend and cleanPodPolicy; patch only under Kueue "
        "(kueue.x-k8s.io/retriable-in-group on one terminated pod of a failed job)"},
       {"", "services", {"create", "list", "watch"}, S::kWatchedNamespaces, {},
-       "the headless Service; informer (labelled ones), read back by name after a 409"},
+       "the headless Service; a metadata-only informer (labelled ones), so that an existing one is neither created "
+       "again nor used when not the job's; read back by name after a 409"},
       {"", "configmaps", {"create", "list", "watch", "patch"}, S::kWatchedNamespaces, {"patch"},
        "the inline config and the progress ConfigMap; patch so that the trainer's progress Role may grant it, and "
        "called only to give a progress ConfigMap the trainer's token stripped its ownerReference, labels and no "
        "finalizers back"},
       {"", "events", {"create"}, S::kWatchedNamespaces, {}, "Events on the TrainingJob"},
       {"", "serviceaccounts", {"create", "list", "watch"}, S::kWatchedNamespaces, {},
-       "the job's trainer ServiceAccount; informer, read back by name after a 409"},
+       "the job's trainer ServiceAccount (informer: as for services)"},
       {"rbac.authorization.k8s.io", "roles", {"create", "list", "watch"}, S::kWatchedNamespaces, {},
-       "the job's progress Role; informer, read back by name after a 409"},
+       "the job's progress Role (informer: as for services)"},
       {"rbac.authorization.k8s.io", "rolebindings", {"create", "list", "watch"}, S::kWatchedNamespaces, {},
-       "the progress Role to the trainer's ServiceAccount; informer, read back by name after a 409"},
+       "the progress Role to the trainer's ServiceAccount (informer: as for services)"},
       {"scheduling.x-k8s.io", "podgroups", {"create"}, S::kWatchedNamespaces, {},
        "the gang's PodGroup under scheduler-plugins coscheduling", "gangScheduling.coscheduling"},
       {"scheduling.volcano.sh", "podgroups", {"create"}, S::kWatchedNamespaces, {}, "the gang's PodGroup under Volcano",

@@ -1,5 +1,7 @@
 #include "operator/controller/manager.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -11,6 +13,7 @@
 #include "kube/status.h"
 #include "kube/workqueue.h"
 #include "operator/api/training_job.h"
+#include "operator/controller/cache_transforms.h"
 #include "operator/controller/reconciler.h"
 
 namespace hypertrain::controller {
@@ -21,6 +24,9 @@ using kube::Json;
 
 // How often an idle worker looks at `stop`.
 constexpr auto kWorkerPoll = 200ms;
+// A pass this long built and sent many objects (a large gang's pods): what it
+// freed goes back to the system (malloc_trim) instead of staying in the RSS.
+constexpr auto kTrimAfterPass = 50ms;
 
 // A node change that can turn a job's pod unhealthy or lost.
 bool NodeHealthChanged(const Json& before, const Json& after) {
@@ -65,6 +71,23 @@ kube::EventHandlers EnqueueJobHandlers(kube::WorkQueue* q) {
   return h;
 }
 
+// An informer of the operator's own objects of `type` in `ns` (those labelled
+// hypertrain.dev/job-name), each trimmed by `transform` before it is cached.
+std::unique_ptr<kube::Informer> OwnInformer(const std::shared_ptr<kube::RestClient>& client,
+                                            const kube::ResourceType& type, const std::string& ns,
+                                            kube::TransformFunc transform) {
+  kube::ReflectorOptions o;
+  o.label_selector = api::kLabelJobName;
+  o.transform = std::move(transform);
+  return std::make_unique<kube::Informer>(kube::ResourceClient(client, type, ns), std::move(o));
+}
+
+kube::ReflectorOptions NodeOptions() {
+  kube::ReflectorOptions o;
+  o.transform = TrimNode;
+  return o;
+}
+
 }  // namespace
 
 // One leadership term: the queue, the informers and their caches.
@@ -72,13 +95,18 @@ struct Manager::Term {
   // One namespace's informers and reconciler.
   struct Scope {
     std::unique_ptr<kube::Informer> jobs, pods, configmaps;
-    // The other derived objects (labelled ones only): nothing the caches hold
-    // is created again, nothing under a job's name is used that is not its own.
-    std::vector<std::unique_ptr<kube::Informer>> derived;
+    // The other derived objects (labelled ones only, metadata only): Decide
+    // uses nothing under a job's name that is not its own, Act creates nothing
+    // they hold again.
+    std::unique_ptr<kube::Informer> services, service_accounts, roles, role_bindings;
     std::unique_ptr<Reconciler> reconciler;
+    std::vector<kube::Informer*> All() const {
+      return {jobs.get(), pods.get(), configmaps.get(), services.get(), service_accounts.get(), roles.get(),
+              role_bindings.get()};
+    }
   };
   Term(const std::shared_ptr<kube::RestClient>& client, Metrics* metrics)
-      : queue(QueueOptions(metrics)), nodes(kube::ResourceClient(client, kube::resources::kNodes)) {}
+      : queue(QueueOptions(metrics)), nodes(kube::ResourceClient(client, kube::resources::kNodes), NodeOptions()) {}
   static kube::WorkQueueOptions QueueOptions(Metrics* metrics) {
     kube::WorkQueueOptions o;
     o.metrics = metrics ? metrics->workqueue() : nullptr;
@@ -97,18 +125,18 @@ void Manager::StartInformers(Term& t) {
   for (const std::string& ns : nss) {
     Term::Scope s;
     s.jobs = std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, TrainingJobType(), ns));
-    kube::ReflectorOptions only_ours;
-    only_ours.label_selector = api::kLabelJobName;
-    s.pods = std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, kube::resources::kPods, ns), only_ours);
-    s.configmaps =
-        std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, kube::resources::kConfigMaps, ns), only_ours);
+    s.pods = OwnInformer(o_.client, kube::resources::kPods, ns, TrimPod);
+    s.configmaps = OwnInformer(o_.client, kube::resources::kConfigMaps, ns, kube::StripManagedFields);
+    s.services = OwnInformer(o_.client, kube::resources::kServices, ns, KeepMetadataOnly);
+    s.service_accounts = OwnInformer(o_.client, kube::resources::kServiceAccounts, ns, KeepMetadataOnly);
+    s.roles = OwnInformer(o_.client, kube::resources::kRoles, ns, KeepMetadataOnly);
+    s.role_bindings = OwnInformer(o_.client, kube::resources::kRoleBindings, ns, KeepMetadataOnly);
     s.jobs->AddEventHandlers(kube::EnqueueKeyHandlers(&t.queue));
     s.pods->AddEventHandlers(EnqueueJobHandlers(&t.queue));
     s.configmaps->AddEventHandlers(EnqueueJobHandlers(&t.queue));
-    for (const kube::ResourceType* type : {&kube::resources::kServices, &kube::resources::kServiceAccounts,
-                                           &kube::resources::kRoles, &kube::resources::kRoleBindings}) {
-      s.derived.push_back(std::make_unique<kube::Informer>(kube::ResourceClient(o_.client, *type, ns), only_ours));
-      s.derived.back()->AddEventHandlers(EnqueueJobHandlers(&t.queue));
+    // Every event: a deletion makes them again, a foreign namesake fails the job.
+    for (kube::Informer* i : {s.services.get(), s.service_accounts.get(), s.roles.get(), s.role_bindings.get()}) {
+      i->AddEventHandlers(EnqueueJobHandlers(&t.queue));
     }
     ReconcilerOptions ro;
     ro.client = o_.client;
@@ -116,19 +144,18 @@ void Manager::StartInformers(Term& t) {
     ro.pods = &s.pods->store();
     ro.nodes = &t.nodes.store();
     ro.configmaps = &s.configmaps->store();
-    ro.services = &s.derived[0]->store();
-    ro.serviceaccounts = &s.derived[1]->store();
-    ro.roles = &s.derived[2]->store();
-    ro.rolebindings = &s.derived[3]->store();
+    ro.services = &s.services->store();
+    ro.service_accounts = &s.service_accounts->store();
+    ro.roles = &s.roles->store();
+    ro.role_bindings = &s.role_bindings->store();
     if (o_.namespaces.empty()) ro.excluded_namespaces = o_.excluded_namespaces;
     ro.instance = o_.identity;
     ro.fault_settle_window = o_.fault_settle_window;
+    ro.max_parallel_creates = o_.max_parallel_creates;
+    ro.expect_creates = true;
     ro.counters = o_.metrics ? &o_.metrics->counters : nullptr;
     s.reconciler = std::make_unique<Reconciler>(std::move(ro));
-    s.jobs->Start();
-    s.pods->Start();
-    s.configmaps->Start();
-    for (auto& d : s.derived) d->Start();
+    for (kube::Informer* i : s.All()) i->Start();
     t.scopes[ns] = std::move(s);
   }
   // After the scopes exist: the handler reads them. A node change re-checks every job.
@@ -149,9 +176,13 @@ void Manager::StartInformers(Term& t) {
 bool Manager::WaitForCaches(Term& t, kube::CancelToken* stop) {
   while (!stop->cancelled() && !t.nodes.WaitForSync(1s)) spdlog::info("waiting for the node cache");
   for (auto& [ns, s] : t.scopes) {
-    while (!stop->cancelled() &&
-           !(s.jobs->WaitForSync(1s) && s.pods->WaitForSync(1s) && s.configmaps->WaitForSync(1s) &&
-             std::all_of(s.derived.begin(), s.derived.end(), [](auto& d) { return d->WaitForSync(1s); }))) {
+    const auto all_synced = [&s] {
+      for (kube::Informer* i : s.All()) {
+        if (!i->WaitForSync(1s)) return false;
+      }
+      return true;
+    };
+    while (!stop->cancelled() && !all_synced()) {
       spdlog::info("waiting for the caches of namespace {}", NamespaceName(ns));
     }
   }
@@ -179,6 +210,7 @@ void Manager::ReconcileKey(Term& t, const std::string& key) {
                                  : r->requeue_after ? "requeue_after" : "success",
                                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (std::chrono::steady_clock::now() - t0 >= kTrimAfterPass) malloc_trim(0);
   if (conflict) {
     spdlog::debug("reconcile of {} raced another writer; requeued: {}", key, r.status().ToString());
     t.queue.AddRateLimited(key);
@@ -238,10 +270,7 @@ void Manager::Run(kube::CancelToken* stop) {
   t.queue.ShutDown();
   t.nodes.Stop();
   for (auto& [_, s] : t.scopes) {
-    s.jobs->Stop();
-    s.pods->Stop();
-    s.configmaps->Stop();
-    for (auto& d : s.derived) d->Stop();
+    for (kube::Informer* i : s.All()) i->Stop();
   }
   synced_ = false;
   spdlog::info("controller stopped");

@@ -2,7 +2,10 @@
 // namespace a TrainingJob informer and informers of the derived objects (Pods,
 // ConfigMaps, Services, ServiceAccounts, Roles, RoleBindings; only those
 // labelled hypertrain.dev/job-name: the progress ConfigMaps carry the
-// launchers' reports) enqueue job keys (by that label and by owner); one
+// launchers' reports; Services to RoleBindings metadata only) enqueue job keys
+// (by that label and by owner), so that the reconciler neither uses a foreign
+// namesake nor creates what exists. Each cache keeps only what is read
+// (cache_transforms.h); one
 // cluster-wide Node informer re-queues every job when a node's labels or
 // conditions change or it goes away; `workers` threads take keys from the
 // queue (never one key on two workers at once) and reconcile them:
@@ -35,6 +38,7 @@ struct ManagerOptions {
   std::string identity = "hypertrain-operator";  // the Events' reportingInstance
   std::chrono::milliseconds fault_settle_window{5000};  // see ReconcilerOptions
   Metrics* metrics = nullptr;  // optional; must outlive the manager
+  int max_parallel_creates = 16;  // see ReconcilerOptions
   // Watching every namespace, TrainingJobs here are never acted on: the
   // cluster's own namespaces get no trainer pods, ServiceAccounts or Roles
   // (the job gets Created=False/NamespaceExcluded and a Warning Event).

@@ -1,6 +1,8 @@
 #include "operator/controller/reconciler.h"
 
 #include <algorithm>
+#include <optional>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -189,9 +191,9 @@ void Reconciler::ObserveObjects(const api::ObjectMeta& meta, const Json& job, Ob
   look(o_.services, "Service", ServiceName(meta.name));
   look(o_.configmaps, "ConfigMap", ConfigMapName(meta.name));
   look(o_.configmaps, "ConfigMap", ProgressConfigMapName(meta.name));
-  look(o_.serviceaccounts, "ServiceAccount", TrainerServiceAccountName(meta.name));
+  look(o_.service_accounts, "ServiceAccount", TrainerServiceAccountName(meta.name));
   look(o_.roles, "Role", ProgressConfigMapName(meta.name));
-  look(o_.rolebindings, "RoleBinding", ProgressConfigMapName(meta.name));
+  look(o_.role_bindings, "RoleBinding", ProgressConfigMapName(meta.name));
   // Pods under the job's names that it does not own (e.g. a deleted namesake's, terminating).
   const int n = PodNamesOf(job);
   for (int rank = 0; rank < n; ++rank) {
@@ -314,6 +316,95 @@ StatusOr<bool> Reconciler::WriteStatus(const kube::ResourceClient& jobs, Json* j
   return true;
 }
 
+// How long a create this reconciler made stands in for the cache's copy.
+constexpr std::chrono::seconds kExpectCreated{10};
+// This worker's pass skipped a create the cache has not shown yet.
+thread_local bool t_awaited = false;
+
+static const kube::Store* CacheFor(const ReconcilerOptions& o, Action::Kind kind) {
+  switch (kind) {
+    case Action::Kind::kCreateService: return o.services;
+    case Action::Kind::kCreateConfigMap: return o.configmaps;
+    case Action::Kind::kCreateServiceAccount: return o.service_accounts;
+    case Action::Kind::kCreateRole: return o.roles;
+    case Action::Kind::kCreateRoleBinding: return o.role_bindings;
+    case Action::Kind::kCreatePod: return o.pods;
+    default: return nullptr;
+  }
+}
+
+static std::string ExpectKey(const std::string& ns, const Action& a) {
+  return std::to_string(static_cast<int>(a.kind)) + " " + ns + "/" + a.name;
+}
+
+bool Reconciler::Cached(const std::string& ns, const Action& a, bool* awaited) {
+  const kube::Store* cache = CacheFor(o_, a.kind);
+  if (cache == nullptr) return false;
+  const bool held = cache->Get(ns + "/" + a.name) != nullptr;
+  std::lock_guard<std::mutex> lock(expect_mu_);
+  auto it = expected_.find(ExpectKey(ns, a));
+  if (it == expected_.end()) return held;
+  if (held || std::chrono::steady_clock::now() - it->second >= kExpectCreated) {
+    expected_.erase(it);
+    return held;
+  }
+  if (awaited) *awaited = true;
+  return true;
+}
+
+void Reconciler::ExpectCreated(const std::string& ns, const Action& a) {
+  if (!o_.expect_creates || CacheFor(o_, a.kind) == nullptr) return;
+  std::lock_guard<std::mutex> lock(expect_mu_);
+  expected_[ExpectKey(ns, a)] = std::chrono::steady_clock::now();
+}
+
+Status Reconciler::CreatePods(const std::string& ns, const std::vector<Action>& actions, size_t begin, size_t end,
+                              size_t* failed, std::optional<ObservedObject>* existing) {
+  const kube::ResourceClient pods(o_.client, kube::resources::kPods, ns);
+  size_t batch = 1;
+  for (size_t i = begin; i < end;) {
+    std::vector<size_t> todo;
+    for (; i < end && todo.size() < batch; ++i) {
+      bool awaited = false;
+      if (!Cached(ns, actions[i], &awaited)) todo.push_back(i);
+      if (awaited) t_awaited = true;
+    }
+    std::vector<std::optional<StatusOr<Json>>> made(todo.size());
+    std::vector<std::thread> threads;
+    for (size_t k = 1; k < todo.size(); ++k) {
+      threads.emplace_back([&, k] { made[k] = pods.Create(actions[todo[k]].object); });
+    }
+    if (!todo.empty()) made[0] = pods.Create(actions[todo[0]].object);
+    for (std::thread& t : threads) t.join();
+    // A 409 (a cache that lags) is taken only for a pod of this job's.
+    size_t refused = todo.size();
+    Status refusal;
+    for (size_t k = 0; k < todo.size() && refused == todo.size(); ++k) {
+      if (made[k]->ok()) continue;
+      refusal = made[k]->status();
+      if (kube::IsAlreadyExists(refusal)) refusal = CheckExisting(ns, actions[todo[k]], refusal, existing);
+      if (!refusal.ok()) refused = k;
+    }
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (!made[k]->ok()) continue;
+      if (k < refused) {
+        ExpectCreated(ns, actions[todo[k]]);
+        Bump(&ReconcilerCounters::pods_created, ns);
+      } else if (Status undo = pods.Delete(actions[todo[k]].name, PreconditionUid(kube::UidOf(**made[k]))).status();
+                 !undo.ok() && !kube::IsNotFound(undo)) {
+        spdlog::warn("pod {}/{} made past a refused create not deleted: {}", ns, actions[todo[k]].name,
+                     undo.ToString());
+      }
+    }
+    if (refused < todo.size()) {
+      *failed = todo[refused];
+      return Count(ns, refusal);
+    }
+    batch = std::min(2 * batch, static_cast<size_t>(std::max(1, o_.max_parallel_creates)));
+  }
+  return Status::Ok();
+}
+
 Status Reconciler::Act(const api::ObjectMeta& job, const std::vector<Action>& actions, size_t* failed,
                        std::optional<ObservedObject>* existing) {
   const std::string& ns = job.namespace_;
@@ -321,6 +412,13 @@ Status Reconciler::Act(const api::ObjectMeta& job, const std::vector<Action>& ac
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
     *failed = i;
+    if (a.kind == Action::Kind::kCreatePod) {
+      size_t end = i;
+      while (end < actions.size() && actions[end].kind == Action::Kind::kCreatePod) ++end;
+      HT_RETURN_IF_ERROR(CreatePods(ns, actions, i, end, failed, existing));
+      i = end - 1;
+      continue;
+    }
     switch (a.kind) {
       case Action::Kind::kCreatePodGroup: {
         auto r = kube::ResourceClient(o_.client, PodGroupType(a.object), ns).Create(a.object);
@@ -342,6 +440,10 @@ Status Reconciler::Act(const api::ObjectMeta& job, const std::vector<Action>& ac
       case Action::Kind::kCreateRole:
       case Action::Kind::kCreateRoleBinding:
       case Action::Kind::kCreatePod: {
+        bool awaited = false;
+        const bool cached = Cached(ns, a, &awaited);
+        if (awaited) t_awaited = true;
+        if (cached) break;  // the server holds it: a POST would only be answered 409
         auto r = kube::ResourceClient(o_.client, CreatedType(a.kind), ns).Create(a.object);
         if (kube::IsAlreadyExists(r.status())) {
           // Used only when it is the job's (a cache not caught up yet).
@@ -350,6 +452,7 @@ Status Reconciler::Act(const api::ObjectMeta& job, const std::vector<Action>& ac
           break;
         }
         if (!r.ok()) return Count(ns, r.status());
+        ExpectCreated(ns, a);
         if (a.kind == Action::Kind::kCreatePod) Bump(&ReconcilerCounters::pods_created, ns);
         if (a.kind == Action::Kind::kCreateConfigMap && a.name == ProgressConfigMapName(job.name)) {
           RememberProgress(ns + "/" + job.name, job.uid, kube::UidOf(*r));
@@ -426,9 +529,15 @@ StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& key) {
   }
   size_t failed = 0;
   std::optional<ObservedObject> existing;
+  t_awaited = false;
   const Status acted = Act(*meta, plan.actions, &failed, &existing);
   if (written) Emit(*meta, plan.events, FormatRfc3339(now));
-  if (acted.ok()) return ReconcileResult{plan.requeue_after};
+  if (acted.ok()) {
+    // A create skipped for an object the cache has not shown yet: look again
+    // once the expectation lapses, should its watch event never come.
+    if (!t_awaited) return ReconcileResult{plan.requeue_after};
+    return ReconcileResult{std::min(plan.requeue_after.value_or(kExpectCreated), std::chrono::milliseconds(kExpectCreated))};
+  }
   // A refusal of the API server is the job's to report (status, rollback, event).
   const std::optional<Plan> recovery =
       DecideActFailure(in, plan, failed, acted, now, existing ? &*existing : nullptr);

@@ -98,15 +98,25 @@ struct ReconcilerOptions {
   // (<job>-progress); null: no progress in status.
   const kube::Store* configmaps = nullptr;
   // Caches of the job's other derived objects (those labelled
-  // hypertrain.dev/job-name); null: not known, so created and checked after a
-  // 409 only.
+  // hypertrain.dev/job-name; metadata only, ownerReferences kept). Decide
+  // reads their owners (a foreign object fails the job); Act sends no create
+  // for an object that its cache (these, `pods` or `configmaps`) holds under
+  // that name: the API server would answer 409. A cache that lags is caught by
+  // the 409, read back by name and checked for its owner. Null: always sent.
   const kube::Store* services = nullptr;
-  const kube::Store* serviceaccounts = nullptr;
+  const kube::Store* service_accounts = nullptr;
   const kube::Store* roles = nullptr;
-  const kube::Store* rolebindings = nullptr;
+  const kube::Store* role_bindings = nullptr;
   // Jobs in these namespaces get Created=False/NamespaceExcluded and a
   // Warning, nothing else (--exclude-namespaces).
   std::set<std::string> excluded_namespaces;
+  // One pass creates its pods in slow-start batches of 1, 2, 4, ... at most
+  // this many at once (the ReplicaSet controller's), so a refused gang costs
+  // one call, a large one is not sent one by one.
+  int max_parallel_creates = 16;
+  // Expectations (see Cached): the manager's reconcilers, whose caches lag
+  // the server by a watch event; off where a test drives the caches itself.
+  bool expect_creates = false;
   std::function<Clock::time_point()> now = [] { return Clock::now(); };
   // See Settle in faults.h: how long a follow-on exit (200/201) waits for the
   // root cause's status while other pods run. 0 disables the wait.
@@ -152,10 +162,21 @@ class Reconciler {
   // server's copy after the write (for a second write in the same pass).
   StatusOr<bool> WriteStatus(const kube::ResourceClient& jobs, kube::Json* job, const api::TrainingJobStatus& before,
                              const api::TrainingJobStatus& next);
-  // Stops at the first failing action; `*failed` is its index.
-  // `*existing`: the object a create answered 409 for, when not the job's.
+  // Stops at the first failing action; `*failed` is its index, and exactly
+  // actions[0, *failed) took effect. `*existing`: the object a create
+  // answered 409 for (a cache that lags), when not the job's.
   Status Act(const api::ObjectMeta& job, const std::vector<Action>& actions, size_t* failed,
              std::optional<ObservedObject>* existing);
+  // The kCreatePod run actions[begin, end) in slow-start batches; on a
+  // failure the failing batch's pods past the first refused one are deleted.
+  Status CreatePods(const std::string& ns, const std::vector<Action>& actions, size_t begin, size_t end,
+                    size_t* failed, std::optional<ObservedObject>* existing);
+  // The cache holds an object of the create action's kind and name, or this
+  // reconciler created it less than kExpectCreated ago and the cache has not
+  // shown it yet (the ReplicaSet controller's expectations): a pass racing the
+  // watch would otherwise POST it again and get 409. `*awaited` is set then.
+  bool Cached(const std::string& ns, const Action& a, bool* awaited = nullptr);
+  void ExpectCreated(const std::string& ns, const Action& a);
   void Emit(const api::ObjectMeta& meta, const std::vector<Event>& events, const std::string& now);
   Status Count(const std::string& ns, Status e);
   void Bump(ReconcilerCounters::Family* ReconcilerCounters::*counter, const std::string& ns);
@@ -167,6 +188,8 @@ class Reconciler {
   void RememberFirstSeen(const std::vector<std::string>& uids, Clock::time_point now);
 
   ReconcilerOptions o_;
+  std::mutex expect_mu_;
+  std::map<std::string, std::chrono::steady_clock::time_point> expected_;  // "kind ns/name" → created at
   std::mutex seen_mu_;
   std::map<std::string, Clock::time_point> first_seen_;
   std::mutex progress_mu_;
