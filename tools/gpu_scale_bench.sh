@@ -39,7 +39,7 @@ for l in sys.stdin:
     m = json.loads(l)
     print("  step %s: %.0f tok/s/GPU, MFU %.1f%%, loss %.4f" % (m.get("step"), m.get("tokens_per_s_per_device", 0),
           100 * m.get("mfu", 0), m.get("loss", 0)))'; }
-startup_lines() { grep -hE "time to first step|startup:" "$@" 2>/dev/null | sed 's/^/  /' | head -40; }
+startup_lines() { grep -hE "time to first step|start-up:" "$@" 2>/dev/null | sed 's/^/  /' | head -40; }
 
 # one NAME ARGS...: one process on GPU 0; wall time to the first metrics line as a cross-check.
 one() {
@@ -81,7 +81,14 @@ M8B=(--config examples/llama3-1b-gpu.yaml --set model.shape=8b --set model.tie_w
 for mode in "$@"; do
   echo "== $mode"
   case $mode in
-    startup1b) one st1b "${M1B[@]}" --set trainer.max_steps=1 --set trainer.log_every_n_steps=1 ;;
+    startup1b)
+      echo "- 1b, 1 GPU, cold (no tune cache)"
+      one st1b "${M1B[@]}" --set trainer.max_steps=2 --set trainer.log_every_n_steps=1
+      echo "- 1b, 1 GPU, the first run's tune_cache.json in a fresh exp_dir"
+      rm -rf $W/st1c; mkdir -p $W/st1c; cp $W/st1b/tune_cache.json $W/st1c/ 2>/dev/null || echo "  (no tune_cache.json)"
+      CUDA_VISIBLE_DEVICES=0 timeout 300 $B train "${M1B[@]}" --set trainer.max_steps=2 --set trainer.log_every_n_steps=1 \
+        --set exp_manager.exp_dir=$W/st1c --set exp_manager.checkpoint_dir=$W/st1c/ck > $W/st1c.log 2>&1
+      startup_lines $W/st1c.log ;;
     hsdp)
       echo "- 1b 1 GPU"; one h1 "${M1B[@]}" --set trainer.max_steps=30
       echo "- 1b HSDP 2x2"; gang h22 2 2 "${M1B[@]}" --set trainer.max_steps=30 --set model.sharding_strategy=hybrid_shard
