@@ -333,8 +333,34 @@ static const kube::Store* CacheFor(const ReconcilerOptions& o, Action::Kind kind
   }
 }
 
-static std::string ExpectKey(const std::string& ns, const Action& a) {
-  return std::to_string(static_cast<int>(a.kind)) + " " + ns + "/" + a.name;
+// "ns/name kind": the entries of one namespace are adjacent (SettleExpectations).
+static std::string ExpectKey(const std::string& ns, Action::Kind kind, const std::string& name) {
+  return ns + "/" + name + " " + std::to_string(static_cast<int>(kind));
+}
+static std::string ExpectKey(const std::string& ns, const Action& a) { return ExpectKey(ns, a.kind, a.name); }
+
+void Reconciler::SettleExpectations(const std::string& ns) {
+  // An expectation ends once the cache shows the object: were it kept until
+  // the next create of that name, a pod deleted within kExpectCreated of its
+  // creation (a gang restart, a scheduling timeout) would not be made again.
+  std::lock_guard<std::mutex> lock(expect_mu_);
+  const std::string prefix = ns + "/";
+  for (auto it = expected_.lower_bound(prefix); it != expected_.end() && it->first.rfind(prefix, 0) == 0;) {
+    const size_t space = it->first.rfind(' ');
+    const auto kind = static_cast<Action::Kind>(std::stoi(it->first.substr(space + 1)));
+    const kube::Store* cache = CacheFor(o_, kind);
+    const bool held = cache != nullptr && cache->Get(it->first.substr(0, space)) != nullptr;
+    if (held || std::chrono::steady_clock::now() - it->second >= kExpectCreated) {
+      it = expected_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Reconciler::ForgetExpectation(const std::string& ns, Action::Kind kind, const std::string& name) {
+  std::lock_guard<std::mutex> lock(expect_mu_);
+  expected_.erase(ExpectKey(ns, kind, name));
 }
 
 bool Reconciler::Cached(const std::string& ns, const Action& a, bool* awaited) {
@@ -470,6 +496,7 @@ Status Reconciler::Act(const api::ObjectMeta& job, const std::vector<Action>& ac
         break;
       }
       case Action::Kind::kDeletePod: {
+        ForgetExpectation(ns, Action::Kind::kCreatePod, a.name);
         Status s = pods.Delete(a.name, PreconditionUid(a.uid)).status();
         if (!s.ok() && !kube::IsNotFound(s) && !kube::IsConflict(s)) return Count(ns, s);
         break;
@@ -510,6 +537,7 @@ StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& key) {
     return ReconcileResult{};
   }
   const Clock::time_point now = o_.now();
+  SettleExpectations(meta->namespace_);
   const Observed in = Observe(*meta, *job, now);
   auto spec = api::ParseSpec(job->value("spec", Json()), *meta);
   HT_ASSIGN_OR_RETURN(const Plan plan, Decide(in, spec, now, DecideOptions{o_.fault_settle_window}));

@@ -177,6 +177,10 @@ class Reconciler {
   // watch would otherwise POST it again and get 409. `*awaited` is set then.
   bool Cached(const std::string& ns, const Action& a, bool* awaited = nullptr);
   void ExpectCreated(const std::string& ns, const Action& a);
+  // Drops the namespace's expectations whose object the cache now shows (or
+  // that lapsed), and one whose object this reconciler deletes.
+  void SettleExpectations(const std::string& ns);
+  void ForgetExpectation(const std::string& ns, Action::Kind kind, const std::string& name);
   void Emit(const api::ObjectMeta& meta, const std::vector<Event>& events, const std::string& now);
   Status Count(const std::string& ns, Status e);
   void Bump(ReconcilerCounters::Family* ReconcilerCounters::*counter, const std::string& ns);
@@ -189,7 +193,7 @@ class Reconciler {
 
   ReconcilerOptions o_;
   std::mutex expect_mu_;
-  std::map<std::string, std::chrono::steady_clock::time_point> expected_;  // "kind ns/name" → created at
+  std::map<std::string, std::chrono::steady_clock::time_point> expected_;  // "ns/name kind" → created at
   std::mutex seen_mu_;
   std::map<std::string, Clock::time_point> first_seen_;
   std::mutex progress_mu_;
