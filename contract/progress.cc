@@ -1,6 +1,7 @@
 #include "contract/progress.h"
 
 #include <cmath>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -48,7 +49,43 @@ std::optional<StartupReport> DecodeStartup(const json& j) {
   return s;
 }
 
+json RecoveryJson(const Recovery& r) {
+  json j = {{"resumedFromStep", r.resumed_from_step}, {"firstStepTime", r.first_step_time}};
+  if (!r.launcher_start.empty()) j["launcherStart"] = r.launcher_start;
+  const std::pair<const char*, const std::optional<double>*> numbers[] = {
+      {"rendezvousSeconds", &r.rendezvous_seconds},   {"checkpointLoadSeconds", &r.checkpoint_load_seconds},
+      {"checkpointLoadGBps", &r.checkpoint_load_gbps}, {"firstStepSeconds", &r.first_step_seconds},
+      {"trainerSeconds", &r.trainer_seconds}};
+  for (const auto& [key, v] : numbers) {
+    if (*v && std::isfinite(**v)) j[key] = **v;
+  }
+  return j;
+}
+
+std::optional<Recovery> RecoveryFromJson(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  const std::optional<int64_t> from = Int(j, "resumedFromStep");
+  auto t = j.find("firstStepTime");
+  if (!from || *from < 0 || t == j.end() || !t->is_string() || t->get<std::string>().empty()) return std::nullopt;
+  Recovery r;
+  r.resumed_from_step = *from;
+  r.first_step_time = t->get<std::string>();
+  if (auto l = j.find("launcherStart"); l != j.end() && l->is_string()) r.launcher_start = l->get<std::string>();
+  r.rendezvous_seconds = Number(j, "rendezvousSeconds");
+  r.checkpoint_load_seconds = Number(j, "checkpointLoadSeconds");
+  r.checkpoint_load_gbps = Number(j, "checkpointLoadGBps");
+  r.first_step_seconds = Number(j, "firstStepSeconds");
+  r.trainer_seconds = Number(j, "trainerSeconds");
+  return r;
+}
+
 }  // namespace
+
+std::string EncodeRecovery(const Recovery& r) { return RecoveryJson(r).dump(); }
+
+std::optional<Recovery> DecodeRecovery(std::string_view value) {
+  return RecoveryFromJson(json::parse(value, nullptr, /*allow_exceptions=*/false));
+}
 
 std::string EncodeProgress(const Progress& p) {
   json j = {{"step", p.step}};
@@ -62,6 +99,7 @@ std::string EncodeProgress(const Progress& p) {
   if (p.startup && std::isfinite(p.startup->time_to_first_step_seconds)) {
     j["startup"] = EncodeStartup(*p.startup);
   }
+  if (p.recovery) j["recovery"] = RecoveryJson(*p.recovery);
   return j.dump();
 }
 
@@ -85,6 +123,7 @@ std::optional<Progress> DecodeProgress(std::string_view value, std::string* erro
   if (auto it = j.find("time"); it != j.end() && it->is_string()) p.time = it->get<std::string>();
   p.attempt = Int(j, "attempt");
   p.startup = DecodeStartup(j);
+  if (auto r = j.find("recovery"); r != j.end()) p.recovery = RecoveryFromJson(*r);
   return p;
 }
 

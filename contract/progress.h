@@ -40,6 +40,32 @@ struct StartupReport {
   bool operator==(const StartupReport&) const = default;
 };
 
+// The recovery section: present once the first step after a resume from a
+// checkpoint finished (node 0's trainer writes it to metrics.jsonl, its
+// launcher adds its own start). The operator measures the recovery from the
+// fault to `first_step_time` with it (status.lastRecoverySeconds):
+//
+//   "recovery": {"resumedFromStep": 100, "firstStepTime": "2026-11-22T01:02:03.456Z",
+//                "launcherStart": "...", "rendezvousSeconds": 1.2,
+//                "checkpointLoadSeconds": 8.0, "checkpointLoadGBps": 3.0,
+//                "firstStepSeconds": 2.5, "trainerSeconds": 14.1}
+//
+// trainerSeconds: the trainer's start (assembly) to the end of that first
+// step; the three phases are parts of it. Only resumedFromStep and
+// firstStepTime are required.
+struct Recovery {
+  int64_t resumed_from_step = 0;
+  std::string first_step_time;  // RFC 3339 (fractional seconds)
+  std::string launcher_start;   // RFC 3339: node 0's launcher started ("" = unknown)
+  std::optional<double> rendezvous_seconds;  // rendezvous and process groups
+  std::optional<double> checkpoint_load_seconds;
+  std::optional<double> checkpoint_load_gbps;  // node 0's rank 0: its shard's bytes / load time
+  std::optional<double> first_step_seconds;
+  std::optional<double> trainer_seconds;
+
+  bool operator==(const Recovery&) const = default;
+};
+
 struct Progress {
   int64_t step = -1;  // -1: no step seen yet (EncodeProgress requires >= 0)
   std::optional<int64_t> max_steps;
@@ -53,12 +79,19 @@ struct Progress {
   std::optional<int64_t> attempt;
   // Absent until the attempt's first step (and from older launchers).
   std::optional<StartupReport> startup;
+  // Set by a trainer that resumed from a checkpoint (see Recovery).
+  std::optional<Recovery> recovery;
 
   bool operator==(const Progress&) const = default;
 };
 
 // The annotation value for `p` (p.step >= 0); absent fields are left out.
 std::string EncodeProgress(const Progress& p);
+
+// The "recovery" object alone (also the trainer's metrics.jsonl record);
+// nullopt when `j` lacks resumedFromStep or firstStepTime.
+std::string EncodeRecovery(const Recovery& r);
+std::optional<Recovery> DecodeRecovery(std::string_view json_object);
 
 // Parses an annotation value. nullopt with *error set (e.g. "not a JSON
 // object", "step must be a non-negative integer") when it is malformed.

@@ -110,5 +110,36 @@ TEST(ProgressAnnotation, StartupSectionRoundTripsAndIsOptional) {
   EXPECT_EQ(back->startup->phases[0].name, "b");
 }
 
+TEST(ProgressAnnotation, RecoverySectionRoundTrips) {
+  Progress p;
+  p.step = 101;
+  p.attempt = 1;
+  Recovery r;
+  r.resumed_from_step = 100;
+  r.first_step_time = "2026-11-22T01:02:03.456Z";
+  r.launcher_start = "2026-11-22T01:01:50.000Z";
+  r.rendezvous_seconds = 1.5;
+  r.checkpoint_load_seconds = 8.0;
+  r.checkpoint_load_gbps = 3.0;
+  r.first_step_seconds = 2.5;
+  r.trainer_seconds = 13.25;
+  p.recovery = r;
+  std::string error;
+  auto back = DecodeProgress(EncodeProgress(p), &error);
+  ASSERT_TRUE(back.has_value()) << error;
+  EXPECT_EQ(*back, p);
+  EXPECT_EQ(DecodeRecovery(EncodeRecovery(r)), r);
+  // Only the resumed step and the first step's time are required; a section
+  // without them is dropped, the rest of the report kept.
+  back = DecodeProgress(R"({"step": 4, "recovery": {"resumedFromStep": 3}})", &error);
+  ASSERT_TRUE(back.has_value()) << error;
+  EXPECT_EQ(back->step, 4);
+  EXPECT_FALSE(back->recovery.has_value());
+  auto minimal = DecodeRecovery(R"({"resumedFromStep": 3, "firstStepTime": "2026-11-22T01:02:03Z", "x": 1})");
+  ASSERT_TRUE(minimal.has_value());
+  EXPECT_FALSE(minimal->checkpoint_load_seconds.has_value());
+  EXPECT_FALSE(DecodeRecovery("[]").has_value());
+}
+
 }  // namespace
 }  // namespace hypertrain::contract

@@ -162,7 +162,10 @@ TEST_F(CrdTest, StatusWrittenByTheOperatorValidates) {
   st.world_size = 16;
   st.pods = {1, 0, 1};
   st.progress = Progress{10, 100, 3.5, 1000.0, 5, "2026-11-22T00:01:30Z"};
-  st.last_fault = Fault{"Hang", "no progress", "j-node-0", "ip-1", 0, 201, "2026-11-22T00:02:00Z"};
+  st.last_fault = Fault{"Hang", "no progress", "j-node-0", "ip-1", 0, 201, "2026-11-22T00:02:00Z",
+                        "2026-11-22T00:01:59Z"};
+  st.last_recovery_seconds = 12.25;
+  st.last_recovery_attempt = 1;
   st.excluded_nodes = {"ip-1"};
   st.node_faults = {{"ip-1", 2}};
   st.current_nodes = 1;

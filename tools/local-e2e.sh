@@ -230,6 +230,14 @@ if [ "$killed" = 1 ]; then
   reached="$(awk -F'"step":' '{split($2, a, /[,}]/); s = a[1] + 0; if (s <= prev) { print prev; exit } prev = s} END {}' "$METRICS")"
   say "attempt 1 was killed at step ${reached:-$from}; attempt 2 resumed from the checkpoint of step $from"
   grep -h -i "resum" "$WORK"/pods/*/container.log | sort -u | head -n 4 | sed 's/^/    /' || true
+  # Recovery time (issue 34): the operator's measure, from the failed pod's
+  # finishedAt to the next attempt's first step, with its phases (one Recovered
+  # event per gang restart; the status holds the last one).
+  rec_s="$(kubectl get tj "$JOB" -o jsonpath='{.status.lastRecoverySeconds}')"
+  say "recovery of the last gang restart: ${rec_s:-not reported} s from the fault to the first step after the resume (status.lastRecoverySeconds)"
+  kubectl get events --field-selector reason=Recovered -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' 2>/dev/null |
+    sed 's/^/    /' || true
+  grep -h -o "rank [0-9]* read .* GB/s)" "$WORK"/pods/*/container.log 2>/dev/null | sort -u | head -n 4 | sed 's/^/    checkpoint load: /' || true
   say "loss around the restart (step: loss):"
   awk -F'"step":' -v f="$from" '{split($2, a, /[,}]/); s = a[1] + 0; match($0, /"loss":[^,]*/);
       l = substr($0, RSTART + 7, RLENGTH - 7); if (s >= f - 2 && s <= f + 3) print "    " s ": " l}' "$METRICS"

@@ -184,8 +184,11 @@ json ToJson(const TrainingJobStatus& s) {
     PutOpt(f, "rank", s.last_fault->rank);
     PutOpt(f, "exitCode", s.last_fault->exit_code);
     PutStr(f, "time", s.last_fault->time);
+    PutStr(f, "finishedAt", s.last_fault->finished_at);
     j["lastFault"] = f;
   }
+  PutOpt(j, "lastRecoverySeconds", s.last_recovery_seconds);
+  PutOpt(j, "lastRecoveryAttempt", s.last_recovery_attempt);
   if (!s.excluded_nodes.empty()) j["excludedNodes"] = s.excluded_nodes;
   if (!s.node_faults.empty()) j["nodeFaults"] = s.node_faults;
   if (!s.scheduling.empty()) {
@@ -261,8 +264,11 @@ StatusOr<TrainingJobStatus> ParseStatus(const json& j) {
     f.rank = GetNum<int32_t>(*it, "rank");
     f.exit_code = GetNum<int32_t>(*it, "exitCode");
     f.time = GetStr(*it, "time");
+    f.finished_at = GetStr(*it, "finishedAt");
     s.last_fault = f;
   }
+  s.last_recovery_seconds = GetNum<double>(j, "lastRecoverySeconds");
+  s.last_recovery_attempt = GetNum<int32_t>(j, "lastRecoveryAttempt");
   if (auto it = j.find("excludedNodes"); it != j.end() && it->is_array()) {
     for (const json& n : *it) {
       if (n.is_string()) s.excluded_nodes.push_back(n.get<std::string>());

@@ -122,6 +122,9 @@ struct Fault {
   std::optional<int32_t> rank;
   std::optional<int32_t> exit_code;
   std::string time;
+  // The failed container's finishedAt (RFC 3339), "" when unknown (a hang, a
+  // node fault): where the recovery time starts (lastRecoverySeconds).
+  std::string finished_at;
   bool operator==(const Fault&) const = default;
 };
 
@@ -176,6 +179,11 @@ struct TrainingJobStatus {
   PodCounts pods;
   std::optional<Progress> progress;
   std::optional<Fault> last_fault;
+  // The last gang restart's recovery, from the fault (lastFault.finishedAt,
+  // else lastFault.time) to the first step after the resume that node 0's
+  // trainer reported (operator/controller/recovery.h), and its attempt.
+  std::optional<double> last_recovery_seconds;
+  std::optional<int32_t> last_recovery_attempt;
   std::vector<std::string> excluded_nodes;
   std::map<std::string, int32_t> node_faults;
   SchedulingStatus scheduling;

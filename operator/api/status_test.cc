@@ -101,7 +101,10 @@ TEST(StatusJsonTest, RoundTrips) {
   s.world_size = 16;
   s.pods = {2, 0, 0};
   s.progress = Progress{120, 1000, 2.5, 51234.5, 100, "2026-01-01T00:10:00Z"};
-  s.last_fault = Fault{"PodFailed", "exit 137", "j-node-1", "ip-1", 8, 137, "2026-01-01T00:05:00Z"};
+  s.last_fault = Fault{"PodFailed", "exit 137", "j-node-1", "ip-1", 8, 137, "2026-01-01T00:05:00Z",
+                       "2026-01-01T00:04:59Z"};
+  s.last_recovery_seconds = 42.5;
+  s.last_recovery_attempt = 2;
   s.excluded_nodes = {"ip-9"};
   s.node_faults = {{"ip-9", 2}};
   s.scheduling = {"2026-01-01T00:00:02Z", 1, "2026-01-01T00:07:00Z", "pod j-node-1: 0/2 nodes are available"};
@@ -123,6 +126,10 @@ TEST(StatusJsonTest, RoundTrips) {
   EXPECT_EQ(j["conditions"][0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
   EXPECT_EQ(j["progress"]["tokensPerSecond"], 51234.5);
   EXPECT_EQ(j["lastFault"]["exitCode"], 137);
+  EXPECT_EQ(j["lastFault"]["finishedAt"], "2026-01-01T00:04:59Z");
+  EXPECT_EQ(j["lastRecoverySeconds"], 42.5);
+  EXPECT_EQ(j["lastRecoveryAttempt"], 2);
+  EXPECT_FALSE(ToJson(TrainingJobStatus{}).contains("lastRecoverySeconds"));
   auto back = ParseStatus(j);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, s);

@@ -48,7 +48,7 @@ DetectedFault CulpritFault(const Culprit& c) {
   std::string what = Who(*c.pod, c.rank);
   what += f.exit_code ? " exited with code " + std::to_string(*f.exit_code) : " failed";
   if (!f.message.empty()) what += ": " + f.message;
-  return DetectedFault{f.reason, what, c.pod->name, c.pod->node_name, c.rank, f.exit_code};
+  return DetectedFault{f.reason, what, c.pod->name, c.pod->node_name, c.rank, f.exit_code, f.finished_at};
 }
 
 Settle SettleWindow(const Gang& gang, const Culprit& culprit, const FirstSeen& first_seen, Clock::time_point now,

@@ -35,6 +35,7 @@ struct DetectedFault {
   std::string node;  // "" when no node is to blame (a hang)
   std::optional<int32_t> rank;
   std::optional<int> exit_code;
+  std::string finished_at;  // the failed container's finishedAt, "" when none
 
   bool operator==(const DetectedFault&) const = default;
 };

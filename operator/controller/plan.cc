@@ -10,6 +10,7 @@
 #include "operator/controller/elastic.h"
 #include "operator/api/estimate.h"
 #include "operator/controller/plan_pass.h"
+#include "operator/controller/recovery.h"
 
 namespace hypertrain::controller {
 namespace plan_internal {
@@ -213,7 +214,8 @@ void CountNodeFault(Pass& p, const std::string& node) {
 // gang restart (the next attempt). One budget for every fault path.
 void Fault(Pass& p, const DetectedFault& f) {
   p.plan.decision = Case::kFault;
-  p.status().last_fault = api::Fault{f.reason, f.message, f.pod, f.node, f.rank, f.exit_code, p.now_str};
+  p.status().last_fault =
+      api::Fault{f.reason, f.message, f.pod, f.node, f.rank, f.exit_code, p.now_str, f.finished_at};
   CountNodeFault(p, f.node);
   const int32_t budget = p.s().run_policy.backoff_limit;
   if (f.exit_code && !p.s().fault_policy.Retryable(*f.exit_code)) {
@@ -355,6 +357,14 @@ void UpdateProgress(Pass& p, const Gang& gang) {
   std::string error;
   const auto report = contract::DecodeProgress(*p.in.progress, &error);
   if (report && report->attempt && *report->attempt != p.status().restart_attempt) return;
+  // The first step after a gang restart's resume: the recovery time, once.
+  if (report) {
+    if (auto r = MeasureRecovery(p.status(), *report)) {
+      p.status().last_recovery_seconds = r->seconds;
+      p.status().last_recovery_attempt = p.status().restart_attempt;
+      p.extra_events.push_back(Event{EventType::kNormal, "Recovered", r->message});
+    }
+  }
   auto parsed = api::ParseProgressAnnotation(*p.in.progress);
   if (!parsed.ok()) return;
   api::Progress next = *parsed;

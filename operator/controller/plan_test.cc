@@ -246,6 +246,37 @@ std::vector<Row> ProgressRows() {
        }},
       {"BadAnnotationIsIgnored", progress("{not json"), Case::kRunning, "Running", kEnsure, {}, std::nullopt,
        [](const Plan& p, const Input&) { EXPECT_FALSE(p.status->progress); }},
+      // Issue 34: the first step after a gang restart's resume, reported with
+      // its phases, gives lastRecoverySeconds from the failed container's
+      // finishedAt, and one Recovered event.
+      {"RecoveryFromTheFirstStepAfterTheResume",
+       [=](Input& t) {
+         t.in.status.restart_attempt = t.in.status.restart_count = 1;
+         t.in.status.last_fault = api::Fault{"PodFailed", "exit 137", "j-node-1", "node-b", 1, 137, At(2s), At(1s)};
+         t.in.pods = {Pod(0, "Running", 1), Pod(1, "Running", 1)};
+         progress(R"({"step": 11, "attempt": 1, "recovery": {"resumedFromStep": 10,
+                      "firstStepTime": "2027-01-15T08:00:31.500Z", "checkpointLoadSeconds": 2.0}})")(t);
+       },
+       Case::kRunning, "Running", kEnsure, {"Recovered"}, std::nullopt,
+       [](const Plan& p, const Input&) {
+         EXPECT_EQ(p.status->last_recovery_seconds, 30.5);
+         EXPECT_EQ(p.status->last_recovery_attempt, 1);
+         EXPECT_EQ(p.events[0].message,
+                   "recovered in 30.5 s from the fault of pod j-node-1 to step 11 (resumed from step 10): "
+                   "checkpoint load 2.0 s");
+       }},
+      {"RecoveryIsRecordedOncePerAttempt",
+       [=](Input& t) {
+         t.in.status.restart_attempt = t.in.status.restart_count = 1;
+         t.in.status.last_fault = api::Fault{"PodFailed", "exit 137", "j-node-1", "node-b", 1, 137, At(2s), At(1s)};
+         t.in.status.last_recovery_seconds = 30.5;
+         t.in.status.last_recovery_attempt = 1;
+         t.in.pods = {Pod(0, "Running", 1), Pod(1, "Running", 1)};
+         progress(R"({"step": 12, "attempt": 1, "recovery": {"resumedFromStep": 10,
+                      "firstStepTime": "2027-01-15T08:00:31.500Z"}})")(t);
+       },
+       Case::kRunning, "Running", kEnsure, {}, std::nullopt,
+       [](const Plan& p, const Input&) { EXPECT_EQ(p.status->last_recovery_seconds, 30.5); }},
       {"HangOffByDefault", [](Input& t) { t.now = t0 + 100h; }, Case::kRunning, "Running", kEnsure, {},
        std::nullopt},
       {"HangStartupAllowanceRequeues",

@@ -193,7 +193,11 @@ Status CheckpointManager::Load(const FoundCheckpoint& found, StateAccess& state,
   }
   last_saved_step_ = m.step;
   const double secs = SecondsSince(t0);
-  spdlog::info("resumed from {} (step {}): read {} in {:.3f} s", found.path, m.step, Mb(bytes), secs);
+  last_load_bytes_ = bytes;
+  last_load_seconds_ = secs;
+  // Per rank: the recovery time's checkpoint-load phase (docs/PERF.md).
+  spdlog::info("resumed from {} (step {}): rank {} read {} in {:.3f} s ({:.2f} GB/s)", found.path, m.step,
+               placement_.rank, Mb(bytes), secs, secs > 0 ? 1e-9 * static_cast<double>(bytes) / secs : 0.0);
   return Status::Ok();
 }
 

@@ -145,6 +145,9 @@ class CheckpointManager {
   // The time-based interval, changed during the run (auto_checkpoint).
   void set_every_n_minutes(double minutes) { options_.every_n_minutes = minutes; }
   int64_t last_saved_step() const { return last_saved_step_; }
+  // The last Load: this rank's bytes read and the seconds it took (0, 0: none).
+  int64_t last_load_bytes() const { return last_load_bytes_; }
+  double last_load_seconds() const { return last_load_seconds_; }
 
  private:
   Status EnsureSnapshotBuffers(StateAccess& state);
@@ -168,6 +171,8 @@ class CheckpointManager {
   int64_t pending_step_ = -1;
   std::chrono::steady_clock::time_point last_save_time_;
   int64_t last_saved_step_ = -1;
+  int64_t last_load_bytes_ = 0;
+  double last_load_seconds_ = 0;
   int64_t requested_step_ = -1;  // rank 0's pending time-based save request
   std::vector<std::string> created_dirs_;  // by Start(), deepest first
   mutable std::mutex mu_;

@@ -65,6 +65,9 @@ class TrainCheckpointHooks final : public train::CheckpointHooks {
   Status AfterStep(model::Backend& backend, const train::TrainState& state) override;
   Status Finish(model::Backend& backend, const train::TrainState& state) override;
   double EstimatedSaveSeconds() const override;
+  LoadStats RestoreStats() const override {
+    return manager_ ? LoadStats{manager_->last_load_bytes(), manager_->last_load_seconds()} : LoadStats{};
+  }
   Status Stop(model::Backend& backend, const train::TrainState& state, bool save) override;
   CheckpointManager* manager() { return manager_.get(); }
   // Host memory for snapshots (null: pageable); before Restore().

@@ -98,7 +98,10 @@ StatusOr<train::TrainParts> AssembleTrainJob(const config::TrainConfig& c,
                                              const launch::EnvLookup& env) {
   train::TrainParts parts;
   startup::PhaseTimer parallel_setup("parallel_setup");
+  parts.assembly_start = std::chrono::steady_clock::now();
   HT_ASSIGN_OR_RETURN(parts.parallel, parallel::CreateParallelRuntime(c, env, CudaProcessGroups()));
+  parts.rendezvous_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - *parts.assembly_start).count();
   HT_ASSIGN_OR_RETURN(const model::BackendOptions o,
                       parts.parallel->ShardOptions(c.model, train::BackendOptionsFor(c)));
   // Checkpoint options are checked before any device memory or rendezvous;

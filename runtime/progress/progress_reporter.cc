@@ -3,6 +3,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -37,7 +39,9 @@ class Reporter : public launch::LaunchObserver {
         configmap_(std::move(configmap)),
         tail_(std::move(metrics), /*from_end=*/true),
         ckpt_dir_(std::move(ckpt_dir)),
-        interval_(interval_s) {
+        interval_(interval_s),
+        recovery_path_(std::filesystem::path(tail_.path()).parent_path() / "recovery.json"),
+        started_(FormatRfc3339(std::chrono::system_clock::now(), TimePrecision::kMillis)) {
     progress_.max_steps = max_steps;
     // The attempt this launcher belongs to: the ConfigMap outlives it.
     if (const char* a = std::getenv(contract::env::kRestartAttempt); a && *a) {
@@ -72,6 +76,7 @@ class Reporter : public launch::LaunchObserver {
       const bool stopping = stop_ || final_;
       l.unlock();
       tail_.Poll(&progress_);
+      if (!progress_.recovery) progress_.recovery = ReadRecovery(recovery_path_, started_);
       progress_.last_checkpoint_step = LatestCheckpointStep(ckpt_dir_);
       const auto now = std::chrono::steady_clock::now();
       if (progress_.step >= 0 && (stopping || now - last_time >= std::chrono::duration<double>(interval_))) {
@@ -99,6 +104,8 @@ class Reporter : public launch::LaunchObserver {
   JsonlTail tail_;
   std::string ckpt_dir_;
   double interval_;
+  std::string recovery_path_;  // the trainer's first step after a resume
+  std::string started_;        // RFC 3339: this launcher's start
   Progress progress_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -180,6 +187,18 @@ bool JsonlTail::Poll(Progress* p) {
       p->tokens_per_second = j["tokens_per_s"].get<double>();
     }
   });
+}
+
+std::optional<contract::Recovery> ReadRecovery(const std::string& path, const std::string& launcher_start) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::optional<contract::Recovery> r = contract::DecodeRecovery(text);
+  const auto start = ParseRfc3339(launcher_start);
+  const auto first = r ? ParseRfc3339(r->first_step_time) : std::nullopt;
+  if (!start || !first || *first < *start) return std::nullopt;  // an earlier attempt's
+  r->launcher_start = launcher_start;
+  return r;
 }
 
 std::optional<int64_t> LatestCheckpointStep(const std::string& dir) {

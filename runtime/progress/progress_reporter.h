@@ -40,12 +40,19 @@ class JsonlTail {
   // Calls `each` with every new complete line that is a JSON object with an
   // integer "step"; true if any.
   bool PollRecords(const std::function<void(const nlohmann::json&)>& each);
+  const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   long offset_ = 0;
   std::string partial_;
 };
+
+// The trainer's recovery report (<exp_dir>/recovery.json, written after the
+// first step after a resume) when it is this launcher's: its first step is
+// not before `launcher_start` (RFC 3339), which it then carries; nullopt when
+// absent, malformed or an earlier attempt's.
+std::optional<contract::Recovery> ReadRecovery(const std::string& path, const std::string& launcher_start);
 
 // Highest N of <dir>/step-N holding a manifest.json; nullopt if none.
 std::optional<int64_t> LatestCheckpointStep(const std::string& checkpoint_dir);

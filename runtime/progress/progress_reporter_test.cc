@@ -63,6 +63,25 @@ TEST(JsonlTail, CarriesTheStartupRecord) {
   EXPECT_TRUE(p.startup.has_value());
 }
 
+// <exp_dir>/recovery.json (train::MetricsWriter::WriteRecovery): this
+// launcher's when its first step is not before the launcher started, which
+// it then carries; an earlier attempt's file, or a broken one, is not.
+TEST(Recovery, OnlyTheCurrentAttemptsReport) {
+  const std::string path = TempDir() + "/recovery.json";
+  const std::string start = "2026-11-28T05:00:00.500Z";
+  EXPECT_FALSE(ReadRecovery(path, start).has_value());  // none yet
+  std::ofstream(path) << R"({"resumedFromStep":10,"firstStepTime":"2026-11-28T05:00:04.250Z",)"
+                      << R"("checkpointLoadSeconds":1.5,"checkpointLoadGBps":2.0})" << "\n";
+  auto r = ReadRecovery(path, start);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->resumed_from_step, 10);
+  EXPECT_EQ(r->launcher_start, start);
+  EXPECT_DOUBLE_EQ(*r->checkpoint_load_gbps, 2.0);
+  EXPECT_FALSE(ReadRecovery(path, "2026-11-28T05:01:00Z").has_value());  // an earlier attempt's
+  std::ofstream(path) << "{broken";
+  EXPECT_FALSE(ReadRecovery(path, start).has_value());
+}
+
 TEST(Checkpoints, LatestCompleteStep) {
   const std::string dir = TempDir();
   EXPECT_FALSE(LatestCheckpointStep(dir + "/missing").has_value());

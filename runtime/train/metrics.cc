@@ -1,6 +1,8 @@
 #include "runtime/train/metrics.h"
 
+#include "contract/progress.h"
 #include "core/atomic_file.h"
+#include "core/time.h"
 
 #include <fmt/format.h>
 
@@ -46,6 +48,7 @@ StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Create(const std::string
   }
   std::unique_ptr<MetricsWriter> w(new MetricsWriter());
   w->jsonl_path_ = exp_dir + "/metrics.jsonl";
+  w->recovery_path_ = exp_dir + "/recovery.json";
   w->jsonl_ = std::fopen(w->jsonl_path_.c_str(), "a");
   if (w->jsonl_ == nullptr) {
     const int err = errno;
@@ -93,6 +96,19 @@ void MetricsWriter::AttachStartup(const startup::Summary& s) {
                             {"other_s", s.other_s},
                             {"phases", std::move(phases)}};
   time_to_first_step_s_ = s.time_to_first_step_s;
+}
+
+Status MetricsWriter::WriteRecovery(const RecoveryMetrics& r) {
+  const auto now = std::chrono::system_clock::now();
+  contract::Recovery c;
+  c.resumed_from_step = r.resumed_from_step;
+  c.first_step_time = FormatRfc3339(now, TimePrecision::kMillis);
+  c.rendezvous_seconds = r.rendezvous_s;
+  c.checkpoint_load_seconds = r.checkpoint_load_s;
+  if (r.checkpoint_load_gbps > 0) c.checkpoint_load_gbps = r.checkpoint_load_gbps;
+  c.first_step_seconds = r.first_step_s;
+  c.trainer_seconds = r.trainer_s;
+  return WriteFileAtomically(recovery_path_, contract::EncodeRecovery(c) + "\n");
 }
 
 Status MetricsWriter::Flush() {

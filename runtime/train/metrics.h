@@ -45,6 +45,20 @@ struct ValMetrics {
   double seconds = 0;   // wall time of the evaluation
 };
 
+// The first step after a resume from a checkpoint (contract::Recovery, the
+// progress annotation's recovery section): written atomically as
+// <exp_dir>/recovery.json (contract::EncodeRecovery), which node 0's launcher
+// forwards; not a metrics.jsonl line, whose every record is a step's.
+struct RecoveryMetrics {
+  int64_t step = 0;               // the first step after the resume
+  int64_t resumed_from_step = 0;
+  double rendezvous_s = 0;        // rendezvous and process groups
+  double checkpoint_load_s = 0;
+  double checkpoint_load_gbps = 0;  // this rank's shard bytes / checkpoint_load_s; 0 = unknown
+  double first_step_s = 0;
+  double trainer_s = 0;           // the trainer's start to the end of the first step
+};
+
 class MetricsWriter {
  public:
   // Opens <exp_dir>/metrics.jsonl (append) and, with `tensorboard`,
@@ -60,6 +74,7 @@ class MetricsWriter {
   // "seconds", "depth"}...]} (one more key in a line every reader already
   // parses, no extra line) and TensorBoard gets perf/time_to_first_step_s.
   void AttachStartup(const startup::Summary& s);
+  Status WriteRecovery(const RecoveryMetrics& r);  // <exp_dir>/recovery.json
   Status Flush();  // before a stop on request
   const std::string& jsonl_path() const { return jsonl_path_; }
   std::string tensorboard_path() const { return tb_ ? tb_->path() : std::string("(off)"); }
@@ -68,6 +83,7 @@ class MetricsWriter {
   MetricsWriter() = default;
   Status WriteLine(const nlohmann::json& j);
   std::string jsonl_path_;
+  std::string recovery_path_;
   std::FILE* jsonl_ = nullptr;
   std::unique_ptr<TfEventsWriter> tb_;
   std::optional<nlohmann::json> startup_;  // for the next step record

@@ -11,7 +11,9 @@
 //    (runtime/ckpt).
 //  - trace::Recorder: trainer.profile's per-rank recorder (runtime/trace),
 //    already handed to the backend and the process groups; null when off.
+#include <chrono>
 #include <memory>
+#include <optional>
 
 #include "core/status.h"
 #include "runtime/data/loader.h"
@@ -81,6 +83,13 @@ class CheckpointHooks {
   virtual StatusOr<bool> Restore(model::Backend& backend, TrainState& state) = 0;
   // After every optimizer step (decides itself whether to save).
   virtual Status AfterStep(model::Backend& backend, const TrainState& state) = 0;
+  // After a Restore that resumed: this rank's checkpoint bytes read and the
+  // seconds the read took (zeros: unknown or not resumed).
+  struct LoadStats {
+    int64_t bytes = 0;
+    double seconds = 0;
+  };
+  virtual LoadStats RestoreStats() const { return {}; }
   // After the last step (final save; wait for asynchronous saves).
   virtual Status Finish(model::Backend& backend, const TrainState& state) = 0;
   // On a stop request (termination.h), after the step every rank agreed to
@@ -108,6 +117,10 @@ struct TrainParts {
   std::unique_ptr<CheckpointHooks> checkpoint;
   // Not owned; null: nothing asks this job to stop early.
   Termination* termination = nullptr;
+  // When the assembly began and how long the parallel runtime's rendezvous
+  // and process groups took: the recovery report's phases (RecoveryMetrics).
+  std::optional<std::chrono::steady_clock::time_point> assembly_start;
+  double rendezvous_seconds = 0;
 };
 
 }  // namespace hypertrain::train

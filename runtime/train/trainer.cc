@@ -74,6 +74,22 @@ double FlopsPerToken(const config::TrainConfig& c) {
   return c.model.TrainFlopsPerToken(c.seq_len());
 }
 
+// The first step after a resume: its log line and <exp_dir>/recovery.json,
+// which node 0's launcher reports (contract::Recovery).
+Status WriteRecovery(const LoopContext& ctx, int64_t step, double first_step_s) {
+  RecoveryMetrics& r = *ctx.recovery;
+  r.step = step;
+  r.first_step_s = first_step_s;
+  r.trainer_s = Seconds(ctx.trainer_start, Clock::now());
+  if (ctx.log) {
+    spdlog::info("recovery: step {} (resumed from step {}) {:.2f} s after the trainer started: rendezvous {:.2f} s, "
+                 "checkpoint load {:.2f} s ({:.2f} GB/s on this rank), first step {:.2f} s",
+                 step, r.resumed_from_step, r.trainer_s, r.rendezvous_s, r.checkpoint_load_s,
+                 r.checkpoint_load_gbps, r.first_step_s);
+  }
+  return ctx.metrics != nullptr ? ctx.metrics->WriteRecovery(r) : Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext& ctx,
@@ -107,6 +123,7 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
   std::optional<startup::PhaseTimer> first_step;
   if (state.step < c.max_steps) first_step.emplace("first_step");
   while (state.step < c.max_steps) {
+    const auto step_start = Clock::now();
     tracer.BeginStep(state.step + 1);
     trace::Recorder* const tr = tracer.recording();  // null outside trainer.profile's window
     // Pooled HSDP overwrites every gradient shard on micro-batch 0 (and
@@ -186,6 +203,9 @@ StatusOr<TrainSummary> RunTrainingLoop(const config::TrainConfig& c, LoopContext
                    scaler.enabled() ? fmt::format(", loss scale now {}", scaler.scale()) : "");
     } else {
       consecutive_nonfinite = 0;
+    }
+    if (ctx.recovery != nullptr && summary.steps_run == 1) {
+      HT_RETURN_IF_ERROR(WriteRecovery(ctx, state.step, Seconds(step_start, Clock::now())));
     }
     ++interval_steps;
     interval_wait += loader.TakeWaitSeconds();
@@ -294,8 +314,17 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   state.data.seed = c.seed;
   state.scaler.scale = c.loss_scale.enabled ? c.loss_scale.initial_scale : 1.0;
   startup::PhaseTimer restore_phase("checkpoint_restore");
+  const auto restore_start = std::chrono::steady_clock::now();
   HT_ASSIGN_OR_RETURN(bool resumed, ckpt->Restore(backend, state));
   restore_phase.End();
+  RecoveryMetrics recovery;
+  if (resumed) {
+    const CheckpointHooks::LoadStats load = ckpt->RestoreStats();
+    recovery.resumed_from_step = state.step;
+    recovery.rendezvous_s = parts.rendezvous_seconds;
+    recovery.checkpoint_load_s = Seconds(restore_start, std::chrono::steady_clock::now());
+    if (load.seconds > 0) recovery.checkpoint_load_gbps = 1e-9 * static_cast<double>(load.bytes) / load.seconds;
+  }
   if (resumed && logging_rank) {
     spdlog::info("resumed at step {} ({} tokens seen)", state.step, state.tokens_seen);
   }
@@ -399,6 +428,8 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   ctx.checkpoint = ckpt;
   ctx.log = logging_rank;
   ctx.termination = parts.termination;
+  ctx.recovery = resumed ? &recovery : nullptr;
+  ctx.trainer_start = parts.assembly_start.value_or(restore_start);
   StatusOr<TrainSummary> run = RunTrainingLoop(c, ctx, state);
   // A run that failed mid-window still leaves its trace (what a hang or a
   // crash looked like); the loop's error wins over a write error.

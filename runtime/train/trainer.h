@@ -22,6 +22,7 @@
 // After the step: any rank asked to stop (SIGTERM) -> every rank stops here,
 // saves this step if the save fits in the grace budget on every rank, and
 // returns with stopped_by_signal set.
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct LoopContext {
   Termination* termination = nullptr;
   bool log = true;                      // print step lines (logging rank)
   StepTracer* tracer = nullptr;         // trainer.profile; may be null (off)
+  // Resumed from a checkpoint: the first step's recovery record (metrics,
+  // logging rank) with the phases before it filled in; null otherwise.
+  RecoveryMetrics* recovery = nullptr;
+  std::chrono::steady_clock::time_point trainer_start{};  // for RecoveryMetrics::trainer_s
 };
 
 struct TrainSummary {

@@ -172,6 +172,17 @@ echo "$msg" | grep -q "was killed by signal 9" || fail "lastFault does not carry
 ok "rank $rank SIGKILL -> gang restart; lastFault: $msg"
 wait_for 90 "tiny Running again" state_is ml-team tiny Running
 wait_for 90 "attempt 2 to report progress" step_at_least ml-team tiny 1
+# Recovery time (issue 34): the trainer's first step after the resume, its
+# phases in the progress annotation, measured by the operator from the killed
+# pod's finishedAt; one Recovered event says it.
+recovered() { [ "$(jp ml-team tiny '{.status.lastRecoveryAttempt}')" = 1 ]; }
+wait_for 60 "status.lastRecoverySeconds of attempt 1" recovered
+rec="$(jp ml-team tiny '{.status.lastRecoverySeconds}')"
+awk -v s="$rec" 'BEGIN { exit !(s > 0 && s < 60) }' || fail "lastRecoverySeconds '$rec' is not in (0, 60) s"
+ev="$(kubectl -n ml-team get events --field-selector reason=Recovered -o jsonpath='{.items[*].message}')"
+echo "$ev" | grep -q "recovered in .* (resumed from step [0-9]*): .*checkpoint load .* GB/s per rank" \
+  || fail "no Recovered event with the phases: '$ev'"
+ok "recovered in $rec s (lastRecoverySeconds); event: $ev"
 kubectl -n ml-team delete pod tiny-node-0 --wait=false > /dev/null
 wait_for 60 "restartCount 2 after the pod's deletion" restarts_are ml-team tiny 2
 ok "pod deleted (SIGTERM) -> gang restart; lastFault: $(jp ml-team tiny '{.status.lastFault.message}')"
