@@ -20,6 +20,11 @@ class Pinned final : public HostAllocator {
     return p;
   }
   void Free(void* p) override { cudaFreeHost(p); }
+  std::function<void()> BindThread() const override {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return nullptr;
+    return [device] { cudaSetDevice(device); };
+  }
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 // device-to-host snapshot copies run at full PCIe/NVLink-C2C speed. CPU
 // builds never link CUDA.
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "core/status.h"
@@ -18,6 +19,10 @@ class HostAllocator {
   // ResourceExhausted-like IoError naming the size on failure.
   virtual StatusOr<void*> Allocate(size_t bytes) = 0;
   virtual void Free(void* p) = 0;
+  // Called on the thread that will allocate from another one: what that
+  // thread runs first (the CUDA allocator binds it to the caller's device,
+  // so no other GPU gets a context). Empty: nothing.
+  virtual std::function<void()> BindThread() const { return nullptr; }
 };
 
 // Process-wide pageable allocator (aligned_alloc, 4 KiB).

@@ -93,6 +93,7 @@ CheckpointManager::CheckpointManager(CheckpointOptions options, RankPlacement pl
 }
 
 CheckpointManager::~CheckpointManager() {
+  if (preparer_.joinable()) preparer_.join();
   cancel_.store(true);
   if (writer_.joinable()) writer_.join();
   // rmdir removes only an empty directory: never anything a rank wrote.
@@ -217,6 +218,7 @@ StatusOr<bool> CheckpointManager::ShouldSave(int64_t step) {
 }
 
 Status CheckpointManager::EnsureSnapshotBuffers(StateAccess& state) {
+  HT_RETURN_IF_ERROR(AwaitPreparedSnapshot());
   bool same = snap_.size() == layout_.units.size();
   for (size_t u = 0; same && u < layout_.units.size(); ++u) same = snap_ranges_[u] == state.Owned(static_cast<int>(u));
   if (same) return Status::Ok();
@@ -250,8 +252,40 @@ StatusOr<bool> CheckpointManager::AgreeThroughFiles(int64_t step, bool time_due)
 }
 
 Status CheckpointManager::PrepareSnapshot(StateAccess& state) {
-  if (options_.dir.empty() || placement_.replica_rank != 0) return Status::Ok();
-  return EnsureSnapshotBuffers(state);
+  if (options_.dir.empty() || placement_.replica_rank != 0 || preparer_.joinable()) return Status::Ok();
+  std::vector<ElemRange> ranges;
+  for (const UnitEntry& u : layout_.units) ranges.push_back(state.Owned(u.index));
+  snap_.clear();
+  snap_ranges_.clear();
+  std::function<void()> bind = allocator_->BindThread();
+  preparer_ = std::thread([this, ranges = std::move(ranges), bind = std::move(bind)] {
+    if (bind) bind();
+    const auto t0 = Clock::now();
+    std::vector<HostBuffer> buffers;
+    int64_t bytes = 0;
+    for (const ElemRange& r : ranges) {
+      StatusOr<HostBuffer> b = HostBuffer::Make(allocator_, static_cast<size_t>(r.size()) * kNumStates * 4);
+      if (!b.ok()) {
+        prepared_ = b.status();
+        return;
+      }
+      bytes += static_cast<int64_t>(b->size());
+      buffers.push_back(std::move(*b));
+    }
+    snap_ = std::move(buffers);
+    snap_ranges_ = ranges;
+    spdlog::debug("checkpoint snapshot buffers: {} ({}) allocated in {:.2f} s in the background", Mb(bytes),
+                  allocator_->name(), SecondsSince(t0));
+  });
+  return Status::Ok();
+}
+
+Status CheckpointManager::AwaitPreparedSnapshot() {
+  if (!preparer_.joinable()) return Status::Ok();
+  preparer_.join();
+  Status s = std::move(prepared_);
+  prepared_ = Status::Ok();
+  return s;
 }
 
 Status CheckpointManager::WaitAndReport() {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "core/atomic_file.h"
 #include "core/testing/log_capture.h"
@@ -107,6 +109,69 @@ TEST_F(ManagerTest, AsyncSavesRetentionAndAutomaticResume) {
   EXPECT_EQ(restored.values, want.values);
   // The step just resumed from is not saved again.
   EXPECT_FALSE(*again.ShouldSave(6));
+}
+
+// Records where and how it allocates; fails from the `fail_at`-th call on.
+class RecordingAllocator : public HostAllocator {
+ public:
+  const char* name() const override { return "recording"; }
+  StatusOr<void*> Allocate(size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu);
+    threads.push_back(std::this_thread::get_id());
+    bound_on_allocation.push_back(bound_thread == std::this_thread::get_id());
+    if (++calls >= fail_at) return IoError("no memory for " + std::to_string(bytes) + " bytes");
+    return PageableHostAllocator()->Allocate(bytes);
+  }
+  void Free(void* p) override { PageableHostAllocator()->Free(p); }
+  std::function<void()> BindThread() const override {
+    return [this] { const_cast<RecordingAllocator*>(this)->bound_thread = std::this_thread::get_id(); };
+  }
+  std::mutex mu;
+  int calls = 0;
+  int fail_at = 1 << 30;
+  std::thread::id bound_thread;
+  std::vector<std::thread::id> threads;
+  std::vector<bool> bound_on_allocation;
+};
+
+// Pinned snapshot memory takes seconds per 10 GB: it is allocated on a thread
+// of its own (bound by the allocator first), never on the caller's; the first
+// save uses those buffers, and an allocation failure is that save's error.
+TEST_F(ManagerTest, SnapshotBuffersAreAllocatedInTheBackground) {
+  RecordingAllocator alloc;
+  {
+    CheckpointManager mgr(opts_, {}, layout_, &alloc);
+    ASSERT_TRUE(mgr.Start().ok());
+    FakeState st(layout_, 0, 1, 2);
+    ASSERT_TRUE(mgr.PrepareSnapshot(st).ok());
+    ASSERT_TRUE(mgr.AwaitPreparedSnapshot().ok());
+    ASSERT_EQ(alloc.threads.size(), layout_.units.size());
+    for (size_t i = 0; i < alloc.threads.size(); ++i) {
+      EXPECT_NE(alloc.threads[i], std::this_thread::get_id());
+      EXPECT_TRUE(alloc.bound_on_allocation[i]) << "allocation " << i << " before BindThread ran";
+    }
+    ASSERT_TRUE(mgr.Save(Request(2), st).ok());
+    ASSERT_TRUE(mgr.Finish().ok());
+    EXPECT_EQ(alloc.threads.size(), layout_.units.size()) << "the save allocated again";
+  }
+  FakeState restored(layout_, 0, 1, -1);
+  CheckpointManager again(opts_, {}, layout_);
+  auto found = again.Start();
+  ASSERT_TRUE(found.ok() && found->has_value());
+  ASSERT_TRUE(again.Load(**found, restored, "abc").ok());
+  EXPECT_EQ(restored.values, FakeState(layout_, 0, 1, 2).values);
+
+  RecordingAllocator failing;
+  failing.fail_at = 2;
+  opts_.dir = root_ + "/failing";
+  CheckpointManager mgr(opts_, {}, layout_, &failing);
+  ASSERT_TRUE(mgr.Start().ok());
+  FakeState st(layout_, 0, 1, 4);
+  ASSERT_TRUE(mgr.PrepareSnapshot(st).ok());  // returns before allocating
+  const Status saved = mgr.Save(Request(4), st);
+  EXPECT_FALSE(saved.ok());
+  EXPECT_NE(saved.message().find("no memory for"), std::string::npos) << saved.ToString();
+  EXPECT_TRUE(ListCheckpoints(opts_.dir).empty());
 }
 
 TEST_F(ManagerTest, ResumeOntoOtherShardingIsExact) {
