@@ -13,6 +13,8 @@
 #   anchor1b    PyTorch FSDP2 for 1b: 1 GPU and 2x2
 #   resume8b    8b full_shard 1x4 saves at step 4, a rank is killed, the launcher restarts the gang:
 #               checkpoint load rate and time from the death to the first step after resume
+#   resume1b    the same for 1b full_shard 1x2 (a 2-GPU machine)
+#   embgrad2    2 GPUs: the split and the whole-unit embedding gradient paths, loss per step
 #   crossnode   2x2 with NCCL seeing two hosts (NCCL_HOSTID per node, sockets over loopback):
 #               hybrid_shard and full_shard tokens/s/GPU (docs/DISTRIBUTED.md "Cross-node path")
 # Every run's figures come from the trainer's own metrics.jsonl and log ("time to first step",
@@ -23,7 +25,7 @@ R=$(pwd); export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_D
 G=$R/.gpu
 . tools/gpu_cuda_libs.sh
 export LD_LIBRARY_PATH=$G/lib:$CUDA_LIB_DIRS
-B=$G/bin/hypertrain
+B=${SCALE_BIN:-$G/bin/hypertrain}
 W=${SCALE_RUN_DIR:-/tmp/scale}
 mkdir -p "$W"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
@@ -74,6 +76,41 @@ anchor() { # torchrun args... (runtime/bench/pytorch_fsdp2_anchor.py)
     | grep -E "^pytorch|Error|error:" | head -5
 }
 
+# resume NAME GPUS ARGS...: the operator's gang restart, by hand: save at step 4 (local disk), SIGKILL
+# rank 1 after step 6, the launcher ends the gang, the script starts it again at once (no pod
+# scheduling) and it resumes from step 4. Recovery = from the kill to the first step after the resume
+# (step 5); the trainer's own phases are in <exp_dir>/recovery.json.
+resume() {
+  local n=$1 g=$2; shift 2
+  local args=("$@" --set exp_manager.every_n_train_steps=4 --set trainer.max_steps=8 --set trainer.log_every_n_steps=1
+              --set exp_manager.exp_dir=$W/$n --set exp_manager.checkpoint_dir=$W/$n/ck)
+  rm -rf "$W/$n" "$W/$n".*.log; local p=$((21000 + RANDOM % 9000))
+  local env=(CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((g - 1))) NNODES=1 NODE_RANK=0 MASTER_ADDR=127.0.0.1
+             HYPERTRAIN_JOB_NAME=$n HT_GLOO_HOSTNAME=127.0.0.1)
+  env "${env[@]}" MASTER_PORT=$p timeout 500 $B launch --nproc-per-node $g -- train "${args[@]}" > $W/$n.a.log 2>&1 &
+  local lpid=$! victim="" c
+  # after step 6 and the step-4 checkpoint's commit (its write runs in the background)
+  for _ in $(seq 1 4000); do
+    grep -q "step 6/" $W/$n.a.log 2>/dev/null && grep -q "committed" $W/$n.a.log && break; sleep 0.1
+  done
+  for c in $(pgrep -P $lpid) $(pgrep -P "$(pgrep -P $lpid | tr '\n' ',' | sed 's/,$//')" 2>/dev/null); do
+    tr '\0' '\n' < /proc/$c/environ 2>/dev/null | grep -qx "RANK=1" && victim=$c
+  done
+  local t_kill=$(date +%s.%N)
+  [ -n "$victim" ] && kill -KILL $victim || echo "  no rank 1 found under the launcher $lpid"
+  wait $lpid; echo "  first launcher exit $?"
+  env "${env[@]}" MASTER_PORT=$((p + 1)) RESTART_ATTEMPT=1 timeout 500 $B launch --nproc-per-node $g -- train \
+    "${args[@]}" > $W/$n.b.log 2>&1 &
+  lpid=$!
+  for _ in $(seq 1 6000); do grep -q "step 5/" $W/$n.b.log 2>/dev/null && break; sleep 0.1; done
+  echo "  recovery (kill -> first step after resume, no pod scheduling): $(python3 -c "import time; print(round(time.time() - $t_kill, 1))") s"
+  wait $lpid; echo "  second launcher exit $?"
+  startup_lines $W/$n.b.log
+  grep -hiE "load|resum|GB/s" $W/$n.b.log | head -12 | sed 's/^/  /'
+  echo "  recovery.json: $(cat $W/$n/recovery.json 2>/dev/null)"
+  du -sh $W/$n/ck 2>/dev/null | sed 's/^/  checkpoints: /'; rm -rf "$W/$n/ck"
+}
+
 M1B=(--config examples/llama3-1b-gpu.yaml --set model.shape=1b --set model.train_batch_size=4 --set trainer.log_every_n_steps=5)
 M8B=(--config examples/llama3-1b-gpu.yaml --set model.shape=8b --set model.tie_word_embeddings=false
      --set model.max_context_width=8192 --set model.train_batch_size=1 --set model.sharding_strategy=full_shard
@@ -111,31 +148,29 @@ for mode in "$@"; do
       for ac in selective full; do anchor 4 --model 8b --seq 8192 --batch 1 --ac $ac --steps 6 --warmup 3; done ;;
     anchor1b)
       anchor 1 --model 1b --batch 4 --steps 15; anchor 4 --model 1b --batch 4 --mesh 2x2 --steps 15 ;;
-    resume8b)
-      # The operator's gang restart, by hand: save at step 4 (local disk), SIGKILL rank 1 after step 6,
-      # the launcher ends the gang, the script starts it again at once (no pod scheduling) and it resumes
-      # from step 4. Recovery = from the kill to the first step after the resume (step 5).
-      R8=("${M8B[@]}" --set model.activation_checkpointing=selective --set exp_manager.every_n_train_steps=4
-          --set trainer.max_steps=8 --set trainer.log_every_n_steps=1 --set exp_manager.exp_dir=$W/r14
-          --set exp_manager.checkpoint_dir=$W/r14/ck)
-      rm -rf "$W/r14" "$W"/r14.*.log; p=$((21000 + RANDOM % 9000))
-      L8=(env CUDA_VISIBLE_DEVICES=0,1,2,3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p NNODES=1 NODE_RANK=0
-          HYPERTRAIN_JOB_NAME=r14 HT_GLOO_HOSTNAME=127.0.0.1 timeout 500 $B launch --nproc-per-node 4 -- train "${R8[@]}")
-      "${L8[@]}" > $W/r14.a.log 2>&1 & LPID=$!
-      for _ in $(seq 1 4000); do grep -q "step 6/" $W/r14.a.log 2>/dev/null && break; sleep 0.1; done
-      victim=""
-      for c in $(pgrep -P $LPID) $(pgrep -P "$(pgrep -P $LPID | tr '\n' ',' | sed 's/,$//')" 2>/dev/null); do
-        tr '\0' '\n' < /proc/$c/environ 2>/dev/null | grep -qx "RANK=1" && victim=$c
-      done
-      t_kill=$(date +%s.%N); [ -n "$victim" ] && kill -KILL $victim || echo "  no rank 1 found under the launcher $LPID"
-      wait $LPID; echo "  first launcher exit $?"
-      L8[3]=MASTER_PORT=$((p + 1))
-      "${L8[@]:0:7}" RESTART_ATTEMPT=1 "${L8[@]:7}" > $W/r14.b.log 2>&1 & LPID=$!
-      for _ in $(seq 1 6000); do grep -q "step 5/" $W/r14.b.log 2>/dev/null && break; sleep 0.1; done
-      echo "  recovery (kill -> first step after resume, no pod scheduling): $(python3 -c "import time; print(round(time.time() - $t_kill, 1))") s"
-      wait $LPID; echo "  second launcher exit $?"
-      startup_lines $W/r14.b.log
-      grep -hiE "load|resum|GB/s" $W/r14.b.log | head -12 | sed 's/^/  /' ;;
+    resume8b) resume r14 4 "${M8B[@]}" --set model.activation_checkpointing=selective ;;
+    resume1b) resume r12 2 "${M1B[@]}" --set model.sharding_strategy=full_shard --set model.shard_degree=0 ;;
+    embgrad2)
+      # The embedding gradient's two NCCL paths on 2 GPUs, 125m full_shard 1x2 with 2x2048 tokens per rank:
+      # the split gather (the default while shard degree x tokens <= vocabulary rows) and the whole unit
+      # reduce-scattered (distributed.split_embedding_grad=false, the path beyond that bound). Same seed,
+      # same data: the losses agree to the reduction order's rounding.
+      E2=(--config examples/llama3-1b-gpu.yaml --set model.shape=125m --set model.train_batch_size=2
+          --set model.sharding_strategy=full_shard --set model.shard_degree=0 --set trainer.max_steps=20
+          --set trainer.log_every_n_steps=1 --set exp_manager.every_n_train_steps=1000)
+      gang eg_split 1 2 "${E2[@]}"
+      gang eg_whole 1 2 "${E2[@]}" --set distributed.split_embedding_grad=false
+      python3 - "$W/eg_split/metrics.jsonl" "$W/eg_whole/metrics.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(f) if '"loss"' in l] for f in sys.argv[1:3])
+worst = 0.0
+for x, y in zip(a, b):
+    d = abs(x["loss"] - y["loss"]) / abs(x["loss"]); worst = max(worst, d)
+    print("  step %3d  split %.6f  whole %.6f  rel diff %.2e" % (x["step"], x["loss"], y["loss"], d))
+print("  embedding grad paths, %d steps: worst relative loss difference %.2e -> %s" % (
+    min(len(a), len(b)), worst, "AGREE" if len(a) == len(b) == 20 and worst < 2e-3 else "DIFFER"))
+PY
+      ;;
     crossnode)
       # Each launcher is its own "host" to NCCL (NCCL_HOSTID), so no shared memory or P2P between them:
       # the replica (cross-node) traffic goes through NCCL's socket transport on loopback.
