@@ -126,8 +126,14 @@ StatusOr<std::optional<FoundCheckpoint>> CheckpointManager::Start() {
     spdlog::info("start_fresh: ignoring any existing checkpoint");
     return std::optional<FoundCheckpoint>();
   }
+  // One process checks every shard file's crc32c before choosing; a rank of
+  // several checks only those it reads, in Load (each rank reading all
+  // world-size files costs O(ranks) per rank: 96 GB each for an 8B model on
+  // 4 GPUs).
+  defer_file_checksums_ = options_.verify_checksums && placement_.world.world_size > 1;
+  const VerifyOptions verify{options_.verify_checksums, options_.verify_checksums && !defer_file_checksums_};
   if (!options_.resume_from_checkpoint.empty()) {
-    StatusOr<Manifest> m = VerifyCheckpoint(options_.resume_from_checkpoint, options_.verify_checksums);
+    StatusOr<Manifest> m = VerifyCheckpoint(options_.resume_from_checkpoint, verify);
     if (!m.ok()) {
       return Status(m.status().code(), "resume_from_checkpoint " + options_.resume_from_checkpoint +
                                            " is not usable: " + m.status().message());
@@ -135,7 +141,7 @@ StatusOr<std::optional<FoundCheckpoint>> CheckpointManager::Start() {
     return std::optional<FoundCheckpoint>(FoundCheckpoint{options_.resume_from_checkpoint, std::move(m).value()});
   }
   if (options_.dir.empty()) return std::optional<FoundCheckpoint>();
-  StatusOr<FoundCheckpoint> f = FindLatestCheckpoint(options_.dir, options_.verify_checksums);
+  StatusOr<FoundCheckpoint> f = FindLatestCheckpoint(options_.dir, verify);
   if (!f.ok()) {
     if (f.status().code() == StatusCode::kNotFound) {
       spdlog::info("no checkpoint in {}: starting from initialisation", options_.dir);
@@ -156,6 +162,30 @@ StatusOr<std::optional<FoundCheckpoint>> CheckpointManager::Start() {
   return std::optional<FoundCheckpoint>(std::move(f).value());
 }
 
+Status CheckpointManager::VerifyFilesRead(const FoundCheckpoint& found, const CheckpointReader& reader,
+                                          StateAccess& state) {
+  const auto t0 = Clock::now();
+  int64_t bytes = 0;
+  const Status s = reader.VerifyFilesFor(layout_, [&](int unit) { return state.Owned(unit); }, &bytes);
+  if (s.ok()) {
+    spdlog::info("rank {}: crc32c of the shard files it reads ({}) verified in {:.3f} s", placement_.rank, Mb(bytes),
+                 SecondsSince(t0));
+    return Status::Ok();
+  }
+  if (s.code() != StatusCode::kDataLoss) return s;
+  if (!options_.resume_from_checkpoint.empty()) {
+    return DataLoss("resume_from_checkpoint " + found.path + " is not usable: " + s.message());
+  }
+  // The other ranks chose it too and may be reading it: this rank moves it
+  // aside (never deletes it) and fails retryably, so the gang's restart
+  // resumes from the previous checkpoint on every rank alike.
+  StatusOr<std::string> aside = MoveAside(found.path, "corrupt");
+  const std::string where = aside.ok() ? "moved aside to " + *aside
+                                       : "not moved aside (" + aside.status().message() + "; another rank may have)";
+  return Unavailable(s.message() + "; " + found.path + " " + where +
+                     ": the gang's restart resumes from the previous checkpoint");
+}
+
 Status CheckpointManager::Load(const FoundCheckpoint& found, StateAccess& state, const std::string& config_hash) {
   const auto t0 = Clock::now();
   const Manifest& m = found.manifest;
@@ -165,6 +195,7 @@ Status CheckpointManager::Load(const FoundCheckpoint& found, StateAccess& state,
   }
   HT_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::Open(found.path, m));
   HT_RETURN_IF_ERROR(reader.CheckCompatible(layout_));
+  if (defer_file_checksums_) HT_RETURN_IF_ERROR(VerifyFilesRead(found, reader, state));
   const WorldLayout& old = m.world;
   const WorldLayout& now = placement_.world;
   if (old.world_size != now.world_size || old.shard_degree != now.shard_degree) {

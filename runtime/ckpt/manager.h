@@ -155,6 +155,8 @@ class CheckpointManager {
 
  private:
   Status EnsureSnapshotBuffers(StateAccess& state);
+  // Load's crc32c check of the files this rank reads (defer_file_checksums_).
+  Status VerifyFilesRead(const FoundCheckpoint& found, const CheckpointReader& reader, StateAccess& state);
   StatusOr<bool> AgreeThroughFiles(int64_t step, bool time_due);
   Status WaitAndReport();
   void WriteInBackground(SaveTarget target, RankRecord record, Manifest base);
@@ -164,6 +166,7 @@ class CheckpointManager {
   ModelLayoutDesc layout_;
   HostAllocator* allocator_;
   std::function<StatusOr<bool>(bool)> agree_;
+  bool defer_file_checksums_ = false;  // Start() left the files' crc32c to Load()
 
   std::vector<ElemRange> snap_ranges_;
   std::vector<HostBuffer> snap_;  // one per unit: 3 * owned floats

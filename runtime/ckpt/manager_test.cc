@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -172,6 +173,86 @@ TEST_F(ManagerTest, SnapshotBuffersAreAllocatedInTheBackground) {
   EXPECT_FALSE(saved.ok());
   EXPECT_NE(saved.message().find("no memory for"), std::string::npos) << saved.ToString();
   EXPECT_TRUE(ListCheckpoints(opts_.dir).empty());
+}
+
+RankPlacement ShardRank(int rank, int shards) {
+  RankPlacement p;
+  p.rank = rank;
+  p.world.world_size = shards;
+  p.world.shard_degree = shards;
+  p.shard_rank = rank;
+  return p;
+}
+
+// Each rank of several checks the crc32c of only the shard files it reads
+// (not all world-size files at Start): a corrupt file of rank 1's fails rank
+// 1's load retryably and moves the checkpoint aside (kept), so the gang's
+// restart resumes from the one before it on every rank; rank 0 never read it.
+TEST_F(ManagerTest, EachRankVerifiesTheFilesItReads) {
+  for (int64_t step : {2, 4}) {
+    std::vector<std::unique_ptr<CheckpointManager>> ranks;
+    std::vector<std::thread> savers;
+    for (int r = 0; r < 2; ++r) {
+      ranks.push_back(std::make_unique<CheckpointManager>(opts_, ShardRank(r, 2), layout_));
+      ASSERT_TRUE(ranks.back()->Start().ok());
+    }
+    for (int r = 0; r < 2; ++r) {
+      savers.emplace_back([&, r] {
+        FakeState st(layout_, r, 2, step);
+        EXPECT_TRUE(ranks[r]->Save(Request(step), st).ok());
+        EXPECT_TRUE(ranks[r]->Finish().ok());
+      });
+    }
+    for (std::thread& t : savers) t.join();
+  }
+  const std::string step4 = root_ + "/step-4";
+  auto m = VerifyCheckpoint(step4, true);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->files.size(), 2u);
+  const ShardFileRecord& file1 = m->files[0].shard_rank == 1 ? m->files[0] : m->files[1];
+  {  // one flipped byte in the middle of rank 1's shard file
+    const std::string path = step4 + "/" + file1.name;
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(file1.bytes / 2);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x5a;
+    f.seekp(file1.bytes / 2);
+    f.write(&c, 1);
+  }
+  CheckpointManager rank0(opts_, ShardRank(0, 2), layout_);
+  auto found0 = rank0.Start();  // structure only: both ranks pick step 4
+  ASSERT_TRUE(found0.ok() && found0->has_value());
+  EXPECT_EQ((*found0)->manifest.step, 4);
+  CheckpointManager rank1(opts_, ShardRank(1, 2), layout_);
+  auto found1 = rank1.Start();
+  ASSERT_TRUE(found1.ok() && found1->has_value());
+  EXPECT_EQ((*found1)->manifest.step, 4);
+  FakeState st0(layout_, 0, 2, -1);
+  ASSERT_TRUE(rank0.Load(**found0, st0).ok());
+  EXPECT_EQ(st0.values, FakeState(layout_, 0, 2, 4).values);
+  EXPECT_NE(logs_.text().find("rank 0: crc32c of the shard files it reads"), std::string::npos) << logs_.text();
+  FakeState st1(layout_, 1, 2, -1);
+  const Status failed = rank1.Load(**found1, st1);
+  EXPECT_EQ(failed.code(), StatusCode::kUnavailable) << failed.ToString();  // exit 200: the gang restarts
+  EXPECT_NE(failed.message().find(file1.name + ": crc32c"), std::string::npos) << failed.ToString();
+  EXPECT_NE(failed.message().find("moved aside to " + step4 + ".corrupt-"), std::string::npos) << failed.ToString();
+  EXPECT_FALSE(fs::exists(step4));
+  // The restart: every rank resumes from step 2, exactly.
+  for (int r = 0; r < 2; ++r) {
+    CheckpointManager again(opts_, ShardRank(r, 2), layout_);
+    auto found = again.Start();
+    ASSERT_TRUE(found.ok() && found->has_value());
+    EXPECT_EQ((*found)->manifest.step, 2);
+    FakeState st(layout_, r, 2, -1);
+    ASSERT_TRUE(again.Load(**found, st).ok());
+    EXPECT_EQ(st.values, FakeState(layout_, r, 2, 2).values);
+  }
+  // One process still checks every file before choosing: it falls back at once.
+  CheckpointManager single(opts_, {}, layout_);
+  auto found = single.Start();
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ((*found)->manifest.step, 2);
 }
 
 TEST_F(ManagerTest, ResumeOntoOtherShardingIsExact) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -205,12 +206,16 @@ std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& 
 }
 
 StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, bool full_checksums) {
+  return VerifyCheckpoint(dir, VerifyOptions{full_checksums, full_checksums});
+}
+
+StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, const VerifyOptions& options) {
   StatusOr<std::string> text = ReadFileToString(dir + "/manifest.json");
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) return NotFound("no manifest.json in " + dir);
     return text.status();
   }
-  HT_ASSIGN_OR_RETURN(Manifest m, Manifest::Parse(*text, /*allow_missing_checksum=*/!full_checksums));
+  HT_ASSIGN_OR_RETURN(Manifest m, Manifest::Parse(*text, /*allow_missing_checksum=*/!options.manifest_checksum));
   for (const ShardFileRecord& f : m.files) {
     const std::string path = dir + "/" + f.name;
     StatusOr<int64_t> size = FileSize(path);
@@ -232,7 +237,7 @@ StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, bool full_checksums)
         return DataLoss(path + ": unit ranges disagree with manifest.json");
       }
     }
-    if (full_checksums) {
+    if (options.file_checksums) {
       HT_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32c(path));
       if (crc != f.crc32c) {
         return DataLoss(path + ": crc32c " + Crc32cHex(crc) + " != manifest " + Crc32cHex(f.crc32c) + " (corrupt)");
@@ -243,10 +248,14 @@ StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, bool full_checksums)
 }
 
 StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool full_checksums) {
+  return FindLatestCheckpoint(root, VerifyOptions{full_checksums, full_checksums});
+}
+
+StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, const VerifyOptions& options) {
   auto all = ListCheckpoints(root);
   std::vector<UnusableCheckpoint> skipped;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    StatusOr<Manifest> m = VerifyCheckpoint(it->second, full_checksums);
+    StatusOr<Manifest> m = VerifyCheckpoint(it->second, options);
     if (m.ok() && m->step != it->first) {
       m = DataLoss("manifest step " + std::to_string(m->step) + " does not match the directory name");
     }
@@ -359,6 +368,21 @@ Status CheckpointReader::ReadOld(int unit, ElemRange r, int state, float* dst) c
   return Status::Ok();
 }
 
+std::vector<ElemRange> CheckpointReader::OldRangesFor(const UnitEntry& target_unit, ElemRange range) const {
+  std::vector<ElemRange> out;
+  for (const TensorEntry& t : target_unit.tensors) {
+    const TensorEntry* old_t = nullptr;
+    for (const TensorEntry& o : manifest_.layout.units[target_unit.index].tensors) {
+      if (o.name == t.name) old_t = &o;
+    }
+    if (old_t == nullptr || old_t->numel != t.numel) continue;  // ReadRange reports it
+    const ElemRange want = IntersectRanges(range, {t.offset, t.offset + t.numel});
+    if (want.size() <= 0) continue;
+    out.push_back({old_t->offset + (want.begin - t.offset), old_t->offset + (want.end - t.offset)});
+  }
+  return out;
+}
+
 Status CheckpointReader::ReadRange(const UnitEntry& target_unit, ElemRange range,
                                    const std::array<float*, kNumStates>& dst) const {
   const int u = target_unit.index;
@@ -379,6 +403,48 @@ Status CheckpointReader::ReadRange(const UnitEntry& target_unit, ElemRange range
     const ElemRange old_r{old_t->offset + (want.begin - t.offset), old_t->offset + (want.end - t.offset)};
     for (int s = 0; s < kNumStates; ++s) HT_RETURN_IF_ERROR(ReadOld(u, old_r, s, dst[s] + (want.begin - range.begin)));
   }
+  return Status::Ok();
+}
+
+Status CheckpointReader::VerifyFilesFor(const ModelLayoutDesc& target, const std::function<ElemRange(int)>& owned,
+                                        int64_t* bytes) const {
+  std::vector<bool> reads(headers_.size(), false);
+  for (const UnitEntry& unit : target.units) {
+    if (unit.index < 0 || unit.index >= static_cast<int>(manifest_.layout.units.size())) continue;
+    for (const ElemRange& r : OldRangesFor(unit, owned(unit.index))) {
+      for (size_t f = 0; f < headers_.size(); ++f) {
+        if (IntersectRanges(r, headers_[f].units[unit.index].range).size() > 0) reads[f] = true;
+      }
+    }
+  }
+  std::vector<size_t> files;
+  int64_t total = 0;
+  for (size_t f = 0; f < reads.size(); ++f) {
+    if (!reads[f]) continue;
+    files.push_back(f);
+    total += manifest_.files[f].bytes;
+  }
+  std::vector<Status> results(files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      const ShardFileRecord& rec = manifest_.files[files[i]];
+      const std::string path = dir_ + "/" + rec.name;
+      StatusOr<uint32_t> crc = FileCrc32c(path);
+      if (!crc.ok()) {
+        results[i] = crc.status();
+      } else if (*crc != rec.crc32c) {
+        results[i] = DataLoss(path + ": crc32c " + Crc32cHex(*crc) + " != manifest " + Crc32cHex(rec.crc32c) +
+                              " (corrupt)");
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < std::min<size_t>(4, files.size()); ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : results) HT_RETURN_IF_ERROR(s);
+  if (bytes != nullptr) *bytes = total;
   return Status::Ok();
 }
 

@@ -21,6 +21,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,15 @@ std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& 
 // is DataLoss unless !full_checksums (exp_manager.checkpoint.verify_checksums:
 // false). Returns the manifest, or DataLoss / NotFound naming the reason.
 StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, bool full_checksums);
+// The same with the shard files' crc32c left out while the manifest's own
+// checksum is still required (`manifest_checksum`): a rank of a multi-rank
+// run checks only the files it reads, after picking the checkpoint
+// (CheckpointReader::VerifyFilesFor), instead of all world-size files.
+struct VerifyOptions {
+  bool manifest_checksum = true;
+  bool file_checksums = true;
+};
+StatusOr<Manifest> VerifyCheckpoint(const std::string& dir, const VerifyOptions& options);
 
 struct UnusableCheckpoint {
   std::string path;
@@ -98,6 +108,7 @@ struct FoundCheckpoint {
 // there are some but none verifies (never a silent fresh start: the user
 // decides — exp_manager.start_fresh or resume_from_checkpoint).
 StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, bool full_checksums);
+StatusOr<FoundCheckpoint> FindLatestCheckpoint(const std::string& root, const VerifyOptions& options);
 
 // Moves a checkpoint directory that failed verification (or is being
 // replaced) out of the way without deleting it: <dir>.<tag>-<UTC time>,
@@ -130,6 +141,12 @@ class CheckpointReader {
   Status CheckCompatible(const ModelLayoutDesc& target) const;
   // dst[s][i] = state s of element range.begin + i of target unit `unit`.
   Status ReadRange(const UnitEntry& target_unit, ElemRange range, const std::array<float*, kNumStates>& dst) const;
+  // The crc32c of every shard file that ReadRange of `owned(unit)` for each
+  // target unit reads (a rank's own file when the layout is unchanged; the
+  // files it reshards from otherwise), on up to 4 threads: DataLoss naming
+  // the first corrupt file. `*bytes`: the bytes checked.
+  Status VerifyFilesFor(const ModelLayoutDesc& target, const std::function<ElemRange(int)>& owned,
+                        int64_t* bytes = nullptr) const;
   // Whole tensor of the master weights, by name (for HF export).
   Status ReadTensor(const std::string& name, int state, float* dst) const;
 
@@ -137,6 +154,8 @@ class CheckpointReader {
   CheckpointReader() = default;
   // Reads old-unit elements [r.begin, r.end) of state s into dst.
   Status ReadOld(int unit, ElemRange r, int state, float* dst) const;
+  // The old units' ranges that ReadRange(target_unit, range) reads.
+  std::vector<ElemRange> OldRangesFor(const UnitEntry& target_unit, ElemRange range) const;
   std::string dir_;
   Manifest manifest_;
   std::vector<Fd> fds_;
