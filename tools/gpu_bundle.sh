@@ -109,8 +109,8 @@ if rc != 0 and f == 0:
 print(p, f, s)
 PY
 chmod +x "$out/run.sh"
-chmod u+w "$out"/tests/* "$out"/bin/*
-strip --strip-debug "$out"/tests/* "$out"/bin/*
+chmod u+w "$out"/bin/* $(ls "$out"/tests/* 2>/dev/null)
+strip --strip-debug "$out"/bin/* $(ls "$out"/tests/* 2>/dev/null)
 mkdir -p .gpu-pack
 tar -cf - "$out" | xz -T2 -9e > .gpu-pack/bundle.tar.xz
 du -sh "$out" | awk '{print "bundle: " $1 " in '"$out"'"}'
