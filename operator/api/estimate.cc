@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "contract/instance_types.h"
+#include "contract/precision.h"
 
 namespace hypertrain::api {
 namespace {
@@ -196,27 +197,19 @@ StatusOr<contract::RunShape> RunShapeFromTrainerConfig(std::string_view yaml, in
   r.Read("model.peft.r", &peft_rank);
   HT_RETURN_IF_ERROR(r.status());
   HT_RETURN_IF_ERROR(ReadPeft(root, peft, peft_rank, &run.peft));
-  if (precision == "bf16") {
-    run.precision = contract::Precision::kBF16;
-  } else if (precision == "fp16") {
-    run.precision = contract::Precision::kFP16;
-  } else if (precision == "fp32") {
-    run.precision = contract::Precision::kFP32;
-  } else if (precision == "tf32") {
-    run.precision = contract::Precision::kTF32;
-  } else {
-    return InvalidField(kField, "trainer.precision: '" + precision + "' is not one of bf16, fp16, fp32, tf32");
+  // The trainer's own spellings (contract/precision.h: bf16-mixed, YAML 1.1
+  // booleans for checkpointing), so a config one side accepts the other does.
+  const std::optional<contract::Precision> p = contract::ParsePrecision(precision);
+  if (!p) {
+    return InvalidField(kField, "trainer.precision: '" + precision +
+                                    "' is not one of bf16 (bf16-mixed), fp16 (16-mixed), fp32 (32), tf32");
   }
-  // As the trainer reads it (YAML 1.1 booleans included: true = full).
-  if (ckpt == "none" || ckpt == "false" || ckpt == "False" || ckpt == "FALSE" || ckpt == "0") {
-    run.checkpointing = contract::Checkpointing::kNone;
-  } else if (ckpt == "selective") {
-    run.checkpointing = contract::Checkpointing::kSelective;
-  } else if (ckpt == "full" || ckpt == "true" || ckpt == "True" || ckpt == "TRUE" || ckpt == "1") {
-    run.checkpointing = contract::Checkpointing::kFull;
-  } else {
+  run.precision = *p;
+  const std::optional<contract::Checkpointing> c = contract::ParseCheckpointing(ckpt);
+  if (!c) {
     return InvalidField(kField, "model.activation_checkpointing: '" + ckpt + "' is not one of none, selective, full");
   }
+  run.checkpointing = *c;
   const auto s = contract::ParseShardingStrategy(strategy);
   if (!s) return InvalidField(kField, "model.sharding_strategy: " + contract::UnknownShardingStrategyMessage(strategy));
   run.strategy = *s;

@@ -51,6 +51,15 @@ TEST(EstimateJobTest, ReadsTheConfigAsTheTrainerDoes) {
   EXPECT_EQ(run->model.num_hidden_layers, 4);
   EXPECT_EQ(run->seq_len, 128);
   EXPECT_EQ(run->device, contract::Device::kCpu);
+  // The trainer's Lightning spellings (HyperPod recipes write them): issue 37.
+  for (const auto& [name, want] : std::vector<std::pair<std::string, contract::Precision>>{
+           {"bf16-mixed", contract::Precision::kBF16},
+           {"16-mixed", contract::Precision::kFP16},
+           {"32", contract::Precision::kFP32}}) {
+    run = RunShapeFromTrainerConfig("trainer: {precision: " + name + "}\n", 1, 1, true);
+    ASSERT_TRUE(run.ok()) << name << ": " << run.status().ToString();
+    EXPECT_EQ(run->precision, want) << name;
+  }
   for (const auto& [yaml, key] : std::vector<std::pair<std::string, std::string>>{
            {"model: {shape: 70b}\n", "model.shape"},
            {"model: {activation_checkpointing: partial}\n", "model.activation_checkpointing"},
