@@ -1,3 +1,4 @@
+#pragma once
 // Elastic TrainingJobs (spec.elastic): which node counts a job may run on and
 // how the trainer keeps the training identical on each.
 //
@@ -11,8 +12,6 @@
 // grad_accumulation_steps x D; the shard degree rule (sharding.h) must hold for
 // the world of N nodes. The operator only picks such sizes (ElasticSizeProblem)
 // and the trainer refuses any other at start (exit 2, naming the numbers).
-#ifndef HYPERTRAIN_CONTRACT_ELASTIC_H_
-#define HYPERTRAIN_CONTRACT_ELASTIC_H_
 
 #include <cstdint>
 #include <optional>
@@ -34,5 +33,3 @@ std::string ElasticSizeProblem(int64_t accum, int64_t desired_nodes, int64_t nod
                                int64_t requested_shard_degree, int64_t ranks_per_node);
 
 }  // namespace hypertrain::contract
-
-#endif  // HYPERTRAIN_CONTRACT_ELASTIC_H_

@@ -1,3 +1,4 @@
+#pragma once
 // Every environment variable that crosses the operator–runtime boundary: what
 // the operator sets on a TrainingJob pod (operator/controller/builders.cc),
 // what `hypertrain launch` adds for each rank, and the few knobs a user may set
@@ -9,8 +10,6 @@
 // Runtime-internal tuning knobs (HT_REDUCE_DTYPE, HT_RENDEZVOUS_TIMEOUT_S,
 // HT_ATTENTION_IMPL, ...) are not part of the contract: the operator never sets
 // them, and each is documented beside the code that reads it.
-#ifndef HYPERTRAIN_CONTRACT_ENV_H_
-#define HYPERTRAIN_CONTRACT_ENV_H_
 
 #include <string>
 #include <string_view>
@@ -180,5 +179,3 @@ const EnvVarSpec* FindEnvVar(std::string_view name);
 const std::vector<std::string>& ReservedEnvNames();
 
 }  // namespace hypertrain::contract
-
-#endif  // HYPERTRAIN_CONTRACT_ENV_H_

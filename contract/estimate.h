@@ -1,3 +1,4 @@
+#pragma once
 // A training run's size, speed, memory and cost, predicted from its shape
 // alone (no device needed). `hypertrain estimate` prints it; a TrainingJob's
 // dry run (spec.estimateOnly) puts it in status before any pod exists, so
@@ -23,8 +24,6 @@
 //    against the backend's own counters (GPU test) and docs/PERF.md.
 //  - Speed: tokens/s = MFU x peak / FLOPs per token, with the MFU of the
 //    nearest measured run in docs/PERF.md (MeasuredMfu) unless given.
-#ifndef HYPERTRAIN_CONTRACT_ESTIMATE_H_
-#define HYPERTRAIN_CONTRACT_ESTIMATE_H_
 
 #include <cstdint>
 #include <optional>
@@ -282,5 +281,3 @@ std::optional<Estimate> MakeEstimate(const RunShape& run, const EstimateOptions&
 std::optional<double> ParseTokenCount(const std::string& text);
 
 }  // namespace hypertrain::contract
-
-#endif  // HYPERTRAIN_CONTRACT_ESTIMATE_H_

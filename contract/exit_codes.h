@@ -1,3 +1,4 @@
+#pragma once
 // Process exit codes of `hypertrain` (train, launch, ...) and how the operator
 // treats each when a TrainingJob pod ends with it. The default policy is
 // Kubeflow's (PyTorchJob restartPolicy ExitCode): a process that exits with a
@@ -26,8 +27,6 @@
 // when an OOM kill is not worth another attempt); neither can make 2 retry (a
 // config error fails the same way on every attempt). Every retried code
 // restarts the gang while runPolicy.backoffLimit lasts.
-#ifndef HYPERTRAIN_CONTRACT_EXIT_CODES_H_
-#define HYPERTRAIN_CONTRACT_EXIT_CODES_H_
 
 namespace hypertrain::contract {
 
@@ -74,5 +73,3 @@ bool IsRetryable(int code, const Set& retryable, const Set& non_retryable) {
 }
 
 }  // namespace hypertrain::contract
-
-#endif  // HYPERTRAIN_CONTRACT_EXIT_CODES_H_

@@ -1,9 +1,8 @@
+#pragma once
 // Accelerator and network facts per SageMaker HyperPod instance type, shared
 // by the operator (gpusPerNode/efaPerNode defaults, EFA/NCCL environment) and
 // the runtime (`hypertrain estimate`: does a run fit, how fast is it). Names
 // carry HyperPod's "ml." prefix. Standard library only.
-#ifndef HYPERTRAIN_CONTRACT_INSTANCE_TYPES_H_
-#define HYPERTRAIN_CONTRACT_INSTANCE_TYPES_H_
 
 #include <cstdint>
 #include <optional>
@@ -35,5 +34,3 @@ const std::vector<InstanceType>& KnownInstanceTypes();
 std::optional<InstanceType> LookupInstanceType(std::string_view name);
 
 }  // namespace hypertrain::contract
-
-#endif  // HYPERTRAIN_CONTRACT_INSTANCE_TYPES_H_

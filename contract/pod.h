@@ -1,8 +1,7 @@
+#pragma once
 // What a TrainingJob pod looks like to both sides: the labels the operator
 // puts on it, the progress annotation the launcher writes, and where the trainer
 // finds its config inside the container.
-#ifndef HYPERTRAIN_CONTRACT_POD_H_
-#define HYPERTRAIN_CONTRACT_POD_H_
 
 namespace hypertrain::contract {
 
@@ -38,5 +37,3 @@ inline constexpr char kConfigFileName[] = "config.yaml";
 inline constexpr char kConfigPath[] = "/etc/hypertrain/config.yaml";
 
 }  // namespace hypertrain::contract
-
-#endif  // HYPERTRAIN_CONTRACT_POD_H_

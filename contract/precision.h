@@ -1,11 +1,10 @@
+#pragma once
 // The trainer's numeric precision (trainer.precision) and activation
 // checkpointing (model.activation_checkpointing) modes, with their names and
 // the spellings the config accepts (HyperPod recipes write Lightning names
 // such as `bf16-mixed` and YAML 1.1 booleans for checkpointing). The runtime
 // parses its config with them and the estimate names them, so a value one
 // side accepts the other accepts too.
-#ifndef HYPERTRAIN_CONTRACT_PRECISION_H_
-#define HYPERTRAIN_CONTRACT_PRECISION_H_
 
 #include <optional>
 #include <string_view>
@@ -25,5 +24,3 @@ std::optional<Precision> ParsePrecision(std::string_view name);
 std::optional<Checkpointing> ParseCheckpointing(std::string_view name);
 
 }  // namespace hypertrain::contract
-
-#endif  // HYPERTRAIN_CONTRACT_PRECISION_H_

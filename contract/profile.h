@@ -1,3 +1,4 @@
+#pragma once
 // A request to trace a few training steps (the trainer's `trainer.profile`):
 // the TrainingJob annotation kAnnotationProfile (pod.h) carries it from the
 // user to the operator, which passes it to the next attempt's pods as
@@ -12,8 +13,6 @@
 // required), dir (absolute; default <exp_dir>/traces; last, it takes the
 // rest of the text, commas included). Comma-separated, each key once.
 // Standard library only.
-#ifndef HYPERTRAIN_CONTRACT_PROFILE_H_
-#define HYPERTRAIN_CONTRACT_PROFILE_H_
 
 #include <cstdint>
 #include <optional>
@@ -41,5 +40,3 @@ std::string EncodeProfile(const ProfileRequest& p);
 std::optional<ProfileRequest> DecodeProfile(std::string_view text, std::string* error);
 
 }  // namespace hypertrain::contract
-
-#endif  // HYPERTRAIN_CONTRACT_PROFILE_H_

@@ -1,3 +1,4 @@
+#pragma once
 // The progress annotation (kAnnotationProgress, pod.h): node 0's launcher
 // encodes, the operator decodes. The value is a JSON object, readable with
 // `kubectl get pod -o jsonpath`:
@@ -15,8 +16,6 @@
 // (deployed launchers write it, users read it), and both sides already link
 // the same header; a hand-written JSON reader here would be a second parser of
 // the same format to keep correct.
-#ifndef HYPERTRAIN_CONTRACT_PROGRESS_H_
-#define HYPERTRAIN_CONTRACT_PROGRESS_H_
 
 #include <cstdint>
 #include <optional>
@@ -98,5 +97,3 @@ std::optional<Recovery> DecodeRecovery(std::string_view json_object);
 std::optional<Progress> DecodeProgress(std::string_view value, std::string* error);
 
 }  // namespace hypertrain::contract
-
-#endif  // HYPERTRAIN_CONTRACT_PROGRESS_H_

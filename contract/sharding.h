@@ -1,3 +1,4 @@
+#pragma once
 // The trainer's sharding strategies (model.sharding_strategy, HyperPod recipe
 // names) and the shard-degree rule. The operator checks a job's config with
 // them at admission; the runtime builds its process groups from them
@@ -13,8 +14,6 @@
 //
 // D must divide the world size. A D given for full_shard, shard_grad_op or
 // no_shard must equal the one the strategy fixes.
-#ifndef HYPERTRAIN_CONTRACT_SHARDING_H_
-#define HYPERTRAIN_CONTRACT_SHARDING_H_
 
 #include <cstdint>
 #include <optional>
@@ -56,5 +55,3 @@ std::optional<int64_t> ResolveShardDegree(ShardingStrategy strategy, int64_t req
 bool SplitsEmbeddingGrad(int64_t shard_degree, int64_t tokens_per_rank, int64_t vocab_size);
 
 }  // namespace hypertrain::contract
-
-#endif  // HYPERTRAIN_CONTRACT_SHARDING_H_

@@ -1,3 +1,4 @@
+#pragma once
 // A real Kubernetes control plane for tests, in the style of controller-runtime's
 // envtest: etcd, kube-apiserver, kube-controller-manager and kube-scheduler
 // (upstream binaries, ../shared/kube) as child processes on 127.0.0.1.
@@ -17,8 +18,6 @@
 //    runner leaves nothing behind.
 //  - The binaries come from $HYPERTRAIN_KUBE_BINARIES, else from the cache
 //    tools/setup.sh unpacks ../shared/kube into; etcd from $HYPERTRAIN_ETCD or PATH.
-#ifndef HYPERTRAIN_LOCALCLUSTER_ENVTEST_CONTROL_PLANE_H_
-#define HYPERTRAIN_LOCALCLUSTER_ENVTEST_CONTROL_PLANE_H_
 
 #include <sys/types.h>
 
@@ -124,5 +123,3 @@ class ControlPlane {
 int FreeLoopbackPort();
 
 }  // namespace hypertrain::envtest
-
-#endif  // HYPERTRAIN_LOCALCLUSTER_ENVTEST_CONTROL_PLANE_H_

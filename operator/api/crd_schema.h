@@ -1,3 +1,4 @@
+#pragma once
 // Manifest checks for CustomResourceDefinitions without a server, on the
 // API server's own rules (kube/openapi_schema.h), as "path: message" lines:
 //  - CheckStructural: the structural-schema rules kube-apiserver enforces on a
@@ -7,8 +8,6 @@
 //    field the schema does not describe is reported (the API server would
 //    silently prune it: a typo in a manifest). CEL rules are not evaluated
 //    here; ParseSpec enforces the same rules in C++.
-#ifndef HYPERTRAIN_OPERATOR_API_CRD_SCHEMA_H_
-#define HYPERTRAIN_OPERATOR_API_CRD_SCHEMA_H_
 
 #include <string>
 #include <vector>
@@ -29,5 +28,3 @@ std::vector<std::string> ValidateAgainstSchema(const nlohmann::json& schema, nlo
 nlohmann::json SchemaAt(const nlohmann::json& schema, const std::string& json_path);
 
 }  // namespace hypertrain::api
-
-#endif  // HYPERTRAIN_OPERATOR_API_CRD_SCHEMA_H_

@@ -1,9 +1,8 @@
+#pragma once
 // The dry run of a TrainingJob (spec.estimateOnly): the contract's estimate
 // (contract/estimate.h) of the job's inline trainer config on its nodes and
 // instance type, for status.estimate — what `hypertrain estimate` prints, so
 // a user learns before any pod exists whether the job fits and what it costs.
-#ifndef HYPERTRAIN_OPERATOR_API_ESTIMATE_H_
-#define HYPERTRAIN_OPERATOR_API_ESTIMATE_H_
 
 #include <string>
 #include <string_view>
@@ -33,5 +32,3 @@ StatusOr<contract::RunShape> RunShapeFromTrainerConfig(std::string_view yaml, in
 StatusOr<nlohmann::json> EstimateJob(const TrainingJobSpec& spec);
 
 }  // namespace hypertrain::api
-
-#endif  // HYPERTRAIN_OPERATOR_API_ESTIMATE_H_

@@ -1,8 +1,7 @@
+#pragma once
 // The instance-type table lives in the contract (contract/instance_types.h):
 // the runtime's `hypertrain estimate` reads the same GPU facts. These names
 // keep the operator's spelling.
-#ifndef HYPERTRAIN_OPERATOR_API_INSTANCE_TYPES_H_
-#define HYPERTRAIN_OPERATOR_API_INSTANCE_TYPES_H_
 
 #include "contract/instance_types.h"
 
@@ -13,5 +12,3 @@ using contract::KnownInstanceTypes;
 using contract::LookupInstanceType;
 
 }  // namespace hypertrain::api
-
-#endif  // HYPERTRAIN_OPERATOR_API_INSTANCE_TYPES_H_

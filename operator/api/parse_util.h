@@ -1,9 +1,8 @@
+#pragma once
 // Internal to operator/api: the field-by-field readers the spec parsers share.
 // Each throws FieldError naming the offending field ("spec.env[3].name"); the
 // public parsers (training_job.h) catch it and return its Status, so no
 // exception leaves the library.
-#ifndef HYPERTRAIN_OPERATOR_API_PARSE_UTIL_H_
-#define HYPERTRAIN_OPERATOR_API_PARSE_UTIL_H_
 
 #include <cstdint>
 #include <map>
@@ -55,5 +54,3 @@ void ValidateLabels(const std::map<std::string, std::string>& labels, const std:
 void ValidateAnnotations(const std::map<std::string, std::string>& annotations, const std::string& path);
 
 }  // namespace hypertrain::api::parse
-
-#endif  // HYPERTRAIN_OPERATOR_API_PARSE_UTIL_H_

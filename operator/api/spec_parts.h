@@ -1,7 +1,6 @@
+#pragma once
 // Internal to operator/api: the parts of ParseSpec that live in their own
 // files (scheduling_spec.cc, pod_template.cc). Each throws parse::FieldError.
-#ifndef HYPERTRAIN_OPERATOR_API_SPEC_PARTS_H_
-#define HYPERTRAIN_OPERATOR_API_SPEC_PARTS_H_
 
 #include <optional>
 #include <set>
@@ -44,5 +43,3 @@ bool IsOperatorLabel(const std::string& key);
 bool IsOperatorAnnotation(const std::string& key);
 
 }  // namespace hypertrain::api::parse
-
-#endif  // HYPERTRAIN_OPERATOR_API_SPEC_PARTS_H_

@@ -1,3 +1,4 @@
+#pragma once
 // TrainingJob status: types, JSON conversion and the condition rules.
 //
 // Condition rules (PyTorchJob/JobSet conventions):
@@ -12,8 +13,6 @@
 //  - status.state is the job's summary state: Failed/Succeeded, else Suspended,
 //    else Restarting, else Running, else Created, else Estimated (a dry run
 //    that created nothing), else Pending (Created=False says why, if known).
-#ifndef HYPERTRAIN_OPERATOR_API_STATUS_H_
-#define HYPERTRAIN_OPERATOR_API_STATUS_H_
 
 #include <cstdint>
 #include <map>
@@ -224,5 +223,3 @@ std::string ComputeState(const TrainingJobStatus& status);
 StatusOr<Progress> ParseProgressAnnotation(std::string_view value);
 
 }  // namespace hypertrain::api
-
-#endif  // HYPERTRAIN_OPERATOR_API_STATUS_H_

@@ -1,10 +1,9 @@
+#pragma once
 // Checks the trainer's YAML config (HyperPod recipe layout: trainer:, model:,
 // exp_manager:) against the job's shape before anything is created, so that an
 // inconsistent config fails the job with a reason naming the key instead of
 // crash-looping pods. Only what the operator must know is checked here; the
 // trainer validates the rest itself.
-#ifndef HYPERTRAIN_OPERATOR_API_TRAINER_CONFIG_H_
-#define HYPERTRAIN_OPERATOR_API_TRAINER_CONFIG_H_
 
 #include <cstdint>
 #include <optional>
@@ -43,5 +42,3 @@ StatusOr<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int 
                                                      int nproc_per_node);
 
 }  // namespace hypertrain::api
-
-#endif  // HYPERTRAIN_OPERATOR_API_TRAINER_CONFIG_H_

@@ -1,10 +1,9 @@
+#pragma once
 // The TrainingJob API (hypertrain.dev/v1alpha1): C++ types parsed from the
 // object's JSON, defaults applied, and validation that goes beyond the CRD's
 // OpenAPI schema (instance-type defaults, trainer config consistency, reserved
 // env names, the HyperPod unhealthy taint). The CRD lives in
 // crds/trainingjobs.hypertrain.dev.yaml; docs/OPERATOR.md is the reference.
-#ifndef HYPERTRAIN_OPERATOR_API_TRAINING_JOB_H_
-#define HYPERTRAIN_OPERATOR_API_TRAINING_JOB_H_
 
 #include <cstdint>
 #include <map>
@@ -247,5 +246,3 @@ StatusOr<ObjectMeta> ParseObjectMeta(const nlohmann::json& metadata);
 StatusOr<TrainingJobSpec> ParseSpec(const nlohmann::json& spec, const ObjectMeta& meta);
 
 }  // namespace hypertrain::api
-
-#endif  // HYPERTRAIN_OPERATOR_API_TRAINING_JOB_H_

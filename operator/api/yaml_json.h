@@ -1,8 +1,7 @@
+#pragma once
 // YAML -> nlohmann::json with YAML 1.2 core-schema scalar resolution (plain
 // scalars become null/bool/int/float when they look like one; quoted scalars
 // stay strings). Used to read CRDs, examples and manifests.
-#ifndef HYPERTRAIN_OPERATOR_API_YAML_JSON_H_
-#define HYPERTRAIN_OPERATOR_API_YAML_JSON_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,5 +20,3 @@ StatusOr<std::vector<nlohmann::json>> YamlDocumentsToJson(std::string_view yaml)
 StatusOr<nlohmann::json> YamlFileToJson(const std::string& path);
 
 }  // namespace hypertrain::api
-
-#endif  // HYPERTRAIN_OPERATOR_API_YAML_JSON_H_

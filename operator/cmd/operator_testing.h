@@ -1,8 +1,7 @@
+#pragma once
 // What the operator binary's tests share: the operator as a child process
 // (ended by PID), its HTTP endpoints and metrics, and the API server under
 // test (kube-local, or the real kube-apiserver through envtest).
-#ifndef HYPERTRAIN_OPERATOR_CMD_OPERATOR_TESTING_H_
-#define HYPERTRAIN_OPERATOR_CMD_OPERATOR_TESTING_H_
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -262,5 +261,3 @@ class RealCluster : public Cluster {
 };
 
 }  // namespace hypertrain::operatorcmd
-
-#endif  // HYPERTRAIN_OPERATOR_CMD_OPERATOR_TESTING_H_

@@ -1,11 +1,10 @@
+#pragma once
 // The Kubernetes permissions the operator's code uses, one entry per resource:
 // what the Helm chart grants (//charts:helm_chart_test compares its rendered
 // rules with this list, exactly) and what the operator really calls against a
 // real API server (tests/e2e/realkube_test.sh compares the API server's audit
 // log with the installed roles). A call added to the code without an entry
 // here fails with 403 there; an entry no call uses fails the audit comparison.
-#ifndef HYPERTRAIN_OPERATOR_CMD_PERMISSIONS_H_
-#define HYPERTRAIN_OPERATOR_CMD_PERMISSIONS_H_
 
 #include <string>
 #include <vector>
@@ -36,5 +35,3 @@ struct Permission {
 const std::vector<Permission>& OperatorPermissions();
 
 }  // namespace hypertrain::operatorcmd
-
-#endif  // HYPERTRAIN_OPERATOR_CMD_PERMISSIONS_H_

@@ -1,3 +1,4 @@
+#pragma once
 // Pure builders: TrainingJob (metadata + validated spec) in, Kubernetes objects
 // out as JSON. No I/O, no clock: callers pass `now`. The reconciler creates
 // what these return; tests check them without a server.
@@ -16,8 +17,6 @@
 // Rank 0 is reachable as <job>-node-0.<job>.<ns>.svc (MASTER_ADDR). The trainer
 // pods can change nothing but their job's progress ConfigMap: not a pod, not an
 // image, not another job's progress.
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_BUILDERS_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_BUILDERS_H_
 
 #include <optional>
 #include <string>
@@ -185,5 +184,3 @@ nlohmann::json BuildEvent(const api::ObjectMeta& job, EventType type, const std:
                           const std::string& reporting_instance);
 
 }  // namespace hypertrain::controller
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_BUILDERS_H_

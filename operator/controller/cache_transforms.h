@@ -1,3 +1,4 @@
+#pragma once
 // What the operator's informer caches keep of each object (controller-runtime's
 // cache TransformFunc and metadata-only informers): the fields the reconciler
 // reads, nothing more. A trainer pod as created carries its whole spec (env,
@@ -6,8 +7,6 @@
 // Each function trims in place and keeps metadata.name, namespace, uid,
 // resourceVersion, labels, annotations, ownerReferences, finalizers and
 // deletionTimestamp (the store's keys and indexes, the ownership checks).
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_CACHE_TRANSFORMS_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_CACHE_TRANSFORMS_H_
 
 #include "kube/resources.h"
 
@@ -28,5 +27,3 @@ void TrimNode(kube::Json& node);
 void KeepMetadataOnly(kube::Json& obj);
 
 }  // namespace hypertrain::controller
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_CACHE_TRANSFORMS_H_

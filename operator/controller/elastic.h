@@ -1,10 +1,9 @@
+#pragma once
 // Elastic jobs (spec.elastic), pure: which nodes could host one of the job's
 // pods, the size the next attempt takes after a scheduling timeout or when
 // capacity returns (the node-count arithmetic), and the size history in
 // status. Decide applies them (plan_capacity.cc) in its rows "scheduling
 // timeout" (shrink), "a gang restart" and "running below maxNodes" (grow).
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_ELASTIC_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_ELASTIC_H_
 
 #include <optional>
 #include <string>
@@ -71,5 +70,3 @@ void RecordResize(api::TrainingJobStatus* status, const SizeChoice& choice, cons
 void TrackSizeSteps(api::TrainingJobStatus* status, const api::Progress& progress);
 
 }  // namespace hypertrain::controller
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_ELASTIC_H_

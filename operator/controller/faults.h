@@ -1,11 +1,10 @@
+#pragma once
 // Fault classification for a gang of pods: which pod caused a failure (culprit
 // ranking), whether to wait for the root cause's own status first (settle
 // window), whether a running pod's node failed (node health), and whether the
 // training step stopped advancing (hang deadline). Pure: observed structs and
 // times in, verdicts out. What to do about a fault (restart or fail, node
 // exclusion) is the plan's (plan.h).
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_FAULTS_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_FAULTS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -98,5 +97,3 @@ HangCheck CheckHang(const std::string& job_name, const api::TrainingJobStatus& s
                     const api::FaultPolicy& policy, bool all_running, Clock::time_point now);
 
 }  // namespace hypertrain::controller
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_FAULTS_H_

@@ -1,3 +1,4 @@
+#pragma once
 // The controller's wiring, in the shape of sample-controller: per watched
 // namespace a TrainingJob informer and informers of the derived objects (Pods,
 // ConfigMaps, Services, ServiceAccounts, Roles, RoleBindings; only those
@@ -13,8 +14,6 @@
 // an error re-adds it with per-key exponential backoff.
 //
 // Run is one leadership term: main calls it while it holds the Lease.
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_MANAGER_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_MANAGER_H_
 
 #include <atomic>
 #include <chrono>
@@ -80,5 +79,3 @@ class Manager {
 };
 
 }  // namespace hypertrain::controller
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_MANAGER_H_

@@ -1,3 +1,4 @@
+#pragma once
 // The operator's Prometheus series, under the names and labels that
 // controller-runtime and client-go give them so that dashboards and alerts
 // written for Kubernetes controllers work unchanged (docs/OPERATOR.md lists
@@ -14,8 +15,6 @@
 //   leader_election_master_status{name}
 // plus the job counters by namespace (ReconcilerCounters) and
 // hypertrain_jobs{namespace}, the TrainingJobs in the caches.
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_METRICS_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_METRICS_H_
 
 #include <map>
 #include <string>
@@ -82,5 +81,3 @@ class Metrics {
 };
 
 }  // namespace hypertrain::controller
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_METRICS_H_

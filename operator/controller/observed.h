@@ -1,9 +1,8 @@
+#pragma once
 // What the reconciler observed, as plain structs: the job's pods and the nodes
 // they run on, read from the informer caches. PodFromJson and NodeFromJson are
 // the only code that reads their JSON; the fault classification (faults.h) and
 // the decision (plan.h) work on these, so they are tested without a server.
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_OBSERVED_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_OBSERVED_H_
 
 #include <chrono>
 #include <map>
@@ -100,5 +99,3 @@ ObservedPod PodFromJson(const nlohmann::json& pod);
 ObservedNode NodeFromJson(const nlohmann::json& node);
 
 }  // namespace hypertrain::controller
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_OBSERVED_H_

@@ -1,10 +1,9 @@
+#pragma once
 // The reconcile decision, pure: what the reconciler observed (the job, its
 // pods, their nodes) in; the next status, the actions and events that follow
 // from it, and when to look again out. No I/O and no clock: the reconciler
 // (reconciler.h) reads the caches, calls Decide, writes the status once, then
 // acts. One function per case of the table in reconciler.h decides that case.
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_H_
 
 #include <chrono>
 #include <map>
@@ -176,5 +175,3 @@ std::optional<Plan> DecideActFailure(const Observed& in, const Plan& plan, size_
 std::string ConflictMessage(const ObservedObject& o, const api::ObjectMeta& job);
 
 }  // namespace hypertrain::controller
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_H_

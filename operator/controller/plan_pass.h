@@ -1,7 +1,6 @@
+#pragma once
 // The pieces of Decide (plan.cc) shared by the files that implement its rows:
 // one pass's state and the helpers several rows use. Private to :plan.
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_PASS_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_PASS_H_
 
 #include <chrono>
 #include <string>
@@ -110,5 +109,3 @@ void RepairProgress(Pass& p);
 void SetCurrentNodes(Pass& p);
 
 }  // namespace hypertrain::controller::plan_internal
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_PASS_H_

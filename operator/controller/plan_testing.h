@@ -1,10 +1,9 @@
+#pragma once
 // Shared by the Decide table tests (plan_test.cc, plan_faults_test.cc): the
 // input of one pass, starting from a running two-node job (pods j-node-0 on
 // node-a and j-node-1 on node-b, both healthy, a minute after the start), and
 // one table row: what the case changes, the decision, the job state, the
 // actions in order, the events and the requeue; `check` looks at the rest.
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_TESTING_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_TESTING_H_
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -136,7 +135,6 @@ inline std::vector<std::string> EnsureAndCreate(std::vector<std::string> pods, b
   return out;
 }
 
-
 // Runs one row: Decide on the row's input, then the row's expectations.
 inline void CheckRow(const Row& row) {
   Input t;
@@ -159,5 +157,3 @@ inline void PrintTo(const Row& row, std::ostream* os) { *os << row.name; }
 inline std::string RowName(const ::testing::TestParamInfo<Row>& info) { return info.param.name; }
 
 }  // namespace hypertrain::controller::plantest
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_PLAN_TESTING_H_

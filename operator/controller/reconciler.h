@@ -1,3 +1,4 @@
+#pragma once
 // The TrainingJob reconciler: level-triggered and idempotent. Each call looks
 // at the cached job and its pods and moves the world one step toward the spec:
 //
@@ -49,8 +50,6 @@
 // write (Failed/InvalidSpec, or Created=False/PodCreationFailed with a capped
 // retry), the partial gang deleted, a Warning Event; never a pod counted as
 // created that does not exist.
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_RECONCILER_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_RECONCILER_H_
 
 #include <atomic>
 #include <chrono>
@@ -201,5 +200,3 @@ class Reconciler {
 };
 
 }  // namespace hypertrain::controller
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_RECONCILER_H_

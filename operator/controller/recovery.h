@@ -1,3 +1,4 @@
+#pragma once
 // The recovery time of a gang restart (issue 34), pure: from the fault that
 // restarted the gang to the first step after the resume, which node 0's
 // trainer reports in the progress annotation's recovery section
@@ -5,8 +6,6 @@
 // node 0's launcher start: pod deletion, creation, scheduling, container
 // start), the trainer's start-up before the rendezvous, the rendezvous and
 // process groups, the checkpoint load, other start-up, the first step.
-#ifndef HYPERTRAIN_OPERATOR_CONTROLLER_RECOVERY_H_
-#define HYPERTRAIN_OPERATOR_CONTROLLER_RECOVERY_H_
 
 #include <optional>
 #include <string>
@@ -31,5 +30,3 @@ std::optional<RecoveryMeasure> MeasureRecovery(const api::TrainingJobStatus& sta
                                                const contract::Progress& report);
 
 }  // namespace hypertrain::controller
-
-#endif  // HYPERTRAIN_OPERATOR_CONTROLLER_RECOVERY_H_
