@@ -11,7 +11,9 @@
 # Same users, paths and entrypoints as the runtime stages of images/*.Dockerfile,
 # on a minimal root filesystem (images/rootfs.sh: the binary and its ldd
 # closure). The trainer is whatever build BIN_DIR holds (the CPU build here: no
-# CUDA, NCCL or EFA libraries). Reproducible: same binaries, same digests.
+# CUDA, NCCL or EFA libraries; a CUDA build brings its CUDA libraries, ~1 GB).
+# Reproducible: same binaries, same digests. Layers are gzipped, or plain tar
+# with HT_OCI_COMPRESSION=none (faster for a large trainer; local use only).
 set -euo pipefail
 R="$(cd "$(dirname "$0")/.." && pwd)"
 usage() { echo "usage: tools/oci-images.sh OUT_DIR [BIN_DIR]" >&2; exit 2; }
@@ -27,10 +29,11 @@ mkdir -p "$out"
 work="$(mktemp -d "${TMPDIR:-/tmp}/oci-images.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-0}"
+oci_image() { python3 "$R/tools/oci_image.py" --compression "${HT_OCI_COMPRESSION:-gzip}" "$@"; }
 
 # Operator: images/operator.Dockerfile's scratch stage.
 "$R/images/rootfs.sh" "$op_bin" "$work/operator"
-python3 "$R/tools/oci_image.py" --rootfs "$work/operator" --ref localhost/hypertrain-operator:local \
+oci_image --rootfs "$work/operator" --ref localhost/hypertrain-operator:local \
   --out "$out/operator.tar" --user 65532:65532 --entrypoint '["/usr/local/bin/hypertrain-operator"]'
 
 # Trainer: images/trainer.Dockerfile's runtime stage (user 1000, its home).
@@ -38,12 +41,12 @@ python3 "$R/tools/oci_image.py" --rootfs "$work/operator" --ref localhost/hypert
 printf 'root:x:0:0:root:/root:/sbin/nologin\nhypertrain:x:1000:1000::/home/hypertrain:/sbin/nologin\n' > "$work/trainer/etc/passwd"
 printf 'root:x:0:\nhypertrain:x:1000:\n' > "$work/trainer/etc/group"
 mkdir -p "$work/trainer/home/hypertrain"
-python3 "$R/tools/oci_image.py" --rootfs "$work/trainer" --ref localhost/hypertrain:local \
+oci_image --rootfs "$work/trainer" --ref localhost/hypertrain:local \
   --out "$out/trainer.tar" --user 1000:1000 --workdir /home/hypertrain --cmd '["hypertrain", "--help"]' \
   --env PATH=/usr/local/bin:/usr/bin:/bin --owner home/hypertrain=1000:1000
 
 # Pause: one static binary (as the upstream pause image, user 65535).
 mkdir -p "$work/pause/usr/local/bin"
 cc -static -Os -s -o "$work/pause/usr/local/bin/pause" "$R/images/pause.c"
-python3 "$R/tools/oci_image.py" --rootfs "$work/pause" --ref localhost/pause:local \
+oci_image --rootfs "$work/pause" --ref localhost/pause:local \
   --out "$out/pause.tar" --user 65535:65535 --entrypoint '["/usr/local/bin/pause"]'

@@ -38,14 +38,35 @@ def tar_info(name, st, owners):
     return ti
 
 
-def layer_tar(rootfs, owners):
-    """The root filesystem as an uncompressed tar (bytes), entries sorted."""
-    buf = io.BytesIO()
+class HashingWriter:
+    """A file object that writes through to `f` and hashes what passes."""
+
+    def __init__(self, f):
+        self.f, self.h, self.size = f, hashlib.sha256(), 0
+
+    def write(self, data):
+        self.h.update(data)
+        self.size += len(data)
+        return self.f.write(data)
+
+    def tell(self):
+        return self.size
+
+    def flush(self):
+        self.f.flush()
+
+
+def write_layer(rootfs, owners, out, compression):
+    """Writes the root filesystem as a tar (entries sorted) to `out`; returns
+    (diff_id, digest, size) of the uncompressed tar and of the blob."""
     paths = []
     for dirpath, dirnames, filenames in os.walk(rootfs):
         for name in dirnames + filenames:
             paths.append(os.path.relpath(os.path.join(dirpath, name), rootfs))
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    blob = HashingWriter(out)
+    gz = gzip.GzipFile(fileobj=blob, mode="wb", mtime=0, filename="", compresslevel=6) if compression == "gzip" else None
+    raw = HashingWriter(gz if gz else blob)
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for rel in sorted(paths):
             path = os.path.join(rootfs, rel)
             st = os.lstat(path)
@@ -63,14 +84,9 @@ def layer_tar(rootfs, owners):
                     tar.addfile(ti, f)
             else:
                 fail(f"{path}: only directories, files and symlinks go into an image")
-    return buf.getvalue()
-
-
-def gzip_bytes(data):
-    out = io.BytesIO()
-    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, filename="") as g:
-        g.write(data)
-    return out.getvalue()
+    if gz:
+        gz.close()
+    return "sha256:" + raw.h.hexdigest(), "sha256:" + blob.h.hexdigest(), blob.size
 
 
 def blob(blobs, data, media_type):
@@ -90,6 +106,8 @@ def main():
     ap.add_argument("--env", action="append", default=[])
     ap.add_argument("--workdir", default="")
     ap.add_argument("--owner", action="append", default=[], help="PATH=UID:GID (PATH relative to the rootfs)")
+    ap.add_argument("--compression", choices=["gzip", "none"], default="gzip",
+                    help="of the layer (none: faster for large local images)")
     a = ap.parse_args()
     if not os.path.isdir(a.rootfs):
         fail(f"--rootfs {a.rootfs} is not a directory")
@@ -107,9 +125,12 @@ def main():
     except json.JSONDecodeError as e:
         fail(f"--entrypoint/--cmd must be JSON lists: {e}")
 
-    raw = layer_tar(a.rootfs, owners)
+    layer_file = a.out + ".layer.tmp"
+    with open(layer_file, "wb") as f:
+        diff_id, layer_digest, layer_size = write_layer(a.rootfs, owners, f, a.compression)
+    media = "application/vnd.oci.image.layer.v1.tar" + ("+gzip" if a.compression == "gzip" else "")
+    layer = {"mediaType": media, "digest": layer_digest, "size": layer_size}
     blobs = {}
-    layer = blob(blobs, gzip_bytes(raw), "application/vnd.oci.image.layer.v1.tar+gzip")
     config = {"User": a.user, "Env": a.env, "WorkingDir": a.workdir}
     if entrypoint is not None:
         config["Entrypoint"] = entrypoint
@@ -120,7 +141,7 @@ def main():
         "os": "linux",
         "created": "1970-01-01T00:00:00Z",
         "config": config,
-        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(raw).hexdigest()]},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
     }
     cfg = blob(blobs, json.dumps(image_config, sort_keys=True).encode(), "application/vnd.oci.image.config.v1+json")
     manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -134,6 +155,7 @@ def main():
              "index.json": json.dumps(index, sort_keys=True).encode()}
     for digest, data in blobs.items():
         files["blobs/sha256/" + digest.split(":", 1)[1]] = data
+    files["blobs/sha256/" + layer_digest.split(":", 1)[1]] = None  # streamed from layer_file
     tmp = a.out + ".tmp"
     with open(tmp, "wb") as f:
         with tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -143,10 +165,17 @@ def main():
                 tar.addfile(ti)
             for name in sorted(files):
                 ti = tarfile.TarInfo(name)
-                ti.size, ti.mode, ti.mtime = len(files[name]), 0o644, EPOCH
-                tar.addfile(ti, io.BytesIO(files[name]))
+                ti.mode, ti.mtime = 0o644, EPOCH
+                if files[name] is None:
+                    ti.size = layer_size
+                    with open(layer_file, "rb") as lf:
+                        tar.addfile(ti, lf)
+                else:
+                    ti.size = len(files[name])
+                    tar.addfile(ti, io.BytesIO(files[name]))
         f.flush()
         os.fsync(f.fileno())
+    os.unlink(layer_file)
     os.rename(tmp, a.out)
     print(f"{a.ref} {man['digest']} {a.out}")
 
