@@ -8,6 +8,9 @@
 #                [--instance-type T] [--capacity NAME=QTY,...] [--hugepages-2mi PAGES]
 #   real-node.sh stop DIR                   ends everything start made (idempotent)
 #
+# DIR/node-<i>.address holds the path of node i's containerd socket (for ctr -a).
+# ConfigMap openshift-service-ca.crt is created in default, kube-system and the
+# namespaces in $RN_NAMESPACES (this kubelet's token volumes need it; see start).
 # IMG_DIR holds pause.tar (the sandbox image) and any other OCI archives
 # (tools/oci-images.sh); each is imported into every node's containerd.
 # Node i (0-based) is hypertrain-node-<i>. Each node is one private mount
@@ -61,8 +64,8 @@ check() {
 
 cni_dir() { if [ -x /usr/lib/cni/loopback ]; then echo /usr/lib/cni; else echo /opt/cni/bin; fi; }
 
-write_containerd_config() {  # NODE_DIR
-  local d="$1"
+write_containerd_config() {  # NODE_DIR SOCKET
+  local d="$1" sock="$2"
   mkdir -p "$d/containerd/root" "$d/containerd/state" "$d/cni/net.d" "$d/runc"
   cat > "$d/cni/net.d/10-loopback.conflist" <<EOC
 {"cniVersion": "0.4.0", "name": "loopback", "plugins": [{"type": "loopback"}]}
@@ -74,9 +77,9 @@ state = "$d/containerd/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp"]
 [grpc]
-  address = "$d/containerd.sock"
+  address = "$sock"
 [ttrpc]
-  address = "$d/containerd.sock.ttrpc"
+  address = "$sock.ttrpc"
 [metrics]
   address = ""
 [plugins."io.containerd.grpc.v1.cri"]
@@ -206,19 +209,26 @@ start() {
     [ -d "/sys/fs/cgroup/$c" ] && [ ! -d "/sys/fs/cgroup/$c/k8s.io" ] && echo "/sys/fs/cgroup/$c/k8s.io" >> "$dir/created"
   done
   local ca; ca="$(kubectl --kubeconfig "$kubeconfig" config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')"
-  local i d cpid kpid
+  # Unix socket paths are limited to 108 bytes: containerd's socket and kubelet's
+  # root dir (it holds sockets too) live in a short directory.
+  local short; short="$(mktemp -d /tmp/ht-node.XXXXXX)"
+  echo "$short" >> "$dir/created"
+  local i d cpid kpid sock kroot
   for ((i = 0; i < nodes; i++)); do
     d="$dir/node-$i"
-    mkdir -p "$d/kubelet/root" "$d/kubelet/pki"
-    write_containerd_config "$d"
+    sock="$short/node-$i.sock"
+    kroot="$short/kubelet-$i"
+    echo "$sock" > "$d.address"
+    mkdir -p "$d/kubelet" "$kroot/pki"
+    write_containerd_config "$d" "$sock"
     write_ns_init "$d"
     unshare -m --propagation private -- bash "$d/ns-init.sh" > "$d/containerd.log" 2>&1 &
     cpid=$!
     echo "containerd $i $cpid" >> "$dir/pids"
-    wait_until 30 "containerd of node $i ($d/containerd.sock; log $d/containerd.log)" \
-      ctr -a "$d/containerd.sock" version || { tail -20 "$d/containerd.log" >&2; return 1; }
+    wait_until 30 "containerd of node $i ($sock; log $d/containerd.log)" \
+      ctr -a "$sock" version || { tail -20 "$d/containerd.log" >&2; return 1; }
     for p in "$images"/*.tar; do
-      ctr -a "$d/containerd.sock" -n k8s.io images import --no-unpack=false "$p" > /dev/null \
+      ctr -a "$sock" -n k8s.io images import --no-unpack=false "$p" > /dev/null \
         || die "node $i: ctr images import $p failed"
     done
     write_kubelet_config "$d" "$i" "$(free_port)" "$(free_port)" "$ca"
@@ -228,8 +238,8 @@ start() {
     local labels="hypertrain.dev/node-agent=kubelet,sagemaker.amazonaws.com/node-health-status=Schedulable"
     [ -z "$itype" ] || labels="$labels,node.kubernetes.io/instance-type=$itype"
     nsenter -t "$cpid" -m -- "$KUBELET" --config "$d/kubelet/config.yaml" --kubeconfig "$kubeconfig" \
-      --root-dir "$d/kubelet/root" --cert-dir "$d/kubelet/pki" \
-      --container-runtime-endpoint "unix://$d/containerd.sock" --pod-infra-container-image localhost/pause:local \
+      --root-dir "$kroot" --cert-dir "$kroot/pki" \
+      --container-runtime-endpoint "unix://$sock" --pod-infra-container-image localhost/pause:local \
       --node-ip 127.0.0.1 --hostname-override "hypertrain-node-$i" --node-labels "$labels" \
       > "$d/kubelet.log" 2>&1 &
     kpid=$!
@@ -263,6 +273,14 @@ start() {
           || die "hypertrain-node-$i does not advertise ${kv}"
       done
     fi
+  done
+  # This kubelet (built from OpenShift MicroShift's Kubernetes tree) adds ConfigMap
+  # openshift-service-ca.crt to every service-account token volume: pods that
+  # mount a token stay ContainerCreating in a namespace without it.
+  local ns
+  for ns in default kube-system ${RN_NAMESPACES:-}; do
+    kubectl --kubeconfig "$kubeconfig" -n "$ns" create configmap openshift-service-ca.crt \
+      --from-file=service-ca.crt="$ca" > /dev/null 2>&1 || true
   done
   log "$nodes node(s) Ready (kubelet $("$KUBELET" --version | awk '{print $2}'), containerd $(containerd --version | awk '{print $3}')); state in $dir"
 }
@@ -302,7 +320,7 @@ stop() {
   while read -r kind i pid; do
     [ "$kind" = containerd ] || continue
     d="$dir/node-$i"
-    sock="$d/containerd.sock"
+    sock="$(cat "$d.address")"
     if pid_alive "$pid"; then
       for task in $(ctr -a "$sock" -n k8s.io tasks ls -q 2> /dev/null); do
         timeout 20 ctr -a "$sock" -n k8s.io tasks delete --force "$task" > /dev/null 2>&1 || true
