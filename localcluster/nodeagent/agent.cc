@@ -59,36 +59,38 @@ Json ReadyConditions(bool ready, const std::string& now) {
 
 }  // namespace
 
-std::string TailFile(const std::string& path, int max_lines, size_t max_bytes) {
+namespace {
+
+// The last `max_bytes` bytes of a file (all of a shorter one), verbatim.
+std::string TailBytes(const std::string& path, size_t max_bytes) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return "";
   f.seekg(0, std::ios::end);
   const std::streamoff size = f.tellg();
-  const std::streamoff start = size > 65536 ? size - 65536 : 0;
+  const std::streamoff start = size > static_cast<std::streamoff>(max_bytes) ? size - max_bytes : 0;
   f.seekg(start);
-  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  while (!data.empty() && data.back() == '\n') data.pop_back();
-  std::deque<std::string> lines;
-  std::istringstream in(data);
-  for (std::string l; std::getline(in, l);) {
-    lines.push_back(l);
-    if (static_cast<int>(lines.size()) > max_lines) lines.pop_front();
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+std::string TailFile(const std::string& path, int max_lines, size_t max_bytes) {
+  std::string data = TailBytes(path, 65536);
+  // The last `max_lines` lines, each with its newline (kubelet's tail of a log).
+  size_t from = data.size();
+  int lines = 0;
+  for (size_t i = data.size(); i > 0; --i) {
+    if (data[i - 1] == '\n' && i != data.size() && ++lines == max_lines) break;
+    from = i - 1;
   }
-  std::string out;
-  for (const auto& l : lines) out += (out.empty() ? "" : "\n") + l;
-  if (out.size() > max_bytes) out = out.substr(out.size() - max_bytes);
-  return out;
+  data = data.substr(from);
+  if (data.size() > max_bytes) data = data.substr(data.size() - max_bytes);
+  return data;
 }
 
 std::string TerminationMessage(const std::string& termination_log, const std::string& container_log,
                                const std::string& policy, int exit_code) {
-  std::string msg;
-  if (std::ifstream f(termination_log, std::ios::binary); f) {
-    msg.resize(4096);
-    f.read(msg.data(), static_cast<std::streamsize>(msg.size()));
-    msg.resize(static_cast<size_t>(f.gcount()));
-  }
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == '\r')) msg.pop_back();
+  std::string msg = TailBytes(termination_log, 4096);
   if (msg.empty() && policy == "FallbackToLogsOnError" && exit_code != 0) msg = TailFile(container_log, 80, 2048);
   return msg;
 }
@@ -311,6 +313,7 @@ void Agent::Start(const Json& pod) {
     return;
   }
   p.pid = pid;
+  p.started_at = Now();
   procs_[uid] = p;
   spdlog::info("started {}/{} on {} pid {} log {}", ns, name, p.node, pid, log_path);
   ReportRunning(pod, pid);
@@ -359,9 +362,13 @@ void Agent::ReportExit(Proc& p) {
   const std::string now = Now();
   const std::string message = !p.message.empty() ? p.message
                               : TerminationMessage(p.dir + "/termination-log", log_path, p.message_policy, p.code);
-  Json term = {{"exitCode", p.code}, {"reason", p.code == 0 ? "Completed" : "Error"}, {"finishedAt", now}};
+  // As kubelet 1.26 reports it: no `signal` (kubelet never sets it; 128+N is the code).
+  Json term = {{"exitCode", p.code},
+               {"reason", p.code == 0 ? "Completed" : "Error"},
+               {"startedAt", p.started_at.empty() ? now : p.started_at},
+               {"finishedAt", now}};
+  if (p.pid > 0) term["containerID"] = "local://" + std::to_string(p.pid);
   if (!message.empty()) term["message"] = message;
-  if (p.code > 128) term["signal"] = p.code - 128;
   Json cs = {{"name", p.container}, {"image", p.image}, {"ready", false}, {"restartCount", 0}, {"started", false},
              {"state", {{"terminated", term}}}};
   auto r = pods_.InNamespace(p.ns).PatchStatus(

@@ -76,6 +76,7 @@ class Agent {
     bool status_reported = false;
     std::string message_policy = "File";  // the container's terminationMessagePolicy
     std::string message;                  // the agent's own reason (start failures)
+    std::string started_at;               // RFC 3339, when it was started
   };
   void Heartbeat();
   void Schedule(const kube::Json& pod, Placement* placement);
@@ -104,14 +105,15 @@ class Agent {
   std::map<std::string, std::string> start_errors_;  // pod uid → last reason it could not start (logged once)
 };
 
-// The container's termination message as the kubelet reports it: the
-// termination log file (at most 4096 bytes); when that is empty, the policy is
-// FallbackToLogsOnError and the container failed, the last 80 lines (at most
-// 2048 bytes) of its log.
+// The container's termination message as kubelet 1.26 reports it (measured on
+// a real kubelet, tests/e2e:termination_parity_*): the termination log file's
+// last 4096 bytes, verbatim; when that is empty, the policy is
+// FallbackToLogsOnError and the container failed, the last 2048 bytes of its
+// log's last 80 lines, verbatim (newlines kept).
 std::string TerminationMessage(const std::string& termination_log, const std::string& container_log,
                                const std::string& policy, int exit_code);
 
-// Last `max_lines` lines of a file, at most `max_bytes` bytes.
+// Last `max_lines` lines of a file with their newlines, at most the last `max_bytes` bytes.
 std::string TailFile(const std::string& path, int max_lines, size_t max_bytes);
 
 }  // namespace hypertrain::nodeagent

@@ -191,6 +191,10 @@ TEST(ObservedTest, EvictionAndPodLevelMessages) {
   EXPECT_EQ(p.fault, (PodFault{api::reason::kPodEvicted, "low on memory", std::nullopt, ""}));
   p = PodFromJson(json::parse(R"({"status": {"phase": "Failed", "reason": "DeadlineExceeded"}})"));
   EXPECT_EQ(p.fault, (PodFault{api::reason::kPodFailed, "DeadlineExceeded", std::nullopt, ""}));
+  // kubelet reports the termination log verbatim, the launcher's newline included.
+  p = PodFromJson(json::parse(R"({"status": {"phase": "Failed", "containerStatuses": [{"name": "trainer",
+      "state": {"terminated": {"exitCode": 1, "message": "rank 1 was killed by signal 9 (Killed)\n"}}}]}})"));
+  EXPECT_EQ(p.fault, (PodFault{api::reason::kPodFailed, "rank 1 was killed by signal 9 (Killed)", 1, ""}));
 }
 
 TEST(ObservedTest, NodeFromJsonReadsLabelsAndReadiness) {

@@ -56,6 +56,8 @@ PodFault FaultOf(const json& status) {
     f.finished_at = Str(term, "finishedAt");
   }
   if (f.message.empty()) f.message = Str(status, "message", Str(status, "reason"));
+  // kubelet reports the termination log verbatim (the launcher ends it with a newline).
+  while (!f.message.empty() && std::isspace(static_cast<unsigned char>(f.message.back()))) f.message.pop_back();
   return f;
 }
 
