@@ -452,12 +452,18 @@ void DefaultSecurityContext(json& container) {
 
 }  // namespace
 
-StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const PodOptions& opts) {
+Status CheckPodOptions(const api::TrainingJobSpec& spec, const PodOptions& opts) {
   const int nodes = opts.Nodes(spec);
   if (opts.rank < 0 || opts.rank >= nodes) {
     return InvalidField("rank", std::to_string(opts.rank) + " is outside [0, " + std::to_string(nodes) + ")");
   }
   if (opts.restart_attempt < 0) return InvalidField("restart_attempt", "must be >= 0");
+  return Status::Ok();
+}
+
+StatusOr<json> BuildPod(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const PodOptions& opts) {
+  HT_RETURN_IF_ERROR(CheckPodOptions(spec, opts));
+  const int nodes = opts.Nodes(spec);
   const std::string name = PodName(job.name, opts.rank);
 
   json labels = json::object();

@@ -123,7 +123,11 @@ struct PodOptions {
   std::string resize_reason;
 
   int Nodes(const api::TrainingJobSpec& spec) const { return nodes > 0 ? nodes : spec.nodes; }
+  bool operator==(const PodOptions&) const = default;
 };
+
+// What BuildPod refuses: a rank outside the attempt's size, a negative attempt.
+Status CheckPodOptions(const api::TrainingJobSpec& spec, const PodOptions& opts);
 
 // The container env for node `opts.rank` of its attempt: defaults not
 // overridden by the user, then the user's env in order, then the reserved

@@ -339,12 +339,14 @@ void CreatePods(Pass& p, const std::vector<int>& missing) {
   }
   for (int rank : missing) {
     opts.rank = rank;
-    auto pod = BuildPod(p.in.job, p.s(), opts);
-    if (!pod.ok()) {
-      p.error = pod.status();
+    // Checked now, built by the reconciler batch by batch (Action::pod).
+    if (Status s = CheckPodOptions(p.s(), opts); !s.ok()) {
+      p.error = s;
       return;
     }
-    p.plan.actions.push_back(Action{Action::Kind::kCreatePod, PodName(p.in.job.name, rank), "", *pod});
+    Action create{Action::Kind::kCreatePod, PodName(p.in.job.name, rank), "", nullptr};
+    create.pod = opts;
+    p.plan.actions.push_back(std::move(create));
   }
 }
 
@@ -477,6 +479,11 @@ std::string Describe(const Action& a) {
     case Action::Kind::kDeleteJob: return "delete TrainingJob " + a.name;
   }
   return "?";
+}
+
+StatusOr<nlohmann::json> PodToCreate(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const Action& a) {
+  if (a.kind != Action::Kind::kCreatePod) return Internal("not a pod create: " + Describe(a));
+  return BuildPod(job, spec, a.pod);
 }
 
 using plan_internal::Pass;

@@ -102,9 +102,15 @@ struct Action {
   // deletion propagates in the background.
   std::string uid;
   nlohmann::json object;  // creates: the object; AlreadyExists counts as done; patches: the merge patch
+  // kCreatePod (whose `object` stays null): the pod's options. The reconciler
+  // builds the pod (PodToCreate) only when its batch is sent: a whole gang's
+  // pods as JSON at once cost ~18 KiB each, 36 MiB of a 2048-node job's pass.
+  PodOptions pod;
 
   bool operator==(const Action&) const = default;
 };
+// The pod a kCreatePod action of `job` creates (BuildPod with its options).
+StatusOr<nlohmann::json> PodToCreate(const api::ObjectMeta& job, const api::TrainingJobSpec& spec, const Action& a);
 // "create Pod j-node-0", "create PodGroup j-1234abcd", "patch Pod j-node-0", "delete Pod j-node-1",
 // "delete TrainingJob j".
 std::string Describe(const Action& a);

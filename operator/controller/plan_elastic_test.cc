@@ -130,9 +130,9 @@ std::vector<Row> ElasticRows() {
          t.now = t0 + 302s;
        },
        Case::kCreating, "Created", EnsureAndCreate({"create Pod j-node-0"}), {}, std::nullopt,
-       [](const Plan& p, const Input&) {
+       [](const Plan& p, const Input& t) {
          ASSERT_EQ(p.actions.size(), 7u);
-         const json& pod = p.actions[6].object;
+         const json pod = PodOf(p, 6, t);
          EXPECT_EQ(EnvOf(pod, "NNODES"), "1");
          EXPECT_EQ(EnvOf(pod, "WORLD_SIZE"), "2");
          EXPECT_EQ(EnvOf(pod, "NODE_RANK"), "0");

@@ -156,8 +156,8 @@ std::vector<Row> TimeoutRows() {
          t.now = t0 + 91s;
        },
        Case::kCreating, "Restarting", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
-       [](const Plan& p, const Input&) {
-         EXPECT_EQ(p.actions[6].object["metadata"]["labels"]["hypertrain.dev/restart-attempt"], "1");
+       [](const Plan& p, const Input& t) {
+         EXPECT_EQ(PodOf(p, 6, t)["metadata"]["labels"]["hypertrain.dev/restart-attempt"], "1");
          EXPECT_EQ(p.status->scheduling.retry_time, "");
          EXPECT_EQ(p.status->scheduling.start_time, At(91s));
        }},
@@ -203,9 +203,9 @@ std::vector<Row> GangRows() {
        },
        // Created once the pods exist (a refused pod is never reported as created).
        Case::kCreating, "Pending", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
-       [](const Plan& p, const Input&) {
+       [](const Plan& p, const Input& t) {
          EXPECT_EQ(p.status->scheduling.start_time, "");
-         EXPECT_EQ(p.actions[6].object["spec"]["schedulingGates"][0]["name"], "kueue.x-k8s.io/admission");
+         EXPECT_EQ(PodOf(p, 6, t)["spec"]["schedulingGates"][0]["name"], "kueue.x-k8s.io/admission");
        }},
       {"KueueAdmittedGangStartsTheClock",
        [](Input& t) {

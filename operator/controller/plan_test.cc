@@ -159,7 +159,7 @@ std::vector<Row> RunRows() {
        },
        // Nothing is reported as created before it exists (issue 19: refused pods were).
        Case::kCreating, "Pending", EnsureAndCreate({"create Pod j-node-0", "create Pod j-node-1"}), {}, std::nullopt,
-       [](const Plan& p, const Input&) {
+       [](const Plan& p, const Input& t) {
          EXPECT_TRUE(p.needs_current_cache);
          EXPECT_EQ(p.status->start_time, At(60s));
          EXPECT_EQ(p.status->pods.active, 0);
@@ -170,8 +170,8 @@ std::vector<Row> RunRows() {
          EXPECT_EQ(p.actions[2].object["kind"], "ServiceAccount");
          EXPECT_EQ(p.actions[4].object["rules"][0]["resourceNames"][0], "j-progress");
          EXPECT_EQ(p.actions[5].object["subjects"][0]["name"], "j-trainer");
-         EXPECT_EQ(p.actions[7].object["metadata"]["labels"][api::kLabelNodeRank], "1");
-         EXPECT_EQ(p.actions[7].object["spec"]["serviceAccountName"], "j-trainer");
+         EXPECT_EQ(PodOf(p, 7, t)["metadata"]["labels"][api::kLabelNodeRank], "1");
+         EXPECT_EQ(PodOf(p, 7, t)["spec"]["serviceAccountName"], "j-trainer");
        }},
       {"OnlyMissingPodsAreCreated",
        [](Input& t) {
@@ -180,9 +180,9 @@ std::vector<Row> RunRows() {
          t.in.pods = {Pod(1, "Running", 2)};
        },
        Case::kCreating, "Running", EnsureAndCreate({"create Pod j-node-0"}), {}, std::nullopt,
-       [](const Plan& p, const Input&) {
+       [](const Plan& p, const Input& t) {
          EXPECT_EQ(p.status->start_time, kT0) << "kept";
-         const nlohmann::json& pod = p.actions[6].object;
+         const nlohmann::json pod = PodOf(p, 6, t);
          EXPECT_EQ(pod["metadata"]["labels"][api::kLabelRestartAttempt], "2");
          EXPECT_THAT(pod["spec"]["affinity"].dump(), HasSubstr("node-x"));
        }},

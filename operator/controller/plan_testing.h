@@ -102,6 +102,16 @@ struct Input {
   }
 };
 
+// The pod the create action p.actions[i] stands for, as the reconciler builds
+// it just before sending it (Action::pod).
+inline nlohmann::json PodOf(const Plan& p, size_t i, const Input& t) {
+  EXPECT_EQ(p.actions.at(i).kind, Action::Kind::kCreatePod) << Describe(p.actions.at(i));
+  EXPECT_TRUE(p.actions.at(i).object.is_null()) << "a pod built in Decide";
+  auto pod = PodToCreate(t.in.job, t.spec, p.actions.at(i));
+  EXPECT_TRUE(pod.ok()) << pod.status().ToString();
+  return pod.ok() ? *pod : nlohmann::json();
+}
+
 struct Row {
   std::string name;
   std::function<void(Input&)> setup;

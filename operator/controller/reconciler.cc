@@ -219,8 +219,9 @@ void Reconciler::RememberProgress(const std::string& job_key, const std::string&
   progress_[job_key] = KnownProgress{job_uid, cm_uid};
 }
 
-Status Reconciler::CheckExisting(const std::string& ns, const Action& a, const Status& conflict,
+Status Reconciler::CheckExisting(const api::ObjectMeta& job_meta, const Action& a, const Status& conflict,
                                  std::optional<ObservedObject>* existing) {
+  const std::string& ns = job_meta.namespace_;
   kube::ListOptions by_name;
   by_name.field_selector = "metadata.name=" + a.name;
   auto l = kube::ResourceClient(o_.client, CreatedType(a.kind), ns).List(by_name);
@@ -228,8 +229,8 @@ Status Reconciler::CheckExisting(const std::string& ns, const Action& a, const S
   if (l->items.empty()) return conflict;  // gone meanwhile: the queue retries
   ObservedObject o = ObjectFromJson(l->items[0]);
   o.kind = KindOf(a.kind);
-  const auto& ref = a.object["metadata"]["ownerReferences"][0];
-  const std::string job_name = ref.value("name", ""), job_uid = ref.value("uid", "");
+  const std::string& job_name = job_meta.name;
+  const std::string& job_uid = job_meta.uid;
   if (OwnershipOf(o, job_name, job_uid) == Ownership::kOurs) return Status::Ok();
   if (a.kind == Action::Kind::kCreateConfigMap && a.name == ProgressConfigMapName(job_name)) {
     // The trainer's token may have stripped it (labels too: then no cache holds it).
@@ -384,8 +385,10 @@ void Reconciler::ExpectCreated(const std::string& ns, const Action& a) {
   expected_[ExpectKey(ns, a)] = std::chrono::steady_clock::now();
 }
 
-Status Reconciler::CreatePods(const std::string& ns, const std::vector<Action>& actions, size_t begin, size_t end,
-                              size_t* failed, std::optional<ObservedObject>* existing) {
+Status Reconciler::CreatePods(const api::ObjectMeta& job, const api::TrainingJobSpec* spec,
+                              const std::vector<Action>& actions, size_t begin, size_t end, size_t* failed,
+                              std::optional<ObservedObject>* existing) {
+  const std::string& ns = job.namespace_;
   const kube::ResourceClient pods(o_.client, kube::resources::kPods, ns);
   size_t batch = 1;
   for (size_t i = begin; i < end;) {
@@ -395,20 +398,31 @@ Status Reconciler::CreatePods(const std::string& ns, const std::vector<Action>& 
       if (!Cached(ns, actions[i], &awaited)) todo.push_back(i);
       if (awaited) t_awaited = true;
     }
+    std::vector<Json> objects(todo.size());
+    for (size_t k = 0; k < todo.size(); ++k) {
+      StatusOr<Json> pod = spec == nullptr ? Internal("no spec to build pods from")
+                                           : PodToCreate(job, *spec, actions[todo[k]]);
+      if (!pod.ok()) {  // Decide checked the options: a bug
+        *failed = todo[k];
+        return Internal("pod " + actions[todo[k]].name + " not built: " + pod.status().message());
+      }
+      objects[k] = std::move(*pod);
+    }
     std::vector<std::optional<StatusOr<Json>>> made(todo.size());
     std::vector<std::thread> threads;
     for (size_t k = 1; k < todo.size(); ++k) {
-      threads.emplace_back([&, k] { made[k] = pods.Create(actions[todo[k]].object); });
+      threads.emplace_back([&, k] { made[k] = pods.Create(objects[k]); });
     }
-    if (!todo.empty()) made[0] = pods.Create(actions[todo[0]].object);
+    if (!todo.empty()) made[0] = pods.Create(objects[0]);
     for (std::thread& t : threads) t.join();
+    objects.clear();
     // A 409 (a cache that lags) is taken only for a pod of this job's.
     size_t refused = todo.size();
     Status refusal;
     for (size_t k = 0; k < todo.size() && refused == todo.size(); ++k) {
       if (made[k]->ok()) continue;
       refusal = made[k]->status();
-      if (kube::IsAlreadyExists(refusal)) refusal = CheckExisting(ns, actions[todo[k]], refusal, existing);
+      if (kube::IsAlreadyExists(refusal)) refusal = CheckExisting(job, actions[todo[k]], refusal, existing);
       if (!refusal.ok()) refused = k;
     }
     for (size_t k = 0; k < todo.size(); ++k) {
@@ -431,8 +445,8 @@ Status Reconciler::CreatePods(const std::string& ns, const std::vector<Action>& 
   return Status::Ok();
 }
 
-Status Reconciler::Act(const api::ObjectMeta& job, const std::vector<Action>& actions, size_t* failed,
-                       std::optional<ObservedObject>* existing) {
+Status Reconciler::Act(const api::ObjectMeta& job, const api::TrainingJobSpec* spec,
+                       const std::vector<Action>& actions, size_t* failed, std::optional<ObservedObject>* existing) {
   const std::string& ns = job.namespace_;
   kube::ResourceClient pods(o_.client, kube::resources::kPods, ns);
   for (size_t i = 0; i < actions.size(); ++i) {
@@ -441,7 +455,7 @@ Status Reconciler::Act(const api::ObjectMeta& job, const std::vector<Action>& ac
     if (a.kind == Action::Kind::kCreatePod) {
       size_t end = i;
       while (end < actions.size() && actions[end].kind == Action::Kind::kCreatePod) ++end;
-      HT_RETURN_IF_ERROR(CreatePods(ns, actions, i, end, failed, existing));
+      HT_RETURN_IF_ERROR(CreatePods(job, spec, actions, i, end, failed, existing));
       i = end - 1;
       continue;
     }
@@ -465,7 +479,7 @@ Status Reconciler::Act(const api::ObjectMeta& job, const std::vector<Action>& ac
       case Action::Kind::kCreateServiceAccount:
       case Action::Kind::kCreateRole:
       case Action::Kind::kCreateRoleBinding:
-      case Action::Kind::kCreatePod: {
+      case Action::Kind::kCreatePod: {  // pods: CreatePods above
         bool awaited = false;
         const bool cached = Cached(ns, a, &awaited);
         if (awaited) t_awaited = true;
@@ -473,7 +487,7 @@ Status Reconciler::Act(const api::ObjectMeta& job, const std::vector<Action>& ac
         auto r = kube::ResourceClient(o_.client, CreatedType(a.kind), ns).Create(a.object);
         if (kube::IsAlreadyExists(r.status())) {
           // Used only when it is the job's (a cache not caught up yet).
-          Status s = CheckExisting(ns, a, r.status(), existing);
+          Status s = CheckExisting(job, a, r.status(), existing);
           if (!s.ok()) return Count(ns, s);
           break;
         }
@@ -558,7 +572,8 @@ StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& key) {
   size_t failed = 0;
   std::optional<ObservedObject> existing;
   t_awaited = false;
-  const Status acted = Act(*meta, plan.actions, &failed, &existing);
+  const api::TrainingJobSpec* parsed = spec.ok() ? &*spec : nullptr;
+  const Status acted = Act(*meta, parsed, plan.actions, &failed, &existing);
   if (written) Emit(*meta, plan.events, FormatRfc3339(now));
   if (acted.ok()) {
     // A create skipped for an object the cache has not shown yet: look again
@@ -574,7 +589,7 @@ StatusOr<ReconcileResult> Reconciler::Reconcile(const std::string& key) {
   HT_ASSIGN_OR_RETURN(const bool rewritten,
                       WriteStatus(jobs, &server_job, plan.status ? *plan.status : in.status, *recovery->status));
   size_t rollback_failed = 0;
-  const Status rolled_back = Act(*meta, recovery->actions, &rollback_failed, &existing);
+  const Status rolled_back = Act(*meta, parsed, recovery->actions, &rollback_failed, &existing);
   if (rewritten) Emit(*meta, recovery->events, FormatRfc3339(now));
   if (!rolled_back.ok()) return rolled_back;
   return ReconcileResult{recovery->requeue_after};

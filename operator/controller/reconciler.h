@@ -143,7 +143,7 @@ class Reconciler {
   // After a create answered 409: the object under that name, read back
   // (LIST by name, the verb the informers hold); ok when it is the job's.
   // Otherwise the 409, with `*existing` set when it is another's.
-  Status CheckExisting(const std::string& ns, const Action& a, const Status& conflict,
+  Status CheckExisting(const api::ObjectMeta& job, const Action& a, const Status& conflict,
                        std::optional<ObservedObject>* existing);
   // A job gone from the cache: its progress ConfigMap, when the trainer's
   // token stripped its controller reference or added finalizers, gets the
@@ -164,12 +164,15 @@ class Reconciler {
   // Stops at the first failing action; `*failed` is its index, and exactly
   // actions[0, *failed) took effect. `*existing`: the object a create
   // answered 409 for (a cache that lags), when not the job's.
-  Status Act(const api::ObjectMeta& job, const std::vector<Action>& actions, size_t* failed,
-             std::optional<ObservedObject>* existing);
-  // The kCreatePod run actions[begin, end) in slow-start batches; on a
+  // `spec`: the job's parsed spec, which pods are built from (null when it
+  // did not parse: no pod is created then).
+  Status Act(const api::ObjectMeta& job, const api::TrainingJobSpec* spec, const std::vector<Action>& actions,
+             size_t* failed, std::optional<ObservedObject>* existing);
+  // The kCreatePod run actions[begin, end) in slow-start batches, each pod
+  // built just before its batch is sent (only a batch is held as JSON); on a
   // failure the failing batch's pods past the first refused one are deleted.
-  Status CreatePods(const std::string& ns, const std::vector<Action>& actions, size_t begin, size_t end,
-                    size_t* failed, std::optional<ObservedObject>* existing);
+  Status CreatePods(const api::ObjectMeta& job, const api::TrainingJobSpec* spec, const std::vector<Action>& actions,
+                    size_t begin, size_t end, size_t* failed, std::optional<ObservedObject>* existing);
   // The cache holds an object of the create action's kind and name, or this
   // reconciler created it less than kExpectCreated ago and the cache has not
   // shown it yet (the ReplicaSet controller's expectations): a pass racing the

@@ -310,9 +310,12 @@ Status TrainCheckpointHooks::AfterStep(model::Backend& backend, const train::Tra
 
 Status TrainCheckpointHooks::Finish(model::Backend& backend, const train::TrainState& state) {
   HT_RETURN_IF_ERROR(EnsureManager(backend));
-  const bool final_save = options_.save_last && !options_.dir.empty() && manager_->last_saved_step() != state.step;
-  if (final_save) HT_RETURN_IF_ERROR(SaveNow(backend, state));
-  HT_RETURN_IF_ERROR(manager_->Finish(/*require_last=*/final_save));
+  // The final step must be on disk: a periodic save of it (max_steps a
+  // multiple of every_n_train_steps) that failed is an error too, not only a
+  // separate final save (failure_policy: continue covers earlier steps only).
+  const bool save_last = options_.save_last && !options_.dir.empty();
+  if (save_last && manager_->last_saved_step() != state.step) HT_RETURN_IF_ERROR(SaveNow(backend, state));
+  HT_RETURN_IF_ERROR(manager_->Finish(/*require_last=*/save_last));
   if (backend.BaseLayout() != nullptr && placement_.rank == 0) {
     // PEFT: the trained adapter always (PEFT's adapter_config.json +
     // adapter_model.safetensors); the full exports below are base + adapter merged.
@@ -340,9 +343,9 @@ double TrainCheckpointHooks::EstimatedSaveSeconds() const {
 
 Status TrainCheckpointHooks::Stop(model::Backend& backend, const train::TrainState& state, bool save) {
   HT_RETURN_IF_ERROR(EnsureManager(backend));
-  const bool now = save && !options_.dir.empty() && manager_->last_saved_step() != state.step;
-  if (now) HT_RETURN_IF_ERROR(SaveNow(backend, state));
-  return manager_->Finish(/*require_last=*/now);
+  const bool save_stop = save && !options_.dir.empty();
+  if (save_stop && manager_->last_saved_step() != state.step) HT_RETURN_IF_ERROR(SaveNow(backend, state));
+  return manager_->Finish(/*require_last=*/save_stop);
 }
 
 // From the sharded checkpoint of this very step when there is one, else from

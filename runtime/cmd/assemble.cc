@@ -21,6 +21,7 @@
 #include "runtime/ckpt/host_allocator.h"
 #include "runtime/ckpt/train_hooks.h"
 #include "runtime/cmd/cuda_parts.h"
+#include "runtime/cmd/preflight.h"
 #include "runtime/estimate/memory_budget.h"
 #include "runtime/parallel/parallel_runtime.h"
 
@@ -85,6 +86,11 @@ StatusOr<train::BackendBundle> CreateBackend(const config::TrainConfig& c,
   if (c.backend == "auto" && !CudaBuiltIn()) return CreateCpuBackend(c, o, env);
   StatusOr<CudaParts> cuda = CreateCudaBackend(c, o, env);
   if (!cuda.ok()) {
+    if (c.backend == "cuda" && cuda.status().code() == StatusCode::kUnavailable) {
+      // No GPU or a driver too old: the same on every restart on this node,
+      // so exit 2 (the operator fails the job with this message), not 200.
+      return InvalidArgument("trainer.backend: cuda: " + cuda.status().message());
+    }
     if (c.backend == "cuda" || cuda.status().code() != StatusCode::kUnavailable)
       return cuda.status();
     spdlog::info("trainer.backend: auto: {}; using the CPU backend", cuda.status().message());
@@ -165,6 +171,7 @@ StatusOr<train::TrainSummary> RunTrainJob(const config::TrainConfig& c,
                                           const launch::EnvLookup& env,
                                           train::Termination* termination) {
   HT_ASSIGN_OR_RETURN(const config::TrainConfig sized, SizeForThisWorld(c, env));
+  HT_ASSIGN_OR_RETURN(ExpDirGuard exp_dir, Preflight(sized, env));  // held until the run ends
   HT_ASSIGN_OR_RETURN(train::TrainParts parts, AssembleTrainJob(sized, env));
   parts.termination = termination;
   return train::RunTrainJob(sized, std::move(parts));

@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "runtime/backends/cuda/backend.h"
 #include "runtime/bench/bench.h"
@@ -15,6 +18,27 @@
 
 namespace hypertrain::cmd {
 
+namespace {
+
+// The oldest Linux driver CUDA 13.0 runs on (its release notes' table).
+constexpr char kMinDriverForCuda13[] = "580.65.06";
+
+// The kernel module's version ("550.54.15"), from /proc; "not loaded" when
+// the node has no NVIDIA driver.
+std::string NvidiaDriverVersion() {
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  if (!f || !std::getline(f, line)) return "not loaded";
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Thu ..."
+  const size_t at = line.find("Kernel Module");
+  std::istringstream words(at == std::string::npos ? line : line.substr(at + 13));
+  std::string version;
+  words >> version;
+  return version.empty() ? "of unknown version" : version;
+}
+
+}  // namespace
+
 bool CudaBuiltIn() { return true; }
 
 StatusOr<CudaParts> CreateCudaBackend(const config::TrainConfig& c, const model::BackendOptions& o,
@@ -22,9 +46,17 @@ StatusOr<CudaParts> CreateCudaBackend(const config::TrainConfig& c, const model:
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
-    return Unavailable(err != cudaSuccess
-                           ? fmt::format("no CUDA device ({})", cudaGetErrorString(err))
-                           : std::string("no CUDA device"));
+    // Unavailable: `auto` falls back to the CPU; `cuda` fails (CreateBackend).
+    int driver = 0, runtime = 0;
+    (void)cudaDriverGetVersion(&driver);  // 0 without a driver
+    (void)cudaRuntimeGetVersion(&runtime);
+    return Unavailable(fmt::format(
+        "no usable CUDA device ({}); NVIDIA driver {}{}; this build needs CUDA {}.{}, i.e. a driver "
+        ">= {} (docs/TRAINER.md \"Backends\")",
+        err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", NvidiaDriverVersion(),
+        driver > 0 ? fmt::format(" (supports CUDA {}.{})", driver / 1000, driver % 1000 / 10)
+                   : std::string(" (no CUDA driver loaded)"),
+        runtime / 1000, runtime % 1000 / 10, kMinDriverForCuda13));
   }
   cuda::CudaOptions co;
   const char* local_rank = env("LOCAL_RANK");

@@ -158,6 +158,18 @@ HYPERTRAIN_CKPT_FAIL_AFTER_BYTES=0 "$BIN" train "${COMMON[@]}" --set exp_manager
 [ "$rc" -eq 200 ] || { cat "$TMP/final.log"; fail "failed final save with failure_policy=continue: exit $rc, want 200"; }
 grep -q "the final checkpoint (step 3) was not written" "$TMP/final.log" || fail "final save message"
 pass "failed final save with failure_policy=continue -> exit 200"
+# The same when the final step is also a periodic one (max_steps a multiple of
+# every_n_train_steps): its periodic save is the final save (issue 40).
+for async in true false; do
+  rc=0
+  HYPERTRAIN_CKPT_FAIL_AFTER_BYTES=0 "$BIN" train "${COMMON[@]}" --set exp_manager.exp_dir="$TMP/final-periodic-$async" \
+    --set trainer.max_steps=4 --set exp_manager.every_n_train_steps=2 --set exp_manager.async_save=$async \
+    --set exp_manager.checkpoint.failure_policy=continue > "$TMP/final-periodic.log" 2>&1 || rc=$?
+  [ "$rc" -eq 200 ] || { cat "$TMP/final-periodic.log"; fail "failed periodic final save (async_save=$async): exit $rc, want 200"; }
+  grep -q "the final checkpoint (step 4) was not written" "$TMP/final-periodic.log" || { cat "$TMP/final-periodic.log"; fail "final periodic save message"; }
+  grep -q "done: " "$TMP/final-periodic.log" && fail "a run whose final save failed said done"
+done
+pass "failed final save that is also a periodic one (every_n_train_steps=2, max_steps=4) -> exit 200"
 
 # --- 7. Messages.
 rc=0; "$BIN" train --config "$TMP" > "$TMP/dir.log" 2>&1 || rc=$?

@@ -13,6 +13,7 @@
 #include "runtime/cmd/assemble.h"
 #include "runtime/cmd/commands.h"
 #include "runtime/config/config.h"
+#include "runtime/launch/termination_log.h"
 #include "runtime/train/exit_codes.h"
 #include "runtime/train/termination.h"
 
@@ -83,6 +84,12 @@ int RunTrain(const ConfigFlags& flags) {
   if (!summary.ok()) {
     code = train::ExitCodeFor(summary.status());
     spdlog::error("training failed (exit {}): {}", code, summary.status().ToString());
+    // A failure no restart cures (config 2, data 3): its cause is the pod's
+    // termination message, which the operator puts in the job's Failed
+    // condition (a retryable one is a peer's follow-on as often as not).
+    if (code == train::kExitConfigError || code == train::kExitDataError) {
+      launch::WriteTerminationMessage(fmt::format("hypertrain train: exit {}: {}", code, summary.status().message()));
+    }
     return code;
   }
   if (summary->stopped_by_signal != 0) return contract::kExitSignalBase + summary->stopped_by_signal;

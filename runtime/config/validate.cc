@@ -171,6 +171,11 @@ Status ValidateAndFinish(TrainConfig& c) {
                                   "training on synthetic data, the directory is not read",
                                   c.data.train_dir));
   }
+  if (c.exp_dir.empty()) {
+    // Else checkpoints would go to /checkpoints and metrics to the working directory.
+    return InvalidArgument("exp_manager.exp_dir: empty: give the directory for checkpoints, metrics and logs "
+                           "(default ./exp)");
+  }
   while (c.checkpoint_dir.size() > 1 && c.checkpoint_dir.back() == '/') c.checkpoint_dir.pop_back();
   if (c.checkpoint_dir.empty()) c.checkpoint_dir = c.exp_dir + "/checkpoints";
   if (c.checkpoint.export_dir.empty()) c.checkpoint.export_dir = c.checkpoint_dir + "/full";

@@ -53,7 +53,7 @@ StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(const LoaderOptions& o,
       return InvalidArgument("model.data.train_dir is empty and use_synthetic_data is false");
     }
     if (!fs::is_directory(o.train_dir, ec)) {
-      return NotFound(fmt::format("model.data.train_dir '{}' is not a directory", o.train_dir));
+      return NotFound(fmt::format("{} '{}' is not a directory", o.dir_key, o.train_dir));
     }
     auto add = [&](std::unique_ptr<TokenFile> f) {
       d->file_starts_.push_back(d->num_tokens_);
@@ -99,9 +99,9 @@ StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(const LoaderOptions& o,
       }
       std::sort(bins.begin(), bins.end());
       if (bins.empty()) {
-        return NotFound(fmt::format("model.data.train_dir '{}' has no *.bin token files or Hugging Face dataset "
+        return NotFound(fmt::format("{} '{}' has no *.bin token files or Hugging Face dataset "
                                     "(make them with `hypertrain prepare`)",
-                                    o.train_dir));
+                                    o.dir_key, o.train_dir));
       }
       HT_ASSIGN_OR_RETURN(std::optional<DataManifest> manifest, ReadManifest(o.train_dir));
       if (manifest) {
@@ -124,9 +124,9 @@ StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(const LoaderOptions& o,
     }
     if (!d->sft_) d->num_samples_ = (d->num_tokens_ - 1) / o.seq;
     if (d->num_samples_ < 1) {
-      return InvalidArgument(fmt::format("model.data.train_dir '{}' holds {} tokens; a sample needs "
+      return InvalidArgument(fmt::format("{} '{}' holds {} tokens; a sample needs "
                                          "seq+1 = {}",
-                                         o.train_dir, d->num_tokens_, o.seq + 1));
+                                         o.dir_key, o.train_dir, d->num_tokens_, o.seq + 1));
     }
   }
   d->sampler_ = std::make_unique<Sampler>(d->num_samples_, o.micro_batch, o.grad_accum, o.rank,

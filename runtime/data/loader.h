@@ -56,6 +56,8 @@ struct LoaderOptions {
   // or an SFT dataset (`hypertrain prepare --sft`, runtime/data/sft): its
   // samples packed into rows (sft/dataset.h), each batch with positions.
   std::string train_dir;
+  // The config key errors name for train_dir (validation: model.data.val_dir).
+  std::string dir_key = "model.data.train_dir";
   // SHA-256 of the model's tokenizer.json (model.data.tokenizer); when set, a
   // manifest naming another tokenizer is refused.
   std::string tokenizer_sha256;

@@ -6,7 +6,8 @@
 # also while a checkpoint is written every step, under `launch` with 2 nodes x
 # 2 ranks (SIGTERM to one node's launcher stops all four ranks at one step), a
 # grace budget too small to save (no save, resume from the earlier one), and
-# a second signal (exit at once).
+# a second signal (exit at once), and a plain `train` whose OpenBLAS threads
+# predate the signal mask (issue 40).
 set -euo pipefail
 BIN="${HYPERTRAIN_BIN:-$PWD/runtime/cmd/hypertrain}"
 CONFIG="$PWD/examples/tiny-cpu.yaml"
@@ -169,6 +170,22 @@ assert sorted(set(steps)) == list(range(1, 25)), steps
 assert len(steps) == 24, f"steps logged twice (lost and redone): {steps}"
 PY
 echo "PASS: 2x2 under launch: SIGTERM to node 1 -> all ranks stopped after step $n (exit 143 / 143), resumed at $n"
+passed=$((passed + 1))
+
+# 6. A plain `hypertrain train` with OpenBLAS's thread pool (issue 40: its
+#    threads start before main and do not block SIGTERM; the signal landed on
+#    one of them and killed the process at once, no save): periodic saves
+#    every 5 steps, SIGTERM at a step that is not one of them; exit 143, the
+#    stop step saved, the next start resumes there.
+at=$((6 + RANDOM % 3))
+OPENBLAS_NUM_THREADS=4 run_and_stop pool "$at" --set exp_manager.every_n_train_steps=5
+n=$(stop_step "$TMP/pool.log")
+[ -n "$n" ] || { cat "$TMP/pool.log"; fail "pool: no stop line (killed by the signal?)"; }
+[ -d "$TMP/pool/checkpoints/step-$n" ] || fail "pool: no checkpoint of the stop step $n"
+OPENBLAS_NUM_THREADS=4 "$BIN" train "${COMMON[@]}" --set trainer.max_steps=24 --set exp_manager.exp_dir="$TMP/pool" \
+  --set exp_manager.every_n_train_steps=5 > "$TMP/pool.resume.log" 2>&1 || { cat "$TMP/pool.resume.log"; fail "pool resume"; }
+[ "$(resume_step "$TMP/pool.resume.log")" = "$n" ] || fail "pool: resumed at '$(resume_step "$TMP/pool.resume.log")', stopped at $n"
+echo "PASS: plain train with OpenBLAS threads: SIGTERM after step $n (every 5 saved) -> exit 143, resumed at $n"
 passed=$((passed + 1))
 
 echo "$passed passed, 0 failed"

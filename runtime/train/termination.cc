@@ -30,6 +30,21 @@ sigset_t StopSignals() {
   return s;
 }
 
+// Threads that existed before HandleSignals (OpenBLAS starts its pool when
+// the library loads, before main) do not block the stop signals, and the
+// kernel delivers a process-directed signal to any thread that does not: with
+// the default action that killed the process at once (exit 143, no save).
+// So a handler is installed too: it only counts (lock-free atomics are
+// async-signal-safe) and the signal thread takes it from there.
+std::atomic<int> g_caught_signal{0};
+std::atomic<int> g_caught_count{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void CountStopSignal(int sig) {
+  g_caught_signal.store(sig);
+  g_caught_count.fetch_add(1);
+}
+
 }  // namespace
 
 Termination::Termination(double grace_s) : grace_s_(grace_s) {}
@@ -37,6 +52,12 @@ Termination::Termination(double grace_s) : grace_s_(grace_s) {}
 Termination::~Termination() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  if (handlers_installed_) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &dfl, nullptr);
+  }
 }
 
 StatusOr<double> Termination::GraceFromEnv(const launch::EnvLookup& env) {
@@ -56,6 +77,15 @@ Status Termination::HandleSignals() {
   if (const int rc = ::pthread_sigmask(SIG_BLOCK, &s, nullptr); rc != 0) {
     return Internal(std::string("pthread_sigmask: ") + std::strerror(rc));
   }
+  struct sigaction count {};
+  count.sa_handler = CountStopSignal;
+  count.sa_flags = SA_RESTART;
+  sigfillset(&count.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    if (::sigaction(sig, &count, nullptr) != 0) return Internal(std::string("sigaction: ") + std::strerror(errno));
+  }
+  handlers_installed_ = true;
+  handled_count_ = g_caught_count.load();
   thread_ = std::thread([this] { Loop(); });
   return Status::Ok();
 }
@@ -82,7 +112,13 @@ void Termination::Loop() {
   int count = 0;
   while (!stop_.load()) {
     timespec ts{0, 100 * 1000 * 1000};
-    const int sig = ::sigtimedwait(&s, nullptr, &ts);
+    int sig = 0;
+    if (g_caught_count.load() > handled_count_) {  // taken by the handler on another thread
+      ++handled_count_;
+      sig = g_caught_signal.load();
+    } else {
+      sig = ::sigtimedwait(&s, nullptr, &ts);
+    }
     if (sig <= 0) continue;  // timeout or EINTR
     if (++count == 1) {
       Request(sig);

@@ -11,8 +11,12 @@
 //                            exits 128 + signal (143 for SIGTERM)
 //   second signal         -> the process exits at once with 128 + signal
 //
-// Signals are taken on a thread of their own (sigtimedwait): every other
-// thread keeps them blocked, so no system call anywhere sees EINTR.
+// Signals are taken on a thread of their own (sigtimedwait): every thread
+// started after HandleSignals keeps them blocked. Threads that predate it
+// (OpenBLAS starts its pool when the library loads) do not, so a counting
+// handler (SA_RESTART) catches a signal the kernel hands to one of them and
+// the signal thread acts on it the same way: a plain `hypertrain train` stops
+// gracefully exactly as a rank under `hypertrain launch` does.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -59,6 +63,8 @@ class Termination {
   std::atomic<int> signal_{0};
   std::atomic<int64_t> requested_at_ns_{0};  // steady clock
   std::atomic<bool> stop_{false};
+  bool handlers_installed_ = false;
+  int handled_count_ = 0;  // handler-caught signals the loop has taken (its thread only)
   std::thread thread_;
 };
 

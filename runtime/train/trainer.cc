@@ -313,6 +313,26 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   TrainState state;
   state.data.seed = c.seed;
   state.scaler.scale = c.loss_scale.enabled ? c.loss_scale.initial_scale : 1.0;
+  data::LoaderOptions lo;
+  lo.train_dir = c.data.train_dir;
+  if (!c.data.tokenizer.empty() && !c.data.use_synthetic_data) {
+    HT_ASSIGN_OR_RETURN(lo.tokenizer_sha256, data::TokenizerJsonSha256(c.data.tokenizer));
+  }
+  lo.synthetic = c.data.use_synthetic_data;
+  lo.vocab_size = c.model.vocab_size;
+  lo.micro_batch = c.train_batch_size;
+  lo.seq = c.seq_len();
+  lo.grad_accum = c.grad_accumulation_steps;
+  lo.rank = par->data_rank();
+  lo.dp_world = par->data_world();
+  lo.prefetch_depth = c.data.prefetch_depth;
+  // The validation set is checked before the checkpoint is read and any step
+  // runs (its errors name model.data.val_dir).
+  std::unique_ptr<Validator> validator;
+  if (c.validation.enabled()) {
+    validator = std::make_unique<Validator>(c, lo, bundle.allocator, bundle.stager);
+    HT_RETURN_IF_ERROR(validator->Check());
+  }
   startup::PhaseTimer restore_phase("checkpoint_restore");
   const auto restore_start = std::chrono::steady_clock::now();
   HT_ASSIGN_OR_RETURN(bool resumed, ckpt->Restore(backend, state));
@@ -328,19 +348,6 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   if (resumed && logging_rank) {
     spdlog::info("resumed at step {} ({} tokens seen)", state.step, state.tokens_seen);
   }
-  data::LoaderOptions lo;
-  lo.train_dir = c.data.train_dir;
-  if (!c.data.tokenizer.empty() && !c.data.use_synthetic_data) {
-    HT_ASSIGN_OR_RETURN(lo.tokenizer_sha256, data::TokenizerJsonSha256(c.data.tokenizer));
-  }
-  lo.synthetic = c.data.use_synthetic_data;
-  lo.vocab_size = c.model.vocab_size;
-  lo.micro_batch = c.train_batch_size;
-  lo.seq = c.seq_len();
-  lo.grad_accum = c.grad_accumulation_steps;
-  lo.rank = par->data_rank();
-  lo.dp_world = par->data_world();
-  lo.prefetch_depth = c.data.prefetch_depth;
   lo.state = state.data;
   startup::PhaseTimer loader_phase("data_loader");
   HT_ASSIGN_OR_RETURN(std::unique_ptr<data::DataLoader> loader,
@@ -401,9 +408,7 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
     }
     spdlog::info("metrics: {} and {}", metrics->jsonl_path(), metrics->tensorboard_path());
   }
-  std::unique_ptr<Validator> validator;
-  if (c.validation.enabled()) {
-    validator = std::make_unique<Validator>(c, lo, bundle.allocator, bundle.stager);
+  if (validator != nullptr) {
     if (logging_rank) {
       spdlog::info("validation: {} every {} steps and at the end, {} micro-batches of {} per rank", c.validation.val_dir,
                    c.validation.check_interval, validator->passes(), c.train_batch_size);

@@ -8,6 +8,7 @@ Validator::Validator(const config::TrainConfig& c, const data::LoaderOptions& tr
                      data::BatchStager* stager)
     : options_(train), allocator_(allocator), stager_(stager) {
   options_.train_dir = c.validation.val_dir;
+  options_.dir_key = "model.data.val_dir";
   options_.synthetic = false;
   options_.grad_accum = 1;
   options_.prefetch_depth = 1;
@@ -15,6 +16,10 @@ Validator::Validator(const config::TrainConfig& c, const data::LoaderOptions& tr
   options_.state.seed = c.seed;
   const int64_t sequences = c.validation.limit_batches * c.validation.batch_size;
   passes_ = (sequences + c.train_batch_size - 1) / c.train_batch_size;
+}
+
+Status Validator::Check() const {
+  return data::DataLoader::Create(options_, allocator_, stager_).status();
 }
 
 StatusOr<ValMetrics> Validator::Run(int64_t step, model::Backend& backend, model::UnitHooks& hooks) {

@@ -26,6 +26,9 @@ class Validator {
             data::BatchStager* stager);
   // Micro-batches per rank per evaluation.
   int64_t passes() const { return passes_; }
+  // Opens the validation set once (a missing, empty or mismatched val_dir is
+  // an error naming model.data.val_dir): at start, not at the first evaluation.
+  Status Check() const;
   StatusOr<ValMetrics> Run(int64_t step, model::Backend& backend, model::UnitHooks& hooks);
 
  private:

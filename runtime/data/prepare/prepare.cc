@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -12,8 +14,11 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/atomic_file.h"
+#include "core/dir_lock.h"
 #include "core/log.h"
 #include "core/time.h"
 #include "runtime/data/shard.h"
@@ -94,6 +99,49 @@ Status CheckOutDir(const PrepareOptions& o) {
   return Status::Ok();
 }
 
+// "<prefix><digits>" -> the pid; 0 for any other name.
+pid_t PidOfName(const std::string& name, const std::string& prefix) {
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return 0;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return static_cast<pid_t>(std::stol(digits));
+}
+
+// Leftovers of killed runs into `out` (call with its lock held, so no live
+// run of this binary owns any): ".<name>.tmp-<pid>" (incomplete output) and
+// ".<name>.old-<pid>" (the output a finished replacement moved aside), only
+// real directories of exactly those names whose pid is not a live process.
+// An interrupted replacement (no `out`, an .old-* there) is left as it is:
+// that .old-* is the previous data; the warning says how to restore it.
+void RemoveLeftovers(const fs::path& parent, const fs::path& out) {
+  const std::string name = out.filename().string();
+  const std::string tmp_prefix = "." + name + ".tmp-", old_prefix = "." + name + ".old-";
+  std::error_code ec;
+  const bool out_exists = fs::exists(out, ec);
+  std::vector<fs::path> tmps, olds;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string n = e.path().filename().string();
+    std::error_code sec;
+    if (!fs::is_directory(e.symlink_status(sec))) continue;
+    for (auto [prefix, list] : {std::pair{&tmp_prefix, &tmps}, std::pair{&old_prefix, &olds}}) {
+      const pid_t pid = PidOfName(n, *prefix);
+      if (pid > 0 && pid != ::getpid() && !(::kill(pid, 0) == 0 || errno == EPERM)) list->push_back(e.path());
+    }
+  }
+  if (!out_exists && !olds.empty()) {
+    spdlog::warn("prepare: {} is missing and {} holds the data it had before a replacement was interrupted; "
+                 "left as they are (restore it with mv {} {})",
+                 out.string(), olds.front().string(), olds.front().string(), out.string());
+    return;
+  }
+  for (const auto* list : {&tmps, &olds}) {
+    for (const fs::path& p : *list) {
+      spdlog::info("prepare: removing {}, left by a run that was killed", p.string());
+      (void)RemoveTree(p.string());
+    }
+  }
+}
+
 // One run of prepare: setup, then the reader / tokenizer threads / writer,
 // then the move into place.
 class Run {
@@ -122,6 +170,7 @@ class Run {
   int workers_ = 1;
   int64_t window_ = 8;  // batches in flight
   fs::path out_, parent_;
+  DirLock lock_;  // ".<name>.lock" beside the output; released after tmp_ goes
   TempDir tmp_;
   Pipeline p_;
   std::vector<uint32_t> pending_;  // tokens of the shard being filled
@@ -151,6 +200,11 @@ Status Run::Setup() {
   out_ = fs::absolute(o_.out_dir).lexically_normal();
   parent_ = out_.parent_path();
   HT_RETURN_IF_ERROR(MakeDirs(parent_.string()));
+  // One run per output: a second one is refused naming the first (host, pid).
+  HT_ASSIGN_OR_RETURN(lock_, DirLock::Acquire((parent_ / ("." + out_.filename().string() + ".lock")).string(),
+                                              "prepare --out " + o_.out_dir));
+  HT_RETURN_IF_ERROR(CheckOutDir(o_));  // again, now that no other run can fill it
+  RemoveLeftovers(parent_, out_);
   tmp_.path = (parent_ / fmt::format(".{}.tmp-{}", out_.filename().string(), ::getpid())).string();
   (void)RemoveTree(tmp_.path);
   return MakeDirs(tmp_.path);
@@ -348,6 +402,7 @@ Status Run::Commit() {
   HT_RETURN_IF_ERROR(WriteFileAtomically((fs::path(tmp_.path) / kManifestFile).string(), manifest_.ToJson()));
   std::error_code ec;
   const bool replace = fs::exists(out_, ec);
+  if (replace && !o_.overwrite) HT_RETURN_IF_ERROR(CheckOutDir(o_));  // filled by a run that took no lock
   const std::string old = (parent_ / fmt::format(".{}.old-{}", out_.filename().string(), ::getpid())).string();
   if (replace) HT_RETURN_IF_ERROR(RenameDurably(out_.string(), old));
   Status moved = RenameDurably(tmp_.path, out_.string());
