@@ -14,7 +14,9 @@
 #   bash tools/gpu_lora_check.sh qlora      # the same with peft_type qlora (8b, full checkpointing;
 #                                           # target <= 16 GiB)
 #   bash tools/gpu_lora_check.sh anchor     # tools/bench/peft_anchor.py (plain PyTorch LoRA, the same
-#                                           # shapes) on the same machine, right after
+#                                           # shapes) on the same machine, right after;
+#                                           # ANCHOR_COMPILE="none layer model" picks eager and/or
+#                                           # torch.compile per decoder layer / whole model (issue 36)
 #   bash tools/gpu_lora_check.sh dp         # 2 GPUs: `hypertrain launch` 2 ranks (NCCL) vs one process
 #                                           # accumulating the same global batch (PeftDataParallelHooks)
 #   bash tools/gpu_lora_check.sh shard      # 2 GPUs: the frozen base sharded (full_shard, NCCL) vs whole
@@ -140,11 +142,13 @@ for mode in "${modes[@]}"; do
       for m in ${TRAIN_MODELS:-8b}; do train_bench "$m" "${TRAIN_CKPT:-full}" qlora; done
       ;;
     anchor)
-      echo "== tools/bench/peft_anchor.py (plain PyTorch LoRA)"
+      echo "== tools/bench/peft_anchor.py (plain PyTorch LoRA; ANCHOR_COMPILE=${ANCHOR_COMPILE:-none})"
       for m in ${TRAIN_MODELS:-1b 8b}; do
-        LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH timeout 540 python3 tools/bench/peft_anchor.py --model "$m" --dropout "${LORA_DROPOUT:-0.1}" \
-          > "$OUTDIR/anchor_$m.log" 2>&1 || rc_all=1
-        grep -vE '^\{' "$OUTDIR/anchor_$m.log" | tail -n 3 | cut -c1-300
+        for cm in ${ANCHOR_COMPILE:-none}; do
+          LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH timeout 540 python3 tools/bench/peft_anchor.py --model "$m" \
+            --dropout "${LORA_DROPOUT:-0.1}" --compile "$cm" > "$OUTDIR/anchor_${m}_$cm.log" 2>&1 || rc_all=1
+          grep -vE '^\{' "$OUTDIR/anchor_${m}_$cm.log" | tail -n 3 | cut -c1-300
+        done
       done
       ;;
     dp) dp_check ;;

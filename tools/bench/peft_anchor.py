@@ -3,12 +3,15 @@
 transformers' LlamaForCausalLM (sdpa attention), the way the issue states it:
 frozen bf16 base, rank-16 adapters (fp32 parameters, bf16 autocast) on all
 seven projections, activation checkpointing (non-reentrant, per decoder
-layer), fused AdamW over the adapters only, eager. Prints tokens/s (median
+layer), fused AdamW over the adapters only; eager, or with --compile layer
+(torch.compile of every decoder layer, the torchtitan recipe) or --compile
+model (the whole LlamaForCausalLM), issue 36's anchor. Prints tokens/s (median
 step) and peak memory (torch.cuda.max_memory_allocated, as hypertrain's
 allocated_bytes excludes the CUDA context) per shape, and one JSON line each.
 
   python3 tools/bench/peft_anchor.py                       # 1b and 8b, 2x2048, rank 16, dropout 0.1
   python3 tools/bench/peft_anchor.py --model 8b --dropout 0 --steps 10
+  python3 tools/bench/peft_anchor.py --model 1b --compile layer   # compile time is not timed
 
 No `peft` package needed: the adapter is the LoraLayer math written out,
 y = x W^T + (alpha/r) * dropout(x) A^T B^T, A kaiming-uniform, B zero.
@@ -62,7 +65,7 @@ def add_lora(model, rank, alpha, dropout):
                     setattr(parent, name, LoraLinear(getattr(parent, name), rank, alpha, dropout))
 
 
-def run(model_name, batch, seq, rank, alpha, dropout, steps, warmup):
+def run(model_name, batch, seq, rank, alpha, dropout, steps, warmup, compile_mode="none"):
     cfg = LlamaConfig(max_position_embeddings=max(seq, 2048), rms_norm_eps=1e-5, use_cache=False,
                       attention_bias=False, mlp_bias=False, hidden_act="silu",
                       attn_implementation="sdpa", **SHAPES[model_name])
@@ -73,6 +76,11 @@ def run(model_name, batch, seq, rank, alpha, dropout, steps, warmup):
     add_lora(model, rank, alpha, dropout)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
+    if compile_mode == "layer":
+        for layer in model.model.layers:
+            layer.compile()
+    elif compile_mode == "model":
+        model.compile()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=2e-4, weight_decay=0.0, fused=True)
     x = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
@@ -103,9 +111,9 @@ def run(model_name, batch, seq, rank, alpha, dropout, steps, warmup):
              trainable=sum(p.numel() for p in params), tokens_per_s=batch * seq / dt,
              step_ms=dt * 1e3, peak_allocated_gib=torch.cuda.max_memory_allocated() / 2**30,
              peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30, loss=float(loss),
-             device=torch.cuda.get_device_name(), torch=torch.__version__)
+             device=torch.cuda.get_device_name(), torch=torch.__version__, compile=compile_mode)
     print(f"{model_name} {batch}x{seq} LoRA r{rank} (all 7, dropout {dropout}, full checkpointing, "
-          f"fused AdamW, eager): {r['tokens_per_s']:.0f} tok/s, step {r['step_ms']:.1f} ms, "
+          f"fused AdamW, {'eager' if compile_mode == 'none' else 'torch.compile ' + compile_mode}): {r['tokens_per_s']:.0f} tok/s, step {r['step_ms']:.1f} ms, "
           f"peak allocated {r['peak_allocated_gib']:.2f} GiB (reserved "
           f"{r['peak_reserved_gib']:.2f}), {r['trainable']} trainable, {r['device']}", flush=True)
     print(json.dumps(r), flush=True)
@@ -123,9 +131,10 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--compile", choices=("none", "layer", "model"), default="none")
     a = ap.parse_args()
     for m in a.model or ["1b", "8b"]:
-        run(m, a.batch, a.seq, a.rank, a.alpha, a.dropout, a.steps, a.warmup)
+        run(m, a.batch, a.seq, a.rank, a.alpha, a.dropout, a.steps, a.warmup, a.compile)
 
 
 if __name__ == "__main__":
