@@ -11,6 +11,9 @@
 #                                           # LoRA rank 16 on all 7 projections, 2x2048 tokens per step,
 #                                           # 1b and 8b, full and selective activation checkpointing;
 #                                           # prints median tok/s and peak memory per run
+#   bash tools/gpu_lora_check.sh fp8base    # `train` with model.peft.fp8_base (issue 36)
+#   bash tools/gpu_lora_check.sh sftq       # 500 steps of real SFT data (PACK/sftdata), bf16 base vs
+#                                           # FP8 base from the same seed: loss within 0.5%
 #   bash tools/gpu_lora_check.sh qlora      # the same with peft_type qlora (8b, full checkpointing;
 #                                           # target <= 16 GiB)
 #   bash tools/gpu_lora_check.sh anchor     # tools/bench/peft_anchor.py (plain PyTorch LoRA, the same
@@ -63,8 +66,10 @@ print(f"   median {tps/1e3:.2f}k tok/s over {len(rows)} steps | peak device memo
 PY
 }
 
-train_bench() {  # model shape, checkpointing[, peft type (lora)]
-  local shape=$1 ckpt=$2 type=${3:-lora} label=${3:-lora}-$1-$2 exp=/tmp/lora-bench-${3:-lora}-$1-$2
+train_bench() {  # model shape, checkpointing[, peft type (lora)[, fp8 base (0)]]
+  local shape=$1 ckpt=$2 type=${3:-lora} fp8=${4:-0}
+  local label=${3:-lora}$([ "$fp8" = 1 ] && echo -fp8base)-$1-$2
+  local exp=/tmp/lora-bench-$label
   rm -rf "$exp"
   timeout 540 "$HT" train --config /dev/null \
     --set trainer.backend=cuda --set trainer.max_steps="${TRAIN_STEPS:-20}" --set trainer.log_every_n_steps=1 \
@@ -72,11 +77,12 @@ train_bench() {  # model shape, checkpointing[, peft type (lora)]
     --set model.train_batch_size=2 --set model.activation_checkpointing="$ckpt" \
     --set model.peft.peft_type="$type" --set model.peft.rank=16 \
     --set model.peft.alpha=32 --set model.peft.dropout="${LORA_DROPOUT:-0.1}" \
+    --set model.peft.fp8_base="$([ "$fp8" = 1 ] && echo true || echo false)" \
     --set model.data.use_synthetic_data=true \
     --set exp_manager.exp_dir="$exp" --set exp_manager.every_n_train_steps=0 \
     --set exp_manager.checkpoint.save_last=false > "$OUTDIR/train_$label.log" 2>&1
   local rc=$?
-  echo "== train $label ($type rank 16 on all 7, 2x2048, $ckpt checkpointing, bf16): rc $rc"
+  echo "== train $label ($type rank 16 on all 7, 2x2048, $ckpt checkpointing, bf16$([ "$fp8" = 1 ] && echo ', FP8 frozen base')): rc $rc"
   grep -E "peft:|CUDA device|error|Error|Unimplemented" "$OUTDIR/train_$label.log" | head -n 4 | cut -c1-300
   grep -E "step [0-9]+/" "$OUTDIR/train_$label.log" | tail -n 2 | cut -c1-300
   [ -f "$exp/metrics.jsonl" ] && summarise "$exp/metrics.jsonl" "$OUTDIR/train_$label.log"
@@ -119,6 +125,79 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# Issue 36's quality check: SFT_STEPS (500) steps of LoRA on real SFT data
+# (SFT_DATA: a `prepare --sft` directory, e.g. from tools/bench/sft_from_corpus.py)
+# with the bf16 base and with model.peft.fp8_base from the same seed; the
+# mean loss of the last 50 steps must agree within 0.5%.
+sft_quality() {
+  local data=${SFT_DATA:-$PACK/sftdata} shape=${SFT_MODEL:-1b} fp8 exp
+  [ -f "$data/manifest.json" ] || { echo "== sftq: no SFT data in $data"; rc_all=1; return; }
+  for fp8 in false true; do
+    exp=/tmp/lora-sftq-$fp8
+    rm -rf "$exp"
+    timeout 400 "$HT" train --config /dev/null \
+      --set trainer.backend=cuda --set trainer.max_steps="${SFT_STEPS:-500}" --set trainer.log_every_n_steps=1 \
+      --set trainer.precision=bf16 --set model.shape="$shape" --set model.max_context_width=2048 \
+      --set model.train_batch_size=2 --set model.activation_checkpointing=selective \
+      --set model.peft.peft_type=lora --set model.peft.rank=16 --set model.peft.alpha=32 \
+      --set model.peft.dropout=0.05 --set model.peft.fp8_base=$fp8 \
+      --set model.optim.lr=2e-4 --set model.optim.weight_decay=0 \
+      --set model.optim.sched.warmup_steps=20 --set model.data.train_dir="$data" \
+      --set exp_manager.exp_dir="$exp" --set exp_manager.every_n_train_steps=0 \
+      --set exp_manager.checkpoint.save_last=false > "$OUTDIR/sftq_$fp8.log" 2>&1 ||
+      { echo "== sftq fp8_base=$fp8 failed"; tail -n 20 "$OUTDIR/sftq_$fp8.log"; rc_all=1; return; }
+  done
+  python3 - /tmp/lora-sftq-false/metrics.jsonl /tmp/lora-sftq-true/metrics.jsonl <<'PY' || rc_all=1
+import json, statistics, sys
+def losses(p):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r and "step" in r}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+last = sorted(a)[-50:]
+ma, mb = statistics.mean(a[s] for s in last), statistics.mean(b[s] for s in last)
+print(f"== sftq: {len(a)} steps | loss step 1 {a[min(a)]:.4f} / {b[min(b)]:.4f} | mean of steps "
+      f"{last[0]}-{last[-1]}: bf16 base {ma:.4f}, FP8 base {mb:.4f}, relative {(mb - ma) / ma:+.3%}")
+for s in (1, 100, 200, 300, 400, last[-1]):
+    if s in a and s in b:
+        print(f"   step {s}: {a[s]:.4f} {b[s]:.4f}")
+ok = abs(mb - ma) <= 0.005 * ma
+print("== sftq:", "PASS" if ok else "FAIL", "(within 0.5%)")
+sys.exit(0 if ok else 1)
+PY
+  grep -hE "tok/s" "$OUTDIR"/sftq_*.log | tail -n 2 | cut -c1-200
+}
+
+# model.peft.fp8_base resumes bit for bit: 8 steps straight vs 4, stop, 4
+# more from the checkpoint (the FP8 amax histories travel in it).
+fp8_resume() {
+  local tmp=/tmp/lora-fp8-resume common
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  common=(--config /dev/null --set trainer.backend=cuda --set trainer.precision=bf16
+          --set trainer.log_every_n_steps=1 --set model.shape=tiny --set model.num_attention_heads=2
+          --set model.num_key_value_heads=1 --set model.max_context_width=256
+          --set model.train_batch_size=2 --set model.data.use_synthetic_data=true
+          --set model.peft.peft_type=lora --set model.peft.rank=8 --set model.peft.alpha=16
+          --set model.peft.dropout=0.1 --set model.peft.fp8_base=true --set model.optim.lr=1e-2
+          --set model.optim.sched.name=constant)
+  "$HT" train "${common[@]}" --set trainer.max_steps=8 --set exp_manager.exp_dir="$tmp/a" \
+    > "$OUTDIR/fp8_resume_a.log" 2>&1 &&
+  "$HT" train "${common[@]}" --set trainer.max_steps=4 --set exp_manager.exp_dir="$tmp/b" \
+    --set exp_manager.every_n_train_steps=4 > "$OUTDIR/fp8_resume_b1.log" 2>&1 &&
+  "$HT" train "${common[@]}" --set trainer.max_steps=8 --set exp_manager.exp_dir="$tmp/b" \
+    > "$OUTDIR/fp8_resume_b2.log" 2>&1 ||
+    { echo "== fp8resume: a run failed"; tail -n 20 "$OUTDIR"/fp8_resume_*.log; rc_all=1; return; }
+  python3 - "$tmp/a/metrics.jsonl" "$tmp/b/metrics.jsonl" <<'PY' || rc_all=1
+import json, sys
+def traj(p):
+    return {r["step"]: (r["loss"], r.get("grad_norm")) for r in map(json.loads, open(p)) if "loss" in r and "step" in r}
+a, b = traj(sys.argv[1]), traj(sys.argv[2])
+same = sorted(a) == list(range(1, 9)) and all(a[s] == b.get(s) for s in a)
+for s in sorted(a):
+    print(f"   step {s}: {a[s]} {b.get(s)}")
+print("== fp8resume:", "PASS (bit-identical)" if same else "FAIL")
+sys.exit(0 if same else 1)
+PY
+}
+
 for mode in "${modes[@]}"; do
   case "$mode" in
     tests)
@@ -137,6 +216,13 @@ for mode in "${modes[@]}"; do
         for ck in ${TRAIN_CKPT:-full selective}; do train_bench "$m" "$ck"; done
       done
       ;;
+    fp8base)
+      for m in ${TRAIN_MODELS:-1b 8b}; do
+        for ck in ${TRAIN_CKPT:-full selective}; do train_bench "$m" "$ck" lora 1; done
+      done
+      ;;
+    sftq) sft_quality ;;
+    fp8resume) fp8_resume ;;
     qlora)
       echo "target (issue 26): QLoRA 8b <= 16 GiB"
       for m in ${TRAIN_MODELS:-8b}; do train_bench "$m" "${TRAIN_CKPT:-full}" qlora; done

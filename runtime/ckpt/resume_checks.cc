@@ -87,6 +87,7 @@ json TrajectoryKeys(const config::TrainConfig& c) {
   if (c.finetune.peft.enabled()) {
     j["model.peft"] = {model::PeftTypeName(c.finetune.peft.type), c.finetune.peft.rank, c.finetune.peft.alpha,
                        c.finetune.peft.dropout, c.finetune.peft.targets};
+    if (c.finetune.peft.fp8_base) j["model.peft.fp8_base"] = true;  // only then: older checkpoints compare equal
   }
   return j;
 }

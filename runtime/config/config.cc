@@ -309,6 +309,7 @@ void ReadPeft(Reader& r, FinetuneConfig& ft, PeftKeys* k) {
   r.Double("model.peft.lora_alpha", &ft.peft.alpha);
   r.Double("model.peft.dropout", &ft.peft.dropout);
   r.Double("model.peft.lora_dropout", &ft.peft.dropout);
+  r.Bool("model.peft.fp8_base", &ft.peft.fp8_base);
   r.String("exp_manager.adapter_dir", &ft.adapter_dir);
   k->has_targets = r.Has("model.peft.target_modules");
   if (!k->has_targets) return;

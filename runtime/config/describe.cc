@@ -79,6 +79,7 @@ void EmitFinetune(YAML::Emitter& e, const FinetuneConfig& f) {
     std::vector<std::string> targets;
     for (int t : p.targets) targets.push_back(model::TargetModuleName(t));
     FlowList(e, "target_modules", targets);
+    if (p.fp8_base) Kv(e, "fp8_base", true);
   });
 }
 

@@ -102,6 +102,33 @@ TEST(RecipeKeys, ExportFullModelAndAutoCheckpoint) {
               "turns sharded checkpoints off");
 }
 
+// model.peft.fp8_base (issue 36): a hypertrain key beside the recipe's peft
+// block; LoRA in bf16 on the CUDA backend only.
+TEST(RecipeKeys, PeftFp8Base) {
+  const std::vector<std::string> lora = {"model.do_finetune=True", "model.hf_model_name_or_path=/m",
+                                         "model.peft.peft_type=lora"};
+  auto off = Parse(lora);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->finetune.peft.fp8_base);
+  std::vector<std::string> on = lora;
+  on.push_back("model.peft.fp8_base=true");
+  on.push_back("trainer.precision=bf16");
+  auto c = Parse(on);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->finetune.peft.fp8_base);
+  EXPECT_NE(c->finetune.peft.Summary().find("frozen base in FP8"), std::string::npos);
+  std::vector<std::string> qlora = on;
+  qlora[2] = "model.peft.peft_type=qlora";
+  ExpectError(qlora, "model.peft.fp8_base: applies to lora; a qlora base is already NF4 (set "
+                     "model.peft.fp8_base: false or model.peft.peft_type: lora)");
+  std::vector<std::string> fp32 = on;
+  fp32.back() = "trainer.precision=fp32";
+  ExpectError(fp32, "model.peft.fp8_base: FP8 GEMMs run inside bf16 training; trainer.precision is fp32 (use bf16)");
+  std::vector<std::string> cpu = on;
+  cpu.push_back("trainer.backend=cpu");
+  ExpectError(cpu, "model.peft.fp8_base needs the CUDA backend (FP8 tensor cores); trainer.backend is cpu");
+}
+
 TEST(RecipeKeys, FinetuneFromAHuggingFaceDirectory) {
   auto c = Parse({"model.do_finetune=True", "model.hf_model_name_or_path=/models/llama"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();

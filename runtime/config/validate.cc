@@ -155,6 +155,15 @@ Status ValidateAndFinish(TrainConfig& c) {
         "config.json and *.safetensors)");
   }
   HT_RETURN_IF_ERROR(ft.peft.Validate());
+  if (ft.peft.enabled() && ft.peft.fp8_base && c.precision != model::Precision::kBF16) {
+    return InvalidArgument(fmt::format("model.peft.fp8_base: FP8 GEMMs run inside bf16 training; "
+                                       "trainer.precision is {} (use bf16)",
+                                       model::PrecisionName(c.precision)));
+  }
+  if (ft.peft.enabled() && ft.peft.fp8_base && c.backend == "cpu") {
+    return InvalidArgument("model.peft.fp8_base needs the CUDA backend (FP8 tensor cores); "
+                           "trainer.backend is cpu");
+  }
   if (ft.peft.enabled() && c.fp8.enabled) {
     return InvalidArgument(fmt::format(
         "model.fp8: PEFT ({}) does not support FP8 (as the HyperPod recipes say); set model.fp8: false",

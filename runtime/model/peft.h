@@ -49,6 +49,12 @@ struct PeftOptions {
   double dropout = 0.0;  // on the adapter input, in [0, 1)
   // BlockTensor indices, ascending (default: all seven projections).
   std::vector<int> targets = {kQProj, kKProj, kVProj, kOProj, kGateProj, kUpProj, kDownProj};
+  // model.peft.fp8_base (LoRA, CUDA, bf16): the frozen block projections held
+  // as e4m3 codes with one scale per weight (its own amax), cast once at
+  // load; their forward and input-gradient GEMMs run in FP8 (the adapters,
+  // norms, attention, embedding and LM head stay bf16). Half the base's
+  // memory; the base is then read back as the forward sees it.
+  bool fp8_base = false;
 
   bool enabled() const { return type != PeftType::kNone; }
   bool quantized() const { return type == PeftType::kQlora; }

@@ -29,6 +29,10 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::ModelConfi
     if (options.unit_pool) {
       return InvalidArgument("model.peft: the CPU backend keeps the adapters whole (no unit pool)");
     }
+    if (options.peft.fp8_base) {
+      return InvalidArgument("model.peft.fp8_base needs the CUDA backend (FP8 tensor cores); the "
+                             "CPU backend keeps the frozen base in its compute dtype");
+    }
     HT_ASSIGN_OR_RETURN(b->layout_, model::BuildAdapterLayout(config, options.peft, options.layout));
     HT_ASSIGN_OR_RETURN(b->base_layout_,
                         model::ParamLayout::Build(

@@ -188,6 +188,12 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
       return InvalidArgument("model.fp8 with model.peft: the frozen base stays in bf16 (FP8 "
                              "training of adapters is not supported, as in the recipes)");
     }
+    fp8_base_ = options.peft.fp8_base;
+    if (fp8_base_ && options.base_shard.size > 1) {
+      return InvalidArgument("model.peft.fp8_base with a frozen base sharded over ranks "
+                             "(full_shard / hybrid_shard) is not supported: use "
+                             "model.sharding_strategy: no_shard or model.peft.fp8_base: false");
+    }
     if (options.unit_pool) {
       return InvalidArgument("model.peft: the CUDA backend keeps the adapters whole on every rank "
                              "(no unit pool; the frozen base is sharded by base_shard instead)");
@@ -271,20 +277,22 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   fused_qkv_ = bt[model::kKProj].offset == bt[model::kQProj].offset + bt[model::kQProj].numel &&
                bt[model::kVProj].offset == bt[model::kKProj].offset + bt[model::kKProj].numel;
   fused_gu_ = bt[model::kUpProj].offset == bt[model::kGateProj].offset + bt[model::kGateProj].numel;
-  if (options_.fp8.enabled) {
+  if (options_.fp8.enabled || fp8_base_) {
+    const char* key = fp8_base_ ? "model.peft.fp8_base" : "model.fp8";
     if (dtype_ != kc::DType::kBF16) {
-      return InvalidArgument(fmt::format("model.fp8: FP8 GEMMs run inside bf16 training, the "
-                                         "precision is {}", model::PrecisionName(options_.precision)));
+      return InvalidArgument(fmt::format("{}: FP8 GEMMs run inside bf16 training, the "
+                                         "precision is {}", key, model::PrecisionName(options_.precision)));
     }
     if (!fused_qkv_ || !fused_gu_) {
-      return InvalidArgument("model.fp8: the FP8 path needs q|k|v and gate|up stored back to back "
-                             "(a layout tensor_alignment that divides their sizes)");
+      return InvalidArgument(fmt::format("{}: the FP8 path needs q|k|v and gate|up stored back to back "
+                                         "(a layout tensor_alignment that divides their sizes)", key));
     }
     // Fails here, before any large allocation, on a GPU without FP8 tensor cores.
     HT_ASSIGN_OR_RETURN(fp8_, Fp8Projections::Create(
                                   options_.fp8, config, cuda_.device, &profile_,
                                   gemm_->workspace(), gemm_->workspace_bytes()));
     fp8_->set_gemm_autotune(cuda_.gemm_autotune != kc::GemmAutotune::kOff);
+    fp8_->set_frozen_base(fp8_base_);
   }
 
   // Parameter, gradient and optimizer state per unit.

@@ -298,6 +298,14 @@ class CudaBackend final : public model::Backend {
   // its NF4 buffers and its norms into base_[u]; dequantise unit u into
   // qlora_block_ unless it is there already.
   Status StoreQloraBlock(int u, const float* host);
+  // model.peft.fp8_base (peft_fp8_base.cc).
+  Status AllocFp8Base();
+  Status StoreFp8Block(int u, const float* host, void* scratch);
+  Status DequantizeFp8Block(int u, void* bf16_out);
+  Status WriteFp8Block(int u, model::Range r, const float* host);
+  Status ReadFp8Block(int u, model::Range r, float* host);
+  // amax (k 0), scale (1), scale_inv (2) of block `layer`'s weight of `g`.
+  float* Fp8BaseSlot(int layer, model::Fp8Gemm g, int k) const;
   Status MaterializeBlock(int u);
   Status CheckBaseRange(int u, model::Range r) const;
   // Sharded base (peft_base.cc): the storage layout of unit u, every unit's
@@ -373,6 +381,12 @@ class CudaBackend final : public model::Backend {
   std::vector<std::vector<kernels::cuda::Nf4View>> nf4_;
   void* qlora_block_ = nullptr;
   int materialized_ = -1;
+  // model.peft.fp8_base: per block unit its projections' e4m3 codes at the
+  // base layout's offsets (one byte per element), base_[u] its two norms as
+  // for QLoRA; per (layer, GEMM) amax | scale | scale_inv, 256 bytes apart.
+  bool fp8_base_ = false;
+  std::vector<uint8_t*> fp8_codes_;
+  float* fp8_base_slots_ = nullptr;
   // Sharded base (BackendOptions::base_shard, S > 1): per unit this rank's
   // slice (base_shard_bytes_[u] bytes of the BlobLayout, padded to S equal
   // slices); base_[u] and the NF4 views point into a slot while the unit is

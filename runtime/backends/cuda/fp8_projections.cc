@@ -135,30 +135,32 @@ Status Fp8Projections::CastInput(const __nv_bfloat16* x, size_t numel, uint8_t* 
 }
 
 Status Fp8Projections::CastTransposeGrad(const __nv_bfloat16* dy, int rows, int cols, int slot,
-                                         cudaStream_t stream) {
+                                         cudaStream_t stream, bool transpose) {
   const Fp8Format f = state_.slots().format(slot);
-  if (history_this_pass_) {
-    HT_CUDA_RETURN_IF_ERROR(
-        kc::Fp8CastTranspose(dyq_, dyt_, dy, rows, cols, scale(slot), amax(slot), f, stream));
+  float* record = history_this_pass_ ? amax(slot) : nullptr;
+  if (!history_this_pass_) {
+    HT_RETURN_IF_ERROR(ComputeOwnScale(dy, size_t(rows) * cols, slot, stream));
+  }
+  if (!transpose) {
+    HT_CUDA_RETURN_IF_ERROR(kc::Fp8Cast(dyq_, dy, size_t(rows) * cols, scale(slot), record, f, stream));
     return Status::Ok();
   }
-  HT_RETURN_IF_ERROR(ComputeOwnScale(dy, size_t(rows) * cols, slot, stream));
   HT_CUDA_RETURN_IF_ERROR(
-      kc::Fp8CastTranspose(dyq_, dyt_, dy, rows, cols, scale(slot), nullptr, f, stream));
+      kc::Fp8CastTranspose(dyq_, dyt_, dy, rows, cols, scale(slot), record, f, stream));
   return Status::Ok();
 }
 
 std::optional<Fp8Projections::CastTarget> Fp8Projections::FusedInput(int layer, model::Fp8Gemm g,
                                                                      uint8_t* into) const {
   if (into == nullptr) into = xq_;
-  if (!history_this_pass_ || into == nullptr) return std::nullopt;
+  if (!history_this_pass_ || frozen_base_ || into == nullptr) return std::nullopt;
   const int s = state_.slots().Block(layer, g, Fp8Role::kInput);
   return CastTarget{into, scale(s), amax(s), state_.slots().format(s)};
 }
 
 std::optional<Fp8Projections::CastTarget> Fp8Projections::FusedGrad(int layer,
                                                                     model::Fp8Gemm g) const {
-  if (!history_this_pass_ || dyq_ == nullptr) return std::nullopt;
+  if (!history_this_pass_ || frozen_base_ || dyq_ == nullptr) return std::nullopt;
   const int s = state_.slots().Block(layer, g, Fp8Role::kGradOutput);
   return CastTarget{dyq_, scale(s), amax(s), state_.slots().format(s), dyt_};
 }
@@ -269,8 +271,11 @@ Status Fp8Projections::Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16*
   if (n > tokens_) return Internal(fmt::format("fp8: {} rows, scratch planned for {}", n, tokens_));
   const model::Fp8Slots& slots = state_.slots();
   const int sx = slots.Block(layer, g, Fp8Role::kInput), sw = slots.Block(layer, g, Fp8Role::kWeight);
-  HT_RETURN_IF_ERROR(
-      CastWeight(sw, layer_version_[static_cast<size_t>(layer)], w, size_t(out) * in, wq_, stream));
+  const FrozenWeight* frozen = Frozen(layer, g);
+  if (frozen == nullptr) {
+    HT_RETURN_IF_ERROR(
+        CastWeight(sw, layer_version_[static_cast<size_t>(layer)], w, size_t(out) * in, wq_, stream));
+  }
   if (x_codes == nullptr) {
     HT_RETURN_IF_ERROR(CastInput(x, size_t(n) * in, xq_, sx, stream));
     x_codes = xq_;
@@ -279,7 +284,8 @@ Status Fp8Projections::Forward(int layer, model::Fp8Gemm g, const __nv_bfloat16*
   kc::Fp8GemmArgs a;
   a.m = n, a.n = out, a.k = in;
   a.a = {x_codes, Fp8Format::kE4M3, scale_inv(sx), in};
-  a.b = {wq_, Fp8Format::kE4M3, scale_inv(sw), in};
+  a.b = frozen != nullptr ? kc::Fp8Operand{frozen->codes, Fp8Format::kE4M3, frozen->scale_inv, in}
+                         : kc::Fp8Operand{wq_, Fp8Format::kE4M3, scale_inv(sw), in};
   a.c = y;
   a.c_type = kc::DType::kBF16;
   a.c_in = c_in;
@@ -302,11 +308,16 @@ Status Fp8Projections::Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16
   const int sx = slots.Block(layer, g, Fp8Role::kInput), sw = slots.Block(layer, g, Fp8Role::kWeight),
             sg = slots.Block(layer, g, Fp8Role::kGradOutput);
   const Fp8Format gf = slots.format(sg);
-  if (!dy_cast) HT_RETURN_IF_ERROR(CastTransposeGrad(dy, n, out, sg, stream));
-  // W and X again with their forward scales (still in their slots), transposed.
-  HT_CUDA_RETURN_IF_ERROR(
-      kc::Fp8CastTranspose<__nv_bfloat16>(nullptr, wt_, w, out, in, scale(sw), nullptr, Fp8Format::kE4M3, stream));
-  if (x_t == nullptr) {
+  const FrozenWeight* frozen = Frozen(layer, g);
+  const bool wgrad = dw != nullptr;
+  if (!dy_cast) HT_RETURN_IF_ERROR(CastTransposeGrad(dy, n, out, sg, stream, wgrad));
+  if (frozen != nullptr) {  // the codes cast at load, transposed
+    HT_CUDA_RETURN_IF_ERROR(kc::Fp8Transpose(wt_, frozen->codes, out, in, stream));
+  } else {  // W again with its forward scale (still in its slot), transposed
+    HT_CUDA_RETURN_IF_ERROR(kc::Fp8CastTranspose<__nv_bfloat16>(nullptr, wt_, w, out, in, scale(sw),
+                                                                nullptr, Fp8Format::kE4M3, stream));
+  }
+  if (wgrad && x_t == nullptr) {
     HT_CUDA_RETURN_IF_ERROR(kc::Fp8CastTranspose<__nv_bfloat16>(nullptr, xt_, x, n, in, scale(sx),
                                                                 nullptr, Fp8Format::kE4M3, stream));
     x_t = xt_;
@@ -315,18 +326,20 @@ Status Fp8Projections::Backward(int layer, model::Fp8Gemm g, const __nv_bfloat16
   kc::Fp8GemmArgs d;  // dX[n, in] = dY[n, out] . Wt[in, out]^T
   d.m = n, d.n = in, d.k = out;
   d.a = {dyq_, gf, scale_inv(sg), out};
-  d.b = {wt_, Fp8Format::kE4M3, scale_inv(sw), out};
+  d.b = {wt_, Fp8Format::kE4M3, frozen != nullptr ? frozen->scale_inv : scale_inv(sw), out};
   d.c = dx;
   d.c_type = kc::DType::kBF16;
   HT_RETURN_IF_ERROR(gemm_->Matmul(d, stream));
-  kc::Fp8GemmArgs wg;  // dW[out, in] = dYt[out, n] . Xt[in, n]^T (+ dW)
-  wg.m = out, wg.n = in, wg.k = n;
-  wg.a = {dyt_, gf, scale_inv(sg), n};
-  wg.b = {x_t, Fp8Format::kE4M3, scale_inv(sx), n};
-  wg.c = dw;
-  wg.c_type = kc::DType::kF32;
-  wg.beta = dw_beta;
-  HT_RETURN_IF_ERROR(gemm_->Matmul(wg, stream));
+  if (wgrad) {
+    kc::Fp8GemmArgs wg;  // dW[out, in] = dYt[out, n] . Xt[in, n]^T (+ dW)
+    wg.m = out, wg.n = in, wg.k = n;
+    wg.a = {dyt_, gf, scale_inv(sg), n};
+    wg.b = {x_t, Fp8Format::kE4M3, scale_inv(sx), n};
+    wg.c = dw;
+    wg.c_type = kc::DType::kF32;
+    wg.beta = dw_beta;
+    HT_RETURN_IF_ERROR(gemm_->Matmul(wg, stream));
+  }
   Mark(Op::kGemm, stream);
   return Status::Ok();
 }

@@ -30,6 +30,13 @@
 // their transpose (Fp8Transpose, in the forward) until the backward passes
 // that transpose as Backward(x_t): no bf16 copy of X, no second cast.
 //
+// A frozen weight (PEFT's model.peft.fp8_base, SetFrozenWeight): its e4m3
+// codes and scale were made once when the base was stored, so Forward reads
+// the codes instead of casting W, Backward transposes them (a byte move)
+// instead of casting W^T, and with no dW (dw null) neither X^T nor the
+// transposed dY is made. Producer fusion is then off: the adapters beside
+// each projection read the bf16 inputs and output gradients.
+//
 // Scratch: the forward operands (Xq, Wq) and the backward ones (dYq, dYt,
 // Xt, Wt) are never live at once; the backend places them in its activation
 // plan (dead regions), sized by ScratchBytes().
@@ -118,6 +125,21 @@ class Fp8Projections {
   std::optional<CastTarget> FusedInput(int layer, model::Fp8Gemm g, uint8_t* into = nullptr) const;
   std::optional<CastTarget> FusedGrad(int layer, model::Fp8Gemm g) const;
 
+  // PEFT's frozen FP8 base: block `layer`'s weight of `g` is `codes` (e4m3,
+  // [out, in] row-major) with `scale_inv` (device, 256-byte aligned), kept by
+  // the caller for the projections' lifetime. set_frozen_base(true) first.
+  struct FrozenWeight {
+    const uint8_t* codes = nullptr;
+    const float* scale_inv = nullptr;
+  };
+  void set_frozen_base(bool on) {
+    frozen_base_ = on;
+    frozen_.assign(on ? size_t(config_.num_hidden_layers) * model::kFp8GemmsPerBlock : 0, {});
+  }
+  void SetFrozenWeight(int layer, model::Fp8Gemm g, FrozenWeight w) {
+    frozen_.at(size_t(layer) * model::kFp8GemmsPerBlock + static_cast<int>(g)) = w;
+  }
+
   // Block `layer`'s weights are at `version` (the backend's ParamsVersion)
   // for the calls that follow; a weight's scale is recomputed when it changed.
   void UseWeights(int layer, int64_t version);
@@ -163,7 +185,7 @@ class Fp8Projections {
                   float dw_beta, cudaStream_t stream, bool dy_cast = false,
                   const uint8_t* x_t = nullptr);
   // Whether this pass casts inputs with delayed scales (FusedInput answers).
-  bool fused_this_pass() const { return history_this_pass_; }
+  bool fused_this_pass() const { return history_this_pass_ && !frozen_base_; }
   // cuda.gemm_autotune for the FP8 products (shapes not planned yet).
   void set_gemm_autotune(bool on) { gemm_->set_autotune(on); }
 
@@ -183,7 +205,14 @@ class Fp8Projections {
   // before the cast, else the uploaded delayed scale; the cast records amax
   // in the delayed case.
   Status CastInput(const __nv_bfloat16* x, size_t numel, uint8_t* q, int slot, cudaStream_t stream);
-  Status CastTransposeGrad(const __nv_bfloat16* dy, int rows, int cols, int slot, cudaStream_t stream);
+  // dY's codes into dyq_, and with `transpose` their transpose into dyt_.
+  Status CastTransposeGrad(const __nv_bfloat16* dy, int rows, int cols, int slot, cudaStream_t stream,
+                           bool transpose = true);
+  const FrozenWeight* Frozen(int layer, model::Fp8Gemm g) const {
+    if (frozen_.empty()) return nullptr;
+    const FrozenWeight& w = frozen_[size_t(layer) * model::kFp8GemmsPerBlock + static_cast<int>(g)];
+    return w.codes != nullptr ? &w : nullptr;
+  }
   // state_'s scales into the pinned buffer the pass's upload reads.
   void PublishScales();
   Status ComputeOwnScale(const __nv_bfloat16* x, size_t numel, int slot, cudaStream_t stream);
@@ -214,6 +243,8 @@ class Fp8Projections {
   float *scale_ = nullptr, *scale_inv_ = nullptr, *amax_ = nullptr;  // device, per slot
   float *w_scale_ = nullptr, *w_scale_inv_ = nullptr, *w_amax_ = nullptr;  // weights' slots
   bool cache_weight_scales_ = true;
+  bool frozen_base_ = false;
+  std::vector<FrozenWeight> frozen_;  // [layer * kFp8GemmsPerBlock + gemm]
   std::vector<int64_t> layer_version_;   // per layer, from UseWeights
   std::vector<int64_t> scaled_version_;  // per slot: version its weight scale is from (-1: none)
   std::vector<int64_t> amax_version_;    // per slot: version the optimizer recorded the amax of

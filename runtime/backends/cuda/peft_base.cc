@@ -93,8 +93,9 @@ Status CudaBackend::InitBase() {
   int64_t max_p = 0;
   for (const model::UnitLayout& u : base_layout_.units()) max_p = std::max(max_p, u.padded_numel);
   std::vector<float> host(static_cast<size_t>(max_p));
-  void* tmp = nullptr;
-  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(&tmp, std::max<size_t>(max_p * sizeof(float), 256)));
+  void* tmp = nullptr;  // fp32 of a unit (fp8_base: then its bf16, StoreFp8Block)
+  const size_t tmp_bytes = max_p * (sizeof(float) + (fp8_base_ ? 2 : 0));
+  HT_CUDA_RETURN_IF_ERROR(cudaMalloc(&tmp, std::max<size_t>(tmp_bytes, 256)));
   struct TmpFree {
     void* p;
     ~TmpFree() { cudaFree(p); }
@@ -108,9 +109,14 @@ Status CudaBackend::InitBase() {
     nf4_.assign(base_layout_.num_units(), {});
   }
   if (options_.base_shard.size > 1) return InitShardedBase(host);
+  if (fp8_base_) HT_RETURN_IF_ERROR(AllocFp8Base());
   for (const model::UnitLayout& u : base_layout_.units()) {
     const int64_t P = u.padded_numel;
     InitParallel(base_layout_, u.index, options_.seed, P, host.data());
+    if (fp8_base_ && u.index != ParamLayout::kEmbeddingUnit) {
+      HT_RETURN_IF_ERROR(StoreFp8Block(u.index, host.data(), tmp));
+      continue;
+    }
     if (qlora_ && u.index != ParamLayout::kEmbeddingUnit) {
       HT_RETURN_IF_ERROR(StoreQloraBlock(u.index, host.data()));
       continue;
@@ -154,6 +160,7 @@ Status CudaBackend::WriteBase(int u, Range r, const float* host) {
     return base_shard_ > 1 ? StoreBaseSlice(u, host) : StoreQloraBlock(u, host);
   }
   if (base_shard_ > 1) return WriteBaseSlice(u, r, host);
+  if (fp8_base_ && u != ParamLayout::kEmbeddingUnit) return WriteFp8Block(u, r, host);
   // Queued passes may still read the base: the copy goes after them on stream_.
   return DispatchDType(dtype_, [&](auto tag) -> Status {
     using T = decltype(tag);
@@ -177,6 +184,7 @@ Status CudaBackend::ReadBase(int u, Range r, float* host) {
         base_shard_));
   }
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
+  if (fp8_base_ && u != ParamLayout::kEmbeddingUnit) return ReadFp8Block(u, r, host);
   // QLoRA: a block as the forward sees it, dequantised.
   const bool block = qlora_ && u != ParamLayout::kEmbeddingUnit;
   if (block) HT_RETURN_IF_ERROR(MaterializeBlock(u));

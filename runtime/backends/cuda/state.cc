@@ -136,6 +136,13 @@ void* CudaBackend::OwnedCompute(int u, int64_t i) const {
 }
 
 void* CudaBackend::W(int u, int t) const {
+  if (peft_ && fp8_base_ && u != model::ParamLayout::kEmbeddingUnit) {
+    // FP8 base: only the norms are held in the compute dtype; the projections
+    // are read as codes by Fp8Projections (FrozenWeight), never through W().
+    if (t != model::kInputNorm && t != model::kPostNorm) return nullptr;
+    return static_cast<char*>(base_[u]) +
+           (t == model::kPostNorm ? base_layout_.config().hidden_size : 0) * kc::DTypeSize(dtype_);
+  }
   if (peft_) {
     // QLoRA: a block's weights are read from its dequantised copy
     // (MaterializeBlock(u) ran for the block being computed).
