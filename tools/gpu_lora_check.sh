@@ -11,7 +11,8 @@
 #                                           # LoRA rank 16 on all 7 projections, 2x2048 tokens per step,
 #                                           # 1b and 8b, full and selective activation checkpointing;
 #                                           # prints median tok/s and peak memory per run
-#   bash tools/gpu_lora_check.sh fp8base    # `train` with model.peft.fp8_base (issue 36)
+#   bash tools/gpu_lora_check.sh fp8base    # `train` with model.peft.fp8_base (issue 36; PEFT_TYPE=qlora
+#                                           # for QLoRA with FP8 GEMMs)
 #   bash tools/gpu_lora_check.sh sftq       # 500 steps of real SFT data (PACK/sftdata), bf16 base vs
 #                                           # FP8 base from the same seed: loss within 0.5%
 #   bash tools/gpu_lora_check.sh qlora      # the same with peft_type qlora (8b, full checkpointing;
@@ -218,7 +219,7 @@ for mode in "${modes[@]}"; do
       ;;
     fp8base)
       for m in ${TRAIN_MODELS:-1b 8b}; do
-        for ck in ${TRAIN_CKPT:-full selective}; do train_bench "$m" "$ck" lora 1; done
+        for ck in ${TRAIN_CKPT:-full selective}; do train_bench "$m" "$ck" "${PEFT_TYPE:-lora}" 1; done
       done
       ;;
     sftq) sft_quality ;;

@@ -66,10 +66,6 @@ Status PeftOptions::Validate() const {
     return InvalidArgument(fmt::format("model.peft.dropout: {} must be in [0, 1)", dropout));
   }
   if (targets.empty()) return InvalidArgument("model.peft.target_modules: empty");
-  if (fp8_base && quantized()) {
-    return InvalidArgument("model.peft.fp8_base: applies to lora; a qlora base is already NF4 "
-                           "(set model.peft.fp8_base: false or model.peft.peft_type: lora)");
-  }
   for (size_t i = 0; i < targets.size(); ++i) {
     if (std::string(TargetModuleName(targets[i])) == "?" || (i > 0 && targets[i] <= targets[i - 1])) {
       return InvalidArgument("model.peft.target_modules: must be distinct projections");
@@ -83,7 +79,9 @@ std::string PeftOptions::Summary() const {
   for (int x : targets) t += (t.empty() ? "" : ",") + std::string(TargetModuleName(x));
   return fmt::format("{} rank {}, alpha {} (scaling {:.4g}), dropout {}, targets {}{}",
                      PeftTypeName(type), rank, alpha, scaling(), dropout, t,
-                     fp8_base ? ", frozen base in FP8 (e4m3, a scale per weight)" : "");
+                     !fp8_base         ? ""
+                     : quantized() ? ", frozen GEMMs in FP8 (NF4 dequantised to e4m3, a scale per weight)"
+                                   : ", frozen base in FP8 (e4m3, a scale per weight)");
 }
 
 AdapterSlots AdapterSlots::For(const std::vector<int>& targets) {

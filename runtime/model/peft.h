@@ -49,11 +49,12 @@ struct PeftOptions {
   double dropout = 0.0;  // on the adapter input, in [0, 1)
   // BlockTensor indices, ascending (default: all seven projections).
   std::vector<int> targets = {kQProj, kKProj, kVProj, kOProj, kGateProj, kUpProj, kDownProj};
-  // model.peft.fp8_base (LoRA, CUDA, bf16): the frozen block projections held
-  // as e4m3 codes with one scale per weight (its own amax), cast once at
-  // load; their forward and input-gradient GEMMs run in FP8 (the adapters,
-  // norms, attention, embedding and LM head stay bf16). Half the base's
-  // memory; the base is then read back as the forward sees it.
+  // model.peft.fp8_base (CUDA, bf16): the frozen block projections' forward
+  // and input-gradient GEMMs run in FP8 (e4m3, one power-of-two scale per
+  // weight from its own amax); the adapters, norms, attention, embedding and
+  // LM head stay bf16. LoRA: the projections are held as those codes, cast
+  // once at load (half the base's memory; read back as the forward sees
+  // them). QLoRA: they stay NF4 and each block is dequantised to the codes.
   bool fp8_base = false;
 
   bool enabled() const { return type != PeftType::kNone; }

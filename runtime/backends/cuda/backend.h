@@ -304,6 +304,9 @@ class CudaBackend final : public model::Backend {
   Status DequantizeFp8Block(int u, void* bf16_out);
   Status WriteFp8Block(int u, model::Range r, const float* host);
   Status ReadFp8Block(int u, model::Range r, float* host);
+  // QLoRA: the dequantised block (qlora_block_) to e4m3 codes in
+  // qlora_fp8_block_, with scales from its amax (once per stored values).
+  Status CastQloraBlockToFp8(int u);
   // amax (k 0), scale (1), scale_inv (2) of block `layer`'s weight of `g`.
   float* Fp8BaseSlot(int layer, model::Fp8Gemm g, int k) const;
   Status MaterializeBlock(int u);
@@ -387,6 +390,10 @@ class CudaBackend final : public model::Backend {
   bool fp8_base_ = false;
   std::vector<uint8_t*> fp8_codes_;
   float* fp8_base_slots_ = nullptr;
+  // QLoRA with fp8_base: the materialised block's codes (every layer's
+  // FrozenWeight points here) and whether unit u's scales are current.
+  uint8_t* qlora_fp8_block_ = nullptr;
+  std::vector<bool> fp8_qlora_scaled_;
   // Sharded base (BackendOptions::base_shard, S > 1): per unit this rank's
   // slice (base_shard_bytes_[u] bytes of the BlobLayout, padded to S equal
   // slices); base_[u] and the NF4 views point into a slot while the unit is

@@ -113,7 +113,7 @@ Status CudaBackend::InitBase() {
   for (const model::UnitLayout& u : base_layout_.units()) {
     const int64_t P = u.padded_numel;
     InitParallel(base_layout_, u.index, options_.seed, P, host.data());
-    if (fp8_base_ && u.index != ParamLayout::kEmbeddingUnit) {
+    if (fp8_base_ && !qlora_ && u.index != ParamLayout::kEmbeddingUnit) {
       HT_RETURN_IF_ERROR(StoreFp8Block(u.index, host.data(), tmp));
       continue;
     }
@@ -160,7 +160,7 @@ Status CudaBackend::WriteBase(int u, Range r, const float* host) {
     return base_shard_ > 1 ? StoreBaseSlice(u, host) : StoreQloraBlock(u, host);
   }
   if (base_shard_ > 1) return WriteBaseSlice(u, r, host);
-  if (fp8_base_ && u != ParamLayout::kEmbeddingUnit) return WriteFp8Block(u, r, host);
+  if (fp8_base_ && !qlora_ && u != ParamLayout::kEmbeddingUnit) return WriteFp8Block(u, r, host);
   // Queued passes may still read the base: the copy goes after them on stream_.
   return DispatchDType(dtype_, [&](auto tag) -> Status {
     using T = decltype(tag);
@@ -184,7 +184,7 @@ Status CudaBackend::ReadBase(int u, Range r, float* host) {
         base_shard_));
   }
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
-  if (fp8_base_ && u != ParamLayout::kEmbeddingUnit) return ReadFp8Block(u, r, host);
+  if (fp8_base_ && !qlora_ && u != ParamLayout::kEmbeddingUnit) return ReadFp8Block(u, r, host);
   // QLoRA: a block as the forward sees it, dequantised.
   const bool block = qlora_ && u != ParamLayout::kEmbeddingUnit;
   if (block) HT_RETURN_IF_ERROR(MaterializeBlock(u));
@@ -255,6 +255,7 @@ Status CudaBackend::StoreQloraBlock(int u, const float* host) {
   });
   HT_RETURN_IF_ERROR(norms);
   if (materialized_ == u) materialized_ = -1;
+  if (fp8_base_) fp8_qlora_scaled_[u] = false;  // new values: new scales
   return Status::Ok();
 }
 
@@ -279,6 +280,7 @@ Status CudaBackend::MaterializeBlock(int u) {
                                           static_cast<char*>(base_[u]) + C * es, C * es,
                                           cudaMemcpyDeviceToDevice, stream_));
   profile_.Mark(Op::kLora, stream_);
+  if (fp8_base_) HT_RETURN_IF_ERROR(CastQloraBlockToFp8(u));
   materialized_ = u;
   return Status::Ok();
 }

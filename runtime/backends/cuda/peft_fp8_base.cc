@@ -9,7 +9,9 @@
 // forward and input-gradient GEMM (FrozenWeight). The codes sit at the base
 // layout's offsets, one byte per element; base_[u] keeps the two norms in
 // bf16 ([C] input, then [C] post), as for QLoRA. Reading the base back gives
-// Wq * s_inv: the weights the forward uses.
+// Wq * s_inv: the weights the forward uses. QLoRA keeps its NF4 store: each
+// block, once dequantised to bf16 (MaterializeBlock), is cast to the codes
+// (CastQloraBlockToFp8); reading it back gives the NF4 values.
 #include <cuda_bf16.h>
 #include <fmt/format.h>
 
@@ -60,6 +62,45 @@ Status CudaBackend::AllocFp8Base() {
   fp8_base_slots_ = static_cast<float*>(p);
   state_bytes_ += static_cast<int64_t>(bytes);
   fp8_codes_.assign(base_layout_.num_units(), nullptr);
+  if (!qlora_) return Status::Ok();
+  // QLoRA: one block's codes, rewritten by every MaterializeBlock.
+  const int64_t P = base_layout_.unit(ParamLayout::BlockUnit(0)).padded_numel;
+  HT_RETURN_IF_ERROR(Alloc(P, &p));
+  qlora_fp8_block_ = static_cast<uint8_t*>(p);
+  state_bytes_ += P;
+  fp8_qlora_scaled_.assign(base_layout_.num_units(), false);
+  for (int layer = 0; layer < L; ++layer) {
+    const model::UnitLayout& ul = base_layout_.unit(ParamLayout::BlockUnit(layer));
+    for (const GemmSpan& s : kSpans) {
+      fp8_->SetFrozenWeight(layer, s.gemm, {qlora_fp8_block_ + SpanRange(ul, s).begin,
+                                            Fp8BaseSlot(layer, s.gemm, 2)});
+    }
+  }
+  return Status::Ok();
+}
+
+// The weights' scales from the dequantised values' own amax: NF4 values
+// change only when a block is stored again, so once per store.
+Status CudaBackend::CastQloraBlockToFp8(int u) {
+  const model::UnitLayout& ul = base_layout_.unit(u);
+  const int layer = u - ParamLayout::BlockUnit(0);
+  const __nv_bfloat16* bf16 = static_cast<const __nv_bfloat16*>(qlora_block_);
+  for (const GemmSpan& s : kSpans) {
+    const model::Range r = SpanRange(ul, s);
+    float* scale = Fp8BaseSlot(layer, s.gemm, 1);
+    if (!fp8_qlora_scaled_[u]) {
+      float* amax = Fp8BaseSlot(layer, s.gemm, 0);
+      HT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(amax, 0, sizeof(float), stream_));
+      HT_CUDA_RETURN_IF_ERROR(kc::Fp8Amax(bf16 + r.begin, r.size(), amax, stream_));
+      HT_CUDA_RETURN_IF_ERROR(kc::Fp8ScalesFromAmax(amax, scale, Fp8BaseSlot(layer, s.gemm, 2), 1, 1,
+                                                    model::Fp8Format::kE4M3,
+                                                    static_cast<int>(options_.fp8.margin), stream_));
+    }
+    HT_CUDA_RETURN_IF_ERROR(kc::Fp8Cast(qlora_fp8_block_ + r.begin, bf16 + r.begin, r.size(), scale,
+                                        nullptr, model::Fp8Format::kE4M3, stream_));
+  }
+  fp8_qlora_scaled_[u] = true;
+  profile_.Mark(Op::kFp8Cast, stream_);
   return Status::Ok();
 }
 

@@ -136,7 +136,7 @@ void* CudaBackend::OwnedCompute(int u, int64_t i) const {
 }
 
 void* CudaBackend::W(int u, int t) const {
-  if (peft_ && fp8_base_ && u != model::ParamLayout::kEmbeddingUnit) {
+  if (peft_ && fp8_base_ && !qlora_ && u != model::ParamLayout::kEmbeddingUnit) {
     // FP8 base: only the norms are held in the compute dtype; the projections
     // are read as codes by Fp8Projections (FrozenWeight), never through W().
     if (t != model::kInputNorm && t != model::kPostNorm) return nullptr;
