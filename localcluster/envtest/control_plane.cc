@@ -369,6 +369,12 @@ Status ControlPlane::Init() {
                "--bind-address=127.0.0.1",
                "--secure-port=0",
                "--profiling=false"};
+    if (o_.node_monitor_grace_period) {
+      c->argv.push_back("--node-monitor-grace-period=" + std::to_string(o_.node_monitor_grace_period->count()) + "s");
+    }
+    if (o_.node_monitor_period) {
+      c->argv.push_back("--node-monitor-period=" + std::to_string(o_.node_monitor_period->count()) + "s");
+    }
     HT_RETURN_IF_ERROR(StartChild(c.get()));
     children_.push_back(std::move(c));
   }

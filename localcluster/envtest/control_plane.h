@@ -24,6 +24,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,11 @@ struct Options {
   std::vector<std::string> controllers = DefaultControllers();
   std::chrono::seconds ready_timeout{90};
   std::vector<std::string> extra_apiserver_flags;
+  // The node lifecycle controller's --node-monitor-grace-period and
+  // --node-monitor-period (defaults 40 s and 5 s): tests that stop a kubelet
+  // see its Node turn NotReady (Unknown) sooner.
+  std::optional<std::chrono::seconds> node_monitor_grace_period;
+  std::optional<std::chrono::seconds> node_monitor_period;
   // Audit log (work_dir/audit.log, JSON lines, level Metadata) of every request
   // but the admin's: what ServiceAccounts (an operator, a trainer) really call.
   bool audit_log = false;

@@ -4,6 +4,7 @@
 //
 //   kube-envtest --work-dir D [--kubeconfig-out F] [--ready-timeout-s 90]
 //                [--no-controller-manager] [--no-scheduler] [--audit-log]
+//                [--node-monitor-grace-period-s N] [--node-monitor-period-s N]
 //   kube-envtest --check     exit 0 when the binaries are there, else 3 and why
 //
 // Writes the admin kubeconfig (D/kubeconfig, copied to F) and then D/ready;
@@ -26,6 +27,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: kube-envtest --work-dir DIR [--kubeconfig-out FILE] [--ready-timeout-s N]\n"
     "                    [--no-controller-manager] [--no-scheduler] [--audit-log]\n"
+    "                    [--node-monitor-grace-period-s N] [--node-monitor-period-s N]\n"
     "       kube-envtest --check\n";
 
 }  // namespace
@@ -40,7 +42,8 @@ int main(int argc, char** argv) {
     if (const size_t eq = a.find('='); eq != std::string::npos) {
       v = a.substr(eq + 1);
       a = a.substr(0, eq);
-    } else if (a == "--work-dir" || a == "--kubeconfig-out" || a == "--ready-timeout-s") {
+    } else if (a == "--work-dir" || a == "--kubeconfig-out" || a == "--ready-timeout-s" ||
+               a == "--node-monitor-grace-period-s" || a == "--node-monitor-period-s") {
       if (i + 1 >= argc) return std::cerr << "kube-envtest: " << a << " needs a value\n" << kUsage, 2;
       v = argv[++i];
     }
@@ -48,11 +51,15 @@ int main(int argc, char** argv) {
       opts.work_dir = v;
     } else if (a == "--kubeconfig-out") {
       kubeconfig_out = v;
-    } else if (a == "--ready-timeout-s") {
+    } else if (a == "--ready-timeout-s" || a == "--node-monitor-grace-period-s" || a == "--node-monitor-period-s") {
       char* end = nullptr;
       const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n <= 0) return std::cerr << "kube-envtest: bad --ready-timeout-s " << v << "\n", 2;
-      opts.ready_timeout = std::chrono::seconds(n);
+      if (v.empty() || *end != '\0' || n <= 0) {
+        return std::cerr << "kube-envtest: " << a << " must be a positive number of seconds, not '" << v << "'\n", 2;
+      }
+      if (a == "--ready-timeout-s") opts.ready_timeout = std::chrono::seconds(n);
+      if (a == "--node-monitor-grace-period-s") opts.node_monitor_grace_period = std::chrono::seconds(n);
+      if (a == "--node-monitor-period-s") opts.node_monitor_period = std::chrono::seconds(n);
     } else if (a == "--no-controller-manager") {
       opts.controller_manager = false;
     } else if (a == "--no-scheduler") {

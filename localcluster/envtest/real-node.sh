@@ -130,6 +130,10 @@ volumePluginDir: "$d/kubelet/volume-plugins"
 resolvConf: /etc/resolv.conf
 maxPods: 20
 nodeStatusUpdateFrequency: 4s
+# The lease is renewed every quarter of this (2 s): a controller manager with a
+# short --node-monitor-grace-period (kube-envtest --node-monitor-grace-period-s)
+# sees a stopped kubelet's Node go NotReady within seconds, a live one never.
+nodeLeaseDurationSeconds: 8
 nodeStatusReportFrequency: 20s
 syncFrequency: 10s
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}

@@ -92,16 +92,24 @@ NodeCheck CheckNodes(const Gang& gang, const std::map<std::string, ObservedNode>
                      "node label " + policy.node_health_label + "=" + (health.empty() ? "<none>" : health));
       }
     }
-    if (!n->second.not_ready_since) continue;
-    const auto since = ParseRfc3339(*n->second.not_ready_since).value_or(now);
-    const auto lost_at = since + std::chrono::seconds(policy.pod_pending_or_lost_grace_seconds);
-    if (now >= lost_at) {
+    const std::optional<Clock::time_point> lost_at = NodeLostAt(p->node_name, nodes, policy, now);
+    if (!lost_at) continue;
+    if (now >= *lost_at) {
       return fault(api::reason::kPodLost, "node NotReady for podPendingOrLostGraceSeconds=" +
                                               std::to_string(policy.pod_pending_or_lost_grace_seconds));
     }
-    KeepEarliest(&out.recheck_after, std::chrono::duration_cast<milliseconds>(lost_at - now));
+    KeepEarliest(&out.recheck_after, std::chrono::duration_cast<milliseconds>(*lost_at - now));
   }
   return out;
+}
+
+std::optional<Clock::time_point> NodeLostAt(const std::string& node, const std::map<std::string, ObservedNode>& nodes,
+                                            const api::FaultPolicy& policy, Clock::time_point now) {
+  auto n = nodes.find(node);
+  if (n == nodes.end()) return now;
+  if (!n->second.not_ready_since) return std::nullopt;
+  const auto since = ParseRfc3339(*n->second.not_ready_since).value_or(now);
+  return since + std::chrono::seconds(policy.pod_pending_or_lost_grace_seconds);
 }
 
 HangCheck CheckHang(const std::string& job_name, const api::TrainingJobStatus& status, const api::FaultPolicy& policy,

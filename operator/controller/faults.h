@@ -85,6 +85,11 @@ struct NodeCheck {
 NodeCheck CheckNodes(const Gang& gang, const std::map<std::string, ObservedNode>& nodes,
                      const api::FaultPolicy& policy, Clock::time_point now);
 
+// When a pod on `node` counts as lost: now when the node is gone, the end of
+// podPendingOrLostGraceSeconds when it is NotReady; nullopt while it is Ready.
+std::optional<Clock::time_point> NodeLostAt(const std::string& node, const std::map<std::string, ObservedNode>& nodes,
+                                            const api::FaultPolicy& policy, Clock::time_point now);
+
 // Hang: once every pod runs, the step must advance within hangTimeoutSeconds,
 // after a start-up allowance of max(startupTimeoutSeconds, hangTimeoutSeconds)
 // from Running to the first report of this attempt. Off when hangTimeoutSeconds

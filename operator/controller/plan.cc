@@ -188,10 +188,23 @@ Gang CurrentGang(Pass& p, bool* stale) {
 
 // Row "pods of an older attempt": delete them and wait until they are gone
 // (their GPUs and EFA devices must be free before the next attempt starts).
+// A pod on a lost node (gone, or NotReady past podPendingOrLostGraceSeconds)
+// is deleted with no grace: its kubelet cannot end it, and the next attempt's
+// pod of the same name waits for it (kubectl delete --force, done for the user).
 void StalePods(Pass& p) {
   p.plan.decision = Case::kStalePods;
   const int attempt = p.status().restart_attempt;
   DeletePods(p, [&](const ObservedPod& pod) { return !OfCurrentAttempt(pod, attempt, p.nodes()); });
+  for (const ObservedPod& pod : p.in.pods) {
+    if (OfCurrentAttempt(pod, attempt, p.nodes()) || !p.in.nodes || pod.node_name.empty()) continue;
+    const auto lost_at = NodeLostAt(pod.node_name, *p.in.nodes, p.s().fault_policy, p.now);
+    if (!lost_at || p.now < *lost_at) continue;
+    auto a = std::find_if(p.plan.actions.begin(), p.plan.actions.end(), [&](const Action& x) {
+      return x.kind == Action::Kind::kDeletePod && x.uid == pod.uid;
+    });
+    if (a == p.plan.actions.end()) a = p.plan.actions.insert(a, Action{Action::Kind::kDeletePod, pod.name, pod.uid, nullptr});
+    a->force = true;
+  }
   p.plan.requeue_after = kStalePodsRequeue;
 }
 
@@ -475,7 +488,7 @@ std::string Describe(const Action& a) {
     case Action::Kind::kCreatePod: return "create Pod " + a.name;
     case Action::Kind::kPatchPod: return "patch Pod " + a.name;
     case Action::Kind::kRepairConfigMap: return "repair ConfigMap " + a.name;
-    case Action::Kind::kDeletePod: return "delete Pod " + a.name;
+    case Action::Kind::kDeletePod: return (a.force ? "force-delete Pod " : "delete Pod ") + a.name;
     case Action::Kind::kDeleteJob: return "delete TrainingJob " + a.name;
   }
   return "?";

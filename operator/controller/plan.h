@@ -106,6 +106,9 @@ struct Action {
   // builds the pod (PodToCreate) only when its batch is sent: a whole gang's
   // pods as JSON at once cost ~18 KiB each, 36 MiB of a 2048-node job's pass.
   PodOptions pod;
+  // kDeletePod with gracePeriodSeconds 0: the pod's node is lost, and no
+  // kubelet will ever confirm a graceful end (the pod stays Terminating).
+  bool force = false;
 
   bool operator==(const Action&) const = default;
 };

@@ -135,6 +135,31 @@ std::vector<Row> SuspendRows() {
          t.in.pods[0].deleting = true;
        },
        Case::kStalePods, "Running", {}, {}, milliseconds(1s)},
+      // A stopped kubelet never confirms the end: the pod would stay Terminating
+      // and block the next attempt's pod of the same name.
+      {"StalePodsOnALostNodeAreForceDeleted",
+       [](Input& t) {
+         t.in.status.restart_attempt = 1;
+         t.in.pods = {Pod(0, "Running", 0), Pod(1, "Running", 0), Pod(0, "Pending", 1)};
+         t.in.pods[1].deleting = true;
+         (*t.in.nodes)["node-b"].not_ready_since = At(-300s);
+       },
+       Case::kStalePods, "Running", {"delete Pod j-node-0", "force-delete Pod j-node-1"}, {}, milliseconds(1s)},
+      {"StalePodsOnAGoneNodeAreForceDeleted",
+       [](Input& t) {
+         t.in.status.restart_attempt = 1;
+         t.in.pods = {Pod(0, "Running", 0)};
+         t.in.nodes->erase("node-a");
+       },
+       Case::kStalePods, "Running", {"force-delete Pod j-node-0"}, {}, milliseconds(1s)},
+      {"StalePodsOnANodeNotReadyWithinTheGraceAreWaitedFor",
+       [](Input& t) {
+         t.in.status.restart_attempt = 1;
+         t.in.pods = {Pod(1, "Running", 0)};
+         t.in.pods[0].deleting = true;
+         (*t.in.nodes)["node-b"].not_ready_since = At(0s);
+       },
+       Case::kStalePods, "Running", {}, {}, milliseconds(1s)},
   };
 }
 

@@ -511,7 +511,9 @@ Status Reconciler::Act(const api::ObjectMeta& job, const api::TrainingJobSpec* s
       }
       case Action::Kind::kDeletePod: {
         ForgetExpectation(ns, Action::Kind::kCreatePod, a.name);
-        Status s = pods.Delete(a.name, PreconditionUid(a.uid)).status();
+        kube::DeleteOptions o = PreconditionUid(a.uid);
+        if (a.force) o.grace_period_seconds = 0;
+        Status s = pods.Delete(a.name, o).status();
         if (!s.ok() && !kube::IsNotFound(s) && !kube::IsConflict(s)) return Count(ns, s);
         break;
       }

@@ -14,7 +14,14 @@
 #  4. `kubectl delete pod` -> kubelet's SIGTERM -> rank 0 finishes its step and
 #     saves it -> the next attempt resumes exactly there (0 lost steps) ->
 #     Succeeded;
-#  5. teardown leaves no process, shim, mount, cgroup, /run/containerd or
+#  5. a kubelet stopped (its PID; its containers keep running) -> the node
+#     lifecycle controller marks the Node NotReady (Unknown) within seconds
+#     (kube-envtest's short --node-monitor-grace-period, the kubelet's 8 s
+#     lease) -> the operator's PodLost -> the lost node's Terminating pod is
+#     force-deleted (no kubelet will confirm its end) -> the next attempt's
+#     pods are created, rank 0 Running on the healthy Node (rank 1 Pending:
+#     host-network pods, one per Node here);
+#  6. teardown leaves no process, shim, mount, cgroup, /run/containerd or
 #     netns, and the host's kernel settings never changed.
 # Skips (saying why) where the control plane or the real node cannot run.
 set -euo pipefail
@@ -84,7 +91,8 @@ mkdir -p "$T/bin"
 ln -s "$R/operator/cmd/hypertrain-operator" "$R/runtime/cmd/hypertrain" "$T/bin/"
 HT_OCI_COMPRESSION=none "$R/tools/oci-images.sh" "$T/images" "$T/bin" > "$T/images.txt"
 ok "images built in $((SECONDS - t0))s: $(awk '{print $1}' "$T/images.txt" | tr '\n' ' ')"
-envtest_start "$R/localcluster/envtest/kube-envtest" "$T/cp"
+# A stopped kubelet's Node goes NotReady 10 s after its last lease renewal (default 40 s).
+envtest_start "$R/localcluster/envtest/kube-envtest" "$T/cp" --node-monitor-grace-period-s 10 --node-monitor-period-s 2
 t0=$SECONDS
 "$RN" start "$T/nodes" --kubeconfig "$KUBECONFIG" --images "$T/images" --nodes 2 --instance-type ml.p5.48xlarge \
   --capacity nvidia.com/gpu=8,vpc.amazonaws.com/efa=32 --hugepages-2mi 3072 2> "$T/real-node.log" ||
@@ -249,7 +257,50 @@ twice="$(awk -F'"step":' -v n="$stopped" '{split($2, a, /[,}]/); if (a[1] + 0 ==
 [ -d "$W/exp/checkpoints/step-$MAX_STEPS" ] || fail "no final checkpoint step-$MAX_STEPS"
 ok "Succeeded after $(tj '{.status.restartCount}') restarts; attempt 4 $resumed (kubectl logs): 0 lost steps; checkpoint step-$MAX_STEPS"
 
-# --- 5. teardown leaves nothing --------------------------------------------------------
+# --- 5. a kubelet stopped: Node NotReady -> PodLost -> gang restart on the healthy Node --
+# CPU only; maxRepeatOffenders 1 excludes the lost Node.
+LOST=lost
+sed -e "s/name: $JOB,/name: $LOST,/" -e '/instanceType:/d' -e "s#$W/exp#$W/$LOST#g" \
+    -e "s/max_steps: $MAX_STEPS/max_steps: 5000/" -e "s/masterPort: .*/masterPort: $(free_port)/" \
+    -e "s/$JOB-node-0.$JOB.default.svc/$LOST-node-0.$LOST.default.svc/" \
+    -e "s/faultPolicy: .*/faultPolicy: {maxRepeatOffenders: 1, podPendingOrLostGraceSeconds: 1}/" \
+    "$T/job.yaml" > "$T/lost.yaml"
+kubectl apply -f "$T/lost.yaml" > /dev/null
+LM="$W/$LOST/metrics.jsonl"
+lost_pods() { kubectl get pods -l hypertrain.dev/job-name=$LOST -o jsonpath='{range .items[*]}{.metadata.name}/{.metadata.labels.hypertrain\.dev/restart-attempt}/{.status.phase}/{.spec.nodeName}{"\n"}{end}'; }
+wait_for 120 "$LOST's pods Running on two Nodes" bash -c "[ \"\$(kubectl get pods -l hypertrain.dev/job-name=$LOST -o jsonpath='{range .items[*]}{.status.phase}/{.spec.nodeName}{\"\\n\"}{end}' | grep '^Running/' | sort -u | wc -l)\" = 2 ]"
+wait_for 120 "$LOST past step 12 (a checkpoint at 10)" bash -c "[ \$(tail -n 1 '$LM' | sed -n 's/.*\"step\":\([0-9]*\).*/\1/p') -ge 12 ]"
+gone_node="$(kubectl get pod "$LOST-node-1" -o jsonpath='{.spec.nodeName}')"
+i_gone="${gone_node##*-}"
+kpid="$(awk -v i="$i_gone" '$1 == "kubelet" && $2 == i {print $3}' "$T/nodes/pids")"
+[ -n "$kpid" ] && [ -d "/proc/$kpid" ] || fail "no kubelet PID for $gone_node in $T/nodes/pids"
+healthy="hypertrain-node-$((1 - i_gone))"
+echo ">>> kill -TERM $kpid ($gone_node's kubelet; its containers keep running) at step $(tail -n 1 "$LM" | sed -n 's/.*"step":\([0-9]*\).*/\1/p')"
+t_stop=$SECONDS
+kill -TERM "$kpid"
+wait_for 30 "$gone_node NotReady" bash -c "[ \"\$(kubectl get node $gone_node -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}')\" != True ]"
+ready="$(kubectl get node "$gone_node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}: {.status.conditions[?(@.type=="Ready")].message}')"
+ok "kubelet stopped -> $gone_node Ready=$ready after $((SECONDS - t_stop))s"
+wait_for 60 "the PodLost gang restart" bash -c "[ \"\$(kubectl get tj $LOST -o jsonpath='{.status.restartCount}')\" -ge 1 ]"
+fault="$(kubectl get tj "$LOST" -o jsonpath='{.status.lastFault}')"
+echo "    lastFault: $fault"
+grep -q '"reason":"PodLost"' <<< "$fault" || fail "the gang restart's fault is not PodLost: $fault"
+grep -qF "node $gone_node): node NotReady for podPendingOrLostGraceSeconds=1" <<< "$fault" ||
+  fail "lastFault does not name $gone_node NotReady: $fault"
+excluded="$(kubectl get tj "$LOST" -o jsonpath='{.status.excludedNodes}')"
+grep -qF "\"$gone_node\"" <<< "$excluded" || fail "$gone_node not in status.excludedNodes ($excluded)"
+# The lost Node's pod stays Terminating unless the operator force-deletes it: the
+# next attempt's pod of the same name exists only once it is gone. Attempt 2's
+# rank 0 runs on the healthy Node; its rank 1 stays Pending there: host-network
+# pods of one job claim the same host ports (the trainer's containerPorts), one
+# pod per Node on this loopback harness (a real cluster has a spare node).
+attempt2() { [ "$(lost_pods | grep -c "^$LOST-node-[01]/1/")" = 2 ] && lost_pods | grep -q "^$LOST-node-0/1/Running/$healthy\$"; }
+wait_for 60 "attempt 2's pods (the lost one force-deleted), rank 0 Running on $healthy" attempt2
+lost_pods | sed 's/^/    /'
+ok "PodLost -> $gone_node excluded, its Terminating pod force-deleted -> attempt 2 created $((SECONDS - t_stop))s after the kubelet stopped, rank 0 Running on $healthy"
+kubectl delete tj "$LOST" --wait=false > /dev/null
+
+# --- 6. teardown leaves nothing --------------------------------------------------------
 socks=("$(cat "$T"/nodes/node-0.address)" "$(cat "$T"/nodes/node-1.address)")
 teardown
 for s in "${socks[@]}"; do
