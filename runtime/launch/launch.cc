@@ -21,7 +21,7 @@
 #include "core/cli.h"
 #include "runtime/launch/env.h"
 #include "runtime/launch/termination_log.h"
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_codes.h"
 #include "runtime/train/termination.h"
 
 extern char** environ;
@@ -71,7 +71,7 @@ std::vector<std::string> RankEnvironment(const NodeEnv& node, int nproc, int loc
 int CodeFromWaitStatus(int st) {
   if (WIFEXITED(st)) return WEXITSTATUS(st);
   if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-  return train::kExitInternal;
+  return contract::kExitInternal;
 }
 
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
@@ -168,20 +168,20 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
   auto node = ParseNodeEnv(ProcessEnv());
   if (!node.ok()) {
     spdlog::error("{}", node.status().message().c_str());
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   }
   // On SIGTERM the ranks get the pod's whole grace budget to finish their step
   // and save (the kubelet's SIGKILL ends everything at its end anyway).
   auto budget = train::Termination::GraceFromEnv(ProcessEnv());
   if (!budget.ok()) {
     spdlog::error("{}", budget.status().message());
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   }
   const double signal_grace_s = std::max(config.grace_period_s, *budget);
   auto local_world = LocalWorldSize(*node, config.nproc_per_node);
   if (!local_world.ok()) {
     spdlog::error("{}", local_world.status().message());
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   }
   const int nproc = *local_world;
   if (node->nproc_per_node != 0 && node->nproc_per_node != nproc) {
@@ -195,13 +195,13 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) {
       spdlog::error("cannot find this binary (/proc/self/exe): {}", std::strerror(errno));
-      return train::kExitInternal;
+      return contract::kExitInternal;
     }
     argv.insert(argv.begin(), config.subcommand_prefix.begin(), config.subcommand_prefix.end());
     argv.insert(argv.begin(), std::string(self, n));
   } else if (::access(argv[0].c_str(), X_OK) != 0) {
     spdlog::error("cannot execute '{}': {}", argv[0].c_str(), std::strerror(errno));
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   }
 
   // Signals are taken synchronously (sigtimedwait) on this single thread.
@@ -223,7 +223,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       for (auto& x : ranks)
         if (x.running) ::waitpid(x.pid, nullptr, 0);
       ::sigprocmask(SIG_SETMASK, &original, nullptr);
-      return train::kExitRetryable;
+      return contract::kExitRetryable;
     }
     r.running = true;
     pids.push_back(r.pid);
