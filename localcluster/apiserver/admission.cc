@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "localcluster/apiserver/object_ops.h"
+#include "localcluster/apiserver/object_meta.h"
 #include "kube/openapi_schema.h"
 
 namespace kubelocal {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "localcluster/apiserver/api_error.h"
+#include "localcluster/apiserver/object_meta.h"
 #include "localcluster/apiserver/patch.h"
 #include "localcluster/apiserver/resources.h"
 #include "localcluster/apiserver/store.h"
@@ -85,16 +86,5 @@ class ObjectOps {
   Registry* registry_;
   std::function<void()> on_delete_;
 };
-
-// metadata.<field> of an object when it is a string, else "".
-std::string MetaStr(const json& o, const char* field);
-
-// Helpers exposed for tests.
-bool IsDnsSubdomain(const std::string& s);
-bool IsDnsLabel(const std::string& s);
-std::string NowRfc3339(int64_t offset_seconds = 0);
-std::string NewUid();
-// Everything but metadata and status differs (drives metadata.generation).
-bool SpecChanged(const json& a, const json& b);
 
 }  // namespace kubelocal

@@ -2,7 +2,7 @@
 // Subcommands of the `hypertrain` binary (main.cc assembles them). Each Add*
 // function declares a subcommand and its flags (CLI11) on the binary's
 // CLI::App; after a parse that selected it, main sets up the logger and calls
-// its `run`, which returns the process exit code (runtime/train/exit_codes.h).
+// its `run`, which returns the process exit code (contract/exit_codes.h).
 #include <functional>
 #include <string>
 #include <vector>

@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/cmd/cuda_parts.h"
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_codes.h"
 
 #ifndef HT_CUDA_OFF_REASON
 #define HT_CUDA_OFF_REASON "it was built without CUDA"
@@ -38,7 +38,7 @@ std::function<int()> AddBenchFlags(CLI::App& bench) {
   bench.footer(NotBuiltIn("The CUDA benchmark"));
   return [] {
     spdlog::error("hypertrain bench: {}", NotBuiltIn("the CUDA benchmark"));
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   };
 }
 

@@ -16,7 +16,7 @@
 #include "runtime/data/prepare/prepare.h"
 #include "runtime/data/sft/prepare.h"
 #include "runtime/data/tokenizer/tokenizer.h"
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_code_for.h"
 
 namespace hypertrain::cmd {
 namespace {
@@ -31,7 +31,7 @@ bool ParseInt(const std::string& s, int64_t min, int64_t* out) {
 
 int Fail(const char* cmd, const Status& s) {
   spdlog::error("hypertrain {}: {}", cmd, s.message());
-  return train::ExitCodeFor(s);
+  return contract::ExitCodeFor(s);
 }
 
 struct PrepareFlags {
@@ -49,7 +49,7 @@ int RunPrepare(const PrepareFlags& f) {
   if (!f.sft) {
     auto m = data::prepare::Prepare(o);
     if (!m.ok()) return Fail("prepare", m.status());
-    return train::kExitOk;
+    return contract::kExitOk;
   }
   auto format = data::sft::ParseChatFormat(f.chat_format);
   if (!format.ok()) return Fail("prepare", format.status());
@@ -63,7 +63,7 @@ int RunPrepare(const PrepareFlags& f) {
   if (!m.ok()) return Fail("prepare", m.status());
   spdlog::info("prepare: {} SFT samples, {} tokens ({} in the loss) in {}", (*m)["samples"].get<int64_t>(),
                (*m)["tokens"].get<int64_t>(), (*m)["target_tokens"].get<int64_t>(), so.out_dir);
-  return train::kExitOk;
+  return contract::kExitOk;
 }
 
 int RunTokenize(const std::string& dir, const tokenizer::EncodeOptions& eo) {
@@ -76,7 +76,7 @@ int RunTokenize(const std::string& dir, const tokenizer::EncodeOptions& eo) {
   for (size_t i = 0; i < ids->size(); ++i) out += fmt::format("{}{}", i ? " " : "", (*ids)[i]);
   out += "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
-  return train::kExitOk;
+  return contract::kExitOk;
 }
 
 int RunDetokenize(const std::string& dir, const tokenizer::DecodeOptions& d) {
@@ -94,7 +94,7 @@ int RunDetokenize(const std::string& dir, const tokenizer::DecodeOptions& d) {
   auto text = (*tok)->Decode(ids, d);
   if (!text.ok()) return Fail("detokenize", text.status());
   std::fwrite(text->data(), 1, text->size(), stdout);
-  return train::kExitOk;
+  return contract::kExitOk;
 }
 
 void AddTokenizerFlag(CLI::App& app, std::string* dir) {

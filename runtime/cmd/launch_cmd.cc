@@ -18,7 +18,7 @@
 #include "runtime/launch/nccl_net.h"
 #include "runtime/progress/metrics_server.h"
 #include "runtime/progress/progress_reporter.h"
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_codes.h"
 
 namespace hypertrain::cmd {
 namespace {
@@ -61,7 +61,7 @@ int RunLaunch(launch::LaunchConfig config, const LogFlags& log) {
   auto port = progress::ResolveMetricsPort(config.metrics_port, std::getenv(contract::env::kMetricsPort));
   if (!port.ok()) {
     spdlog::error("hypertrain launch: {}", port.status().message());
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   }
   LogNcclNetPreflight();
   // Threads started below (the metrics server's) must never take SIGTERM: a
@@ -81,7 +81,7 @@ int RunLaunch(launch::LaunchConfig config, const LogFlags& log) {
     } else if (config.metrics_port > 0) {
       // Asked for on the command line: a port that cannot be served is a config error.
       spdlog::error("hypertrain launch: {}", server.status().message());
-      return train::kExitConfigError;
+      return contract::kExitConfigError;
     } else {
       // The operator's default ($HYPERTRAIN_METRICS_PORT): training goes on without it.
       spdlog::warn("no Prometheus endpoint: {} (set by {}; 0 turns it off)", server.status().message(),

@@ -23,7 +23,7 @@
 #include "runtime/estimate/estimate.h"
 #include "runtime/launch/launch.h"
 #include "runtime/trace/merge.h"
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_codes.h"
 
 namespace hypertrain::cmd {
 namespace {
@@ -109,7 +109,7 @@ int Main(int argc, char** argv) {
     // (app.help() would describe the selected subcommand: help itself.)
     const std::string name = help_for.empty() ? "hypertrain" : "hypertrain " + help_for;
     std::printf("%s", app.get_formatter()->make_help(about, name, CLI::AppFormatMode::Normal).c_str());
-    return train::kExitOk;
+    return contract::kExitOk;
   }
   if (Status s = log::Init(log_flags.format, log_flags.level,
                            LogContext(chosen->get_name(), launch::ProcessEnv()));
@@ -120,7 +120,7 @@ int Main(int argc, char** argv) {
   for (const Command& c : commands) {
     if (c.app == chosen) return c.run(log_flags);
   }
-  return train::kExitInternal;  // every subcommand but help is in `commands`
+  return contract::kExitInternal;  // every subcommand but help is in `commands`
 }
 
 }  // namespace

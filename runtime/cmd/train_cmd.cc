@@ -14,7 +14,7 @@
 #include "runtime/cmd/commands.h"
 #include "runtime/config/config.h"
 #include "runtime/launch/termination_log.h"
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_code_for.h"
 #include "runtime/train/termination.h"
 
 namespace hypertrain::cmd {
@@ -23,7 +23,7 @@ namespace {
 // A command-line error found after parsing (no config): logged; exit 2.
 int UsageError(const char* command, const std::string& message) {
   spdlog::error("hypertrain {}: {} (hypertrain {} --help lists the flags)", command, message, command);
-  return train::kExitConfigError;
+  return contract::kExitConfigError;
 }
 
 // The config of this run (contract/env.h: in a TrainingJob pod the path and
@@ -40,7 +40,7 @@ std::optional<config::TrainConfig> LoadRunConfig(const char* command, const Conf
   auto config = config::LoadTrainConfig(source->path, source->overrides, env);
   if (!config.ok()) {
     spdlog::error("config error: {}", config.status().message());
-    *exit_code = train::kExitConfigError;
+    *exit_code = contract::kExitConfigError;
     return std::nullopt;
   }
   if (!config->unknown_keys.empty()) {
@@ -56,7 +56,7 @@ int RunTrain(const ConfigFlags& flags) {
     return r == nullptr || std::strcmp(r, "0") == 0;
   }();
   const double exec_age = startup::SecondsSinceExec();  // exec to here
-  int code = train::kExitOk;
+  int code = contract::kExitOk;
   startup::PhaseTimer config_phase("config");
   std::optional<config::TrainConfig> config = LoadRunConfig("train", flags, &code);
   if (!config) return code;  // a config error stays the first line
@@ -73,36 +73,36 @@ int RunTrain(const ConfigFlags& flags) {
   auto grace = train::Termination::GraceFromEnv(launch::ProcessEnv());
   if (!grace.ok()) {
     spdlog::error("config error: {}", grace.status().message());
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   }
   train::Termination termination(*grace);
   if (Status s = termination.HandleSignals(); !s.ok()) {
     spdlog::error("{}", s.ToString());
-    return train::kExitInternal;
+    return contract::kExitInternal;
   }
   auto summary = RunTrainJob(*config, launch::ProcessEnv(), &termination);
   if (!summary.ok()) {
-    code = train::ExitCodeFor(summary.status());
+    code = contract::ExitCodeFor(summary.status());
     spdlog::error("training failed (exit {}): {}", code, summary.status().ToString());
     // A failure no restart cures (config 2, data 3): its cause is the pod's
     // termination message, which the operator puts in the job's Failed
     // condition (a retryable one is a peer's follow-on as often as not).
-    if (code == train::kExitConfigError || code == train::kExitDataError) {
+    if (code == contract::kExitConfigError || code == contract::kExitDataError) {
       launch::WriteTerminationMessage(fmt::format("hypertrain train: exit {}: {}", code, summary.status().message()));
     }
     return code;
   }
   if (summary->stopped_by_signal != 0) return contract::kExitSignalBase + summary->stopped_by_signal;
-  return train::kExitOk;
+  return contract::kExitOk;
 }
 
 int RunConfig(const ConfigFlags& flags) {
-  int code = train::kExitOk;
+  int code = contract::kExitOk;
   std::optional<config::TrainConfig> config = LoadRunConfig("config", flags, &code);
   if (!config) return code;
   for (const std::string& note : config->notes) std::printf("# %s\n", note.c_str());
   std::fputs(config::DescribeConfig(*config).c_str(), stdout);
-  return train::kExitOk;
+  return contract::kExitOk;
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 #include "core/cli.h"
 #include "runtime/estimate/estimate.h"
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_codes.h"
 
 namespace hypertrain::estimate {
 namespace {
@@ -25,7 +25,7 @@ struct EstimateFlags {
 
 int Fail(const std::string& message) {
   spdlog::error("hypertrain estimate: {}", message);
-  return train::kExitConfigError;
+  return contract::kExitConfigError;
 }
 
 // The config as the trainer would read it, made estimable: synthetic data
@@ -153,7 +153,7 @@ int RunEstimate(const EstimateFlags& f) {
   const Cost* c = cost->has_value() ? &**cost : nullptr;
   const std::string out = f.json ? EstimateToJson(*e, notes, c) : FormatEstimate(*e, notes, config_path, c);
   std::fputs(out.c_str(), stdout);
-  return train::kExitOk;
+  return contract::kExitOk;
 }
 
 }  // namespace

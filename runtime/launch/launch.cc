@@ -21,7 +21,7 @@
 #include "core/cli.h"
 #include "runtime/launch/env.h"
 #include "runtime/launch/termination_log.h"
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_codes.h"
 #include "runtime/train/termination.h"
 
 extern char** environ;
@@ -71,7 +71,7 @@ std::vector<std::string> RankEnvironment(const NodeEnv& node, int nproc, int loc
 int CodeFromWaitStatus(int st) {
   if (WIFEXITED(st)) return WEXITSTATUS(st);
   if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-  return train::kExitInternal;
+  return contract::kExitInternal;
 }
 
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
@@ -164,54 +164,72 @@ bool ParseLaunchArgs(int argc, char** argv, LaunchConfig* c, std::string* error)
   return true;
 }
 
-int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
+namespace {
+
+// What the ranks run with: the node's rendezvous, the local world size, the
+// grace budget a signal gives them, and the command line.
+struct LaunchPlan {
+  NodeEnv node;
+  int nproc = 0;
+  double signal_grace_s = 0;
+  std::vector<std::string> argv;
+};
+
+// Reads the node's environment and resolves the command: 0 when the plan is
+// ready, else the exit code (the error logged).
+int PrepareLaunch(const LaunchConfig& config, LaunchPlan* plan) {
   auto node = ParseNodeEnv(ProcessEnv());
   if (!node.ok()) {
     spdlog::error("{}", node.status().message().c_str());
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   }
   // On SIGTERM the ranks get the pod's whole grace budget to finish their step
   // and save (the kubelet's SIGKILL ends everything at its end anyway).
   auto budget = train::Termination::GraceFromEnv(ProcessEnv());
   if (!budget.ok()) {
     spdlog::error("{}", budget.status().message());
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   }
-  const double signal_grace_s = std::max(config.grace_period_s, *budget);
+  plan->signal_grace_s = std::max(config.grace_period_s, *budget);
   auto local_world = LocalWorldSize(*node, config.nproc_per_node);
   if (!local_world.ok()) {
     spdlog::error("{}", local_world.status().message());
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   }
-  const int nproc = *local_world;
-  if (node->nproc_per_node != 0 && node->nproc_per_node != nproc) {
-    spdlog::warn("--nproc-per-node {} overrides NPROC_PER_NODE={}", nproc, node->nproc_per_node);
+  plan->nproc = *local_world;
+  if (node->nproc_per_node != 0 && node->nproc_per_node != plan->nproc) {
+    spdlog::warn("--nproc-per-node {} overrides NPROC_PER_NODE={}", plan->nproc, node->nproc_per_node);
   }
+  plan->node = *node;
 
-  std::vector<std::string> argv = config.command;
+  std::vector<std::string>& argv = plan->argv;
+  argv = config.command;
   if (argv[0].find('/') == std::string::npos) {
     // A hypertrain subcommand: run this very binary.
     char self[4096];
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) {
       spdlog::error("cannot find this binary (/proc/self/exe): {}", std::strerror(errno));
-      return train::kExitInternal;
+      return contract::kExitInternal;
     }
     argv.insert(argv.begin(), config.subcommand_prefix.begin(), config.subcommand_prefix.end());
     argv.insert(argv.begin(), std::string(self, n));
   } else if (::access(argv[0].c_str(), X_OK) != 0) {
     spdlog::error("cannot execute '{}': {}", argv[0].c_str(), std::strerror(errno));
-    return train::kExitConfigError;
+    return contract::kExitConfigError;
   }
+  return contract::kExitOk;
+}
 
-  // Signals are taken synchronously (sigtimedwait) on this single thread.
-  sigset_t handled, original;
-  sigemptyset(&handled);
-  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&handled, s);
-  ::sigprocmask(SIG_BLOCK, &handled, &original);
-
-  std::vector<Rank> ranks(nproc);
-  std::vector<pid_t> pids;
+// Starts one process per local rank. A fork that fails kills the ones
+// started, restores the signal mask and gives the exit code (0 on success).
+int StartRanks(const LaunchPlan& plan, const sigset_t& original, std::vector<Rank>* ranks_out,
+               std::vector<pid_t>* pids) {
+  const int nproc = plan.nproc;
+  const NodeEnv* node = &plan.node;
+  const std::vector<std::string>& argv = plan.argv;
+  std::vector<Rank>& ranks = *ranks_out;
+  ranks.resize(nproc);
   for (int l = 0; l < nproc; ++l) {
     Rank& r = ranks[l];
     r.local = l;
@@ -223,50 +241,52 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       for (auto& x : ranks)
         if (x.running) ::waitpid(x.pid, nullptr, 0);
       ::sigprocmask(SIG_SETMASK, &original, nullptr);
-      return train::kExitRetryable;
+      return contract::kExitRetryable;
     }
     r.running = true;
-    pids.push_back(r.pid);
+    pids->push_back(r.pid);
   }
-  spdlog::info("node {}/{}: started {} ranks (global {}..{}) of world {}: {}", node->node_rank,
-      node->nnodes, nproc, ranks.front().global, ranks.back().global, node->nnodes * nproc,
-      config.command[0].c_str());
-  if (observer) observer->OnRanksStarted(node->node_rank, pids);
+  return contract::kExitOk;
+}
 
+// The supervision loop's state: ranks still running, the first failure and
+// its cause, the stop in progress.
+struct Supervision {
+  const LaunchConfig& config;
+  const LaunchPlan& plan;
+  std::vector<Rank>& ranks;
+  LaunchObserver* observer;
   const std::string host = HostName();
-  int running = nproc;
+  int running = 0;
   int exit_code = 0;          // first failure (0 while none)
   std::string cause;          // its one-line explanation when the logs have none
   bool stopping = false;
   Clock::time_point kill_at{};
   bool killed = false;
-  auto last_tick = Clock::now();
-  const auto grace = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(config.grace_period_s));
-
   int signals = 0;
-  auto begin_stop = [&](const char* why) {
+
+  // After the first failure: SIGTERM to the rest, SIGKILL after the grace period.
+  void BeginStop(const char* why) {
     if (stopping) return;
     stopping = true;
-    kill_at = Clock::now() + grace;
+    kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(config.grace_period_s));
     spdlog::info("stopping {} remaining rank(s) ({}): SIGTERM, SIGKILL after {:.1f}s", running, why,
         config.grace_period_s);
     SignalGroups(ranks, SIGTERM);
-  };
+  }
 
-  while (running > 0) {
-    timespec ts{0, 100 * 1000 * 1000};
-    siginfo_t info;
-    const int sig = ::sigtimedwait(&handled, &info, &ts);
-    if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && ++signals > 1) {
+  // SIGTERM, SIGINT or SIGHUP: forwarded to the ranks; a second one kills them.
+  void OnSignal(int sig) {
+    if (++signals > 1) {
       // A second signal: stop now, whatever the ranks are doing.
       spdlog::warn("received signal {} again: SIGKILL to {} rank(s)", sig, running);
       SignalGroups(ranks, SIGKILL);
       killed = true;
-    } else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+    } else {
       spdlog::info("received signal {}; forwarding to the ranks (they finish the step and save "
                    "when it fits; SIGKILL after {:.0f} s, or on a second signal)",
-                   sig, signal_grace_s);
+                   sig, plan.signal_grace_s);
       if (exit_code == 0) {
         exit_code = 128 + sig;
         cause = "the launcher received signal " + std::to_string(sig) + " (" + strsignal(sig) +
@@ -274,11 +294,14 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       }
       SignalGroups(ranks, sig);
       const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(signal_grace_s));
+                                               std::chrono::duration<double>(plan.signal_grace_s));
       if (!stopping || deadline > kill_at) kill_at = deadline;
       stopping = true;
     }
-    // Reap every exited rank (SIGCHLD may coalesce).
+  }
+
+  // Reaps every exited rank (SIGCHLD may coalesce).
+  void Reap() {
     for (auto& r : ranks) {
       if (!r.running) continue;
       int st = 0;
@@ -292,7 +315,7 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       if (observer) observer->OnRankExited(r.local, r.global, r.code);
       // Who it was, as the other nodes' ranks name their peers: rank, node, host.
       const std::string who = fmt::format("rank {} (node {}, host {}, local rank {}, pid {})", r.global,
-                                          node->node_rank, host, r.local, r.pid);
+                                          plan.node.node_rank, host, r.local, r.pid);
       if (r.code == 0) {
         spdlog::info("{} finished", who);
         continue;
@@ -309,13 +332,46 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
       }
       if (exit_code == 0) {
         exit_code = r.code;
-        begin_stop("first failure");
+        BeginStop("first failure");
       }
     }
-    if (stopping && !killed && running > 0 && Clock::now() >= kill_at) {
-      spdlog::warn("grace period over: SIGKILL to {} rank(s)", running);
+  }
+};
+
+}  // namespace
+
+int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
+  LaunchPlan plan;
+  if (int code = PrepareLaunch(config, &plan); code != contract::kExitOk) return code;
+  const int nproc = plan.nproc;
+
+  // Signals are taken synchronously (sigtimedwait) on this single thread.
+  sigset_t handled, original;
+  sigemptyset(&handled);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&handled, s);
+  ::sigprocmask(SIG_BLOCK, &handled, &original);
+
+  std::vector<Rank> ranks;
+  std::vector<pid_t> pids;
+  if (int code = StartRanks(plan, original, &ranks, &pids); code != contract::kExitOk) return code;
+  spdlog::info("node {}/{}: started {} ranks (global {}..{}) of world {}: {}", plan.node.node_rank,
+      plan.node.nnodes, nproc, ranks.front().global, ranks.back().global, plan.node.nnodes * nproc,
+      config.command[0].c_str());
+  if (observer) observer->OnRanksStarted(plan.node.node_rank, pids);
+
+  Supervision sup{config, plan, ranks, observer};
+  sup.running = nproc;
+  auto last_tick = Clock::now();
+  while (sup.running > 0) {
+    timespec ts{0, 100 * 1000 * 1000};
+    siginfo_t info;
+    const int sig = ::sigtimedwait(&handled, &info, &ts);
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) sup.OnSignal(sig);
+    sup.Reap();
+    if (sup.stopping && !sup.killed && sup.running > 0 && Clock::now() >= sup.kill_at) {
+      spdlog::warn("grace period over: SIGKILL to {} rank(s)", sup.running);
       SignalGroups(ranks, SIGKILL);
-      killed = true;
+      sup.killed = true;
     }
     if (observer && Clock::now() - last_tick >= std::chrono::seconds(1)) {
       last_tick = Clock::now();
@@ -323,10 +379,10 @@ int RunLauncher(const LaunchConfig& config, LaunchObserver* observer) {
     }
   }
   ::sigprocmask(SIG_SETMASK, &original, nullptr);
-  spdlog::info("all ranks exited; exit code {}", exit_code);
-  if (!cause.empty()) WriteTerminationMessage(cause);
-  if (observer) observer->OnFinished(exit_code);
-  return exit_code;
+  spdlog::info("all ranks exited; exit code {}", sup.exit_code);
+  if (!sup.cause.empty()) WriteTerminationMessage(sup.cause);
+  if (observer) observer->OnFinished(sup.exit_code);
+  return sup.exit_code;
 }
 
 }  // namespace hypertrain::launch

@@ -53,7 +53,7 @@
 
 #include "contract/precision.h"
 #include "core/status.h"
-#include "runtime/kernels/adamw_params.h"
+#include "runtime/numerics/adamw_params.h"
 #include "runtime/model/fp8.h"
 #include "runtime/model/layout.h"
 #include "runtime/model/peft.h"

@@ -39,7 +39,7 @@
 
 #include "core/status.h"
 #include "runtime/model/config.h"
-#include "runtime/model/fp8_scale.h"
+#include "runtime/numerics/fp8_scale.h"
 
 namespace hypertrain::model {
 

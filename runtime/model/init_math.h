@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/model/counter_rng.h"
+#include "runtime/numerics/counter_rng.h"
 
 namespace hypertrain::model {
 namespace init_math {

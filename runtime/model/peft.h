@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "runtime/model/counter_rng.h"
+#include "runtime/numerics/counter_rng.h"
 #include "runtime/model/init.h"
 #include "runtime/model/layout.h"
 
@@ -85,7 +85,7 @@ StatusOr<ParamLayout> BuildAdapterLayout(const ModelConfig& config, const PeftOp
 StatusOr<double> PeftTrainFlopsPerToken(const ModelConfig& config, const PeftOptions& options, int64_t seq);
 
 // ---- Dropout (host and device) ---------------------------------------------
-// DropoutKey / DropoutKeep: runtime/model/counter_rng.h.
+// DropoutKey / DropoutKeep: runtime/numerics/counter_rng.h.
 uint32_t DropoutThreshold(double p);
 
 // What a LoRA op needs to draw one adapter input's mask.

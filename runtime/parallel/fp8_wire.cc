@@ -6,7 +6,7 @@
 #include <string>
 
 #include "runtime/kernels/cpu/fp8.h"
-#include "runtime/model/fp8_scale.h"
+#include "runtime/numerics/fp8_scale.h"
 
 namespace hypertrain::parallel {
 

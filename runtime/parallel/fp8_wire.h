@@ -7,7 +7,7 @@
 //
 // Scales agree across shards: one per projection tensor, from the tensor's
 // amax over ALL shards (each rank's LocalAmax, then a max all-reduce in the
-// shard group), as a power of two (runtime/model/fp8_scale.h). A value
+// shard group), as a power of two (runtime/numerics/fp8_scale.h). A value
 // therefore decodes to the same number whichever rank sent it, and the
 // gathered weight is exactly what one process would get casting the whole
 // tensor (tested against that).

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "runtime/kernels/cpu/fp8.h"
-#include "runtime/model/fp8_scale.h"
+#include "runtime/numerics/fp8_scale.h"
 #include "runtime/model/init.h"
 
 namespace hypertrain::parallel {

@@ -16,7 +16,7 @@
 
 #include "runtime/backends/cpu/backend.h"
 #include "runtime/kernels/cpu/fp8.h"
-#include "runtime/model/fp8_scale.h"
+#include "runtime/numerics/fp8_scale.h"
 #include "runtime/model/init.h"
 #include "runtime/parallel/hsdp.h"
 #include "runtime/parallel/multiprocess_testing.h"

@@ -10,7 +10,7 @@
 
 #include "runtime/parallel/hsdp.h"
 #include "runtime/parallel/peft_hooks.h"
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_codes.h"
 
 namespace hypertrain::parallel {
 
@@ -110,7 +110,7 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateParallelRuntime(
   o.strategy = strategy;
   o.shard_degree = static_cast<int>(c.shard_degree);
   o.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000));
-  o.hang_exit_code = train::kExitCollectiveTimeout;
+  o.hang_exit_code = contract::kExitCollectiveTimeout;
   // The distributed.* keys (HT_* overrides applied by runtime/config).
   const config::DistributedConfig& d = c.distributed;
   o.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(d.rendezvous_timeout_s * 1000));

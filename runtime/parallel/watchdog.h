@@ -4,7 +4,7 @@
 // within `timeout` (config key `collective_timeout`), reports which
 // collective, group, rank and training step hung, then runs the hang handler.
 // The default handler logs the report (critical) and ends the process at once
-// with `hang_exit_code` (train/exit_codes.h kExitCollectiveTimeout): a rank
+// with `hang_exit_code` (contract/exit_codes.h kExitCollectiveTimeout): a rank
 // stuck in a collective cannot be unwound safely, and the launcher/operator
 // restart the job.
 #include <atomic>

@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/trace/merge.h"
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_code_for.h"
 
 namespace hypertrain::trace {
 namespace {
@@ -27,7 +27,7 @@ std::string DirOf(const std::string& p) {
 
 int Fail(const Status& s) {
   spdlog::error("hypertrain trace: {}", s.message());
-  return train::ExitCodeFor(s);
+  return contract::ExitCodeFor(s);
 }
 
 int Merge(const std::vector<std::string>& inputs, std::string out, const MergeOptions& options) {
@@ -63,7 +63,7 @@ int Merge(const std::vector<std::string>& inputs, std::string out, const MergeOp
     }
   }
   std::fputs(Summarize(*merged).c_str(), stdout);
-  return train::kExitOk;
+  return contract::kExitOk;
 }
 
 int Check(const std::vector<std::string>& files) {
@@ -73,7 +73,7 @@ int Check(const std::vector<std::string>& files) {
     if (Status s = Validate(*doc); !s.ok()) return Fail(InvalidArgument(f + ": " + s.message()));
     std::printf("%s: ok, %zu events\n", f.c_str(), (*doc)["traceEvents"].size());
   }
-  return train::kExitOk;
+  return contract::kExitOk;
 }
 
 }  // namespace

@@ -27,7 +27,67 @@ namespace kc = ::hypertrain::kernels::cuda;
 using model::ActivationCheckpointing;
 using model::ParamLayout;
 
+// Every size the activation plan needs (PlanActivationSizes).
+struct CudaBackend::ActivationSizes {
+  int64_t N, C, Q, K, F, L, V, D;
+  size_t es;  // bytes of a compute-dtype element
+  size_t dact_bytes, dgu_bytes, backward_bytes, fp8_backward_offset, grad_bytes;
+  Fp8Projections::ScratchSizes fp8_bytes;
+  bool head_grads_fp8, none, keep_gemm_outputs;
+};
+
+// Places buffers one after another, each rounded up (PlanRoundUp), from
+// `base`; with a null base it only counts (the plan's sizing passes).
+struct CudaBackend::Placer {
+  char* base;
+  size_t es;
+  size_t off = 0;
+  void* take(size_t bytes) {
+    void* p = base == nullptr ? nullptr : base + off;
+    off += PlanRoundUp(bytes);
+    return p;
+  }
+  void* act(int64_t n) { return take(n * es); }
+  float* f32(int64_t n) { return static_cast<float*>(take(n * sizeof(float))); }
+};
+
 Status CudaBackend::PlanActivations() {
+  ActivationSizes z;
+  PlanActivationSizes(&z);
+  const int64_t L = z.L;
+  scratch_ = std::make_unique<Acts>();
+  acts_.clear();
+  for (int64_t l = 0; l < L; ++l) acts_.push_back(std::make_unique<Acts>());
+  size_t layer_bytes = 0;  // S, set by plan()
+  bool share = false;  // block gradients in the activations (see PlanActivationSizes)
+  void* fp8_slots = nullptr;  // the FP8 scale / amax slots (small)
+  // Two passes: sizes with a null base, then pointers into one allocation.
+  auto plan = [&](char* base) -> size_t {
+    Placer at{base, z.es};
+    PlaceBlockActivations(z, share, &at, &layer_bytes);
+    PlaceSharedBuffers(z, &at, &fp8_slots);
+    return at.off;
+  };
+  plan(nullptr);  // sets layer_bytes
+  share = shared_grads_ && layer_bytes >= z.grad_bytes;
+  if (shared_grads_ && !share) {  // e.g. full checkpointing keeps only x per layer
+    shared_grads_ = false;
+    for (int64_t l = 0; l < L; ++l) {
+      HT_RETURN_IF_ERROR(AllocGrads(ParamLayout::BlockUnit(static_cast<int>(l))));
+    }
+  }
+  const size_t total = plan(nullptr);
+  void* base = nullptr;
+  HT_RETURN_IF_ERROR(Alloc(total, &base));
+  plan(static_cast<char*>(base));
+  activation_bytes_ = static_cast<int64_t>(total);
+  if (fp8_) HT_RETURN_IF_ERROR(fp8_->SetSlots(fp8_slots));
+  return UploadRopeTable();
+}
+
+// Sizes and the chunking of the LM head's logits; sets the members they decide
+// (attention workspace, logits chunk rows, embedding scratch).
+void CudaBackend::PlanActivationSizes(ActivationSizes* z_out) {
   const model::ModelConfig& cfg = layout_.config();
   const int64_t N = N_, C = cfg.hidden_size, Q = cfg.q_dim(), K = cfg.kv_dim(),
                 F = cfg.intermediate_size, L = cfg.num_hidden_layers, V = cfg.vocab_size,
@@ -87,10 +147,6 @@ Status CudaBackend::PlanActivations() {
       static_cast<int>(N * std::max(emb_ranks_, 1)), static_cast<int>(V));
   const bool none = options_.checkpointing == ActivationCheckpointing::kNone;
   const bool keep_gemm_outputs = none || options_.checkpointing == ActivationCheckpointing::kSelective;
-  scratch_ = std::make_unique<Acts>();
-  acts_.clear();
-  for (int64_t l = 0; l < L; ++l) acts_.push_back(std::make_unique<Acts>());
-
   // Shared gradients: block l's fp32 gradient sits in the activations of
   // blocks > l, which are dead once their backward ran, and the last
   // block's in one extra slot after the last layer. With per-layer
@@ -102,126 +158,124 @@ Status CudaBackend::PlanActivations() {
     grad_numel = std::max(grad_numel, layout_.unit(ParamLayout::BlockUnit(static_cast<int>(l))).padded_numel);
   }
   const size_t grad_bytes = round_up(size_t(grad_numel) * sizeof(float));
-  size_t layer_bytes = 0;  // S, set by plan()
-  bool share = false;
+  *z_out = {N, C, Q, K, F, L, V, D, es, dact_bytes, dgu_bytes, backward_bytes, fp8_backward_offset,
+            grad_bytes, fp8_bytes, head_grads_fp8, none, keep_gemm_outputs};
+}
 
-  void* fp8_slots = nullptr;  // the FP8 scale / amax slots (small)
-  // Two passes: sizes with a null base, then pointers into one allocation.
-  auto plan = [&](char* base) -> size_t {
-    size_t off = 0;
-    auto take = [&](size_t bytes) -> void* {
-      void* p = base == nullptr ? nullptr : base + off;
-      off += round_up(bytes);
-      return p;
-    };
-    auto act = [&](int64_t n) { return take(n * es); };
-    auto f32 = [&](int64_t n) { return static_cast<float*>(take(n * sizeof(float))); };
-    Acts& s = *scratch_;
-    s.ln1 = none ? nullptr : act(N * C);
-    s.rstd1 = none ? nullptr : f32(N);
-    s.ln2 = none ? nullptr : act(N * C);
-    s.rstd2 = none ? nullptr : f32(N);
-    s.act = none ? nullptr : act(N * F);
-    s.qkv = keep_gemm_outputs ? nullptr : act(N * (Q + 2 * K));
-    s.att = keep_gemm_outputs ? nullptr : act(N * Q);
-    // lse: + 4 floats per token of slack, so each packed sample's lse can
-    // start 16-byte aligned (Segment::lse).
-    const int64_t lse_floats = N * cfg.num_attention_heads + 4 * N;
-    s.lse = keep_gemm_outputs ? nullptr : f32(lse_floats);
-    s.h = keep_gemm_outputs ? nullptr : act(N * C);
-    s.gu = keep_gemm_outputs ? nullptr : act(N * 2 * F);
-    const size_t layers_begin = off;
-    for (auto& ap_l : acts_) {
-      Acts& a = *ap_l;
-      a.x = act(N * C);
-      a.ln1 = none ? act(N * C) : s.ln1;
-      a.rstd1 = none ? f32(N) : s.rstd1;
-      a.ln2 = none ? act(N * C) : s.ln2;
-      a.rstd2 = none ? f32(N) : s.rstd2;
-      a.act = none ? act(N * F) : s.act;
-      a.qkv = keep_gemm_outputs ? act(N * (Q + 2 * K)) : s.qkv;
-      a.att = keep_gemm_outputs ? act(N * Q) : s.att;
-      a.lse = keep_gemm_outputs ? f32(lse_floats) : s.lse;
-      a.h = keep_gemm_outputs ? act(N * C) : s.h;
-      a.gu = keep_gemm_outputs ? act(N * 2 * F) : s.gu;
-      for (int t = 0; t < model::kNumBlockTensors; ++t) {
-        a.lora_t[t] = peft_ && adapter_slots_.has(t) ? act(N * options_.peft.rank) : nullptr;
-      }
-    }
-    layer_bytes = (off - layers_begin) / static_cast<size_t>(L);
-    if (share) {
-      take(grad_bytes);
-      for (int64_t l = 0; l < L; ++l) {
-        const int u = ParamLayout::BlockUnit(static_cast<int>(l));
-        char* g = base == nullptr ? nullptr : base + off - static_cast<size_t>(L - l) * grad_bytes;
-        grads_[u] = shard_grads_[u] = reinterpret_cast<float*>(g);
-      }
-    }
-    x_final_ = act(N * C);
-    ln_f_ = act(N * C);
-    rstd_f_ = f32(N);
-    dres_ = act(N * C);
-    dln_ = act(N * C);
-    dln_f_ = dln_;  // dead before the first block's backward uses dln_
-    // One region: the LM head's logits chunk, then (after the head, on the
-    // same stream) the block backward's dact, dgu and attention workspace.
-    const size_t logits_bytes = round_up(size_t(chunk_rows_ * V) * es);
-    const size_t dlogits_t_bytes = head_grads_fp8 ? round_up(size_t(chunk_rows_ * V)) : 0;
-    logits_ = take(std::max({backward_bytes, fp8_bytes.forward,
-                             logits_bytes + dlogits_t_bytes + fp8_bytes.lm_head}));
-    char* region = static_cast<char*>(logits_);
-    if (fp8_ && region != nullptr && fp8_bytes.lm_head > 0) {
-      // After the chunk, while the head runs: dlogits^T codes, then h / W codes.
-      fp8_->SetLmHeadScratch(region + logits_bytes + dlogits_t_bytes,
-                             head_grads_fp8 ? region + logits_bytes : nullptr);
-    }
-    if (fp8_ && region != nullptr) fp8_->SetScratch(N, region, region + fp8_backward_offset);
-    dact_ = region;
-    dgu_ = region == nullptr ? nullptr : region + dact_bytes;
-    if (att_grads_in_gu_) {  // BlockBackward points datt/dqkv into the layer's gu
-      datt_ = dqkv_ = nullptr;
-      attn_ws_ = region;
-    } else {
-      datt_ = dact_;  // dact_ is dead once the SwiGLU backward ran
-      dqkv_ = dgu_;   // dgu_ is dead once the gate/up weight gradients ran
-      attn_ws_ = region == nullptr ? nullptr : region + dact_bytes + dgu_bytes;
-    }
-    // PEFT scratch: the adapters' dt, and the dropped-out adapter input (and
-    // its gradient) of the widest projection input.
-    lora_dt_ = peft_ ? act(N * options_.peft.rank) : nullptr;
-    lora_u_ = peft_ && options_.peft.dropout > 0 ? act(N * std::max({C, Q, F})) : nullptr;
-    losses_ = f32(N);
-    norm_scratch_ = f32(static_cast<int64_t>(kc::RmsNormBackwardScratchFloats(static_cast<int>(C))));
-    rope_table_ = f32(S_ * D);
-    dscale_ = f32(1);
-    loss_sum_ = static_cast<double*>(take(sizeof(double)));
-    sumsq_partials_ = static_cast<double*>(take(sizeof(double) * kc::kSumSquaresPartials *
-                                                    layout_.num_units()));
-    sumsq_ = static_cast<double*>(take(sizeof(double)));
-    tokens_ = static_cast<int32_t*>(take(N * sizeof(int32_t)));
-    targets_ = static_cast<int32_t*>(take(N * sizeof(int32_t)));
-    emb_scratch_ = take(emb_scratch_bytes_);
-    all_tokens_ =
-        emb_ranks_ > 1 ? static_cast<int32_t*>(take(emb_ranks_ * N * sizeof(int32_t))) : nullptr;
-    all_dout_ = emb_ranks_ > 1 ? act(emb_ranks_ * N * C) : nullptr;
-    fp8_slots = fp8_ ? take(fp8_->SlotBytes()) : nullptr;
-    return off;
-  };
-  plan(nullptr);  // sets layer_bytes
-  share = shared_grads_ && layer_bytes >= grad_bytes;
-  if (shared_grads_ && !share) {  // e.g. full checkpointing keeps only x per layer
-    shared_grads_ = false;
-    for (int64_t l = 0; l < L; ++l) {
-      HT_RETURN_IF_ERROR(AllocGrads(ParamLayout::BlockUnit(static_cast<int>(l))));
+// The per-block activations (shared scratch for what checkpointing
+// recomputes) and, when shared, the block gradients after them; sets
+// *layer_bytes to one layer's share.
+void CudaBackend::PlaceBlockActivations(const ActivationSizes& z, bool share, Placer* at,
+                                        size_t* layer_bytes) {
+  const model::ModelConfig& cfg = layout_.config();
+  const int64_t N = z.N, C = z.C, Q = z.Q, K = z.K, F = z.F, L = z.L;
+  const size_t grad_bytes = z.grad_bytes;
+  const bool none = z.none, keep_gemm_outputs = z.keep_gemm_outputs;
+  Acts& s = *scratch_;
+  s.ln1 = none ? nullptr : at->act(N * C);
+  s.rstd1 = none ? nullptr : at->f32(N);
+  s.ln2 = none ? nullptr : at->act(N * C);
+  s.rstd2 = none ? nullptr : at->f32(N);
+  s.act = none ? nullptr : at->act(N * F);
+  s.qkv = keep_gemm_outputs ? nullptr : at->act(N * (Q + 2 * K));
+  s.att = keep_gemm_outputs ? nullptr : at->act(N * Q);
+  // lse: + 4 floats per token of slack, so each packed sample's lse can
+  // start 16-byte aligned (Segment::lse).
+  const int64_t lse_floats = N * cfg.num_attention_heads + 4 * N;
+  s.lse = keep_gemm_outputs ? nullptr : at->f32(lse_floats);
+  s.h = keep_gemm_outputs ? nullptr : at->act(N * C);
+  s.gu = keep_gemm_outputs ? nullptr : at->act(N * 2 * F);
+  const size_t layers_begin = at->off;
+  for (auto& ap_l : acts_) {
+    Acts& a = *ap_l;
+    a.x = at->act(N * C);
+    a.ln1 = none ? at->act(N * C) : s.ln1;
+    a.rstd1 = none ? at->f32(N) : s.rstd1;
+    a.ln2 = none ? at->act(N * C) : s.ln2;
+    a.rstd2 = none ? at->f32(N) : s.rstd2;
+    a.act = none ? at->act(N * F) : s.act;
+    a.qkv = keep_gemm_outputs ? at->act(N * (Q + 2 * K)) : s.qkv;
+    a.att = keep_gemm_outputs ? at->act(N * Q) : s.att;
+    a.lse = keep_gemm_outputs ? at->f32(lse_floats) : s.lse;
+    a.h = keep_gemm_outputs ? at->act(N * C) : s.h;
+    a.gu = keep_gemm_outputs ? at->act(N * 2 * F) : s.gu;
+    for (int t = 0; t < model::kNumBlockTensors; ++t) {
+      a.lora_t[t] = peft_ && adapter_slots_.has(t) ? at->act(N * options_.peft.rank) : nullptr;
     }
   }
-  const size_t total = plan(nullptr);
-  void* base = nullptr;
-  HT_RETURN_IF_ERROR(Alloc(total, &base));
-  plan(static_cast<char*>(base));
-  activation_bytes_ = static_cast<int64_t>(total);
-  if (fp8_) HT_RETURN_IF_ERROR(fp8_->SetSlots(fp8_slots));
+  *layer_bytes = (at->off - layers_begin) / static_cast<size_t>(L);
+  if (share) {
+    at->take(grad_bytes);
+    for (int64_t l = 0; l < L; ++l) {
+      const int u = ParamLayout::BlockUnit(static_cast<int>(l));
+      char* g = at->base == nullptr ? nullptr : at->base + at->off - static_cast<size_t>(L - l) * grad_bytes;
+      grads_[u] = shard_grads_[u] = reinterpret_cast<float*>(g);
+    }
+  }
+}
 
+// Everything after the blocks: the final norm, the LM head / block backward
+// region, PEFT scratch, losses, reductions, tokens, FP8 slots.
+void CudaBackend::PlaceSharedBuffers(const ActivationSizes& z, Placer* at, void** fp8_slots) {
+  const int64_t N = z.N, C = z.C, Q = z.Q, F = z.F, V = z.V, D = z.D;
+  const size_t es = z.es, dact_bytes = z.dact_bytes, dgu_bytes = z.dgu_bytes;
+  const size_t backward_bytes = z.backward_bytes, fp8_backward_offset = z.fp8_backward_offset;
+  const auto round_up = PlanRoundUp;
+  const bool head_grads_fp8 = z.head_grads_fp8;
+  const Fp8Projections::ScratchSizes& fp8_bytes = z.fp8_bytes;
+  x_final_ = at->act(N * C);
+  ln_f_ = at->act(N * C);
+  rstd_f_ = at->f32(N);
+  dres_ = at->act(N * C);
+  dln_ = at->act(N * C);
+  dln_f_ = dln_;  // dead before the first block's backward uses dln_
+  // One region: the LM head's logits chunk, then (after the head, on the
+  // same stream) the block backward's dact, dgu and attention workspace.
+  const size_t logits_bytes = round_up(size_t(chunk_rows_ * V) * es);
+  const size_t dlogits_t_bytes = head_grads_fp8 ? round_up(size_t(chunk_rows_ * V)) : 0;
+  logits_ = at->take(std::max({backward_bytes, fp8_bytes.forward,
+                           logits_bytes + dlogits_t_bytes + fp8_bytes.lm_head}));
+  char* region = static_cast<char*>(logits_);
+  if (fp8_ && region != nullptr && fp8_bytes.lm_head > 0) {
+    // After the chunk, while the head runs: dlogits^T codes, then h / W codes.
+    fp8_->SetLmHeadScratch(region + logits_bytes + dlogits_t_bytes,
+                           head_grads_fp8 ? region + logits_bytes : nullptr);
+  }
+  if (fp8_ && region != nullptr) fp8_->SetScratch(N, region, region + fp8_backward_offset);
+  dact_ = region;
+  dgu_ = region == nullptr ? nullptr : region + dact_bytes;
+  if (att_grads_in_gu_) {  // BlockBackward points datt/dqkv into the layer's gu
+    datt_ = dqkv_ = nullptr;
+    attn_ws_ = region;
+  } else {
+    datt_ = dact_;  // dact_ is dead once the SwiGLU backward ran
+    dqkv_ = dgu_;   // dgu_ is dead once the gate/up weight gradients ran
+    attn_ws_ = region == nullptr ? nullptr : region + dact_bytes + dgu_bytes;
+  }
+  // PEFT scratch: the adapters' dt, and the dropped-out adapter input (and
+  // its gradient) of the widest projection input.
+  lora_dt_ = peft_ ? at->act(N * options_.peft.rank) : nullptr;
+  lora_u_ = peft_ && options_.peft.dropout > 0 ? at->act(N * std::max({C, Q, F})) : nullptr;
+  losses_ = at->f32(N);
+  norm_scratch_ = at->f32(static_cast<int64_t>(kc::RmsNormBackwardScratchFloats(static_cast<int>(C))));
+  rope_table_ = at->f32(S_ * D);
+  dscale_ = at->f32(1);
+  loss_sum_ = static_cast<double*>(at->take(sizeof(double)));
+  sumsq_partials_ = static_cast<double*>(at->take(sizeof(double) * kc::kSumSquaresPartials *
+                                                  layout_.num_units()));
+  sumsq_ = static_cast<double*>(at->take(sizeof(double)));
+  tokens_ = static_cast<int32_t*>(at->take(N * sizeof(int32_t)));
+  targets_ = static_cast<int32_t*>(at->take(N * sizeof(int32_t)));
+  emb_scratch_ = at->take(emb_scratch_bytes_);
+  all_tokens_ =
+      emb_ranks_ > 1 ? static_cast<int32_t*>(at->take(emb_ranks_ * N * sizeof(int32_t))) : nullptr;
+  all_dout_ = emb_ranks_ > 1 ? at->act(emb_ranks_ * N * C) : nullptr;
+  *fp8_slots = fp8_ ? at->take(fp8_->SlotBytes()) : nullptr;
+}
+
+Status CudaBackend::UploadRopeTable() {
+  const model::ModelConfig& cfg = layout_.config();
+  const int64_t D = cfg.head_dim();
   std::vector<double> inv_freq(D / 2);
   model::RopeInvFreq(inv_freq.data(), D, cfg.rope_theta, cfg.rope_scaling);
   const std::vector<float> table = kc::RopeCosSinTable(inv_freq, static_cast<int>(S_));

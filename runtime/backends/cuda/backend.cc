@@ -180,6 +180,26 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::ModelCon
 
 Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendOptions& options,
                          const CudaOptions& cuda) {
+  HT_RETURN_IF_ERROR(InitOptions(config, options, cuda));
+  HT_RETURN_IF_ERROR(InitDevice());
+  HT_RETURN_IF_ERROR(InitFp8(config));
+  model::UnitPoolPlan plan;
+  HT_RETURN_IF_ERROR(InitUnits(config, &plan));
+  HT_RETURN_IF_ERROR(InitBuffers(config, plan));
+  startup::PhaseTimer plan_phase("activation_plan");  // cuDNN attention plans included
+  HT_RETURN_IF_ERROR(PlanActivations());  // places shared block gradients
+  plan_phase.End();
+  HT_RETURN_IF_ERROR(ZeroGrads());
+  HT_RETURN_IF_ERROR(MaterializeZeroGrads());  // cudaMalloc'd: no garbage anywhere, padding included
+  HT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  UpdatePeakMemory();
+  return Status::Ok();
+}
+
+// Layouts (PEFT: adapters and the frozen base), options, and the checks that
+// need no device.
+Status CudaBackend::InitOptions(const model::ModelConfig& config, const model::BackendOptions& options,
+                                const CudaOptions& cuda) {
   peft_ = options.peft.enabled();
   if (peft_) {
     HT_RETURN_IF_ERROR(options.peft.Validate());
@@ -247,7 +267,10 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   if (N_ * std::max(config.hidden_size, config.intermediate_size * 2) > (int64_t{1} << 31)) {
     return InvalidArgument("micro-batch too large: tensors past 2^31 elements");
   }
+  return Status::Ok();
+}
 
+Status CudaBackend::InitDevice() {
   // The CUDA context (driver, module loading) and the libraries' handles.
   startup::PhaseTimer cuda_init("cuda_init");
   HT_CUDA_RETURN_IF_ERROR(cudaSetDevice(cuda_.device));
@@ -270,7 +293,10 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_dscale_), sizeof(float), 0));
   HT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host_result_), sizeof(double), 0));
   cuda_init.End();
+  return Status::Ok();
+}
 
+Status CudaBackend::InitFp8(const model::ModelConfig& config) {
   // Which projections can run as one GEMM (weights stored back to back).
   const auto& bt =
       (peft_ ? base_layout_ : layout_).unit(model::ParamLayout::BlockUnit(0)).tensors;
@@ -294,7 +320,12 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
     fp8_->set_gemm_autotune(cuda_.gemm_autotune != kc::GemmAutotune::kOff);
     fp8_->set_frozen_base(fp8_base_);
   }
+  return Status::Ok();
+}
 
+// Every unit's parameters, gradients and optimizer state, initialised on the
+// device; `plan` gets the unit pool's plan when there is one.
+Status CudaBackend::InitUnits(const model::ModelConfig& config, model::UnitPoolPlan* plan) {
   // Parameter, gradient and optimizer state per unit.
   const int U = layout_.num_units();
   if (!options_.owned.empty() && static_cast<int>(options_.owned.size()) != U) {
@@ -310,7 +341,6 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   shared_grads_ = options_.single_pass_grads && cuda_.share_grads_with_activations &&
                   !options_.unit_pool && !cuda_.cuda_graphs && whole_units && !peft_ &&
                   config.num_hidden_layers >= 2;
-  const size_t es = kc::DTypeSize(dtype_);
   // The fp32 init scratch holds what a rank keeps in compute dtype: its owned
   // range with a unit pool, else the whole unit.
   int64_t max_p = 0;
@@ -335,66 +365,76 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
         fmt::format("embedding_grad_ranks must be >= 0, got {}", options_.embedding_grad_ranks));
   }
   emb_ranks_ = pool_ && options_.embedding_grad_ranks > 1 ? options_.embedding_grad_ranks : 0;
-  model::UnitPoolPlan plan;
   if (pool_) {
-    HT_ASSIGN_OR_RETURN(plan, model::PlanUnitPool(layout_, options_));
+    HT_ASSIGN_OR_RETURN(*plan, model::PlanUnitPool(layout_, options_));
   }
   compute_.assign(U, nullptr), master_.resize(U), m_.resize(U), v_.resize(U);
   grads_.assign(U, nullptr), shard_grads_.resize(U), compute_shard_.assign(U, nullptr);
   versions_.assign(U, 0);
-  for (int u = 0; u < U; ++u) {
-    const int64_t P = layout_.unit(u).padded_numel;
-    const Range r = options_.owned.empty() ? Range{0, P} : options_.owned[u];
-    if (r.begin < 0 || r.end > P || r.begin > r.end) {
-      return InvalidArgument(
-          fmt::format("owned range [{}, {}) of unit {} is outside [0, {})", r.begin, r.end, u, P));
-    }
-    owned_.push_back(r);
-    void* p = nullptr;
-    if (pool_) {
-      HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &p));
-      shard_grads_[u] = static_cast<float*>(p);
-      HT_RETURN_IF_ERROR(Alloc(r.size() * es, &compute_shard_[u]));
-      state_bytes_ += r.size() * (sizeof(float) + es);
-    } else {
-      // Shared block gradients get their place in PlanActivations.
-      if (!shared_grads_ || u == model::ParamLayout::kEmbeddingUnit) {
-        HT_RETURN_IF_ERROR(AllocGrads(u));
-      }
-      HT_RETURN_IF_ERROR(Alloc(P * es, &compute_[u]));
-      state_bytes_ += P * es;
-    }
-    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &master_[u]));
-    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &m_[u]));
-    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &v_[u]));
-    HT_CUDA_RETURN_IF_ERROR(cudaMemset(m_[u], 0, r.size() * sizeof(float)));
-    HT_CUDA_RETURN_IF_ERROR(cudaMemset(v_[u], 0, r.size() * sizeof(float)));
-    state_bytes_ += r.size() * 3 * sizeof(float);
-    // Only what this rank keeps, made on the device: the init is counter-based
-    // (model/init.h), bit for bit the CPU's for any sharding. All on stream_
-    // (non-blocking: it does not order with the legacy stream), which orders
-    // the reuse of `tmp` by the next unit.
-    const Range keep = pool_ ? r : Range{0, P};
-    float* const init = static_cast<float*>(tmp);
-    const std::vector<model::InitSegment> segments = model::InitSegments(layout_, u, keep);
-    HT_CUDA_RETURN_IF_ERROR(kc::InitParams(segments.data(), static_cast<int>(segments.size()),
-                                           options_.seed, static_cast<uint64_t>(u), keep.begin,
-                                           keep.size(), init, stream_));
-    HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(master_[u], init + (r.begin - keep.begin),
-                                            r.size() * sizeof(float), cudaMemcpyDeviceToDevice,
-                                            stream_));
-    HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
-      using T = decltype(tag);
-      return kc::Cast<T, float>(static_cast<T*>(pool_ ? compute_shard_[u] : compute_[u]), init,
-                                keep.size(), stream_);
-    }));
-  }
+  for (int u = 0; u < U; ++u) HT_RETURN_IF_ERROR(InitUnit(u, static_cast<float*>(tmp)));
   HT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   init_phase.End();
   // The init scratch (a whole fp32 unit, ~1 GB for 1b) goes before the
   // activation plan is allocated, so it never counts toward the peak.
   cudaFree(tmp);
   tmp_free.p = nullptr;
+  return Status::Ok();
+}
+
+// Unit u's buffers and initial values (`init`: fp32 scratch of a unit).
+Status CudaBackend::InitUnit(int u, float* init) {
+  const int64_t P = layout_.unit(u).padded_numel;
+  const Range r = options_.owned.empty() ? Range{0, P} : options_.owned[u];
+  if (r.begin < 0 || r.end > P || r.begin > r.end) {
+    return InvalidArgument(
+        fmt::format("owned range [{}, {}) of unit {} is outside [0, {})", r.begin, r.end, u, P));
+  }
+  owned_.push_back(r);
+  const size_t es = kc::DTypeSize(dtype_);
+  void* p = nullptr;
+  if (pool_) {
+    HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &p));
+    shard_grads_[u] = static_cast<float*>(p);
+    HT_RETURN_IF_ERROR(Alloc(r.size() * es, &compute_shard_[u]));
+    state_bytes_ += r.size() * (sizeof(float) + es);
+  } else {
+    // Shared block gradients get their place in PlanActivations.
+    if (!shared_grads_ || u == model::ParamLayout::kEmbeddingUnit) {
+      HT_RETURN_IF_ERROR(AllocGrads(u));
+    }
+    HT_RETURN_IF_ERROR(Alloc(P * es, &compute_[u]));
+    state_bytes_ += P * es;
+  }
+  HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &master_[u]));
+  HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &m_[u]));
+  HT_RETURN_IF_ERROR(Alloc(r.size() * sizeof(float), &v_[u]));
+  HT_CUDA_RETURN_IF_ERROR(cudaMemset(m_[u], 0, r.size() * sizeof(float)));
+  HT_CUDA_RETURN_IF_ERROR(cudaMemset(v_[u], 0, r.size() * sizeof(float)));
+  state_bytes_ += r.size() * 3 * sizeof(float);
+  // Only what this rank keeps, made on the device: the init is counter-based
+  // (model/init.h), bit for bit the CPU's for any sharding. All on stream_
+  // (non-blocking: it does not order with the legacy stream), which orders
+  // the reuse of `init` by the next unit.
+  const Range keep = pool_ ? r : Range{0, P};
+  const std::vector<model::InitSegment> segments = model::InitSegments(layout_, u, keep);
+  HT_CUDA_RETURN_IF_ERROR(kc::InitParams(segments.data(), static_cast<int>(segments.size()),
+                                         options_.seed, static_cast<uint64_t>(u), keep.begin,
+                                         keep.size(), init, stream_));
+  HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(master_[u], init + (r.begin - keep.begin),
+                                          r.size() * sizeof(float), cudaMemcpyDeviceToDevice,
+                                          stream_));
+  HT_CUDA_RETURN_IF_ERROR(DispatchDType(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return kc::Cast<T, float>(static_cast<T*>(pool_ ? compute_shard_[u] : compute_[u]), init,
+                              keep.size(), stream_);
+  }));
+  return Status::Ok();
+}
+
+// The frozen base (PEFT), the unit pool's slots, the staging slots.
+Status CudaBackend::InitBuffers(const model::ModelConfig& config, const model::UnitPoolPlan& plan) {
+  const int U = layout_.num_units();
+  const size_t es = kc::DTypeSize(dtype_);
   if (peft_) {
     HT_RETURN_IF_ERROR(InitBase());
     void* p = nullptr;
@@ -441,13 +481,6 @@ Status CudaBackend::Init(const model::ModelConfig& config, const model::BackendO
   }
   stager_ = std::make_unique<Stager>(this);
   pinned_ = std::make_unique<PinnedAllocator>();
-  startup::PhaseTimer plan_phase("activation_plan");  // cuDNN attention plans included
-  HT_RETURN_IF_ERROR(PlanActivations());  // places shared block gradients
-  plan_phase.End();
-  HT_RETURN_IF_ERROR(ZeroGrads());
-  HT_RETURN_IF_ERROR(MaterializeZeroGrads());  // cudaMalloc'd: no garbage anywhere, padding included
-  HT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-  UpdatePeakMemory();
   return Status::Ok();
 }
 

@@ -258,7 +258,22 @@ class CudaBackend final : public model::Backend {
 
   Status Init(const model::ModelConfig& config, const model::BackendOptions& options,
               const CudaOptions& cuda);
+  // Init's steps, in order.
+  Status InitOptions(const model::ModelConfig& config, const model::BackendOptions& options,
+                     const CudaOptions& cuda);
+  Status InitDevice();
+  Status InitFp8(const model::ModelConfig& config);
+  Status InitUnits(const model::ModelConfig& config, model::UnitPoolPlan* plan);
+  Status InitUnit(int u, float* init);
+  Status InitBuffers(const model::ModelConfig& config, const model::UnitPoolPlan& plan);
   Status PlanActivations();
+  // PlanActivations' steps (activations.cc).
+  struct ActivationSizes;
+  struct Placer;
+  void PlanActivationSizes(ActivationSizes* z);
+  void PlaceBlockActivations(const ActivationSizes& z, bool share, Placer* at, size_t* layer_bytes);
+  void PlaceSharedBuffers(const ActivationSizes& z, Placer* at, void** fp8_slots);
+  Status UploadRopeTable();
   Status CheckBatch(const model::TokenBatch& batch) const;
   // The finished pass's device spans (see SetTrace).
   Status EmitTrace();
@@ -326,6 +341,13 @@ class CudaBackend final : public model::Backend {
   Status StoreBaseSlice(int u, const float* host);
   Status WriteBaseSlice(int u, model::Range r, const float* host);
   Status BlockBackward(int layer);
+  // BlockBackward's steps (block.cc).
+  struct BlockStep;
+  Status DownProjBackward(const BlockStep& b);
+  Status GateUpBackward(const BlockStep& b);
+  Status AttentionBlockBackward(const BlockStep& b,
+                                std::optional<Fp8Projections::CastTarget>* dqkv_fp8);
+  Status QkvBackward(const BlockStep& b, bool dqkv_cast);
   // dres += the backward of block unit u's RMSNorm `norm` (kInputNorm or
   // kPostNorm) at `input` with its saved rstd; its dw into NormDw.
   Status NormBackward(int u, int norm, const void* input, const float* rstd);

@@ -252,38 +252,63 @@ Status CudaBackend::Recompute(int layer) {
   return Status::Ok();
 }
 
+// What BlockBackward's steps share for one layer.
+struct CudaBackend::BlockStep {
+  int layer, u;
+  const Acts& a;
+  int N, C, Q, K, F, H, KV, D, QKV;
+  size_t es;
+  // The first micro-batch after ZeroGrads writes the weight gradients (no
+  // zeroing pass over them), later ones add.
+  float dw_beta;
+  void* datt;  // the attention backward's dout and dqkv (see PlanActivations)
+  void* dqkv;
+  // The transposed codes the forward kept after ln1's, ln2's and act's (NormFp8).
+  bool kept;
+  const uint8_t* KeptT(void* buf, int cols) const {
+    return kept ? Codes(buf) + size_t(N) * cols : nullptr;
+  }
+};
+
 Status CudaBackend::BlockBackward(int layer) {
   const model::ModelConfig& cfg = layout_.config();
   const Acts& a = *acts_[layer];
   const int u = ParamLayout::BlockUnit(layer);
-  const int N = static_cast<int>(N_), C = static_cast<int>(cfg.hidden_size),
-            Q = static_cast<int>(cfg.q_dim()), K = static_cast<int>(cfg.kv_dim()),
-            F = static_cast<int>(cfg.intermediate_size), H = static_cast<int>(cfg.num_attention_heads),
-            KV = static_cast<int>(cfg.num_key_value_heads), D = static_cast<int>(cfg.head_dim());
-  const int QKV = Q + 2 * K;
+  const int N = static_cast<int>(N_), Q = static_cast<int>(cfg.q_dim()), K = static_cast<int>(cfg.kv_dim());
   const size_t es = kc::DTypeSize(dtype_);
-  const kc::DType dt = dtype_, f32 = kc::DType::kF32;
-  kc::Gemm& g = *gemm_;
-  // The first micro-batch after ZeroGrads writes the weight gradients (no
-  // zeroing pass over them), later ones add.
-  const float dw_beta = first_write_ ? 0.0f : 1.0f;
-  // The attention backward's dout and dqkv (see PlanActivations).
   void* const datt = att_grads_in_gu_ ? a.gu : datt_;
   void* const dqkv =
       att_grads_in_gu_ ? static_cast<char*>(a.gu) + DqkvOffsetInGu(N, Q, es) : dqkv_;
   if (fp8_) fp8_->UseWeights(layer, versions_[u]);
   if (qlora_) HT_RETURN_IF_ERROR(MaterializeBlock(u));  // no-op after a full recompute
-  // The transposed codes the forward kept after ln1's, ln2's and act's (NormFp8).
-  const bool kept = fp8_ && fp8_->fused_this_pass();
-  auto kept_t = [&](void* buf, int cols) -> const uint8_t* {
-    return kept ? Codes(buf) + size_t(N) * cols : nullptr;
-  };
-  // --- MLP: y = h + down(act), act = silu(gate) * up.
+  const BlockStep b{layer, u, a, N, static_cast<int>(cfg.hidden_size), Q, K,
+                    static_cast<int>(cfg.intermediate_size), static_cast<int>(cfg.num_attention_heads),
+                    static_cast<int>(cfg.num_key_value_heads), static_cast<int>(cfg.head_dim()),
+                    Q + 2 * K, es, first_write_ ? 0.0f : 1.0f, datt, dqkv,
+                    fp8_ && fp8_->fused_this_pass()};
+  HT_RETURN_IF_ERROR(DownProjBackward(b));
+  HT_RETURN_IF_ERROR(GateUpBackward(b));
+  // dres (= dy) += norm2 backward: dres becomes dh.
+  HT_RETURN_IF_ERROR(NormBackward(u, model::kPostNorm, a.h, a.rstd2));
+  std::optional<Fp8Projections::CastTarget> dqkv_fp8;  // packed segments: cast separately
+  HT_RETURN_IF_ERROR(AttentionBlockBackward(b, &dqkv_fp8));
+  HT_RETURN_IF_ERROR(QkvBackward(b, dqkv_fp8.has_value()));
+  // dres (= dh) += norm1 backward: dres becomes dx of the block.
+  return NormBackward(u, model::kInputNorm, a.x, a.rstd1);
+}
+
+// --- MLP: y = h + down(act), act = silu(gate) * up; dres is dy.
+Status CudaBackend::DownProjBackward(const BlockStep& b) {
+  const Acts& a = b.a;
+  const int layer = b.layer, u = b.u, N = b.N, C = b.C, F = b.F;
+  const kc::DType dt = dtype_, f32 = kc::DType::kF32;
+  kc::Gemm& g = *gemm_;
+  const float dw_beta = b.dw_beta;
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kDown, Bf16(dres_), Bf16(a.act), N, F,
                                       Bf16(W(u, model::kDownProj)), C, Bf16(dact_),
                                       G(u, model::kDownProj), dw_beta, stream_, false,
-                                      kept_t(a.act, F)));
+                                      b.KeptT(a.act, F)));
   } else {
     HT_RETURN_IF_ERROR(g.Matmul({N, F, C, false, false}, dres_, W(u, model::kDownProj), dt, dact_,
                                 dt, 1.0f, 0.0f, stream_));
@@ -297,6 +322,17 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kDownProj, a.act, dres_, C, dact_));
     profile_.Mark(Op::kLora, stream_);
   }
+  return Status::Ok();
+}
+
+// The SwiGLU backward and the gate|up projections' (dln gets their dx).
+Status CudaBackend::GateUpBackward(const BlockStep& b) {
+  const Acts& a = b.a;
+  const int layer = b.layer, u = b.u, N = b.N, C = b.C, F = b.F;
+  const size_t es = b.es;
+  const kc::DType dt = dtype_, f32 = kc::DType::kF32;
+  kc::Gemm& g = *gemm_;
+  const float dw_beta = b.dw_beta;
   // With a delayed scale at hand the SwiGLU backward writes the gate|up
   // GEMMs' FP8 output gradient and its transpose (the wgrad operand) in one
   // pass (no bf16 dgu).
@@ -321,7 +357,7 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kGateUp, Bf16(dgu_), Bf16(a.ln2), N, C,
                                       Bf16(W(u, model::kGateProj)), 2 * F, Bf16(dln_),
                                       G(u, model::kGateProj), dw_beta, stream_,
-                                      /*dy_cast=*/dgu_fp8.has_value(), kept_t(a.ln2, C)));
+                                      /*dy_cast=*/dgu_fp8.has_value(), b.KeptT(a.ln2, C)));
   } else if (fused_gu_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, 2 * F, false, false}, dgu_, W(u, model::kGateProj), dt,
                                 dln_, dt, 1.0f, 0.0f, stream_));
@@ -350,9 +386,22 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kUpProj, a.ln2, Off(dgu_, F, es), 2 * F, dln_));
     profile_.Mark(Op::kLora, stream_);
   }
-  // dres (= dy) += norm2 backward: dres becomes dh.
-  HT_RETURN_IF_ERROR(NormBackward(u, model::kPostNorm, a.h, a.rstd2));
-  // --- Attention: h = x + o(att).
+  return Status::Ok();
+}
+
+// --- Attention: h = x + o(att); dres is dh. The o projection, the attention
+// and RoPE backward; *dqkv_fp8 is set when RoPE wrote the FP8 dqkv.
+Status CudaBackend::AttentionBlockBackward(const BlockStep& b,
+                                           std::optional<Fp8Projections::CastTarget>* dqkv_fp8) {
+  const Acts& a = b.a;
+  const int layer = b.layer, u = b.u, N = b.N, C = b.C, Q = b.Q, K = b.K, QKV = b.QKV;
+  const size_t es = b.es;
+  const kc::DType dt = dtype_, f32 = kc::DType::kF32;
+  kc::Gemm& g = *gemm_;
+  const float dw_beta = b.dw_beta;
+  const int H = b.H, KV = b.KV, D = b.D;
+  void* const datt = b.datt;
+  void* const dqkv = b.dqkv;
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kO, Bf16(dres_), Bf16(a.att), N, Q,
                                       Bf16(W(u, model::kOProj)), C, Bf16(datt), G(u, model::kOProj),
@@ -370,7 +419,6 @@ Status CudaBackend::BlockBackward(int layer) {
     HT_RETURN_IF_ERROR(AdapterBackward(layer, model::kOProj, a.att, dres_, C, datt));
     profile_.Mark(Op::kLora, stream_);
   }
-  std::optional<Fp8Projections::CastTarget> dqkv_fp8;  // packed segments: cast separately
   if (!segments_.empty()) {
     HT_RETURN_IF_ERROR(SegmentedAttentionRopeBackward(a, datt, dqkv));
   } else {
@@ -390,12 +438,11 @@ Status CudaBackend::BlockBackward(int layer) {
     profile_.Mark(Op::kAttention, stream_);
     // With a delayed scale at hand the RoPE backward writes the q|k|v GEMMs'
     // FP8 output gradient and its transpose in one pass (no rotated bf16 dqkv).
-    dqkv_fp8 = fp8_ ? fp8_->FusedGrad(layer, model::Fp8Gemm::kQkv) : std::nullopt;
-    if (dqkv_fp8) {
-      HT_LAUNCH(kc::RopeBackwardFp8Transpose(dqkv_fp8->q, dqkv_fp8->qt, Bf16(dqkv), N, QKV,
-                                             rope_table_, static_cast<int>(S_), H + KV, D,
-                                             dqkv_fp8->scale, dqkv_fp8->amax, dqkv_fp8->format,
-                                             stream_));
+    *dqkv_fp8 = fp8_ ? fp8_->FusedGrad(layer, model::Fp8Gemm::kQkv) : std::nullopt;
+    if (const auto& t = *dqkv_fp8) {
+      HT_LAUNCH(kc::RopeBackwardFp8Transpose(t->q, t->qt, Bf16(dqkv), N, QKV, rope_table_,
+                                             static_cast<int>(S_), H + KV, D, t->scale, t->amax,
+                                             t->format, stream_));
     } else {
       HT_LAUNCH(DispatchDType(dt, [&](auto tag) {
         using T = decltype(tag);
@@ -405,11 +452,24 @@ Status CudaBackend::BlockBackward(int layer) {
     }
     profile_.Mark(Op::kRope, stream_);
   }
+  return Status::Ok();
+}
+
+// The q|k|v projections' backward (dln gets their dx); `dqkv_cast`: the FP8
+// output gradient is already cast.
+Status CudaBackend::QkvBackward(const BlockStep& b, bool dqkv_cast) {
+  const Acts& a = b.a;
+  const int layer = b.layer, u = b.u, N = b.N, C = b.C, Q = b.Q, K = b.K, QKV = b.QKV;
+  const size_t es = b.es;
+  const kc::DType dt = dtype_, f32 = kc::DType::kF32;
+  kc::Gemm& g = *gemm_;
+  const float dw_beta = b.dw_beta;
+  void* const dqkv = b.dqkv;
   if (fp8_) {
     HT_RETURN_IF_ERROR(fp8_->Backward(layer, model::Fp8Gemm::kQkv, Bf16(dqkv), Bf16(a.ln1), N, C,
                                       Bf16(W(u, model::kQProj)), QKV, Bf16(dln_),
                                       G(u, model::kQProj), dw_beta, stream_,
-                                      /*dy_cast=*/dqkv_fp8.has_value(), kept_t(a.ln1, C)));
+                                      /*dy_cast=*/dqkv_cast, b.KeptT(a.ln1, C)));
   } else if (fused_qkv_) {
     HT_RETURN_IF_ERROR(g.Matmul({N, C, QKV, false, false}, dqkv, W(u, model::kQProj), dt, dln_,
                                 dt, 1.0f, 0.0f, stream_));
@@ -443,8 +503,7 @@ Status CudaBackend::BlockBackward(int layer) {
         AdapterBackward(layer, model::kVProj, a.ln1, Off(dqkv, Q + K, es), QKV, dln_));
     profile_.Mark(Op::kLora, stream_);
   }
-  // dres (= dh) += norm1 backward: dres becomes dx of the block.
-  return NormBackward(u, model::kInputNorm, a.x, a.rstd1);
+  return Status::Ok();
 }
 
 Status CudaBackend::NormBackward(int u, int norm, const void* input, const float* rstd) {

@@ -1,7 +1,7 @@
 #pragma once
 #include <cstddef>
 
-#include "runtime/kernels/adamw_params.h"
+#include "runtime/numerics/adamw_params.h"
 
 namespace hypertrain::kernels::cpu {
 

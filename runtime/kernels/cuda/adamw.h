@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "runtime/kernels/adamw_params.h"
+#include "runtime/numerics/adamw_params.h"
 
 namespace hypertrain::kernels::cuda {
 

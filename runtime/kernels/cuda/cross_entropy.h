@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/model/fp8_scale.h"
+#include "runtime/numerics/fp8_scale.h"
 
 namespace hypertrain::kernels::cuda {
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/kernels/cuda/cuda_status.h"
+#include "runtime/kernels/cuda/lt_plan.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {
@@ -15,27 +16,10 @@ cudaDataType_t Fp8Type(model::Fp8Format f) {
   return f == model::Fp8Format::kE4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
 }
 
-int Alignment(const void* p) {
-  const auto v = reinterpret_cast<uintptr_t>(p);
-  int a = 256;
-  while (a > 1 && (v % a) != 0) a >>= 1;
-  return a;
-}
 
 }  // namespace
 
-struct Fp8Gemm::Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  std::vector<cublasLtMatmulAlgo_t> candidates;  // heuristic order; cleared once tuned
-  ~Plan() {
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
+struct Fp8Gemm::Plan : LtPlan {};
 
 std::string Fp8UnsupportedReason(int device) {
   cudaDeviceProp prop{};
@@ -91,58 +75,27 @@ StatusOr<Fp8Gemm::Plan*> Fp8Gemm::GetPlan(const Key& key, const Fp8GemmArgs& g, 
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // Column-major view of row-major storage: C^T[N,M] = B[N,K] . A[M,K]^T,
   // i.e. cuBLASLt's A is our B (op T) and its B is our A (op N): "TN".
-  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
-  HT_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)));
-  HT_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)));
+  HT_RETURN_IF_ERROR(plan->CreateDesc(CUBLAS_COMPUTE_32F, CUBLAS_OP_T, CUBLAS_OP_N));
   const int8_t fast = g.fast_accum ? 1 : 0;
-  HT_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+  HT_RETURN_IF_ERROR(plan->SetAttribute(CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
   // Any non-null pointer selects the scaled kernels; the real ones are set per call.
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b.scale_inv, sizeof(void*)));
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.a.scale_inv, sizeof(void*)));
-  HT_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->a, Fp8Type(g.b.format), g.k, g.n, ldb));
-  HT_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->b, Fp8Type(g.a.format), g.k, g.m, lda));
+  HT_RETURN_IF_ERROR(plan->SetAttribute(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.b.scale_inv, sizeof(void*)));
+  HT_RETURN_IF_ERROR(plan->SetAttribute(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.a.scale_inv, sizeof(void*)));
   const cudaDataType_t ct = g.c_type == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, ct, g.n, g.m, ldc));
-
-  cublasLtMatmulPreference_t pref = nullptr;
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
-  struct PrefGuard {
-    cublasLtMatmulPreference_t p;
-    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
-  } guard{pref};
-  const size_t ws = workspace_bytes_;
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const uint32_t align = static_cast<uint32_t>(std::get<11>(key));
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-    HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
-  }
-  cublasLtMatmulHeuristicResult_t results[kGemmTuneCandidates] = {};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref,
-      autotune_ ? kGemmTuneCandidates : 1, results, &found);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0 || results[0].state != CUBLAS_STATUS_SUCCESS) {
+  HT_RETURN_IF_ERROR(plan->CreateLayouts(Fp8Type(g.b.format), g.k, g.n, ldb, Fp8Type(g.a.format), g.k,
+                                         g.m, lda, ct, g.n, g.m, ldc));
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  bool usable = false;
+  HT_RETURN_IF_ERROR(plan->Heuristic(handle_, workspace_bytes_, static_cast<uint32_t>(std::get<11>(key)),
+                                     autotune_ ? kGemmTuneCandidates : 1, &st, &usable));
+  if (!usable) {
     return InvalidArgument(fmt::format(
         "fp8 gemm: cuBLASLt has no FP8 algorithm for m={} n={} k={} a={} b={} c={} (status {})",
         g.m, g.n, g.k, model::Fp8Format::kE4M3 == g.a.format ? "e4m3" : "e5m2",
         model::Fp8Format::kE4M3 == g.b.format ? "e4m3" : "e5m2", DTypeName(g.c_type),
         static_cast<int>(st)));
-  }
-  plan->algo = results[0].algo;
-  for (int i = 0; i < found && found > 1; ++i) {
-    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
   }
   Plan* raw = plan.get();
   plans_.emplace(key, std::move(plan));
@@ -170,11 +123,11 @@ Status Fp8Gemm::Matmul(const Fp8GemmArgs& g, cudaStream_t stream) {
         "fp8 gemm: k={} lda={} ldb={} ldc={}: rows must be 16-byte aligned (k, lda, ldb multiples "
         "of 16; ldc of {})", g.k, lda, ldb, ldc, 16 / es));
   }
-  if (Alignment(g.a.scale_inv) < 16 || Alignment(g.b.scale_inv) < 16) {
+  if (PointerAlignment(g.a.scale_inv) < 16 || PointerAlignment(g.b.scale_inv) < 16) {
     return InvalidArgument("fp8 gemm: scale pointers must be 16-byte aligned");
   }
   const void* c_in = g.c_in ? g.c_in : g.c;
-  const int align = std::min({Alignment(g.a.data), Alignment(g.b.data), Alignment(g.c), Alignment(c_in)});
+  const int align = std::min({PointerAlignment(g.a.data), PointerAlignment(g.b.data), PointerAlignment(g.c), PointerAlignment(c_in)});
   if (align < 16) return InvalidArgument("fp8 gemm: operands must be 16-byte aligned");
   const Key key{g.m, g.n, g.k, lda, ldb, ldc, static_cast<int>(g.a.format), static_cast<int>(g.b.format),
                 static_cast<int>(g.c_type), g.beta != 0.0f, g.fast_accum, align};
@@ -194,7 +147,7 @@ Status Fp8Gemm::Matmul(const Fp8GemmArgs& g, cudaStream_t stream) {
         static_cast<int>(st), g.m, g.n, g.k, lda, ldb, ldc,
         g.a.format == model::Fp8Format::kE4M3 ? "e4m3" : "e5m2",
         g.b.format == model::Fp8Format::kE4M3 ? "e4m3" : "e5m2", DTypeName(g.c_type), g.beta,
-        g.fast_accum, align, Alignment(g.a.scale_inv), Alignment(g.b.scale_inv)));
+        g.fast_accum, align, PointerAlignment(g.a.scale_inv), PointerAlignment(g.b.scale_inv)));
   }
   return Status::Ok();
 }

@@ -33,7 +33,7 @@
 #include "core/status.h"
 #include "runtime/kernels/cuda/dtype.h"
 #include "runtime/kernels/cuda/gemm_tune.h"
-#include "runtime/model/fp8_scale.h"
+#include "runtime/numerics/fp8_scale.h"
 
 namespace hypertrain::kernels::cuda {
 

@@ -27,7 +27,7 @@
 
 #include <cstdint>
 
-#include "runtime/model/fp8_scale.h"
+#include "runtime/numerics/fp8_scale.h"
 
 namespace hypertrain::kernels::cuda {
 

@@ -15,6 +15,7 @@
 #include "core/startup_phases.h"
 #include "runtime/kernels/cuda/cuda_status.h"
 #include "runtime/kernels/cuda/gemm_tune.h"
+#include "runtime/kernels/cuda/lt_plan.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {
@@ -27,16 +28,6 @@ cudaDataType_t ToCuda(DType t) {
   }
   return CUDA_R_32F;
 }
-
-// Largest power of two (<= 256) dividing the address: cuBLASLt's heuristic
-// may pick kernels that assume the alignment it is told.
-int Alignment(const void* p) {
-  const auto v = reinterpret_cast<uintptr_t>(p);
-  int a = 256;
-  while (a > 1 && (v % a) != 0) a >>= 1;
-  return a;
-}
-
 
 // The tune cache's key of a product (everything in Gemm::Key).
 template <typename Key>
@@ -70,18 +61,8 @@ StatusOr<GemmAutotune> ParseGemmAutotune(const std::string& name) {
   return InvalidArgument("gemm autotune must be on, off or verbose, got '" + name + "'");
 }
 
-struct Gemm::Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  std::vector<cublasLtMatmulAlgo_t> candidates;  // heuristic order; cleared once tuned
+struct Gemm::Plan : LtPlan {
   Key key;  // the tune cache's key
-  ~Plan() {
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
 };
 
 StatusOr<std::unique_ptr<Gemm>> Gemm::Create(bool allow_tf32, size_t workspace_bytes,
@@ -153,51 +134,25 @@ StatusOr<Gemm::Plan*> Gemm::GetPlan(const Key& key, const GemmShape& s, DType ab
   const bool all_f32 = ab == DType::kF32;
   const cublasComputeType_t compute =
       all_f32 && allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
   // Column-major view of row-major storage: C^T = op(B)^T . op(A)^T, so
   // cuBLASLt's A is our B and its B is our A.
-  const cublasOperation_t op_a = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  HT_RETURN_IF_ERROR(plan->CreateDesc(compute, s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N));
   const long lda = std::get<5>(key), ldb = std::get<6>(key), ldc = std::get<7>(key);
-  // Our B stored row-major as [K,N] (or [N,K] when transposed).
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(
-      &plan->a, ToCuda(ab), s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, ldb));
-  // Our A stored row-major as [M,K] (or [K,M] when transposed).
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(
-      &plan->b, ToCuda(ab), s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, lda));
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, ToCuda(ct), s.n, s.m, ldc));
-
-  cublasLtMatmulPreference_t pref = nullptr;
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
-  struct PrefGuard {
-    cublasLtMatmulPreference_t p;
-    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
-  } guard{pref};
-  const size_t ws = workspace_bytes_;
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const uint32_t align = static_cast<uint32_t>(std::get<10>(key));
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-    HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
-  }
-  cublasLtMatmulHeuristicResult_t results[kGemmTuneCandidates] = {};
-  int found = 0;
-  HT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(
-      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, autotune_ ? kGemmTuneCandidates : 1,
-      results, &found));
-  if (found == 0 || results[0].state != CUBLAS_STATUS_SUCCESS) {
+  // Our B stored row-major as [K,N] (or [N,K] when transposed); our A as
+  // [M,K] (or [K,M] when transposed).
+  HT_RETURN_IF_ERROR(plan->CreateLayouts(
+      ToCuda(ab), s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, ldb,
+      ToCuda(ab), s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, lda, ToCuda(ct), s.n, s.m, ldc));
+  cublasStatus_t heuristic = CUBLAS_STATUS_SUCCESS;
+  bool usable = false;
+  HT_RETURN_IF_ERROR(plan->Heuristic(handle_, workspace_bytes_, static_cast<uint32_t>(std::get<10>(key)),
+                                     autotune_ ? kGemmTuneCandidates : 1, &heuristic, &usable));
+  HT_RETURN_IF_ERROR(CublasStatus(heuristic, "cublasLtMatmulAlgoGetHeuristic"));
+  if (!usable) {
     // Remembered as "no plan": Matmul takes the cublasGemmEx path.
     plans_.emplace(key, nullptr);
     return static_cast<Plan*>(nullptr);
-  }
-  plan->algo = results[0].algo;
-  for (int i = 0; i < found && found > 1; ++i) {
-    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
   }
   // A cached choice counts only if the heuristic offers it again.
   cublasLtMatmulAlgo_t cached{};
@@ -240,10 +195,10 @@ Status Gemm::Matmul(const GemmShape& s, const void* a, const void* b, DType ab_t
   if (lda < (s.trans_a ? s.m : s.k) || ldb < (s.trans_b ? s.k : s.n) || ldc < s.n) {
     return InvalidArgument("gemm: leading dimension smaller than the row");
   }
-  int align = std::min(std::min(Alignment(a), Alignment(b)), std::min(Alignment(c), Alignment(c_in)));
+  int align = std::min(std::min(PointerAlignment(a), PointerAlignment(b)), std::min(PointerAlignment(c), PointerAlignment(c_in)));
   // A leading dimension also limits the alignment of every row after the first.
-  for (long ld : {lda, ldb}) align = std::min<int>(align, Alignment(reinterpret_cast<void*>(ld * DTypeSize(ab_type))));
-  align = std::min<int>(align, Alignment(reinterpret_cast<void*>(ldc * DTypeSize(c_type))));
+  for (long ld : {lda, ldb}) align = std::min<int>(align, PointerAlignment(reinterpret_cast<void*>(ld * DTypeSize(ab_type))));
+  align = std::min<int>(align, PointerAlignment(reinterpret_cast<void*>(ldc * DTypeSize(c_type))));
   const Key key{s.m, s.n, s.k, s.trans_a, s.trans_b, lda, ldb, ldc, static_cast<int>(ab_type),
                 static_cast<int>(c_type), align, beta != 0.0f};
   HT_ASSIGN_OR_RETURN(Plan * plan, GetPlan(key, s, ab_type, c_type));

@@ -2,7 +2,7 @@
 #define HT_INIT_HOST_DEVICE __host__ __device__
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/lora_dropout.h"
-#include "runtime/model/counter_rng.h"
+#include "runtime/numerics/counter_rng.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // LoRA adapter dropout on the device (runtime/model/peft.h), the mask drawn
-// from the counter hash of runtime/model/counter_rng.h, so it is bit for bit
+// from the counter hash of runtime/numerics/counter_rng.h, so it is bit for bit
 // the CPU reference's (cpu::DropoutForward) for the same key:
 //   keep(i) = DropoutKeep(key, i, threshold)
 //   forward:            u[i]   = keep(i) ? x[i] * scale : 0     (writes)

@@ -1,14 +1,11 @@
 // Every StatusCode ends a process with the code the contract's retry class
 // expects (contract/exit_codes.h).
-#include "runtime/train/exit_codes.h"
+#include "contract/exit_code_for.h"
 
 #include <gtest/gtest.h>
 
-namespace hypertrain::train {
+namespace hypertrain::contract {
 namespace {
-
-using contract::RetryClass;
-using contract::RetryClassOf;
 
 TEST(ExitCodes, EveryStatusCodeHasItsExitCode) {
   const std::pair<StatusCode, int> expected[] = {
@@ -49,4 +46,4 @@ TEST(ExitCodes, RetryClassesFollow) {
 }
 
 }  // namespace
-}  // namespace hypertrain::train
+}  // namespace hypertrain::contract

@@ -1,20 +1,12 @@
 #pragma once
-// The runtime's side of the exit-code contract (contract/exit_codes.h: the
-// codes and how the operator retries each): which code a Status ends a
-// `hypertrain` process with. The contract's constants are re-exported here so
-// that runtime code keeps writing train::kExitConfigError.
+// The exit code a `hypertrain` process ends with for a Status (core/status.h):
+// the runtime's side of the exit-code contract (exit_codes.h: the codes and
+// how the operator retries each). A library of its own, apart from the std-only
+// exit_codes, because it needs core's Status.
 #include "contract/exit_codes.h"
 #include "core/status.h"
 
-namespace hypertrain::train {
-
-using contract::kExitCollectiveTimeout;
-using contract::kExitConfigError;
-using contract::kExitDataError;
-using contract::kExitInternal;
-using contract::kExitOk;
-using contract::kExitRetryable;
-using contract::kExitTerminated;
+namespace hypertrain::contract {
 
 // Maps a Status from the runtime to its exit code. Every StatusCode has its
 // case (a new one fails the build here, not silently exits 1):
@@ -54,4 +46,4 @@ inline int ExitCodeFor(const Status& s) {
 }
 #pragma GCC diagnostic pop
 
-}  // namespace hypertrain::train
+}  // namespace hypertrain::contract
