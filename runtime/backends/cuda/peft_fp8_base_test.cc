@@ -20,7 +20,7 @@
 #include "runtime/backends/cuda/backend.h"
 #include "runtime/backends/cuda/peft_backend_testing.h"
 #include "runtime/kernels/cpu/fp8.h"
-#include "runtime/model/fp8_scale.h"
+#include "runtime/numerics/fp8_scale.h"
 #include "runtime/testing/cuda_device.h"
 
 namespace hypertrain::cuda {
