@@ -465,7 +465,7 @@ StatusOr<TrainConfig> ParseDocument(const std::string& text, const std::vector<s
   ReadExpManager(r, c);
   HT_RETURN_IF_ERROR(r.status());
 
-  HT_ASSIGN_OR_RETURN(c.optim.sched, train::ParseScheduleKind(sched));
+  HT_ASSIGN_OR_RETURN(c.optim.sched, ParseScheduleKind(sched));
   HT_ASSIGN_OR_RETURN(c.fp8.recipe, model::ParseFp8Recipe(fp8_recipe));
   HT_ASSIGN_OR_RETURN(c.fp8.amax_compute_algo, model::ParseAmaxComputeAlgo(fp8_algo));
   HT_ASSIGN_OR_RETURN(c.fp8.grad_format, model::ParseFp8Format(fp8_grad));
