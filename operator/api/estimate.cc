@@ -12,6 +12,7 @@
 
 #include "contract/instance_types.h"
 #include "contract/precision.h"
+#include "contract/trainer_config.h"
 
 namespace hypertrain::api {
 namespace {
@@ -144,46 +145,22 @@ StatusOr<contract::RunShape> RunShapeFromTrainerConfig(std::string_view yaml, in
   } catch (const YAML::Exception& e) {
     return InvalidField(kField, "not valid YAML: " + e.msg);
   }
-  Reader r(root);
+  std::string error;
+  const std::optional<contract::SharedTrainerConfig> c = contract::ReadSharedTrainerConfig(root, &error);
+  if (!c) return InvalidField(kField, error);
   contract::RunShape run;
-  std::string shape;
-  r.Read("model.shape", &shape);
-  const auto named = contract::NamedModelShape(shape.empty() ? "tiny" : shape);
-  if (!named) return InvalidField(kField, "model.shape: '" + shape + "' is not one of tiny, 125m, 1b, 8b");
-  run.model = named->model;
-  run.seq_len = named->max_context_width;
-  contract::ModelShape& m = run.model;
-  r.Read("model.vocab_size", &m.vocab_size);
-  r.Read("model.hidden_size", &m.hidden_size);
-  r.Read("model.num_hidden_layers", &m.num_hidden_layers);
-  r.Read("model.num_attention_heads", &m.num_attention_heads);
-  r.Read("model.num_key_value_heads", &m.num_key_value_heads);
-  r.Read("model.intermediate_size", &m.intermediate_size);
-  // As the trainer (runtime/config): a config without model.shape that gives
-  // the architecture (a recipe) is untied unless it says otherwise, as
-  // Hugging Face's LlamaConfig.
-  auto given = [&root](const char* k) {
-    const YAML::Node n = At(root, k);
-    return n.IsDefined() && !n.IsNull();
-  };
-  if (shape.empty() && (given("model.vocab_size") || given("model.hidden_size") ||
-                        given("model.num_hidden_layers") || given("model.intermediate_size"))) {
-    m.tie_word_embeddings = false;
-  }
-  r.Read("model.tie_word_embeddings", &m.tie_word_embeddings);
-  r.Read("model.max_context_width", &run.seq_len);
-  r.Read("model.train_batch_size", &run.micro_batch);
-  r.Read("model.micro_batch_size", &run.micro_batch);
-  r.Read("model.grad_accumulation_steps", &run.grad_accumulation);
-  r.Read("model.gradient_accumulation_steps", &run.grad_accumulation);
-  std::string precision = "bf16", ckpt = "none", strategy = "hybrid_shard";
-  r.Read("model.precision", &precision);
-  r.Read("trainer.precision", &precision);
-  r.Read("model.activation_checkpointing", &ckpt);
+  run.model = c->model;
+  run.seq_len = c->max_context_width;
+  run.micro_batch = c->train_batch_size;
+  run.grad_accumulation = c->grad_accumulation_steps;
+  run.precision = c->precision;
+  run.checkpointing = c->activation_checkpointing;
+  run.strategy = c->sharding_strategy;
+  run.shard_degree = c->shard_degree;
+  // The estimate's own keys (the trainer reads them in runtime/config).
+  Reader r(root);
   r.Read("trainer.deterministic", &run.deterministic);
   r.Read("model.fp8", &run.fp8);
-  r.Read("model.sharding_strategy", &strategy);
-  r.Read("model.shard_degree", &run.shard_degree);
   int64_t depth = 2;
   r.Read("model.data.prefetch_depth", &depth);
   std::string backend = "auto";
@@ -197,22 +174,6 @@ StatusOr<contract::RunShape> RunShapeFromTrainerConfig(std::string_view yaml, in
   r.Read("model.peft.r", &peft_rank);
   HT_RETURN_IF_ERROR(r.status());
   HT_RETURN_IF_ERROR(ReadPeft(root, peft, peft_rank, &run.peft));
-  // The trainer's own spellings (contract/precision.h: bf16-mixed, YAML 1.1
-  // booleans for checkpointing), so a config one side accepts the other does.
-  const std::optional<contract::Precision> p = contract::ParsePrecision(precision);
-  if (!p) {
-    return InvalidField(kField, "trainer.precision: '" + precision +
-                                    "' is not one of bf16 (bf16-mixed), fp16 (16-mixed), fp32 (32), tf32");
-  }
-  run.precision = *p;
-  const std::optional<contract::Checkpointing> c = contract::ParseCheckpointing(ckpt);
-  if (!c) {
-    return InvalidField(kField, "model.activation_checkpointing: '" + ckpt + "' is not one of none, selective, full");
-  }
-  run.checkpointing = *c;
-  const auto s = contract::ParseShardingStrategy(strategy);
-  if (!s) return InvalidField(kField, "model.sharding_strategy: " + contract::UnknownShardingStrategyMessage(strategy));
-  run.strategy = *s;
   run.prefetch_depth = static_cast<int>(depth);
   run.nodes = nodes;
   run.gpus_per_node = ranks_per_node;
@@ -232,7 +193,7 @@ StatusOr<json> EstimateJob(const TrainingJobSpec& spec) {
                                                 spec.nproc_per_node, spec.gpus_per_node > 0));
   contract::EstimateOptions o;
   if (!spec.instance_type.empty()) o.instance = contract::LookupInstanceType(spec.instance_type);
-  const int64_t max_steps = spec.trainer_config.summary ? spec.trainer_config.summary->max_steps : kDefaultMaxSteps;
+  const int64_t max_steps = spec.trainer_config.summary ? spec.trainer_config.summary->max_steps : contract::kDefaultMaxSteps;
   o.tokens = static_cast<double>(max_steps) * static_cast<double>(run.tokens_per_step());
   std::string error;
   const std::optional<contract::Estimate> e = contract::MakeEstimate(run, o, &error);

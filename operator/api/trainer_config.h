@@ -11,12 +11,13 @@
 #include <string_view>
 #include <vector>
 
+#include "contract/trainer_config.h"
 #include "core/status.h"
 
 namespace hypertrain::api {
 
-// The trainer's default for trainer.max_steps (runtime/config/config.h).
-inline constexpr int64_t kDefaultMaxSteps = 100;
+// The trainer's default for trainer.max_steps (contract/trainer_config.h).
+using contract::kDefaultMaxSteps;
 
 struct TrainerConfigSummary {
   int64_t max_steps = kDefaultMaxSteps;    // trainer.max_steps (> 0)
@@ -36,7 +37,8 @@ struct TrainerConfigSummary {
 // trainer.devices, when present, equal nodes and nproc_per_node;
 // model.sharding_strategy and model.shard_degree follow the contract's strategies
 // and shard-degree rule (contract/sharding.h), the ones the trainer applies;
-// model.train_batch_size and model.grad_accumulation_steps are positive. Errors have field
+// model.train_batch_size and model.grad_accumulation_steps are positive. The keys
+// are read by the trainer's own reader (contract/trainer_config.h). Errors have field
 // "spec.trainerConfig.inline" and a message starting with the YAML key.
 StatusOr<TrainerConfigSummary> ValidateTrainerConfig(std::string_view yaml, int nodes,
                                                      int nproc_per_node);

@@ -113,7 +113,7 @@ TEST(TrainerConfigTest, RejectsBadYamlAndMissingKeys) {
   ASSERT_TRUE(no_steps.ok());
   EXPECT_EQ(no_steps->max_steps, kDefaultMaxSteps);
   EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: ten}\nmodel: {}\n", 1, 1).status().message(),
-              HasSubstr("trainer.max_steps: must be an integer, got 'ten'"));
+              HasSubstr("trainer.max_steps: 'ten' is not an integer"));
   EXPECT_THAT(ValidateTrainerConfig("trainer: {max_steps: -1}\nmodel: {}\n", 1, 1).status().message(),
               HasSubstr("trainer.max_steps: must be > 0"));
   EXPECT_THAT(ValidateTrainerConfig("trainer: 3\nmodel: {}\n", 1, 1).status().message(),

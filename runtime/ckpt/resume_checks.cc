@@ -75,7 +75,7 @@ json TrajectoryKeys(const config::TrainConfig& c) {
   };
   // max_steps only through the schedule: where the decay ends (a longer run
   // with model.lr_decay_iters set follows the same trajectory).
-  if (o.sched != train::ScheduleKind::kConstant) {
+  if (o.sched != config::ScheduleKind::kConstant) {
     j[o.decay_steps > 0 ? "model.lr_decay_iters" : "model.lr_decay_iters (0: trainer.max_steps)"] =
         o.DecayEnd(c.max_steps) + o.constant_steps;
   }

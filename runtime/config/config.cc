@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "contract/env.h"
+#include "contract/sharding.h"
+#include "contract/trainer_config.h"
 #include "runtime/config/reader.h"
 #include "contract/profile.h"
 
@@ -171,16 +173,11 @@ Status CheckUnsupported(Reader& r) {
   return r.status();
 }
 
-void ReadTrainer(Reader& r, TrainConfig& c, std::string* precision) {
-  r.Int("trainer.max_steps", &c.max_steps);
-  r.String("model.precision", precision);
-  r.String("trainer.precision", precision);
+void ReadTrainer(Reader& r, TrainConfig& c) {
   r.Int("trainer.log_every_n_steps", &c.log_every_n_steps);
   r.Bool("trainer.deterministic", &c.deterministic);
   r.String("trainer.backend", &c.backend);
   r.Double("trainer.peak_tflops", &c.peak_tflops);
-  r.Int("trainer.devices", &c.devices);
-  r.Int("trainer.num_nodes", &c.num_nodes);
   r.Double("trainer.loss_scale.initial_scale", &c.loss_scale.initial_scale);
   r.Int("trainer.loss_scale.growth_interval", &c.loss_scale.growth_interval);
   r.Double("trainer.loss_scale.growth_factor", &c.loss_scale.growth_factor);
@@ -229,68 +226,50 @@ void ReadRopeScaling(Reader& r, model::ModelConfig& m) {
   }
 }
 
-// model.activation_checkpointing: none|selective|full, or a YAML 1.1 boolean
-// (HyperPod: True = full, False = none).
-Status ReadCheckpointing(Reader& r, model::ActivationCheckpointing* out) {
-  const YAML::Node n = r.Node("model.activation_checkpointing");
-  if (!n.IsDefined() || n.IsNull()) return Status::Ok();
-  if (!n.IsScalar()) return InvalidArgument("model.activation_checkpointing: expected none, selective, full, true or false");
-  bool b;
-  if (n.Tag() != "!" && YAML::convert<bool>::decode(n, b)) {
-    *out = b ? model::ActivationCheckpointing::kFull : model::ActivationCheckpointing::kNone;
-    return Status::Ok();
-  }
-  StatusOr<model::ActivationCheckpointing> p = model::ParseCheckpointing(n.Scalar());
-  if (!p.ok()) {
-    return InvalidArgument(fmt::format(
-        "model.activation_checkpointing: '{}' is not one of none, selective, full, true (= full), false (= none)",
-        n.Scalar()));
-  }
-  *out = *p;
-  return Status::Ok();
-}
-
 void ReadModel(Reader& r, TrainConfig& c, int64_t* seed) {
   model::ModelConfig& m = c.model;
-  r.Int("model.vocab_size", &m.vocab_size);
-  r.Int("model.hidden_size", &m.hidden_size);
-  r.Int("model.num_hidden_layers", &m.num_hidden_layers);
-  r.Int("model.num_attention_heads", &m.num_attention_heads);
-  r.Int("model.num_key_value_heads", &m.num_key_value_heads);
-  r.Int("model.intermediate_size", &m.intermediate_size);
-  r.Int("model.max_context_width", &m.max_context_width);
   r.Int("model.max_position_embeddings", &m.max_position_embeddings);  // for exports' config.json
   r.Double("model.rope_theta", &m.rope_theta);
   r.Double("model.rms_norm_eps", &m.rms_norm_eps);
   r.Double("model.layernorm_epsilon", &m.rms_norm_eps);  // HyperPod's name
-  r.Bool("model.tie_word_embeddings", &m.tie_word_embeddings);
   ReadRopeScaling(r, m);
-  r.Int("model.train_batch_size", &c.train_batch_size);
-  r.Int("model.micro_batch_size", &c.train_batch_size);
   r.Int("model.val_batch_size", &c.validation.batch_size);
-  r.Int("model.grad_accumulation_steps", &c.grad_accumulation_steps);
-  r.Int("model.gradient_accumulation_steps", &c.grad_accumulation_steps);
   r.Double("model.grad_clip", &c.grad_clip);
-  r.Fail(ReadCheckpointing(r, &c.activation_checkpointing));
-  r.String("model.sharding_strategy", &c.sharding_strategy);
-  r.Int("model.shard_degree", &c.shard_degree);
   r.Double("model.collective_timeout", &c.collective_timeout_s);
   r.Int("model.seed", seed);
   r.Bool("model.do_finetune", &c.finetune.do_finetune);
   r.String("model.hf_model_name_or_path", &c.finetune.hf_model_name_or_path);
 }
 
-// A config without model.shape that spells out its architecture (a HyperPod
-// recipe) and not model.tie_word_embeddings gets Hugging Face's LlamaConfig
-// default, untied, not the implicit tiny shape's tied head (issue 40).
-void DefaultTieForRecipes(Reader& r, TrainConfig& c) {
-  if (!c.shape.empty() || r.Has("model.tie_word_embeddings")) return;
-  for (const char* k : {"model.vocab_size", "model.hidden_size", "model.num_hidden_layers", "model.intermediate_size"}) {
-    if (r.Has(k)) {
-      c.model.tie_word_embeddings = false;
-      return;
-    }
-  }
+// The keys the operator reads too, through the one reader both use
+// (contract/trainer_config.h): world, precision, model shape, batch,
+// activation checkpointing, sharding.
+Status ApplyShared(Reader& r, const YAML::Node& root, TrainConfig& c) {
+  std::string error;
+  const std::optional<contract::SharedTrainerConfig> s = contract::ReadSharedTrainerConfig(root, &error);
+  if (!s) return InvalidArgument(error);
+  for (const std::string& k : contract::SharedTrainerConfigKeys()) r.Known(k);
+  c.max_steps = s->max_steps;
+  c.devices = s->devices;
+  c.num_nodes = s->num_nodes;
+  c.precision = s->precision;
+  c.shape = s->shape;
+  HT_ASSIGN_OR_RETURN(c.model, model::NamedModelConfig(c.shape.empty() ? "tiny" : c.shape));
+  model::ModelConfig& m = c.model;
+  m.vocab_size = s->model.vocab_size;
+  m.hidden_size = s->model.hidden_size;
+  m.num_hidden_layers = s->model.num_hidden_layers;
+  m.num_attention_heads = s->model.num_attention_heads;
+  m.num_key_value_heads = s->model.num_key_value_heads;
+  m.intermediate_size = s->model.intermediate_size;
+  m.tie_word_embeddings = s->model.tie_word_embeddings;
+  m.max_context_width = s->max_context_width;
+  c.train_batch_size = s->train_batch_size;
+  c.grad_accumulation_steps = s->grad_accumulation_steps;
+  c.activation_checkpointing = s->activation_checkpointing;
+  c.sharding_strategy = contract::ShardingStrategyName(s->sharding_strategy);
+  c.shard_degree = s->shard_degree;
+  return Status::Ok();
 }
 
 // model.peft.* (PEFT's own names r, lora_alpha, lora_dropout too) and
@@ -470,18 +449,14 @@ StatusOr<TrainConfig> ParseDocument(const std::string& text, const std::vector<s
   HT_RETURN_IF_ERROR(PrepareDocument(root, overrides, env, &c.notes));
 
   Reader r(root);
-  std::string precision = "bf16", sched = "cosine", unknown_policy = "error";
+  std::string sched = "cosine", unknown_policy = "error";
   std::string fp8_recipe = "delayed", fp8_algo = "max", fp8_grad = "e5m2";
   r.String("hypertrain.unknown_keys", &unknown_policy);
   HT_RETURN_IF_ERROR(CheckUnsupported(r));
-  ReadTrainer(r, c, &precision);
-  r.String("model.shape", &c.shape);
-  auto named = model::NamedModelConfig(c.shape.empty() ? "tiny" : c.shape);
-  if (!named.ok()) return InvalidArgument(fmt::format("model.shape: '{}' is not one of tiny, 125m, 1b, 8b", c.shape));
-  c.model = *named;
+  HT_RETURN_IF_ERROR(ApplyShared(r, root, c));
+  ReadTrainer(r, c);
   int64_t seed = static_cast<int64_t>(c.seed), depth = c.data.prefetch_depth;
   ReadModel(r, c, &seed);
-  DefaultTieForRecipes(r, c);
   PeftKeys peft;
   ReadPeft(r, c.finetune, &peft);
   ReadFp8(r, c.fp8, &fp8_recipe, &fp8_algo, &fp8_grad);
@@ -491,8 +466,7 @@ StatusOr<TrainConfig> ParseDocument(const std::string& text, const std::vector<s
   ReadExpManager(r, c);
   HT_RETURN_IF_ERROR(r.status());
 
-  HT_ASSIGN_OR_RETURN(c.precision, model::ParsePrecision(precision));
-  HT_ASSIGN_OR_RETURN(c.optim.sched, train::ParseScheduleKind(sched));
+  HT_ASSIGN_OR_RETURN(c.optim.sched, ParseScheduleKind(sched));
   HT_ASSIGN_OR_RETURN(c.fp8.recipe, model::ParseFp8Recipe(fp8_recipe));
   HT_ASSIGN_OR_RETURN(c.fp8.amax_compute_algo, model::ParseAmaxComputeAlgo(fp8_algo));
   HT_ASSIGN_OR_RETURN(c.fp8.grad_format, model::ParseFp8Format(fp8_grad));

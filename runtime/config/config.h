@@ -29,12 +29,11 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/config/options.h"
 #include "runtime/config/resolve.h"
 #include "runtime/model/backend.h"
 #include "runtime/model/config.h"
 #include "runtime/model/fp8.h"
-#include "runtime/train/lr_schedule.h"
-#include "runtime/train/loss_scaler.h"
 
 namespace hypertrain::config {
 
@@ -45,7 +44,7 @@ struct OptimConfig {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
-  train::ScheduleKind sched = train::ScheduleKind::kCosine;
+  ScheduleKind sched = ScheduleKind::kCosine;
   int64_t warmup_steps = 0;
   int64_t constant_steps = 0;  // sched.constant_steps: held at min_lr at the end
   int64_t decay_steps = 0;     // model.lr_decay_iters: the decay horizon; 0 = max_steps
@@ -174,7 +173,7 @@ struct TrainConfig {
   double peak_tflops = 0;        // 0: the backend's figure for its device
   int64_t devices = 1;           // per node (HyperPod trainer.devices)
   int64_t num_nodes = 1;
-  train::LossScalerOptions loss_scale;  // enabled iff precision == fp16
+  LossScalerOptions loss_scale;  // enabled iff precision == fp16
   ProfileConfig profile;
   // model:
   std::string shape;  // named base shape the explicit fields override

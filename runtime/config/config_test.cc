@@ -74,7 +74,7 @@ TEST(ConfigTest, ParsesAHyperPodRecipe) {
   EXPECT_EQ(c->model.max_context_width, 2048);
   EXPECT_EQ(c->activation_checkpointing, model::ActivationCheckpointing::kFull);
   EXPECT_EQ(c->optim.beta2, 0.98);
-  EXPECT_EQ(c->optim.sched, train::ScheduleKind::kCosine);
+  EXPECT_EQ(c->optim.sched, config::ScheduleKind::kCosine);
   EXPECT_EQ(c->optim.warmup_steps, 10);
   EXPECT_EQ(c->seed, 7u);
   EXPECT_EQ(c->checkpoint_dir, "/fsx/exp/checkpoints");

@@ -6,11 +6,11 @@
 namespace hypertrain::config {
 namespace {
 
-const char* ScheduleName(train::ScheduleKind k) {
+const char* ScheduleName(ScheduleKind k) {
   switch (k) {
-    case train::ScheduleKind::kCosine: return "cosine";
-    case train::ScheduleKind::kConstant: return "constant";
-    case train::ScheduleKind::kLinear: return "linear";
+    case ScheduleKind::kCosine: return "cosine";
+    case ScheduleKind::kConstant: return "constant";
+    case ScheduleKind::kLinear: return "linear";
   }
   return "?";
 }

@@ -71,6 +71,8 @@ class Reader {
   }
   // Marks a whole subtree as known (keys consumed elsewhere).
   void Claim(const std::string& path) { read_.insert(path + ".*"); }
+  // Marks one key as known (read by contract/trainer_config.h).
+  void Known(const std::string& path) { read_.insert(path); }
 
  private:
   template <typename T>

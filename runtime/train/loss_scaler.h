@@ -9,17 +9,11 @@
 // Update() only counts. State is plain numbers so checkpoints can save it.
 #include <cstdint>
 
+#include "runtime/config/options.h"
+
 namespace hypertrain::train {
 
-struct LossScalerOptions {
-  bool enabled = false;
-  double initial_scale = 65536.0;
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int64_t growth_interval = 2000;
-  double min_scale = 1.0;
-  double max_scale = 16777216.0;  // 2^24
-};
+using config::LossScalerOptions;  // trainer.loss_scale.* (runtime/config/options.h)
 
 struct LossScalerState {
   double scale = 1.0;

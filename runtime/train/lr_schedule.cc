@@ -18,12 +18,4 @@ double LrSchedule::At(int64_t step) const {
   return min_lr + coeff * (lr - min_lr);
 }
 
-StatusOr<ScheduleKind> ParseScheduleKind(const std::string& s) {
-  if (s == "cosine" || s == "CosineAnnealing") return ScheduleKind::kCosine;
-  if (s == "constant") return ScheduleKind::kConstant;
-  if (s == "linear") return ScheduleKind::kLinear;
-  return InvalidArgument("model.optim.sched.name: '" + s +
-                         "' is not one of cosine, CosineAnnealing, linear, constant");
-}
-
 }  // namespace hypertrain::train

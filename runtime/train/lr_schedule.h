@@ -4,10 +4,12 @@
 #include <string>
 
 #include "core/status.h"
+#include "runtime/config/options.h"
 
 namespace hypertrain::train {
 
-enum class ScheduleKind { kCosine, kConstant, kLinear };
+using config::ScheduleKind;  // the config's (model.optim.sched.name)
+using config::ParseScheduleKind;
 
 struct LrSchedule {
   ScheduleKind kind = ScheduleKind::kCosine;
@@ -19,7 +21,5 @@ struct LrSchedule {
   // step < warmup, then decays from lr to min_lr over the remaining steps.
   double At(int64_t step) const;
 };
-
-StatusOr<ScheduleKind> ParseScheduleKind(const std::string& s);
 
 }  // namespace hypertrain::train
