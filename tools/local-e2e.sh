@@ -10,12 +10,15 @@
 # after itself (every process it started is ended by PID).
 #
 #   tools/local-e2e.sh            # on kube-local, the project's own API server
-#   tools/local-e2e.sh --real     # the same on the real control plane (or HYPERTRAIN_REAL_KUBE=1):
+#   tools/local-e2e.sh --real     # the same on real Kubernetes (or HYPERTRAIN_REAL_KUBE=1):
 #                                 # etcd + kube-apiserver, controller manager and scheduler 1.26.5
 #                                 # (localcluster/envtest; binaries from $HYPERTRAIN_KUBE_BINARIES,
-#                                 # default the cache tools/setup.sh fills from ../shared/kube);
-#                                 # kube-scheduler binds the pods, each runs with a token of its
-#                                 # own ServiceAccount, RBAC enforced
+#                                 # default the cache tools/setup.sh fills from ../shared/kube) and
+#                                 # two real nodes, containerd 1.6 + kubelet 1.26.5 each
+#                                 # (localcluster/envtest/real-node.sh; needs root). The operator
+#                                 # runs in its container (tools/oci-images.sh) as the Helm chart
+#                                 # installs it (its ServiceAccount's token, the chart's RBAC; host
+#                                 # network), the trainer pods under kubelet from the trainer image
 #
 # Environment (all optional):
 #   HT_LOCAL_DIR     work directory (default /tmp/hypertrain-local; wiped first)
@@ -61,6 +64,10 @@ die() { say "FAILED: $*"; exit 1; }
 
 cleanup() {
   local rc=$?
+  if [ -n "${NODES:-}" ]; then  # real nodes: the operator's log, then kubelets, containers, containerd
+    kubectl -n hypertrain-system logs deploy/ht-hypertrain-operator > "$WORK/logs/operator.log" 2>&1 || true
+    "$ROOT/localcluster/envtest/real-node.sh" stop "$NODES" 2>> "$WORK/logs/real-node.log" || true
+  fi
   # Reverse order: the operator, then the node agent (it kills its pods' process
   # groups on SIGTERM), then the API server. Each by its PID.
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
@@ -95,16 +102,22 @@ else
      "$BB/operator/cmd/hypertrain-operator" "$BB/runtime/cmd/hypertrain" "$BB/localcluster/envtest/kube-envtest" "$BIN/"
 fi
 CONTROL_PLANE=kube-local
-[ "$REAL" = 1 ] && CONTROL_PLANE=kube-envtest
-for b in "$CONTROL_PLANE" node-agent hypertrain-operator hypertrain; do
+NODE_AGENT=node-agent
+[ "$REAL" = 1 ] && CONTROL_PLANE=kube-envtest NODE_AGENT=""
+for b in "$CONTROL_PLANE" $NODE_AGENT hypertrain-operator hypertrain; do
   [ -x "$BIN/$b" ] || die "$BIN/$b is missing"
 done
+command -v kubectl >/dev/null || die "kubectl is not installed (tools/setup.sh installs it)"
 if [ "$REAL" = 1 ]; then
   why="$("$BIN/kube-envtest" --check 2>&1)" || die "--real needs the Kubernetes control plane: $why"
+  why="$("$ROOT/localcluster/envtest/real-node.sh" check 2>&1)" || die "--real needs real nodes: $why"
+  HELM="$(command -v helm || echo "$HOME/.cache/hypertrain/bin/helm")"
+  [ -x "$HELM" ] || die "--real installs the operator with Helm: helm is not installed (tools/setup.sh installs it)"
 fi
-command -v kubectl >/dev/null || die "kubectl is not installed (tools/setup.sh installs it)"
 
 rm -rf "$WORK" && mkdir -p "$WORK"/{logs,data}
+# Real nodes: the trainer runs as user 1000 and reads and writes $WORK through a hostPath.
+[ "$REAL" = 1 ] && chmod 0777 "$WORK"
 export KUBECONFIG="$WORK/kubeconfig"
 export OPENBLAS_NUM_THREADS=1
 
@@ -128,6 +141,86 @@ fi
 tail -n 1 "$WORK/logs/prepare.log"
 VOCAB="$(sed -n 's/^ *"vocab_size": \([0-9]*\).*/\1/p' "$WORK/data/manifest.json")"
 
+# --- --real: real nodes and the operator in its container ---------------------------
+NODES=""
+# Images (tools/oci-images.sh), two real nodes, then the chart's operator on them.
+start_real_nodes_and_operator() {
+  local t0=$SECONDS ns=hypertrain-system server port
+  say "building the OCI images (operator, trainer, pause; tools/oci-images.sh)"
+  HT_OCI_COMPRESSION=none "$ROOT/tools/oci-images.sh" "$WORK/images" "$BIN" > "$WORK/logs/oci-images.log" 2>&1 ||
+    { cat "$WORK/logs/oci-images.log"; die "tools/oci-images.sh"; }
+  kubectl create namespace "$ns" > /dev/null
+  say "starting 2 real nodes (containerd + kubelet each; localcluster/envtest/real-node.sh)"
+  NODES="$WORK/nodes"
+  RN_NAMESPACES="$ns" "$ROOT/localcluster/envtest/real-node.sh" start "$NODES" --kubeconfig "$KUBECONFIG" \
+    --images "$WORK/images" --nodes 2 2> "$WORK/logs/real-node.log" ||
+    { tail -n 30 "$WORK/logs/real-node.log"; die "the real nodes did not start"; }
+  say "$(tail -n 1 "$WORK/logs/real-node.log" | sed 's/^real-node: //') in $((SECONDS - t0))s"
+  server="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+  port="${server##*:}"
+  # The chart as on a cluster (its ServiceAccount, ClusterRole, CRD), one replica, the
+  # image from the node's containerd. Host network: the nodes' only pod network is
+  # loopback; the API server is at 127.0.0.1 (no kube-proxy for the kubernetes Service).
+  printf '#!/bin/sh\nexec sed "/^      serviceAccountName: /a\\      hostNetwork: true"\n' > "$WORK/host-network.sh"
+  chmod +x "$WORK/host-network.sh"
+  say "helm install ht charts/hypertrain-operator -n $ns (the operator in its container under kubelet)"
+  HELM_CACHE_HOME="$WORK/helm/cache" HELM_CONFIG_HOME="$WORK/helm/config" HELM_DATA_HOME="$WORK/helm/data" \
+  "$HELM" install ht "$ROOT/charts/hypertrain-operator" -n "$ns" --post-renderer "$WORK/host-network.sh" \
+    --set image.repository=localhost/hypertrain-operator --set image.tag=local --set image.pullPolicy=Never \
+    --set replicaCount=1 --set metrics.port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')" \
+    --set 'extraEnv[0].name=KUBERNETES_SERVICE_HOST' --set 'extraEnv[0].value=127.0.0.1' \
+    --set 'extraEnv[1].name=KUBERNETES_SERVICE_PORT' --set-string "extraEnv[1].value=$port" \
+    --wait --timeout 180s > "$WORK/logs/helm.log" 2>&1 ||
+    { cat "$WORK/logs/helm.log"; kubectl -n "$ns" get pods -o wide; die "helm install of the operator"; }
+  kubectl -n "$ns" get pods -o wide --no-headers | sed 's/^/    /'
+  kubectl -n "$ns" get pods -o jsonpath='{range .items[*]}    image {.spec.containers[0].image}, user {.spec.securityContext.runAsUser}, ServiceAccount {.spec.serviceAccountName}, hostNetwork {.spec.hostNetwork}{"\n"}{end}'
+  for _ in $(seq 100); do kubectl get tj > /dev/null 2>&1 && break; sleep 0.1; done
+}
+
+# The demo's job for real nodes: the trainer image, $WORK through a hostPath at the
+# same path, host network with rank 0's name in /etc/hosts, the API server on
+# 127.0.0.1 for the launcher's progress reports.
+real_node_job() {  # FILE
+  local server port
+  server="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+  port="${server##*:}"
+  sed -i -e "s#^  image: hypertrain:local#  image: localhost/hypertrain:local\n  imagePullPolicy: Never#" \
+    -e "s#^  env:#  env:\n    - {name: HYPERTRAIN_PROGRESS_INTERVAL_S, value: \"${HT_PROGRESS_INTERVAL_S:-2}\"}\n    - {name: HYPERTRAIN_METRICS_PORT, value: \"0\"}\n    - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}\n    - {name: KUBERNETES_SERVICE_PORT, value: \"$port\"}#" \
+    "$1"
+  cat >> "$1" <<EOY
+  volumes: [{name: work, hostPath: {path: $WORK, type: Directory}}]
+  volumeMounts: [{name: work, mountPath: $WORK}]
+  podTemplate:
+    spec:
+      hostNetwork: true
+      hostAliases: [{ip: 127.0.0.1, hostnames: [$JOB-node-0.$JOB.default.svc]}]
+  # kube-scheduler may put both injected faults on one node; excluding it would
+  # leave one node for a gang of two (host network: one pod per node).
+  faultPolicy: {maxRepeatOffenders: 3}
+EOY
+  chmod -R a+rwX "$WORK/data" "$WORK/tokenizer" 2> /dev/null || chmod -R a+rwX "$WORK/data"
+}
+
+# The PID (on this host) of a pod's container's PID 1, as its node's containerd knows it.
+container_pid() {  # POD CONTAINER_ID
+  local node
+  node="$(kubectl get pod "$1" -o jsonpath='{.spec.nodeName}')"
+  ctr -a "$(cat "$NODES/node-${node##*-}.address")" -n k8s.io tasks ls | awk -v c="${2#containerd://}" '$1 == c {print $2}'
+}
+
+# kubelet's pod logs (CRI format) to where the node agent writes them, before
+# kubelet's garbage collection removes a deleted pod's: the checks below read them.
+copy_pod_logs() {
+  local d n
+  for d in "$NODES"/node-*/host/var/log/pods/default_*; do
+    [ -d "$d" ] || continue
+    n="$(basename "$d")"
+    mkdir -p "$WORK/pods/$n"
+    cat "$d"/*/*.log > "$WORK/pods/$n/container.log.tmp" 2> /dev/null && mv "$WORK/pods/$n/container.log.tmp" "$WORK/pods/$n/container.log"
+  done
+  return 0
+}
+
 # --- control plane, node agent, operator ---------------------------------------
 AGENT_FLAGS=(--pod-kubeconfig "$KUBECONFIG")
 if [ "$REAL" = 1 ]; then
@@ -138,8 +231,6 @@ if [ "$REAL" = 1 ]; then
   for _ in $(seq 1200); do [ -s "$WORK/control-plane/ready" ] && break; kill -0 "${PIDS[-1]}" 2>/dev/null || break; sleep 0.1; done
   [ -s "$WORK/control-plane/ready" ] || { cat "$WORK/logs/kube-envtest.log"; die "the control plane did not start"; }
   kubectl version 2>/dev/null | grep -i server || true
-  # kube-scheduler binds the pods; each pod's process gets a token of its own ServiceAccount.
-  AGENT_FLAGS=(--bind-pods false --pod-credentials serviceaccount)
 else
   say "starting kube-local"
   "$BIN/kube-local" --data-dir "$WORK/kube-local" --kubeconfig-out "$KUBECONFIG" --port-file "$WORK/port" \
@@ -149,19 +240,22 @@ else
   [ -s "$KUBECONFIG" ] || { cat "$WORK/logs/kube-local.log"; die "kube-local did not start"; }
   for _ in $(seq 50); do kubectl get --raw /healthz >/dev/null 2>&1 && break; sleep 0.1; done
 fi
-kubectl apply -f "$ROOT/crds/trainingjobs.hypertrain.dev.yaml"
-for _ in $(seq 100); do kubectl get tj >/dev/null 2>&1 && break; sleep 0.1; done
-
-say "starting the node agent (2 nodes)"
-"$BIN/node-agent" --kubeconfig "$KUBECONFIG" --nodes 2 --work-dir "$WORK/pods" \
-  --image-map "hypertrain:local=$BIN/hypertrain" "${AGENT_FLAGS[@]}" --max-grace-s 5 \
-  --env HYPERTRAIN_PROGRESS_INTERVAL_S="${HT_PROGRESS_INTERVAL_S:-2}" \
-  > "$WORK/logs/node-agent.log" 2>&1 &
-PIDS+=($!)
-say "starting the operator"
-"$BIN/hypertrain-operator" --kubeconfig="$KUBECONFIG" --leader-elect=false --metrics-addr=127.0.0.1:0 \
-  > "$WORK/logs/operator.log" 2>&1 &
-PIDS+=($!)
+if [ "$REAL" = 1 ]; then
+  start_real_nodes_and_operator
+else
+  kubectl apply -f "$ROOT/crds/trainingjobs.hypertrain.dev.yaml"
+  for _ in $(seq 100); do kubectl get tj >/dev/null 2>&1 && break; sleep 0.1; done
+  say "starting the node agent (2 nodes)"
+  "$BIN/node-agent" --kubeconfig "$KUBECONFIG" --nodes 2 --work-dir "$WORK/pods" \
+    --image-map "hypertrain:local=$BIN/hypertrain" "${AGENT_FLAGS[@]}" --max-grace-s 5 \
+    --env HYPERTRAIN_PROGRESS_INTERVAL_S="${HT_PROGRESS_INTERVAL_S:-2}" \
+    > "$WORK/logs/node-agent.log" 2>&1 &
+  PIDS+=($!)
+  say "starting the operator"
+  "$BIN/hypertrain-operator" --kubeconfig="$KUBECONFIG" --leader-elect=false --metrics-addr=127.0.0.1:0 \
+    > "$WORK/logs/operator.log" 2>&1 &
+  PIDS+=($!)
+fi
 for _ in $(seq 300); do [ "$(kubectl get nodes --no-headers 2>/dev/null | grep -c ' Ready')" = 2 ] && break; sleep 0.1; done
 # On the real control plane the node lifecycle controller lifts the not-ready taint of a Ready node.
 for _ in $(seq 300); do [ -z "$(kubectl get nodes -o jsonpath='{.items[*].spec.taints}' 2>/dev/null)" ] && break; sleep 0.1; done
@@ -173,6 +267,7 @@ sed -e "s#/tmp/hypertrain-local/#$WORK/#g" \
     -e "s#every_n_train_steps: 4#every_n_train_steps: $CKPT_EVERY#" \
     -e "s#vocab_size: 32000#vocab_size: $VOCAB#" -e "$TOKENIZER_SED" \
     "$ROOT/examples/local-tiny.yaml" > "$WORK/local-tiny.yaml"
+[ "$REAL" = 1 ] && real_node_job "$WORK/local-tiny.yaml"
 say "kubectl apply -f examples/local-tiny.yaml (max_steps $MAX_STEPS, checkpoint every $CKPT_EVERY steps)"
 kubectl apply -f "$WORK/local-tiny.yaml"
 
@@ -194,11 +289,15 @@ while :; do
   case "${s%/*}" in Succeeded) break ;; Failed) kubectl get tj "$JOB" -o yaml; die "the job failed" ;; esac
   if [ "$killed" = 0 ] && [ "$KILL_AT" -gt 0 ] && [ "${s%/*}" = Running ] && [ "$(last_step)" -ge "$KILL_AT" ]; then
     cid="$(kubectl get pod "$JOB-node-1" -o jsonpath='{.status.containerStatuses[0].containerID}')"
-    pid="${cid#local://}"
+    if [ "$REAL" = 1 ]; then pid="$(container_pid "$JOB-node-1" "$cid")"; else pid="${cid#local://}"; fi
     [ -n "$pid" ] && [ "$pid" != "$cid" ] || die "no process for pod $JOB-node-1 (containerID '$cid')"
-    say ">>> kill -9 $pid (pod $JOB-node-1's trainer launcher) at step $(last_step)"
+    say ">>> kill -9 $pid (pod $JOB-node-1's trainer launcher$([ "$REAL" = 1 ] && echo ", its container's PID 1")) at step $(last_step)"
     kill -9 "$pid"
     killed=1
+  fi
+  # The exit code kubelet reported for the killed container, as the operator recorded it.
+  if [ "$REAL" = 1 ] && [ "$killed" = 1 ] && [ -z "${kill_code:-}" ]; then
+    kill_code="$(kubectl get tj "$JOB" -o jsonpath='{.status.lastFault.pod}={.status.lastFault.exitCode}' 2>/dev/null | sed -n "s/^$JOB-node-1=//p")"
   fi
   # Graceful: Kubernetes' SIGTERM to the pod's launcher (the node agent sends it
   # on deletion), after the SIGKILL's restart if there was one.
@@ -210,8 +309,10 @@ while :; do
     deleted=1
   fi
   [ "$SECONDS" -lt "$deadline" ] || { kubectl get tj "$JOB" -o yaml; die "timed out after ${TIMEOUT_S}s"; }
+  [ "$REAL" = 1 ] && copy_pod_logs
   sleep 0.5
 done
+[ "$REAL" = 1 ] && copy_pod_logs
 
 kubectl get tj "$JOB"
 progress="$(kubectl get tj "$JOB" -o jsonpath='{.status.progress}')"
@@ -223,6 +324,10 @@ kubectl get events --field-selector involvedObject.name="$JOB" --no-headers 2>/d
 if [ "$killed" = 1 ]; then
   restarts="$(kubectl get tj "$JOB" -o jsonpath='{.status.restartCount}')"
   [ "${restarts:-0}" -ge 1 ] || die "the job succeeded without a gang restart"
+  if [ "$REAL" = 1 ]; then
+    say "kubelet reported the killed container's exit code ${kill_code:-(not seen)} (status.lastFault.exitCode after the kill)"
+    [ "${kill_code:-}" = 137 ] || die "the SIGKILLed pod $JOB-node-1 was not reported with exit code 137 (got '${kill_code:-}')"
+  fi
   # The second attempt's rank 0 logs where it resumed; metrics.jsonl holds both
   # attempts' lines (steps after the checkpoint appear twice when attempt 1 got past it).
   from="$(grep -h -o "resumed at step [0-9]*" "$WORK"/pods/*/container.log | awk '{print $4}' | sort -n | head -n 1)"
@@ -282,7 +387,11 @@ if [ "${HT_VERIFY_REFERENCE:-0}" = 1 ]; then
 fi
 
 say "Succeeded. Where things are:"
-say "  pod logs      $WORK/pods/<namespace>_<pod>_<uid>/container.log"
+say "  pod logs      $WORK/pods/<namespace>_<pod>_<uid>/container.log$([ "$REAL" = 1 ] && echo " (copied from kubelet's /var/log/pods)")"
 say "  metrics       $METRICS"
 say "  checkpoints   $WORK/exp/checkpoints"
-say "  components    $WORK/logs/{$CONTROL_PLANE,node-agent,operator}.log$([ "$REAL" = 1 ] && echo " and $WORK/control-plane/*.log")"
+if [ "$REAL" = 1 ]; then
+  say "  components    $WORK/logs/{$CONTROL_PLANE,real-node,operator}.log, $WORK/control-plane/*.log, $NODES/node-*/{kubelet,containerd}.log"
+else
+  say "  components    $WORK/logs/{$CONTROL_PLANE,node-agent,operator}.log"
+fi
