@@ -300,9 +300,13 @@ while :; do
     kill_code="$(kubectl get tj "$JOB" -o jsonpath='{.status.lastFault.pod}={.status.lastFault.exitCode}' 2>/dev/null | sed -n "s/^$JOB-node-1=//p")"
   fi
   # Graceful: Kubernetes' SIGTERM to the pod's launcher (the node agent sends it
-  # on deletion), after the SIGKILL's restart if there was one.
-  if [ "$deleted" = 0 ] && [ "$DELETE_AT" -gt 0 ] && [ "${s%/*}" = Running ] && [ "${s#*/}" -ge "$killed" ] &&
-     [ "$(last_step)" -ge "$DELETE_AT" ]; then
+  # on deletion), after the SIGKILL's restart if there was one. Triggered by the
+  # trainer's own metrics, not by state=Running: on a busy machine the operator's
+  # Restarting -> Running update can trail the second attempt by seconds, and a
+  # short run would end before a poll saw Running (CI missed it that way). A step
+  # past DELETE_AT (> the kill's step) can only come from the running next attempt.
+  if [ "$deleted" = 0 ] && [ "$DELETE_AT" -gt 0 ] && { [ "$killed" = 1 ] || [ "$KILL_AT" = 0 ]; } &&
+     [ "$(last_step)" -ge "$DELETE_AT" ] && [ "$(last_step)" -lt "$MAX_STEPS" ] && [ "${s#*/}" -ge "$killed" ]; then
     deleted_at="$(last_step)"
     say ">>> kubectl delete pod $JOB-node-0 at step $deleted_at (SIGTERM: finish the step, save it, exit 143)"
     kubectl delete pod "$JOB-node-0" --wait=false
@@ -313,6 +317,8 @@ while :; do
   sleep 0.5
 done
 [ "$REAL" = 1 ] && copy_pod_logs
+[ "$DELETE_AT" = 0 ] || [ "$DELETE_AT" -ge "$MAX_STEPS" ] || [ "$deleted" = 1 ] ||
+  die "the job succeeded before any poll saw a step in [$DELETE_AT, $MAX_STEPS) to delete pod $JOB-node-0 at (a fast machine: raise HT_MAX_STEPS)"
 
 kubectl get tj "$JOB"
 progress="$(kubectl get tj "$JOB" -o jsonpath='{.status.progress}')"

@@ -37,7 +37,7 @@ for b in localcluster/apiserver/kube-local localcluster/nodeagent/node-agent ope
   ln -s "$R/$b" "$BIN/$(basename "$b")"
 done
 out="$(mktemp "${TEST_TMPDIR:-/tmp}/out.XXXXXX")"
-HT_TOKENIZER=bytes HT_BIN_DIR="$BIN" HT_LOCAL_DIR="${TEST_TMPDIR:-/tmp}/e2e" HT_MAX_STEPS=160 HT_CKPT_EVERY=10 HT_KILL_AT_STEP=25 HT_DELETE_AT_STEP=60 \
+HT_TOKENIZER=bytes HT_BIN_DIR="$BIN" HT_LOCAL_DIR="${TEST_TMPDIR:-/tmp}/e2e" HT_MAX_STEPS=200 HT_CKPT_EVERY=10 HT_KILL_AT_STEP=25 HT_DELETE_AT_STEP=45 \
   HT_VERIFY_REFERENCE=1 HT_REQUIRE_PROGRESS=1 HT_TIMEOUT_S=200 "$R/tools/local-e2e.sh" "${MODE[@]}" > "$out" 2>&1 || {
   cat "$out"
   for f in "${TEST_TMPDIR:-/tmp}"/e2e/logs/*.log; do echo "== $f"; tail -n 30 "$f"; done
