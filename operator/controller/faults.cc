@@ -1,7 +1,9 @@
 #include "operator/controller/faults.h"
 
 #include <algorithm>
+#include <csignal>
 
+#include "contract/exit_codes.h"
 #include "core/time.h"
 #include "operator/controller/builders.h"
 
@@ -49,6 +51,14 @@ DetectedFault CulpritFault(const Culprit& c) {
   what += f.exit_code ? " exited with code " + std::to_string(*f.exit_code) : " failed";
   if (!f.message.empty()) what += ": " + f.message;
   return DetectedFault{f.reason, what, c.pod->name, c.pod->node_name, c.rank, f.exit_code, f.finished_at};
+}
+
+bool CountsAgainstNode(const DetectedFault& fault) {
+  if (fault.reason == api::reason::kPodEvicted) return false;
+  if (!fault.exit_code) return true;
+  const int code = *fault.exit_code;
+  return code != contract::kExitSignalBase + SIGTERM && code != contract::kExitSignalBase + SIGINT &&
+         code != contract::kExitSignalBase + SIGHUP;
 }
 
 Settle SettleWindow(const Gang& gang, const Culprit& culprit, const FirstSeen& first_seen, Clock::time_point now,

@@ -57,6 +57,12 @@ std::optional<Culprit> FindCulprit(const Gang& gang);
 // "pod <name> (node rank <r>, node <n>) exited with code <c>: <message>".
 DetectedFault CulpritFault(const Culprit& culprit);
 
+// Whether a fault counts against its node (status.nodeFaults, maxRepeatOffenders).
+// Not a requested stop: an eviction (a drain, preemption, kubelet pressure) or an
+// exit by SIGTERM/SIGINT/SIGHUP (`kubectl delete pod`, a rolling node drain) says
+// nothing about the node's health; a crash, a kill, a hang or a lost node does.
+bool CountsAgainstNode(const DetectedFault& fault);
+
 // Settle: when every failed pod so far exited 200/201 (a peer's failure seen
 // by its collectives) while other pods still run, the root cause's own status
 // (e.g. 137 from another node) may just not have arrived yet; blaming the

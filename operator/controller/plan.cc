@@ -229,7 +229,7 @@ void Fault(Pass& p, const DetectedFault& f) {
   p.plan.decision = Case::kFault;
   p.status().last_fault =
       api::Fault{f.reason, f.message, f.pod, f.node, f.rank, f.exit_code, p.now_str, f.finished_at};
-  CountNodeFault(p, f.node);
+  if (CountsAgainstNode(f)) CountNodeFault(p, f.node);
   const int32_t budget = p.s().run_policy.backoff_limit;
   if (f.exit_code && !p.s().fault_policy.Retryable(*f.exit_code)) {
     Finish(p, api::kCondFailed, api::reason::kNonRetryableExitCode, f.message);

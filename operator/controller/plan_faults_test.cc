@@ -83,6 +83,40 @@ std::vector<Row> FailedPodRows() {
          EXPECT_EQ(p.status->excluded_nodes, std::vector<std::string>{"node-b"});
          EXPECT_EQ(p.events[1].message, "node node-b caused 2 faults; excluded from later attempts");
        }},
+      {"StoppedPodIsNoNodeFault",  // kubectl delete pod, a drain: SIGTERM, exit 143
+       [](Input& t) {
+         t.spec.fault_policy.max_repeat_offenders = 1;
+         Fail(t.pod(1), 143);
+       },
+       Case::kFault, "Restarting", {"delete Pod j-node-0", "delete Pod j-node-1"}, {"PodFailed"}, std::nullopt,
+       [](const Plan& p, const Input&) {
+         EXPECT_TRUE(p.status->node_faults.empty());
+         EXPECT_TRUE(p.status->excluded_nodes.empty());
+         EXPECT_EQ(p.status->last_fault->node, "node-b");
+         EXPECT_EQ(p.status->last_fault->exit_code, 143);
+       }},
+      {"EvictedPodIsNoNodeFault",
+       [](Input& t) {
+         t.spec.fault_policy.max_repeat_offenders = 1;
+         t.pod(0).phase = "Failed";
+         t.pod(0).fault = PodFault{api::reason::kPodEvicted, "Evicted by a drain", std::nullopt, ""};
+       },
+       Case::kFault, "Restarting", {"delete Pod j-node-0", "delete Pod j-node-1"}, {"PodEvicted"}, std::nullopt,
+       [](const Plan& p, const Input&) {
+         EXPECT_TRUE(p.status->node_faults.empty());
+         EXPECT_TRUE(p.status->excluded_nodes.empty());
+       }},
+      {"KilledPodIsANodeFault",  // 137: SIGKILL, e.g. the OOM killer or a dead device
+       [](Input& t) {
+         t.spec.fault_policy.max_repeat_offenders = 1;
+         Fail(t.pod(1), 137);
+       },
+       Case::kFault, "Restarting", {"delete Pod j-node-0", "delete Pod j-node-1"}, {"PodFailed", "NodeFault"},
+       std::nullopt,
+       [](const Plan& p, const Input&) {
+         EXPECT_EQ(p.status->node_faults.at("node-b"), 1);
+         EXPECT_EQ(p.status->excluded_nodes, std::vector<std::string>{"node-b"});
+       }},
       {"UnscheduledFailedPodBlamesNoNode",
        [](Input& t) {
          t.pod(1).node_name = "";

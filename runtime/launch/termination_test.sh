@@ -6,8 +6,8 @@
 # also while a checkpoint is written every step, under `launch` with 2 nodes x
 # 2 ranks (SIGTERM to one node's launcher stops all four ranks at one step), a
 # grace budget too small to save (no save, resume from the earlier one), and
-# a second signal (exit at once), and a plain `train` whose OpenBLAS threads
-# predate the signal mask (issue 40).
+# a second signal (exit at once), a plain `train` whose OpenBLAS threads
+# predate the signal mask (issue 40), and SIGTERM during rendezvous (exit at once).
 set -euo pipefail
 BIN="${HYPERTRAIN_BIN:-$PWD/runtime/cmd/hypertrain}"
 CONFIG="$PWD/examples/tiny-cpu.yaml"
@@ -186,6 +186,35 @@ OPENBLAS_NUM_THREADS=4 "$BIN" train "${COMMON[@]}" --set trainer.max_steps=24 --
   --set exp_manager.every_n_train_steps=5 > "$TMP/pool.resume.log" 2>&1 || { cat "$TMP/pool.resume.log"; fail "pool resume"; }
 [ "$(resume_step "$TMP/pool.resume.log")" = "$n" ] || fail "pool: resumed at '$(resume_step "$TMP/pool.resume.log")', stopped at $n"
 echo "PASS: plain train with OpenBLAS threads: SIGTERM after step $n (every 5 saved) -> exit 143, resumed at $n"
+passed=$((passed + 1))
+
+# 7. SIGTERM while the ranks wait in rendezvous for a node that never comes (a
+#    peer killed during start-up): nothing to finish or save, so the ranks exit
+#    143 at once instead of holding the pod until the rendezvous deadline (60 s
+#    here) or the launcher's SIGKILL (30 s here).
+p=$(port)
+env MASTER_ADDR=127.0.0.1 MASTER_PORT=$p NNODES=2 NODE_RANK=0 HYPERTRAIN_JOB_NAME=early HT_GLOO_HOSTNAME=127.0.0.1   HT_RENDEZVOUS_TIMEOUT_S=60 HYPERTRAIN_TERMINATION_GRACE_S=30   "$BIN" launch --nproc-per-node 2 --grace-period-s 30 -- train "${COMMON[@]}"   --set exp_manager.exp_dir="$TMP/early" --set trainer.max_steps=24 > "$TMP/early.log" 2>&1 &
+launcher=$!
+# Both ranks have their stop handler (SIGTERM in SigCgt), so they are past
+# start-up's first line and can only be waiting for node 1.
+handled() { local c; c=$(awk '/^SigCgt/ {print $2}' "/proc/$1/status" 2> /dev/null) && [ -n "$c" ] && (( 0x$c & (1 << 14) )); }
+for _ in $(seq 1 400); do
+  ranks=($(pgrep -P "$launcher" || true))
+  [ "${#ranks[@]}" = 2 ] && handled "${ranks[0]}" && handled "${ranks[1]}" && break
+  sleep 0.05
+done
+[ "${#ranks[@]}" = 2 ] && handled "${ranks[0]}" && handled "${ranks[1]}" || { cat "$TMP/early.log"; fail "early: ranks never installed their stop handler"; }
+sleep 1
+start=$(date +%s.%N)
+kill -TERM "$launcher"
+rc=0
+wait "$launcher" || rc=$?
+took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+[ $rc -eq 143 ] || { cat "$TMP/early.log"; fail "SIGTERM in rendezvous: launcher exit $rc, want 143"; }
+grep -q "before training started: no step to finish" "$TMP/early.log" || { cat "$TMP/early.log"; fail "SIGTERM in rendezvous: no early-exit line"; }
+awk -v t="$took" 'BEGIN { exit !(t < 10) }' || { cat "$TMP/early.log"; fail "SIGTERM in rendezvous took ${took}s to exit"; }
+[ ! -d "$TMP/early/checkpoints" ] || [ -z "$(ls -A "$TMP/early/checkpoints")" ] || fail "early: a checkpoint was written"
+echo "PASS: SIGTERM while waiting in rendezvous -> exit 143 in ${took}s (not the 60 s deadline)"
 passed=$((passed + 1))
 
 echo "$passed passed, 0 failed"

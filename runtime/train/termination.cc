@@ -120,7 +120,14 @@ void Termination::Loop() {
       sig = ::sigtimedwait(&s, nullptr, &ts);
     }
     if (sig <= 0) continue;  // timeout or EINTR
-    if (++count == 1) {
+    if (++count == 1 && !training_.load()) {
+      spdlog::warn("received {} before training started: no step to finish and nothing to save; exiting "
+                   "at once (exit {})",
+                   sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a stop signal", contract::kExitSignalBase + sig);
+      spdlog::default_logger()->flush();
+      ::_exit(contract::kExitSignalBase + sig);
+    }
+    if (count == 1) {
       Request(sig);
       continue;
     }

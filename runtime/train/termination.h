@@ -10,6 +10,11 @@
 //                            save fits in SecondsLeft(), and the process
 //                            exits 128 + signal (143 for SIGTERM)
 //   second signal         -> the process exits at once with 128 + signal
+//   a signal before TrainingStarted() -> exits at once with 128 + signal:
+//                            start-up (rendezvous, loading a checkpoint) has no
+//                            step to finish and nothing to save, and a rank
+//                            waiting for a dead peer would otherwise hold its
+//                            pod until the rendezvous deadline
 //
 // Signals are taken on a thread of their own (sigtimedwait): every thread
 // started after HandleSignals keeps them blocked. Threads that predate it
@@ -49,6 +54,8 @@ class Termination {
   // What the first signal does (tests call it directly). Later calls only
   // count; the signal thread exits the process on the second.
   void Request(int sig);
+  // The training loop starts: from now on the first signal is a graceful stop.
+  void TrainingStarted() { training_.store(true); }
   bool requested() const { return signal_.load() != 0; }
   int signal() const { return signal_.load(); }
   double grace_s() const { return grace_s_; }
@@ -63,6 +70,7 @@ class Termination {
   std::atomic<int> signal_{0};
   std::atomic<int64_t> requested_at_ns_{0};  // steady clock
   std::atomic<bool> stop_{false};
+  std::atomic<bool> training_{false};
   bool handlers_installed_ = false;
   int handled_count_ = 0;  // handler-caught signals the loop has taken (its thread only)
   std::thread thread_;

@@ -435,6 +435,7 @@ StatusOr<TrainSummary> RunTrainJob(const config::TrainConfig& c, TrainParts part
   ctx.termination = parts.termination;
   ctx.recovery = resumed ? &recovery : nullptr;
   ctx.trainer_start = parts.assembly_start.value_or(restore_start);
+  if (parts.termination != nullptr) parts.termination->TrainingStarted();
   StatusOr<TrainSummary> run = RunTrainingLoop(c, ctx, state);
   // A run that failed mid-window still leaves its trace (what a hang or a
   // crash looked like); the loop's error wins over a write error.
