@@ -101,10 +101,9 @@ std::optional<ShardingPlan> PlanSharding(const RunShape& run, std::string* error
   p.shard_degree = *degree;
   p.replica_degree = run.world() / *degree;
   p.pooled = *degree > 1;
-  // runtime/parallel/groups.h: zero2-style strategies keep gathered params
-  // from forward to backward (a slot per block), the others re-gather.
-  const bool reshard = run.strategy == ShardingStrategy::kHybridShard ||
-                       run.strategy == ShardingStrategy::kFullShard;
+  // Zero2-style strategies keep gathered params from forward to backward (a
+  // slot per block), the others re-gather (two slots).
+  const bool reshard = ReshardsAfterForward(run.strategy);
   const int64_t L = run.model.num_hidden_layers;
   p.param_slots = p.pooled ? std::min<int64_t>(reshard ? 2 : std::max<int64_t>(1, L), std::max<int64_t>(L, 1)) : 0;
   // A single process keeps the unpadded layout; ranks pad for the shard group.

@@ -31,25 +31,11 @@
 #include <vector>
 
 #include "contract/instance_types.h"
+#include "contract/model_shape.h"
 #include "contract/precision.h"
 #include "contract/sharding.h"
 
 namespace hypertrain::contract {
-
-// A Llama-3 decoder's shape (Hugging Face LlamaConfig names).
-struct ModelShape {
-  int64_t vocab_size = 0;
-  int64_t hidden_size = 0;
-  int64_t num_hidden_layers = 0;
-  int64_t num_attention_heads = 0;
-  int64_t num_key_value_heads = 0;
-  int64_t intermediate_size = 0;
-  bool tie_word_embeddings = true;
-
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
-  int64_t q_dim() const { return num_attention_heads * head_dim(); }
-  int64_t kv_dim() const { return num_key_value_heads * head_dim(); }
-};
 
 // The trainer's named shapes (model.shape; runtime/model/config.h holds the
 // same table, runtime/estimate's test keeps them equal) and their default

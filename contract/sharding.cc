@@ -82,6 +82,19 @@ std::optional<int64_t> ResolveShardDegree(ShardingStrategy strategy, int64_t req
   return degree;
 }
 
+bool ReshardsAfterForward(ShardingStrategy strategy) {
+  switch (strategy) {
+    case ShardingStrategy::kHybridShard:
+    case ShardingStrategy::kFullShard:
+      return true;
+    case ShardingStrategy::kHybridShardZero2:
+    case ShardingStrategy::kShardGradOp:
+    case ShardingStrategy::kNoShard:
+      return false;
+  }
+  return false;
+}
+
 bool SplitsEmbeddingGrad(int64_t shard_degree, int64_t tokens_per_rank, int64_t vocab_size) {
   return shard_degree > 1 && tokens_per_rank > 0 && vocab_size > 0 &&
          shard_degree <= vocab_size / tokens_per_rank;  // D * N <= V without overflow

@@ -43,6 +43,14 @@ std::string UnknownShardingStrategyMessage(std::string_view name);
 std::optional<int64_t> ResolveShardDegree(ShardingStrategy strategy, int64_t requested, int64_t world_size,
                                           int64_t ranks_per_node, std::string* error);
 
+// Whether `strategy` frees a unit's gathered parameters after its forward and
+// gathers them again for backward (hybrid_shard, full_shard: two parameter
+// slots suffice), or keeps them from forward to backward (hybrid_shard_zero2,
+// shard_grad_op: a slot per block; no_shard holds every unit anyway). The
+// runtime's process groups (runtime/parallel/groups.h) and the memory estimate
+// (contract/estimate.h) both take it from here.
+bool ReshardsAfterForward(ShardingStrategy strategy);
+
 // The split embedding gradient (runtime/parallel/hsdp.h) all-gathers every
 // shard rank's token ids and embedding-output gradients: shard_degree x
 // tokens_per_rank rows on each GPU. It is used only while those rows are no

@@ -74,5 +74,22 @@ TEST(Sharding, EmbeddingGradSplitsOnlyWithinTheTablesRows) {
   EXPECT_FALSE(SplitsEmbeddingGrad(int64_t{1} << 40, int64_t{1} << 40, 256));  // no overflow
 }
 
+// One table: which strategies free gathered parameters after forward. The
+// degree does not change the answer (a pooled run of any degree follows it).
+TEST(Sharding, ReshardAfterForwardPerStrategy) {
+  const struct {
+    ShardingStrategy strategy;
+    bool reshards;
+  } kTable[] = {
+      {ShardingStrategy::kHybridShard, true},         {ShardingStrategy::kFullShard, true},
+      {ShardingStrategy::kHybridShardZero2, false},   {ShardingStrategy::kShardGradOp, false},
+      {ShardingStrategy::kNoShard, false},
+  };
+  ASSERT_EQ(std::size(kTable), ShardingStrategyNames().size());  // every strategy is in the table
+  for (const auto& row : kTable) {
+    EXPECT_EQ(ReshardsAfterForward(row.strategy), row.reshards) << ShardingStrategyName(row.strategy);
+  }
+}
+
 }  // namespace
 }  // namespace hypertrain::contract

@@ -24,6 +24,7 @@ std::once_flag g_budget_once;
 
 void InitBudgetFromEnv() {
   std::call_once(g_budget_once, [] {
+    // Raw getenv: a process-wide fault-injection hook for tests, not configuration (core/ has no config).
     const char* v = std::getenv("HYPERTRAIN_CKPT_FAIL_AFTER_BYTES");
     if (v != nullptr && *v != '\0') {
       char* end = nullptr;

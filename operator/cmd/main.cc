@@ -112,6 +112,7 @@ void DeclareFlags(CLI::App& app, Flags* f) {
 
 // POD_NAME in a pod, else host-pid.
 std::string Identity() {
+  // Raw getenv: the operator pod's own identity (downward API), not trainer configuration.
   if (const char* pod = std::getenv("POD_NAME")) return pod;
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
@@ -233,6 +234,7 @@ int Main(int argc, char** argv) {
   }
   const std::string identity = Identity();
   if (flags.lease_namespace.empty()) {
+    // Raw getenv: the operator pod's namespace (downward API).
     const char* pns = std::getenv("POD_NAMESPACE");
     flags.lease_namespace = pns ? pns : "default";
   }

@@ -55,6 +55,7 @@ Json Job(const std::string& name, int nodes) {
             {"trainerConfig", {{"inline", "trainer: {max_steps: 5}\nmodel: {}\n"}}}}}};
 }
 
+// Raw getenv in this file: knobs of a benchmark binary, not a component's configuration.
 std::vector<std::string> OperatorFlags() {
   std::vector<std::string> flags = {"--log-level=info"};
   if (const char* qps = std::getenv("BENCH_KUBE_API_QPS")) flags.push_back(std::string("--kube-api-qps=") + qps);

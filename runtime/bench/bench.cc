@@ -256,6 +256,7 @@ struct BenchFlags {
 
 int RunBench(BenchFlags f) {
   RunSpec& spec = f.spec;
+  // Raw getenv: a benchmark binary feeding the config package's HT_* table directly.
   StatusOr<config::CudaConfig> from_env =
       config::CudaConfigFromEnv([](const char* name) -> const char* { return std::getenv(name); });
   if (!from_env.ok()) {

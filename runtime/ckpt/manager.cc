@@ -14,6 +14,7 @@
 
 #include "contract/env.h"
 #include "core/atomic_file.h"
+#include "core/env_lookup.h"
 
 namespace hypertrain::ckpt {
 namespace {
@@ -86,8 +87,8 @@ CheckpointManager::CheckpointManager(CheckpointOptions options, RankPlacement pl
       agree_(std::move(agree)),
       last_save_time_(Clock::now()) {
   if (options_.attempt.empty()) {
-    const char* a = std::getenv(contract::env::kRestartAttempt);
-    options_.attempt = (a != nullptr && *a != '\0') ? a : "0";
+    const std::optional<std::string> a = ProcessEnvironment()(contract::env::kRestartAttempt);
+    options_.attempt = a && !a->empty() ? *a : "0";
     for (char& c : options_.attempt) {
       if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
     }

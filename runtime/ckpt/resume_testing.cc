@@ -40,7 +40,7 @@ StatusOr<train::TrainSummary> RunJob(const config::TrainConfig& c, int64_t stop_
 }
 
 std::string FreshTempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
+  const char* base = std::getenv("TEST_TMPDIR");  // raw getenv: Bazel's test scratch dir, a test helper
   auto p = fs::path(base ? base : "/tmp") / name;
   fs::remove_all(p);
   fs::create_directories(p);

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "contract/env.h"
+#include "core/env_lookup.h"
 #include "runtime/cmd/commands.h"
+#include "runtime/launch/env.h"
 #include "runtime/launch/launch.h"
 #include "runtime/launch/nccl_net.h"
 #include "runtime/progress/metrics_server.h"
@@ -48,7 +50,7 @@ class Observers : public launch::LaunchObserver {
 };
 
 void LogNcclNetPreflight() {
-  const launch::PreflightMessage m = launch::Describe(launch::CheckNcclNet(std::getenv));
+  const launch::PreflightMessage m = launch::Describe(launch::CheckNcclNet(launch::ProcessEnv()));
   if (m.warn) {
     spdlog::warn("{}", m.text);
   } else {
@@ -58,7 +60,8 @@ void LogNcclNetPreflight() {
 
 int RunLaunch(launch::LaunchConfig config, const LogFlags& log) {
   config.subcommand_prefix = log.AsArgs();
-  auto port = progress::ResolveMetricsPort(config.metrics_port, std::getenv(contract::env::kMetricsPort));
+  const std::optional<std::string> port_env = ProcessEnvironment()(contract::env::kMetricsPort);
+  auto port = progress::ResolveMetricsPort(config.metrics_port, port_env ? port_env->c_str() : nullptr);
   if (!port.ok()) {
     spdlog::error("hypertrain launch: {}", port.status().message());
     return contract::kExitConfigError;

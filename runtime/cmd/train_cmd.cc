@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "contract/env.h"
+#include "core/env_lookup.h"
 #include "core/startup_phases.h"
 #include "runtime/cmd/assemble.h"
 #include "runtime/cmd/commands.h"
 #include "runtime/config/config.h"
+#include "runtime/launch/env.h"
 #include "runtime/launch/termination_log.h"
 #include "contract/exit_code_for.h"
 #include "runtime/train/termination.h"
@@ -31,7 +33,7 @@ int UsageError(const char* command, const std::string& message) {
 // variables override their keys). Logs and returns the exit code on error.
 std::optional<config::TrainConfig> LoadRunConfig(const char* command, const ConfigFlags& flags,
                                                  int* exit_code) {
-  const config::EnvLookup env = [](const char* n) -> const char* { return std::getenv(n); };
+  const config::EnvLookup env = launch::ProcessEnv();  // the config package's override table reads it
   auto source = config::ResolveRunConfig(flags.path, flags.sets, env);
   if (!source.ok()) {
     *exit_code = UsageError(command, source.status().message());
@@ -52,8 +54,8 @@ std::optional<config::TrainConfig> LoadRunConfig(const char* command, const Conf
 
 int RunTrain(const ConfigFlags& flags) {
   const bool logging_rank = [] {
-    const char* r = std::getenv(contract::env::kRank);
-    return r == nullptr || std::strcmp(r, "0") == 0;
+    const std::optional<std::string> r = ProcessEnvironment()(contract::env::kRank);
+    return !r || *r == "0";
   }();
   const double exec_age = startup::SecondsSinceExec();  // exec to here
   int code = contract::kExitOk;
@@ -70,7 +72,7 @@ int RunTrain(const ConfigFlags& flags) {
   }
   // SIGTERM/SIGINT: finish the step, save if it fits, exit 128+signal
   // (termination.h). Taken before any thread exists, so all inherit the mask.
-  auto grace = train::Termination::GraceFromEnv(launch::ProcessEnv());
+  auto grace = train::Termination::GraceFromEnv(ProcessEnvironment());
   if (!grace.ok()) {
     spdlog::error("config error: {}", grace.status().message());
     return contract::kExitConfigError;

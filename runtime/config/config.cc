@@ -255,15 +255,8 @@ Status ApplyShared(Reader& r, const YAML::Node& root, TrainConfig& c) {
   c.precision = s->precision;
   c.shape = s->shape;
   HT_ASSIGN_OR_RETURN(c.model, model::NamedModelConfig(c.shape.empty() ? "tiny" : c.shape));
-  model::ModelConfig& m = c.model;
-  m.vocab_size = s->model.vocab_size;
-  m.hidden_size = s->model.hidden_size;
-  m.num_hidden_layers = s->model.num_hidden_layers;
-  m.num_attention_heads = s->model.num_attention_heads;
-  m.num_key_value_heads = s->model.num_key_value_heads;
-  m.intermediate_size = s->model.intermediate_size;
-  m.tie_word_embeddings = s->model.tie_word_embeddings;
-  m.max_context_width = s->max_context_width;
+  static_cast<contract::ModelShape&>(c.model) = s->model;  // the shape fields, declared once
+  c.model.max_context_width = s->max_context_width;
   c.train_batch_size = s->train_batch_size;
   c.grad_accumulation_steps = s->grad_accumulation_steps;
   c.activation_checkpointing = s->activation_checkpointing;

@@ -56,9 +56,7 @@ struct Row {
 StatusOr<contract::RunShape> RunShapeFromConfig(const config::TrainConfig& c, const Layout& layout,
                                                 const contract::InstanceType* instance) {
   contract::RunShape r;
-  const model::ModelConfig& m = c.model;
-  r.model = {m.vocab_size,         m.hidden_size,       m.num_hidden_layers,    m.num_attention_heads,
-             m.num_key_value_heads, m.intermediate_size, m.tie_word_embeddings};
+  r.model = c.model;  // the contract::ModelShape part of the ModelConfig
   r.seq_len = c.seq_len();
   r.micro_batch = c.train_batch_size;
   r.grad_accumulation = c.grad_accumulation_steps;

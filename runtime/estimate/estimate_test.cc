@@ -11,10 +11,7 @@
 namespace hypertrain::estimate {
 namespace {
 
-contract::ModelShape Shape(const model::ModelConfig& c) {
-  return {c.vocab_size,         c.hidden_size,       c.num_hidden_layers, c.num_attention_heads,
-          c.num_key_value_heads, c.intermediate_size, c.tie_word_embeddings};
-}
+contract::ModelShape Shape(const model::ModelConfig& c) { return c; }  // the shared part
 
 // Random valid shapes: heads | hidden, kv | heads, even head dims.
 std::vector<model::ModelConfig> Shapes() {

@@ -9,6 +9,8 @@ namespace hypertrain::launch {
 
 namespace env = contract::env;
 
+// The process default of the launch and config packages' pointer-returning
+// lookup (core/env_lookup.h's FromPointerLookup adapts it).
 EnvLookup ProcessEnv() {
   return [](const char* name) -> const char* { return std::getenv(name); };
 }

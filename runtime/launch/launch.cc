@@ -19,6 +19,7 @@
 
 #include "contract/env.h"
 #include "core/cli.h"
+#include "core/env_lookup.h"
 #include "runtime/launch/env.h"
 #include "runtime/launch/termination_log.h"
 #include "contract/exit_codes.h"
@@ -185,7 +186,7 @@ int PrepareLaunch(const LaunchConfig& config, LaunchPlan* plan) {
   }
   // On SIGTERM the ranks get the pod's whole grace budget to finish their step
   // and save (the kubelet's SIGKILL ends everything at its end anyway).
-  auto budget = train::Termination::GraceFromEnv(ProcessEnv());
+  auto budget = train::Termination::GraceFromEnv(ProcessEnvironment());
   if (!budget.ok()) {
     spdlog::error("{}", budget.status().message());
     return contract::kExitConfigError;

@@ -36,7 +36,7 @@ void OnTerm(int) { g_term = 1; }
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   g_dir = argv[1];
-  const char* rank_s = std::getenv("RANK");
+  const char* rank_s = std::getenv("RANK");  // raw getenv: a test binary reporting the env it was given
   g_rank = rank_s ? std::atoi(rank_s) : -1;
   int fail_rank = -1, fail_code = 0, fail_after = 0, ignore_term_rank = -1, exit_after = 30000;
   bool grandchild = false;

@@ -8,6 +8,8 @@
 // signal has not).
 #include <string>
 
+#include "core/env_lookup.h"
+
 namespace hypertrain::launch {
 
 inline constexpr char kTerminationLogEnv[] = "HYPERTRAIN_TERMINATION_LOG";
@@ -16,7 +18,8 @@ inline constexpr char kDefaultTerminationLog[] = "/dev/termination-log";
 // Writes `line` (cut to 1024 bytes, one newline) to $HYPERTRAIN_TERMINATION_LOG
 // (created if missing), else to /dev/termination-log only when that file exists
 // (inside a Kubernetes container; never created elsewhere). Best effort: false
-// when nothing was written.
-bool WriteTerminationMessage(const std::string& line);
+// when nothing was written. `env` is where the variable is read (tests: a map).
+bool WriteTerminationMessage(const std::string& line,
+                             const hypertrain::EnvLookup& env = ProcessEnvironment());
 
 }  // namespace hypertrain::launch

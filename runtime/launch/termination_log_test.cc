@@ -79,5 +79,12 @@ TEST(TerminationLogTest, WritesOneLineAndNeverCreatesTheDefaultPath) {
   }
 }
 
+// The path comes through an EnvLookup: a map names it, the process's environment is not read.
+TEST(TerminationLogTest, ReadsItsPathThroughTheLookup) {
+  const std::string log = TmpPath("mapped.log");
+  ASSERT_TRUE(WriteTerminationMessage("from a map", EnvFromMap({{kTerminationLogEnv, log}})));
+  EXPECT_EQ(Read(log), "from a map\n");
+}
+
 }  // namespace
 }  // namespace hypertrain::launch

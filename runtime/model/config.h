@@ -1,15 +1,19 @@
 #pragma once
 // ModelConfig: the shape of a Llama-3 decoder, shared by every backend.
 //
-// Field names follow Hugging Face's LlamaConfig (config.json) so that a
-// HyperPod recipe's `model:` block and an exported config.json use the same
-// words. Named shapes: "tiny" (CPU tests/quickstart), "125m", "1b"
-// (exactly Llama-3.2-1B) and "8b" (Llama-3.1-8B).
+// The shape fields (vocab, hidden, layers, heads, kv heads, intermediate,
+// tied embedding) are contract::ModelShape's, declared once for the operator
+// and the trainer; ModelConfig adds what only the trainer needs (context,
+// RoPE, norm epsilon). Field names follow Hugging Face's LlamaConfig
+// (config.json) so that a HyperPod recipe's `model:` block and an exported
+// config.json use the same words. Named shapes: "tiny" (CPU tests/quickstart),
+// "125m", "1b" (exactly Llama-3.2-1B) and "8b" (Llama-3.1-8B).
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "contract/model_shape.h"
 #include "core/status.h"
 
 namespace hypertrain::model {
@@ -25,13 +29,7 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;
 };
 
-struct ModelConfig {
-  int64_t vocab_size = 0;
-  int64_t hidden_size = 0;
-  int64_t num_hidden_layers = 0;
-  int64_t num_attention_heads = 0;
-  int64_t num_key_value_heads = 0;
-  int64_t intermediate_size = 0;
+struct ModelConfig : contract::ModelShape {
   int64_t max_context_width = 0;  // sequence length trained at
   // config.json's max_position_embeddings (the context the model is meant
   // for, e.g. 131072 for Llama-3.1); 0 = max_context_width. Export only.
@@ -39,11 +37,6 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   double rms_norm_eps = 1e-5;
-  bool tie_word_embeddings = true;
-
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
-  int64_t q_dim() const { return num_attention_heads * head_dim(); }
-  int64_t kv_dim() const { return num_key_value_heads * head_dim(); }
 
   // InvalidArgument naming the field (e.g. "model.num_key_value_heads (3) must
   // divide model.num_attention_heads (8)") or Ok.

@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/env_lookup.h"
 #include "runtime/parallel/bf16.h"
 #include "runtime/trace/recorder.h"
 #include "runtime/parallel/groups.h"
@@ -464,7 +465,8 @@ StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(const GlooOp
   gloo::transport::tcp::attr attr;
   std::string iface = options.iface;
   if (options.hostname.empty() && iface.empty()) {
-    if (const char* e = std::getenv("GLOO_SOCKET_IFNAME"); e && *e) iface = e;
+    const std::optional<std::string> e = ProcessEnvironment()("GLOO_SOCKET_IFNAME");
+    if (e && !e->empty()) iface = *e;
   }
   if (!options.hostname.empty()) {
     attr.hostname = options.hostname;

@@ -33,8 +33,7 @@ StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_de
   g.shard_rank = rank % degree;
   for (int i = 0; i < degree; ++i) g.shard_ranks.push_back(g.shard_group * degree + i);
   for (int k = 0; k < g.replica_degree; ++k) g.replica_ranks.push_back(g.shard_rank + k * degree);
-  g.reshard_after_forward =
-      strategy == ShardingStrategy::kHybridShard || strategy == ShardingStrategy::kFullShard;
+  g.reshard_after_forward = contract::ReshardsAfterForward(strategy);
   return g;
 }
 

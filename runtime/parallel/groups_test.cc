@@ -31,6 +31,22 @@ TEST(Groups, StrategiesAndDegrees) {
   EXPECT_FALSE(g->reshard_after_forward);
 }
 
+// The layout takes reshard-after-forward from the contract's one rule, for
+// every strategy and every degree it accepts on 8 ranks of 4 per node.
+TEST(Groups, ReshardAfterForwardFollowsTheContract) {
+  for (const std::string& name : contract::ShardingStrategyNames()) {
+    const ShardingStrategy strategy = *contract::ParseShardingStrategy(name);
+    for (int degree : {0, 1, 2, 4, 8}) {
+      auto g = ComputeGroupLayout(strategy, degree, 8, 4, 5);
+      if (!g.ok()) continue;  // a degree this strategy does not allow
+      EXPECT_EQ(g->reshard_after_forward, contract::ReshardsAfterForward(strategy)) << name << " degree " << degree;
+      EXPECT_EQ(g->reshard_after_forward,
+                strategy == ShardingStrategy::kHybridShard || strategy == ShardingStrategy::kFullShard)
+          << name;
+    }
+  }
+}
+
 TEST(Groups, ClearErrors) {
   auto bad = ComputeGroupLayout(ShardingStrategy::kHybridShard, 3, 8, 4, 0);
   ASSERT_FALSE(bad.ok());

@@ -8,6 +8,7 @@
 #include "contract/env.h"
 #include "core/http_server.h"
 #include "core/metrics.h"
+#include "runtime/launch/env.h"
 #include "runtime/progress/progress_reporter.h"
 #include "runtime/progress/trainer_metrics.h"
 
@@ -63,7 +64,7 @@ StatusOr<int> ResolveMetricsPort(int flag_port, const char* env_value) {
 
 StatusOr<std::unique_ptr<launch::LaunchObserver>> StartMetricsServer(const launch::LaunchConfig& config, int port,
                                                                       int* bound_port) {
-  const config::EnvLookup env = [](const char* name) -> const char* { return std::getenv(name); };
+  const config::EnvLookup env = launch::ProcessEnv();
   std::string jsonl, ckpt;
   int64_t max_steps = 0;
   if (!TrainPaths(config.command, env, &jsonl, &ckpt, &max_steps)) jsonl.clear();

@@ -13,11 +13,13 @@
 
 #include "contract/env.h"
 #include "contract/pod.h"
+#include "core/env_lookup.h"
 #include "core/time.h"
 #include "kube/config.h"
 #include "kube/resources.h"
 #include "kube/rest_client.h"
 #include "runtime/config/config.h"
+#include "runtime/launch/env.h"
 
 namespace hypertrain::progress {
 namespace {
@@ -44,9 +46,10 @@ class Reporter : public launch::LaunchObserver {
         started_(FormatRfc3339(std::chrono::system_clock::now(), TimePrecision::kMillis)) {
     progress_.max_steps = max_steps;
     // The attempt this launcher belongs to: the ConfigMap outlives it.
-    if (const char* a = std::getenv(contract::env::kRestartAttempt); a && *a) {
+    const std::optional<std::string> a = ProcessEnvironment()(contract::env::kRestartAttempt);
+    if (a && !a->empty()) {
       char* end = nullptr;
-      const long long v = std::strtoll(a, &end, 10);
+      const long long v = std::strtoll(a->c_str(), &end, 10);
       if (*end == '\0' && v >= 0) progress_.attempt = v;
     }
     thread_ = std::thread([this] { Loop(); });
@@ -249,7 +252,7 @@ std::optional<ProgressTarget> ReportingTarget(const config::EnvLookup& env) {
 }
 
 std::unique_ptr<launch::LaunchObserver> MaybeCreateReporter(const launch::LaunchConfig& config) {
-  const config::EnvLookup process_env = [](const char* name) -> const char* { return std::getenv(name); };
+  const config::EnvLookup process_env = launch::ProcessEnv();
   const std::optional<ProgressTarget> target = ReportingTarget(process_env);
   if (!target) return nullptr;
   const std::string& ns = target->namespace_;

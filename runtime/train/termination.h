@@ -27,8 +27,8 @@
 #include <memory>
 #include <thread>
 
+#include "core/env_lookup.h"
 #include "core/status.h"
-#include "runtime/launch/env.h"
 
 namespace hypertrain::train {
 
@@ -44,7 +44,7 @@ class Termination {
 
   // The budget of HYPERTRAIN_TERMINATION_GRACE_S (contract/env.h), else the
   // default; InvalidArgument for a value that is not a number in [0, 86400].
-  static StatusOr<double> GraceFromEnv(const launch::EnvLookup& env);
+  static StatusOr<double> GraceFromEnv(const EnvLookup& env);
 
   // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread, and so in every
   // thread it starts afterwards (call it before any other thread exists), and

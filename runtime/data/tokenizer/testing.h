@@ -12,6 +12,7 @@
 
 namespace hypertrain::tokenizer::testing {
 
+// Raw getenv in this file: test helpers finding what tools/setup.sh installed, not configuration.
 inline std::string RealTokenizerDir(const std::string& name) {
   const char* dir = std::getenv("HT_TOKENIZERS_DIR");
   const char* home = std::getenv("HOME");
