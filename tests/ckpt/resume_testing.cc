@@ -1,4 +1,4 @@
-#include "runtime/ckpt/resume_testing.h"
+#include "tests/ckpt/resume_testing.h"
 
 #include <filesystem>
 #include <memory>

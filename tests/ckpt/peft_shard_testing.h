@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/atomic_file.h"
-#include "runtime/ckpt/resume_testing.h"
+#include "tests/ckpt/resume_testing.h"
 #include "runtime/config/config.h"
 #include "runtime/parallel/multiprocess_testing.h"
 

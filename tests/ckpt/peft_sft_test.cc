@@ -11,7 +11,7 @@
 #include "runtime/backends/cpu/backend.h"
 #include "runtime/ckpt/peft_export.h"
 #include "runtime/ckpt/peft_hooks.h"
-#include "runtime/ckpt/resume_testing.h"
+#include "tests/ckpt/resume_testing.h"
 #include "runtime/data/sft/dataset.h"
 #include "runtime/data/sft/prepare.h"
 #include "runtime/data/tokenizer/testing.h"

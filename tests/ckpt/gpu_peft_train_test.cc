@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "runtime/ckpt/peft_export.h"
-#include "runtime/ckpt/peft_testing.h"
-#include "runtime/ckpt/resume_testing.h"
+#include "tests/ckpt/peft_testing.h"
+#include "tests/ckpt/resume_testing.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
 #include "runtime/model/nf4.h"
