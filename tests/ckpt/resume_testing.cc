@@ -5,8 +5,8 @@
 
 #include "core/atomic_file.h"
 #include "runtime/ckpt/store.h"
-#include "runtime/cmd/assemble.h"
 #include "runtime/ckpt/train_hooks.h"
+#include "runtime/cmd/assemble.h"
 #include "runtime/train/trainer.h"
 
 namespace hypertrain::ckpt::testing {
