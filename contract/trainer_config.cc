@@ -1,9 +1,8 @@
 #include "contract/trainer_config.h"
 
 namespace hypertrain::contract {
-namespace {
 
-YAML::Node At(const YAML::Node& root, const std::string& path) {
+YAML::Node ConfigAt(const YAML::Node& root, const std::string& path) {
   YAML::Node n;
   n.reset(root);
   size_t start = 0;
@@ -20,8 +19,10 @@ YAML::Node At(const YAML::Node& root, const std::string& path) {
   }
 }
 
+namespace {
+
 bool Given(const YAML::Node& root, const std::string& path) {
-  const YAML::Node n = At(root, path);
+  const YAML::Node n = ConfigAt(root, path);
   return n.IsDefined() && !n.IsNull();
 }
 
@@ -34,7 +35,7 @@ class Reader {
   void String(const std::string& path, std::string* out) { Scalar(path, out, "a string"); }
   // YAML 1.1 booleans, and 0/1 (environment overrides).
   void Bool(const std::string& path, bool* out) {
-    const YAML::Node n = At(root_, path);
+    const YAML::Node n = ConfigAt(root_, path);
     if (n.IsScalar() && (n.Scalar() == "0" || n.Scalar() == "1")) {
       *out = n.Scalar() == "1";
       return;
@@ -49,7 +50,7 @@ class Reader {
  private:
   template <typename T>
   void Scalar(const std::string& path, T* out, const char* what) {
-    const YAML::Node n = At(root_, path);
+    const YAML::Node n = ConfigAt(root_, path);
     if (!n.IsDefined() || n.IsNull()) return;
     if (!n.IsScalar()) {
       Fail(path + ": expected " + what + ", got a " + (n.IsMap() ? "map" : "list"));
@@ -70,7 +71,7 @@ constexpr char kCheckpointing[] = "model.activation_checkpointing";
 // none|selective|full, or a YAML 1.1 boolean (HyperPod: True = full, False =
 // none); a quoted "true" is a string and read by name.
 void ReadCheckpointing(const YAML::Node& root, Reader& r, Checkpointing* out) {
-  const YAML::Node n = At(root, kCheckpointing);
+  const YAML::Node n = ConfigAt(root, kCheckpointing);
   if (!n.IsDefined() || n.IsNull()) return;
   if (!n.IsScalar()) {
     r.Fail(std::string(kCheckpointing) + ": expected none, selective, full, true or false");

@@ -44,6 +44,11 @@ struct SharedTrainerConfig {
   int64_t shard_degree = 0;               // model.shard_degree as written (0: the strategy's default)
 };
 
+// The node at a dotted path of `root` ("model.peft.rank": each part a key of
+// a mapping), or an undefined node where a part is missing or its parent is
+// not a mapping. Both sides look keys up with it.
+YAML::Node ConfigAt(const YAML::Node& root, const std::string& path);
+
 // Every dotted key ReadSharedTrainerConfig reads (the trainer counts them as
 // known keys).
 const std::vector<std::string>& SharedTrainerConfigKeys();

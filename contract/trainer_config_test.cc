@@ -9,6 +9,21 @@ std::optional<SharedTrainerConfig> Read(const std::string& yaml, std::string* er
   return ReadSharedTrainerConfig(YAML::Load(yaml), error);
 }
 
+TEST(ConfigAtTest, FollowsDottedKeysThroughMappingsOnly) {
+  const YAML::Node root = YAML::Load("model: {peft: {rank: 8, target_modules: [q, v]}, shape: null}\nlist: [a]");
+  EXPECT_EQ(ConfigAt(root, "model.peft.rank").as<int>(), 8);
+  EXPECT_TRUE(ConfigAt(root, "model.peft.target_modules").IsSequence());
+  EXPECT_TRUE(ConfigAt(root, "model.peft").IsMap());
+  EXPECT_TRUE(ConfigAt(root, "model.shape").IsNull());  // given as null: defined
+  EXPECT_FALSE(ConfigAt(root, "model.peft.alpha").IsDefined());
+  EXPECT_FALSE(ConfigAt(root, "model.peft.rank.x").IsDefined());  // a scalar has no keys
+  EXPECT_FALSE(ConfigAt(root, "list.0").IsDefined());             // nor does a list
+  EXPECT_FALSE(ConfigAt(YAML::Load("3"), "model").IsDefined());
+  // The lookup leaves the document as it was (no keys added on the way).
+  EXPECT_FALSE(root["model"]["peft"]["alpha"].IsDefined());
+  EXPECT_EQ(root["model"]["peft"].size(), 2u);
+}
+
 TEST(SharedTrainerConfigTest, DefaultsAreTheTrainers) {
   std::string error;
   auto c = Read("{}", &error);

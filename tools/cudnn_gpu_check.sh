@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-machine pass for the cuDNN attention work (run from the repo root,
-# after tools/gpu_bundle.sh //runtime/kernels:cuda_attention_test
-# //runtime/kernels:cuda_attention_layout_test //runtime/kernels:attention_bench
+# after tools/gpu_bundle.sh //runtime/kernels/cuda:attention_test
+# //runtime/kernels/cuda:attention_layout_test //runtime/kernels/cuda:attention_bench
 # //runtime/bench:bench): attention tests, attention_bench (ours vs cuDNN),
 # PyTorch's SDPA anchor, and end-to-end steps with each implementation.
 # Logs go to ${OUT:-/tmp/cudnn-check}.

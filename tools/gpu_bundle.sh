@@ -2,7 +2,8 @@
 # Bundles built binaries for a GPU machine that has CUDA 13 and NCCL but none
 # of our Debian libraries (Ubuntu 24.04, glibc 2.39).
 #
-#   tools/gpu_bundle.sh [TARGET_PATTERN...]     default: every cc_test and binary under //runtime/...
+#   tools/gpu_bundle.sh [TARGET_PATTERN...]     default: every cc_test and binary under
+#                                               //runtime/... and //tests/ckpt/... (the whole-job GPU checkpoint tests)
 #
 # GPU_BUNDLE_TESTS (regex, default: tests that need a GPU) picks the test
 # binaries; CPU-only tests run in CI. Binaries are stripped of debug info and
@@ -20,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.gpu
 patterns=("$@")
-[ ${#patterns[@]} -gt 0 ] || patterns=("//runtime/...")
+[ ${#patterns[@]} -gt 0 ] || patterns=("//runtime/..." "//tests/ckpt/...")
 
 bazel build --config=gpu "${patterns[@]}" >/dev/null 2>&1 || bazel build --config=gpu "${patterns[@]}"
 bin_dir=$(bazel info --config=gpu bazel-bin 2>/dev/null)

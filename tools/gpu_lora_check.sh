@@ -25,7 +25,7 @@
 #                                           # accumulating the same global batch (PeftDataParallelHooks)
 #   bash tools/gpu_lora_check.sh shard      # 2 GPUs: the frozen base sharded (full_shard, NCCL) vs whole
 #                                           # on each rank, bit for bit, LoRA and QLoRA
-#                                           # (//runtime/ckpt:gpu_peft_shard_test), then `dp` with it on
+#                                           # (//tests/ckpt:gpu_peft_shard_test), then `dp` with it on
 #
 # TRAIN_MODELS (default "1b 8b"), TRAIN_CKPT (default "full selective"), TRAIN_STEPS (default 20),
 # LORA_DROPOUT (default 0.1) pick the train runs.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch SDPA anchor for runtime/kernels:attention_bench (run on a GPU machine).
+"""PyTorch SDPA anchor for runtime/kernels/cuda:attention_bench (run on a GPU machine).
 
 Times torch.nn.functional.scaled_dot_product_attention (causal, bf16, GQA via
 enable_gqa) with the cuDNN and flash backends for the shapes attention_bench

@@ -21,23 +21,7 @@ using nlohmann::json;
 
 constexpr char kField[] = "spec.trainerConfig.inline";
 
-// A scalar at a dotted path, or an undefined node.
-YAML::Node At(const YAML::Node& root, const std::string& path) {
-  YAML::Node n;
-  n.reset(root);
-  size_t start = 0;
-  while (true) {
-    const size_t dot = path.find('.', start);
-    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!n.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-    const YAML::Node& cn = n;
-    YAML::Node child = cn[part];
-    if (!child.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
-    n.reset(child);
-    if (dot == std::string::npos) return n;
-    start = dot + 1;
-  }
-}
+using contract::ConfigAt;
 
 // Reads keys as the trainer's config reader does: absent or null keeps the
 // default; a value of the wrong type is an error naming the key.
@@ -46,7 +30,7 @@ class Reader {
   explicit Reader(YAML::Node root) { root_.reset(root); }
   template <typename T>
   void Read(const std::string& path, T* out) {
-    const YAML::Node n = At(root_, path);
+    const YAML::Node n = ConfigAt(root_, path);
     if (!n.IsDefined() || n.IsNull() || !status_.ok()) return;
     try {
       if (!n.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "not a scalar");
@@ -55,7 +39,7 @@ class Reader {
       status_ = InvalidField(kField, path + ": cannot read '" + (n.IsScalar() ? n.Scalar() : "a non-scalar") + "'");
     }
   }
-  bool Has(const std::string& path) const { return At(root_, path).IsDefined(); }
+  bool Has(const std::string& path) const { return ConfigAt(root_, path).IsDefined(); }
   const Status& status() const { return status_; }
 
  private:
@@ -75,7 +59,7 @@ Status ReadPeft(const YAML::Node& root, std::string type, int64_t rank, contract
   if (rank < 1) return InvalidField(kField, "model.peft.rank must be >= 1");
   static const char* kAll[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
   std::vector<std::string> names;
-  const YAML::Node t = At(root, "model.peft.target_modules");
+  const YAML::Node t = ConfigAt(root, "model.peft.target_modules");
   if (t.IsSequence()) {
     for (const YAML::Node& n : t) names.push_back(n.IsScalar() ? n.Scalar() : std::string("?"));
   } else if (t.IsScalar()) {

@@ -5,7 +5,7 @@
 // Times each implementation (default: tiled, cudnn, cudnn-fast) for the 1b
 // (H 32 / KV 8 / D 64), 125m (H 12 / KV 4 / D 64) and a D 128 shape; --fused
 // lays q/k/v out as slices of one fused QKV row, as the trainer does.
-//   bazel run //runtime/kernels:attention_bench [-- --iters=N --impl=NAME[,NAME] --fused]
+//   bazel run //runtime/kernels/cuda:attention_bench [-- --iters=N --impl=NAME[,NAME] --fused]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

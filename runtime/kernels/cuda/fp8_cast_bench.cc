@@ -5,7 +5,7 @@
 //
 // SwiGLU's FP8 kernels against the bf16 ones (the same bytes moved).
 //
-//   bazel run //runtime/kernels:fp8_cast_bench   (on a GPU)
+//   bazel run //runtime/kernels/cuda:fp8_cast_bench   (on a GPU)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -7,7 +7,7 @@
 //   adapter: LoraForward + LoraBackward (with dX, dropout off and on)
 //   full: a trained projection's three GEMMs (forward, dX, dW in fp32)
 // so (frozen + adapter) / full is what LoRA costs in the block GEMMs.
-//   bazel run //runtime/kernels:lora_bench [-- --iters=N --rank=R --tokens=T]
+//   bazel run //runtime/kernels/cuda:lora_bench [-- --iters=N --rank=R --tokens=T]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "runtime/ckpt/peft_export.h"
-#include "runtime/ckpt/peft_testing.h"
-#include "runtime/ckpt/resume_testing.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
 #include "runtime/model/nf4.h"
 #include "runtime/testing/cuda_device.h"
 #include "runtime/train/trainer.h"
+#include "tests/ckpt/peft_testing.h"
+#include "tests/ckpt/resume_testing.h"
 
 namespace hypertrain::ckpt {
 namespace {

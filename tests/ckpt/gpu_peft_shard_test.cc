@@ -17,7 +17,7 @@
 
 #include "runtime/backends/cuda/backend.h"
 #include "runtime/ckpt/peft_hooks.h"
-#include "runtime/ckpt/peft_shard_testing.h"
+#include "tests/ckpt/peft_shard_testing.h"
 
 namespace hypertrain::ckpt {
 namespace {

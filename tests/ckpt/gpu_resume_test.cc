@@ -11,10 +11,10 @@
 #include "core/atomic_file.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
-#include "runtime/ckpt/resume_testing.h"
 #include "runtime/ckpt/train_hooks.h"
 #include "runtime/testing/cuda_device.h"
 #include "runtime/train/trainer.h"
+#include "tests/ckpt/resume_testing.h"
 
 namespace hypertrain::ckpt {
 namespace {

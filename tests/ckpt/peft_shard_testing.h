@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "core/atomic_file.h"
-#include "runtime/ckpt/resume_testing.h"
 #include "runtime/config/config.h"
 #include "runtime/parallel/multiprocess_testing.h"
+#include "tests/ckpt/resume_testing.h"
 
 namespace hypertrain::ckpt::testing {
 

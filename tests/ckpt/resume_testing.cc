@@ -1,12 +1,12 @@
-#include "runtime/ckpt/resume_testing.h"
+#include "tests/ckpt/resume_testing.h"
 
 #include <filesystem>
 #include <memory>
 
 #include "core/atomic_file.h"
 #include "runtime/ckpt/store.h"
-#include "runtime/cmd/assemble.h"
 #include "runtime/ckpt/train_hooks.h"
+#include "runtime/cmd/assemble.h"
 #include "runtime/train/trainer.h"
 
 namespace hypertrain::ckpt::testing {

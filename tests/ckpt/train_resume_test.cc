@@ -10,9 +10,9 @@
 #include "core/atomic_file.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
-#include "runtime/ckpt/resume_testing.h"
 #include "runtime/ckpt/train_hooks.h"
 #include "runtime/train/trainer.h"
+#include "tests/ckpt/resume_testing.h"
 
 namespace hypertrain::ckpt {
 namespace {

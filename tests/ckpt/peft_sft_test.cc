@@ -11,11 +11,11 @@
 #include "runtime/backends/cpu/backend.h"
 #include "runtime/ckpt/peft_export.h"
 #include "runtime/ckpt/peft_hooks.h"
-#include "runtime/ckpt/resume_testing.h"
 #include "runtime/data/sft/dataset.h"
 #include "runtime/data/sft/prepare.h"
 #include "runtime/data/tokenizer/testing.h"
 #include "runtime/train/trainer.h"
+#include "tests/ckpt/resume_testing.h"
 
 namespace hypertrain::ckpt {
 namespace {

@@ -16,12 +16,12 @@
 #include "runtime/ckpt/layout_desc.h"
 #include "runtime/ckpt/peft_export.h"
 #include "runtime/ckpt/peft_hooks.h"
-#include "runtime/ckpt/peft_testing.h"
-#include "runtime/ckpt/resume_testing.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/ckpt/store.h"
 #include "runtime/model/nf4.h"
 #include "runtime/train/trainer.h"
+#include "tests/ckpt/peft_testing.h"
+#include "tests/ckpt/resume_testing.h"
 
 namespace hypertrain::ckpt {
 namespace {

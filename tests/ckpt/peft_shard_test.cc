@@ -18,8 +18,8 @@
 #include "runtime/backends/cpu/backend.h"
 #include "runtime/ckpt/peft_export.h"
 #include "runtime/ckpt/peft_hooks.h"
-#include "runtime/ckpt/peft_shard_testing.h"
-#include "runtime/ckpt/peft_testing.h"
+#include "tests/ckpt/peft_shard_testing.h"
+#include "tests/ckpt/peft_testing.h"
 
 namespace hypertrain::ckpt {
 namespace {
