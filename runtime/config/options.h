@@ -1,6 +1,7 @@
 #pragma once
 // Option types the config produces and lower-level trainer parts consume: the
-// learning-rate schedule's kind and the fp16 loss scaler's options. They live
+// learning-rate schedule's kind, the fp16 loss scaler's options, the
+// checkpoint failure policy and the gradient reduce type. They live
 // here, below runtime/train, so that the config does not depend on the
 // training loop's package (runtime/train uses them through its own headers).
 #include <cstdint>
@@ -26,5 +27,18 @@ struct LossScalerOptions {
   double min_scale = 1.0;
   double max_scale = 16777216.0;  // 2^24
 };
+
+// exp_manager.checkpoint.failure_policy: what a failed save does to the run
+// (runtime/ckpt/manager.h).
+enum class FailurePolicy { kContinue, kStop };
+// stop | continue; InvalidArgument naming the key and the accepted values.
+StatusOr<FailurePolicy> ParseFailurePolicy(const std::string& s);
+const char* FailurePolicyName(FailurePolicy p);
+
+// distributed.reduce_dtype: the type the gradient reduce-scatter sums in.
+enum class ReduceDtype { kFp32, kBf16 };
+// fp32 | bf16; InvalidArgument naming the key and the accepted values.
+StatusOr<ReduceDtype> ParseReduceDtype(const std::string& s);
+const char* ReduceDtypeName(ReduceDtype d);
 
 }  // namespace hypertrain::config

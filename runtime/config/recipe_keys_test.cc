@@ -55,7 +55,7 @@ TEST(RecipeKeys, CheckpointCallbackParams) {
                   cb + "mode=max"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->save_top_k, 3);
-  EXPECT_EQ(c->every_n_train_steps, 10);
+  EXPECT_EQ(c->checkpoint.every_n_train_steps, 10);
   EXPECT_FALSE(c->checkpoint.save_last);
   EXPECT_TRUE(c->checkpoint.enabled);
   auto all = Parse({cb + "save_top_k=-1"});
@@ -95,7 +95,7 @@ TEST(RecipeKeys, ExportFullModelAndAutoCheckpoint) {
   auto a = Parse({"exp_manager.auto_checkpoint.enabled=True", "exp_manager.every_n_train_steps=10"});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_TRUE(a->checkpoint.auto_interval);
-  EXPECT_EQ(a->every_n_train_steps, 0);  // the measured interval replaces the fixed one
+  EXPECT_EQ(a->checkpoint.every_n_train_steps, 0);  // the measured interval replaces the fixed one
   ASSERT_FALSE(a->notes.empty());
   ExpectError({"exp_manager.auto_checkpoint.enabled=True", "exp_manager.checkpoint_callback_params.save_top_k=0"},
               "exp_manager.auto_checkpoint.enabled: true but exp_manager.checkpoint_callback_params.save_top_k: 0 "
@@ -291,7 +291,7 @@ TEST(RecipeKeys, EnvironmentOverridesMapToKeysInOnePlace) {
   };
   auto c = Parse({}, env);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->distributed.reduce_dtype, "bf16");
+  EXPECT_EQ(c->distributed.reduce_dtype, ReduceDtype::kBf16);
   EXPECT_FALSE(c->distributed.split_embedding_grad);
   EXPECT_EQ(c->distributed.replica_reduce, "after");
   EXPECT_EQ(c->distributed.rendezvous_timeout_s, 30);
@@ -304,7 +304,7 @@ TEST(RecipeKeys, EnvironmentOverridesMapToKeysInOnePlace) {
   // --set wins over the environment.
   auto set = Parse({"distributed.reduce_dtype=fp32"}, env);
   ASSERT_TRUE(set.ok());
-  EXPECT_EQ(set->distributed.reduce_dtype, "fp32");
+  EXPECT_EQ(set->distributed.reduce_dtype, ReduceDtype::kFp32);
   vars = {{"HT_REDUCE_DTYPE", "fp16"}};
   auto bad = Parse({}, env);
   ASSERT_FALSE(bad.ok());
