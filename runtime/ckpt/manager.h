@@ -42,6 +42,7 @@ namespace hypertrain::ckpt {
 
 // exp_manager.checkpoint.failure_policy, parsed by runtime/config.
 using FailurePolicy = config::FailurePolicy;
+using config::ParseFailurePolicy;
 
 // The exp_manager keys (runtime/config maps YAML onto this).
 struct CheckpointOptions {

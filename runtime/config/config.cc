@@ -112,7 +112,7 @@ Status PrepareDocument(YAML::Node& root, const std::vector<std::string>& overrid
 
 void ReadCuda(Reader& r, CudaConfig& cu) {
   r.Bool("trainer.cuda_graphs", &cu.cuda_graphs);
-  r.String("cuda.attention_impl", &cu.attention_impl);
+  r.Enum("cuda.attention_impl", &cu.attention_impl, ParseAttentionImpl);
   r.String("cuda.gemm_autotune", &cu.gemm_autotune);
   r.Int("cuda.cudnn_bwd_workspace_mb", &cu.cudnn_bwd_workspace_mb);
 }

@@ -143,8 +143,7 @@ struct DistributedConfig {
 // get them as parameters (runtime/kernels/cuda: AttentionParams, Gemm::Create).
 struct CudaConfig {
   bool cuda_graphs = false;  // trainer.cuda_graphs
-  // cuda.attention_impl: auto | cudnn | cudnn-fast | cudnn-fwd | tiled | simple
-  std::string attention_impl = "auto";
+  AttentionImpl attention_impl = AttentionImpl::kAuto;  // cuda.attention_impl
   // cuda.gemm_autotune: on | off | verbose (0 and 1 read as off and on)
   std::string gemm_autotune = "on";
   // cuda.cudnn_bwd_workspace_mb: cap of one deterministic cuDNN attention
@@ -152,8 +151,7 @@ struct CudaConfig {
   int64_t cudnn_bwd_workspace_mb = 2048;
 };
 
-// The values cuda.attention_impl and cuda.gemm_autotune accept.
-const std::vector<std::string>& AttentionImplNames();
+// The values cuda.gemm_autotune accepts (cuda.attention_impl's: options.h).
 const std::vector<std::string>& GemmAutotuneNames();
 
 // trainer.profile: trace steps (start_step, start_step + num_steps] of a run

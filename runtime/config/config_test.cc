@@ -131,6 +131,8 @@ TEST(ConfigTest, BadValuesNameTheKeyAndAcceptedValues) {
   ExpectError({"exp_manager.checkpoint.failure_policy=retry"},
               "exp_manager.checkpoint.failure_policy: 'retry' is not one of stop, continue");
   ExpectError({"distributed.reduce_dtype=fp16"}, "distributed.reduce_dtype: 'fp16' is not one of fp32, bf16");
+  ExpectError({"cuda.attention_impl=flash"},
+              "cuda.attention_impl: 'flash' is not one of auto, cudnn, cudnn-fast, cudnn-fwd, tiled, simple");
   ExpectError({"model.data=5"}, "");  // a scalar where a map is expected still fails clearly
 }
 

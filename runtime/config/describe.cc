@@ -206,7 +206,7 @@ void EmitDistributed(YAML::Emitter& e, const TrainConfig& c) {
 }
 
 void EmitCuda(YAML::Emitter& e, const TrainConfig& c) {
-  Kv(e, "attention_impl", c.cuda.attention_impl);
+  Kv(e, "attention_impl", AttentionImplName(c.cuda.attention_impl));
   Kv(e, "gemm_autotune", c.cuda.gemm_autotune);
   Kv(e, "cudnn_bwd_workspace_mb", c.cuda.cudnn_bwd_workspace_mb);
 }

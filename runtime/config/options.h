@@ -6,6 +6,7 @@
 // training loop's package (runtime/train uses them through its own headers).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -40,5 +41,16 @@ enum class ReduceDtype { kFp32, kBf16 };
 // fp32 | bf16; InvalidArgument naming the key and the accepted values.
 StatusOr<ReduceDtype> ParseReduceDtype(const std::string& s);
 const char* ReduceDtypeName(ReduceDtype d);
+
+// cuda.attention_impl: which attention kernels run (docs/ATTENTION.md). The
+// CUDA kernels keep their own enum (runtime/kernels/cuda/attention.h); the
+// backend's SetKernelOptions takes the name, and backend_test checks that
+// every name here is one the kernels know.
+enum class AttentionImpl { kAuto, kCudnn, kCudnnFast, kCudnnFwd, kTiled, kSimple };
+// The accepted names, in the order error messages list them.
+const std::vector<std::string>& AttentionImplNames();
+// InvalidArgument naming the key and the accepted names.
+StatusOr<AttentionImpl> ParseAttentionImpl(const std::string& s);
+const char* AttentionImplName(AttentionImpl a);
 
 }  // namespace hypertrain::config

@@ -32,7 +32,6 @@ Status CheckOneOf(const std::string& key, const std::string& value, const std::v
 }
 
 Status ValidateCuda(CudaConfig& cu) {
-  HT_RETURN_IF_ERROR(CheckOneOf("cuda.attention_impl", cu.attention_impl, AttentionImplNames()));
   if (cu.gemm_autotune == "1") cu.gemm_autotune = "on";
   if (cu.gemm_autotune == "0") cu.gemm_autotune = "off";
   HT_RETURN_IF_ERROR(CheckOneOf("cuda.gemm_autotune", cu.gemm_autotune, GemmAutotuneNames()));
@@ -218,13 +217,8 @@ Status ValidateAndFinish(TrainConfig& c) {
 
 namespace hypertrain::config {
 
-// Must match kernels::cuda::ParseAttentionImpl / ParseGemmAutotune (the CUDA
-// backend parses the validated value; backend_test checks every name).
-const std::vector<std::string>& AttentionImplNames() {
-  static const std::vector<std::string> kNames = {"auto", "cudnn", "cudnn-fast", "cudnn-fwd", "tiled", "simple"};
-  return kNames;
-}
-
+// Must match kernels::cuda::ParseGemmAutotune (the CUDA backend parses the
+// validated value; backend_test checks every name).
 const std::vector<std::string>& GemmAutotuneNames() {
   static const std::vector<std::string> kNames = {"on", "off", "verbose"};
   return kNames;
