@@ -100,8 +100,8 @@ int Run(const RunSpec& r, const std::string& json_path) {
   co.share_grads_with_activations = r.share_grads;
   co.cuda_graphs = r.graphs;
   co.loss_chunk_rows = r.loss_chunk_rows;
-  const Status knobs = cuda::SetKernelOptions(r.kernels.attention_impl, r.kernels.gemm_autotune,
-                                              r.kernels.cudnn_bwd_workspace_mb, &co);
+  const Status knobs = cuda::SetKernelOptions(config::AttentionImplName(r.kernels.attention_impl),
+                                              r.kernels.gemm_autotune, r.kernels.cudnn_bwd_workspace_mb, &co);
   if (!knobs.ok()) {
     spdlog::error("bench: {}", knobs.ToString());
     return 2;
@@ -264,7 +264,14 @@ int RunBench(BenchFlags f) {
     return 2;
   }
   spec.kernels = *from_env;
-  if (!f.attention_impl.empty()) spec.kernels.attention_impl = f.attention_impl;
+  if (!f.attention_impl.empty()) {
+    StatusOr<config::AttentionImpl> impl = config::ParseAttentionImpl(f.attention_impl);
+    if (!impl.ok()) {
+      spdlog::error("bench: {}", impl.status().ToString());
+      return 2;
+    }
+    spec.kernels.attention_impl = *impl;
+  }
   if (!f.gemm_autotune.empty()) spec.kernels.gemm_autotune = f.gemm_autotune;
   if (f.cudnn_bwd_workspace_mb >= 0) spec.kernels.cudnn_bwd_workspace_mb = f.cudnn_bwd_workspace_mb;
   spec.graphs = f.graphs != 0;

@@ -52,12 +52,6 @@ Status CheckFinite(int64_t step, const ShardData& data) {
 
 }  // namespace
 
-StatusOr<FailurePolicy> ParseFailurePolicy(const std::string& s) {
-  if (s == "continue") return FailurePolicy::kContinue;
-  if (s == "stop") return FailurePolicy::kStop;
-  return InvalidArgument("exp_manager.checkpoint_failure_policy must be 'continue' or 'stop', got '" + s + "'");
-}
-
 Status CheckpointOptions::Validate() const {
   if (every_n_train_steps < 0) return InvalidArgument("exp_manager.every_n_train_steps must be >= 0");
   if (every_n_minutes < 0) return InvalidArgument("exp_manager.every_n_minutes must be >= 0");

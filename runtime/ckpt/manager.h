@@ -36,11 +36,13 @@
 #include "runtime/ckpt/host_allocator.h"
 #include "runtime/ckpt/store.h"
 #include "core/status.h"
+#include "runtime/config/options.h"
 
 namespace hypertrain::ckpt {
 
-enum class FailurePolicy { kContinue, kStop };
-StatusOr<FailurePolicy> ParseFailurePolicy(const std::string& s);  // "continue" | "stop"
+// exp_manager.checkpoint.failure_policy, parsed by runtime/config.
+using FailurePolicy = config::FailurePolicy;
+using config::ParseFailurePolicy;
 
 // The exp_manager keys (runtime/config maps YAML onto this).
 struct CheckpointOptions {

@@ -43,8 +43,8 @@ StatusOr<CheckpointOptions> OptionsFromConfig(const config::TrainConfig& c) {
   // Sharded checkpoints off (save_top_k: 0): an empty dir saves nothing and
   // resumes from nothing.
   o.dir = !k.enabled ? "" : c.checkpoint_dir.empty() ? c.exp_dir + "/checkpoints" : c.checkpoint_dir;
-  o.every_n_train_steps = c.every_n_train_steps;
-  o.every_n_minutes = c.every_n_minutes;
+  o.every_n_train_steps = k.every_n_train_steps;
+  o.every_n_minutes = k.every_n_minutes;
   o.save_top_k = k.enabled ? static_cast<int>(c.save_top_k) : 1;
   o.resume_from_checkpoint = c.resume_from_checkpoint;
   o.start_fresh = c.start_fresh;
@@ -52,7 +52,7 @@ StatusOr<CheckpointOptions> OptionsFromConfig(const config::TrainConfig& c) {
   o.save_last = k.save_last;
   o.verify_checksums = k.verify_checksums;
   o.coordinator_timeout_s = k.coordinator_timeout_s;
-  HT_ASSIGN_OR_RETURN(o.failure_policy, ParseFailurePolicy(k.failure_policy));
+  o.failure_policy = k.failure_policy;
   const Status v = o.Validate();
   if (!v.ok()) return v;
   return o;
@@ -70,9 +70,8 @@ StatusOr<RankPlacement> PlacementFor(const config::TrainConfig& c, int rank, int
   p.world.world_size = world_size;
   if (world_size == 1) return p;
   HT_ASSIGN_OR_RETURN(launch::RankEnv env, launch::ParseRankEnv(launch::ProcessEnv()));
-  HT_ASSIGN_OR_RETURN(parallel::ShardingStrategy strategy, parallel::ParseShardingStrategy(c.sharding_strategy));
   HT_ASSIGN_OR_RETURN(parallel::GroupLayout g,
-                      parallel::ComputeGroupLayout(strategy, static_cast<int>(c.shard_degree), world_size,
+                      parallel::ComputeGroupLayout(c.sharding_strategy, static_cast<int>(c.shard_degree), world_size,
                                                env.local_world_size, rank));
   p.world.nnodes = env.node.nnodes;
   if (c.finetune.peft.enabled()) {  // whole adapters on every rank: rank 0 writes them
@@ -85,7 +84,7 @@ StatusOr<RankPlacement> PlacementFor(const config::TrainConfig& c, int rank, int
   }
   p.world.shard_degree = g.shard_degree;
   p.world.replica_degree = g.replica_degree;
-  p.world.strategy = c.sharding_strategy;
+  p.world.strategy = parallel::ShardingStrategyName(c.sharding_strategy);
   p.shard_rank = g.shard_rank;
   p.replica_rank = g.shard_group;
   return p;

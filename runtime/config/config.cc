@@ -112,7 +112,7 @@ Status PrepareDocument(YAML::Node& root, const std::vector<std::string>& overrid
 
 void ReadCuda(Reader& r, CudaConfig& cu) {
   r.Bool("trainer.cuda_graphs", &cu.cuda_graphs);
-  r.String("cuda.attention_impl", &cu.attention_impl);
+  r.Enum("cuda.attention_impl", &cu.attention_impl, ParseAttentionImpl);
   r.String("cuda.gemm_autotune", &cu.gemm_autotune);
   r.Int("cuda.cudnn_bwd_workspace_mb", &cu.cudnn_bwd_workspace_mb);
 }
@@ -191,7 +191,7 @@ void ReadTrainer(Reader& r, TrainConfig& c) {
   DistributedConfig& d = c.distributed;
   r.Double("distributed.rendezvous_timeout_s", &d.rendezvous_timeout_s);
   r.String("distributed.gloo_hostname", &d.gloo_hostname);
-  r.String("distributed.reduce_dtype", &d.reduce_dtype);
+  r.Enum("distributed.reduce_dtype", &d.reduce_dtype, ParseReduceDtype);
   r.Bool("distributed.split_embedding_grad", &d.split_embedding_grad);
   r.String("distributed.replica_reduce", &d.replica_reduce);
   for (auto [kind, k] : {std::pair{"shard", &d.nccl_shard}, {"replica", &d.nccl_replica}, {"world", &d.nccl_world}}) {
@@ -260,7 +260,7 @@ Status ApplyShared(Reader& r, const YAML::Node& root, TrainConfig& c) {
   c.train_batch_size = s->train_batch_size;
   c.grad_accumulation_steps = s->grad_accumulation_steps;
   c.activation_checkpointing = s->activation_checkpointing;
-  c.sharding_strategy = contract::ShardingStrategyName(s->sharding_strategy);
+  c.sharding_strategy = s->sharding_strategy;
   c.shard_degree = s->shard_degree;
   return Status::Ok();
 }
@@ -383,10 +383,10 @@ void ReadExpManager(Reader& r, TrainConfig& c) {
   r.String("exp_manager.exp_dir", &c.exp_dir);
   r.String("exp_manager.checkpoint_dir", &c.checkpoint_dir);
   r.String("exp_manager.resume_from_checkpoint", &c.resume_from_checkpoint);
-  r.Double("exp_manager.every_n_minutes", &c.every_n_minutes);
+  r.Double("exp_manager.every_n_minutes", &k.every_n_minutes);
   r.Bool("exp_manager.start_fresh", &c.start_fresh);
   const std::string cb = "exp_manager.checkpoint_callback_params.";
-  ReadAlias(r, "exp_manager.every_n_train_steps", cb + "every_n_train_steps", &c.every_n_train_steps);
+  ReadAlias(r, "exp_manager.every_n_train_steps", cb + "every_n_train_steps", &k.every_n_train_steps);
   ReadAlias(r, "exp_manager.save_top_k", cb + "save_top_k", &c.save_top_k);
   ReadAlias(r, "exp_manager.checkpoint.save_last", cb + "save_last", &k.save_last);
   std::string monitor = "step", mode = "max";
@@ -412,7 +412,7 @@ void ReadExpManager(Reader& r, TrainConfig& c) {
   if (!tensorboard) c.notes.push_back("exp_manager.create_tensorboard_logger: false: TensorBoard events are not written");
   c.tensorboard = tensorboard;
   r.Bool("exp_manager.async_save", &k.async_save);
-  r.String("exp_manager.checkpoint.failure_policy", &k.failure_policy);
+  r.Enum("exp_manager.checkpoint.failure_policy", &k.failure_policy, ParseFailurePolicy);
   r.Bool("exp_manager.checkpoint.verify_checksums", &k.verify_checksums);
   r.Double("exp_manager.checkpoint.coordinator_timeout_s", &k.coordinator_timeout_s);
   r.String("exp_manager.checkpoint.export_hf_dir", &k.export_hf_dir);

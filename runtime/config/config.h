@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/sharding.h"
 #include "core/status.h"
 #include "runtime/config/options.h"
 #include "runtime/config/resolve.h"
@@ -91,15 +92,19 @@ struct ValidationConfig {
 };
 
 // Checkpointing and export options beyond the flat exp_manager fields of
-// TrainConfig (runtime/ckpt/train_hooks.h reads only these).
+// TrainConfig (checkpoint_dir, resume_from_checkpoint, save_top_k, start_fresh).
 struct CheckpointConfig {
   // false: no sharded checkpoints (checkpoint_callback_params.save_top_k: 0 or
   // create_checkpoint_callback: false); `disabled_by` names the key.
   bool enabled = true;
   std::string disabled_by;
+  // The fixed save interval, 0 = off: exp_manager.every_n_train_steps (or
+  // checkpoint_callback_params.every_n_train_steps) and every_n_minutes.
+  int64_t every_n_train_steps = 0;
+  double every_n_minutes = 0;
   bool save_last = true;  // a final sharded save at the end
   bool async_save = true;
-  std::string failure_policy = "stop";  // stop | continue
+  FailurePolicy failure_policy = FailurePolicy::kStop;
   bool verify_checksums = true;
   double coordinator_timeout_s = 600;
   std::string hf_init_from;  // exp_manager.hf_init_from (without do_finetune)
@@ -122,7 +127,7 @@ struct CheckpointConfig {
 struct DistributedConfig {
   double rendezvous_timeout_s = 300;
   std::string gloo_hostname;
-  std::string reduce_dtype = "fp32";    // fp32 | bf16: gradient reduce-scatter
+  ReduceDtype reduce_dtype = ReduceDtype::kFp32;  // gradient reduce-scatter
   bool split_embedding_grad = true;
   std::string replica_reduce = "overlap";  // overlap | after
   // NCCL communicators by group kind: distributed.nccl.<kind>.{max_ctas
@@ -138,8 +143,7 @@ struct DistributedConfig {
 // get them as parameters (runtime/kernels/cuda: AttentionParams, Gemm::Create).
 struct CudaConfig {
   bool cuda_graphs = false;  // trainer.cuda_graphs
-  // cuda.attention_impl: auto | cudnn | cudnn-fast | cudnn-fwd | tiled | simple
-  std::string attention_impl = "auto";
+  AttentionImpl attention_impl = AttentionImpl::kAuto;  // cuda.attention_impl
   // cuda.gemm_autotune: on | off | verbose (0 and 1 read as off and on)
   std::string gemm_autotune = "on";
   // cuda.cudnn_bwd_workspace_mb: cap of one deterministic cuDNN attention
@@ -147,8 +151,7 @@ struct CudaConfig {
   int64_t cudnn_bwd_workspace_mb = 2048;
 };
 
-// The values cuda.attention_impl and cuda.gemm_autotune accept.
-const std::vector<std::string>& AttentionImplNames();
+// The values cuda.gemm_autotune accepts (cuda.attention_impl's: options.h).
 const std::vector<std::string>& GemmAutotuneNames();
 
 // trainer.profile: trace steps (start_step, start_step + num_steps] of a run
@@ -186,7 +189,7 @@ struct TrainConfig {
   int64_t desired_grad_accumulation_steps = 0;
   double grad_clip = 1.0;               // global-norm clip; 0 = off
   model::ActivationCheckpointing activation_checkpointing = model::ActivationCheckpointing::kNone;
-  std::string sharding_strategy = "hybrid_shard";  // one of contract/sharding.h
+  contract::ShardingStrategy sharding_strategy = contract::kDefaultShardingStrategy;
   int64_t shard_degree = 0;  // 0 = ranks of one node
   double collective_timeout_s = 600;
   uint64_t seed = 1234;
@@ -203,8 +206,6 @@ struct TrainConfig {
   bool tensorboard = true;     // exp_manager.create_tensorboard_logger
   std::string checkpoint_dir;  // default exp_dir/checkpoints
   std::string resume_from_checkpoint;
-  int64_t every_n_train_steps = 0;
-  double every_n_minutes = 0;
   int64_t save_top_k = 2;  // newest k kept; -1 keeps all; 0 = no sharded checkpoints
   bool start_fresh = false;
 

@@ -128,7 +128,44 @@ TEST(ConfigTest, BadValuesNameTheKeyAndAcceptedValues) {
   ExpectError({"trainer.deterministic=sometimes"},
               "trainer.deterministic: 'sometimes' is not true or false");
   ExpectError({"trainer.backend=tpu"}, "trainer.backend: 'tpu' is not one of auto, cpu, cuda");
+  ExpectError({"exp_manager.checkpoint.failure_policy=retry"},
+              "exp_manager.checkpoint.failure_policy: 'retry' is not one of stop, continue");
+  ExpectError({"distributed.reduce_dtype=fp16"}, "distributed.reduce_dtype: 'fp16' is not one of fp32, bf16");
+  ExpectError({"cuda.attention_impl=flash"},
+              "cuda.attention_impl: 'flash' is not one of auto, cudnn, cudnn-fast, cudnn-fwd, tiled, simple");
   ExpectError({"model.data=5"}, "");  // a scalar where a map is expected still fails clearly
+}
+
+// The enum keys are parsed once, when the config is read; the describe output
+// and the logs use the same names.
+TEST(ConfigTest, EnumKeysAreTypedAndDescribedByName) {
+  auto d = ParseTrainConfig(kRecipe, {kWarn});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->sharding_strategy, contract::ShardingStrategy::kHybridShard);
+  EXPECT_EQ(d->checkpoint.failure_policy, FailurePolicy::kStop);
+  EXPECT_EQ(d->distributed.reduce_dtype, ReduceDtype::kFp32);
+  auto c = ParseTrainConfig(kRecipe, {kWarn, "model.sharding_strategy=full_shard", "model.shard_degree=0",
+                                      "exp_manager.checkpoint.failure_policy=continue",
+                                      "distributed.reduce_dtype=bf16", "exp_manager.every_n_train_steps=4",
+                                      "exp_manager.every_n_minutes=7.5"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->sharding_strategy, contract::ShardingStrategy::kFullShard);
+  EXPECT_EQ(c->checkpoint.failure_policy, FailurePolicy::kContinue);
+  EXPECT_EQ(c->distributed.reduce_dtype, ReduceDtype::kBf16);
+  EXPECT_EQ(c->checkpoint.every_n_train_steps, 4);
+  EXPECT_EQ(c->checkpoint.every_n_minutes, 7.5);
+  const std::string text = DescribeConfig(*c);
+  for (const char* line : {"sharding_strategy: full_shard", "failure_policy: continue", "reduce_dtype: bf16",
+                           "every_n_train_steps: 4", "every_n_minutes: 7.5"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
+  }
+  // A map where a name is expected is the reader's error, not the enum's.
+  ExpectError({"exp_manager.checkpoint.failure_policy={a: 1}"},
+              "exp_manager.checkpoint.failure_policy: expected a string, got a map");
+  // null keeps the default.
+  auto null = ParseTrainConfig(kRecipe, {kWarn, "distributed.reduce_dtype=null"});
+  ASSERT_TRUE(null.ok()) << null.status().ToString();
+  EXPECT_EQ(null->distributed.reduce_dtype, ReduceDtype::kFp32);
 }
 
 // The p5 recipes' FP8 block, as written (YAML 1.1 "True"), plus our own keys.

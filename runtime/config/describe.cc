@@ -112,7 +112,7 @@ void EmitModel(YAML::Emitter& e, const TrainConfig& c) {
   Kv(e, "grad_accumulation_steps", c.grad_accumulation_steps);
   Kv(e, "grad_clip", c.grad_clip);
   Kv(e, "activation_checkpointing", model::CheckpointingName(c.activation_checkpointing));
-  Kv(e, "sharding_strategy", c.sharding_strategy);
+  Kv(e, "sharding_strategy", contract::ShardingStrategyName(c.sharding_strategy));
   Kv(e, "shard_degree", c.shard_degree);
   Kv(e, "seed", c.seed);
   Kv(e, "fp8", c.fp8.enabled);
@@ -158,10 +158,10 @@ void EmitExpManager(YAML::Emitter& e, const TrainConfig& c) {
   if (!k.enabled) Kv(e, "sharded_checkpoints_off_by", k.disabled_by);
   Section(e, "checkpoint_callback_params", [&] {
     Kv(e, "save_top_k", c.save_top_k);
-    Kv(e, "every_n_train_steps", c.every_n_train_steps);
+    Kv(e, "every_n_train_steps", k.every_n_train_steps);
     Kv(e, "save_last", k.save_last);
   });
-  Kv(e, "every_n_minutes", c.every_n_minutes);
+  Kv(e, "every_n_minutes", k.every_n_minutes);
   Kv(e, "resume_from_checkpoint", c.resume_from_checkpoint);
   Kv(e, "start_fresh", c.start_fresh);
   Kv(e, "async_save", k.async_save);
@@ -178,7 +178,7 @@ void EmitExpManager(YAML::Emitter& e, const TrainConfig& c) {
     Kv(e, "dir", k.export_dir);
   });
   Section(e, "checkpoint", [&] {
-    Kv(e, "failure_policy", k.failure_policy);
+    Kv(e, "failure_policy", FailurePolicyName(k.failure_policy));
     Kv(e, "verify_checksums", k.verify_checksums);
     Kv(e, "coordinator_timeout_s", k.coordinator_timeout_s);
     Kv(e, "export_hf_dir", k.export_hf_dir);
@@ -192,7 +192,7 @@ void EmitDistributed(YAML::Emitter& e, const TrainConfig& c) {
   const DistributedConfig& d = c.distributed;
   Kv(e, "rendezvous_timeout_s", d.rendezvous_timeout_s);
   Kv(e, "gloo_hostname", d.gloo_hostname);
-  Kv(e, "reduce_dtype", d.reduce_dtype);
+  Kv(e, "reduce_dtype", ReduceDtypeName(d.reduce_dtype));
   Kv(e, "split_embedding_grad", d.split_embedding_grad);
   Kv(e, "replica_reduce", d.replica_reduce);
   Section(e, "nccl", [&] {
@@ -206,7 +206,7 @@ void EmitDistributed(YAML::Emitter& e, const TrainConfig& c) {
 }
 
 void EmitCuda(YAML::Emitter& e, const TrainConfig& c) {
-  Kv(e, "attention_impl", c.cuda.attention_impl);
+  Kv(e, "attention_impl", AttentionImplName(c.cuda.attention_impl));
   Kv(e, "gemm_autotune", c.cuda.gemm_autotune);
   Kv(e, "cudnn_bwd_workspace_mb", c.cuda.cudnn_bwd_workspace_mb);
 }

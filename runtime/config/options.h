@@ -1,10 +1,12 @@
 #pragma once
 // Option types the config produces and lower-level trainer parts consume: the
-// learning-rate schedule's kind and the fp16 loss scaler's options. They live
+// learning-rate schedule's kind, the fp16 loss scaler's options, the
+// checkpoint failure policy and the gradient reduce type. They live
 // here, below runtime/train, so that the config does not depend on the
 // training loop's package (runtime/train uses them through its own headers).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -26,5 +28,29 @@ struct LossScalerOptions {
   double min_scale = 1.0;
   double max_scale = 16777216.0;  // 2^24
 };
+
+// exp_manager.checkpoint.failure_policy: what a failed save does to the run
+// (runtime/ckpt/manager.h).
+enum class FailurePolicy { kContinue, kStop };
+// stop | continue; InvalidArgument naming the key and the accepted values.
+StatusOr<FailurePolicy> ParseFailurePolicy(const std::string& s);
+const char* FailurePolicyName(FailurePolicy p);
+
+// distributed.reduce_dtype: the type the gradient reduce-scatter sums in.
+enum class ReduceDtype { kFp32, kBf16 };
+// fp32 | bf16; InvalidArgument naming the key and the accepted values.
+StatusOr<ReduceDtype> ParseReduceDtype(const std::string& s);
+const char* ReduceDtypeName(ReduceDtype d);
+
+// cuda.attention_impl: which attention kernels run (docs/ATTENTION.md). The
+// CUDA kernels keep their own enum (runtime/kernels/cuda/attention.h); the
+// backend's SetKernelOptions takes the name, and backend_test checks that
+// every name here is one the kernels know.
+enum class AttentionImpl { kAuto, kCudnn, kCudnnFast, kCudnnFwd, kTiled, kSimple };
+// The accepted names, in the order error messages list them.
+const std::vector<std::string>& AttentionImplNames();
+// InvalidArgument naming the key and the accepted names.
+StatusOr<AttentionImpl> ParseAttentionImpl(const std::string& s);
+const char* AttentionImplName(AttentionImpl a);
 
 }  // namespace hypertrain::config

@@ -62,6 +62,20 @@ class Reader {
     Scalar(path, out, "true or false");
   }
   void String(const std::string& path, std::string* out) { Scalar(path, out, "a string"); }
+  // A name that `parse` turns into an enum value, once, here; its error names
+  // the key and the accepted names. Absent or null: *out keeps its default.
+  template <typename E>
+  void Enum(const std::string& path, E* out, StatusOr<E> (*parse)(const std::string&)) {
+    std::string name;
+    String(path, &name);
+    if (!Lookup(root_, path).IsScalar()) return;  // absent, null, or String's error
+    StatusOr<E> v = parse(name);
+    if (v.ok()) {
+      *out = *v;
+    } else {
+      Fail(v.status());
+    }
+  }
   void Fail(Status s) {
     if (status_.ok()) status_ = std::move(s);
   }

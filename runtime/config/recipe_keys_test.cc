@@ -55,7 +55,7 @@ TEST(RecipeKeys, CheckpointCallbackParams) {
                   cb + "mode=max"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->save_top_k, 3);
-  EXPECT_EQ(c->every_n_train_steps, 10);
+  EXPECT_EQ(c->checkpoint.every_n_train_steps, 10);
   EXPECT_FALSE(c->checkpoint.save_last);
   EXPECT_TRUE(c->checkpoint.enabled);
   auto all = Parse({cb + "save_top_k=-1"});
@@ -95,7 +95,7 @@ TEST(RecipeKeys, ExportFullModelAndAutoCheckpoint) {
   auto a = Parse({"exp_manager.auto_checkpoint.enabled=True", "exp_manager.every_n_train_steps=10"});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_TRUE(a->checkpoint.auto_interval);
-  EXPECT_EQ(a->every_n_train_steps, 0);  // the measured interval replaces the fixed one
+  EXPECT_EQ(a->checkpoint.every_n_train_steps, 0);  // the measured interval replaces the fixed one
   ASSERT_FALSE(a->notes.empty());
   ExpectError({"exp_manager.auto_checkpoint.enabled=True", "exp_manager.checkpoint_callback_params.save_top_k=0"},
               "exp_manager.auto_checkpoint.enabled: true but exp_manager.checkpoint_callback_params.save_top_k: 0 "
@@ -291,7 +291,7 @@ TEST(RecipeKeys, EnvironmentOverridesMapToKeysInOnePlace) {
   };
   auto c = Parse({}, env);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->distributed.reduce_dtype, "bf16");
+  EXPECT_EQ(c->distributed.reduce_dtype, ReduceDtype::kBf16);
   EXPECT_FALSE(c->distributed.split_embedding_grad);
   EXPECT_EQ(c->distributed.replica_reduce, "after");
   EXPECT_EQ(c->distributed.rendezvous_timeout_s, 30);
@@ -304,7 +304,7 @@ TEST(RecipeKeys, EnvironmentOverridesMapToKeysInOnePlace) {
   // --set wins over the environment.
   auto set = Parse({"distributed.reduce_dtype=fp32"}, env);
   ASSERT_TRUE(set.ok());
-  EXPECT_EQ(set->distributed.reduce_dtype, "fp32");
+  EXPECT_EQ(set->distributed.reduce_dtype, ReduceDtype::kFp32);
   vars = {{"HT_REDUCE_DTYPE", "fp16"}};
   auto bad = Parse({}, env);
   ASSERT_FALSE(bad.ok());
@@ -332,7 +332,7 @@ TEST(RecipeKeys, EnvironmentOverridesMapToKeysInOnePlace) {
 TEST(RecipeKeys, CudaKernelKnobsAreKeysWithEnvOverrides) {
   auto d = Parse({});
   ASSERT_TRUE(d.ok()) << d.status().ToString();
-  EXPECT_EQ(d->cuda.attention_impl, "auto");
+  EXPECT_EQ(d->cuda.attention_impl, AttentionImpl::kAuto);
   EXPECT_EQ(d->cuda.gemm_autotune, "on");
   EXPECT_EQ(d->cuda.cudnn_bwd_workspace_mb, 2048);
   std::map<std::string, std::string> vars = {
@@ -343,7 +343,7 @@ TEST(RecipeKeys, CudaKernelKnobsAreKeysWithEnvOverrides) {
   };
   auto c = Parse({}, env);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->cuda.attention_impl, "cudnn-fast");
+  EXPECT_EQ(c->cuda.attention_impl, AttentionImpl::kCudnnFast);
   EXPECT_EQ(c->cuda.gemm_autotune, "off");  // the scripts' 0 reads as off
   EXPECT_EQ(c->cuda.cudnn_bwd_workspace_mb, 256);
   EXPECT_EQ(c->notes.size(), vars.size());
@@ -352,14 +352,14 @@ TEST(RecipeKeys, CudaKernelKnobsAreKeysWithEnvOverrides) {
   // The same mapping without a config file (hypertrain bench).
   auto from_env = CudaConfigFromEnv(env);
   ASSERT_TRUE(from_env.ok()) << from_env.status().ToString();
-  EXPECT_EQ(from_env->attention_impl, "cudnn-fast");
+  EXPECT_EQ(from_env->attention_impl, AttentionImpl::kCudnnFast);
   EXPECT_EQ(from_env->gemm_autotune, "off");
   EXPECT_EQ(from_env->cudnn_bwd_workspace_mb, 256);
   // A file's keys (YAML on/off stay words), and --set over the environment.
   auto set = Parse({"cuda.gemm_autotune=verbose", "cuda.attention_impl=tiled"}, env);
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   EXPECT_EQ(set->cuda.gemm_autotune, "verbose");
-  EXPECT_EQ(set->cuda.attention_impl, "tiled");
+  EXPECT_EQ(set->cuda.attention_impl, AttentionImpl::kTiled);
   auto yaml_off = ParseTrainConfig(std::string(kBase) + "cuda:\n  gemm_autotune: off\n", {}, "t.yaml");
   ASSERT_TRUE(yaml_off.ok()) << yaml_off.status().ToString();
   EXPECT_EQ(yaml_off->cuda.gemm_autotune, "off");

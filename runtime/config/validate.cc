@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "contract/profile.h"
-#include "contract/sharding.h"
 #include "runtime/config/config.h"
 #include "runtime/config/reader.h"
 
@@ -33,7 +32,6 @@ Status CheckOneOf(const std::string& key, const std::string& value, const std::v
 }
 
 Status ValidateCuda(CudaConfig& cu) {
-  HT_RETURN_IF_ERROR(CheckOneOf("cuda.attention_impl", cu.attention_impl, AttentionImplNames()));
   if (cu.gemm_autotune == "1") cu.gemm_autotune = "on";
   if (cu.gemm_autotune == "0") cu.gemm_autotune = "off";
   HT_RETURN_IF_ERROR(CheckOneOf("cuda.gemm_autotune", cu.gemm_autotune, GemmAutotuneNames()));
@@ -80,8 +78,9 @@ Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
   HT_RETURN_IF_ERROR(Check(o.decay_steps >= 0, "model.lr_decay_iters", o.decay_steps, "must be >= 0 (0 = trainer.max_steps)"));
   HT_RETURN_IF_ERROR(Check(o.min_lr >= 0 && o.min_lr <= o.lr, "model.optim.sched.min_lr", o.min_lr, "must be in [0, model.optim.lr]"));
   HT_RETURN_IF_ERROR(Check(depth >= 1 && depth <= 64, "model.data.prefetch_depth", depth, "must be in [1, 64]"));
-  HT_RETURN_IF_ERROR(Check(c.every_n_train_steps >= 0, "exp_manager.every_n_train_steps", c.every_n_train_steps, "must be >= 0"));
-  HT_RETURN_IF_ERROR(Check(c.every_n_minutes >= 0, "exp_manager.every_n_minutes", c.every_n_minutes, "must be >= 0"));
+  const CheckpointConfig& k = c.checkpoint;
+  HT_RETURN_IF_ERROR(Check(k.every_n_train_steps >= 0, "exp_manager.every_n_train_steps", k.every_n_train_steps, "must be >= 0"));
+  HT_RETURN_IF_ERROR(Check(k.every_n_minutes >= 0, "exp_manager.every_n_minutes", k.every_n_minutes, "must be >= 0"));
   HT_RETURN_IF_ERROR(Check(c.save_top_k >= -1, "exp_manager.checkpoint_callback_params.save_top_k", c.save_top_k,
                            "must be >= 1, -1 (keep all) or 0 (no sharded checkpoints)"));
   const ValidationConfig& v = c.validation;
@@ -92,7 +91,6 @@ Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
   HT_RETURN_IF_ERROR(Check(v.batch_size >= 1 && v.batch_size <= kMaxMicroBatchTokens / seq,
                            "model.val_batch_size", v.batch_size,
                            fmt::format("must be >= 1 and x model.max_context_width <= {} tokens", kMaxMicroBatchTokens)));
-  const CheckpointConfig& k = c.checkpoint;
   HT_RETURN_IF_ERROR(Check(k.export_every_n_train_steps >= 0, "exp_manager.export_full_model.every_n_train_steps",
                            k.export_every_n_train_steps, "must be >= 0 (0 = off)"));
   HT_RETURN_IF_ERROR(Check(k.auto_max_overhead > 0 && k.auto_max_overhead < 1, "exp_manager.auto_checkpoint.max_overhead",
@@ -104,15 +102,9 @@ Status ValidateRanges(const TrainConfig& c, int64_t seed, int64_t depth) {
   if (k.export_dtype != "bf16" && k.export_dtype != "fp32") {
     return InvalidArgument(fmt::format("exp_manager.checkpoint.export_hf_dtype: '{}' is not one of bf16, fp32", k.export_dtype));
   }
-  if (k.failure_policy != "stop" && k.failure_policy != "continue") {
-    return InvalidArgument(fmt::format("exp_manager.checkpoint.failure_policy: '{}' is not one of stop, continue", k.failure_policy));
-  }
   const DistributedConfig& d = c.distributed;
   HT_RETURN_IF_ERROR(Check(d.rendezvous_timeout_s >= 1 && d.rendezvous_timeout_s <= 86400,
                            "distributed.rendezvous_timeout_s", d.rendezvous_timeout_s, "must be in [1, 86400]"));
-  if (d.reduce_dtype != "fp32" && d.reduce_dtype != "bf16") {
-    return InvalidArgument(fmt::format("distributed.reduce_dtype: '{}' is not one of fp32, bf16", d.reduce_dtype));
-  }
   for (auto [kind, k] : {std::pair{"shard", &d.nccl_shard}, {"replica", &d.nccl_replica}, {"world", &d.nccl_world}}) {
     HT_RETURN_IF_ERROR(Check(k->max_ctas >= 0 && k->max_ctas <= 64, fmt::format("distributed.nccl.{}.max_ctas", kind),
                              k->max_ctas, "must be in 1..64 (0 = NCCL's default)"));
@@ -135,9 +127,6 @@ Status ValidateAndFinish(TrainConfig& c) {
   }
   if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda") {
     return InvalidArgument(fmt::format("trainer.backend: '{}' is not one of auto, cpu, cuda", c.backend));
-  }
-  if (!contract::ParseShardingStrategy(c.sharding_strategy)) {
-    return InvalidArgument("model.sharding_strategy: " + contract::UnknownShardingStrategyMessage(c.sharding_strategy));
   }
   if (c.optim.name != "adamw" && c.optim.name != "AdamW") {
     return InvalidArgument(fmt::format("model.optim.name: '{}' is not one of adamw", c.optim.name));
@@ -191,14 +180,14 @@ Status ValidateAndFinish(TrainConfig& c) {
   if (c.finetune.adapter_dir.empty()) c.finetune.adapter_dir = c.exp_dir + "/adapter";
   CheckpointConfig& k = c.checkpoint;
   if (k.auto_interval) {
-    if (c.every_n_train_steps > 0 || c.every_n_minutes > 0) {
+    if (k.every_n_train_steps > 0 || k.every_n_minutes > 0) {
       c.notes.push_back(fmt::format(
           "exp_manager.auto_checkpoint.enabled: the fixed interval (every_n_train_steps {}, every_n_minutes {}) "
           "is replaced by the measured one",
-          c.every_n_train_steps, c.every_n_minutes));
+          k.every_n_train_steps, k.every_n_minutes));
     }
-    c.every_n_train_steps = 0;
-    c.every_n_minutes = 0;
+    k.every_n_train_steps = 0;
+    k.every_n_minutes = 0;
     if (!k.enabled) return InvalidArgument(fmt::format("exp_manager.auto_checkpoint.enabled: true but {} turns sharded checkpoints off", k.disabled_by));
   }
   if (!k.enabled) {
@@ -228,13 +217,8 @@ Status ValidateAndFinish(TrainConfig& c) {
 
 namespace hypertrain::config {
 
-// Must match kernels::cuda::ParseAttentionImpl / ParseGemmAutotune (the CUDA
-// backend parses the validated value; backend_test checks every name).
-const std::vector<std::string>& AttentionImplNames() {
-  static const std::vector<std::string> kNames = {"auto", "cudnn", "cudnn-fast", "cudnn-fwd", "tiled", "simple"};
-  return kNames;
-}
-
+// Must match kernels::cuda::ParseGemmAutotune (the CUDA backend parses the
+// validated value; backend_test checks every name).
 const std::vector<std::string>& GemmAutotuneNames() {
   static const std::vector<std::string> kNames = {"on", "off", "verbose"};
   return kNames;

@@ -64,12 +64,7 @@ StatusOr<contract::RunShape> RunShapeFromConfig(const config::TrainConfig& c, co
   r.checkpointing = c.activation_checkpointing;
   r.deterministic = c.deterministic;
   r.fp8 = c.fp8.enabled;
-  const std::optional<contract::ShardingStrategy> s = contract::ParseShardingStrategy(c.sharding_strategy);
-  if (!s) {
-    return InvalidArgument("model.sharding_strategy: " +
-                           contract::UnknownShardingStrategyMessage(c.sharding_strategy));
-  }
-  r.strategy = *s;
+  r.strategy = c.sharding_strategy;
   r.shard_degree = c.shard_degree;
   r.nodes = layout.nodes > 0 ? layout.nodes : c.num_nodes;
   r.gpus_per_node = layout.gpus_per_node > 0 ? layout.gpus_per_node

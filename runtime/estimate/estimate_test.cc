@@ -148,13 +148,18 @@ TEST(EstimateConfigTest, RunShapeComesFromTheConfig) {
   EXPECT_NE(all.find("model.fp8"), std::string::npos) << all;
 }
 
+// The strategy arrives typed: an unknown name is the config's error (exit 2),
+// before any estimate; a known one is the run shape's strategy.
 TEST(EstimateConfigTest, UnknownStrategyIsAConfigError) {
-  config::TrainConfig c = Parse(kRecipeLike);
-  c.sharding_strategy = "zero3";
-  auto run = RunShapeFromConfig(c, {}, nullptr);
-  ASSERT_FALSE(run.ok());
-  EXPECT_EQ(run.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(run.status().message().find("model.sharding_strategy"), std::string::npos);
+  auto bad = config::ParseTrainConfig(kRecipeLike, {"model.sharding_strategy=zero3"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("model.sharding_strategy: 'zero3'"), std::string::npos);
+  auto full = config::ParseTrainConfig(kRecipeLike, {"model.sharding_strategy=full_shard", "model.shard_degree=0"});
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  auto run = RunShapeFromConfig(*full, {}, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->strategy, contract::ShardingStrategy::kFullShard);
 }
 
 TEST(EstimateReportTest, TextAndJsonCarryTheSameNumbers) {

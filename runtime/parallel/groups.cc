@@ -4,12 +4,6 @@
 
 namespace hypertrain::parallel {
 
-StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& s) {
-  std::optional<ShardingStrategy> parsed = contract::ParseShardingStrategy(s);
-  if (!parsed) return InvalidArgument("sharding_strategy " + contract::UnknownShardingStrategyMessage(s));
-  return *parsed;
-}
-
 StatusOr<GroupLayout> ComputeGroupLayout(ShardingStrategy strategy, int shard_degree,
                                          int world_size, int local_world_size, int rank) {
   auto s = [](int v) { return std::to_string(v); };

@@ -25,9 +25,6 @@ namespace hypertrain::parallel {
 using contract::ShardingStrategy;
 using contract::ShardingStrategyName;
 
-// contract::ParseShardingStrategy with an InvalidArgument naming the accepted values.
-StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& s);
-
 struct GroupLayout {
   ShardingStrategy strategy = ShardingStrategy::kHybridShard;
   int world_size = 1;

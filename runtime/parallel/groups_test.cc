@@ -54,10 +54,6 @@ TEST(Groups, ClearErrors) {
   bad = ComputeGroupLayout(ShardingStrategy::kFullShard, 2, 8, 4, 0);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("conflicts with full_shard"), std::string::npos);
-  auto p = ParseShardingStrategy("zero3");
-  ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("'zero3'"), std::string::npos);
-  EXPECT_EQ(*ParseShardingStrategy("shard_grad_op"), ShardingStrategy::kShardGradOp);
 }
 
 TEST(TransportPeerAddress, TheFarEndGlooNames) {

@@ -94,7 +94,7 @@ class DistRuntime final : public train::ParallelRuntime {
 StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateParallelRuntime(
     const config::TrainConfig& c, const launch::EnvLookup& env, DeviceGroupsFactory device_groups) {
   HT_ASSIGN_OR_RETURN(launch::RankEnv r, launch::ParseRankEnv(env));
-  HT_ASSIGN_OR_RETURN(ShardingStrategy strategy, ParseShardingStrategy(c.sharding_strategy));
+  const ShardingStrategy strategy = c.sharding_strategy;
   if (c.shard_degree < 0 || c.shard_degree > (1 << 20)) {
     return InvalidArgument("model.shard_degree must be >= 0, got " + std::to_string(c.shard_degree));
   }
@@ -122,7 +122,7 @@ StatusOr<std::unique_ptr<train::ParallelRuntime>> CreateParallelRuntime(
     to->low_priority = from->priority == "low";
   }
   HsdpOptions hsdp;
-  hsdp.reduce_dtype = d.reduce_dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  hsdp.reduce_dtype = d.reduce_dtype == config::ReduceDtype::kBf16 ? DType::kBF16 : DType::kF32;
   // A/B switch for the split embedding gradient (docs/DISTRIBUTED.md).
   hsdp.split_embedding_grad = d.split_embedding_grad;
   // Replica all-reduce during the backward (default) or after it.

@@ -30,7 +30,7 @@ std::map<std::string, std::string> TwoRanks() {
 // The HSDP knobs come typed from the config (distributed.*; their HT_*
 // environment overrides are mapped and checked in runtime/config).
 TEST(ParallelRuntime, HsdpKnobsComeFromTheConfig) {
-  for (const char* reduce : {"fp32", "bf16"}) {
+  for (config::ReduceDtype reduce : {config::ReduceDtype::kFp32, config::ReduceDtype::kBf16}) {
     for (bool split : {false, true}) {
       for (const char* replica : {"overlap", "after"}) {
         config::TrainConfig c;
@@ -52,9 +52,9 @@ TEST(ParallelRuntime, HsdpKnobsComeFromTheConfig) {
 TEST(ParallelRuntime, PeftShardsTheFrozenBaseOverTheShardGroup) {
   const model::ModelConfig m = *model::NamedModelConfig("tiny");
   for (const auto& [strategy, size, rank] :
-       std::vector<std::tuple<std::string, int, int>>{{"hybrid_shard", 2, 1},
-                                                      {"full_shard", 2, 1},
-                                                      {"no_shard", 1, 0}}) {
+       std::vector<std::tuple<ShardingStrategy, int, int>>{{ShardingStrategy::kHybridShard, 2, 1},
+                                                           {ShardingStrategy::kFullShard, 2, 1},
+                                                           {ShardingStrategy::kNoShard, 1, 0}}) {
     config::TrainConfig c;
     c.sharding_strategy = strategy;
     c.distributed.rendezvous_timeout_s = 30;
@@ -64,10 +64,10 @@ TEST(ParallelRuntime, PeftShardsTheFrozenBaseOverTheShardGroup) {
     o.peft.type = model::PeftType::kLora;
     auto sharded = (*rt)->ShardOptions(m, o);
     ASSERT_TRUE(sharded.ok()) << sharded.status().ToString();
-    EXPECT_EQ(sharded->base_shard.size, size) << strategy;
-    EXPECT_EQ(sharded->base_shard.rank, rank) << strategy;
-    EXPECT_TRUE(sharded->owned.empty()) << strategy;
-    EXPECT_FALSE(sharded->unit_pool) << strategy;
+    EXPECT_EQ(sharded->base_shard.size, size) << ShardingStrategyName(strategy);
+    EXPECT_EQ(sharded->base_shard.rank, rank) << ShardingStrategyName(strategy);
+    EXPECT_TRUE(sharded->owned.empty()) << ShardingStrategyName(strategy);
+    EXPECT_FALSE(sharded->unit_pool) << ShardingStrategyName(strategy);
   }
 }
 

@@ -113,7 +113,7 @@ TEST(CudaBackendArgs, RejectsUnsupportedHeadDims) {
 TEST(CudaBackendArgs, KernelOptionsFromEveryConfigValue) {
   const config::CudaConfig defaults;
   CudaOptions o;
-  ASSERT_TRUE(SetKernelOptions(defaults.attention_impl, defaults.gemm_autotune,
+  ASSERT_TRUE(SetKernelOptions(config::AttentionImplName(defaults.attention_impl), defaults.gemm_autotune,
                                defaults.cudnn_bwd_workspace_mb, &o).ok());
   EXPECT_EQ(o.attention_impl, kernels::cuda::AttentionImpl::kAuto);
   EXPECT_EQ(o.gemm_autotune, kernels::cuda::GemmAutotune::kOn);
