@@ -6,27 +6,14 @@
 namespace hypertrain {
 
 EnvLookup ProcessEnvironment() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    // The one getenv behind EnvLookup.
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
+  // The one getenv behind EnvLookup.
+  return [](const char* name) -> const char* { return std::getenv(name); };
 }
 
 EnvLookup EnvFromMap(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+  return [vars = std::move(vars)](const char* name) -> const char* {
     const auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
-EnvLookup FromPointerLookup(std::function<const char*(const char*)> raw) {
-  return [raw = std::move(raw)](const std::string& name) -> std::optional<std::string> {
-    const char* v = raw ? raw(name.c_str()) : nullptr;
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
+    return it == vars.end() ? nullptr : it->second.c_str();
   };
 }
 

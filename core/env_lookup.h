@@ -1,31 +1,26 @@
 #pragma once
 // EnvLookup: how the trainer reads configuration from its environment. Code
 // that takes one is tested with a map (EnvFromMap) instead of setenv, and the
-// process's environment (ProcessEnvironment) is read in one place.
+// process's environment (ProcessEnvironment) is read in one place. The launch
+// and config packages name this same type (launch::EnvLookup, config::EnvLookup).
 //
 // Still raw getenv (each with a comment saying why): process-level test and
 // fault-injection hooks (core/atomic_file.cc, test helpers), benchmarks, and
-// the config package's override table (runtime/config). The older
-// pointer-returning lookups (launch::EnvLookup, config::EnvLookup) adapt to
-// this one with FromPointerLookup until they move over.
+// the operator pod's own identity (operator/cmd/main.cc).
 #include <functional>
 #include <map>
-#include <optional>
 #include <string>
 
 namespace hypertrain {
 
-// The value of one variable; nullopt when unset (a set but empty variable is "").
-using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+// The value of one variable: nullptr when unset, "" when set but empty. The
+// pointer stays valid while the lookup lives (the process's: until setenv).
+using EnvLookup = std::function<const char*(const char* name)>;
 
-// The process's environment (getenv).
+// The process's environment (getenv), read at each call.
 EnvLookup ProcessEnvironment();
 
-// A fixed set of variables (tests).
+// A fixed set of variables (tests); the process's are not seen.
 EnvLookup EnvFromMap(std::map<std::string, std::string> vars);
-
-// A lookup returning a C string, nullptr when unset (the launch and config
-// packages' lookups). A null `raw` reads nothing.
-EnvLookup FromPointerLookup(std::function<const char*(const char*)> raw);
 
 }  // namespace hypertrain

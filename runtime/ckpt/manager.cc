@@ -81,8 +81,8 @@ CheckpointManager::CheckpointManager(CheckpointOptions options, RankPlacement pl
       agree_(std::move(agree)),
       last_save_time_(Clock::now()) {
   if (options_.attempt.empty()) {
-    const std::optional<std::string> a = ProcessEnvironment()(contract::env::kRestartAttempt);
-    options_.attempt = a && !a->empty() ? *a : "0";
+    const char* a = ProcessEnvironment()(contract::env::kRestartAttempt);
+    options_.attempt = a != nullptr && *a != '\0' ? a : "0";
     for (char& c : options_.attempt) {
       if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
     }

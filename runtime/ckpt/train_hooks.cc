@@ -69,7 +69,7 @@ StatusOr<RankPlacement> PlacementFor(const config::TrainConfig& c, int rank, int
   p.rank = rank;
   p.world.world_size = world_size;
   if (world_size == 1) return p;
-  HT_ASSIGN_OR_RETURN(launch::RankEnv env, launch::ParseRankEnv(launch::ProcessEnv()));
+  HT_ASSIGN_OR_RETURN(launch::RankEnv env, launch::ParseRankEnv(ProcessEnvironment()));
   HT_ASSIGN_OR_RETURN(parallel::GroupLayout g,
                       parallel::ComputeGroupLayout(c.sharding_strategy, static_cast<int>(c.shard_degree), world_size,
                                                env.local_world_size, rank));

@@ -100,24 +100,17 @@ TEST(AssembleTest, CheckpointConfigErrorsStopTheJobBeforeTheBackendExists) {
       << parts.status().ToString();
 }
 
-launch::EnvLookup EnvOf(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
-
 TEST(SizeForThisWorld, FewerNodesRaiseAccumulationToKeepTheGlobalBatch) {
   const auto c = Config(TempDir("elastic"), {"model.grad_accumulation_steps=2"});
-  auto one = SizeForThisWorld(c, EnvOf({{"HYPERTRAIN_DESIRED_NNODES", "2"}, {"NNODES", "1"}}));
+  auto one = SizeForThisWorld(c, EnvFromMap({{"HYPERTRAIN_DESIRED_NNODES", "2"}, {"NNODES", "1"}}));
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(one->grad_accumulation_steps, 4);
   EXPECT_EQ(one->desired_grad_accumulation_steps, 2);
-  auto four = SizeForThisWorld(c, EnvOf({{"HYPERTRAIN_DESIRED_NNODES", "2"}, {"NNODES", "4"}, {"MASTER_ADDR", "h"}}));
+  auto four = SizeForThisWorld(c, EnvFromMap({{"HYPERTRAIN_DESIRED_NNODES", "2"}, {"NNODES", "4"}, {"MASTER_ADDR", "h"}}));
   ASSERT_TRUE(four.ok()) << four.status().ToString();
   EXPECT_EQ(four->grad_accumulation_steps, 1);
   // At the desired size, or not elastic: the config as written.
-  for (const auto& env : {EnvOf({{"HYPERTRAIN_DESIRED_NNODES", "2"}, {"NNODES", "2"}, {"MASTER_ADDR", "h"}}), EnvOf({{"NNODES", "1"}})}) {
+  for (const auto& env : {EnvFromMap({{"HYPERTRAIN_DESIRED_NNODES", "2"}, {"NNODES", "2"}, {"MASTER_ADDR", "h"}}), EnvFromMap({{"NNODES", "1"}})}) {
     auto same = SizeForThisWorld(c, env);
     ASSERT_TRUE(same.ok());
     EXPECT_EQ(same->grad_accumulation_steps, 2);
@@ -127,7 +120,7 @@ TEST(SizeForThisWorld, FewerNodesRaiseAccumulationToKeepTheGlobalBatch) {
 
 TEST(SizeForThisWorld, AGlobalBatchThatDoesNotSplitIsAClearConfigError) {
   const auto c = Config(TempDir("elastic_bad"), {"model.grad_accumulation_steps=1"});
-  auto three = SizeForThisWorld(c, EnvOf({{"HYPERTRAIN_DESIRED_NNODES", "2"}, {"NNODES", "3"}, {"MASTER_ADDR", "h"}}));
+  auto three = SizeForThisWorld(c, EnvFromMap({{"HYPERTRAIN_DESIRED_NNODES", "2"}, {"NNODES", "3"}, {"MASTER_ADDR", "h"}}));
   ASSERT_FALSE(three.ok());
   EXPECT_EQ(three.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(three.status().message().find("elastic job on 3 of 2 desired nodes cannot keep its global batch: "
@@ -135,7 +128,7 @@ TEST(SizeForThisWorld, AGlobalBatchThatDoesNotSplitIsAClearConfigError) {
             std::string::npos)
       << three.status().ToString();
   for (const char* bad : {"0", "two", "-1"}) {
-    auto r = SizeForThisWorld(c, EnvOf({{"HYPERTRAIN_DESIRED_NNODES", bad}, {"NNODES", "1"}}));
+    auto r = SizeForThisWorld(c, EnvFromMap({{"HYPERTRAIN_DESIRED_NNODES", bad}, {"NNODES", "1"}}));
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().message(), std::string("HYPERTRAIN_DESIRED_NNODES: '") + bad +
                                         "' is not a positive node count");

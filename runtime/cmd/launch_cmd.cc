@@ -50,7 +50,7 @@ class Observers : public launch::LaunchObserver {
 };
 
 void LogNcclNetPreflight() {
-  const launch::PreflightMessage m = launch::Describe(launch::CheckNcclNet(launch::ProcessEnv()));
+  const launch::PreflightMessage m = launch::Describe(launch::CheckNcclNet(ProcessEnvironment()));
   if (m.warn) {
     spdlog::warn("{}", m.text);
   } else {
@@ -60,8 +60,7 @@ void LogNcclNetPreflight() {
 
 int RunLaunch(launch::LaunchConfig config, const LogFlags& log) {
   config.subcommand_prefix = log.AsArgs();
-  const std::optional<std::string> port_env = ProcessEnvironment()(contract::env::kMetricsPort);
-  auto port = progress::ResolveMetricsPort(config.metrics_port, port_env ? port_env->c_str() : nullptr);
+  auto port = progress::ResolveMetricsPort(config.metrics_port, ProcessEnvironment()(contract::env::kMetricsPort));
   if (!port.ok()) {
     spdlog::error("hypertrain launch: {}", port.status().message());
     return contract::kExitConfigError;

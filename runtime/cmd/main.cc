@@ -112,7 +112,7 @@ int Main(int argc, char** argv) {
     return contract::kExitOk;
   }
   if (Status s = log::Init(log_flags.format, log_flags.level,
-                           LogContext(chosen->get_name(), launch::ProcessEnv()));
+                           LogContext(chosen->get_name(), ProcessEnvironment()));
       !s.ok()) {
     std::fprintf(stderr, "hypertrain: %s\n", s.message().c_str());
     return cli::kUsageError;

@@ -33,7 +33,7 @@ int UsageError(const char* command, const std::string& message) {
 // variables override their keys). Logs and returns the exit code on error.
 std::optional<config::TrainConfig> LoadRunConfig(const char* command, const ConfigFlags& flags,
                                                  int* exit_code) {
-  const config::EnvLookup env = launch::ProcessEnv();  // the config package's override table reads it
+  const config::EnvLookup env = ProcessEnvironment();  // the config package's override table reads it
   auto source = config::ResolveRunConfig(flags.path, flags.sets, env);
   if (!source.ok()) {
     *exit_code = UsageError(command, source.status().message());
@@ -54,8 +54,8 @@ std::optional<config::TrainConfig> LoadRunConfig(const char* command, const Conf
 
 int RunTrain(const ConfigFlags& flags) {
   const bool logging_rank = [] {
-    const std::optional<std::string> r = ProcessEnvironment()(contract::env::kRank);
-    return !r || *r == "0";
+    const char* r = ProcessEnvironment()(contract::env::kRank);
+    return r == nullptr || std::strcmp(r, "0") == 0;
   }();
   const double exec_age = startup::SecondsSinceExec();  // exec to here
   int code = contract::kExitOk;
@@ -82,7 +82,7 @@ int RunTrain(const ConfigFlags& flags) {
     spdlog::error("{}", s.ToString());
     return contract::kExitInternal;
   }
-  auto summary = RunTrainJob(*config, launch::ProcessEnv(), &termination);
+  auto summary = RunTrainJob(*config, ProcessEnvironment(), &termination);
   if (!summary.ok()) {
     code = contract::ExitCodeFor(summary.status());
     spdlog::error("training failed (exit {}): {}", code, summary.status().ToString());

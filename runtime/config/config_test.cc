@@ -218,14 +218,6 @@ TEST(ConfigTest, ShippedExamplesParse) {
   }
 }
 
-// An environment of exactly `vars`.
-EnvLookup Env(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
-
 std::string WriteTemp(const std::string& name, const std::string& text) {
   const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/" + name;
   std::ofstream(path) << text;
@@ -244,13 +236,13 @@ StatusOr<TrainConfig> Load(const std::string& flag, const std::vector<std::strin
 TEST(RunConfigTest, ConfigPathFromTheFlagElseFromTheOperatorsEnv) {
   const std::string a = WriteTemp("a.yaml", kSmall);
   const std::string b = WriteTemp("b.yaml", "trainer: {max_steps: 3}\nmodel: {shape: tiny, seed: 9, data: {use_synthetic_data: true}}\n");
-  auto c = Load("", {}, Env({{"HYPERTRAIN_CONFIG", b}}));
+  auto c = Load("", {}, EnvFromMap({{"HYPERTRAIN_CONFIG", b}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->seed, 9u);  // b.yaml, found through the env
-  c = Load(a, {}, Env({{"HYPERTRAIN_CONFIG", b}}));
+  c = Load(a, {}, EnvFromMap({{"HYPERTRAIN_CONFIG", b}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->seed, 1234u);  // --config wins
-  auto none = ResolveRunConfig("", {}, Env({{"HYPERTRAIN_CONFIG", ""}}));
+  auto none = ResolveRunConfig("", {}, EnvFromMap({{"HYPERTRAIN_CONFIG", ""}}));
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(none.status().message().find("--config is not given and HYPERTRAIN_CONFIG is unset"), std::string::npos);
@@ -258,18 +250,18 @@ TEST(RunConfigTest, ConfigPathFromTheFlagElseFromTheOperatorsEnv) {
 
 TEST(RunConfigTest, CheckpointDirFromTheEnvReplacesTheFilesAndASetWins) {
   const std::string a = WriteTemp("ck.yaml", kSmall);
-  auto c = Load(a, {}, Env({}));
+  auto c = Load(a, {}, EnvFromMap({}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->checkpoint_dir, "/from/file");
   // Any path survives, quotes, colons and '#' included.
   const std::string odd = "/fsx/job \"a\": #1\\x";
-  c = Load(a, {}, Env({{"HYPERTRAIN_CHECKPOINT_DIR", odd}}));
+  c = Load(a, {}, EnvFromMap({{"HYPERTRAIN_CHECKPOINT_DIR", odd}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->checkpoint_dir, odd);
-  c = Load(a, {"exp_manager.checkpoint_dir=/from/set"}, Env({{"HYPERTRAIN_CHECKPOINT_DIR", "/from/env"}}));
+  c = Load(a, {"exp_manager.checkpoint_dir=/from/set"}, EnvFromMap({{"HYPERTRAIN_CHECKPOINT_DIR", "/from/env"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->checkpoint_dir, "/from/set");
-  EXPECT_FALSE(ResolveRunConfig(a, {}, Env({{"HYPERTRAIN_CHECKPOINT_DIR", "/x\ny"}})).ok());
+  EXPECT_FALSE(ResolveRunConfig(a, {}, EnvFromMap({{"HYPERTRAIN_CHECKPOINT_DIR", "/x\ny"}})).ok());
 }
 
 TEST(ConfigTest, ProfileKeys) {
@@ -290,15 +282,15 @@ TEST(ConfigTest, ProfileKeys) {
 // The operator passes the job's profile annotation as HYPERTRAIN_PROFILE.
 TEST(RunConfigTest, ProfileFromTheEnvAndASetWins) {
   const std::string a = WriteTemp("pr.yaml", kSmall);
-  auto c = Load(a, {}, Env({{"HYPERTRAIN_PROFILE", "start_step=7,num_steps=2,dir=/fsx/t r"}}));
+  auto c = Load(a, {}, EnvFromMap({{"HYPERTRAIN_PROFILE", "start_step=7,num_steps=2,dir=/fsx/t r"}}));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->profile.start_step, 7);
   EXPECT_EQ(c->profile.num_steps, 2);
   EXPECT_EQ(c->profile.dir, "/fsx/t r");
-  c = Load(a, {"trainer.profile.num_steps=0"}, Env({{"HYPERTRAIN_PROFILE", "num_steps=2"}}));
+  c = Load(a, {"trainer.profile.num_steps=0"}, EnvFromMap({{"HYPERTRAIN_PROFILE", "num_steps=2"}}));
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(c->profile.enabled());
-  auto bad = ResolveRunConfig(a, {}, Env({{"HYPERTRAIN_PROFILE", "steps=2"}}));
+  auto bad = ResolveRunConfig(a, {}, EnvFromMap({{"HYPERTRAIN_PROFILE", "steps=2"}}));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("HYPERTRAIN_PROFILE: unknown key 'steps'"), std::string::npos)
       << bad.status().ToString();

@@ -13,16 +13,15 @@
 // substituted as text, and a null or a map there is an error. An unresolvable
 // reference is an error naming the key and the reference; cycles are errors
 // listing the chain.
-#include <functional>
-
 #include <yaml-cpp/yaml.h>
 
+#include "core/env_lookup.h"
 #include "core/status.h"
 
 namespace hypertrain::config {
 
-// Reads one environment variable; nullptr when unset (tests pass their own).
-using EnvLookup = std::function<const char*(const char*)>;
+// Reads one environment variable; nullptr when unset (core/env_lookup.h).
+using EnvLookup = ::hypertrain::EnvLookup;
 
 // Resolves every interpolation in `root` (a map) in place.
 Status ResolveInterpolations(YAML::Node& root, const EnvLookup& env);

@@ -9,13 +9,6 @@
 namespace hypertrain::config {
 namespace {
 
-EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* n) -> const char* {
-    auto it = vars.find(n);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
-
 StatusOr<YAML::Node> Resolve(const std::string& text, const EnvLookup& env = nullptr) {
   YAML::Node root = YAML::Load(text);
   HT_RETURN_IF_ERROR(ResolveInterpolations(root, env));
@@ -62,7 +55,7 @@ TEST(ResolveTest, AWholeValueReferenceCarriesMapsAndNull) {
 }
 
 TEST(ResolveTest, EnvironmentWithAndWithoutDefault) {
-  const EnvLookup env = FakeEnv({{"DATA", "/fsx/data"}});
+  const EnvLookup env = EnvFromMap({{"DATA", "/fsx/data"}});
   auto r = Resolve("a: ${oc.env:DATA}\nb: ${oc.env:MISSING,/tmp/x}\nc: ${oc.env:MISSING,null}\n"
                    "d: pre-${oc.env:DATA}-post\ne: ${oc.env:MISSING,${a}}\n",
                    env);

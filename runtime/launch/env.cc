@@ -9,11 +9,6 @@ namespace hypertrain::launch {
 
 namespace env = contract::env;
 
-// The process default of the launch and config packages' pointer-returning
-// lookup (core/env_lookup.h's FromPointerLookup adapts it).
-EnvLookup ProcessEnv() {
-  return [](const char* name) -> const char* { return std::getenv(name); };
-}
 
 StatusOr<int> ParseIntVar(const std::string& name, const std::string& value, int min, int max) {
   if (value.empty()) return InvalidArgument(name + " is set but empty");

@@ -3,16 +3,16 @@
 // The operator injects the node variables into every pod; `hypertrain launch`
 // adds the per-rank ones. torchrun-style PET_* aliases are accepted where the
 // plain name is unset.
-#include <functional>
 #include <string>
 
+#include "core/env_lookup.h"
 #include "core/status.h"
 
 namespace hypertrain::launch {
 
-// Reads one variable; nullptr when unset. Injected so tests need no setenv.
-using EnvLookup = std::function<const char*(const char*)>;
-EnvLookup ProcessEnv();
+// Reads one variable; nullptr when unset (core/env_lookup.h). Injected so
+// tests need no setenv; the process's is hypertrain::ProcessEnvironment().
+using EnvLookup = ::hypertrain::EnvLookup;
 
 // What every pod (node) knows before any rank exists.
 struct NodeEnv {

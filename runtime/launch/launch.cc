@@ -179,7 +179,7 @@ struct LaunchPlan {
 // Reads the node's environment and resolves the command: 0 when the plan is
 // ready, else the exit code (the error logged).
 int PrepareLaunch(const LaunchConfig& config, LaunchPlan* plan) {
-  auto node = ParseNodeEnv(ProcessEnv());
+  auto node = ParseNodeEnv(ProcessEnvironment());
   if (!node.ok()) {
     spdlog::error("{}", node.status().message().c_str());
     return contract::kExitConfigError;

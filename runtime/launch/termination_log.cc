@@ -10,9 +10,9 @@
 namespace hypertrain::launch {
 
 bool WriteTerminationMessage(const std::string& line, const hypertrain::EnvLookup& env) {
-  const std::optional<std::string> configured_path = env(kTerminationLogEnv);
-  const bool configured = configured_path && !configured_path->empty();
-  const std::string path = configured ? *configured_path : kDefaultTerminationLog;
+  const char* configured_path = env(kTerminationLogEnv);
+  const bool configured = configured_path != nullptr && *configured_path != '\0';
+  const std::string path = configured ? configured_path : kDefaultTerminationLog;
   const int flags = O_WRONLY | O_TRUNC | O_CLOEXEC | (configured ? O_CREAT : 0);
   const Fd fd(::open(path.c_str(), flags, 0644));
   if (!fd.valid()) return false;

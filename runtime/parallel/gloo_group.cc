@@ -465,8 +465,8 @@ StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooDevice(const GlooOp
   gloo::transport::tcp::attr attr;
   std::string iface = options.iface;
   if (options.hostname.empty() && iface.empty()) {
-    const std::optional<std::string> e = ProcessEnvironment()("GLOO_SOCKET_IFNAME");
-    if (e && !e->empty()) iface = *e;
+    const char* e = ProcessEnvironment()("GLOO_SOCKET_IFNAME");
+    if (e != nullptr && *e != '\0') iface = e;
   }
   if (!options.hostname.empty()) {
     attr.hostname = options.hostname;

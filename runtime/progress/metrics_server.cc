@@ -64,7 +64,7 @@ StatusOr<int> ResolveMetricsPort(int flag_port, const char* env_value) {
 
 StatusOr<std::unique_ptr<launch::LaunchObserver>> StartMetricsServer(const launch::LaunchConfig& config, int port,
                                                                       int* bound_port) {
-  const config::EnvLookup env = launch::ProcessEnv();
+  const config::EnvLookup env = ProcessEnvironment();
   std::string jsonl, ckpt;
   int64_t max_steps = 0;
   if (!TrainPaths(config.command, env, &jsonl, &ckpt, &max_steps)) jsonl.clear();

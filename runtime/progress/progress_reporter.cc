@@ -46,10 +46,10 @@ class Reporter : public launch::LaunchObserver {
         started_(FormatRfc3339(std::chrono::system_clock::now(), TimePrecision::kMillis)) {
     progress_.max_steps = max_steps;
     // The attempt this launcher belongs to: the ConfigMap outlives it.
-    const std::optional<std::string> a = ProcessEnvironment()(contract::env::kRestartAttempt);
-    if (a && !a->empty()) {
+    const char* a = ProcessEnvironment()(contract::env::kRestartAttempt);
+    if (a != nullptr && *a != '\0') {
       char* end = nullptr;
-      const long long v = std::strtoll(a->c_str(), &end, 10);
+      const long long v = std::strtoll(a, &end, 10);
       if (*end == '\0' && v >= 0) progress_.attempt = v;
     }
     thread_ = std::thread([this] { Loop(); });
@@ -252,7 +252,7 @@ std::optional<ProgressTarget> ReportingTarget(const config::EnvLookup& env) {
 }
 
 std::unique_ptr<launch::LaunchObserver> MaybeCreateReporter(const launch::LaunchConfig& config) {
-  const config::EnvLookup process_env = launch::ProcessEnv();
+  const config::EnvLookup process_env = ProcessEnvironment();
   const std::optional<ProgressTarget> target = ReportingTarget(process_env);
   if (!target) return nullptr;
   const std::string& ns = target->namespace_;

@@ -92,13 +92,6 @@ TEST(Checkpoints, LatestCompleteStep) {
   EXPECT_EQ(LatestCheckpointStep(dir), 20);
 }
 
-config::EnvLookup Env(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
-
 TEST(TrainPaths, FromTheLaunchedCommand) {
   const std::string dir = TempDir();
   std::ofstream(dir + "/c.yaml") << "trainer: {max_steps: 42}\nexp_manager: {exp_dir: " << dir
@@ -106,13 +99,13 @@ TEST(TrainPaths, FromTheLaunchedCommand) {
   std::string metrics, ckpt;
   int64_t max_steps = 0;
   ASSERT_TRUE(TrainPaths({"train", "--config", dir + "/c.yaml", "--set", "exp_manager.exp_dir=" + dir + "/e2"},
-                         Env({}), &metrics, &ckpt, &max_steps));
+                         EnvFromMap({}), &metrics, &ckpt, &max_steps));
   EXPECT_EQ(metrics, dir + "/e2/metrics.jsonl");
   EXPECT_EQ(ckpt, dir + "/e2/checkpoints");
   EXPECT_EQ(max_steps, 42);
-  EXPECT_FALSE(TrainPaths({"/bin/true"}, Env({}), &metrics, &ckpt, &max_steps));
-  EXPECT_FALSE(TrainPaths({"train", "--config", dir + "/missing.yaml"}, Env({}), &metrics, &ckpt, &max_steps));
-  EXPECT_FALSE(TrainPaths({"train"}, Env({}), &metrics, &ckpt, &max_steps));  // no config at all
+  EXPECT_FALSE(TrainPaths({"/bin/true"}, EnvFromMap({}), &metrics, &ckpt, &max_steps));
+  EXPECT_FALSE(TrainPaths({"train", "--config", dir + "/missing.yaml"}, EnvFromMap({}), &metrics, &ckpt, &max_steps));
+  EXPECT_FALSE(TrainPaths({"train"}, EnvFromMap({}), &metrics, &ckpt, &max_steps));  // no config at all
 }
 
 TEST(TrainPaths, FromThePodEnvAsTheTrainerReadsIt) {
@@ -124,12 +117,12 @@ TEST(TrainPaths, FromThePodEnvAsTheTrainerReadsIt) {
   std::string metrics, ckpt;
   int64_t max_steps = 0;
   ASSERT_TRUE(TrainPaths({"train"},
-                         Env({{"HYPERTRAIN_CONFIG", dir + "/c.yaml"}, {"HYPERTRAIN_CHECKPOINT_DIR", dir + "/ck"}}),
+                         EnvFromMap({{"HYPERTRAIN_CONFIG", dir + "/c.yaml"}, {"HYPERTRAIN_CHECKPOINT_DIR", dir + "/ck"}}),
                          &metrics, &ckpt, &max_steps));
   EXPECT_EQ(metrics, dir + "/exp/metrics.jsonl");
   EXPECT_EQ(ckpt, dir + "/ck");
   EXPECT_EQ(max_steps, 7);
-  ASSERT_TRUE(TrainPaths({"train", "--set=trainer.max_steps=9"}, Env({{"HYPERTRAIN_CONFIG", dir + "/c.yaml"}}),
+  ASSERT_TRUE(TrainPaths({"train", "--set=trainer.max_steps=9"}, EnvFromMap({{"HYPERTRAIN_CONFIG", dir + "/c.yaml"}}),
                          &metrics, &ckpt, &max_steps));
   EXPECT_EQ(ckpt, dir + "/exp/checkpoints");
   EXPECT_EQ(max_steps, 9);
@@ -137,16 +130,16 @@ TEST(TrainPaths, FromThePodEnvAsTheTrainerReadsIt) {
 
 TEST(Reporter, ReportsOnlyFromNodeZeroToTheNamedConfigMap) {
   auto t = ReportingTarget(
-      Env({{"NODE_RANK", "0"}, {"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_PROGRESS_CONFIGMAP", "j-progress"}}));
+      EnvFromMap({{"NODE_RANK", "0"}, {"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_PROGRESS_CONFIGMAP", "j-progress"}}));
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->namespace_, "ns");
   EXPECT_EQ(t->configmap, "j-progress");
-  t = ReportingTarget(Env({{"POD_NAMESPACE", "ns2"}, {"HYPERTRAIN_PROGRESS_CONFIGMAP", "p"}}));
+  t = ReportingTarget(EnvFromMap({{"POD_NAMESPACE", "ns2"}, {"HYPERTRAIN_PROGRESS_CONFIGMAP", "p"}}));
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->namespace_, "ns2");
   EXPECT_FALSE(ReportingTarget(
-      Env({{"NODE_RANK", "1"}, {"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_PROGRESS_CONFIGMAP", "p"}})));
-  EXPECT_FALSE(ReportingTarget(Env({{"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_POD_NAME", "p"}})))
+      EnvFromMap({{"NODE_RANK", "1"}, {"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_PROGRESS_CONFIGMAP", "p"}})));
+  EXPECT_FALSE(ReportingTarget(EnvFromMap({{"HYPERTRAIN_NAMESPACE", "ns"}, {"HYPERTRAIN_POD_NAME", "p"}})))
       << "a pod name is no target: the pods may not patch pods";
 }
 

@@ -61,13 +61,12 @@ Termination::~Termination() {
 }
 
 StatusOr<double> Termination::GraceFromEnv(const EnvLookup& env) {
-  const std::optional<std::string> value = env(contract::env::kTerminationGraceS);
-  if (!value || value->empty()) return kDefaultTerminationGraceS;
-  const char* v = value->c_str();
+  const char* v = env(contract::env::kTerminationGraceS);
+  if (v == nullptr || *v == '\0') return kDefaultTerminationGraceS;
   char* end = nullptr;
   const double s = std::strtod(v, &end);
   if (end == v || *end != '\0' || !(s >= 0) || s > 86400) {
-    return InvalidArgument(std::string(contract::env::kTerminationGraceS) + "='" + *value +
+    return InvalidArgument(std::string(contract::env::kTerminationGraceS) + "='" + v +
                            "' is not a number of seconds in [0, 86400]");
   }
   return s;

@@ -34,7 +34,7 @@ class StoppingHooks final : public train::CheckpointHooks {
 }  // namespace
 
 StatusOr<train::TrainSummary> RunJob(const config::TrainConfig& c, int64_t stop_after_step) {
-  HT_ASSIGN_OR_RETURN(train::TrainParts parts, cmd::AssembleTrainJob(c, launch::ProcessEnv()));
+  HT_ASSIGN_OR_RETURN(train::TrainParts parts, cmd::AssembleTrainJob(c, ProcessEnvironment()));
   parts.checkpoint = std::make_unique<StoppingHooks>(std::move(parts.checkpoint), stop_after_step);
   return train::RunTrainJob(c, std::move(parts));
 }

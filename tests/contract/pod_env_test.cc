@@ -181,7 +181,7 @@ TEST(PodEnvContract, TheRuntimeReadsEveryVariableTheOperatorSets) {
 
       // On SIGTERM the launcher and every rank read the grace budget: the
       // pod's own terminationGracePeriodSeconds.
-      auto grace = train::Termination::GraceFromEnv(FromPointerLookup(env.Lookup()));
+      auto grace = train::Termination::GraceFromEnv(env.Lookup());
       ASSERT_TRUE(grace.ok()) << grace.status().ToString();
       EXPECT_EQ(*grace, (*pod)["spec"]["terminationGracePeriodSeconds"].get<double>());
 
