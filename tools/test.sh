@@ -12,6 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh || exit 1
+echo "== setup: $SECONDS s"
 export PATH="$HOME/.cache/hypertrain/bin:$PATH"
 
 . tools/cuda_detect.sh
@@ -24,9 +25,13 @@ fi
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+t0=$SECONDS
 bazel build //... "$@" 2>&1 | tee "$out/build.log" | grep -E "^(ERROR|FAIL)" || true
+echo "== build: $((SECONDS - t0)) s"
+t0=$SECONDS
 bazel test //... --keep_going "$@" 2>&1 | tee "$out/test.log"
 status=${PIPESTATUS[0]}
+echo "== tests: $((SECONDS - t0)) s"
 # Per-target results from Bazel's summary, e.g. "//a:b   PASSED in 1.2s";
 # SKIPPED: a target this build leaves out (the CUDA tests of a CPU-only build).
 grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|FAILED TO BUILD|INCOMPLETE|SKIPPED)' "$out/test.log" \
@@ -45,7 +50,9 @@ fi
 # The CPU-only configuration, where this run was the CUDA build.
 if [ -z "$skip_reason" ]; then
   echo "== the CPU-only configuration (CUDA toolkit hidden): tools/cpu_only_check.sh"
+  t0=$SECONDS
   tools/cpu_only_check.sh "$out/targets" | grep -v '^[0-9]* passed, [0-9]* failed$'
+  echo "== cpu-only check: $((SECONDS - t0)) s"
 fi
 
 python3 tools/test_summary.py "$testlogs" "$out/targets" "$skip_reason"

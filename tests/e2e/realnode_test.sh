@@ -242,6 +242,9 @@ wait_for 120 "attempt 3 past step 70" bash -c "[ \$(tail -n 1 '$METRICS' | sed -
 echo ">>> kubectl delete pod $JOB-node-0 at step $(last_step) (kubelet: SIGTERM, grace period 10 s)"
 kubectl logs -f "$JOB-node-0" > "$T/attempt3-node0.log" 2>&1 &
 LOGS_PID=$!
+# The stream must be open before the delete: a pod that stops within a second
+# is gone before a slow kubectl has looked it up (CI missed the stop that way).
+wait_for 30 "kubectl logs -f $JOB-node-0 to stream" test -s "$T/attempt3-node0.log"
 kubectl delete pod "$JOB-node-0" --wait=false > /dev/null
 wait_for 60 "the third gang restart" bash -c "[ \"\$(kubectl get tj $JOB -o jsonpath='{.status.restartCount}')\" -ge 3 ]"
 wait "$LOGS_PID" 2> /dev/null || true
