@@ -3,7 +3,8 @@
 No rules_cuda offline, so nvcc runs in a genrule and the archive is wrapped in
 a cc_library; dependants use the target like any other C++ library.
 Device code is built for sm_80 (A100), sm_86 (A10G) and sm_90a (H100/H200),
-plus PTX for compute_90 so newer GPUs can JIT. nvcc is the toolkit's that
+plus PTX for compute_90 so newer GPUs can JIT; with --define=cuda_arch=compile_check
+(tools/test.sh where no GPU is visible) for sm_90a only. nvcc is the toolkit's that
 @cuda found ($CUDA_HOME); in a CPU-only build (no toolkit, or --config=cpu)
 these targets are incompatible and skipped.
 """
@@ -16,6 +17,17 @@ CUDA_ARCH_FLAGS = [
     "-gencode=arch=compute_90a,code=sm_90a",
     "-gencode=arch=compute_90,code=compute_90",
 ]
+
+# --define=cuda_arch=compile_check (tools/test.sh without a GPU): one target,
+# enough to check that the device code compiles; nothing runs it.
+CUDA_ARCH_FLAGS_COMPILE_CHECK = ["-gencode=arch=compute_90a,code=sm_90a"]
+
+def _nvcc_cmd(name, flags):
+    """The genrule command: each .cu source to an object, all into one archive."""
+    return ("set -e; objs=; for f in $(SRCS); do case $$f in *.cu) " +
+            "o=$(@D)/" + name + "_$$(echo $$f | tr / _).o; " +
+            NVCC + " " + " ".join(flags) + " -c $$f -o $$o; objs=\"$$objs $$o\";; esac; done; " +
+            "ar rcs $@ $$objs")
 
 def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_hdrs = [], copts = [], visibility = None, **kwargs):
     """A C++ library whose .cu sources are compiled by nvcc.
@@ -34,7 +46,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_hdrs = [], copts = [], v
     cu_srcs = [s for s in srcs if s.endswith(".cu")]
     cc_srcs = [s for s in srcs if not s.endswith(".cu")]
     archive = "lib" + name + "_cuda.a"
-    flags = " ".join([
+    common = [
         "-O3",
         "-std=c++20",
         "--expt-relaxed-constexpr",
@@ -42,11 +54,11 @@ def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_hdrs = [], copts = [], v
         "-lineinfo",
         "-I.",
         "-I$(GENDIR)",
-    ] + CUDA_ARCH_FLAGS + copts)
-    cmd = ("set -e; objs=; for f in $(SRCS); do case $$f in *.cu) " +
-           "o=$(@D)/" + name + "_$$(echo $$f | tr / _).o; " +
-           NVCC + " " + flags + " -c $$f -o $$o; objs=\"$$objs $$o\";; esac; done; " +
-           "ar rcs $@ $$objs")
+    ]
+    cmd = select({
+        "//third_party/cuda:arch_compile_check": _nvcc_cmd(name, common + CUDA_ARCH_FLAGS_COMPILE_CHECK + copts),
+        "//conditions:default": _nvcc_cmd(name, common + CUDA_ARCH_FLAGS + copts),
+    })
     native.genrule(
         name = name + "_nvcc",
         srcs = cu_srcs + hdrs + nvcc_hdrs,

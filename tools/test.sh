@@ -8,6 +8,8 @@
 # CPU-only configuration with the toolkit hidden (tools/cpu_only_check.sh).
 # Without a toolkit, or with --config=cpu, the build is CPU-only and the CUDA
 # tests are counted as skipped, with the reason.
+# Where no GPU is visible, device code is compiled for sm_90a only (a compile
+# check; --define=cuda_arch=... on the command line overrides that).
 #   tools/test.sh [bazel test flags, e.g. --config=cpu]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,15 @@ if [[ " $* " == *" --config=cpu "* ]]; then
 elif [ -n "$CPU_ONLY_REASON" ]; then
   skip_reason="CUDA, not built: CPU-only build, $CPU_ONLY_REASON"
 fi
+
+# No GPU visible: nothing will run device code, so it is compiled once (sm_90a)
+# to check that it compiles, not for all four targets (tools/cuda.bzl).
+flags=("$@")
+if [ -z "$skip_reason" ] && [[ " $* " != *" --define=cuda_arch="* ]] && ! nvidia-smi -L 2>/dev/null | grep -q "^GPU "; then
+  flags+=(--define=cuda_arch=compile_check)
+  echo "== no GPU visible: device code compiled for sm_90a only (--define=cuda_arch=compile_check)"
+fi
+set -- "${flags[@]}"
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
