@@ -17,14 +17,18 @@ passed=0
 pass() { echo "PASS: $*"; passed=$((passed + 1)); }
 port=$((20000 + (RANDOM % 20000)))
 
+# One job's launchers share one exp_dir ("dup-node1-n0" and "-n1" use exp-dup-node1), as
+# nodes share a file system: rank 0 commits a checkpoint once every rank's file is there
+# (with a directory per node, the stop's final save waited out the 30 s grace period).
+# The duplicate has its own: the job's holds the directory lock.
 start() {  # $1 = log name, $2 = node rank, $3 = nnodes, $4 = nproc, rest = extra train args; sets PID
   local name="$1" n="$2" nn="$3" np="$4"; shift 4
   env MASTER_ADDR=127.0.0.1 MASTER_PORT=$port NNODES=$nn NODE_RANK=$n HYPERTRAIN_JOB_NAME=dup \
     HT_GLOO_HOSTNAME=127.0.0.1 HT_RENDEZVOUS_TIMEOUT_S=60 \
-    timeout 300 "$BIN" launch --nproc-per-node "$np" --grace-period-s 2 -- train --config "$CONFIG" \
+    timeout --foreground 300 "$BIN" launch --nproc-per-node "$np" --grace-period-s 2 -- train --config "$CONFIG" \
     --set model.data.train_dir="$TMP/data" --set trainer.log_every_n_steps=1 --set model.train_batch_size=2 \
     --set model.max_context_width=32 --set model.num_hidden_layers=2 --set trainer.max_steps=100000 \
-    --set exp_manager.every_n_train_steps=100000 --set exp_manager.exp_dir="$TMP/exp-$name" "$@" \
+    --set exp_manager.every_n_train_steps=100000 --set exp_manager.exp_dir="$TMP/exp-${name%-n[01]}" "$@" \
     > "$TMP/$name.log" 2>&1 &
   PID=$!
 }
@@ -36,6 +40,10 @@ wait_step() {  # $1 = log name, $2 = step
   cat "$TMP/$1.log"; fail "$1: training never reached step $2"
 }
 last_step() { grep -o "step [0-9]*/" "$TMP/$1.log" | tail -1 | tr -dc 0-9; }
+# --foreground: timeout passes stop()'s SIGTERM to the launcher alone. Without
+# it, timeout also signals its process group (launcher and ranks), the launcher
+# takes the second signal as "now" and SIGKILLs its ranks mid-collective, and
+# the other node's ranks could wait out the 30 s collective timeout.
 stop() {  # $@ = launcher pids: SIGTERM, then wait
   for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "$@"; do wait "$p" || true; done
