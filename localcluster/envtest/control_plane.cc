@@ -26,7 +26,9 @@
 
 #include "kube/config.h"
 #include "kube/rest_client.h"
+#include "kube/status.h"
 #include "localcluster/apiserver/certs.h"
+#include "localcluster/apiserver/patch.h"
 
 namespace hypertrain::envtest {
 namespace {
@@ -353,6 +355,7 @@ Status ControlPlane::Init() {
   HT_RETURN_IF_ERROR(StartEtcd());
   HT_RETURN_IF_ERROR(StartApiServer());
   HT_RETURN_IF_ERROR(WriteKubeconfig(kubeconfig_, admin_token_));
+  HT_RETURN_IF_ERROR(InstallCrds());
 
   if (o_.controller_manager) {
     auto c = std::make_unique<Child>();
@@ -402,6 +405,49 @@ Status ControlPlane::Init() {
                                  }));
   }
   if (std::string dead = Exited(); !dead.empty()) return Unavailable(dead);
+  return Status::Ok();
+}
+
+Status ControlPlane::InstallCrds() {
+  if (o_.crd_files.empty()) return Status::Ok();
+  kube::Config cfg;
+  cfg.server = server_;
+  cfg.ca_pem = ReadAll(ca_file_);
+  cfg.token = admin_token_;
+  cfg.qps = 0;
+  cfg.request_timeout = std::chrono::milliseconds(10000);
+  HT_ASSIGN_OR_RETURN(std::shared_ptr<kube::RestClient> client, kube::RestClient::Create(cfg));
+  const std::string crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  std::vector<std::string> names;
+  for (const std::string& file : o_.crd_files) {
+    const std::string text = ReadAll(file);
+    if (text.empty()) return NotFound("envtest: CRD file " + file + " is missing or empty");
+    auto crd = kubelocal::YamlToJson(text);
+    if (!crd.ok()) return InvalidArgument("envtest: CRD file " + file + ": " + crd.status().message());
+    const std::string name = crd->value("metadata", kube::Json::object()).value("name", "");
+    if (crd->value("kind", "") != "CustomResourceDefinition" || name.empty()) {
+      return InvalidArgument("envtest: " + file + " is not a CustomResourceDefinition with a name");
+    }
+    kube::Request r;
+    r.method = "POST";
+    r.path = crds;
+    r.body = crd->dump();
+    auto created = client->SendJson(r);
+    if (!created.ok()) return Internal("envtest: create CRD " + name + " from " + file + ": " + created.status().ToString());
+    names.push_back(name);
+  }
+  for (const std::string& name : names) {
+    HT_RETURN_IF_ERROR(WaitReady("CRD " + name + " to be Established", nullptr, [&] {
+      kube::Request r;
+      r.path = crds + "/" + name;
+      auto crd = client->SendJson(r);
+      if (!crd.ok()) return false;
+      for (const kube::Json& c : crd->value("status", kube::Json::object()).value("conditions", kube::Json::array())) {
+        if (c.value("type", "") == "Established" && c.value("status", "") == "True") return true;
+      }
+      return false;
+    }));
+  }
   return Status::Ok();
 }
 

@@ -74,6 +74,11 @@ struct Options {
   // Audit log (work_dir/audit.log, JSON lines, level Metadata) of every request
   // but the admin's: what ServiceAccounts (an operator, a trainer) really call.
   bool audit_log = false;
+  // CustomResourceDefinitions (YAML or JSON files) created, and Established,
+  // before the controller manager starts: its garbage collector then watches
+  // their kinds from the start. Created later, a kind's dependents wait up to
+  // 30 s for the collector's next resource discovery.
+  std::vector<std::string> crd_files;
 };
 
 class ControlPlane {
@@ -112,6 +117,7 @@ class ControlPlane {
   };
   explicit ControlPlane(Options options);
   Status Init();
+  Status InstallCrds();
   Status StartEtcd();
   Status StartApiServer();
   Status StartChild(Child* c);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "kube/config.h"
@@ -21,6 +22,20 @@ namespace {
 using kube::Json;
 using ::testing::HasSubstr;
 
+constexpr char kWidgetCrd[] = R"(apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+)";
+
 class ControlPlaneTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -32,6 +47,9 @@ class ControlPlaneTest : public ::testing::Test {
     Options o;
     o.work_dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/envtest";
     o.binaries = *bins;
+    std::filesystem::create_directories(o.work_dir);
+    o.crd_files = {o.work_dir + "/widgets.yaml"};
+    std::ofstream(o.crd_files[0]) << kWidgetCrd;
     auto cp = ControlPlane::Start(o);
     if (!cp.ok()) {
       start_error_ = new std::string(cp.status().ToString());
@@ -121,6 +139,28 @@ TEST_F(ControlPlaneTest, GarbageCollectorRemovesDependents) {
   ASSERT_TRUE(cms.Delete("owner").ok());
   EXPECT_TRUE(WaitFor([&] { return !cms.Get("dependent").ok(); }, std::chrono::seconds(30)))
       << cp_->LogTails();
+}
+
+// Options::crd_files: the CRD is Established when Start returns, and the garbage
+// collector already watches its kind (created later, it would learn of it only
+// at its next discovery, up to 30 s on).
+TEST_F(ControlPlaneTest, CrdsInstalledBeforeTheControllerManager) {
+  auto admin = Client(cp_->kubeconfig());
+  const kube::ResourceType widgets{"example.com", "v1", "widgets", "Widget", true};
+  auto owner = kube::ResourceClient(admin, widgets, "default").Create(
+      {{"apiVersion", "example.com/v1"}, {"kind", "Widget"}, {"metadata", {{"name", "w"}}}});
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  kube::ResourceClient cms(admin, kube::resources::kConfigMaps, "default");
+  ASSERT_TRUE(cms.Create({{"metadata",
+                           {{"name", "of-widget"},
+                            {"ownerReferences",
+                             Json::array({{{"apiVersion", "example.com/v1"},
+                                           {"kind", "Widget"},
+                                           {"name", "w"},
+                                           {"uid", (*owner)["metadata"]["uid"]}}})}}}})
+                  .ok());
+  ASSERT_TRUE(kube::ResourceClient(admin, widgets, "default").Delete("w").ok());
+  EXPECT_TRUE(WaitFor([&] { return !cms.Get("of-widget").ok(); }, std::chrono::seconds(10))) << cp_->LogTails();
 }
 
 TEST_F(ControlPlaneTest, ApiServerRestartsOnItsPortWithItsData) {
