@@ -100,7 +100,7 @@ int Run(const RunSpec& r, const std::string& json_path) {
   co.share_grads_with_activations = r.share_grads;
   co.cuda_graphs = r.graphs;
   co.loss_chunk_rows = r.loss_chunk_rows;
-  const Status knobs = cuda::SetKernelOptions(config::AttentionImplName(r.kernels.attention_impl),
+  const Status knobs = cuda::SetKernelOptions(r.kernels.attention_impl,
                                               r.kernels.gemm_autotune, r.kernels.cudnn_bwd_workspace_mb, &co);
   if (!knobs.ok()) {
     spdlog::error("bench: {}", knobs.ToString());

@@ -70,7 +70,7 @@ StatusOr<CudaParts> CreateCudaBackend(const config::TrainConfig& c, const model:
   co.staging_slots = std::max(co.staging_slots, c.data.prefetch_depth + 2 + (c.validation.enabled() ? 3 : 0));
   co.cuda_graphs = c.cuda.cuda_graphs;
   if (!c.exp_dir.empty()) co.tune_cache_path = c.exp_dir + "/tune_cache.json";
-  HT_RETURN_IF_ERROR(cuda::SetKernelOptions(config::AttentionImplName(c.cuda.attention_impl), c.cuda.gemm_autotune,
+  HT_RETURN_IF_ERROR(cuda::SetKernelOptions(c.cuda.attention_impl, c.cuda.gemm_autotune,
                                             c.cuda.cudnn_bwd_workspace_mb, &co));
   HT_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b,
                       cuda::CudaBackend::Create(c.model, o, co));

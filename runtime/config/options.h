@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/kernels/attention_impl.h"
 
 namespace hypertrain::config {
 
@@ -42,15 +43,12 @@ enum class ReduceDtype { kFp32, kBf16 };
 StatusOr<ReduceDtype> ParseReduceDtype(const std::string& s);
 const char* ReduceDtypeName(ReduceDtype d);
 
-// cuda.attention_impl: which attention kernels run (docs/ATTENTION.md). The
-// CUDA kernels keep their own enum (runtime/kernels/cuda/attention.h); the
-// backend's SetKernelOptions takes the name, and backend_test checks that
-// every name here is one the kernels know.
-enum class AttentionImpl { kAuto, kCudnn, kCudnnFast, kCudnnFwd, kTiled, kSimple };
-// The accepted names, in the order error messages list them.
-const std::vector<std::string>& AttentionImplNames();
-// InvalidArgument naming the key and the accepted names.
-StatusOr<AttentionImpl> ParseAttentionImpl(const std::string& s);
-const char* AttentionImplName(AttentionImpl a);
+// cuda.attention_impl: the kernels' one enum (runtime/kernels/attention_impl.h,
+// no CUDA dependency); the config parses it once and the CUDA backend takes it
+// as it is.
+using kernels::AttentionImpl;
+using kernels::AttentionImplName;
+using kernels::AttentionImplNames;
+using kernels::ParseAttentionImpl;
 
 }  // namespace hypertrain::config

@@ -155,16 +155,14 @@ CudaBackend::~CudaBackend() {
   if (h2d_stream_) cudaStreamDestroy(h2d_stream_);
 }
 
-Status SetKernelOptions(const std::string& attention_impl, const std::string& gemm_autotune,
+Status SetKernelOptions(kernels::AttentionImpl attention_impl, const std::string& gemm_autotune,
                         int64_t cudnn_bwd_workspace_mb, CudaOptions* o) {
-  StatusOr<kc::AttentionImpl> impl = kc::ParseAttentionImpl(attention_impl);
-  if (!impl.ok()) return InvalidArgument("cuda.attention_impl: " + impl.status().message());
   StatusOr<kc::GemmAutotune> tune = kc::ParseGemmAutotune(gemm_autotune);
   if (!tune.ok()) return InvalidArgument("cuda.gemm_autotune: " + tune.status().message());
   if (cudnn_bwd_workspace_mb < 1) {
     return InvalidArgument(fmt::format("cuda.cudnn_bwd_workspace_mb: {} must be >= 1", cudnn_bwd_workspace_mb));
   }
-  o->attention_impl = *impl;
+  o->attention_impl = attention_impl;
   o->gemm_autotune = *tune;
   o->cudnn_bwd_workspace_cap_bytes = static_cast<size_t>(cudnn_bwd_workspace_mb) << 20;
   return Status::Ok();

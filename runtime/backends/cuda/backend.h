@@ -124,7 +124,8 @@ struct CudaOptions {
   // separate gradient buffer per unit (bench --share-grads 0).
   bool share_grads_with_activations = true;
   // Kernel options (config keys cuda.attention_impl, cuda.gemm_autotune,
-  // cuda.cudnn_bwd_workspace_mb; SetKernelOptions parses them).
+  // cuda.cudnn_bwd_workspace_mb; SetKernelOptions sets them; the attention
+  // enum is the config's own, runtime/kernels/attention_impl.h).
   kernels::cuda::AttentionImpl attention_impl = kernels::cuda::AttentionImpl::kAuto;
   kernels::cuda::GemmAutotune gemm_autotune = kernels::cuda::GemmAutotune::kOn;
   size_t cudnn_bwd_workspace_cap_bytes = kernels::cuda::kDefaultCudnnBackwardWorkspaceCapBytes;
@@ -133,10 +134,11 @@ struct CudaOptions {
   std::string tune_cache_path;
 };
 
-// Sets o's kernel options from the config's names (config::CudaConfig):
-// InvalidArgument naming the key for a name the kernels do not know or a
-// workspace cap < 1 MiB.
-Status SetKernelOptions(const std::string& attention_impl, const std::string& gemm_autotune,
+// Sets o's kernel options from the config's values (config::CudaConfig; the
+// attention implementation as the config parsed it): InvalidArgument naming
+// the key for a GEMM autotune name the kernels do not know or a workspace cap
+// < 1 MiB.
+Status SetKernelOptions(kernels::AttentionImpl attention_impl, const std::string& gemm_autotune,
                         int64_t cudnn_bwd_workspace_mb, CudaOptions* o);
 
 // Device time of the last ForwardBackward, from CUDA events (milliseconds).

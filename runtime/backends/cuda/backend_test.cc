@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/backends/cpu/backend.h"
@@ -109,29 +110,32 @@ TEST(CudaBackendArgs, RejectsUnsupportedHeadDims) {
 }
 
 // CPU-runnable: every value the config accepts for the kernel keys reaches
-// the kernels as the matching option (config and kernels agree on the names).
+// the kernels as the matching option (one attention enum, no name round-trip).
 TEST(CudaBackendArgs, KernelOptionsFromEveryConfigValue) {
+  static_assert(std::is_same_v<config::AttentionImpl, kernels::cuda::AttentionImpl>);
   const config::CudaConfig defaults;
   CudaOptions o;
-  ASSERT_TRUE(SetKernelOptions(config::AttentionImplName(defaults.attention_impl), defaults.gemm_autotune,
+  ASSERT_TRUE(SetKernelOptions(defaults.attention_impl, defaults.gemm_autotune,
                                defaults.cudnn_bwd_workspace_mb, &o).ok());
   EXPECT_EQ(o.attention_impl, kernels::cuda::AttentionImpl::kAuto);
   EXPECT_EQ(o.gemm_autotune, kernels::cuda::GemmAutotune::kOn);
   EXPECT_EQ(o.cudnn_bwd_workspace_cap_bytes, kernels::cuda::kDefaultCudnnBackwardWorkspaceCapBytes);
-  for (const std::string& impl : config::AttentionImplNames()) {
-    ASSERT_TRUE(SetKernelOptions(impl, "on", 1, &o).ok()) << impl;
-    EXPECT_EQ(kernels::cuda::AttentionImplName(o.attention_impl), impl);
+  for (const std::string& name : config::AttentionImplNames()) {
+    StatusOr<config::AttentionImpl> impl = config::ParseAttentionImpl(name);
+    ASSERT_TRUE(impl.ok()) << name;
+    ASSERT_TRUE(SetKernelOptions(*impl, "on", 1, &o).ok()) << name;
+    EXPECT_EQ(o.attention_impl, *impl) << name;
+    EXPECT_EQ(kernels::cuda::AttentionImplName(o.attention_impl), name);
   }
   for (const std::string& tune : config::GemmAutotuneNames()) {
-    ASSERT_TRUE(SetKernelOptions("auto", tune, 1, &o).ok()) << tune;
+    ASSERT_TRUE(SetKernelOptions(kernels::AttentionImpl::kAuto, tune, 1, &o).ok()) << tune;
     EXPECT_EQ(kernels::cuda::GemmAutotuneName(o.gemm_autotune), tune);
   }
   EXPECT_EQ(o.cudnn_bwd_workspace_cap_bytes, size_t{1} << 20);
-  const Status bad = SetKernelOptions("flash", "on", 1, &o);
+  const Status bad = SetKernelOptions(kernels::AttentionImpl::kAuto, "maybe", 1, &o);
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.message().find("cuda.attention_impl"), std::string::npos) << bad.ToString();
-  EXPECT_FALSE(SetKernelOptions("auto", "maybe", 1, &o).ok());
-  EXPECT_FALSE(SetKernelOptions("auto", "on", 0, &o).ok());
+  EXPECT_NE(bad.message().find("cuda.gemm_autotune"), std::string::npos) << bad.ToString();
+  EXPECT_FALSE(SetKernelOptions(kernels::AttentionImpl::kAuto, "on", 0, &o).ok());
 }
 
 // CPU-runnable: the ranges a first-write pass must zero are exactly the

@@ -179,7 +179,7 @@ Status Backward(Impl impl, const AttentionParams& p, const void* q, const void* 
   const size_t need = BackwardWorkspaceBytes(chosen, p);
   if (workspace_bytes < need) {
     return InvalidArgument("attention: backward workspace holds " + std::to_string(workspace_bytes) +
-                           " bytes, needs " + std::to_string(need) + " (" + ImplName(chosen) + ")");
+                           " bytes, needs " + std::to_string(need) + " (" + AttentionImplName(chosen) + ")");
   }
   if (chosen == Impl::kCudnn || chosen == Impl::kCudnnFast) {
     return cudnn_attention::Backward(p, CudnnMode(chosen), q, k, v, out, dout, lse, dq, dk, dv,
@@ -203,33 +203,6 @@ Status Backward(Impl impl, const AttentionParams& p, const void* q, const void* 
       break;
   }
   return InvalidArgument("attention: unknown implementation");
-}
-
-const char* ImplName(Impl impl) {
-  switch (impl) {
-    case Impl::kTiled:
-      return "tiled";
-    case Impl::kSimple:
-      return "simple";
-    case Impl::kCudnn:
-      return "cudnn";
-    case Impl::kCudnnFast:
-      return "cudnn-fast";
-    case Impl::kCudnnForward:
-      return "cudnn-fwd";
-    case Impl::kAuto:
-      return "auto";
-  }
-  return "unknown";
-}
-
-StatusOr<Impl> ParseImpl(const std::string& name) {
-  for (Impl impl : {Impl::kAuto, Impl::kCudnn, Impl::kCudnnFast, Impl::kCudnnForward,
-                    Impl::kTiled, Impl::kSimple}) {
-    if (name == ImplName(impl)) return impl;
-  }
-  return InvalidArgument("attention implementation must be auto, cudnn, cudnn-fast, cudnn-fwd, "
-                         "tiled or simple, got '" + name + "'");
 }
 
 Impl Resolve(Impl impl, const AttentionParams& p, bool backward) {
@@ -277,9 +250,5 @@ Status AttentionBackward(const AttentionParams& p, const void* q, const void* k,
   return internal::Backward(p.impl, p, q, k, v, out, dout, lse, dq, dk, dv,
                             workspace, workspace_bytes, stream);
 }
-
-const char* AttentionImplName(AttentionImpl impl) { return internal::ImplName(impl); }
-
-StatusOr<AttentionImpl> ParseAttentionImpl(const std::string& name) { return internal::ParseImpl(name); }
 
 }  // namespace hypertrain::kernels::cuda

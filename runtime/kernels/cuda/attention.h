@@ -48,6 +48,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "runtime/kernels/attention_impl.h"
 
 namespace hypertrain::kernels::cuda {
 
@@ -55,19 +56,11 @@ namespace hypertrain::kernels::cuda {
 // cores: correct but far slower; bf16/fp16 use the tensor-core kernels.
 enum class AttentionDtype { kBf16, kFp16, kFp32 };
 
-// Which kernels run (docs/ATTENTION.md; config key cuda.attention_impl):
-// kAuto = cuDNN where it runs these params on this device, else kTiled.
-enum class AttentionImpl {
-  kTiled,         // our tensor-core flash attention
-  kSimple,        // warp-per-row scalar kernels: slow, a fallback and cross-check
-  kCudnn,         // cuDNN fused attention, deterministic backward (attention_cudnn.h)
-  kCudnnFast,     // cuDNN fused attention, nondeterministic (atomic dQ) backward
-  kCudnnForward,  // cuDNN forward, our tiled backward (no cuDNN backward workspace)
-  kAuto,
-};
-const char* AttentionImplName(AttentionImpl impl);
-// Parses auto|cudnn|cudnn-fast|cudnn-fwd|tiled|simple; InvalidArgument otherwise.
-StatusOr<AttentionImpl> ParseAttentionImpl(const std::string& name);
+// Which kernels run: the one enum of cuda.attention_impl
+// (runtime/kernels/attention_impl.h), shared with the config.
+using kernels::AttentionImpl;
+using kernels::AttentionImplName;
+using kernels::ParseAttentionImpl;
 
 // Default cap of one deterministic cuDNN backward call's workspace
 // (cuda.cudnn_bwd_workspace_mb).

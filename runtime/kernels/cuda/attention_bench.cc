@@ -86,7 +86,7 @@ void Run(int B, int T, int H, int KV, int D, int iters, internal::Impl impl, boo
   const double bwd_flops = 2.5 * fwd_flops;
   std::printf("%-10s B=%-2d T=%-5d H=%-2d KV=%-2d D=%-3d%s | fwd %7.3f ms %6.1f TFLOP/s | "
               "bwd %7.3f ms %6.1f TFLOP/s | fwd+bwd %7.3f ms %6.1f TFLOP/s | ws %.1f MiB\n",
-              internal::ImplName(impl), B, T, H, KV, D, fused ? " fused" : "", fwd_ms,
+              AttentionImplName(impl), B, T, H, KV, D, fused ? " fused" : "", fwd_ms,
               fwd_flops / fwd_ms * 1e-9, bwd_ms, bwd_flops / bwd_ms * 1e-9, fwd_ms + bwd_ms,
               (fwd_flops + bwd_flops) / (fwd_ms + bwd_ms) * 1e-9, ws_bytes / 1048576.0);
   std::fflush(stdout);
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
       size_t pos = 0;
       while (pos <= list.size()) {
         const size_t comma = std::min(list.find(',', pos), list.size());
-        const auto impl = internal::ParseImpl(list.substr(pos, comma - pos));
+        const auto impl = hypertrain::kernels::ParseAttentionImpl(list.substr(pos, comma - pos));
         if (!impl.ok()) {
           std::fprintf(stderr, "%s\n", impl.status().ToString().c_str());
           return 2;

@@ -13,9 +13,6 @@
 namespace hypertrain::kernels::cuda::internal {
 
 using Impl = AttentionImpl;
-const char* ImplName(Impl impl);
-// Parses auto|cudnn|cudnn-fast|cudnn-fwd|tiled|simple; InvalidArgument otherwise.
-StatusOr<Impl> ParseImpl(const std::string& name);
 // The implementation `impl` runs for p in the forward (backward = false) or
 // backward: kAuto becomes kCudnn or kTiled (the reason for kTiled is logged
 // once), kCudnnForward kCudnn forward and kTiled backward, fp32 always

@@ -211,7 +211,7 @@ TEST(AttentionLayoutTiled, ForwardTilingsAgreeBitwise) {
 
 INSTANTIATE_TEST_SUITE_P(AllImpls, AttentionLayout, ::testing::Values(Impl::kSimple, Impl::kTiled),
                          [](const ::testing::TestParamInfo<Impl>& info) {
-                           return std::string(internal::ImplName(info.param));
+                           return std::string(AttentionImplName(info.param));
                          });
 
 // ---- argument checks: no GPU needed --------------------------------------

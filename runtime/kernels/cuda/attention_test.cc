@@ -38,7 +38,7 @@ std::string Describe(const Shape& s, AttentionDtype dt, Impl impl) {
          (dt == AttentionDtype::kBf16   ? " bf16"
           : dt == AttentionDtype::kFp16 ? " fp16"
                                         : " fp32") +
-         " impl=" + internal::ImplName(impl);
+         " impl=" + AttentionImplName(impl);
 }
 
 // Device buffer of 16-bit elements or floats; freed on scope exit.
@@ -575,7 +575,7 @@ TEST(AttentionCudnn, ModelShapesAgreeWithScalarKernelsFusedQkv) {
       Status st = m.Run(Impl::kSimple, &ref);
       ASSERT_TRUE(st.ok()) << st.ToString();
       for (Impl impl : CudnnImpls()) {
-        SCOPED_TRACE(internal::ImplName(impl));
+        SCOPED_TRACE(AttentionImplName(impl));
         st = m.Run(impl, &got);
         ASSERT_TRUE(st.ok()) << st.ToString();
         m.ExpectAgree(got, ref);
@@ -620,7 +620,7 @@ TEST(AttentionCudnn, DeterministicBackwardIsBitwiseReproducible) {
       same = first.out == again.out && first.lse == again.lse && first.dq == again.dq &&
              first.dk == again.dk && first.dv == again.dv;
     }
-    std::printf("%s: repeated runs %s\n", internal::ImplName(impl),
+    std::printf("%s: repeated runs %s\n", AttentionImplName(impl),
                 same ? "bitwise identical" : "DIFFER");
     if (impl == Impl::kCudnn) {
       EXPECT_TRUE(same) << "the deterministic cuDNN backward differs between runs";
@@ -654,14 +654,14 @@ TEST(AttentionCudnn, ChunkedDeterministicBackwardMatchesOneCall) {
 // CPU-runnable (CI): argument errors and the choice of implementation.
 TEST(AttentionCudnn, ParsesImplementationNames) {
   for (const char* name : {"auto", "cudnn", "cudnn-fast", "cudnn-fwd", "tiled", "simple"}) {
-    StatusOr<Impl> impl = internal::ParseImpl(name);
+    StatusOr<Impl> impl = ParseAttentionImpl(name);
     ASSERT_TRUE(impl.ok()) << name;
-    EXPECT_EQ(std::string(internal::ImplName(*impl)), name);
+    EXPECT_EQ(std::string(AttentionImplName(*impl)), name);
   }
-  StatusOr<Impl> bad = internal::ParseImpl("flash");
+  StatusOr<Impl> bad = ParseAttentionImpl("flash");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("auto, cudnn, cudnn-fast, cudnn-fwd, tiled or simple"),
+  EXPECT_NE(bad.status().message().find("is not one of auto, cudnn, cudnn-fast, cudnn-fwd, tiled, simple"),
             std::string::npos);
 }
 
