@@ -14,6 +14,8 @@
 #include <mutex>
 #include <vector>
 
+#include "core/env_lookup.h"
+
 namespace hypertrain {
 namespace {
 
@@ -24,8 +26,9 @@ std::once_flag g_budget_once;
 
 void InitBudgetFromEnv() {
   std::call_once(g_budget_once, [] {
-    // Raw getenv: a process-wide fault-injection hook for tests, not configuration (core/ has no config).
-    const char* v = std::getenv("HYPERTRAIN_CKPT_FAIL_AFTER_BYTES");
+    // A process-wide fault-injection hook for tests, not configuration: read
+    // through the one process lookup (core/env_lookup.h), once per process.
+    const char* v = ProcessEnvironment()("HYPERTRAIN_CKPT_FAIL_AFTER_BYTES");
     if (v != nullptr && *v != '\0') {
       char* end = nullptr;
       const long long n = std::strtoll(v, &end, 10);

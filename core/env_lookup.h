@@ -4,9 +4,9 @@
 // process's environment (ProcessEnvironment) is read in one place. The launch
 // and config packages name this same type (launch::EnvLookup, config::EnvLookup).
 //
-// Still raw getenv (each with a comment saying why): process-level test and
-// fault-injection hooks (core/atomic_file.cc, test helpers), benchmarks, and
-// the operator pod's own identity (operator/cmd/main.cc).
+// Still raw getenv (each with a comment saying why): test helpers,
+// benchmarks, and the operator pod's own identity (operator/cmd/main.cc). The
+// checkpoint fault hook (core/atomic_file.cc) reads ProcessEnvironment().
 #include <functional>
 #include <map>
 #include <string>
