@@ -20,12 +20,32 @@ std::string GpuFamily(const std::string& model) { return model.substr(0, model.f
 
 }  // namespace
 
+namespace {
+struct NamedEntry {
+  const char* name;
+  NamedShape shape;
+};
+// {vocab, hidden, layers, heads, kv heads, intermediate, tied}, sequence length.
+const NamedEntry kNamedShapes[] = {
+    // Byte-level vocabulary; small enough to train on one CPU core in seconds.
+    {"tiny", {{256, 128, 4, 4, 2, 384, true}, 128}},
+    {"125m", {{32000, 768, 12, 12, 4, 2048, true}, 2048}},
+    {"1b", {{128256, 2048, 16, 32, 8, 8192, true}, 2048}},    // Llama-3.2-1B config.json
+    {"8b", {{128256, 4096, 32, 32, 8, 14336, false}, 8192}},  // Llama-3.1-8B config.json
+};
+}  // namespace
+
 std::optional<NamedShape> NamedModelShape(const std::string& name) {
-  if (name == "tiny") return NamedShape{{256, 128, 4, 4, 2, 384, true}, 128};
-  if (name == "125m") return NamedShape{{32000, 768, 12, 12, 4, 2048, true}, 2048};
-  if (name == "1b") return NamedShape{{128256, 2048, 16, 32, 8, 8192, true}, 2048};
-  if (name == "8b") return NamedShape{{128256, 4096, 32, 32, 8, 14336, false}, 8192};
+  for (const NamedEntry& e : kNamedShapes) {
+    if (name == e.name) return e.shape;
+  }
   return std::nullopt;
+}
+
+std::vector<std::string> NamedModelShapeNames() {
+  std::vector<std::string> names;
+  for (const NamedEntry& e : kNamedShapes) names.emplace_back(e.name);
+  return names;
 }
 
 std::string ValidateRunShape(const RunShape& run) {

@@ -37,15 +37,17 @@
 
 namespace hypertrain::contract {
 
-// The trainer's named shapes (model.shape; runtime/model/config.h holds the
-// same table, runtime/estimate's test keeps them equal) and their default
-// sequence length; nullopt for other names. The operator needs them to
-// estimate an inline config that says `shape: 1b`.
+// The trainer's named shapes (model.shape), listed once here: their fields and
+// default sequence length; runtime/model's NamedModelConfig builds on this
+// table and adds the runtime-only fields (RoPE). nullopt for other names. The
+// operator needs them to estimate an inline config that says `shape: 1b`.
 struct NamedShape {
   ModelShape model;
   int64_t max_context_width = 0;
 };
 std::optional<NamedShape> NamedModelShape(const std::string& name);
+// The names NamedModelShape knows, in table order (tiny, 125m, 1b, 8b).
+std::vector<std::string> NamedModelShapeNames();
 
 enum class Device { kCuda, kCpu };
 

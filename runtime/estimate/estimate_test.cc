@@ -71,8 +71,10 @@ TEST(EstimateLayoutTest, UnitSizesEqualTheModelsLayoutForEveryPadding) {
   }
 }
 
-// The operator estimates `shape: 1b` with the contract's copy of the table.
+// The operator estimates `shape: 1b` with the contract's table, which the
+// trainer's NamedModelConfig is built from: same names, same fields.
 TEST(EstimateLayoutTest, NamedShapesEqualTheModels) {
+  EXPECT_EQ(model::NamedModelConfigNames(), contract::NamedModelShapeNames());
   for (const std::string& name : model::NamedModelConfigNames()) {
     const model::ModelConfig c = *model::NamedModelConfig(name);
     const auto named = contract::NamedModelShape(name);

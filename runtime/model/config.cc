@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
+#include "contract/estimate.h"
+
 namespace hypertrain::model {
 namespace {
 
@@ -109,58 +113,26 @@ std::string ModelConfig::Summary() const {
       NumParams() / 1e6);
 }
 
-std::vector<std::string> NamedModelConfigNames() { return {"tiny", "125m", "1b", "8b"}; }
+std::vector<std::string> NamedModelConfigNames() { return contract::NamedModelShapeNames(); }
 
 StatusOr<ModelConfig> NamedModelConfig(std::string_view name) {
-  ModelConfig c;
-  if (name == "tiny") {
-    // Byte-level vocabulary; small enough to train on one CPU core in seconds.
-    c.vocab_size = 256;
-    c.hidden_size = 128;
-    c.num_hidden_layers = 4;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.intermediate_size = 384;
-    c.max_context_width = 128;
-    c.rope_theta = 10000.0;
-    c.tie_word_embeddings = true;
-  } else if (name == "125m") {
-    c.vocab_size = 32000;
-    c.hidden_size = 768;
-    c.num_hidden_layers = 12;
-    c.num_attention_heads = 12;
-    c.num_key_value_heads = 4;
-    c.intermediate_size = 2048;
-    c.max_context_width = 2048;
-    c.rope_theta = 10000.0;
-    c.tie_word_embeddings = true;
-  } else if (name == "1b") {
-    // Llama-3.2-1B config.json.
-    c.vocab_size = 128256;
-    c.hidden_size = 2048;
-    c.num_hidden_layers = 16;
-    c.num_attention_heads = 32;
-    c.num_key_value_heads = 8;
-    c.intermediate_size = 8192;
-    c.max_context_width = 2048;
-    c.rope_theta = 500000.0;
-    c.rope_scaling = {RopeScalingType::kLlama3, 32.0, 1.0, 4.0, 8192};
-    c.tie_word_embeddings = true;
-  } else if (name == "8b") {
-    // Llama-3.1-8B config.json.
-    c.vocab_size = 128256;
-    c.hidden_size = 4096;
-    c.num_hidden_layers = 32;
-    c.num_attention_heads = 32;
-    c.num_key_value_heads = 8;
-    c.intermediate_size = 14336;
-    c.max_context_width = 8192;
-    c.rope_theta = 500000.0;
-    c.rope_scaling = {RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192};
-    c.tie_word_embeddings = false;
-  } else {
+  const std::optional<contract::NamedShape> named = contract::NamedModelShape(std::string(name));
+  if (!named.has_value()) {
     return InvalidArgument(fmt::format("unknown model name '{}'; accepted: {}", name,
                                        fmt::join(NamedModelConfigNames(), ", ")));
+  }
+  // The shape fields come from the contract's table, the one list of them.
+  ModelConfig c;
+  static_cast<contract::ModelShape&>(c) = named->model;
+  c.max_context_width = named->max_context_width;
+  // Runtime-only fields: the RoPE of the Llama-3 checkpoints 1b and 8b are
+  // (Llama-3.2-1B and Llama-3.1-8B config.json); tiny and 125m keep the defaults.
+  if (name == "1b") {
+    c.rope_theta = 500000.0;
+    c.rope_scaling = {RopeScalingType::kLlama3, 32.0, 1.0, 4.0, 8192};
+  } else if (name == "8b") {
+    c.rope_theta = 500000.0;
+    c.rope_scaling = {RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192};
   }
   c.rms_norm_eps = 1e-5;
   return c;
