@@ -143,7 +143,9 @@ wait_for 30 "the TrainingJob CRD" kubectl get tj
 OPENBLAS_NUM_THREADS=1 "$R/operator/cmd/hypertrain-operator" --kubeconfig="$KUBECONFIG" --leader-elect=false \
   --metrics-addr=127.0.0.1:0 > "$T/operator.log" 2>&1 &
 OP_PID=$!
-MAX_STEPS=120
+# Long enough that the delete at step >= 70 lands mid-training even at ~30 ms a step
+# (the stream check before it costs a second; with 120 the job could finish first).
+MAX_STEPS=300
 cat > "$T/job.yaml" <<EOY
 apiVersion: hypertrain.dev/v1alpha1
 kind: TrainingJob
