@@ -171,15 +171,21 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(Options options) {
   return cp;
 }
 
-bool ControlPlane::Get(const std::string& server, const std::string& path, const std::string& token) const {
+StatusOr<std::shared_ptr<kube::RestClient>> ControlPlane::Client(const std::string& server, const std::string& token,
+                                                                  std::chrono::milliseconds timeout,
+                                                                  int max_retries) const {
   kube::Config c;
   c.server = server;
   if (server.rfind("https://", 0) == 0) c.ca_pem = ReadAll(ca_file_);
   c.token = token;
   c.qps = 0;
-  c.max_retries = 0;
-  c.request_timeout = std::chrono::milliseconds(2000);
-  auto client = kube::RestClient::Create(c);
+  c.max_retries = max_retries;
+  c.request_timeout = timeout;
+  return kube::RestClient::Create(c);
+}
+
+bool ControlPlane::Get(const std::string& server, const std::string& path, const std::string& token) const {
+  auto client = Client(server, token, std::chrono::milliseconds(2000), /*max_retries=*/0);
   if (!client.ok()) return false;
   kube::Request r;
   r.path = path;
@@ -410,13 +416,8 @@ Status ControlPlane::Init() {
 
 Status ControlPlane::InstallCrds() {
   if (o_.crd_files.empty()) return Status::Ok();
-  kube::Config cfg;
-  cfg.server = server_;
-  cfg.ca_pem = ReadAll(ca_file_);
-  cfg.token = admin_token_;
-  cfg.qps = 0;
-  cfg.request_timeout = std::chrono::milliseconds(10000);
-  HT_ASSIGN_OR_RETURN(std::shared_ptr<kube::RestClient> client, kube::RestClient::Create(cfg));
+  HT_ASSIGN_OR_RETURN(std::shared_ptr<kube::RestClient> client,
+                      Client(server_, admin_token_, std::chrono::milliseconds(10000), kube::Config{}.max_retries));
   const std::string crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
   std::vector<std::string> names;
   for (const std::string& file : o_.crd_files) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kube/rest_client.h"
 
 namespace hypertrain::envtest {
 
@@ -123,6 +124,10 @@ class ControlPlane {
   Status StartChild(Child* c);
   void StopChild(Child* c);
   Status WaitReady(const std::string& what, Child* c, const std::function<bool()>& ready);
+  // A client of `server` (no client-side rate limit; an https server verified
+  // against this control plane's CA).
+  StatusOr<std::shared_ptr<kube::RestClient>> Client(const std::string& server, const std::string& token,
+                                                     std::chrono::milliseconds timeout, int max_retries) const;
   bool Get(const std::string& server, const std::string& path, const std::string& token) const;
 
   Options o_;
