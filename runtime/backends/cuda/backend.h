@@ -324,9 +324,15 @@ class CudaBackend final : public model::Backend {
   // QLoRA: the dequantised block (qlora_block_) to e4m3 codes in
   // qlora_fp8_block_, with scales from its amax (once per stored values).
   Status CastQloraBlockToFp8(int u);
+  // QLoRA with its scales known: the same codes straight from NF4 in one pass
+  // (kernels/cuda/nf4_fp8.h), the bf16 projections left unwritten.
+  Status Nf4BlockToFp8(int u);
   // amax (k 0), scale (1), scale_inv (2) of block `layer`'s weight of `g`.
   float* Fp8BaseSlot(int layer, model::Fp8Gemm g, int k) const;
-  Status MaterializeBlock(int u);
+  // QLoRA: unit u's weights as a pass reads them, into qlora_block_ (the
+  // norms, and with an FP8 base whose scales are known the projections only
+  // as codes); `whole`: the projections in the compute dtype too (ReadBase).
+  Status MaterializeBlock(int u, bool whole = false);
   Status CheckBaseRange(int u, model::Range r) const;
   // Sharded base (peft_base.cc): the storage layout of unit u, every unit's
   // slice from the seed, unit u's slice from its whole fp32 values, and
@@ -408,6 +414,7 @@ class CudaBackend final : public model::Backend {
   std::vector<std::vector<kernels::cuda::Nf4View>> nf4_;
   void* qlora_block_ = nullptr;
   int materialized_ = -1;
+  bool materialized_whole_ = false;  // qlora_block_'s projections hold unit materialized_
   // model.peft.fp8_base: per block unit its projections' e4m3 codes at the
   // base layout's offsets (one byte per element), base_[u] its two norms as
   // for QLoRA; per (layer, GEMM) amax | scale | scale_inv, 256 bytes apart.

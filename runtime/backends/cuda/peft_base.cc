@@ -187,7 +187,7 @@ Status CudaBackend::ReadBase(int u, Range r, float* host) {
   if (fp8_base_ && !qlora_ && u != ParamLayout::kEmbeddingUnit) return ReadFp8Block(u, r, host);
   // QLoRA: a block as the forward sees it, dequantised.
   const bool block = qlora_ && u != ParamLayout::kEmbeddingUnit;
-  if (block) HT_RETURN_IF_ERROR(MaterializeBlock(u));
+  if (block) HT_RETURN_IF_ERROR(MaterializeBlock(u, /*whole=*/true));
   return DispatchDType(dtype_, [&](auto tag) -> Status {
     using T = decltype(tag);
     std::vector<T> v(static_cast<size_t>(r.size()));
@@ -259,20 +259,25 @@ Status CudaBackend::StoreQloraBlock(int u, const float* host) {
   return Status::Ok();
 }
 
-Status CudaBackend::MaterializeBlock(int u) {
-  if (materialized_ == u) return Status::Ok();
+Status CudaBackend::MaterializeBlock(int u, bool whole) {
+  if (materialized_ == u && (materialized_whole_ || !whole)) return Status::Ok();
   const model::UnitLayout& ul = base_layout_.unit(u);
   const int64_t C = base_layout_.config().hidden_size;
   const size_t es = kc::DTypeSize(dtype_);
   char* block = static_cast<char*>(qlora_block_);
-  for (int t = 0; t < static_cast<int>(nf4_[u].size()); ++t) {
-    const kc::Nf4View& v = nf4_[u][t];
-    if (v.numel == 0) continue;
-    void* out = block + ul.tensors[t].offset * es;
-    HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
-      using TT = decltype(tag);
-      return kc::Nf4Dequantize<TT>(static_cast<TT*>(out), v, model::kNf4Codebook, stream_);
-    }));
+  // An FP8 base's passes read only the codes: once its scales are known (the
+  // first store's amax), NF4 goes straight to them, one pass instead of two.
+  const bool codes_only = fp8_base_ && !whole && fp8_qlora_scaled_[u];
+  if (!codes_only) {
+    for (int t = 0; t < static_cast<int>(nf4_[u].size()); ++t) {
+      const kc::Nf4View& v = nf4_[u][t];
+      if (v.numel == 0) continue;
+      void* out = block + ul.tensors[t].offset * es;
+      HT_LAUNCH(DispatchDType(dtype_, [&](auto tag) {
+        using TT = decltype(tag);
+        return kc::Nf4Dequantize<TT>(static_cast<TT*>(out), v, model::kNf4Codebook, stream_);
+      }));
+    }
   }
   HT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(block + ul.tensors[model::kInputNorm].offset * es,
                                           base_[u], C * es, cudaMemcpyDeviceToDevice, stream_));
@@ -280,8 +285,13 @@ Status CudaBackend::MaterializeBlock(int u) {
                                           static_cast<char*>(base_[u]) + C * es, C * es,
                                           cudaMemcpyDeviceToDevice, stream_));
   profile_.Mark(Op::kLora, stream_);
-  if (fp8_base_) HT_RETURN_IF_ERROR(CastQloraBlockToFp8(u));
+  if (codes_only) {
+    HT_RETURN_IF_ERROR(Nf4BlockToFp8(u));
+  } else if (fp8_base_) {
+    HT_RETURN_IF_ERROR(CastQloraBlockToFp8(u));
+  }
   materialized_ = u;
+  materialized_whole_ = !codes_only;
   return Status::Ok();
 }
 

@@ -20,6 +20,8 @@
 #include "runtime/backends/cuda/backend_internal.h"
 #include "runtime/kernels/cuda/cast.h"
 #include "runtime/kernels/cuda/fp8_cast.h"
+#include "runtime/kernels/cuda/nf4_fp8.h"
+#include "runtime/model/nf4.h"
 
 namespace hypertrain::cuda {
 
@@ -100,6 +102,27 @@ Status CudaBackend::CastQloraBlockToFp8(int u) {
                                         nullptr, model::Fp8Format::kE4M3, stream_));
   }
   fp8_qlora_scaled_[u] = true;
+  profile_.Mark(Op::kFp8Cast, stream_);
+  return Status::Ok();
+}
+
+// The codes CastQloraBlockToFp8 writes, with the scales it computed, from the
+// NF4 store in one pass per projection (the spans are their projections back
+// to back, so covering every projection covers every span).
+Status CudaBackend::Nf4BlockToFp8(int u) {
+  const model::UnitLayout& ul = base_layout_.unit(u);
+  const int layer = u - ParamLayout::BlockUnit(0);
+  for (const GemmSpan& s : kSpans) {
+    for (int t = s.first; t <= s.last; ++t) {
+      if (t < s.last && ul.tensors[t].offset + ul.tensors[t].numel != ul.tensors[t + 1].offset) {
+        return Internal(fmt::format("QLoRA block unit {}: tensor {} does not end where {} begins",
+                                    u, t, t + 1));
+      }
+      HT_CUDA_RETURN_IF_ERROR(kc::Nf4ToFp8E4m3(qlora_fp8_block_ + ul.tensors[t].offset, nf4_[u][t],
+                                               model::kNf4Codebook,
+                                               Fp8BaseSlot(layer, s.gemm, 1), stream_));
+    }
+  }
   profile_.Mark(Op::kFp8Cast, stream_);
   return Status::Ok();
 }

@@ -5,6 +5,10 @@
 //
 // SwiGLU's FP8 kernels against the bf16 ones (the same bytes moved).
 //
+// QLoRA with an FP8 base: NF4 -> e4m3 codes in one pass (nf4_fp8.h) against
+// the two passes it replaced (NF4 -> bf16, then the cast) at 8b's weights.
+// Bytes: one pass 0.5 in + 1 out per element, two passes 0.5 + 2 + 2 + 1.
+//
 //   bazel run //runtime/kernels/cuda:fp8_cast_bench   (on a GPU)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -18,6 +22,9 @@
 #include "runtime/kernels/cuda/fp8_cast.h"
 #include "runtime/kernels/cuda/fp8_rope.h"
 #include "runtime/kernels/cuda/fp8_swiglu.h"
+#include "runtime/kernels/cuda/nf4_dequant.h"
+#include "runtime/kernels/cuda/nf4_fp8.h"
+#include "runtime/model/nf4.h"
 #include "runtime/kernels/cuda/rope.h"
 #include "runtime/kernels/cuda/swiglu.h"
 
@@ -134,6 +141,51 @@ void SwiGlu(int rows, int cols, std::mt19937& rng, cudaStream_t stream) {
   }
 }
 
+// One [rows, cols] weight in NF4 (random codes and block scales).
+void Nf4ToFp8(int rows, int cols, std::mt19937& rng, cudaStream_t stream) {
+  const int64_t n = int64_t(rows) * cols;
+  const int64_t blocks = n / model::kNf4BlockSize;
+  std::vector<uint8_t> codes(n / 2);
+  std::vector<int8_t> sc(blocks);
+  std::vector<float> sa((blocks + model::kNf4ScaleGroup - 1) / model::kNf4ScaleGroup);
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(rng());
+  for (int8_t& c : sc) c = static_cast<int8_t>(rng() % 255 - 127);
+  for (float& a : sa) a = 0.01f + float(rng() % 1000) * 1e-5f;
+  uint8_t *dcodes = nullptr, *q = nullptr;
+  int8_t* dsc = nullptr;
+  float *dsa = nullptr, *scale = nullptr;
+  bf16* tmp = nullptr;
+  HT_BENCH_CHECK(cudaMalloc(&dcodes, codes.size()));
+  HT_BENCH_CHECK(cudaMalloc(&dsc, sc.size()));
+  HT_BENCH_CHECK(cudaMalloc(&dsa, sa.size() * sizeof(float)));
+  HT_BENCH_CHECK(cudaMalloc(&scale, sizeof(float)));
+  HT_BENCH_CHECK(cudaMalloc(&q, n));
+  HT_BENCH_CHECK(cudaMalloc(&tmp, n * sizeof(bf16)));
+  HT_BENCH_CHECK(cudaMemcpy(dcodes, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+  HT_BENCH_CHECK(cudaMemcpy(dsc, sc.data(), sc.size(), cudaMemcpyHostToDevice));
+  HT_BENCH_CHECK(cudaMemcpy(dsa, sa.data(), sa.size() * sizeof(float), cudaMemcpyHostToDevice));
+  const float s = 2048.0f;
+  HT_BENCH_CHECK(cudaMemcpy(scale, &s, sizeof(float), cudaMemcpyHostToDevice));
+  const Nf4View v{dcodes, dsc, dsa, 0.0f, n};
+  const int iters = 50;
+  const double copy_ms = MedianMs(iters, stream, [&] {
+    HT_BENCH_CHECK(cudaMemcpyAsync(q, tmp, n, cudaMemcpyDeviceToDevice, stream));
+  });
+  const double floor_gbs = 2.0 * n / (copy_ms * 1e-3) / 1e9;
+  Report("copy 1 B/element (floor)", rows, cols, 2.0 * n, copy_ms, floor_gbs);
+  Report("nf4 -> e4m3, one pass", rows, cols, 1.5 * n, MedianMs(iters, stream, [&] {
+           HT_BENCH_CHECK(Nf4ToFp8E4m3(q, v, model::kNf4Codebook, scale, stream));
+         }), floor_gbs);
+  Report("nf4 -> bf16 -> e4m3", rows, cols, 5.5 * n, MedianMs(iters, stream, [&] {
+           HT_BENCH_CHECK(Nf4Dequantize<bf16>(tmp, v, model::kNf4Codebook, stream));
+           HT_BENCH_CHECK(Fp8Cast(q, tmp, n, scale, nullptr, Fp8Format::kE4M3, stream));
+         }), floor_gbs);
+  for (void* p : {static_cast<void*>(dcodes), static_cast<void*>(dsc), static_cast<void*>(dsa),
+                  static_cast<void*>(scale), static_cast<void*>(q), static_cast<void*>(tmp)}) {
+    HT_BENCH_CHECK(cudaFree(p));
+  }
+}
+
 }  // namespace
 }  // namespace hypertrain::kernels::cuda
 
@@ -150,6 +202,8 @@ int main() {
   for (int cols : {2048, 8192}) Shape(8192, cols, rng, stream);
   SwiGlu(32768, 2048, rng, stream);  // 125m (the SwiGLU floors: bf16 moves the same bytes)
   SwiGlu(8192, 8192, rng, stream);   // 1b
+  Nf4ToFp8(6144, 4096, rng, stream);   // 8b q|k|v
+  Nf4ToFp8(28672, 4096, rng, stream);  // 8b gate|up
   HT_BENCH_CHECK(cudaStreamDestroy(stream));
   return 0;
 }

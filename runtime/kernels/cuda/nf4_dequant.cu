@@ -18,6 +18,11 @@ __global__ void Nf4DequantizeKernel(T* __restrict__ out, const uint8_t* __restri
                                     const int8_t* __restrict__ scale_codes,
                                     const float* __restrict__ scale_absmax, float offset,
                                     int64_t n, Codebook book) {
+  // Indexed by a runtime code, the by-value parameter would be read from a
+  // local-memory copy per element.
+  __shared__ float table[16];
+  if (threadIdx.x < 16) table[threadIdx.x] = book.v[threadIdx.x];
+  __syncthreads();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int byte = codes[i / 2];
@@ -25,7 +30,7 @@ __global__ void Nf4DequantizeKernel(T* __restrict__ out, const uint8_t* __restri
     const int64_t b = i / kBlockSize;
     const float m = __fadd_rn(offset, __fmul_rn(__fdiv_rn(static_cast<float>(scale_codes[b]), 127.0f),
                                                 scale_absmax[b / kScaleGroup]));
-    out[i] = FromF<T>(__fmul_rn(book.v[code], m));
+    out[i] = FromF<T>(__fmul_rn(table[code], m));
   }
 }
 
