@@ -8,9 +8,11 @@
 #
 # Bundles are tools/gpu_bundle.sh archives (NEW_BUNDLE defaults to
 # .gpu-pack/bundle.tar.xz). Runs, 125m on synthetic data, STEPS (default 8)
-# steps each: bf16 full training, FP8 block GEMMs (model.fp8), LoRA rank 16 and
-# LoRA on an FP8 base (model.peft.fp8_base). Exit 0 when every run matches, 1 when
-# any differs or fails. Logs go to $OUT or ./bitexact-out. NVLink multicast stays off.
+# steps each: bf16 full training, FP8 block GEMMs (model.fp8), LoRA rank 16,
+# LoRA on an FP8 base (model.peft.fp8_base), QLoRA, and QLoRA on an FP8 base.
+# ONLY (a regex of those labels: bf16 fp8 lora lora_fp8base qlora
+# qlora_fp8base) picks some. Exit 0 when every run matches, 1 when any
+# differs or fails. Logs go to $OUT or ./bitexact-out. NVLink multicast stays off.
 set -u
 R=$(pwd)
 OLD=${1:?usage: gpu_bitexact_check.sh OLD_BUNDLE [NEW_BUNDLE]}
@@ -42,8 +44,11 @@ run() {  # build(old|new) label extra --set...
 
 rc=0
 lora=(--set model.peft.peft_type=lora --set model.peft.rank=16 --set model.peft.alpha=32 --set model.peft.dropout=0.1)
-for spec in "bf16:" "fp8:--set model.fp8=true" "lora:${lora[*]}" "lora_fp8base:${lora[*]} --set model.peft.fp8_base=true"; do
+qlora=(--set model.peft.peft_type=qlora --set model.peft.rank=16 --set model.peft.alpha=32 --set model.peft.dropout=0.1)
+for spec in "bf16:" "fp8:--set model.fp8=true" "lora:${lora[*]}" "lora_fp8base:${lora[*]} --set model.peft.fp8_base=true" \
+            "qlora:${qlora[*]}" "qlora_fp8base:${qlora[*]} --set model.peft.fp8_base=true"; do
   label=${spec%%:*}
+  [[ "$label" =~ ^(${ONLY:-.*})$ ]] || continue
   read -r -a extra <<< "${spec#*:}"
   run old "$label" "${extra[@]}" && run new "$label" "${extra[@]}" || { rc=1; continue; }
   n=$(wc -l < "$OUTDIR/new-$label.steps")

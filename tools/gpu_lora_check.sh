@@ -15,6 +15,7 @@
 #                                           # for QLoRA with FP8 GEMMs)
 #   bash tools/gpu_lora_check.sh sftq       # 500 steps of real SFT data (PACK/sftdata), bf16 base vs
 #                                           # FP8 base from the same seed: loss within 0.5%
+#                                           # (SFT_PEFT=qlora: QLoRA on the FP8 base against bf16 LoRA)
 #   bash tools/gpu_lora_check.sh qlora      # the same with peft_type qlora (8b, full checkpointing;
 #                                           # target <= 16 GiB)
 #   bash tools/gpu_lora_check.sh anchor     # tools/bench/peft_anchor.py (plain PyTorch LoRA, the same
@@ -131,16 +132,18 @@ PY
 # with the bf16 base and with model.peft.fp8_base from the same seed; the
 # mean loss of the last 50 steps must agree within 0.5%.
 sft_quality() {
-  local data=${SFT_DATA:-$PACK/sftdata} shape=${SFT_MODEL:-1b} fp8 exp
+  local data=${SFT_DATA:-$PACK/sftdata} shape=${SFT_MODEL:-1b} fp8 exp peft run
   [ -f "$data/manifest.json" ] || { echo "== sftq: no SFT data in $data"; rc_all=1; return; }
-  for fp8 in false true; do
+  # The bf16 LoRA run, then SFT_PEFT (lora, or qlora: the NF4 base) on the FP8 base.
+  for run in "lora false" "${SFT_PEFT:-lora} true"; do
+    read -r peft fp8 <<< "$run"
     exp=/tmp/lora-sftq-$fp8
     rm -rf "$exp"
     timeout 400 "$HT" train --config /dev/null \
       --set trainer.backend=cuda --set trainer.max_steps="${SFT_STEPS:-500}" --set trainer.log_every_n_steps=1 \
       --set trainer.precision=bf16 --set model.shape="$shape" --set model.max_context_width=2048 \
       --set model.train_batch_size=2 --set model.activation_checkpointing=selective \
-      --set model.peft.peft_type=lora --set model.peft.rank=16 --set model.peft.alpha=32 \
+      --set model.peft.peft_type="$peft" --set model.peft.rank=16 --set model.peft.alpha=32 \
       --set model.peft.dropout=0.05 --set model.peft.fp8_base=$fp8 \
       --set model.optim.lr=2e-4 --set model.optim.weight_decay=0 \
       --set model.optim.sched.warmup_steps=20 --set model.data.train_dir="$data" \
@@ -148,7 +151,7 @@ sft_quality() {
       --set exp_manager.checkpoint.save_last=false > "$OUTDIR/sftq_$fp8.log" 2>&1 ||
       { echo "== sftq fp8_base=$fp8 failed"; tail -n 20 "$OUTDIR/sftq_$fp8.log"; rc_all=1; return; }
   done
-  python3 - /tmp/lora-sftq-false/metrics.jsonl /tmp/lora-sftq-true/metrics.jsonl <<'PY' || rc_all=1
+  python3 - /tmp/lora-sftq-false/metrics.jsonl /tmp/lora-sftq-true/metrics.jsonl "${SFT_PEFT:-lora}" <<'PY' || rc_all=1
 import json, statistics, sys
 def losses(p):
     return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r and "step" in r}
@@ -156,7 +159,8 @@ a, b = losses(sys.argv[1]), losses(sys.argv[2])
 last = sorted(a)[-50:]
 ma, mb = statistics.mean(a[s] for s in last), statistics.mean(b[s] for s in last)
 print(f"== sftq: {len(a)} steps | loss step 1 {a[min(a)]:.4f} / {b[min(b)]:.4f} | mean of steps "
-      f"{last[0]}-{last[-1]}: bf16 base {ma:.4f}, FP8 base {mb:.4f}, relative {(mb - ma) / ma:+.3%}")
+      f"{last[0]}-{last[-1]}: bf16 LoRA {ma:.4f}, {sys.argv[3]} on the FP8 base {mb:.4f}, "
+      f"relative {(mb - ma) / ma:+.3%}")
 for s in (1, 100, 200, 300, 400, last[-1]):
     if s in a and s in b:
         print(f"   step {s}: {a[s]:.4f} {b[s]:.4f}")
