@@ -36,13 +36,16 @@ set -- "${flags[@]}"
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# One command builds everything (every target of //..., not only the tests')
+# and runs the tests as their dependencies are built: a test that waits on
+# its processes leaves a core to the compiles.
 t0=$SECONDS
-bazel build //... "$@" 2>&1 | tee "$out/build.log" | grep -E "^(ERROR|FAIL)" || true
-echo "== build: $((SECONDS - t0)) s"
-t0=$SECONDS
-bazel test //... --keep_going "$@" 2>&1 | tee "$out/test.log"
+# Compiler warnings and progress lines stay out of the log; errors and
+# failing tests' output do not.
+bazel test //... --keep_going --noshow_progress --output_filter=DONT_MATCH_ANYTHING "$@" 2>&1 |
+  tee "$out/test.log"
 status=${PIPESTATUS[0]}
-echo "== tests: $((SECONDS - t0)) s"
+echo "== build and tests: $((SECONDS - t0)) s"
 # Per-target results from Bazel's summary, e.g. "//a:b   PASSED in 1.2s";
 # SKIPPED: a target this build leaves out (the CUDA tests of a CPU-only build).
 grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|FAILED TO BUILD|INCOMPLETE|SKIPPED)' "$out/test.log" \
