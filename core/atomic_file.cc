@@ -211,7 +211,9 @@ Status PreadExact(int fd, void* dst, size_t size, int64_t offset, const std::str
 Status RemoveTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
-  if (ec) return IoError("remove " + path + ": " + ec.message());
+  // Classified as every other file error here: a read-only volume or a
+  // permission is the path's problem (exit 2), not a retryable I/O error.
+  if (ec) return ErrnoStatus("remove", path, ec.value());
   return Status::Ok();
 }
 

@@ -77,7 +77,8 @@ Status RenameDurably(const std::string& from, const std::string& to);
 StatusOr<std::string> ReadFileToString(const std::string& path);
 // Exactly `size` bytes at `offset`; DataLoss when the file is shorter.
 Status PreadExact(int fd, void* dst, size_t size, int64_t offset, const std::string& path);
-// Recursive removal of a directory tree (no error if absent).
+// Recursive removal of a directory tree (no error if absent). Errors are
+// ErrnoStatus's: EROFS, EACCES and the like InvalidArgument, others IoError.
 Status RemoveTree(const std::string& path);
 // mkdir -p; directories it creates get `mode` (before the umask; 0700 keeps a
 // data directory private). Existing ones are left as they are.

@@ -85,6 +85,12 @@ TEST_F(AtomicFileTest, RenameDurablyAndRemoveTree) {
   EXPECT_TRUE(fs::exists(dir_ + "/c/b/x"));
   ASSERT_TRUE(RemoveTree(dir_ + "/c").ok());
   EXPECT_EQ(CountEntries(), 0);
+  EXPECT_TRUE(RemoveTree(dir_ + "/absent").ok());
+  // A path error (as EROFS on a volume turned read-only) is the path's
+  // problem, not a retryable I/O error: the same class as a failed rename.
+  const Status long_name = RemoveTree(dir_ + "/" + std::string(300, 'n'));
+  EXPECT_EQ(long_name.code(), StatusCode::kInvalidArgument) << long_name.ToString();
+  EXPECT_NE(long_name.message().find("File name too long"), std::string::npos) << long_name.ToString();
 }
 
 TEST_F(AtomicFileTest, ModesOfFilesAndDirectories) {
