@@ -75,6 +75,9 @@ struct RunShape {
     std::string type;  // "" (none), "lora", "qlora"
     int64_t rank = 0;
     std::vector<std::string> targets;
+    // model.peft.fp8_base (CUDA): LoRA's block projections held as e4m3
+    // codes, a byte per element; QLoRA's stay NF4, plus one block of codes.
+    bool fp8_base = false;
   } peft;
 
   int64_t world() const { return nodes * gpus_per_node; }

@@ -241,7 +241,11 @@ MemoryParts PeftMemory(const RunShape& run, const ShardingPlan& plan) {
   // sharded, as CudaBackend::BlobLayout lays them out (each piece 256-byte
   // aligned, the fp32 offsets on the host).
   const UnitSizes u = LayoutUnits(m, 64, 1);
+  const bool fp8_base = run.peft.fp8_base && !cpu;
   int64_t block = u.block_padded * es;
+  // An FP8 base (never sharded: the trainer refuses that): the codes at the
+  // layout's offsets and the two norms in the compute dtype.
+  if (fp8_base && !qlora) block = u.block_padded + 2 * m.hidden_size * es;
   if (qlora && !cpu) {
     block = S > 1 ? RoundUp(2 * m.hidden_size * es, 256) : 2 * m.hidden_size * es;
     for (const char* t : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}) {
@@ -261,9 +265,13 @@ MemoryParts PeftMemory(const RunShape& run, const ShardingPlan& plan) {
   p.frozen_base = slice(embedding) + L * slice(block);
   if (S > 1) p.unit_pool = S * slice(embedding) + 2 * S * slice(block);
   if (qlora && !cpu) p.buffers += u.block_padded * es;  // the dequantised block
+  // FP8 base: amax | scale | scale_inv per (layer, GEMM), 256 bytes apart;
+  // QLoRA's block of codes beside its dequantised block.
+  const int64_t fp8_state = fp8_base ? L * 4 * 3 * 256 + (qlora ? u.block_padded : 0) : 0;
+  p.buffers += fp8_state;
   p.cuda_state = cpu ? 0
                      : p.weights + p.master + p.gradients + p.optimizer + p.frozen_base +
-                           (qlora ? u.block_padded * es : 0);
+                           (qlora ? u.block_padded * es : 0) + fp8_state;
   return p;
 }
 

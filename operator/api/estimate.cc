@@ -156,8 +156,11 @@ StatusOr<contract::RunShape> RunShapeFromTrainerConfig(std::string_view yaml, in
   int64_t peft_rank = 8;
   r.Read("model.peft.rank", &peft_rank);
   r.Read("model.peft.r", &peft_rank);
+  bool fp8_base = false;
+  r.Read("model.peft.fp8_base", &fp8_base);
   HT_RETURN_IF_ERROR(r.status());
   HT_RETURN_IF_ERROR(ReadPeft(root, peft, peft_rank, &run.peft));
+  run.peft.fp8_base = fp8_base && !run.peft.type.empty();
   run.prefetch_depth = static_cast<int>(depth);
   run.nodes = nodes;
   run.gpus_per_node = ranks_per_node;

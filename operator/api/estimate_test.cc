@@ -144,6 +144,29 @@ TEST(EstimateJobTest, PeftJobsAreEstimatedAsPeft) {
   EXPECT_EQ((*full)["memoryPerGpu"]["frozenBase"], 0);
 }
 
+// model.peft.fp8_base: LoRA's block projections as e4m3 codes (a byte per
+// element), the embedding and LM head still bf16: the 8B base at ~8.5 GiB
+// instead of ~15.0, whatever the shard group.
+TEST(EstimateJobTest, AnFp8BaseIsCountedInFp8) {
+  const std::string eight = std::string(k1b).replace(std::string(k1b).find("shape: 1b"), 9, "shape: 8b");
+  auto run = RunShapeFromTrainerConfig("model: {shape: 8b, peft: {peft_type: lora, fp8_base: true}}\n", 1, 8, true);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_TRUE(run->peft.fp8_base);
+  run = RunShapeFromTrainerConfig("model: {shape: 8b, peft: {peft_type: none, fp8_base: true}}\n", 1, 8, true);
+  ASSERT_TRUE(run.ok());
+  EXPECT_FALSE(run->peft.fp8_base);  // no PEFT, no frozen base
+  auto bad = RunShapeFromTrainerConfig("model: {peft: {peft_type: lora, fp8_base: maybe}}\n", 1, 8, true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("model.peft.fp8_base"), std::string::npos) << bad.status().ToString();
+
+  auto bf16 = EstimateJob(Spec(eight + "  peft: {peft_type: lora, rank: 16}\n", 1));
+  auto fp8 = EstimateJob(Spec(eight + "  peft: {peft_type: lora, rank: 16, fp8_base: true}\n", 1));
+  ASSERT_TRUE(bf16.ok() && fp8.ok()) << fp8.status().ToString();
+  const double a = (*bf16)["memoryPerGpu"]["frozenBase"].get<double>();
+  const double b = (*fp8)["memoryPerGpu"]["frozenBase"].get<double>();
+  EXPECT_NEAR(b / a, 8.46 / 14.96, 0.01) << a << " " << b;
+}
+
 TEST(EstimateJobTest, WithoutAKnownInstanceTheFitIsNotChecked) {
   auto e = EstimateJob(Spec(k1b, 2, nullptr));
   ASSERT_TRUE(e.ok()) << e.status().ToString();

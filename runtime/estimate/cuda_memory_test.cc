@@ -96,12 +96,17 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // PEFT: the frozen base one rank keeps (whole, or 1/2 of its storage bytes
-// under a shard group of 2, NF4 for QLoRA) and its gather slots, exactly.
+// under a shard group of 2, NF4 for QLoRA, e4m3 codes for LoRA on an FP8
+// base, which is never sharded) and its gather slots, exactly.
 TEST(CudaMemoryTest, PeftFrozenBaseMatchesTheBackendsCounters) {
   HT_SKIP_WITHOUT_GPU();
   for (const char* type : {"lora", "qlora"}) {
-    for (int ranks : {1, 2}) {
-      SCOPED_TRACE(std::string(type) + " over " + std::to_string(ranks));
+    struct Variant {
+      int ranks;
+      bool fp8_base;
+    };
+    for (const auto [ranks, fp8_base] : {Variant{1, false}, Variant{2, false}, Variant{1, true}}) {
+      SCOPED_TRACE(std::string(type) + " over " + std::to_string(ranks) + (fp8_base ? ", FP8 base" : ""));
       model::ModelConfig cfg = *model::NamedModelConfig("125m");
       cfg.max_context_width = 512;
       contract::RunShape run;
@@ -113,7 +118,8 @@ TEST(CudaMemoryTest, PeftFrozenBaseMatchesTheBackendsCounters) {
       run.checkpointing = Checkpointing::kFull;
       run.strategy = contract::ShardingStrategy::kFullShard;
       run.gpus_per_node = ranks;
-      run.peft = {type, 16, {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}};
+      run.peft = {type, 16, {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"},
+                  fp8_base};
       std::string error;
       const auto plan = contract::PlanSharding(run, &error);
       ASSERT_TRUE(plan.has_value()) << error;
@@ -125,6 +131,7 @@ TEST(CudaMemoryTest, PeftFrozenBaseMatchesTheBackendsCounters) {
       o.seq_len = 512;
       o.peft.type = std::string(type) == "qlora" ? model::PeftType::kQlora : model::PeftType::kLora;
       o.peft.rank = 16;
+      o.peft.fp8_base = fp8_base;
       o.base_shard = {ranks - 1, ranks};
       auto b = cuda::CudaBackend::Create(cfg, o);
       ASSERT_TRUE(b.ok()) << b.status().ToString();

@@ -75,6 +75,7 @@ StatusOr<contract::RunShape> RunShapeFromConfig(const config::TrainConfig& c, co
   if (c.finetune.peft.enabled()) {
     r.peft.type = model::PeftTypeName(c.finetune.peft.type);
     r.peft.rank = c.finetune.peft.rank;
+    r.peft.fp8_base = c.finetune.peft.fp8_base;
     for (int t : c.finetune.peft.targets) r.peft.targets.push_back(model::TargetModuleName(t));
   }
   return r;
@@ -91,7 +92,11 @@ std::vector<std::string> ConfigNotes(const config::TrainConfig& c, const contrac
         "of it per rank for a shard group of S, plus its gather slots); FLOPs and speed are full "
         "training's (a PEFT step skips the base's weight gradients)",
         run.peft.type, run.peft.rank,
-        run.peft.type == "qlora" ? " with NF4 block projections on CUDA" : ""));
+        run.peft.type == "qlora" ? (run.peft.fp8_base ? " with NF4 block projections on CUDA, "
+                                                        "each block cast to e4m3 codes for its GEMMs"
+                                                      : " with NF4 block projections on CUDA")
+        : run.peft.fp8_base      ? " with its block projections as e4m3 codes on CUDA"
+                                 : ""));
   }
   if (run.fp8) {
     notes.push_back(
