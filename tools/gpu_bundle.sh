@@ -110,8 +110,11 @@ if rc != 0 and f == 0:
 print(p, f, s)
 PY
 chmod +x "$out/run.sh"
-chmod u+w "$out"/bin/* $(ls "$out"/tests/* 2>/dev/null)
-strip --strip-debug "$out"/bin/* $(ls "$out"/tests/* 2>/dev/null)
+# Only tests, or only binaries, when the patterns pick just those.
+built=$(ls "$out"/bin/* "$out"/tests/* 2>/dev/null || true)
+[ -n "$built" ] || { echo "gpu_bundle: nothing to bundle for ${patterns[*]}" >&2; exit 1; }
+chmod u+w $built
+strip --strip-debug $built
 mkdir -p .gpu-pack
 tar -cf - "$out" | xz -T2 -9e > .gpu-pack/bundle.tar.xz
 du -sh "$out" | awk '{print "bundle: " $1 " in '"$out"'"}'
