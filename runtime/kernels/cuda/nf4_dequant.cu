@@ -1,35 +1,26 @@
 // NF4 dequantisation; the math is in nf4_dequant.h.
 #include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/nf4.cuh"
 #include "runtime/kernels/cuda/nf4_dequant.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlockSize = 64;     // model::kNf4BlockSize
-constexpr int kScaleGroup = 256;   // model::kNf4ScaleGroup
-
-struct Codebook {
-  float v[16];
-};
+using nf4::Codebook;
 
 template <typename T>
 __global__ void Nf4DequantizeKernel(T* __restrict__ out, const uint8_t* __restrict__ codes,
                                     const int8_t* __restrict__ scale_codes,
                                     const float* __restrict__ scale_absmax, float offset,
                                     int64_t n, Codebook book) {
-  // Indexed by a runtime code, the by-value parameter would be read from a
-  // local-memory copy per element.
   __shared__ float table[16];
-  if (threadIdx.x < 16) table[threadIdx.x] = book.v[threadIdx.x];
-  __syncthreads();
+  nf4::LoadCodebook(book, table);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int byte = codes[i / 2];
     const int code = i % 2 == 0 ? byte >> 4 : byte & 0xF;
-    const int64_t b = i / kBlockSize;
-    const float m = __fadd_rn(offset, __fmul_rn(__fdiv_rn(static_cast<float>(scale_codes[b]), 127.0f),
-                                                scale_absmax[b / kScaleGroup]));
+    const float m = nf4::BlockScale(scale_codes, scale_absmax, offset, i / nf4::kBlockSize);
     out[i] = FromF<T>(__fmul_rn(table[code], m));
   }
 }
@@ -40,8 +31,7 @@ template <typename T>
 cudaError_t Nf4Dequantize(T* out, const Nf4View& q, const float (&codebook)[16],
                           cudaStream_t stream) {
   if (q.numel <= 0) return cudaSuccess;
-  Codebook book;
-  for (int c = 0; c < 16; ++c) book.v[c] = codebook[c];
+  const Codebook book = nf4::MakeCodebook(codebook);
   const int64_t want = (q.numel + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(want < 65535 * 8 ? want : 65535 * 8);
   Nf4DequantizeKernel<T><<<blocks, kThreads, 0, stream>>>(out, q.codes, q.scale_codes,

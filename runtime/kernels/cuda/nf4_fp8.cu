@@ -1,29 +1,18 @@
 // NF4 -> bf16 -> e4m3 in one pass; the math is in nf4_fp8.h. Sixteen
 // elements per thread: 8 code bytes in, 16 codes out, all in one block of 64,
 // so one block scale (m_b, its fp32 division) per 16 elements. The codebook
-// sits in shared memory: indexed by a runtime code, a by-value parameter
-// array would be copied to local memory and read from there per element.
+// sits in shared memory (nf4.cuh).
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/fp8.cuh"
+#include "runtime/kernels/cuda/nf4.cuh"
 #include "runtime/kernels/cuda/nf4_fp8.h"
 
 namespace hypertrain::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlockSize = 64;    // model::kNf4BlockSize
-constexpr int kScaleGroup = 256;  // model::kNf4ScaleGroup
-
-struct Codebook {
-  float v[16];
-};
-
-// m_b, rounded step by step as model::DequantizeNf4.
-__device__ __forceinline__ float BlockScale(const int8_t* scale_codes, const float* scale_absmax,
-                                            float offset, int64_t b) {
-  return __fadd_rn(offset, __fmul_rn(__fdiv_rn(static_cast<float>(scale_codes[b]), 127.0f),
-                                     scale_absmax[b / kScaleGroup]));
-}
+using nf4::BlockScale;
+using nf4::Codebook;
 
 // The dequantised value as the bf16 block would hold it, read back as float.
 __device__ __forceinline__ float Value(const float* book, uint32_t code, float m) {
@@ -46,22 +35,21 @@ __global__ void Nf4ToFp8Kernel(uint8_t* __restrict__ q, const uint8_t* __restric
                                const float* __restrict__ scale_absmax, float offset, int64_t n,
                                bool vec, const float* __restrict__ scale_p, Codebook book) {
   __shared__ float table[16];
-  if (threadIdx.x < 16) table[threadIdx.x] = book.v[threadIdx.x];
-  __syncthreads();
+  nf4::LoadCodebook(book, table);
   const float scale = *scale_p;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t n16 = vec ? n / 16 : 0;
   for (int64_t g = tid; g < n16; g += stride) {  // elements 16g .. 16g + 15: one block of 64
     const uint2 bytes = reinterpret_cast<const uint2*>(codes)[g];
-    const float m = BlockScale(scale_codes, scale_absmax, offset, (g * 16) / kBlockSize);
+    const float m = BlockScale(scale_codes, scale_absmax, offset, (g * 16) / nf4::kBlockSize);
     const uint2 lo = Eight(table, bytes.x, m, scale), hi = Eight(table, bytes.y, m, scale);
     reinterpret_cast<uint4*>(q)[g] = make_uint4(lo.x, lo.y, hi.x, hi.y);
   }
   for (int64_t i = n16 * 16 + tid; i < n; i += stride) {
     const uint32_t byte = codes[i / 2];
     const uint32_t code = i % 2 == 0 ? byte >> 4 : byte & 0xF;
-    const float m = BlockScale(scale_codes, scale_absmax, offset, i / kBlockSize);
+    const float m = BlockScale(scale_codes, scale_absmax, offset, i / nf4::kBlockSize);
     q[i] = fp8::ToFp8<false>(Value(table, code, m) * scale);
   }
 }
@@ -71,8 +59,7 @@ __global__ void Nf4ToFp8Kernel(uint8_t* __restrict__ q, const uint8_t* __restric
 cudaError_t Nf4ToFp8E4m3(uint8_t* q, const Nf4View& v, const float (&codebook)[16],
                          const float* scale, cudaStream_t stream) {
   if (v.numel <= 0) return cudaSuccess;
-  Codebook book;
-  for (int c = 0; c < 16; ++c) book.v[c] = codebook[c];
+  const Codebook book = nf4::MakeCodebook(codebook);
   // The vector path loads 8 code bytes and stores 16 codes per thread.
   const bool vec = (reinterpret_cast<uintptr_t>(v.codes) & 7) == 0 &&
                    (reinterpret_cast<uintptr_t>(q) & 15) == 0;
