@@ -43,8 +43,9 @@ run() {  # build(old|new) label extra --set...
 }
 
 rc=0
-lora=(--set model.peft.peft_type=lora --set model.peft.rank=16 --set model.peft.alpha=32 --set model.peft.dropout=0.1)
-qlora=(--set model.peft.peft_type=qlora --set model.peft.rank=16 --set model.peft.alpha=32 --set model.peft.dropout=0.1)
+adapters=(--set model.peft.rank=16 --set model.peft.alpha=32 --set model.peft.dropout=0.1)
+lora=(--set model.peft.peft_type=lora "${adapters[@]}")
+qlora=(--set model.peft.peft_type=qlora "${adapters[@]}")
 for spec in "bf16:" "fp8:--set model.fp8=true" "lora:${lora[*]}" "lora_fp8base:${lora[*]} --set model.peft.fp8_base=true" \
             "qlora:${qlora[*]}" "qlora_fp8base:${qlora[*]} --set model.peft.fp8_base=true"; do
   label=${spec%%:*}
